@@ -1,0 +1,8 @@
+//! The bench tools' shared code. Each tool is a module here with a thin binary in `src/bin/`,
+//! so the integration tests can run engine, baseline and load in one process.
+
+/// Generated tonic client and server for `searcher.SearcherService`.
+pub mod searcher_grpc {
+    #![allow(clippy::all, missing_docs)]
+    include!(concat!(env!("OUT_DIR"), "/searcher.rs"));
+}

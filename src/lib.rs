@@ -1,0 +1,6 @@
+//! bundle-relay: accepts Jito's JSON-RPC, validates bundles, and relays them as gRPC
+//! `SendBundle` to Jito's block engines through a paced pool of egress addresses.
+//!
+//! Modules follow the request path; see ARCHITECTURE.md.
+
+pub mod proto;

@@ -1,0 +1,3 @@
+fn main() {
+    println!("bundle-relay {}", env!("CARGO_PKG_VERSION"));
+}
