@@ -4,3 +4,4 @@
 //! Modules follow the request path; see ARCHITECTURE.md.
 
 pub mod proto;
+pub mod wire;

@@ -6,3 +6,6 @@ pub mod searcher_grpc {
     #![allow(clippy::all, missing_docs)]
     include!(concat!(env!("OUT_DIR"), "/searcher.rs"));
 }
+
+pub mod sentlog;
+pub mod tag;
