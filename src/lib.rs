@@ -3,5 +3,6 @@
 //!
 //! Modules follow the request path; see ARCHITECTURE.md.
 
+pub mod jsonrpc;
 pub mod proto;
 pub mod wire;

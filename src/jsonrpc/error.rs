@@ -1,0 +1,517 @@
+//! JSON-RPC errors that render their precise message without allocating.
+
+use core::fmt;
+
+use super::json_str::JsonStr;
+use super::{Id, MAX_DEPTH, Method};
+use crate::wire::{Encoding, MAX_BUNDLE_TXS};
+
+/// Invalid JSON (JSON-RPC 2.0).
+pub const CODE_PARSE_ERROR: i32 = -32700;
+/// Valid JSON that is not a valid request object (JSON-RPC 2.0).
+pub const CODE_INVALID_REQUEST: i32 = -32600;
+/// The method does not exist (JSON-RPC 2.0).
+pub const CODE_METHOD_NOT_FOUND: i32 = -32601;
+/// The params do not fit the method (JSON-RPC 2.0); Jito also uses it for rejected bundles.
+pub const CODE_INVALID_PARAMS: i32 = -32602;
+/// Internal error (JSON-RPC 2.0), as Jito answers it.
+pub const CODE_INTERNAL: i32 = -32603;
+/// Jito's code for rate limited or congested (answered with HTTP 429). The relay uses it when
+/// it is full, so bots back off exactly as they do for the engine.
+pub const CODE_RATE_LIMITED: i32 = -32097;
+
+/// Longest wire-layer cause kept inside an [`RpcError`], in bytes of UTF-8. The wire layer's
+/// messages are one short sentence with a number or two; 80 bytes keeps the whole error within
+/// 128 bytes (asserted below), so returning it by value stays cheap and needs no box.
+pub const ERROR_CAUSE_LEN_MAX: usize = 80;
+
+/// Most characters of a user-supplied name (method, member) quoted in a message: enough to
+/// recognise a typo, short enough that the error response fits
+/// [`ERROR_RESPONSE_LEN_MAX`](super::ERROR_RESPONSE_LEN_MAX).
+pub const QUOTED_CHARS_MAX: usize = 64;
+
+/// What the JSON scanner expected at the offset where the document went wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expected {
+    /// Any JSON value (also: an empty body).
+    Value,
+    /// A string as an object key.
+    Key,
+    /// `:` after an object key.
+    Colon,
+    /// `,` or `}` after an object member.
+    CommaOrObjectEnd,
+    /// `,` or `]` after an array element.
+    CommaOrArrayEnd,
+    /// A digit in a number.
+    Digit,
+    /// One of JSON's escapes after `\`.
+    Escape,
+    /// A hex digit of a `\u` escape.
+    HexDigit,
+    /// A `\u` low surrogate after a high surrogate, or a low surrogate without a high one.
+    SurrogatePair,
+    /// The closing quote of a string (the input ended inside it).
+    StringEnd,
+    /// Valid UTF-8 inside a string.
+    Utf8,
+    /// A raw control character (U+0000..U+001F) inside a string: JSON requires it escaped.
+    EscapedControl,
+    /// One of the literals `true`, `false`, `null`.
+    Literal(&'static str),
+    /// Only whitespace after the top-level value.
+    End,
+    /// Nesting deeper than [`MAX_DEPTH`].
+    ShallowerNesting,
+}
+
+impl fmt::Display for Expected {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expected::Value => f.write_str("a JSON value"),
+            Expected::Key => f.write_str("a string key"),
+            Expected::Colon => f.write_str("':' after the key"),
+            Expected::CommaOrObjectEnd => f.write_str("',' or '}'"),
+            Expected::CommaOrArrayEnd => f.write_str("',' or ']'"),
+            Expected::Digit => f.write_str("a digit"),
+            Expected::Escape => {
+                f.write_str("an escape: \\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX")
+            }
+            Expected::HexDigit => f.write_str("a hex digit in a \\u escape"),
+            Expected::SurrogatePair => {
+                f.write_str("a surrogate pair: \\uD800-\\uDBFF followed by \\uDC00-\\uDFFF")
+            }
+            Expected::StringEnd => f.write_str("'\"' to close the string"),
+            Expected::Utf8 => f.write_str("valid UTF-8"),
+            Expected::EscapedControl => {
+                f.write_str("no raw control characters in a string (escape them)")
+            }
+            Expected::Literal(word) => write!(f, "'{word}'"),
+            Expected::End => f.write_str("end of input after the request"),
+            Expected::ShallowerNesting => write!(f, "nesting at most {MAX_DEPTH} deep"),
+        }
+    }
+}
+
+/// Which list a count or element error is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListOf {
+    Transactions,
+    BundleIds,
+}
+
+impl ListOf {
+    fn plural(self) -> &'static str {
+        match self {
+            ListOf::Transactions => "transactions",
+            ListOf::BundleIds => "bundle ids",
+        }
+    }
+
+    /// Most elements the list may hold.
+    pub const fn len_max(self) -> usize {
+        match self {
+            ListOf::Transactions => MAX_BUNDLE_TXS,
+            ListOf::BundleIds => super::MAX_STATUS_IDS,
+        }
+    }
+
+    fn singular(self) -> &'static str {
+        match self {
+            ListOf::Transactions => "transaction",
+            ListOf::BundleIds => "bundle id",
+        }
+    }
+}
+
+/// The JSON type of a value, named in messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JsonType {
+    Object,
+    Array,
+    String,
+    Number,
+    Bool,
+    Null,
+}
+
+impl JsonType {
+    /// The type of the value starting with `first` (a valid value's first byte).
+    pub(crate) fn of_first_byte(first: u8) -> JsonType {
+        match first {
+            b'{' => JsonType::Object,
+            b'[' => JsonType::Array,
+            b'"' => JsonType::String,
+            b't' | b'f' => JsonType::Bool,
+            b'n' => JsonType::Null,
+            _ => JsonType::Number,
+        }
+    }
+
+    fn with_article(self) -> &'static str {
+        match self {
+            JsonType::Object => "an object",
+            JsonType::Array => "an array",
+            JsonType::String => "a string",
+            JsonType::Number => "a number",
+            JsonType::Bool => "a boolean",
+            JsonType::Null => "null",
+        }
+    }
+}
+
+/// A wire-layer cause rendered into a fixed inline buffer, cut at a character boundary.
+#[derive(Clone, Copy)]
+pub struct InlineText {
+    buf: [u8; ERROR_CAUSE_LEN_MAX],
+    len: u8,
+    truncated: bool,
+}
+
+const _: () = assert!(ERROR_CAUSE_LEN_MAX <= u8::MAX as usize);
+
+impl InlineText {
+    /// Renders `cause` with its `Display`, keeping the first [`ERROR_CAUSE_LEN_MAX`] bytes.
+    pub fn render(cause: &dyn fmt::Display) -> InlineText {
+        let mut text = InlineText {
+            buf: [0; ERROR_CAUSE_LEN_MAX],
+            len: 0,
+            truncated: false,
+        };
+        // Our `write_str` never fails; a cause whose Display fails keeps what it wrote.
+        let _ = fmt::write(&mut text, format_args!("{cause}"));
+        text
+    }
+
+    /// The kept text.
+    pub fn as_str(&self) -> &str {
+        // Only whole characters are ever copied in, so this cannot fail.
+        core::str::from_utf8(&self.buf[..usize::from(self.len)]).unwrap_or("")
+    }
+
+    /// Whether the cause was longer than the buffer.
+    pub fn is_truncated(&self) -> bool {
+        self.truncated
+    }
+}
+
+impl fmt::Write for InlineText {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        if self.truncated {
+            return Ok(());
+        }
+        let at = usize::from(self.len);
+        let room = ERROR_CAUSE_LEN_MAX - at;
+        let mut take = s.len().min(room);
+        while !s.is_char_boundary(take) {
+            take -= 1;
+        }
+        self.buf[at..at + take].copy_from_slice(&s.as_bytes()[..take]);
+        self.len = (at + take) as u8;
+        if take < s.len() {
+            self.truncated = true;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for InlineText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl PartialEq for InlineText {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str() && self.truncated == other.truncated
+    }
+}
+
+impl Eq for InlineText {}
+
+/// What went wrong, with everything needed to say it precisely. Indexes count from 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind<'a> {
+    // -32700
+    /// The body is not JSON: the byte offset where it went wrong and what was expected there.
+    Parse { offset: usize, expected: Expected },
+
+    // -32600
+    /// The body is a JSON array (a JSON-RPC batch).
+    Batch,
+    /// The body is JSON but not an object.
+    NotAnObject(JsonType),
+    /// A top-level member appears twice.
+    DuplicateMember(JsonStr<'a>),
+    /// More top-level members than [`MAX_MEMBERS`](super::MAX_MEMBERS).
+    TooManyMembers,
+    /// `jsonrpc` or `method` is absent.
+    MissingMember(&'static str),
+    /// `jsonrpc` is not the string `"2.0"`.
+    WrongVersion,
+    /// `method` is not a string.
+    MethodNotString(JsonType),
+    /// `id` is an object, array or boolean.
+    IdType(JsonType),
+    /// `id` is longer than [`ID_LEN_MAX`](super::ID_LEN_MAX) bytes of JSON.
+    IdTooLong { len: usize },
+
+    // -32601
+    /// No such method.
+    MethodNotFound(JsonStr<'a>),
+
+    // -32602
+    /// `params` is not an array.
+    ParamsNotArray { method: Method, found: JsonType },
+    /// The params array has the wrong number of elements.
+    ParamCount {
+        method: Method,
+        min: usize,
+        max: usize,
+        got: usize,
+    },
+    /// `params[index]` should have been an array of transactions or bundle ids.
+    ListNotArray {
+        index: usize,
+        of: ListOf,
+        found: JsonType,
+    },
+    /// The list holds too few or too many elements.
+    ListCount { of: ListOf, got: usize },
+    /// An element of the list is not a string.
+    NotAString { of: ListOf, index: usize },
+    /// A transaction string is longer than its encoding allows.
+    TransactionTooLong {
+        index: usize,
+        chars: usize,
+        encoding: Encoding,
+    },
+    /// `params[index]` should have been an options object.
+    OptionsNotObject { index: usize, found: JsonType },
+    /// The `encoding` option is not a string.
+    EncodingNotString(JsonType),
+    /// The `encoding` option names an encoding other than base58 or base64.
+    UnsupportedEncoding(JsonStr<'a>),
+    /// The wire layer rejected transaction `index`.
+    InvalidTransaction { index: usize, cause: InlineText },
+
+    // -32097
+    /// The relay (or the engine behind it) is full; retry after the given time.
+    RateLimited { retry_after_ms: u64 },
+
+    // -32603
+    /// Something failed inside the relay.
+    Internal(&'static str),
+}
+
+impl ErrorKind<'_> {
+    /// The JSON-RPC code this kind is answered with.
+    pub const fn code(&self) -> i32 {
+        match self {
+            ErrorKind::Parse { .. } => CODE_PARSE_ERROR,
+            ErrorKind::Batch
+            | ErrorKind::NotAnObject(_)
+            | ErrorKind::DuplicateMember(_)
+            | ErrorKind::TooManyMembers
+            | ErrorKind::MissingMember(_)
+            | ErrorKind::WrongVersion
+            | ErrorKind::MethodNotString(_)
+            | ErrorKind::IdType(_)
+            | ErrorKind::IdTooLong { .. } => CODE_INVALID_REQUEST,
+            ErrorKind::MethodNotFound(_) => CODE_METHOD_NOT_FOUND,
+            ErrorKind::ParamsNotArray { .. }
+            | ErrorKind::ParamCount { .. }
+            | ErrorKind::ListNotArray { .. }
+            | ErrorKind::ListCount { .. }
+            | ErrorKind::NotAString { .. }
+            | ErrorKind::TransactionTooLong { .. }
+            | ErrorKind::OptionsNotObject { .. }
+            | ErrorKind::EncodingNotString(_)
+            | ErrorKind::UnsupportedEncoding(_)
+            | ErrorKind::InvalidTransaction { .. } => CODE_INVALID_PARAMS,
+            ErrorKind::RateLimited { .. } => CODE_RATE_LIMITED,
+            ErrorKind::Internal(_) => CODE_INTERNAL,
+        }
+    }
+}
+
+/// A JSON-RPC error: its `code`, what went wrong (`kind`), and the request `id` to answer
+/// with (the raw id when the request's id was found and valid, otherwise `null`).
+///
+/// `Display` renders the message; [`write_error`](super::write_error) renders the whole
+/// response. Neither allocates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RpcError<'a> {
+    pub code: i32,
+    pub kind: ErrorKind<'a>,
+    pub id: Id<'a>,
+}
+
+impl<'a> RpcError<'a> {
+    /// An error of `kind` answered with a `null` id.
+    pub const fn new(kind: ErrorKind<'a>) -> RpcError<'a> {
+        RpcError {
+            code: kind.code(),
+            kind,
+            id: Id::NULL,
+        }
+    }
+
+    /// The same error answered with `id`.
+    pub const fn with_id(mut self, id: Id<'a>) -> RpcError<'a> {
+        self.id = id;
+        self
+    }
+
+    /// -32602 "transaction {index}: {cause}" for a transaction the wire layer rejected.
+    /// The cause is rendered now into an inline buffer of [`ERROR_CAUSE_LEN_MAX`] bytes, so the
+    /// error borrows nothing from the wire layer.
+    pub fn invalid_transaction(index: usize, cause: &dyn fmt::Display) -> RpcError<'a> {
+        RpcError::new(ErrorKind::InvalidTransaction {
+            index,
+            cause: InlineText::render(cause),
+        })
+    }
+
+    /// -32097 in Jito's wording, so bots that parse "Retry after <N>ms" keep working.
+    pub const fn rate_limited(retry_after_ms: u64) -> RpcError<'a> {
+        RpcError::new(ErrorKind::RateLimited { retry_after_ms })
+    }
+
+    /// -32603 with a fixed message.
+    pub const fn internal(message: &'static str) -> RpcError<'a> {
+        RpcError::new(ErrorKind::Internal(message))
+    }
+}
+
+/// Size budget of an error returned by value (clippy's `result_large_err` threshold).
+const RPC_ERROR_SIZE_MAX: usize = 128;
+const _: () = assert!(core::mem::size_of::<RpcError<'static>>() <= RPC_ERROR_SIZE_MAX);
+
+impl fmt::Display for RpcError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.kind, f)
+    }
+}
+
+impl fmt::Display for ErrorKind<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            ErrorKind::Parse { offset, expected } => {
+                write!(f, "parse error at byte {offset}: expected {expected}")
+            }
+            ErrorKind::Batch => f.write_str(
+                "batch requests are not supported: send one JSON-RPC request per HTTP request",
+            ),
+            ErrorKind::NotAnObject(found) => write!(
+                f,
+                "request must be a JSON object, not {}",
+                found.with_article()
+            ),
+            ErrorKind::DuplicateMember(key) => {
+                f.write_str("duplicate member ")?;
+                key.write_quoted(f, QUOTED_CHARS_MAX)?;
+                f.write_str(" in request")
+            }
+            ErrorKind::TooManyMembers => {
+                write!(f, "request has more than {} members", super::MAX_MEMBERS)
+            }
+            ErrorKind::MissingMember(name) => write!(f, "missing member \"{name}\""),
+            ErrorKind::WrongVersion => f.write_str("\"jsonrpc\" must be \"2.0\""),
+            ErrorKind::MethodNotString(found) => write!(
+                f,
+                "\"method\" must be a string, not {}",
+                found.with_article()
+            ),
+            ErrorKind::IdType(found) => write!(
+                f,
+                "\"id\" must be a number, string or null, not {}",
+                found.with_article()
+            ),
+            ErrorKind::IdTooLong { len } => write!(
+                f,
+                "\"id\" is {len} bytes of JSON; at most {} allowed",
+                super::ID_LEN_MAX
+            ),
+            ErrorKind::MethodNotFound(name) => {
+                f.write_str("method not found: ")?;
+                name.write_quoted(f, QUOTED_CHARS_MAX)
+            }
+            ErrorKind::ParamsNotArray { method, found } => write!(
+                f,
+                "{} params must be an array, not {}",
+                method.name(),
+                found.with_article()
+            ),
+            ErrorKind::ParamCount {
+                method,
+                min,
+                max,
+                got,
+            } => {
+                let shape = method.params_shape();
+                if min == max {
+                    write!(f, "{} expects {shape}, got {got} params", method.name())
+                } else {
+                    write!(
+                        f,
+                        "{} expects {shape} ({min} to {max} params), got {got}",
+                        method.name()
+                    )
+                }
+            }
+            ErrorKind::ListNotArray { index, of, found } => write!(
+                f,
+                "params[{index}] must be an array of {}, not {}",
+                of.plural(),
+                found.with_article()
+            ),
+            ErrorKind::ListCount { of, got } => write!(
+                f,
+                "expected 1 to {} {}, got {got}",
+                of.len_max(),
+                of.plural()
+            ),
+            ErrorKind::NotAString { of, index } => {
+                write!(f, "{} {index} is not a string", of.singular())
+            }
+            ErrorKind::TransactionTooLong {
+                index,
+                chars,
+                encoding,
+            } => write!(
+                f,
+                "transaction {index} is {chars} characters; {} allows at most {}",
+                encoding.name(),
+                encoding.max_encoded_len()
+            ),
+            ErrorKind::OptionsNotObject { index, found } => write!(
+                f,
+                "params[{index}] must be an options object, not {}",
+                found.with_article()
+            ),
+            ErrorKind::EncodingNotString(found) => write!(
+                f,
+                "\"encoding\" must be a string, not {}",
+                found.with_article()
+            ),
+            ErrorKind::UnsupportedEncoding(name) => {
+                f.write_str("unsupported encoding ")?;
+                name.write_quoted(f, QUOTED_CHARS_MAX)?;
+                f.write_str(": use base58 or base64")
+            }
+            ErrorKind::InvalidTransaction { index, ref cause } => {
+                write!(f, "transaction {index}: {}", cause.as_str())?;
+                if cause.is_truncated() {
+                    f.write_str("…")?;
+                }
+                Ok(())
+            }
+            ErrorKind::RateLimited { retry_after_ms } => write!(
+                f,
+                "Rate limit exceeded. Back-off triggered: Retry after {retry_after_ms}ms"
+            ),
+            ErrorKind::Internal(message) => f.write_str(message),
+        }
+    }
+}
