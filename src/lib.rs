@@ -3,6 +3,7 @@
 //!
 //! Modules follow the request path; see ARCHITECTURE.md.
 
+pub mod bundle;
 pub mod jsonrpc;
 pub mod proto;
 pub mod wire;

@@ -1,0 +1,147 @@
+//! A bundle as the relay holds it: the glue between JSON-RPC params (`jsonrpc`) and the wire
+//! layer (`wire`). Each transaction string is decoded straight into its fixed buffer, validated
+//! without copying, and the bundle id computed from the first signatures: no allocation.
+//!
+//! A rejection is a -32602 naming the offending transaction's index and the cause, e.g.
+//! `transaction 2: 5 trailing bytes after the message`.
+
+use crate::jsonrpc::{JsonStr, RpcError};
+use crate::wire::{
+    self, BundleId, Encoding, MAX_BASE58_LEN, MAX_BASE64_LEN, MAX_BUNDLE_TXS, PACKET_DATA_SIZE,
+    TxInfo,
+};
+
+/// The longest transaction string any encoding allows: the size of the stack buffer an escaped
+/// string (`\/` in base64) is unescaped into.
+const ENCODED_LEN_MAX: usize = if MAX_BASE58_LEN > MAX_BASE64_LEN {
+    MAX_BASE58_LEN
+} else {
+    MAX_BASE64_LEN
+};
+
+/// Up to [`MAX_BUNDLE_TXS`] transactions in their wire form, with what the relay needs of each.
+/// Sized for the worst case so it can live in a preallocated slot.
+#[derive(Clone)]
+pub struct BundleBuf {
+    txs: [[u8; PACKET_DATA_SIZE]; MAX_BUNDLE_TXS],
+    lens: [u16; MAX_BUNDLE_TXS],
+    count: u8,
+    first_signatures: [[u8; 64]; MAX_BUNDLE_TXS],
+}
+
+impl core::fmt::Debug for BundleBuf {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("BundleBuf")
+            .field("lens", &&self.lens[..self.len()])
+            .finish()
+    }
+}
+
+impl Default for BundleBuf {
+    fn default() -> Self {
+        BundleBuf::new()
+    }
+}
+
+impl BundleBuf {
+    pub const fn new() -> BundleBuf {
+        BundleBuf {
+            txs: [[0; PACKET_DATA_SIZE]; MAX_BUNDLE_TXS],
+            lens: [0; MAX_BUNDLE_TXS],
+            count: 0,
+            first_signatures: [[0; 64]; MAX_BUNDLE_TXS],
+        }
+    }
+
+    /// Number of transactions held.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Transaction `i`'s wire bytes.
+    pub fn tx(&self, i: usize) -> &[u8] {
+        assert!(
+            i < self.len(),
+            "transaction {i} of a {}-transaction bundle",
+            self.len()
+        );
+        &self.txs[i][..self.lens[i] as usize]
+    }
+
+    /// The transactions' wire bytes in bundle order.
+    pub fn txs(&self) -> impl ExactSizeIterator<Item = &[u8]> {
+        (0..self.len()).map(|i| self.tx(i))
+    }
+
+    /// Transaction `i`'s first signature (its transaction id).
+    pub fn first_signature(&self, i: usize) -> &[u8; 64] {
+        assert!(i < self.len());
+        &self.first_signatures[i]
+    }
+
+    /// Jito's bundle id for the transactions held.
+    pub fn id(&self) -> BundleId {
+        wire::bundle_id(&self.first_signatures[..self.len()])
+    }
+
+    /// Decodes and validates `transactions` into this buffer, replacing what it held, and
+    /// returns the bundle id. On error the buffer is left empty.
+    pub fn decode<'r>(
+        &mut self,
+        transactions: &[JsonStr<'_>],
+        encoding: Encoding,
+    ) -> Result<BundleId, RpcError<'r>> {
+        self.count = 0;
+        assert!(
+            (1..=MAX_BUNDLE_TXS).contains(&transactions.len()),
+            "the JSON-RPC layer checks the transaction count"
+        );
+        for (i, text) in transactions.iter().enumerate() {
+            let (len, info) = decode_one(text, encoding, &mut self.txs[i])
+                .map_err(|e| RpcError::invalid_transaction(i, &e))?;
+            self.lens[i] = len as u16;
+            self.first_signatures[i] = info.first_signature;
+        }
+        self.count = transactions.len() as u8;
+        Ok(self.id())
+    }
+}
+
+/// Why a transaction string was refused before or by the wire layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TxStrError {
+    /// After unescaping, the string holds more bytes than any encoded transaction may: it has
+    /// characters outside the base58/base64 alphabets.
+    NotAscii,
+    Wire(wire::WireError),
+}
+
+impl core::fmt::Display for TxStrError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            TxStrError::NotAscii => {
+                f.write_str("contains characters outside the base58 and base64 alphabets")
+            }
+            TxStrError::Wire(e) => e.fmt(f),
+        }
+    }
+}
+
+fn decode_one(
+    text: &JsonStr<'_>,
+    encoding: Encoding,
+    out: &mut [u8; PACKET_DATA_SIZE],
+) -> Result<(usize, TxInfo), TxStrError> {
+    if !text.has_escapes() {
+        return wire::decode_and_validate(encoding, text.raw(), out).map_err(TxStrError::Wire);
+    }
+    let mut unescaped = [0u8; ENCODED_LEN_MAX];
+    let s = text
+        .unescape_into(&mut unescaped)
+        .map_err(|_| TxStrError::NotAscii)?;
+    wire::decode_and_validate(encoding, s, out).map_err(TxStrError::Wire)
+}
