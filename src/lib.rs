@@ -3,5 +3,7 @@
 //!
 //! Modules follow the request path; see ARCHITECTURE.md.
 
+pub mod grpc;
+pub mod h2;
 pub mod proto;
 pub mod wire;
