@@ -636,6 +636,7 @@ impl Connection {
                 self.end_stream(i, StreamEnd::TimedOut { request_sent: sent });
             }
         }
+        self.maybe_finish_drain();
     }
 
     /// Feeds received bytes; frames are handled as they complete.
@@ -653,6 +654,7 @@ impl Connection {
                 let total = HEADER_LEN + head.len as usize;
                 if input.len() >= total {
                     self.on_frame(now_ns, head, &input[HEADER_LEN..total]);
+                    self.maybe_finish_drain();
                     input = &input[total..];
                     continue;
                 }
@@ -684,6 +686,7 @@ impl Connection {
                 self.on_frame(now_ns, head, &rx[HEADER_LEN..self.rx_len]);
                 self.rx = rx;
                 self.rx_len = 0;
+                self.maybe_finish_drain();
             }
         }
     }
