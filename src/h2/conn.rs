@@ -438,6 +438,12 @@ impl Connection {
         t
     }
 
+    /// Whether the peer's SETTINGS have arrived, so its limits are known. Requests may start
+    /// earlier, but then the peer may refuse streams beyond a limit we have not seen yet.
+    pub fn is_ready(&self) -> bool {
+        self.peer_settings_seen
+    }
+
     pub fn is_closed(&self) -> bool {
         self.state == State::Closed
     }
