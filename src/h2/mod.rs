@@ -7,6 +7,7 @@
 
 pub mod conn;
 pub mod frame;
+pub mod fuzz;
 pub mod hpack;
 
 pub use conn::{Config, ConnError, Connection, Event, StartError, StreamEnd, StreamId};
