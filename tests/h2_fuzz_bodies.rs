@@ -37,6 +37,15 @@ fn frames() -> impl Strategy<Value = Vec<u8>> {
     })
 }
 
+/// Inputs that once crashed a fuzz target.
+#[test]
+fn fuzz_regressions() {
+    fuzz::hpack_decoder(&[
+        0x47, 0x0a, 0x60, 0xff, 0xff, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+        0xff,
+    ]);
+}
+
 proptest! {
     #![proptest_config(config())]
 

@@ -68,6 +68,12 @@ fn integer_overflow_and_truncation_are_rejected() {
     ];
     assert_eq!(decode_integer(&long, 5), Err(HpackError::IntegerOverflow));
     assert_eq!(decode_integer(&[0x1f, 0x9a], 5), Err(HpackError::Truncated));
+    // Zero-valued continuation bytes without end (found by fuzzing: a shift overflow).
+    let zeros = [
+        0x7f, 0xff, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00,
+    ];
+    assert_eq!(decode_integer(&zeros, 7), Err(HpackError::IntegerOverflow));
+    assert_eq!(decode_integer(&[0xff, 0x01], 8), Ok((256, 2)));
     assert_eq!(decode_integer(&[], 5), Err(HpackError::Truncated));
 }
 

@@ -113,7 +113,21 @@ impl Default for Config {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StreamId(pub u32);
 
-/// Who broke the connection, and how.
+/// Who ended a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blame {
+    /// The peer broke the protocol or stopped answering.
+    Peer,
+    /// The peer ended it politely (GOAWAY).
+    PeerShutdown,
+    /// The network or TLS layer.
+    Transport,
+    /// We did.
+    Local,
+}
+
+/// Who broke the connection, and how. Whether each request on it may be retried is carried
+/// by its own [`StreamEnd`], since that depends on how far the request got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConnError {
     /// The peer broke RFC 9113 or HPACK; we sent GOAWAY with `reason`.
@@ -126,6 +140,17 @@ pub enum ConnError {
     TransportClosed,
     /// We closed it.
     Local,
+}
+
+impl ConnError {
+    pub fn blame(&self) -> Blame {
+        match self {
+            ConnError::PeerProtocol { .. } | ConnError::Timeout { .. } => Blame::Peer,
+            ConnError::GoAway { .. } => Blame::PeerShutdown,
+            ConnError::TransportClosed => Blame::Transport,
+            ConnError::Local => Blame::Local,
+        }
+    }
 }
 
 /// How a stream ended. `request_sent` says whether our END_STREAM was queued, i.e. whether
@@ -196,6 +221,21 @@ pub enum StartError {
     HeadersTooLarge,
     /// The body writer found the request body buffer too small.
     BodyTooLarge,
+}
+
+impl StartError {
+    /// Always true: a request that did not start sent nothing.
+    pub fn retry_safe(&self) -> bool {
+        true
+    }
+
+    /// Whether this connection can take the request later (as opposed to needing another).
+    pub fn wait_here(&self) -> bool {
+        matches!(
+            self,
+            StartError::ConcurrencyLimit | StartError::TransmitFull
+        )
+    }
 }
 
 /// A header field to send.
@@ -1189,9 +1229,14 @@ impl Connection {
     }
 
     fn push_event(&mut self, e: Event) {
-        // Capacity covers one end per slot plus GOAWAY and Closed; repeated GOAWAYs beyond
-        // that carry nothing new.
-        if self.events.len() < self.events.capacity() {
+        // Capacity covers one end per slot plus GOAWAY and Closed. A GOAWAY never takes the
+        // room reserved for stream ends: a peer repeating GOAWAY must not crowd them out.
+        let reserved = if matches!(e, Event::GoAway { .. }) {
+            self.streams.len() + 1
+        } else {
+            0
+        };
+        if self.events.len() + reserved < self.events.capacity() {
             self.events.push_back(e);
         }
     }

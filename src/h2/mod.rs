@@ -10,5 +10,5 @@ pub mod frame;
 pub mod fuzz;
 pub mod hpack;
 
-pub use conn::{Config, ConnError, Connection, Event, StartError, StreamEnd, StreamId};
+pub use conn::{Blame, Config, ConnError, Connection, Event, StartError, StreamEnd, StreamId};
 pub use frame::Reason;

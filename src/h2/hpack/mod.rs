@@ -106,7 +106,7 @@ pub enum HpackError {
 
 /// Decodes an HPACK integer with an `n`-bit prefix; returns the value and bytes consumed.
 pub fn decode_integer(buf: &[u8], prefix_bits: u8) -> Result<(u64, usize), HpackError> {
-    let mask = (1u16 << prefix_bits) as u8 - 1;
+    let mask = ((1u16 << prefix_bits) - 1) as u8;
     let first = *buf.first().ok_or(HpackError::Truncated)? & mask;
     if first < mask {
         return Ok((first as u64, 1));
@@ -122,6 +122,10 @@ pub fn decode_integer(buf: &[u8], prefix_bits: u8) -> Result<(u64, usize), Hpack
             return Ok((value, i + 2));
         }
         shift += 7;
+        // Zero-valued continuation bytes add nothing but would shift past 63 bits.
+        if shift > 28 {
+            return Err(HpackError::IntegerOverflow);
+        }
     }
     Err(HpackError::Truncated)
 }
