@@ -4,6 +4,8 @@
 //! Modules follow the request path; see ARCHITECTURE.md.
 
 pub mod bundle;
+pub mod grpc;
+pub mod h2;
 pub mod jsonrpc;
 pub mod proto;
 pub mod wire;

@@ -1,0 +1,1293 @@
+//! The client connection: preface and SETTINGS, a fixed table of streams, flow control at both
+//! levels, keepalive, GOAWAY draining, header blocks with CONTINUATION.
+//!
+//! Driving it (quinn-proto style): feed received bytes with [`Connection::handle_bytes`], the
+//! clock with [`Connection::handle_timeout`] at [`Connection::poll_timeout`], a dead socket with
+//! [`Connection::handle_transport_closed`]; send what [`Connection::poll_transmit`] returns and
+//! report it with [`Connection::advance_transmit`]; drain [`Connection::poll_event`]. All
+//! buffers are sized in [`Connection::new`]; nothing allocates afterwards.
+//!
+//! A request's outcome is a [`StreamEnd`] that says whether the request may have been
+//! processed, which is what decides whether it is safe to send again.
+
+use std::collections::VecDeque;
+
+use super::frame::{self, Frame, FrameError, HEADER_LEN, Head, Reason, WINDOW_MAX};
+use super::hpack::{self, Decoder, Encoder, HeaderList, HpackError};
+
+/// Requests in flight per connection. The relay sends about one bundle per second per
+/// (source, region) pair, so a handful suffices; 16 leaves room for GetTipAccounts and leader
+/// queries beside bundles.
+pub const STREAM_SLOTS_DEFAULT: usize = 16;
+/// A SendBundle of five 1232-byte transactions is 6,240 bytes of packet data plus about 60
+/// bytes of protobuf framing and the 5-byte gRPC prefix; 8 KiB holds it with room to spare.
+pub const REQUEST_BODY_BYTES_MAX_DEFAULT: usize = 8 * 1024;
+/// The largest searcher response (GetTipAccounts: 8 base58 keys) is under 512 bytes; 16 KiB
+/// also holds one full default-size DATA frame.
+pub const RESPONSE_BODY_BYTES_MAX_DEFAULT: usize = 16 * 1024;
+/// Decoded response header or trailer lists: gRPC replies carry a few short fields; Envoy adds
+/// a few more. Advertised as SETTINGS_MAX_HEADER_LIST_SIZE.
+pub const HEADER_LIST_BYTES_MAX_DEFAULT: usize = 8 * 1024;
+/// Fields per decoded list; 64 is far beyond any gRPC reply and bounds the field table.
+pub const HEADER_FIELDS_MAX: usize = 64;
+/// A compressed header block (HEADERS plus CONTINUATIONs) can never usefully exceed the
+/// decoded list it expands to, so it gets the same cap.
+pub const HEADER_BLOCK_BYTES_MAX_DEFAULT: usize = HEADER_LIST_BYTES_MAX_DEFAULT;
+/// Frames in one header block: a CONTINUATION flood of empty frames would otherwise hold the
+/// connection forever within the byte cap.
+pub const HEADER_BLOCK_FRAMES_MAX: u32 = 16;
+/// A header block must complete within this: peers send a block in one write.
+pub const HEADER_BLOCK_OPEN_MS_DEFAULT: u64 = 1_000;
+/// Our encoded request header block: the fields are about 200 bytes, an authorization token
+/// about 1 KiB.
+pub const REQUEST_HEADER_BLOCK_BYTES_MAX: usize = 4 * 1024;
+/// Our connection receive window: responses are small, but many may arrive at once.
+pub const CONN_WINDOW_DEFAULT: u32 = 1 << 20;
+/// Our stream receive window; the stream is credited as data is copied out, so a response
+/// larger than this still flows, up to the response body cap.
+pub const STREAM_WINDOW_DEFAULT: u32 = 64 * 1024;
+/// HPACK dynamic table we offer the peer (the RFC default).
+pub const HEADER_TABLE_SIZE_DEFAULT: u32 = 4_096;
+/// Our SETTINGS must be acknowledged within this (RFC 9113 section 6.5.3 SETTINGS_TIMEOUT).
+pub const SETTINGS_ACK_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+/// gRPC servers answer PINGs more often than every 5 minutes (without data) with GOAWAY
+/// ENHANCE_YOUR_CALM "too_many_pings"; a configured keepalive may not be shorter.
+pub const KEEPALIVE_INTERVAL_MS_MIN: u64 = 300_000;
+/// How long a keepalive PING may stay unanswered before the connection counts as dead.
+pub const KEEPALIVE_TIMEOUT_MS_DEFAULT: u64 = 20_000;
+/// Bytes waiting to be sent: several full DATA frames plus control frames; when the socket
+/// cannot take them the reactor stops feeding requests.
+pub const TRANSMIT_BYTES_MAX_DEFAULT: usize = 64 * 1024;
+/// PINGs and SETTINGS from the peer per second before we call it a flood (each costs us an
+/// ACK); legitimate peers send a few.
+pub const CONTROL_FRAMES_PER_SECOND_MAX: u32 = 128;
+
+const NS_PER_MS: u64 = 1_000_000;
+const NS_PER_S: u64 = 1_000_000_000;
+/// Stream ids are 31 bits; client ids are odd.
+const STREAM_ID_MAX: u32 = (1 << 31) - 1;
+
+/// Connection limits, each sized once here.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub stream_slots: usize,
+    pub request_body_bytes_max: usize,
+    pub response_body_bytes_max: usize,
+    pub header_list_bytes_max: usize,
+    pub header_block_bytes_max: usize,
+    pub header_block_open_ms: u64,
+    pub conn_window: u32,
+    pub stream_window: u32,
+    /// Our SETTINGS_MAX_FRAME_SIZE; also sizes the receive buffer.
+    pub frame_size_max: u32,
+    pub header_table_size: u32,
+    pub settings_ack_timeout_ms: u64,
+    /// `None`: no keepalive PINGs (the default). Clamped up to [`KEEPALIVE_INTERVAL_MS_MIN`].
+    pub keepalive_interval_ms: Option<u64>,
+    pub keepalive_timeout_ms: u64,
+    pub transmit_bytes_max: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            stream_slots: STREAM_SLOTS_DEFAULT,
+            request_body_bytes_max: REQUEST_BODY_BYTES_MAX_DEFAULT,
+            response_body_bytes_max: RESPONSE_BODY_BYTES_MAX_DEFAULT,
+            header_list_bytes_max: HEADER_LIST_BYTES_MAX_DEFAULT,
+            header_block_bytes_max: HEADER_BLOCK_BYTES_MAX_DEFAULT,
+            header_block_open_ms: HEADER_BLOCK_OPEN_MS_DEFAULT,
+            conn_window: CONN_WINDOW_DEFAULT,
+            stream_window: STREAM_WINDOW_DEFAULT,
+            frame_size_max: frame::FRAME_SIZE_MIN,
+            header_table_size: HEADER_TABLE_SIZE_DEFAULT,
+            settings_ack_timeout_ms: SETTINGS_ACK_TIMEOUT_MS_DEFAULT,
+            keepalive_interval_ms: None,
+            keepalive_timeout_ms: KEEPALIVE_TIMEOUT_MS_DEFAULT,
+            transmit_bytes_max: TRANSMIT_BYTES_MAX_DEFAULT,
+        }
+    }
+}
+
+/// A client stream id (odd, increasing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamId(pub u32);
+
+/// Who ended a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blame {
+    /// The peer broke the protocol or stopped answering.
+    Peer,
+    /// The peer ended it politely (GOAWAY).
+    PeerShutdown,
+    /// The network or TLS layer.
+    Transport,
+    /// We did.
+    Local,
+}
+
+/// Who broke the connection, and how. Whether each request on it may be retried is carried
+/// by its own [`StreamEnd`], since that depends on how far the request got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnError {
+    /// The peer broke RFC 9113 or HPACK; we sent GOAWAY with `reason`.
+    PeerProtocol { reason: Reason, what: &'static str },
+    /// The peer sent GOAWAY and every stream it accepted has finished.
+    GoAway { reason: Reason },
+    /// The peer did not acknowledge our SETTINGS or keepalive PING in time.
+    Timeout { what: &'static str },
+    /// The transport (TCP or TLS) ended.
+    TransportClosed,
+    /// We closed it.
+    Local,
+}
+
+impl ConnError {
+    pub fn blame(&self) -> Blame {
+        match self {
+            ConnError::PeerProtocol { .. } | ConnError::Timeout { .. } => Blame::Peer,
+            ConnError::GoAway { .. } => Blame::PeerShutdown,
+            ConnError::TransportClosed => Blame::Transport,
+            ConnError::Local => Blame::Local,
+        }
+    }
+}
+
+/// How a stream ended. `request_sent` says whether our END_STREAM was queued, i.e. whether
+/// the peer may have received and processed the whole request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// END_STREAM received: the response (headers, body, trailers) is complete.
+    Complete,
+    /// The peer reset the stream.
+    Reset { reason: Reason, request_sent: bool },
+    /// Above GOAWAY's last-stream-id: the peer never processed it.
+    NotProcessed,
+    /// The connection ended first.
+    ConnectionLost {
+        error: ConnError,
+        request_sent: bool,
+    },
+    /// Its deadline passed; we reset it with CANCEL.
+    TimedOut { request_sent: bool },
+    /// The peer broke the protocol on this stream; we reset it with `reason`.
+    PeerError {
+        reason: Reason,
+        what: &'static str,
+        request_sent: bool,
+    },
+}
+
+impl StreamEnd {
+    /// Whether sending the request again cannot duplicate it.
+    pub fn retry_safe(&self) -> bool {
+        match *self {
+            StreamEnd::Complete => false,
+            StreamEnd::NotProcessed => true,
+            StreamEnd::Reset {
+                reason,
+                request_sent,
+            } => reason == Reason::REFUSED_STREAM || !request_sent,
+            StreamEnd::ConnectionLost { request_sent, .. }
+            | StreamEnd::TimedOut { request_sent }
+            | StreamEnd::PeerError { request_sent, .. } => !request_sent,
+        }
+    }
+}
+
+/// Something the owner must act on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The stream ended; read it with [`Connection::response`], then [`Connection::release`].
+    StreamEnded(StreamId),
+    /// The peer is going away: no new requests; streams above `last_stream` ended NotProcessed.
+    GoAway { last_stream: u32, reason: Reason },
+    /// The connection is closed; send what remains in the transmit buffer, then drop it.
+    Closed(ConnError),
+}
+
+/// Why a request could not start. Every variant is safe to retry (nothing was sent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartError {
+    /// Closed or draining after GOAWAY: use another connection.
+    NotAccepting,
+    /// The peer's MAX_CONCURRENT_STREAMS or our slot table is full: wait for a stream to end.
+    ConcurrencyLimit,
+    /// The transmit buffer cannot take the HEADERS now: send first, then retry.
+    TransmitFull,
+    /// Stream ids are exhausted: use a new connection.
+    StreamIdsExhausted,
+    /// The request headers exceed our encoder buffer or the peer's MAX_HEADER_LIST_SIZE.
+    HeadersTooLarge,
+    /// The body writer found the request body buffer too small.
+    BodyTooLarge,
+}
+
+impl StartError {
+    /// Always true: a request that did not start sent nothing.
+    pub fn retry_safe(&self) -> bool {
+        true
+    }
+
+    /// Whether this connection can take the request later (as opposed to needing another).
+    pub fn wait_here(&self) -> bool {
+        matches!(
+            self,
+            StartError::ConcurrencyLimit | StartError::TransmitFull
+        )
+    }
+}
+
+/// A header field to send.
+#[derive(Clone, Copy, Debug)]
+pub struct Field<'a> {
+    pub name: &'a [u8],
+    pub value: &'a [u8],
+    /// Sent never-indexed (RFC 7541 section 6.2.3), e.g. authorization.
+    pub sensitive: bool,
+}
+
+/// A finished stream's response, borrowed from its slot.
+pub struct Response<'a> {
+    pub end: StreamEnd,
+    pub request_sent: bool,
+    pub headers: &'a HeaderList,
+    pub trailers: &'a HeaderList,
+    pub body: &'a [u8],
+}
+
+struct Stream {
+    /// 0: free slot.
+    id: u32,
+    end: Option<StreamEnd>,
+    request_sent: bool,
+    headers_received: bool,
+    send_window: i64,
+    recv_window: i64,
+    recv_unacked: u32,
+    body_out: Box<[u8]>,
+    body_out_len: usize,
+    body_out_sent: usize,
+    body_in: Box<[u8]>,
+    body_in_len: usize,
+    headers: HeaderList,
+    trailers: HeaderList,
+    deadline_ns: Option<u64>,
+}
+
+impl Stream {
+    fn active(&self) -> bool {
+        self.id != 0 && self.end.is_none()
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    Open,
+    /// GOAWAY received: existing streams finish, no new ones.
+    Draining,
+    Closed,
+}
+
+/// A sans-IO HTTP/2 client connection.
+pub struct Connection {
+    cfg: Config,
+    state: State,
+    tx: Box<[u8]>,
+    tx_head: usize,
+    tx_tail: usize,
+    rx: Box<[u8]>,
+    rx_len: usize,
+    peer_settings_seen: bool,
+    settings_ack_deadline_ns: Option<u64>,
+    peer_streams_max: u32,
+    peer_initial_window: u32,
+    peer_frame_size_max: u32,
+    peer_header_list_max: u32,
+    send_window: i64,
+    recv_window: i64,
+    recv_unacked: u32,
+    streams: Box<[Stream]>,
+    next_stream_id: u32,
+    goaway_last: Option<u32>,
+    goaway_reason: Reason,
+    block: Box<[u8]>,
+    block_len: usize,
+    block_stream: u32,
+    block_end_stream: bool,
+    block_frames: u32,
+    block_deadline_ns: u64,
+    decoder: Decoder,
+    discard: HeaderList,
+    header_out: Box<[u8]>,
+    events: VecDeque<Event>,
+    keepalive_interval_ns: Option<u64>,
+    keepalive_next_ns: u64,
+    ping_outstanding: Option<([u8; 8], u64)>,
+    ping_counter: u64,
+    control_window_start_ns: u64,
+    control_frames_in_window: u32,
+    error: Option<ConnError>,
+}
+
+fn ms(v: u64) -> u64 {
+    v.saturating_mul(NS_PER_MS)
+}
+
+impl Connection {
+    /// A connection whose preface and SETTINGS are already queued for sending.
+    pub fn new(cfg: Config, now_ns: u64) -> Self {
+        assert!(
+            cfg.frame_size_max >= frame::FRAME_SIZE_MIN
+                && cfg.frame_size_max <= frame::FRAME_SIZE_MAX
+        );
+        assert!(cfg.conn_window as i64 <= WINDOW_MAX && cfg.stream_window as i64 <= WINDOW_MAX);
+        assert!(cfg.transmit_bytes_max >= frame::FRAME_SIZE_MIN as usize);
+        let streams = (0..cfg.stream_slots)
+            .map(|_| Stream {
+                id: 0,
+                end: None,
+                request_sent: false,
+                headers_received: false,
+                send_window: 0,
+                recv_window: 0,
+                recv_unacked: 0,
+                body_out: vec![0; cfg.request_body_bytes_max].into_boxed_slice(),
+                body_out_len: 0,
+                body_out_sent: 0,
+                body_in: vec![0; cfg.response_body_bytes_max].into_boxed_slice(),
+                body_in_len: 0,
+                headers: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
+                trailers: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
+                deadline_ns: None,
+            })
+            .collect();
+        let keepalive_interval_ns = cfg
+            .keepalive_interval_ms
+            .map(|v| ms(v.max(KEEPALIVE_INTERVAL_MS_MIN)));
+        let mut c = Connection {
+            tx: vec![0; cfg.transmit_bytes_max].into_boxed_slice(),
+            tx_head: 0,
+            tx_tail: 0,
+            rx: vec![0; HEADER_LEN + cfg.frame_size_max as usize].into_boxed_slice(),
+            rx_len: 0,
+            state: State::Open,
+            peer_settings_seen: false,
+            settings_ack_deadline_ns: Some(now_ns + ms(cfg.settings_ack_timeout_ms)),
+            peer_streams_max: u32::MAX,
+            peer_initial_window: frame::WINDOW_DEFAULT,
+            peer_frame_size_max: frame::FRAME_SIZE_MIN,
+            peer_header_list_max: u32::MAX,
+            send_window: frame::WINDOW_DEFAULT as i64,
+            recv_window: frame::WINDOW_DEFAULT as i64,
+            recv_unacked: 0,
+            streams,
+            next_stream_id: 1,
+            goaway_last: None,
+            goaway_reason: Reason::NO_ERROR,
+            block: vec![0; cfg.header_block_bytes_max].into_boxed_slice(),
+            block_len: 0,
+            block_stream: 0,
+            block_end_stream: false,
+            block_frames: 0,
+            block_deadline_ns: 0,
+            decoder: Decoder::new(cfg.header_table_size as usize),
+            discard: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
+            header_out: vec![0; REQUEST_HEADER_BLOCK_BYTES_MAX].into_boxed_slice(),
+            events: VecDeque::with_capacity(cfg.stream_slots + 8),
+            keepalive_interval_ns,
+            keepalive_next_ns: now_ns + keepalive_interval_ns.unwrap_or(0),
+            ping_outstanding: None,
+            ping_counter: 0,
+            control_window_start_ns: now_ns,
+            control_frames_in_window: 0,
+            error: None,
+            cfg,
+        };
+        c.tx[..24].copy_from_slice(frame::PREFACE);
+        c.tx_tail = 24;
+        let settings = [
+            (frame::SETTINGS_HEADER_TABLE_SIZE, c.cfg.header_table_size),
+            (frame::SETTINGS_ENABLE_PUSH, 0),
+            (frame::SETTINGS_INITIAL_WINDOW_SIZE, c.cfg.stream_window),
+            (frame::SETTINGS_MAX_FRAME_SIZE, c.cfg.frame_size_max),
+            (
+                frame::SETTINGS_MAX_HEADER_LIST_SIZE,
+                c.cfg.header_list_bytes_max as u32,
+            ),
+        ];
+        let n =
+            frame::write_settings(&mut c.tx[c.tx_tail..], &settings).expect("tx holds SETTINGS");
+        c.tx_tail += n;
+        if c.cfg.conn_window > frame::WINDOW_DEFAULT {
+            let inc = c.cfg.conn_window - frame::WINDOW_DEFAULT;
+            let n = frame::write_window_update(&mut c.tx[c.tx_tail..], 0, inc)
+                .expect("tx holds WINDOW_UPDATE");
+            c.tx_tail += n;
+            c.recv_window += inc as i64;
+        }
+        c
+    }
+
+    // ---- outputs ----
+
+    /// Bytes to send now (empty when there are none).
+    pub fn poll_transmit(&self) -> &[u8] {
+        &self.tx[self.tx_head..self.tx_tail]
+    }
+
+    /// `n` bytes of [`Connection::poll_transmit`] were sent.
+    pub fn advance_transmit(&mut self, n: usize) {
+        self.tx_head += n;
+        debug_assert!(self.tx_head <= self.tx_tail);
+        if self.tx_head == self.tx_tail {
+            self.tx_head = 0;
+            self.tx_tail = 0;
+        }
+        // Room freed: request bodies held back by a full buffer may continue.
+        if self.state != State::Closed {
+            self.flush_data();
+        }
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The earliest time [`Connection::handle_timeout`] must be called.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        if self.state == State::Closed {
+            return None;
+        }
+        let mut t = self.settings_ack_deadline_ns;
+        let mut min = |v: u64| t = Some(t.map_or(v, |t| t.min(v)));
+        if self.block_stream != 0 {
+            min(self.block_deadline_ns);
+        }
+        if self.keepalive_interval_ns.is_some() {
+            match self.ping_outstanding {
+                Some((_, deadline)) => min(deadline),
+                None => min(self.keepalive_next_ns),
+            }
+        }
+        for s in self.streams.iter().filter(|s| s.active()) {
+            if let Some(d) = s.deadline_ns {
+                min(d);
+            }
+        }
+        t
+    }
+
+    /// Whether the peer's SETTINGS have arrived, so its limits are known. Requests may start
+    /// earlier, but then the peer may refuse streams beyond a limit we have not seen yet.
+    pub fn is_ready(&self) -> bool {
+        self.peer_settings_seen
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    pub fn error(&self) -> Option<ConnError> {
+        self.error
+    }
+
+    /// Streams started and not yet ended.
+    pub fn active_streams(&self) -> usize {
+        self.streams.iter().filter(|s| s.active()).count()
+    }
+
+    /// Whether [`Connection::start_request`] can succeed now (ignoring buffer space).
+    pub fn can_start(&self) -> bool {
+        self.state == State::Open
+            && (self.active_streams() as u32) < self.peer_streams_max
+            && self.streams.iter().any(|s| s.id == 0)
+            && self.next_stream_id <= STREAM_ID_MAX
+    }
+
+    /// The peer's current SETTINGS_MAX_CONCURRENT_STREAMS (u32::MAX until it sets one).
+    pub fn peer_streams_max(&self) -> u32 {
+        self.peer_streams_max
+    }
+
+    // ---- requests ----
+
+    /// Starts a request: HEADERS are queued at once, the body (written by `body` into the
+    /// stream's buffer, returning its length or `None` if it does not fit) follows as flow
+    /// control allows. `deadline_ns` ends the stream with [`StreamEnd::TimedOut`].
+    pub fn start_request(
+        &mut self,
+        now_ns: u64,
+        fields: &[Field<'_>],
+        deadline_ns: Option<u64>,
+        body: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Result<StreamId, StartError> {
+        let _ = now_ns;
+        if self.state != State::Open {
+            return Err(StartError::NotAccepting);
+        }
+        if self.next_stream_id > STREAM_ID_MAX {
+            return Err(StartError::StreamIdsExhausted);
+        }
+        if self.active_streams() as u32 >= self.peer_streams_max {
+            return Err(StartError::ConcurrencyLimit);
+        }
+        let slot = self
+            .streams
+            .iter()
+            .position(|s| s.id == 0)
+            .ok_or(StartError::ConcurrencyLimit)?;
+        // Encode the header block.
+        let mut len = 0;
+        let mut list_size = 0;
+        for f in fields {
+            Encoder::encode_field(f.name, f.value, f.sensitive, &mut self.header_out, &mut len)
+                .ok_or(StartError::HeadersTooLarge)?;
+            list_size += f.name.len() + f.value.len() + hpack::ENTRY_OVERHEAD;
+        }
+        if list_size > self.peer_header_list_max as usize {
+            return Err(StartError::HeadersTooLarge);
+        }
+        let frame_max = self.peer_frame_size_max as usize;
+        let frames = len.div_ceil(frame_max).max(1);
+        if self.tx_free() < len + frames * HEADER_LEN {
+            return Err(StartError::TransmitFull);
+        }
+        let s = &mut self.streams[slot];
+        let body_len = body(&mut s.body_out).ok_or(StartError::BodyTooLarge)?;
+        let id = self.next_stream_id;
+        self.next_stream_id += 2;
+        s.id = id;
+        s.end = None;
+        s.request_sent = body_len == 0;
+        s.headers_received = false;
+        s.send_window = self.peer_initial_window as i64;
+        s.recv_window = self.cfg.stream_window as i64;
+        s.recv_unacked = 0;
+        s.body_out_len = body_len;
+        s.body_out_sent = 0;
+        s.body_in_len = 0;
+        s.headers.clear();
+        s.trailers.clear();
+        s.deadline_ns = deadline_ns;
+        self.tx_compact();
+        for (i, chunk) in self.header_out[..len]
+            .chunks(frame_max)
+            .chain(
+                // An empty block still needs one HEADERS frame.
+                if len == 0 { Some(&[][..]) } else { None },
+            )
+            .enumerate()
+        {
+            let last = (i + 1) * frame_max >= len;
+            let kind = if i == 0 {
+                frame::HEADERS
+            } else {
+                frame::CONTINUATION
+            };
+            let mut flags = if last { frame::FLAG_END_HEADERS } else { 0 };
+            if i == 0 && body_len == 0 {
+                flags |= frame::FLAG_END_STREAM;
+            }
+            let n = frame::write(&mut self.tx[self.tx_tail..], kind, flags, id, chunk)
+                .expect("space checked");
+            self.tx_tail += n;
+        }
+        self.flush_data();
+        Ok(StreamId(id))
+    }
+
+    /// The response of an ended stream; `None` while it runs or when unknown.
+    pub fn response(&self, id: StreamId) -> Option<Response<'_>> {
+        let s = self.streams.iter().find(|s| s.id == id.0)?;
+        Some(Response {
+            end: s.end?,
+            request_sent: s.request_sent,
+            headers: &s.headers,
+            trailers: &s.trailers,
+            body: &s.body_in[..s.body_in_len],
+        })
+    }
+
+    /// Frees a stream's slot; a stream still running is cancelled (RST_STREAM CANCEL).
+    pub fn release(&mut self, id: StreamId) {
+        let Some(slot) = self.slot(id.0) else { return };
+        if self.streams[slot].active() && self.state != State::Closed {
+            self.write_rst(id.0, Reason::CANCEL);
+        }
+        self.streams[slot].id = 0;
+        self.streams[slot].end = None;
+        self.maybe_finish_drain();
+    }
+
+    /// Closes the connection with GOAWAY(NO_ERROR); running streams end ConnectionLost.
+    pub fn close(&mut self) {
+        if self.state == State::Closed {
+            return;
+        }
+        self.write_control(|b| frame::write_goaway(b, 0, Reason::NO_ERROR));
+        self.close_with(ConnError::Local);
+    }
+
+    // ---- inputs ----
+
+    /// The transport ended (EOF or error).
+    pub fn handle_transport_closed(&mut self) {
+        if self.state != State::Closed {
+            self.close_with(ConnError::TransportClosed);
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now_ns: u64) {
+        if self.state == State::Closed {
+            return;
+        }
+        if self.settings_ack_deadline_ns.is_some_and(|d| now_ns >= d) {
+            self.write_control(|b| frame::write_goaway(b, 0, Reason::SETTINGS_TIMEOUT));
+            self.close_with(ConnError::Timeout {
+                what: "SETTINGS not acknowledged",
+            });
+            return;
+        }
+        if self.block_stream != 0 && now_ns >= self.block_deadline_ns {
+            self.conn_error(Reason::ENHANCE_YOUR_CALM, "header block left open too long");
+            return;
+        }
+        if let Some(interval) = self.keepalive_interval_ns {
+            match self.ping_outstanding {
+                Some((_, deadline)) if now_ns >= deadline => {
+                    self.close_with(ConnError::Timeout {
+                        what: "keepalive PING not acknowledged",
+                    });
+                    return;
+                }
+                Some(_) => {}
+                None if now_ns >= self.keepalive_next_ns => {
+                    self.ping_counter += 1;
+                    let data = self.ping_counter.to_be_bytes();
+                    if self.write_control(|b| frame::write_ping(b, false, data)) {
+                        self.ping_outstanding =
+                            Some((data, now_ns + ms(self.cfg.keepalive_timeout_ms)));
+                    }
+                    self.keepalive_next_ns = now_ns + interval;
+                }
+                None => {}
+            }
+        }
+        for i in 0..self.streams.len() {
+            let s = &self.streams[i];
+            if s.active() && s.deadline_ns.is_some_and(|d| now_ns >= d) {
+                let (id, sent) = (s.id, s.request_sent);
+                self.write_rst(id, Reason::CANCEL);
+                self.end_stream(i, StreamEnd::TimedOut { request_sent: sent });
+            }
+        }
+        self.maybe_finish_drain();
+    }
+
+    /// Feeds received bytes; frames are handled as they complete.
+    pub fn handle_bytes(&mut self, now_ns: u64, mut input: &[u8]) {
+        while !input.is_empty() && self.state != State::Closed {
+            if self.rx_len == 0 && input.len() >= HEADER_LEN {
+                let head = Head::parse(input[..HEADER_LEN].try_into().expect("9 bytes"));
+                if head.len > self.cfg.frame_size_max {
+                    self.conn_error(
+                        Reason::FRAME_SIZE_ERROR,
+                        "frame larger than our MAX_FRAME_SIZE",
+                    );
+                    return;
+                }
+                let total = HEADER_LEN + head.len as usize;
+                if input.len() >= total {
+                    self.on_frame(now_ns, head, &input[HEADER_LEN..total]);
+                    self.maybe_finish_drain();
+                    input = &input[total..];
+                    continue;
+                }
+            }
+            // Partial frame: gather it in the receive buffer.
+            let want = if self.rx_len < HEADER_LEN {
+                HEADER_LEN - self.rx_len
+            } else {
+                let head = Head::parse(self.rx[..HEADER_LEN].try_into().expect("9 bytes"));
+                HEADER_LEN + head.len as usize - self.rx_len
+            };
+            let n = want.min(input.len());
+            self.rx[self.rx_len..self.rx_len + n].copy_from_slice(&input[..n]);
+            self.rx_len += n;
+            input = &input[n..];
+            if self.rx_len < HEADER_LEN {
+                continue;
+            }
+            let head = Head::parse(self.rx[..HEADER_LEN].try_into().expect("9 bytes"));
+            if head.len > self.cfg.frame_size_max {
+                self.conn_error(
+                    Reason::FRAME_SIZE_ERROR,
+                    "frame larger than our MAX_FRAME_SIZE",
+                );
+                return;
+            }
+            if self.rx_len == HEADER_LEN + head.len as usize {
+                let rx = std::mem::take(&mut self.rx);
+                self.on_frame(now_ns, head, &rx[HEADER_LEN..self.rx_len]);
+                self.rx = rx;
+                self.rx_len = 0;
+                self.maybe_finish_drain();
+            }
+        }
+    }
+
+    // ---- frame handling ----
+
+    fn on_frame(&mut self, now_ns: u64, head: Head, payload: &[u8]) {
+        if self.block_stream != 0
+            && (head.kind != frame::CONTINUATION || head.stream != self.block_stream)
+        {
+            return self.conn_error(Reason::PROTOCOL_ERROR, "frame inside an open header block");
+        }
+        if !self.peer_settings_seen
+            && (head.kind != frame::SETTINGS || head.flags & frame::FLAG_ACK != 0)
+        {
+            return self.conn_error(Reason::PROTOCOL_ERROR, "first frame is not SETTINGS");
+        }
+        let f = match frame::decode(head, payload) {
+            Ok(f) => f,
+            Err(FrameError {
+                reason,
+                stream: Some(s),
+                what,
+            }) => {
+                if let Err(what) = self.check_stream_id(s) {
+                    return self.conn_error(Reason::PROTOCOL_ERROR, what);
+                }
+                return self.stream_error(s, reason, what);
+            }
+            Err(FrameError {
+                reason,
+                stream: None,
+                what,
+            }) => return self.conn_error(reason, what),
+        };
+        match f {
+            Frame::Data {
+                stream,
+                data,
+                end_stream,
+                flow_len,
+            } => self.on_data(stream, data, end_stream, flow_len),
+            Frame::Headers {
+                stream,
+                fragment,
+                end_stream,
+                end_headers,
+            } => {
+                if let Err(what) = self.check_stream_id(stream) {
+                    return self.conn_error(Reason::PROTOCOL_ERROR, what);
+                }
+                self.block_stream = stream;
+                self.block_end_stream = end_stream;
+                self.block_len = 0;
+                self.block_frames = 0;
+                self.block_deadline_ns = now_ns + ms(self.cfg.header_block_open_ms);
+                self.on_fragment(fragment, end_headers);
+            }
+            Frame::Continuation {
+                stream,
+                fragment,
+                end_headers,
+            } => {
+                if self.block_stream != stream {
+                    return self.conn_error(
+                        Reason::PROTOCOL_ERROR,
+                        "CONTINUATION without an open header block",
+                    );
+                }
+                self.on_fragment(fragment, end_headers);
+            }
+            Frame::Priority { .. } | Frame::Unknown { .. } => {}
+            Frame::RstStream { stream, reason } => {
+                if let Err(what) = self.check_stream_id(stream) {
+                    return self.conn_error(Reason::PROTOCOL_ERROR, what);
+                }
+                if let Some(i) = self.slot(stream).filter(|&i| self.streams[i].active()) {
+                    let sent = self.streams[i].request_sent;
+                    self.end_stream(
+                        i,
+                        StreamEnd::Reset {
+                            reason,
+                            request_sent: sent,
+                        },
+                    );
+                }
+            }
+            Frame::Settings { ack: true, .. } => self.settings_ack_deadline_ns = None,
+            Frame::Settings {
+                ack: false,
+                payload,
+            } => self.on_settings(now_ns, payload),
+            Frame::PushPromise { .. } => {
+                self.conn_error(Reason::PROTOCOL_ERROR, "PUSH_PROMISE with push disabled")
+            }
+            Frame::Ping { ack: true, data } => {
+                if self.ping_outstanding.is_some_and(|(d, _)| d == data) {
+                    self.ping_outstanding = None;
+                }
+            }
+            Frame::Ping { ack: false, data } => {
+                if self.control_flood(now_ns) {
+                    return self.conn_error(Reason::ENHANCE_YOUR_CALM, "PING flood");
+                }
+                if !self.write_control(|b| frame::write_ping(b, true, data)) {
+                    self.conn_error(
+                        Reason::ENHANCE_YOUR_CALM,
+                        "PING ACKs overflow the transmit buffer",
+                    );
+                }
+            }
+            Frame::GoAway {
+                last_stream,
+                reason,
+                ..
+            } => self.on_goaway(last_stream, reason),
+            Frame::WindowUpdate {
+                stream: 0,
+                increment,
+            } => {
+                self.send_window += increment as i64;
+                if self.send_window > WINDOW_MAX {
+                    return self
+                        .conn_error(Reason::FLOW_CONTROL_ERROR, "connection window above 2^31-1");
+                }
+                self.flush_data();
+            }
+            Frame::WindowUpdate { stream, increment } => {
+                if let Err(what) = self.check_stream_id(stream) {
+                    return self.conn_error(Reason::PROTOCOL_ERROR, what);
+                }
+                if let Some(i) = self.slot(stream).filter(|&i| self.streams[i].active()) {
+                    self.streams[i].send_window += increment as i64;
+                    if self.streams[i].send_window > WINDOW_MAX {
+                        return self.stream_error(
+                            stream,
+                            Reason::FLOW_CONTROL_ERROR,
+                            "stream window above 2^31-1",
+                        );
+                    }
+                    self.flush_data();
+                }
+            }
+        }
+    }
+
+    /// Stream ids the server may use in frames: ones we opened (odd, below our next id).
+    fn check_stream_id(&self, stream: u32) -> Result<(), &'static str> {
+        if stream % 2 == 0 {
+            Err("frame on a server-initiated stream id with push disabled")
+        } else if stream >= self.next_stream_id {
+            Err("frame on an idle stream")
+        } else {
+            Ok(())
+        }
+    }
+
+    fn control_flood(&mut self, now_ns: u64) -> bool {
+        if now_ns >= self.control_window_start_ns + NS_PER_S {
+            self.control_window_start_ns = now_ns;
+            self.control_frames_in_window = 0;
+        }
+        self.control_frames_in_window += 1;
+        self.control_frames_in_window > CONTROL_FRAMES_PER_SECOND_MAX
+    }
+
+    fn on_data(&mut self, stream: u32, data: &[u8], end_stream: bool, flow_len: u32) {
+        if let Err(what) = self.check_stream_id(stream) {
+            return self.conn_error(Reason::PROTOCOL_ERROR, what);
+        }
+        // Connection flow control counts every DATA frame, even on streams already gone.
+        if flow_len as i64 > self.recv_window {
+            return self.conn_error(
+                Reason::FLOW_CONTROL_ERROR,
+                "DATA beyond the connection window",
+            );
+        }
+        self.recv_window -= flow_len as i64;
+        self.recv_unacked += flow_len;
+        if self.recv_unacked >= self.cfg.conn_window / 2 {
+            let inc = self.recv_unacked;
+            if self.write_control(|b| frame::write_window_update(b, 0, inc)) {
+                self.recv_window += inc as i64;
+                self.recv_unacked = 0;
+            }
+        }
+        let Some(i) = self.slot(stream).filter(|&i| self.streams[i].active()) else {
+            // A stream we reset or released: its frames may still be in flight.
+            return;
+        };
+        let s = &mut self.streams[i];
+        if !s.headers_received {
+            return self.stream_error(
+                stream,
+                Reason::PROTOCOL_ERROR,
+                "DATA before response HEADERS",
+            );
+        }
+        if flow_len as i64 > s.recv_window {
+            return self.stream_error(
+                stream,
+                Reason::FLOW_CONTROL_ERROR,
+                "DATA beyond the stream window",
+            );
+        }
+        s.recv_window -= flow_len as i64;
+        let end = s.body_in_len + data.len();
+        if end > s.body_in.len() {
+            return self.stream_error(
+                stream,
+                Reason::CANCEL,
+                "response body larger than our buffer",
+            );
+        }
+        s.body_in[s.body_in_len..end].copy_from_slice(data);
+        s.body_in_len = end;
+        if end_stream {
+            return self.end_stream(i, StreamEnd::Complete);
+        }
+        s.recv_unacked += flow_len;
+        if s.recv_unacked >= self.cfg.stream_window / 2 {
+            let inc = s.recv_unacked;
+            if self.write_control(|b| frame::write_window_update(b, stream, inc)) {
+                let s = &mut self.streams[i];
+                s.recv_window += inc as i64;
+                s.recv_unacked = 0;
+            }
+        }
+    }
+
+    fn on_fragment(&mut self, fragment: &[u8], end_headers: bool) {
+        self.block_frames += 1;
+        if self.block_frames > HEADER_BLOCK_FRAMES_MAX {
+            return self.conn_error(Reason::ENHANCE_YOUR_CALM, "CONTINUATION flood");
+        }
+        let end = self.block_len + fragment.len();
+        if end > self.block.len() {
+            return self.conn_error(
+                Reason::ENHANCE_YOUR_CALM,
+                "header block larger than our limit",
+            );
+        }
+        self.block[self.block_len..end].copy_from_slice(fragment);
+        self.block_len = end;
+        if end_headers {
+            self.on_header_block();
+        }
+    }
+
+    fn on_header_block(&mut self) {
+        let stream = self.block_stream;
+        self.block_stream = 0;
+        let end_stream = self.block_end_stream;
+        let slot = self.slot(stream).filter(|&i| self.streams[i].active());
+        let block = &self.block[..self.block_len];
+        // The block is decoded even for streams that are gone: the HPACK table must stay in step.
+        let (list, trailers) = match slot {
+            None => {
+                self.discard.clear();
+                (&mut self.discard, false)
+            }
+            Some(i) => {
+                let s = &mut self.streams[i];
+                if s.headers_received {
+                    (&mut s.trailers, true)
+                } else {
+                    s.headers.clear();
+                    (&mut s.headers, false)
+                }
+            }
+        };
+        if let Err(e) = self.decoder.decode(block, list) {
+            let what = match e {
+                HpackError::ListTooLarge => "header list larger than our MAX_HEADER_LIST_SIZE",
+                HpackError::Truncated => "HPACK: block ends inside a field",
+                HpackError::IntegerOverflow => "HPACK: integer overflow",
+                HpackError::InvalidIndex(_) => "HPACK: index out of the table",
+                HpackError::SizeUpdateTooLarge(_) => "HPACK: table size update above our limit",
+                HpackError::SizeUpdateNotAtStart => "HPACK: table size update after a field",
+                HpackError::Huffman(_) => "HPACK: bad Huffman string",
+            };
+            return self.conn_error(Reason::COMPRESSION_ERROR, what);
+        }
+        let Some(i) = slot else { return };
+        let pseudo = list
+            .iter()
+            .filter(|(n, _)| n.first() == Some(&b':'))
+            .count();
+        if trailers {
+            if !end_stream {
+                return self.stream_error(
+                    stream,
+                    Reason::PROTOCOL_ERROR,
+                    "second header block without END_STREAM",
+                );
+            }
+            if pseudo != 0 {
+                return self.stream_error(
+                    stream,
+                    Reason::PROTOCOL_ERROR,
+                    "pseudo-header in trailers",
+                );
+            }
+            return self.end_stream(i, StreamEnd::Complete);
+        }
+        let status = list.get(b":status");
+        if pseudo != 1 || status.is_none_or(|v| v.len() != 3 || !v.iter().all(u8::is_ascii_digit)) {
+            return self.stream_error(
+                stream,
+                Reason::PROTOCOL_ERROR,
+                "response headers need exactly one valid :status",
+            );
+        }
+        if status.is_some_and(|v| v[0] == b'1') {
+            // Informational (1xx): the real response follows.
+            if end_stream {
+                return self.stream_error(
+                    stream,
+                    Reason::PROTOCOL_ERROR,
+                    "END_STREAM on a 1xx response",
+                );
+            }
+            self.streams[i].headers.clear();
+            return;
+        }
+        self.streams[i].headers_received = true;
+        if end_stream {
+            self.end_stream(i, StreamEnd::Complete);
+        }
+    }
+
+    fn on_settings(&mut self, now_ns: u64, payload: &[u8]) {
+        if self.control_flood(now_ns) {
+            return self.conn_error(Reason::ENHANCE_YOUR_CALM, "SETTINGS flood");
+        }
+        for (id, value) in frame::settings(payload) {
+            match id {
+                frame::SETTINGS_ENABLE_PUSH if value != 0 => {
+                    return self.conn_error(Reason::PROTOCOL_ERROR, "server set ENABLE_PUSH");
+                }
+                frame::SETTINGS_MAX_CONCURRENT_STREAMS => self.peer_streams_max = value,
+                frame::SETTINGS_INITIAL_WINDOW_SIZE => {
+                    if value as i64 > WINDOW_MAX {
+                        return self.conn_error(
+                            Reason::FLOW_CONTROL_ERROR,
+                            "INITIAL_WINDOW_SIZE above 2^31-1",
+                        );
+                    }
+                    let delta = value as i64 - self.peer_initial_window as i64;
+                    self.peer_initial_window = value;
+                    for s in self.streams.iter_mut().filter(|s| s.active()) {
+                        s.send_window += delta;
+                        if s.send_window > WINDOW_MAX {
+                            return self.conn_error(
+                                Reason::FLOW_CONTROL_ERROR,
+                                "INITIAL_WINDOW_SIZE change overflows a stream window",
+                            );
+                        }
+                    }
+                }
+                frame::SETTINGS_MAX_FRAME_SIZE => {
+                    if !(frame::FRAME_SIZE_MIN..=frame::FRAME_SIZE_MAX).contains(&value) {
+                        return self
+                            .conn_error(Reason::PROTOCOL_ERROR, "MAX_FRAME_SIZE out of range");
+                    }
+                    self.peer_frame_size_max = value;
+                }
+                frame::SETTINGS_MAX_HEADER_LIST_SIZE => self.peer_header_list_max = value,
+                // HEADER_TABLE_SIZE: our encoder never indexes, so any size suits it.
+                _ => {}
+            }
+        }
+        self.peer_settings_seen = true;
+        if !self.write_control(frame::write_settings_ack) {
+            return self.conn_error(
+                Reason::ENHANCE_YOUR_CALM,
+                "SETTINGS ACKs overflow the transmit buffer",
+            );
+        }
+        self.flush_data();
+    }
+
+    fn on_goaway(&mut self, last_stream: u32, reason: Reason) {
+        let last = self.goaway_last.map_or(last_stream, |l| l.min(last_stream));
+        self.goaway_last = Some(last);
+        self.goaway_reason = reason;
+        if self.state == State::Open {
+            self.state = State::Draining;
+        }
+        for i in 0..self.streams.len() {
+            if self.streams[i].active() && self.streams[i].id > last {
+                self.end_stream(i, StreamEnd::NotProcessed);
+            }
+        }
+        self.push_event(Event::GoAway {
+            last_stream: last,
+            reason,
+        });
+        self.maybe_finish_drain();
+    }
+
+    fn maybe_finish_drain(&mut self) {
+        if self.state == State::Draining && self.active_streams() == 0 {
+            self.close_with(ConnError::GoAway {
+                reason: self.goaway_reason,
+            });
+        }
+    }
+
+    // ---- sending ----
+
+    /// Sends request body DATA as far as both windows, the peer's frame size and the transmit
+    /// buffer allow.
+    fn flush_data(&mut self) {
+        for i in 0..self.streams.len() {
+            if !self.streams[i].active() || self.streams[i].request_sent {
+                continue;
+            }
+            self.tx_compact();
+            let s = &self.streams[i];
+            let remaining = s.body_out_len - s.body_out_sent;
+            let room = (self.tx.len() - self.tx_tail).saturating_sub(HEADER_LEN);
+            let n = (remaining as i64)
+                .min(self.send_window)
+                .min(s.send_window)
+                .min(self.peer_frame_size_max as i64)
+                .min(room as i64);
+            if n <= 0 {
+                continue;
+            }
+            let n = n as usize;
+            let last = n == remaining;
+            let s = &mut self.streams[i];
+            let out = &mut self.tx[self.tx_tail..];
+            frame::Head {
+                len: n as u32,
+                kind: frame::DATA,
+                flags: if last { frame::FLAG_END_STREAM } else { 0 },
+                stream: s.id,
+            }
+            .write(out);
+            out[HEADER_LEN..HEADER_LEN + n]
+                .copy_from_slice(&s.body_out[s.body_out_sent..s.body_out_sent + n]);
+            self.tx_tail += HEADER_LEN + n;
+            s.body_out_sent += n;
+            s.send_window -= n as i64;
+            self.send_window -= n as i64;
+            s.request_sent = last;
+        }
+    }
+
+    fn tx_free(&self) -> usize {
+        self.tx.len() - (self.tx_tail - self.tx_head)
+    }
+
+    fn tx_compact(&mut self) {
+        if self.tx_head > 0 {
+            self.tx.copy_within(self.tx_head..self.tx_tail, 0);
+            self.tx_tail -= self.tx_head;
+            self.tx_head = 0;
+        }
+    }
+
+    /// Appends a control frame; false when the transmit buffer is full.
+    fn write_control(&mut self, w: impl FnOnce(&mut [u8]) -> Option<usize>) -> bool {
+        if self.tx.len() - self.tx_tail < 64 {
+            self.tx_compact();
+        }
+        match w(&mut self.tx[self.tx_tail..]) {
+            Some(n) => {
+                self.tx_tail += n;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn write_rst(&mut self, stream: u32, reason: Reason) {
+        if !self.write_control(|b| frame::write_rst_stream(b, stream, reason)) {
+            self.conn_error(
+                Reason::ENHANCE_YOUR_CALM,
+                "RST_STREAM overflows the transmit buffer",
+            );
+        }
+    }
+
+    // ---- endings ----
+
+    fn slot(&self, stream: u32) -> Option<usize> {
+        if stream == 0 {
+            return None;
+        }
+        self.streams.iter().position(|s| s.id == stream)
+    }
+
+    fn push_event(&mut self, e: Event) {
+        // Capacity covers one end per slot plus GOAWAY and Closed. A GOAWAY never takes the
+        // room reserved for stream ends: a peer repeating GOAWAY must not crowd them out.
+        let reserved = if matches!(e, Event::GoAway { .. }) {
+            self.streams.len() + 1
+        } else {
+            0
+        };
+        if self.events.len() + reserved < self.events.capacity() {
+            self.events.push_back(e);
+        }
+    }
+
+    fn end_stream(&mut self, i: usize, end: StreamEnd) {
+        let s = &mut self.streams[i];
+        debug_assert!(s.active());
+        s.end = Some(end);
+        let id = s.id;
+        self.push_event(Event::StreamEnded(StreamId(id)));
+    }
+
+    fn stream_error(&mut self, stream: u32, reason: Reason, what: &'static str) {
+        self.write_rst(stream, reason);
+        if let Some(i) = self.slot(stream).filter(|&i| self.streams[i].active()) {
+            let sent = self.streams[i].request_sent;
+            self.end_stream(
+                i,
+                StreamEnd::PeerError {
+                    reason,
+                    what,
+                    request_sent: sent,
+                },
+            );
+        }
+    }
+
+    fn conn_error(&mut self, reason: Reason, what: &'static str) {
+        if self.state == State::Closed {
+            return;
+        }
+        // Best effort: the peer learns why unless our buffer is full.
+        self.write_control(|b| frame::write_goaway(b, 0, reason));
+        self.close_with(ConnError::PeerProtocol { reason, what });
+    }
+
+    fn close_with(&mut self, error: ConnError) {
+        self.state = State::Closed;
+        self.error = Some(error);
+        for i in 0..self.streams.len() {
+            if self.streams[i].active() {
+                let sent = self.streams[i].request_sent;
+                self.end_stream(
+                    i,
+                    StreamEnd::ConnectionLost {
+                        error,
+                        request_sent: sent,
+                    },
+                );
+            }
+        }
+        self.push_event(Event::Closed(error));
+    }
+}
