@@ -51,18 +51,49 @@ fn has_special(w: u64) -> bool {
     (quote | backslash | control | (w & HI)) != 0
 }
 
-/// Skips the run of ordinary string bytes starting at `pos`.
+#[inline(always)]
+fn word_at(b: &[u8], pos: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&b[pos..pos + 8]);
+    u64::from_le_bytes(word)
+}
+
+/// Skips the run of ordinary string bytes starting at `pos`, 16 bytes a step while it can.
 #[inline(always)]
 fn skip_plain(b: &[u8], mut pos: usize) -> usize {
-    while pos + 8 <= b.len() {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(&b[pos..pos + 8]);
-        if has_special(u64::from_le_bytes(word)) {
+    while pos + 16 <= b.len() {
+        if has_special(word_at(b, pos)) || has_special(word_at(b, pos + 8)) {
             break;
         }
+        pos += 16;
+    }
+    while pos + 8 <= b.len() && !has_special(word_at(b, pos)) {
         pos += 8;
     }
     while pos < b.len() && STRING_CLASS[usize::from(b[pos])] == 0 {
+        pos += 1;
+    }
+    pos
+}
+
+/// Whether any byte of `w` is a quote or a backslash: in checked JSON, the only bytes that
+/// matter when looking for a string's end.
+#[inline(always)]
+fn has_quote_or_backslash(w: u64) -> bool {
+    let has_zero = |x: u64| x.wrapping_sub(LO) & !x & HI;
+    (has_zero(w ^ (LO * u64::from(b'"'))) | has_zero(w ^ (LO * u64::from(b'\\')))) != 0
+}
+
+/// In checked JSON: the position of the next quote or backslash at or after `pos`.
+#[inline(always)]
+fn skip_to_quote_or_backslash(b: &[u8], mut pos: usize) -> usize {
+    while pos + 16 <= b.len() {
+        if has_quote_or_backslash(word_at(b, pos)) || has_quote_or_backslash(word_at(b, pos + 8)) {
+            break;
+        }
+        pos += 16;
+    }
+    while pos < b.len() && !matches!(b[pos], b'"' | b'\\') {
         pos += 1;
     }
     pos
@@ -400,15 +431,12 @@ impl<'a> Walk<'a> {
         let start = self.pos;
         let mut escaped = false;
         loop {
-            self.pos = skip_plain(self.b, self.pos);
-            match self.b[self.pos] {
-                b'"' => break,
-                b'\\' => {
-                    escaped = true;
-                    self.pos += 2;
-                }
-                _ => self.pos += 1,
+            self.pos = skip_to_quote_or_backslash(self.b, self.pos);
+            if self.b[self.pos] == b'"' {
+                break;
             }
+            escaped = true;
+            self.pos += 2;
         }
         let s = JsonStr::from_checked(&self.b[start..self.pos], escaped);
         self.pos += 1;
