@@ -3,5 +3,9 @@
 //!
 //! Modules follow the request path; see ARCHITECTURE.md.
 
+pub mod arena;
+pub mod budget;
+pub mod clock;
+pub mod limiter;
 pub mod proto;
 pub mod wire;
