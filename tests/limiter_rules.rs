@@ -57,7 +57,7 @@ fn a_fresh_pair_is_ready_at_once_then_waits_one_interval() {
     let mut limiter = up_limiter(1, 1);
     assert_eq!(limiter.acquire(R0, T0), Acquire::Pair(PairId(0)));
     let t = wait_until(limiter.acquire(R0, T0));
-    assert_eq!(t, slot_ceil(&limiter, T0.after(SECOND)));
+    assert_eq!(t, T0.after(SECOND));
     limiter.check_invariants();
 }
 
@@ -132,10 +132,7 @@ fn a_cooldown_shorter_than_the_booking_keeps_the_booking() {
     pair(limiter.acquire(R0, T0));
     limiter.cooldown(PairId(0), ms(200), T0);
     assert_eq!(limiter.view(PairId(0)).place, Place::Booked);
-    assert_eq!(
-        wait_until(limiter.acquire(R0, T0)),
-        slot_ceil(&limiter, T0.after(SECOND))
-    );
+    assert_eq!(wait_until(limiter.acquire(R0, T0)), T0.after(SECOND));
 }
 
 #[test]
@@ -143,10 +140,7 @@ fn a_cooldown_takes_a_ready_pair_out_of_the_fifo() {
     let mut limiter = up_limiter(2, 1);
     limiter.cooldown(PairId(0), ms(1_500), T0);
     assert_eq!(limiter.acquire(R0, T0), Acquire::Pair(PairId(1)));
-    assert_eq!(
-        wait_until(limiter.acquire(R0, T0)),
-        slot_ceil(&limiter, T0.after(SECOND))
-    );
+    assert_eq!(wait_until(limiter.acquire(R0, T0)), T0.after(SECOND));
     limiter.check_invariants();
 }
 
@@ -173,7 +167,7 @@ fn coming_back_up_keeps_the_booking_and_the_cooldown() {
     limiter.set_connection(PairId(0), ConnState::Up, T0.after(ms(10)));
     assert_eq!(
         wait_until(limiter.acquire(R0, T0.after(ms(10)))),
-        slot_ceil(&limiter, T0.after(SECOND))
+        T0.after(SECOND)
     );
     limiter.set_connection(PairId(0), ConnState::Down, T0.after(ms(20)));
     limiter.cooldown(PairId(0), ms(5_000), T0.after(ms(20)));
@@ -207,16 +201,19 @@ fn ready_pairs_leave_in_the_order_they_became_ready() {
 }
 
 #[test]
-fn pairs_due_in_different_slots_leave_in_slot_order() {
+fn ready_pairs_from_bookings_and_cooldowns_leave_in_ready_time_order() {
     let mut limiter = up_limiter(3, 1);
     let w = limiter.slot_ticks();
-    let a = pair(limiter.acquire(R0, T0.after(Ticks(w.0 * 10))));
-    let b = pair(limiter.acquire(R0, T0));
-    let c = pair(limiter.acquire(R0, T0.after(Ticks(w.0 * 5))));
+    let early = pair(limiter.acquire(R0, T0));
+    let late = pair(limiter.acquire(R0, T0.after(Ticks(w.0 * 10))));
+    // The third pair, never used, cools onto the wheel, due between the two bookings.
+    let cooled = PairId(2);
+    limiter.cooldown(cooled, Ticks(SECOND.0 - w.0 * 5), T0.after(Ticks(w.0 * 10)));
+    assert_eq!(limiter.view(cooled).place, Place::Cooling);
     let t = T0.after(ms(1_100));
-    limiter.advance(t);
+    assert_eq!(limiter.advance(t), 3);
     let got: Vec<PairId> = (0..3).map(|_| pair(limiter.acquire(R0, t))).collect();
-    assert_eq!(got, vec![b, c, a]);
+    assert_eq!(got, vec![early, cooled, late]);
 }
 
 #[test]
@@ -231,7 +228,7 @@ fn burst_allows_that_many_back_to_back_then_one_per_interval() {
         assert_eq!(limiter.acquire(R0, T0), Acquire::Pair(PairId(0)));
     }
     let t = wait_until(limiter.acquire(R0, T0));
-    assert_eq!(t, slot_ceil(&limiter, T0.after(SECOND)));
+    assert_eq!(t, T0.after(SECOND));
     assert_eq!(limiter.acquire(R0, t), Acquire::Pair(PairId(0)));
     assert!(matches!(limiter.acquire(R0, t), Acquire::WaitUntil(_)));
     limiter.check_invariants();
@@ -254,14 +251,8 @@ fn each_region_is_paced_at_its_own_rate() {
     let p1 = pair(limiter.acquire(r1, T0));
     assert_eq!(limiter.region_of(p1), r1);
     pair(limiter.acquire(R0, T0));
-    assert_eq!(
-        wait_until(limiter.acquire(r1, T0)),
-        slot_ceil(&limiter, T0.after(ms(250)))
-    );
-    assert_eq!(
-        wait_until(limiter.acquire(R0, T0)),
-        slot_ceil(&limiter, T0.after(ms(1_000)))
-    );
+    assert_eq!(wait_until(limiter.acquire(r1, T0)), T0.after(ms(250)));
+    assert_eq!(wait_until(limiter.acquire(R0, T0)), T0.after(ms(1_000)));
 }
 
 #[test]
@@ -279,20 +270,11 @@ fn next_ready_at_names_when_the_region_can_send() {
     assert_eq!(limiter.next_ready_at(R0), Some(T0));
     let a = pair(limiter.acquire(R0, T0));
     pair(limiter.acquire(R0, T0.after(ms(100))));
-    assert_eq!(
-        limiter.next_ready_at(R0),
-        Some(slot_ceil(&limiter, T0.after(SECOND)))
-    );
+    assert_eq!(limiter.next_ready_at(R0), Some(T0.after(SECOND)));
     limiter.cooldown(a, ms(3_000), T0.after(ms(200)));
-    assert_eq!(
-        limiter.next_ready_at(R0),
-        Some(slot_ceil(&limiter, T0.after(ms(1_100))))
-    );
+    assert_eq!(limiter.next_ready_at(R0), Some(T0.after(ms(1_100))));
     assert_eq!(limiter.next_ready_at(RegionId(1)), Some(T0));
-    assert_eq!(
-        limiter.next_wakeup(),
-        Some(slot_ceil(&limiter, T0.after(ms(1_100))))
-    );
+    assert_eq!(limiter.next_wakeup(), Some(T0.after(ms(1_100))));
 }
 
 #[test]

@@ -57,8 +57,14 @@ pub const SLOTS: usize = 1 << LEVEL_BITS;
 /// Enough levels to cover every 64-bit tick value even at a 1 tick slot (11 × 6 ≥ 64), so no
 /// deadline is ever clamped and none can wrap.
 pub const LEVELS: usize = 11;
-/// Lists per region: its ready FIFO plus every wheel slot.
-pub const LISTS_PER_REGION: usize = 1 + LEVELS * SLOTS;
+/// Lists per region: its ready FIFO, its booking queue and every wheel slot.
+pub const LISTS_PER_REGION: usize = WHEEL_LIST + LEVELS * SLOTS;
+/// A region's ready FIFO, relative to its first list.
+const READY_LIST: usize = 0;
+/// A region's booking queue: pairs waiting for their rate slot, in due order.
+const BOOKED_LIST: usize = 1;
+/// A region's first wheel slot list.
+const WHEEL_LIST: usize = 2;
 /// Regions one limiter serves: Jito's 8 mainnet regions, 3 testnet ones and the geo-routed
 /// host fit with room to spare; the region id is a `u8`.
 pub const MAX_REGIONS: usize = 16;
@@ -345,12 +351,11 @@ impl Limiter {
     #[inline]
     pub fn acquire(&mut self, region: RegionId, now: Instant) -> Acquire {
         let r = region.0 as usize;
-        self.advance_region(r, now.0 >> self.shift);
-        let fifo = r * LISTS_PER_REGION;
-        let head = self.lists[fifo].head;
+        self.advance_region(r, now.0);
+        let head = self.lists[r * LISTS_PER_REGION + READY_LIST].head;
         if head == NIL {
-            return match self.soonest_due(r) {
-                Some(due) => Acquire::WaitUntil(Instant(due << self.shift)),
+            return match self.first_due(r) {
+                Some(t) => Acquire::WaitUntil(Instant(t)),
                 None => Acquire::NoPairUp,
             };
         }
@@ -435,10 +440,9 @@ impl Limiter {
     /// Moves every pair that is due at `now` into its region's ready FIFO. The reactor calls it
     /// once per loop iteration. Returns how many pairs became ready.
     pub fn advance(&mut self, now: Instant) -> u32 {
-        let target = now.0 >> self.shift;
         let mut moved = 0;
         for r in 0..self.region_count as usize {
-            moved += self.advance_region(r, target);
+            moved += self.advance_region(r, now.0);
         }
         moved
     }
@@ -447,23 +451,55 @@ impl Limiter {
     /// or when the wheel will hand out its first pair. `None` if no pair of it is up.
     pub fn next_ready_at(&mut self, region: RegionId) -> Option<Instant> {
         let r = region.0 as usize;
-        let head = self.lists[r * LISTS_PER_REGION].head;
+        let head = self.lists[r * LISTS_PER_REGION + READY_LIST].head;
         if head != NIL {
             return Some(Instant(self.pairs[head as usize].due));
         }
-        self.soonest_due(r).map(|due| Instant(due << self.shift))
+        self.first_due(r).map(Instant)
     }
 
-    /// The earliest instant any wheel in this limiter has a pair coming due: the reactor's
-    /// sleep timeout (pairs already ready are the dispatcher's business, not a timer's).
+    /// The earliest instant a pair not yet ready becomes ready, in any region: the reactor's
+    /// sleep timeout. Call it after [`Limiter::advance`]; pairs already ready are the
+    /// dispatcher's business, not a timer's.
     pub fn next_wakeup(&mut self) -> Option<Instant> {
         let mut soonest = None::<u64>;
         for r in 0..self.region_count as usize {
-            if let Some(due) = self.soonest_due(r) {
-                soonest = Some(soonest.map_or(due, |s| s.min(due)));
+            if let Some(t) = self.first_due(r) {
+                soonest = Some(soonest.map_or(t, |s| s.min(t)));
             }
         }
-        soonest.map(|due| Instant(due << self.shift))
+        soonest.map(Instant)
+    }
+
+    /// The tick the first not-yet-ready pair of region `r` becomes ready: the booking queue's
+    /// head (exact) or the wheel's first slot (rounded up to the slot), whichever is first.
+    #[inline]
+    fn first_due(&mut self, r: usize) -> Option<u64> {
+        let head = self.lists[r * LISTS_PER_REGION + BOOKED_LIST].head;
+        let booked = (head != NIL).then(|| self.pairs[head as usize].due);
+        let wheel = self.soonest_due(r).map(|due| due << self.shift);
+        match (booked, wheel) {
+            (Some(b), Some(w)) => Some(b.min(w)),
+            (b, w) => b.or(w),
+        }
+    }
+
+    /// Moves booking-queue pairs due by tick `until` to the ready FIFO, in due order.
+    #[inline]
+    fn ready_booked(&mut self, r: usize, until: u64) -> u32 {
+        let booked = r * LISTS_PER_REGION + BOOKED_LIST;
+        let mut moved = 0;
+        loop {
+            let i = self.lists[booked].head;
+            if i == NIL || self.pairs[i as usize].due > until {
+                return moved;
+            }
+            self.unlink(i);
+            // `due` stays: it is the tick the pair became ready.
+            self.link_tail(r * LISTS_PER_REGION + READY_LIST, i);
+            self.regions[r].counts.ready += 1;
+            moved += 1;
+        }
     }
 
     pub fn counts(&self, region: RegionId) -> RegionCounts {
@@ -475,7 +511,7 @@ impl Limiter {
         let tolerance = self.regions[p.region as usize].tolerance;
         let place = if p.list == NIL {
             Place::Parked
-        } else if p.list as usize % LISTS_PER_REGION == 0 {
+        } else if p.list as usize % LISTS_PER_REGION == READY_LIST {
             Place::Ready
         } else if p.cooling {
             Place::Cooling
@@ -499,9 +535,23 @@ impl Limiter {
     fn schedule(&mut self, i: u32, eligible: u64, now: u64) {
         let r = self.pairs[i as usize].region as usize;
         if eligible <= now {
+            // Pairs that became ready before `now` but are not yet in the FIFO go first.
+            self.advance_region(r, now);
             self.pairs[i as usize].due = now;
-            self.link_tail(r * LISTS_PER_REGION, i);
+            self.link_tail(r * LISTS_PER_REGION + READY_LIST, i);
             self.regions[r].counts.ready += 1;
+            return;
+        }
+        let p = &mut self.pairs[i as usize];
+        p.cooling = p.cooldown_until == eligible;
+        // One interval per region makes rate bookings arrive in due order, so they queue in
+        // O(1) with their exact tick; only cooldowns and out-of-order returns use the wheel.
+        let booked = r * LISTS_PER_REGION + BOOKED_LIST;
+        let tail = self.lists[booked].tail;
+        if !p.cooling && (tail == NIL || self.pairs[tail as usize].due <= eligible) {
+            self.pairs[i as usize].due = eligible;
+            self.link_tail(booked, i);
+            self.regions[r].counts.booked += 1;
             return;
         }
         let mask = (1u64 << self.shift) - 1;
@@ -509,8 +559,6 @@ impl Limiter {
         // wheel (non-monotonic caller) files one unit ahead rather than into the past.
         let due = ((eligible >> self.shift) + (eligible & mask != 0) as u64)
             .max(self.regions[r].elapsed + 1);
-        let p = &mut self.pairs[i as usize];
-        p.cooling = p.cooldown_until == eligible;
         self.wheel_insert(r, i, due);
     }
 
@@ -530,7 +578,7 @@ impl Limiter {
             reg.counts.booked += 1;
         }
         self.pairs[i as usize].due = due;
-        self.link_tail(r * LISTS_PER_REGION + 1 + level * SLOTS + slot, i);
+        self.link_tail(r * LISTS_PER_REGION + WHEEL_LIST + level * SLOTS + slot, i);
     }
 
     /// Takes pair `i` out of whatever list it is in, fixing counts, occupancy and the cache.
@@ -558,7 +606,7 @@ impl Limiter {
         let r = p.region as usize;
         let within = list - r * LISTS_PER_REGION;
         let reg = &mut self.regions[r];
-        if within == 0 {
+        if within == READY_LIST {
             reg.counts.ready -= 1;
             return;
         }
@@ -567,9 +615,12 @@ impl Limiter {
         } else {
             reg.counts.booked -= 1;
         }
+        if within == BOOKED_LIST {
+            return;
+        }
         if self.lists[list].head == NIL {
-            let level = (within - 1) / SLOTS;
-            reg.occupied[level] &= !(1 << ((within - 1) % SLOTS));
+            let level = (within - WHEEL_LIST) / SLOTS;
+            reg.occupied[level] &= !(1 << ((within - WHEEL_LIST) % SLOTS));
         }
         if reg.soonest_valid && p.due == reg.soonest {
             reg.soonest_valid = reg.occupied.iter().all(|&w| w == 0);
@@ -628,7 +679,8 @@ impl Limiter {
                 None => u64::MAX,
                 Some((0, _, start)) => start,
                 Some((level, slot, _)) => {
-                    let mut i = self.lists[r * LISTS_PER_REGION + 1 + level * SLOTS + slot].head;
+                    let mut i =
+                        self.lists[r * LISTS_PER_REGION + WHEEL_LIST + level * SLOTS + slot].head;
                     let mut min = u64::MAX;
                     while i != NIL {
                         min = min.min(self.pairs[i as usize].due);
@@ -649,19 +701,23 @@ impl Limiter {
     /// (and coarser entries due exactly at the slot start) join the ready FIFO in slot order;
     /// the rest cascade to finer levels. Each pair cascades at most once per level.
     #[inline]
-    fn advance_region(&mut self, r: usize, target: u64) -> u32 {
+    fn advance_region(&mut self, r: usize, now: u64) -> u32 {
+        let target = now >> self.shift;
+        let mut moved = 0;
         // Jumping `elapsed` past a coarse slot's start without cascading it would let finer
         // entries filed later overtake it, so every slot starting by `target` is processed.
-        if target <= self.regions[r].elapsed {
-            return 0;
-        }
-        let mut moved = 0;
-        while let Some((level, slot, start)) = self.next_slot(r) {
+        while target > self.regions[r].elapsed {
+            let Some((level, slot, start)) = self.next_slot(r) else {
+                break;
+            };
             if start > target {
                 break;
             }
+            // Bookings due before this slot fires became ready first: the FIFO stays in
+            // ready-time order.
+            moved += self.ready_booked(r, start << self.shift);
             self.regions[r].elapsed = start;
-            let list = r * LISTS_PER_REGION + 1 + level * SLOTS + slot;
+            let list = r * LISTS_PER_REGION + WHEEL_LIST + level * SLOTS + slot;
             loop {
                 let i = self.lists[list].head;
                 if i == NIL {
@@ -671,7 +727,7 @@ impl Limiter {
                 let due = self.pairs[i as usize].due;
                 if due <= start {
                     self.pairs[i as usize].due = start << self.shift;
-                    self.link_tail(r * LISTS_PER_REGION, i);
+                    self.link_tail(r * LISTS_PER_REGION + READY_LIST, i);
                     self.regions[r].counts.ready += 1;
                     moved += 1;
                 } else {
@@ -679,8 +735,9 @@ impl Limiter {
                 }
             }
         }
-        self.regions[r].elapsed = target;
-        moved
+        let reg = &mut self.regions[r];
+        reg.elapsed = reg.elapsed.max(target);
+        moved + self.ready_booked(r, now)
     }
 
     /// Walks every list and record and panics on any inconsistency: a pair in two places or in
@@ -710,11 +767,27 @@ impl Limiter {
                     assert_eq!(p.conn, ConnState::Up, "pair {i} is in rotation but not up");
                     seen[i as usize] += 1;
                     let eligible = p.tat.saturating_sub(reg.tolerance).max(p.cooldown_until);
-                    if within == 0 {
+                    if within == READY_LIST {
                         assert!(eligible <= p.due, "pair {i} is ready before it is allowed");
+                        if prev != NIL {
+                            assert!(
+                                self.pairs[prev as usize].due <= p.due,
+                                "ready FIFO out of order at {i}"
+                            );
+                        }
+                    } else if within == BOOKED_LIST {
+                        assert_eq!(p.due, eligible, "pair {i} booked at the wrong tick");
+                        assert!(!p.cooling, "cooling pair {i} in the booking queue");
+                        if prev != NIL {
+                            assert!(
+                                self.pairs[prev as usize].due <= p.due,
+                                "booking queue out of order at {i}"
+                            );
+                        }
+                        counts.booked += 1;
                     } else {
-                        let level = (within - 1) / SLOTS;
-                        let slot = (within - 1) % SLOTS;
+                        let level = (within - WHEEL_LIST) / SLOTS;
+                        let slot = (within - WHEEL_LIST) % SLOTS;
                         assert!(p.due << self.shift >= eligible, "pair {i} filed early");
                         assert!(p.due > reg.elapsed, "pair {i} is overdue in the wheel");
                         assert_eq!(slot_for(level, p.due), slot, "pair {i} in the wrong slot");
@@ -742,10 +815,11 @@ impl Limiter {
                     len += 1;
                 }
                 assert_eq!(self.lists[list].tail, prev, "list {list} has a wrong tail");
-                if within == 0 {
+                if within == READY_LIST {
                     counts.ready = len;
-                } else {
-                    let bit = reg.occupied[(within - 1) / SLOTS] >> ((within - 1) % SLOTS) & 1;
+                } else if within >= WHEEL_LIST {
+                    let w = within - WHEEL_LIST;
+                    let bit = reg.occupied[w / SLOTS] >> (w % SLOTS) & 1;
                     assert_eq!(bit == 1, len > 0, "occupancy bit of list {list} is wrong");
                 }
             }
