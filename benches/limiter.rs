@@ -250,7 +250,11 @@ fn bench_cooldown(c: &mut Criterion) {
                 now += STEP_NS;
                 k = (k + 1) & (order.len() - 1);
                 let p = order[k] as usize;
-                seeds[p % REGIONS].cooldown(&names[p / REGIONS], COOLDOWN_NS, now);
+                seeds[p / ADDRESSES as usize].cooldown(
+                    &names[p % ADDRESSES as usize],
+                    COOLDOWN_NS,
+                    now,
+                );
             })
         });
     }

@@ -93,7 +93,7 @@ proptest! {
                     }
                     Acquire::WaitUntil(t) => {
                         let soonest = (0..PAIRS as usize)
-                            .filter(|&i| i % REGIONS == r as usize && model.conn[i] == ConnState::Up)
+                            .filter(|&i| i / ADDRESSES as usize == r as usize && model.conn[i] == ConnState::Up)
                             .map(|i| model.eligible(i))
                             .min();
                         let soonest = soonest.expect("a wait although no pair is up");
@@ -107,7 +107,7 @@ proptest! {
                     }
                     Acquire::NoPairUp => {
                         prop_assert!((0..PAIRS as usize)
-                            .all(|i| i % REGIONS != r as usize || model.conn[i] != ConnState::Up));
+                            .all(|i| i / ADDRESSES as usize != r as usize || model.conn[i] != ConnState::Up));
                     }
                 },
                 Op::Cooldown(p, t) => {

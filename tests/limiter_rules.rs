@@ -256,10 +256,10 @@ fn each_region_is_paced_at_its_own_rate() {
 }
 
 #[test]
-fn pair_ids_lay_out_each_address_with_all_its_regions() {
+fn pair_ids_lay_out_each_region_contiguously() {
     let limiter = up_limiter(3, 8);
     let p = limiter.pair(2, RegionId(5));
-    assert_eq!(p, PairId(2 * 8 + 5));
+    assert_eq!(p, PairId(5 * 3 + 2));
     assert_eq!(limiter.address_of(p), 2);
     assert_eq!(limiter.region_of(p), RegionId(5));
 }

@@ -56,17 +56,19 @@
 //!
 //! | operation | this limiter | seed mutex + heap | ratio |
 //! |---|---|---|---|
-//! | `acquire` at 99 % of pool capacity | 69.3 ns [62.6, 77.0] | 152.6 ns [141.7, 165.2] | 2.2× faster |
-//! | `cooldown` 30 s, random pair | 173.0 ns [161.5, 187.0] | 1,216.6 ns [1,106.7, 1,319.0] | 7.0× faster |
-//! | `acquire` with nothing ready | 28.0 ns [26.2, 29.1] | 35.3 ns [33.1, 37.2] | 1.26× faster |
+//! | `acquire` at 99 % of pool capacity | 98.2 ns [90.1, 102.8] | 183.6 ns [168.6, 196.9] | 1.9× faster |
+//! | `cooldown` 30 s, random pair | 135.5 ns [126.4, 148.9] | 1,443.4 ns [1,349.7, 1,597.1] | 10.7× faster |
+//! | `acquire` with nothing ready | 33.7 ns [30.7, 36.3] | 40.6 ns [36.9, 43.6] | 1.2× faster |
 //!
-//! The targets (acquire ≥ 10× faster, median under 50 ns) are not met in this
-//! measurement. `acquire` and `cooldown` are dominated by cache misses on pair records
-//! (1.5 MB for 32,768 pairs; a pair is last touched one interval earlier), which the loaded
-//! VM's shared caches make worse; the seed's uncontended mutex costs little single-threaded.
-//! An earlier revision that sent every rate booking through the wheel (three cascades per
-//! send) measured 257 ns against the seed's 210 ns: slower; rate bookings now use the
-//! booking queue.
+//! Run to run, medians on this VM moved by up to ±30 % (the run before, with the pair layout
+//! address-major, gave 69.3 vs 152.6 ns for `acquire`, 173.0 vs 1,216.6 ns for `cooldown` and
+//! 28.0 vs 35.3 ns with nothing ready). The targets (acquire ≥ 10× faster than the
+//! seed, median under 50 ns) are not met in these measurements. `acquire` and `cooldown` are
+//! dominated by cache misses on pair records (1.5 MB for 32,768 pairs; a pair was last touched
+//! one interval earlier), which the loaded VM's shared caches make worse, while the seed's
+//! uncontended mutex costs little in a single-threaded bench. An earlier revision that sent
+//! every rate booking through the wheel (three cascades per send) measured 257 ns against the
+//! seed's 210 ns: slower; rate bookings now use the booking queue.
 //!
 //! Command: `cargo bench --bench limiter -- --warm-up-time 1 --measurement-time 3`.
 
@@ -107,8 +109,9 @@ pub const LIST_HEAD_BYTES: usize = std::mem::size_of::<List>();
 /// Bytes of one region's wheel state (for the budget).
 pub const REGION_BYTES: usize = std::mem::size_of::<Region>();
 
-/// One (egress address, region) pair. Index layout: `address × regions + region`, so one
-/// address's regions sit side by side (a thread owns whole addresses).
+/// One (egress address, region) pair. Index layout: `region × addresses + address`, so a
+/// region's records are contiguous: its rotation walks memory in order, which the hardware
+/// prefetcher follows. Use [`Limiter::pair`], [`Limiter::address_of`], [`Limiter::region_of`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PairId(pub u32);
 
@@ -274,6 +277,7 @@ pub struct Limiter {
     lists: Box<[List]>,
     regions: Box<[Region]>,
     region_count: u32,
+    addresses: u32,
     /// log2 of the slot width in ticks.
     shift: u32,
 }
@@ -321,7 +325,7 @@ impl Limiter {
                 next: NIL,
                 list: NIL,
                 in_flight: 0,
-                region: (i % region_count) as u8,
+                region: (i / config.addresses as usize) as u8,
                 conn: ConnState::Down,
                 cooling: false,
             })
@@ -331,6 +335,7 @@ impl Limiter {
             lists: vec![EMPTY_LIST; region_count * LISTS_PER_REGION].into_boxed_slice(),
             regions,
             region_count: region_count as u32,
+            addresses: config.addresses,
             shift,
         }
     }
@@ -354,12 +359,13 @@ impl Limiter {
     #[inline]
     pub fn pair(&self, address: u32, region: RegionId) -> PairId {
         debug_assert!((region.0 as u32) < self.region_count);
-        PairId(address * self.region_count + region.0 as u32)
+        debug_assert!(address < self.addresses);
+        PairId(region.0 as u32 * self.addresses + address)
     }
 
     #[inline]
     pub fn address_of(&self, pair: PairId) -> u32 {
-        pair.0 / self.region_count
+        pair.0 % self.addresses
     }
 
     #[inline]
