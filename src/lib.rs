@@ -3,9 +3,13 @@
 //!
 //! Modules follow the request path; see ARCHITECTURE.md.
 
+pub mod arena;
+pub mod budget;
 pub mod bundle;
+pub mod clock;
 pub mod grpc;
 pub mod h2;
 pub mod jsonrpc;
+pub mod limiter;
 pub mod proto;
 pub mod wire;

@@ -1,0 +1,301 @@
+//! The limiter beside seed 000's design (one mutex + min-heap per region, a faithful port of its
+//! Go sketch, with an indexed heap so `Fix` is O(log n)), at 4,096 addresses × 8 regions.
+//!
+//! Run: `cargo bench --bench limiter -- --warm-up-time 1 --measurement-time 3`.
+//!
+//! Both sides see the same simulated clock: `acquire` runs at 99 % of the pool's capacity
+//! (one send per pair per second), so a pair is almost always ready and every booking cycles
+//! through the wheel (filed, cascaded, fired) inside the measured calls.
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::sync::Mutex;
+
+use bundle_relay::clock::{Instant, TickRate};
+use bundle_relay::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, RegionId};
+use criterion::{Criterion, criterion_group, criterion_main};
+
+const ADDRESSES: u32 = 4_096;
+const REGIONS: usize = 8;
+const INTERVAL_NS: u64 = 1_000_000_000;
+const COOLDOWN_NS: u64 = 30_000_000_000;
+const T0: u64 = 1_000_000_000_000;
+/// Time between calls: every pair of the pool used once per interval, at 99 % of capacity.
+const STEP_NS: u64 = INTERVAL_NS * 100 / 99 / (ADDRESSES as u64 * REGIONS as u64);
+
+/// Seed 000's sketch, ported: `slot`, `readyQueue` (container/heap with index upkeep),
+/// `regionLimiter` with its mutex, heap and `byEgress` map.
+mod seed {
+    use super::*;
+
+    pub struct Slot {
+        pub egress: String,
+        pub next: u64,
+        pub index: usize,
+    }
+
+    pub struct RegionLimiter {
+        inner: Mutex<Inner>,
+        interval: u64,
+    }
+
+    struct Inner {
+        slots: Vec<Slot>,
+        /// The heap: slot ids ordered by `next`; `slots[id].index` is the position here.
+        q: Vec<usize>,
+        by_egress: HashMap<String, usize>,
+    }
+
+    impl Inner {
+        fn less(&self, i: usize, j: usize) -> bool {
+            self.slots[self.q[i]].next < self.slots[self.q[j]].next
+        }
+        fn swap(&mut self, i: usize, j: usize) {
+            self.q.swap(i, j);
+            let (a, b) = (self.q[i], self.q[j]);
+            self.slots[a].index = i;
+            self.slots[b].index = j;
+        }
+        fn up(&mut self, mut j: usize) {
+            while j > 0 {
+                let i = (j - 1) / 2;
+                if i == j || !self.less(j, i) {
+                    break;
+                }
+                self.swap(i, j);
+                j = i;
+            }
+        }
+        fn down(&mut self, i0: usize, n: usize) -> bool {
+            let mut i = i0;
+            loop {
+                let j1 = 2 * i + 1;
+                if j1 >= n {
+                    break;
+                }
+                let mut j = j1;
+                let j2 = j1 + 1;
+                if j2 < n && self.less(j2, j1) {
+                    j = j2;
+                }
+                if !self.less(j, i) {
+                    break;
+                }
+                self.swap(i, j);
+                i = j;
+            }
+            i > i0
+        }
+        /// Go's `heap.Fix`.
+        fn fix(&mut self, i: usize) {
+            let n = self.q.len();
+            if !self.down(i, n) {
+                self.up(i);
+            }
+        }
+    }
+
+    impl RegionLimiter {
+        pub fn new(egresses: &[String], interval: u64) -> RegionLimiter {
+            let slots: Vec<Slot> = egresses
+                .iter()
+                .enumerate()
+                .map(|(i, e)| Slot {
+                    egress: e.clone(),
+                    next: 0,
+                    index: i,
+                })
+                .collect();
+            let by_egress = egresses
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e.clone(), i))
+                .collect();
+            RegionLimiter {
+                inner: Mutex::new(Inner {
+                    q: (0..slots.len()).collect(),
+                    slots,
+                    by_egress,
+                }),
+                interval,
+            }
+        }
+
+        /// Picks and books in one step. Returns the slot id (Go returns the string header,
+        /// a copy without allocation; an id is the same cost) or the wait.
+        pub fn acquire(&self, now: u64) -> Result<usize, u64> {
+            let mut l = self.inner.lock().unwrap();
+            let head = l.q[0];
+            let next = l.slots[head].next;
+            if next > now {
+                return Err(next - now);
+            }
+            l.slots[head].next = now + self.interval;
+            l.fix(0);
+            Ok(head)
+        }
+
+        pub fn cooldown(&self, egress: &str, retry_after: u64, now: u64) {
+            let mut l = self.inner.lock().unwrap();
+            if let Some(&s) = l.by_egress.get(egress) {
+                if now + retry_after > l.slots[s].next {
+                    l.slots[s].next = now + retry_after;
+                    let index = l.slots[s].index;
+                    l.fix(index);
+                }
+            }
+        }
+
+        pub fn egress(&self, id: usize) -> String {
+            self.inner.lock().unwrap().slots[id].egress.clone()
+        }
+    }
+}
+
+fn egresses() -> Vec<String> {
+    (0..ADDRESSES)
+        .map(|i| format!("10.{}.{}.{}:1080", i >> 16, (i >> 8) & 255, i & 255))
+        .collect()
+}
+
+fn wheel() -> Limiter {
+    let config = LimiterConfig::uniform(TickRate::NANOS, ADDRESSES, REGIONS);
+    let mut limiter = Limiter::new(&config, Instant(T0));
+    for p in 0..limiter.pair_count() as u32 {
+        limiter.set_connection(PairId(p), ConnState::Up, Instant(T0));
+    }
+    limiter
+}
+
+fn seeds() -> Vec<seed::RegionLimiter> {
+    let e = egresses();
+    (0..REGIONS)
+        .map(|_| seed::RegionLimiter::new(&e, INTERVAL_NS))
+        .collect()
+}
+
+/// A fixed pseudo-random sequence of pair indexes (xorshift), so both sides cool the same pairs.
+fn random_pairs(n: usize) -> Vec<u32> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % (ADDRESSES as u64 * REGIONS as u64)) as u32
+        })
+        .collect()
+}
+
+fn bench_acquire(c: &mut Criterion) {
+    let mut g = c.benchmark_group("acquire");
+    {
+        let mut limiter = wheel();
+        let (mut now, mut r, mut waits) = (T0, 0usize, 0u64);
+        g.bench_function("wheel", |b| {
+            b.iter(|| {
+                now += STEP_NS;
+                r = (r + 1) % REGIONS;
+                if let Acquire::WaitUntil(_) = limiter.acquire(RegionId(r as u8), Instant(now)) {
+                    waits += 1;
+                }
+            })
+        });
+        limiter.check_invariants();
+        black_box(waits);
+    }
+    {
+        let seeds = seeds();
+        let (mut now, mut r, mut waits) = (T0, 0usize, 0u64);
+        g.bench_function("seed_mutex_heap", |b| {
+            b.iter(|| {
+                now += STEP_NS;
+                r = (r + 1) % REGIONS;
+                if seeds[r].acquire(now).is_err() {
+                    waits += 1;
+                }
+            })
+        });
+        black_box(waits);
+        black_box(seeds[0].egress(0));
+    }
+    g.finish();
+}
+
+fn bench_cooldown(c: &mut Criterion) {
+    let order = random_pairs(1 << 16);
+    let names = egresses();
+    let mut g = c.benchmark_group("cooldown_30s");
+    {
+        let mut limiter = wheel();
+        let (mut now, mut k) = (T0, 0usize);
+        g.bench_function("wheel", |b| {
+            b.iter(|| {
+                now += STEP_NS;
+                k = (k + 1) & (order.len() - 1);
+                limiter.cooldown(
+                    PairId(order[k]),
+                    TickRate::NANOS.from_ns(COOLDOWN_NS),
+                    Instant(now),
+                );
+            })
+        });
+        limiter.check_invariants();
+    }
+    {
+        let seeds = seeds();
+        let (mut now, mut k) = (T0, 0usize);
+        g.bench_function("seed_mutex_heap", |b| {
+            b.iter(|| {
+                now += STEP_NS;
+                k = (k + 1) & (order.len() - 1);
+                let p = order[k] as usize;
+                seeds[p / ADDRESSES as usize].cooldown(
+                    &names[p % ADDRESSES as usize],
+                    COOLDOWN_NS,
+                    now,
+                );
+            })
+        });
+    }
+    g.finish();
+}
+
+fn bench_nothing_ready(c: &mut Criterion) {
+    let mut g = c.benchmark_group("acquire_nothing_ready");
+    {
+        let mut limiter = wheel();
+        for p in 0..limiter.pair_count() as u32 {
+            limiter.cooldown(PairId(p), TickRate::NANOS.from_ns(COOLDOWN_NS), Instant(T0));
+        }
+        let (mut now, mut r) = (T0, 0usize);
+        g.bench_function("wheel", |b| {
+            b.iter(|| {
+                now += 1;
+                r = (r + 1) % REGIONS;
+                black_box(limiter.acquire(RegionId(r as u8), Instant(now)))
+            })
+        });
+    }
+    {
+        let seeds = seeds();
+        let names = egresses();
+        for s in &seeds {
+            for n in &names {
+                s.cooldown(n, COOLDOWN_NS, T0);
+            }
+        }
+        let (mut now, mut r) = (T0, 0usize);
+        g.bench_function("seed_mutex_heap", |b| {
+            b.iter(|| {
+                now += 1;
+                r = (r + 1) % REGIONS;
+                black_box(seeds[r].acquire(now))
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_acquire, bench_cooldown, bench_nothing_ready);
+criterion_main!(benches);

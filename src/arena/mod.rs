@@ -1,0 +1,337 @@
+//! The request arena: a fixed number of bundle slots allocated at startup. Holding a slot is
+//! being admitted, so the slot count is the in-flight cap: when every slot is taken,
+//! [`Arena::acquire`] fails at once and the intake answers 429 instead of growing memory
+//! (seed 000's relay reached 75 GB without such a cap).
+//!
+//! A slot holds one bundle: up to [`MAX_BUNDLE_TXS`] transactions of at most
+//! [`PACKET_DATA_SIZE`] bytes each (the decoder writes them in place), their metadata, and room
+//! for the bundle's complete upstream DATA frame ([`FRAME_BYTES_MAX`], computed below from the
+//! protobuf encoding rules). Slot memory is three flat arrays (metadata, transaction bytes,
+//! frame bytes), so the cold bulk bytes never share cache lines with the hot metadata.
+//!
+//! Handles carry a generation: releasing a slot bumps it, so a handle kept past its release
+//! (double release, use after release) is rejected with [`StaleHandle`] instead of touching the
+//! slot's next bundle. Acquire and release pop and push an intrusive LIFO free list: O(1), no
+//! allocation, and the most recently freed (cache-warm) slot is reused first.
+
+use std::fmt;
+
+use crate::clock::Instant;
+use crate::wire::{MAX_BUNDLE_TXS, PACKET_DATA_SIZE};
+
+/// Bytes of a protobuf varint holding `v`.
+pub const fn varint_len(v: u64) -> usize {
+    let bits = 64 - (v | 1).leading_zeros() as usize;
+    bits.div_ceil(7)
+}
+
+/// Bytes of a length-delimited field with a one-byte tag (field numbers 1..=15).
+const fn len_field(payload: usize) -> usize {
+    1 + varint_len(payload as u64) + payload
+}
+
+/// `packet.Meta` as the relay writes it (as Jito's clients do): only `size = data.len()`.
+pub const META_BYTES_MAX: usize = 1 + varint_len(PACKET_DATA_SIZE as u64);
+/// `packet.Packet { data = 1; meta = 2 }` for a max-size transaction.
+pub const PACKET_BYTES_MAX: usize = len_field(PACKET_DATA_SIZE) + len_field(META_BYTES_MAX);
+/// `google.protobuf.Timestamp { int64 seconds = 1; int32 nanos = 2 }` at its widest: negative
+/// values are 10-byte varints for both fields.
+const TIMESTAMP_BYTES_MAX: usize = (1 + 10) + (1 + 10);
+/// `shared.Header { Timestamp ts = 1 }`. The relay leaves the header empty, as Jito's clients
+/// do; the bound still admits a fully populated one so a later choice cannot overflow a slot.
+pub const HEADER_BYTES_MAX: usize = len_field(TIMESTAMP_BYTES_MAX);
+/// `bundle.Bundle { header = 2; repeated packets = 3 }` with five max-size packets.
+pub const BUNDLE_BYTES_MAX: usize =
+    len_field(HEADER_BYTES_MAX) + MAX_BUNDLE_TXS * len_field(PACKET_BYTES_MAX);
+/// `searcher.SendBundleRequest { bundle = 1 }`: the gRPC message.
+pub const SEND_BUNDLE_BYTES_MAX: usize = len_field(BUNDLE_BYTES_MAX);
+/// gRPC length prefix: 1 byte compressed flag + 4 bytes big-endian length.
+pub const GRPC_PREFIX_BYTES: usize = 5;
+/// HTTP/2 frame header (RFC 9113 §4.1): 24-bit length, type, flags, 31-bit stream id.
+pub const H2_FRAME_HEADER_BYTES: usize = 9;
+/// HTTP/2's default and minimum SETTINGS_MAX_FRAME_SIZE; the payload must fit one DATA frame.
+pub const H2_MAX_FRAME_PAYLOAD_DEFAULT: usize = 16_384;
+/// The whole upstream DATA frame of one bundle: frame header, gRPC prefix, SendBundleRequest.
+pub const FRAME_BYTES_MAX: usize =
+    H2_FRAME_HEADER_BYTES + GRPC_PREFIX_BYTES + SEND_BUNDLE_BYTES_MAX;
+const _: () = assert!(
+    GRPC_PREFIX_BYTES + SEND_BUNDLE_BYTES_MAX <= H2_MAX_FRAME_PAYLOAD_DEFAULT,
+    "a bundle must fit one DATA frame at the default frame size"
+);
+const _: () = assert!(FRAME_BYTES_MAX <= u16::MAX as usize);
+
+/// Transaction bytes of one slot: each transaction has its own fixed 1232-byte region.
+pub const TX_BYTES_PER_SLOT: usize = MAX_BUNDLE_TXS * PACKET_DATA_SIZE;
+/// Bytes of one slot's metadata record.
+pub const SLOT_META_BYTES: usize = std::mem::size_of::<SlotMeta>();
+/// Bytes one slot costs in all.
+pub const SLOT_BYTES: usize = SLOT_META_BYTES + TX_BYTES_PER_SLOT + FRAME_BYTES_MAX;
+/// Most slots one arena may hold: indexes are `u32` and `u32::MAX` ends the free list.
+pub const MAX_SLOTS: u32 = u32::MAX - 1;
+
+const NIL: u32 = u32::MAX;
+
+/// A reference to one admitted bundle. Copyable; valid until the slot is released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SlotHandle {
+    pub index: u32,
+    pub generation: u32,
+}
+
+/// Every slot is taken: the in-flight cap is reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArenaFull {
+    pub capacity: u32,
+}
+
+impl fmt::Display for ArenaFull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "all {} request slots are in flight", self.capacity)
+    }
+}
+
+impl std::error::Error for ArenaFull {}
+
+/// The handle's slot has been released since the handle was issued (or it never existed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StaleHandle {
+    pub handle: SlotHandle,
+}
+
+impl fmt::Display for StaleHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "stale arena handle: slot {} generation {} is no longer held",
+            self.handle.index, self.handle.generation
+        )
+    }
+}
+
+impl std::error::Error for StaleHandle {}
+
+/// What the relay knows about a bundle besides its bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BundleMeta {
+    pub tx_count: u8,
+    /// Length of each transaction, in its fixed region of the slot.
+    pub tx_len: [u16; MAX_BUNDLE_TXS],
+    /// SHA-256 bundle id (Jito's, hex-encoded only when answering).
+    pub bundle_id: [u8; 32],
+    pub region: u8,
+    pub admitted_at: Instant,
+    /// Sends tried so far.
+    pub attempts: u16,
+    /// Bytes of the encoded frame in the frame area (0: not encoded yet).
+    pub frame_len: u16,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct SlotMeta {
+    bundle: BundleMeta,
+    generation: u32,
+    /// Next free slot while free; `NIL` at the end of the list.
+    next_free: u32,
+    in_use: bool,
+}
+
+/// Read access to one held slot.
+pub struct SlotRef<'a> {
+    pub meta: &'a BundleMeta,
+    txs: &'a [u8],
+    pub frame: &'a [u8],
+}
+
+impl<'a> SlotRef<'a> {
+    /// Transaction `i` (`i < meta.tx_count`).
+    pub fn tx(&self, i: usize) -> &'a [u8] {
+        assert!(
+            i < self.meta.tx_count as usize,
+            "tx {i} of {}",
+            self.meta.tx_count
+        );
+        let start = i * PACKET_DATA_SIZE;
+        &self.txs[start..start + self.meta.tx_len[i] as usize]
+    }
+
+    /// The encoded frame (`frame_len` bytes).
+    pub fn encoded_frame(&self) -> &'a [u8] {
+        &self.frame[..self.meta.frame_len as usize]
+    }
+}
+
+/// Write access to one held slot.
+pub struct SlotMut<'a> {
+    pub meta: &'a mut BundleMeta,
+    txs: &'a mut [u8],
+    /// The frame area, [`FRAME_BYTES_MAX`] bytes.
+    pub frame: &'a mut [u8],
+}
+
+impl SlotMut<'_> {
+    /// The fixed [`PACKET_DATA_SIZE`]-byte region of transaction `i`, for decoding in place.
+    pub fn tx_region(&mut self, i: usize) -> &mut [u8] {
+        assert!(
+            i < MAX_BUNDLE_TXS,
+            "a bundle holds at most {MAX_BUNDLE_TXS} transactions"
+        );
+        let start = i * PACKET_DATA_SIZE;
+        &mut self.txs[start..start + PACKET_DATA_SIZE]
+    }
+
+    /// Transaction `i` as recorded in `meta`.
+    pub fn tx(&self, i: usize) -> &[u8] {
+        assert!(
+            i < self.meta.tx_count as usize,
+            "tx {i} of {}",
+            self.meta.tx_count
+        );
+        let start = i * PACKET_DATA_SIZE;
+        &self.txs[start..start + self.meta.tx_len[i] as usize]
+    }
+}
+
+/// The fixed pool of request slots. One per reactor thread; not shared.
+pub struct Arena {
+    meta: Box<[SlotMeta]>,
+    txs: Box<[u8]>,
+    frames: Box<[u8]>,
+    free_head: u32,
+    in_use: u32,
+}
+
+impl Arena {
+    /// Allocates `slots` slots (zeroed pages: the OS backs them on first touch).
+    pub fn new(slots: u32) -> Arena {
+        assert!(
+            (1..=MAX_SLOTS).contains(&slots),
+            "arena needs 1 to {MAX_SLOTS} slots"
+        );
+        let n = slots as usize;
+        let meta = (0..slots)
+            .map(|i| SlotMeta {
+                bundle: BundleMeta::default(),
+                generation: 0,
+                next_free: if i + 1 < slots { i + 1 } else { NIL },
+                in_use: false,
+            })
+            .collect();
+        Arena {
+            meta,
+            txs: vec![0u8; n * TX_BYTES_PER_SLOT].into_boxed_slice(),
+            frames: vec![0u8; n * FRAME_BYTES_MAX].into_boxed_slice(),
+            free_head: 0,
+            in_use: 0,
+        }
+    }
+
+    /// Bytes this arena holds (the budget's arena terms must add up to this).
+    pub fn allocated_bytes(&self) -> usize {
+        self.meta.len() * SLOT_META_BYTES + self.txs.len() + self.frames.len()
+    }
+
+    pub fn capacity(&self) -> u32 {
+        self.meta.len() as u32
+    }
+
+    pub fn in_use(&self) -> u32 {
+        self.in_use
+    }
+
+    pub fn available(&self) -> u32 {
+        self.capacity() - self.in_use
+    }
+
+    /// Takes a free slot for a bundle admitted at `now`, with fresh metadata; fails at once
+    /// when every slot is held.
+    #[inline]
+    pub fn acquire(&mut self, now: Instant) -> Result<SlotHandle, ArenaFull> {
+        let index = self.free_head;
+        if index == NIL {
+            return Err(ArenaFull {
+                capacity: self.capacity(),
+            });
+        }
+        let slot = &mut self.meta[index as usize];
+        debug_assert!(!slot.in_use);
+        self.free_head = slot.next_free;
+        slot.next_free = NIL;
+        slot.in_use = true;
+        slot.bundle = BundleMeta {
+            admitted_at: now,
+            ..BundleMeta::default()
+        };
+        self.in_use += 1;
+        Ok(SlotHandle {
+            index,
+            generation: slot.generation,
+        })
+    }
+
+    /// Returns the slot to the pool; the handle (and every copy of it) becomes stale.
+    #[inline]
+    pub fn release(&mut self, handle: SlotHandle) -> Result<(), StaleHandle> {
+        let slot = self.held(handle)?;
+        let slot = &mut self.meta[slot];
+        slot.in_use = false;
+        slot.generation = slot.generation.wrapping_add(1);
+        slot.next_free = self.free_head;
+        self.free_head = handle.index;
+        self.in_use -= 1;
+        Ok(())
+    }
+
+    pub fn get(&self, handle: SlotHandle) -> Result<SlotRef<'_>, StaleHandle> {
+        let i = self.held(handle)?;
+        Ok(SlotRef {
+            meta: &self.meta[i].bundle,
+            txs: &self.txs[i * TX_BYTES_PER_SLOT..(i + 1) * TX_BYTES_PER_SLOT],
+            frame: &self.frames[i * FRAME_BYTES_MAX..(i + 1) * FRAME_BYTES_MAX],
+        })
+    }
+
+    pub fn get_mut(&mut self, handle: SlotHandle) -> Result<SlotMut<'_>, StaleHandle> {
+        let i = self.held(handle)?;
+        Ok(SlotMut {
+            meta: &mut self.meta[i].bundle,
+            txs: &mut self.txs[i * TX_BYTES_PER_SLOT..(i + 1) * TX_BYTES_PER_SLOT],
+            frame: &mut self.frames[i * FRAME_BYTES_MAX..(i + 1) * FRAME_BYTES_MAX],
+        })
+    }
+
+    #[inline]
+    fn held(&self, handle: SlotHandle) -> Result<usize, StaleHandle> {
+        match self.meta.get(handle.index as usize) {
+            Some(slot) if slot.in_use && slot.generation == handle.generation => {
+                Ok(handle.index as usize)
+            }
+            _ => Err(StaleHandle { handle }),
+        }
+    }
+
+    /// Panics unless the free list and the held slots partition the arena exactly and the
+    /// in-use count matches. O(slots); for tests.
+    pub fn check_invariants(&self) {
+        let mut on_free_list = vec![false; self.meta.len()];
+        let mut free = 0u32;
+        let mut i = self.free_head;
+        while i != NIL {
+            let slot = &self.meta[i as usize];
+            assert!(!slot.in_use, "slot {i} is on the free list while held");
+            assert!(
+                !on_free_list[i as usize],
+                "slot {i} is on the free list twice"
+            );
+            on_free_list[i as usize] = true;
+            free += 1;
+            i = slot.next_free;
+        }
+        let held = self.meta.iter().filter(|s| s.in_use).count() as u32;
+        assert_eq!(held, self.in_use, "in-use count drifted");
+        assert_eq!(
+            held + free,
+            self.capacity(),
+            "a free slot is missing from the free list"
+        );
+    }
+}

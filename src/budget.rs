@@ -1,0 +1,139 @@
+//! The memory budget: every fixed allocation the process makes, computed in one function from
+//! the sizing inputs and printed at startup. Nothing on the request path allocates, so this
+//! table is the ceiling: memory stays flat under any load.
+//!
+//! Each layer adds its terms to [`Budget::new`], one line per term, and exposes its per-item
+//! sizes as constants so the budget and the allocation cannot disagree (tests check each
+//! layer's `allocated_bytes()` against its terms).
+
+use std::fmt;
+
+use crate::{arena, limiter};
+
+/// What the process is sized from (all from the config).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BudgetInputs {
+    /// Request slots in all arenas: the in-flight cap.
+    pub arena_slots: u64,
+    /// Egress addresses in all limiters.
+    pub addresses: u64,
+    /// Block-engine regions each address pairs with.
+    pub regions: u64,
+    /// Reactor threads: each owns one limiter (its own region wheels and list heads).
+    pub threads: u64,
+}
+
+/// One term: `count × bytes_each`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Term {
+    pub name: &'static str,
+    pub count: u64,
+    pub bytes_each: u64,
+}
+
+impl Term {
+    pub fn bytes(&self) -> u64 {
+        self.count * self.bytes_each
+    }
+}
+
+/// The whole budget, one [`Term`] per fixed allocation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Budget {
+    pub inputs: BudgetInputs,
+    pub terms: Vec<Term>,
+}
+
+impl Budget {
+    /// Every term, one line each. Layers append theirs here.
+    pub fn new(inputs: BudgetInputs) -> Budget {
+        let BudgetInputs {
+            arena_slots,
+            addresses,
+            regions,
+            threads,
+        } = inputs;
+        let pairs = addresses * regions;
+        let term = |name, count, bytes_each: usize| Term {
+            name,
+            count,
+            bytes_each: bytes_each as u64,
+        };
+        let terms = vec![
+            // Per admitted bundle: tx count, lengths, id, region, admission time, attempts.
+            term("arena slot metadata", arena_slots, arena::SLOT_META_BYTES),
+            // Per admitted bundle: five fixed 1232-byte transaction regions, decoded in place.
+            term(
+                "arena transaction bytes",
+                arena_slots,
+                arena::TX_BYTES_PER_SLOT,
+            ),
+            // Per admitted bundle: its whole upstream DATA frame (h2 header + gRPC prefix + proto).
+            term("arena frame bytes", arena_slots, arena::FRAME_BYTES_MAX),
+            // One record per (egress address, region): pacing, cooldown, connection, place.
+            term("limiter pair records", pairs, limiter::PAIR_RECORD_BYTES),
+            // Per thread and region: the ready FIFO head plus every wheel slot's list head.
+            term(
+                "limiter list heads",
+                threads * regions * limiter::LISTS_PER_REGION as u64,
+                limiter::LIST_HEAD_BYTES,
+            ),
+            // Per thread and region: wheel time, occupancy bitmaps, rate, counts.
+            term(
+                "limiter region wheels",
+                threads * regions,
+                limiter::REGION_BYTES,
+            ),
+        ];
+        Budget { inputs, terms }
+    }
+
+    pub fn total_bytes(&self) -> u64 {
+        self.terms.iter().map(Term::bytes).sum()
+    }
+
+    /// The bytes of the term named `name` (0 if there is none).
+    pub fn term_bytes(&self, name: &str) -> u64 {
+        self.terms
+            .iter()
+            .filter(|t| t.name == name)
+            .map(Term::bytes)
+            .sum()
+    }
+}
+
+impl fmt::Display for Budget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.inputs;
+        writeln!(
+            f,
+            "memory budget: {} arena slots, {} addresses x {} regions, {} threads",
+            i.arena_slots, i.addresses, i.regions, i.threads
+        )?;
+        writeln!(
+            f,
+            "{:<26} {:>12} {:>10} {:>15}",
+            "term", "count", "bytes each", "bytes"
+        )?;
+        for t in &self.terms {
+            writeln!(
+                f,
+                "{:<26} {:>12} {:>10} {:>15}",
+                t.name,
+                t.count,
+                t.bytes_each,
+                t.bytes()
+            )?;
+        }
+        let total = self.total_bytes();
+        write!(
+            f,
+            "{:<26} {:>12} {:>10} {:>15} ({:.1} MiB)",
+            "total",
+            "",
+            "",
+            total,
+            total as f64 / (1024.0 * 1024.0)
+        )
+    }
+}

@@ -1,0 +1,113 @@
+//! Counting allocator: after construction, the limiter's and the arena's hot operations
+//! (acquire, cooldown, advance, connection changes, finish; arena acquire, write, release)
+//! allocate nothing. Counted per thread, so the test harness's own threads do not interfere.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+use bundle_relay::arena::Arena;
+use bundle_relay::clock::{Instant, TickRate, Ticks};
+use bundle_relay::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, RegionId};
+
+struct Counting;
+
+thread_local! {
+    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
+}
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.with(|a| a.set(a.get() + 1));
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.with(|a| a.set(a.get() + 1));
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations() -> u64 {
+    ALLOCATIONS.with(|a| a.get())
+}
+
+#[test]
+fn the_limiter_hot_path_allocates_nothing_after_construction() {
+    let rate = TickRate::NANOS;
+    let t0 = 1u64 << 40;
+    let mut limiter = Limiter::new(&LimiterConfig::uniform(rate, 256, 8), Instant(t0));
+    let before = allocations();
+    for p in 0..limiter.pair_count() as u32 {
+        limiter.set_connection(PairId(p), ConnState::Up, Instant(t0));
+    }
+    let mut now = t0;
+    let mut sent = 0u64;
+    for step in 0..20_000u64 {
+        now += 997_000;
+        limiter.advance(Instant(now));
+        let region = RegionId((step % 8) as u8);
+        for _ in 0..4 {
+            if let Acquire::Pair(p) = limiter.acquire(region, Instant(now)) {
+                sent += 1;
+                limiter.finish(p);
+                if step % 7 == 0 {
+                    limiter.cooldown(p, Ticks(30_000_000_000), Instant(now));
+                }
+            }
+        }
+        if step % 101 == 0 {
+            let p = PairId((step % 2048) as u32);
+            limiter.set_connection(p, ConnState::Down, Instant(now));
+            limiter.set_connection(p, ConnState::Up, Instant(now));
+        }
+        limiter.next_ready_at(region);
+        limiter.next_wakeup();
+        limiter.counts(region);
+    }
+    let after = allocations();
+    assert!(
+        sent > 10_000,
+        "the loop must exercise the hot path ({sent} sends)"
+    );
+    assert_eq!(
+        after - before,
+        0,
+        "limiter allocated {} times",
+        after - before
+    );
+}
+
+#[test]
+fn the_arena_allocates_nothing_after_construction() {
+    let mut arena = Arena::new(64);
+    let before = allocations();
+    let mut held = [None; 64];
+    for step in 0..10_000u32 {
+        let k = (step.wrapping_mul(2_654_435_761) % 64) as usize;
+        match held[k].take() {
+            Some(h) => arena.release(h).unwrap(),
+            None => {
+                let h = arena.acquire(Instant(step as u64)).unwrap();
+                let mut slot = arena.get_mut(h).unwrap();
+                slot.tx_region(0)[..4].copy_from_slice(&step.to_le_bytes());
+                slot.meta.tx_count = 1;
+                slot.meta.tx_len[0] = 4;
+                held[k] = Some(h);
+            }
+        }
+    }
+    while arena.acquire(Instant(0)).is_ok() {}
+    assert!(arena.acquire(Instant(0)).is_err());
+    let after = allocations();
+    assert_eq!(
+        after - before,
+        0,
+        "arena allocated {} times",
+        after - before
+    );
+}

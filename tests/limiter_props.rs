@@ -1,0 +1,138 @@
+//! Property tests with a simulated clock, against an independent model of the rules: no pair
+//! is handed out before its interval has passed or inside a cooldown; every wait names exactly
+//! the tick the first pair is handed out; after every operation each pair is in exactly one
+//! place (`check_invariants`).
+
+use bundle_relay::clock::{Instant, TickRate, Ticks};
+use bundle_relay::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, RegionId};
+use proptest::prelude::*;
+
+const RATE: TickRate = TickRate::NANOS;
+const ADDRESSES: u32 = 5;
+const REGIONS: usize = 2;
+const PAIRS: u32 = ADDRESSES * REGIONS as u32;
+const INTERVAL: u64 = 1_000_000_000;
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Let time pass: a short hop (inside a slot) or a long one (across levels).
+    Wait(u64),
+    Acquire(u8),
+    Advance,
+    Cooldown(u32, u64),
+    Connection(u32, ConnState),
+    Finish(u32),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let state = prop_oneof![
+        Just(ConnState::Down),
+        Just(ConnState::Connecting),
+        Just(ConnState::Up),
+        Just(ConnState::Up),
+        Just(ConnState::Draining),
+    ];
+    prop_oneof![
+        3 => (0u64..100_000).prop_map(Op::Wait),
+        2 => (0u64..3_000_000_000).prop_map(Op::Wait),
+        1 => (0u64..40_000_000_000).prop_map(Op::Wait),
+        6 => (0..REGIONS as u8).prop_map(Op::Acquire),
+        1 => Just(Op::Advance),
+        2 => (0..PAIRS, 0u64..40_000_000_000).prop_map(|(p, t)| Op::Cooldown(p, t)),
+        1 => (0..PAIRS, 0u64..2_000).prop_map(|(p, t)| Op::Cooldown(p, t)),
+        1 => (0..PAIRS, state).prop_map(|(p, s)| Op::Connection(p, s)),
+        1 => (0..PAIRS).prop_map(Op::Finish),
+    ]
+}
+
+/// The rules, kept apart from the limiter's own state.
+struct Model {
+    last_send: Vec<Option<u64>>,
+    cooldown_until: Vec<u64>,
+    conn: Vec<ConnState>,
+    in_flight: Vec<u32>,
+}
+
+impl Model {
+    fn eligible(&self, p: usize) -> u64 {
+        let rate = self.last_send[p].map_or(0, |t| t + INTERVAL);
+        rate.max(self.cooldown_until[p])
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn no_pair_is_early_every_wait_is_exact_and_each_pair_is_in_one_place(
+        start in 0u64..1u64 << 50,
+        ops in prop::collection::vec(op(), 1..300),
+    ) {
+        let mut limiter = Limiter::new(&LimiterConfig::uniform(RATE, ADDRESSES, REGIONS), Instant(start));
+        let w = limiter.slot_ticks().0;
+        let mut model = Model {
+            last_send: vec![None; PAIRS as usize],
+            cooldown_until: vec![0; PAIRS as usize],
+            conn: vec![ConnState::Down; PAIRS as usize],
+            in_flight: vec![0; PAIRS as usize],
+        };
+        let mut now = start;
+        for op in ops {
+            match op {
+                Op::Wait(dt) => now += dt,
+                Op::Advance => { limiter.advance(Instant(now)); }
+                Op::Acquire(r) => match limiter.acquire(RegionId(r), Instant(now)) {
+                    Acquire::Pair(p) => {
+                        let i = p.0 as usize;
+                        prop_assert_eq!(limiter.region_of(p), RegionId(r));
+                        prop_assert_eq!(model.conn[i], ConnState::Up, "pair {} handed out while not up", i);
+                        prop_assert!(model.eligible(i) <= now,
+                            "pair {} handed out {} ticks early", i, model.eligible(i) - now);
+                        model.last_send[i] = Some(now);
+                        model.in_flight[i] += 1;
+                    }
+                    Acquire::WaitUntil(t) => {
+                        let soonest = (0..PAIRS as usize)
+                            .filter(|&i| i / ADDRESSES as usize == r as usize && model.conn[i] == ConnState::Up)
+                            .map(|i| model.eligible(i))
+                            .min();
+                        let soonest = soonest.expect("a wait although no pair is up");
+                        // A pair allowed inside the current slot waits for the slot's end:
+                        // late by under one slot, never early.
+                        prop_assert!(t.0 > now, "a wait that is already over");
+                        // Rate bookings are handed out at their exact tick, wheel entries at
+                        // the end of their slot.
+                        prop_assert!(t >= Instant(soonest), "wait ends before any pair is allowed");
+                        prop_assert!(t <= Instant(soonest.div_ceil(w) * w), "wait longer than one slot past the first allowed pair");
+                    }
+                    Acquire::NoPairUp => {
+                        prop_assert!((0..PAIRS as usize)
+                            .all(|i| i / ADDRESSES as usize != r as usize || model.conn[i] != ConnState::Up));
+                    }
+                },
+                Op::Cooldown(p, t) => {
+                    limiter.cooldown(PairId(p), Ticks(t), Instant(now));
+                    let c = &mut model.cooldown_until[p as usize];
+                    *c = (*c).max(now + t);
+                }
+                Op::Connection(p, s) => {
+                    limiter.set_connection(PairId(p), s, Instant(now));
+                    model.conn[p as usize] = s;
+                }
+                Op::Finish(p) => {
+                    if model.in_flight[p as usize] > 0 {
+                        limiter.finish(PairId(p));
+                        model.in_flight[p as usize] -= 1;
+                    }
+                }
+            }
+            limiter.check_invariants();
+            for i in 0..PAIRS as usize {
+                let view = limiter.view(PairId(i as u32));
+                prop_assert_eq!(view.cooldown_until, Instant(model.cooldown_until[i]));
+                prop_assert_eq!(view.in_flight, model.in_flight[i]);
+                prop_assert_eq!(view.conn, model.conn[i]);
+            }
+        }
+    }
+}

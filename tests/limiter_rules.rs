@@ -1,0 +1,378 @@
+//! The limiter's rules, one test per row: readiness, exact waits, cooldowns, connection
+//! state, burst, per-region rates, fairness and the observability counts.
+
+use bundle_relay::clock::{Clock, Instant, TickRate, Ticks};
+use bundle_relay::limiter::{
+    Acquire, ConnState, Limiter, LimiterConfig, PairId, Place, RegionCounts, RegionId, RegionRate,
+};
+
+const RATE: TickRate = TickRate::NANOS;
+const T0: Instant = Instant(5_000_000_000);
+const SECOND: Ticks = Ticks(1_000_000_000);
+const R0: RegionId = RegionId(0);
+
+fn up_limiter(addresses: u32, regions: usize) -> Limiter {
+    let mut limiter = Limiter::new(&LimiterConfig::uniform(RATE, addresses, regions), T0);
+    for p in 0..limiter.pair_count() as u32 {
+        limiter.set_connection(PairId(p), ConnState::Up, T0);
+    }
+    limiter.check_invariants();
+    limiter
+}
+
+fn ms(n: u64) -> Ticks {
+    RATE.from_ms(n)
+}
+
+fn wait_until(a: Acquire) -> Instant {
+    match a {
+        Acquire::WaitUntil(t) => t,
+        other => panic!("expected a wait, got {other:?}"),
+    }
+}
+
+fn pair(a: Acquire) -> PairId {
+    match a {
+        Acquire::Pair(p) => p,
+        other => panic!("expected a pair, got {other:?}"),
+    }
+}
+
+/// The tick at which the wheel hands out something allowed at `t`: `t` rounded up to a slot.
+fn slot_ceil(limiter: &Limiter, t: Instant) -> Instant {
+    let w = limiter.slot_ticks().0;
+    Instant(t.0.div_ceil(w) * w)
+}
+
+#[test]
+fn the_default_slot_is_a_power_of_two_of_ticks_no_wider_than_50_us() {
+    let limiter = up_limiter(1, 1);
+    let w = limiter.slot_ticks().0;
+    assert!(w.is_power_of_two());
+    assert!(w <= 50_000 && w * 2 > 50_000, "slot {w} ticks");
+}
+
+#[test]
+fn a_fresh_pair_is_ready_at_once_then_waits_one_interval() {
+    let mut limiter = up_limiter(1, 1);
+    assert_eq!(limiter.acquire(R0, T0), Acquire::Pair(PairId(0)));
+    let t = wait_until(limiter.acquire(R0, T0));
+    assert_eq!(t, T0.after(SECOND));
+    limiter.check_invariants();
+}
+
+#[test]
+fn wait_until_is_the_exact_tick_the_pair_is_handed_out() {
+    let mut limiter = up_limiter(1, 1);
+    let start = Instant(T0.0 + 12_345); // not on a slot boundary
+    pair(limiter.acquire(R0, start));
+    let t = wait_until(limiter.acquire(R0, start));
+    assert_eq!(wait_until(limiter.acquire(R0, Instant(t.0 - 1))), t);
+    assert_eq!(limiter.acquire(R0, t), Acquire::Pair(PairId(0)));
+    limiter.check_invariants();
+}
+
+#[test]
+fn a_pair_is_never_early_and_at_most_one_slot_late() {
+    let mut limiter = up_limiter(1, 1);
+    let w = limiter.slot_ticks().0;
+    let mut now = Instant(T0.0 + 7);
+    let mut last = None::<Instant>;
+    for _ in 0..50 {
+        match limiter.acquire(R0, now) {
+            Acquire::Pair(_) => {
+                if let Some(last) = last {
+                    let gap = now.since(last).0;
+                    assert!(gap >= SECOND.0, "early by {} ticks", SECOND.0 - gap);
+                    assert!(gap < SECOND.0 + w, "late by {} ticks", gap - SECOND.0);
+                }
+                last = Some(now);
+            }
+            Acquire::WaitUntil(t) => now = t,
+            Acquire::NoPairUp => unreachable!(),
+        }
+    }
+}
+
+#[test]
+fn cooldown_holds_a_pair_exactly_as_long_as_asked() {
+    let mut limiter = up_limiter(1, 1);
+    pair(limiter.acquire(R0, T0));
+    let asked_at = T0.after(ms(300));
+    limiter.cooldown(PairId(0), ms(30_000), asked_at);
+    let expected = slot_ceil(&limiter, asked_at.after(ms(30_000)));
+    assert_eq!(limiter.view(PairId(0)).place, Place::Cooling);
+    assert_eq!(
+        wait_until(limiter.acquire(R0, T0.after(ms(1_000)))),
+        expected
+    );
+    assert_eq!(
+        wait_until(limiter.acquire(R0, Instant(expected.0 - 1))),
+        expected
+    );
+    assert_eq!(limiter.acquire(R0, expected), Acquire::Pair(PairId(0)));
+    limiter.check_invariants();
+}
+
+#[test]
+fn a_shorter_cooldown_never_shortens_a_longer_one() {
+    let mut limiter = up_limiter(1, 1);
+    limiter.cooldown(PairId(0), ms(30_000), T0);
+    limiter.cooldown(PairId(0), ms(5_000), T0.after(ms(1)));
+    assert_eq!(limiter.view(PairId(0)).cooldown_until, T0.after(ms(30_000)));
+    assert_eq!(
+        wait_until(limiter.acquire(R0, T0.after(ms(10_000)))),
+        slot_ceil(&limiter, T0.after(ms(30_000)))
+    );
+}
+
+#[test]
+fn a_cooldown_shorter_than_the_booking_keeps_the_booking() {
+    let mut limiter = up_limiter(1, 1);
+    pair(limiter.acquire(R0, T0));
+    limiter.cooldown(PairId(0), ms(200), T0);
+    assert_eq!(limiter.view(PairId(0)).place, Place::Booked);
+    assert_eq!(wait_until(limiter.acquire(R0, T0)), T0.after(SECOND));
+}
+
+#[test]
+fn a_cooldown_takes_a_ready_pair_out_of_the_fifo() {
+    let mut limiter = up_limiter(2, 1);
+    limiter.cooldown(PairId(0), ms(1_500), T0);
+    assert_eq!(limiter.acquire(R0, T0), Acquire::Pair(PairId(1)));
+    assert_eq!(wait_until(limiter.acquire(R0, T0)), T0.after(SECOND));
+    limiter.check_invariants();
+}
+
+#[test]
+fn a_pair_whose_connection_is_not_up_is_never_handed_out() {
+    for state in [ConnState::Down, ConnState::Connecting, ConnState::Draining] {
+        let mut limiter = up_limiter(2, 1);
+        limiter.set_connection(PairId(0), state, T0);
+        assert_eq!(limiter.view(PairId(0)).place, Place::Parked);
+        assert_eq!(limiter.acquire(R0, T0), Acquire::Pair(PairId(1)));
+        assert!(matches!(limiter.acquire(R0, T0), Acquire::WaitUntil(_)));
+        limiter.set_connection(PairId(1), state, T0);
+        assert_eq!(limiter.acquire(R0, T0), Acquire::NoPairUp);
+        assert_eq!(limiter.next_ready_at(R0), None);
+        limiter.check_invariants();
+    }
+}
+
+#[test]
+fn coming_back_up_keeps_the_booking_and_the_cooldown() {
+    let mut limiter = up_limiter(1, 1);
+    pair(limiter.acquire(R0, T0));
+    limiter.set_connection(PairId(0), ConnState::Down, T0);
+    limiter.set_connection(PairId(0), ConnState::Up, T0.after(ms(10)));
+    assert_eq!(
+        wait_until(limiter.acquire(R0, T0.after(ms(10)))),
+        T0.after(SECOND)
+    );
+    limiter.set_connection(PairId(0), ConnState::Down, T0.after(ms(20)));
+    limiter.cooldown(PairId(0), ms(5_000), T0.after(ms(20)));
+    limiter.set_connection(PairId(0), ConnState::Up, T0.after(ms(30)));
+    assert_eq!(limiter.view(PairId(0)).place, Place::Cooling);
+    assert_eq!(
+        wait_until(limiter.acquire(R0, T0.after(ms(30)))),
+        slot_ceil(&limiter, T0.after(ms(5_020)))
+    );
+    limiter.check_invariants();
+}
+
+#[test]
+fn ready_pairs_leave_in_the_order_they_became_ready() {
+    let mut limiter = up_limiter(5, 1);
+    // Bring them up in a scrambled order: that is the order they became ready.
+    for p in 0..5 {
+        limiter.set_connection(PairId(p), ConnState::Down, T0);
+    }
+    let order = [3, 0, 4, 1, 2];
+    for (k, &p) in order.iter().enumerate() {
+        limiter.set_connection(PairId(p), ConnState::Up, T0.after(Ticks(k as u64)));
+    }
+    let now = T0.after(Ticks(10));
+    let got: Vec<u32> = (0..5).map(|_| pair(limiter.acquire(R0, now)).0).collect();
+    assert_eq!(got, order);
+    // A second round, one interval later, keeps the rotation: the whole pool is used.
+    let later = T0.after(ms(1_001));
+    let got: Vec<u32> = (0..5).map(|_| pair(limiter.acquire(R0, later)).0).collect();
+    assert_eq!(got, order);
+}
+
+#[test]
+fn ready_pairs_from_bookings_and_cooldowns_leave_in_ready_time_order() {
+    let mut limiter = up_limiter(3, 1);
+    let w = limiter.slot_ticks();
+    let early = pair(limiter.acquire(R0, T0));
+    let late = pair(limiter.acquire(R0, T0.after(Ticks(w.0 * 10))));
+    // The third pair, never used, cools onto the wheel, due between the two bookings.
+    let cooled = PairId(2);
+    limiter.cooldown(cooled, Ticks(SECOND.0 - w.0 * 5), T0.after(Ticks(w.0 * 10)));
+    assert_eq!(limiter.view(cooled).place, Place::Cooling);
+    let t = T0.after(ms(1_100));
+    assert_eq!(limiter.advance(t), 3);
+    let got: Vec<PairId> = (0..3).map(|_| pair(limiter.acquire(R0, t))).collect();
+    assert_eq!(got, vec![early, cooled, late]);
+}
+
+#[test]
+fn burst_allows_that_many_back_to_back_then_one_per_interval() {
+    let config = LimiterConfig {
+        regions: vec![RegionRate::from_ms(RATE, 1_000, 3)],
+        ..LimiterConfig::uniform(RATE, 1, 1)
+    };
+    let mut limiter = Limiter::new(&config, T0);
+    limiter.set_connection(PairId(0), ConnState::Up, T0);
+    for _ in 0..3 {
+        assert_eq!(limiter.acquire(R0, T0), Acquire::Pair(PairId(0)));
+    }
+    let t = wait_until(limiter.acquire(R0, T0));
+    assert_eq!(t, T0.after(SECOND));
+    assert_eq!(limiter.acquire(R0, t), Acquire::Pair(PairId(0)));
+    assert!(matches!(limiter.acquire(R0, t), Acquire::WaitUntil(_)));
+    limiter.check_invariants();
+}
+
+#[test]
+fn each_region_is_paced_at_its_own_rate() {
+    let config = LimiterConfig {
+        regions: vec![
+            RegionRate::from_ms(RATE, 1_000, 1),
+            RegionRate::from_ms(RATE, 250, 1),
+        ],
+        ..LimiterConfig::uniform(RATE, 1, 2)
+    };
+    let mut limiter = Limiter::new(&config, T0);
+    for p in 0..2 {
+        limiter.set_connection(PairId(p), ConnState::Up, T0);
+    }
+    let r1 = RegionId(1);
+    let p1 = pair(limiter.acquire(r1, T0));
+    assert_eq!(limiter.region_of(p1), r1);
+    pair(limiter.acquire(R0, T0));
+    assert_eq!(wait_until(limiter.acquire(r1, T0)), T0.after(ms(250)));
+    assert_eq!(wait_until(limiter.acquire(R0, T0)), T0.after(ms(1_000)));
+}
+
+#[test]
+fn pair_ids_lay_out_each_region_contiguously() {
+    let limiter = up_limiter(3, 8);
+    let p = limiter.pair(2, RegionId(5));
+    assert_eq!(p, PairId(5 * 3 + 2));
+    assert_eq!(limiter.address_of(p), 2);
+    assert_eq!(limiter.region_of(p), RegionId(5));
+}
+
+#[test]
+fn next_ready_at_names_when_the_region_can_send() {
+    let mut limiter = up_limiter(2, 2);
+    assert_eq!(limiter.next_ready_at(R0), Some(T0));
+    let a = pair(limiter.acquire(R0, T0));
+    pair(limiter.acquire(R0, T0.after(ms(100))));
+    assert_eq!(limiter.next_ready_at(R0), Some(T0.after(SECOND)));
+    limiter.cooldown(a, ms(3_000), T0.after(ms(200)));
+    assert_eq!(limiter.next_ready_at(R0), Some(T0.after(ms(1_100))));
+    assert_eq!(limiter.next_ready_at(RegionId(1)), Some(T0));
+    assert_eq!(limiter.next_wakeup(), Some(T0.after(ms(1_100))));
+}
+
+#[test]
+fn counts_by_state_follow_each_pair() {
+    let mut limiter = up_limiter(6, 1);
+    let a = pair(limiter.acquire(R0, T0));
+    let b = pair(limiter.acquire(R0, T0));
+    limiter.cooldown(b, ms(30_000), T0);
+    limiter.set_connection(PairId(5), ConnState::Down, T0);
+    limiter.set_connection(PairId(4), ConnState::Connecting, T0);
+    limiter.set_connection(PairId(3), ConnState::Draining, T0);
+    limiter.finish(a);
+    assert_eq!(
+        limiter.counts(R0),
+        RegionCounts {
+            ready: 1,
+            booked: 1,
+            cooling: 1,
+            down: 1,
+            connecting: 1,
+            draining: 1,
+            in_flight: 1,
+        }
+    );
+    assert_eq!(limiter.view(b).in_flight, 1);
+    limiter.check_invariants();
+}
+
+#[test]
+#[should_panic(expected = "finish without a send in flight")]
+fn finishing_a_send_that_was_never_made_is_a_programming_error() {
+    let mut limiter = up_limiter(1, 1);
+    limiter.finish(PairId(0));
+}
+
+#[test]
+fn a_cooldown_of_thirty_days_fires_on_time() {
+    let mut limiter = up_limiter(1, 1);
+    let month = ms(30 * 24 * 3_600 * 1_000);
+    limiter.cooldown(PairId(0), month, T0);
+    let expected = slot_ceil(&limiter, T0.after(month));
+    assert_eq!(wait_until(limiter.acquire(R0, T0)), expected);
+    // Step through in coarse strides, as a sleeping reactor would.
+    let mut now = T0;
+    while now < expected {
+        now = now
+            .after(ms(7 * 3_600 * 1_000))
+            .min(Instant(expected.0 - 1));
+        assert_eq!(wait_until(limiter.acquire(R0, now)), expected);
+        limiter.check_invariants();
+        if now.0 == expected.0 - 1 {
+            break;
+        }
+    }
+    assert_eq!(limiter.acquire(R0, expected), Acquire::Pair(PairId(0)));
+}
+
+#[test]
+fn advance_moves_due_pairs_into_the_ready_fifo() {
+    let mut limiter = up_limiter(4, 2);
+    for _ in 0..4 {
+        pair(limiter.acquire(R0, T0));
+    }
+    assert_eq!(limiter.counts(R0).booked, 4);
+    assert_eq!(limiter.advance(T0.after(ms(999))), 0);
+    assert_eq!(limiter.advance(T0.after(ms(1_001))), 4);
+    assert_eq!(limiter.counts(R0).ready, 4);
+    limiter.check_invariants();
+}
+
+#[test]
+fn the_calibrated_clock_reads_a_plausible_rate_and_moves_forward() {
+    let clock = Clock::calibrate();
+    let rate = clock.rate();
+    assert!(rate.ticks_per_us() >= 1, "{clock}");
+    let a = clock.now();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let elapsed_us = rate.to_us(clock.now().since(a));
+    assert!(
+        (4_000..1_000_000).contains(&elapsed_us),
+        "5 ms read as {elapsed_us} µs"
+    );
+    assert!(
+        clock
+            .to_string()
+            .contains(if clock.is_tsc() { "TSC" } else { "monotonic" })
+    );
+}
+
+#[test]
+fn tick_conversions_round_trip() {
+    let rate = TickRate::new(2_900_000_000);
+    assert_eq!(rate.ticks_per_us(), 2_900);
+    assert_eq!(rate.from_ms(1_000), Ticks(2_900_000_000));
+    assert_eq!(rate.to_us(rate.from_us(1_234_567)), 1_234_567);
+    assert_eq!(rate.to_ns(rate.from_ns(1_000)), 1_000);
+    assert_eq!(
+        rate.from_duration(std::time::Duration::from_millis(3)),
+        rate.from_ms(3)
+    );
+}
