@@ -12,6 +12,11 @@
 //! enough for the bodies bench-load sends; this is not a JSON parser.
 //!
 //! Each thread has its own `SO_REUSEPORT` listener; the kernel spreads connections.
+//!
+//! Measured CPU per request (utime + stime from `/proc/<pid>/stat`, release build, one thread,
+//! on a contended 2-core host): 3.7 µs at 60,000 req/s with bench-load pipelining 16 deep on 16
+//! connections (many requests per read and write); 10 µs without pipelining (one read and one
+//! write per request).
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -12,8 +12,11 @@
 //! Everything about bundle `seq` is a pure function of `(seed, run_id, seq)`: generation is
 //! reproducible and splits across threads freely.
 //!
-//! Measured cost: signing dominates (one ed25519 signature per transaction, about 15 µs);
-//! [`generate`] spreads the work over every core and reports its rate in [`GenStats`].
+//! Measured cost: an ed25519 signature per transaction, and base58 encoding, which is
+//! quadratic in the transaction length and costs about twice as much as everything else
+//! together. [`generate`] spreads the work over every core and reports its rate in
+//! [`GenStats`]: on the 2-core host under a load average of 12, 3,400 bundles/s for base64 and
+//! 1,100 bundles/s for the default half-base58 mix (release build).
 
 use std::fmt;
 use std::fmt::Write as _;
