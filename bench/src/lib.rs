@@ -7,5 +7,8 @@ pub mod searcher_grpc {
     include!(concat!(env!("OUT_DIR"), "/searcher.rs"));
 }
 
+pub mod load;
+pub mod null;
 pub mod sentlog;
 pub mod tag;
+pub mod txgen;
