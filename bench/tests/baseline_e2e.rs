@@ -224,7 +224,7 @@ async fn in_flight_cap_answers_429_with_retry_after_and_32097_then_recovers() {
     let (engines, _log) = start_engine(1, rules(60_000)).await;
     let mut cfg = config(&engines, "127.1.1.1", 60_000);
     cfg.max_in_flight = 3;
-    cfg.max_age_ms = 300;
+    cfg.max_age_ms = 1000;
     let handle = Baseline::start(cfg).await.unwrap();
     let mut http = Http::connect(handle.rotating_addr()).await;
 
