@@ -531,3 +531,46 @@ async fn a_pool_too_big_for_the_open_file_limit_is_refused_naming_the_numbers() 
         "{error}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotating_port_sends_to_the_region_that_can_send_soonest() {
+    // One egress address, a one-minute interval: once a region has sent, only the other can.
+    let (engines, log) = start_engine(3, rules(60_000)).await;
+    let mut cfg = config(&engines, "127.1.5.1", 60_000);
+    cfg.max_age_ms = 500;
+    let handle = Baseline::start(cfg).await.unwrap();
+    let mut http = Http::connect(handle.rotating_addr()).await;
+    for b in 0..3 {
+        assert_eq!(
+            http.post(
+                "/api/v1/bundles",
+                &send_bundle_body(b, &bundle(5000 + b, 1))
+            )
+            .await
+            .status,
+            200
+        );
+        let delivered = eventually(Duration::from_secs(10), || {
+            handle.stats().delivered == b + 1
+        })
+        .await;
+        assert!(
+            delivered,
+            "bundle {b} was not sent at once to a free region"
+        );
+    }
+    let per_region = log.lock().unwrap().per_region.clone();
+    assert_eq!(
+        (per_region.get(&0), per_region.get(&1), per_region.get(&2)),
+        (Some(&1), Some(&1), Some(&1))
+    );
+    // Every region is booked now: the next bundle waits and expires.
+    assert_eq!(
+        http.post("/api/v1/bundles", &send_bundle_body(9, &bundle(5009, 1)))
+            .await
+            .status,
+        200
+    );
+    assert!(eventually(Duration::from_secs(10), || handle.stats().expired == 1).await);
+    handle.shutdown().await;
+}
