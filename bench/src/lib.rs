@@ -7,6 +7,7 @@ pub mod searcher_grpc {
     include!(concat!(env!("OUT_DIR"), "/searcher.rs"));
 }
 
+pub mod baseline;
 pub mod load;
 pub mod null;
 pub mod sentlog;
