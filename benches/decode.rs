@@ -11,7 +11,7 @@ use std::hint::black_box;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bundle_relay::wire::{
-    BundleId, Encoding, PACKET_DATA_SIZE, bundle_id, decode, decode_and_validate,
+    BundleId, Encoding, PACKET_DATA_SIZE, bundle_id, decode, decode_and_validate, validate,
 };
 use criterion::{Criterion, criterion_group, criterion_main};
 use rand::SeedableRng;
@@ -89,6 +89,34 @@ fn bench(c: &mut Criterion) {
             b.iter(|| solana_path(enc, black_box(&texts)))
         });
         g.finish();
+
+        if enc == Encoding::Base64 {
+            let mut g = c.benchmark_group("validate_one");
+            g.bench_function("relay", |b| {
+                b.iter(|| validate(black_box(&txs[2])).unwrap())
+            });
+            g.bench_function("solana_crates", |b| {
+                b.iter(|| oracle(black_box(&txs[2])).unwrap())
+            });
+            g.finish();
+            let sigs: Vec<[u8; 64]> = txs
+                .iter()
+                .map(|t| validate(t).unwrap().first_signature)
+                .collect();
+            let mut g = c.benchmark_group("bundle_id_3");
+            g.bench_function("relay", |b| b.iter(|| bundle_id(black_box(&sigs))));
+            g.bench_function("bs58_strings_sha2", |b| {
+                b.iter(|| {
+                    let joined = black_box(&sigs)
+                        .iter()
+                        .map(|s| bs58::encode(s).into_string())
+                        .collect::<Vec<_>>()
+                        .join(",");
+                    Sha256::digest(joined.as_bytes())
+                })
+            });
+            g.finish();
+        }
 
         let mut g = c.benchmark_group(format!("decode_one_{}", enc.name()));
         let text = &texts[2];

@@ -5,7 +5,8 @@
 //! (`decode().onto()` is allocation-free, but every input character walks every output byte).
 //! This decoder keeps the number in 64-bit limbs and folds ten characters (58^10 < 2^64) into it
 //! per pass, so each pass is one 64×64→128 multiply per limb: about 8 × 10 = 80 times less work
-//! per character than byte-wise. The measured difference is in the module doc of `wire`.
+//! per character than byte-wise; measured 40× faster than `bs58` on a transaction (see the
+//! module doc of `wire`).
 //!
 //! Semantics match `bs58::decode(..).into_vec()` exactly (the differential tests hold it to that):
 //! each leading '1' is one leading zero byte, the rest is the number's minimal big-endian bytes,

@@ -61,9 +61,14 @@ pub fn decode(text: &[u8], out: &mut [u8; PACKET_DATA_SIZE]) -> Result<usize, De
     };
 
     let full_quads = digits.len() / 4;
-    for q in 0..full_quads {
-        let p = q * 4;
-        let word = sextet(p)? << 18 | sextet(p + 1)? << 12 | sextet(p + 2)? << 6 | sextet(p + 3)?;
+    for (q, quad) in digits.chunks_exact(4).enumerate() {
+        let [a, b, c, d] = [0, 1, 2, 3].map(|i| SEXTET[usize::from(quad[i])]);
+        // One branch per quad: INVALID has the top bit set, no digit value does.
+        if (a | b | c | d) & 0x80 != 0 {
+            let bad = (0..4).find(|&i| SEXTET[usize::from(quad[i])] == INVALID);
+            return Err(sextet(q * 4 + bad.unwrap_or(0)).unwrap_err());
+        }
+        let word = u32::from(a) << 18 | u32::from(b) << 12 | u32::from(c) << 6 | u32::from(d);
         out[q * 3..q * 3 + 3].copy_from_slice(&word.to_be_bytes()[1..]);
     }
     let p = full_quads * 4;
