@@ -90,6 +90,10 @@ fn journal_violations(handle: &BaselineHandle, region: usize, interval_ms: u64) 
                 *e = (*e).max(until_ns);
                 cooldowns += 1;
             }
+            Event::Settled { pair, until_ns, .. } => {
+                let e = next.entry(pair).or_default();
+                *e = (*e).max(until_ns);
+            }
         }
     }
     cooldowns
@@ -173,6 +177,7 @@ async fn every_admitted_bundle_is_delivered_once_byte_identical_with_no_early_se
             log.min_gap
         );
         assert_eq!(log.duplicates, 0, "a bundle was delivered twice");
+        assert_eq!(log.early, 0, "the engine saw a pair send early");
         let journal_cooldowns: u64 = (0..REGIONS)
             .map(|r| journal_violations(&handle, r, 10))
             .sum();

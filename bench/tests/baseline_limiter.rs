@@ -164,3 +164,29 @@ fn seeded_simulation_never_hands_out_early_and_honours_cooldowns_exactly() {
         }
     }
 }
+
+#[test]
+fn a_held_pair_is_not_handed_out_again_until_its_send_is_answered() {
+    let l = RegionLimiter::new(1, 10 * MS).holding_in_flight(2_000 * MS);
+    assert_eq!(l.acquire(0), Ok(0));
+    // Unanswered after more than one interval: still held.
+    assert_eq!(l.acquire(50 * MS), Err(1_950 * MS));
+}
+
+#[test]
+fn settle_counts_the_interval_from_the_answer() {
+    let l = RegionLimiter::new(1, 10 * MS).holding_in_flight(2_000 * MS);
+    assert_eq!(l.acquire(0), Ok(0));
+    l.settle(0, 0, 7 * MS);
+    assert_eq!(l.pair_next_ns(0), 17 * MS);
+    assert_eq!(l.acquire(16 * MS), Err(MS));
+    assert_eq!(l.acquire(17 * MS), Ok(0));
+}
+
+#[test]
+fn settle_with_a_retry_after_longer_than_the_interval_waits_that_long() {
+    let l = RegionLimiter::new(1, 10 * MS).holding_in_flight(2_000 * MS);
+    assert_eq!(l.acquire(0), Ok(0));
+    l.settle(0, 30_000 * MS, 5 * MS);
+    assert_eq!(l.pair_next_ns(0), 30_005 * MS);
+}

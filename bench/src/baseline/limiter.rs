@@ -120,6 +120,12 @@ pub enum Event {
         now_ns: u64,
         until_ns: u64,
     },
+    /// `pair`'s send was answered at `now_ns`; its next slot is `until_ns`.
+    Settled {
+        pair: usize,
+        now_ns: u64,
+        until_ns: u64,
+    },
 }
 
 struct Inner {
@@ -132,6 +138,9 @@ struct Inner {
 pub struct RegionLimiter {
     inner: Mutex<Inner>,
     interval_ns: u64,
+    /// How long an acquired pair stays booked while its send is unanswered (at least the
+    /// interval). See [`RegionLimiter::holding_in_flight`].
+    hold_ns: u64,
     /// Copy of the head's next-allowed time, updated under the lock, so the rotating port can
     /// compare regions without taking eight locks.
     head_next_ns: AtomicU64,
@@ -151,8 +160,18 @@ impl RegionLimiter {
                 journal: journal.then(Vec::new),
             }),
             interval_ns,
+            hold_ns: interval_ns,
             head_next_ns: AtomicU64::new(0),
         }
+    }
+
+    /// Keeps an acquired pair booked for up to `hold_ns` until [`RegionLimiter::settle`] books
+    /// its next slot from the moment the answer came. The engine stamps a request when it
+    /// arrives, somewhere between our send and its answer; counting the interval from the answer
+    /// is the only booking that scheduling delay on either side can never make early.
+    pub fn holding_in_flight(mut self, hold_ns: u64) -> RegionLimiter {
+        self.hold_ns = hold_ns.max(self.interval_ns);
+        self
     }
 
     pub fn interval_ns(&self) -> u64 {
@@ -167,7 +186,7 @@ impl RegionLimiter {
         if next_ns > now_ns {
             return Err(next_ns - now_ns);
         }
-        inner.heap.set(pair, now_ns + self.interval_ns);
+        inner.heap.set(pair, now_ns + self.hold_ns);
         self.head_next_ns
             .store(inner.heap.peek().1, Ordering::Relaxed);
         if let Some(journal) = &mut inner.journal {
@@ -188,6 +207,23 @@ impl RegionLimiter {
         }
         if let Some(journal) = &mut inner.journal {
             journal.push(Event::Cooldown {
+                pair,
+                now_ns,
+                until_ns,
+            });
+        }
+    }
+
+    /// `pair`'s send was answered at `now_ns`: its next slot is `now_ns` plus the interval, or
+    /// plus `wait_ns` when the engine asked for longer. Replaces the in-flight hold.
+    pub fn settle(&self, pair: usize, wait_ns: u64, now_ns: u64) {
+        let until_ns = now_ns.saturating_add(wait_ns.max(self.interval_ns));
+        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        inner.heap.set(pair, until_ns);
+        self.head_next_ns
+            .store(inner.heap.peek().1, Ordering::Relaxed);
+        if let Some(journal) = &mut inner.journal {
+            journal.push(Event::Settled {
                 pair,
                 now_ns,
                 until_ns,

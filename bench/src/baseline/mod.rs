@@ -13,10 +13,11 @@
 //! base64, so quadratic base58 decoding costs ~20 us per transaction; the rest is hyper/axum,
 //! serde, one task spawn, one limiter lock and one tonic unary call per bundle.
 //!
-//! Known property of this design, visible at the engine: a pair is booked when acquired, not when
-//! its request reaches the engine, so scheduling jitter between two sends of one pair can make
-//! them arrive closer than the interval, and a send booked before a back-off answer arrives is
-//! sent inside that cooldown. The limiter's own decisions are exact (see `limiter::Event`).
+//! Pacing is judged by the engine when a request arrives, not when we pick a pair: booking the
+//! next slot at pick time lets scheduling jitter put two sends of one pair closer than the
+//! interval at the engine, and lets a second send leave before the first one's back-off answer.
+//! So an acquired pair stays held while its send is unanswered, and its next slot is counted
+//! from the answer (`RegionLimiter::settle`): one request in flight per pair, never early.
 
 pub mod config;
 pub mod limiter;
@@ -259,8 +260,12 @@ async fn deliver(
             Ok(pair) => pair,
             Err(wait_ns) => {
                 // Sleep the exact wait (tokio rounds up to its millisecond tick, never early),
-                // but no longer than the bundle may live.
-                tokio::time::sleep(Duration::from_nanos(wait_ns.min(deadline_ns - now_ns))).await;
+                // but no longer than the bundle may live, nor than one interval: a pair held by
+                // an unanswered send is settled, and so freed sooner, when its answer comes.
+                let wait_ns = wait_ns
+                    .min(r.limiter.interval_ns())
+                    .min(deadline_ns - now_ns);
+                tokio::time::sleep(Duration::from_nanos(wait_ns)).await;
                 continue;
             }
         };
@@ -272,14 +277,22 @@ async fn deliver(
                 Err(_) => break Outcome::Expired,
             };
         let status = match result {
-            Ok(_) => break Outcome::Delivered,
+            Ok(_) => {
+                r.limiter.settle(pair, 0, shared.now_ns());
+                break Outcome::Delivered;
+            }
             Err(status) => status,
         };
+        let retry_ns = match status.code() {
+            Code::ResourceExhausted => parse_retry_after_ms(status.message())
+                .map_or(shared.default_retry_after_ns, |ms| ms * 1_000_000),
+            _ => 0,
+        };
+        let now_ns = shared.now_ns();
+        r.limiter.settle(pair, retry_ns, now_ns);
         match status.code() {
             Code::ResourceExhausted => {
-                let retry_ms = parse_retry_after_ms(status.message());
-                let retry_ns = retry_ms.map_or(shared.default_retry_after_ns, |ms| ms * 1_000_000);
-                r.limiter.cooldown(pair, retry_ns, shared.now_ns());
+                r.limiter.cooldown(pair, retry_ns, now_ns);
                 shared.counters.cooldowns.fetch_add(1, Ordering::Relaxed);
                 shared.counters.retries.fetch_add(1, Ordering::Relaxed);
             }
@@ -485,7 +498,8 @@ impl Baseline {
             .zip(channels)
             .map(|((name, _), channels)| Region {
                 name: name.clone(),
-                limiter: RegionLimiter::with_journal(cfg.egress.len(), interval_ns, cfg.journal),
+                limiter: RegionLimiter::with_journal(cfg.egress.len(), interval_ns, cfg.journal)
+                    .holding_in_flight(cfg.max_age_ms * 1_000_000),
                 clients: channels
                     .into_iter()
                     .map(SearcherServiceClient::new)
