@@ -7,5 +7,6 @@ pub mod searcher_grpc {
     include!(concat!(env!("OUT_DIR"), "/searcher.rs"));
 }
 
+pub mod engine;
 pub mod sentlog;
 pub mod tag;
