@@ -5,6 +5,18 @@
 //!
 //! `--cpu-probe N` instead measures the engine's CPU per SendBundle with an in-process client and
 //! prints that report.
+//!
+//! ```text
+//! bench-engine                                   # 8 regions on 127.0.0.11..18:10000, 1 s interval
+//! bench-engine --interval-ms 100 --duration-s 60 --stats-out engine.json \
+//!     --sent-log /dev/shm/bench-sent --run-id 7 \
+//!     --fault storm@5s:fraction=0.5,retry_ms=30000 --fault rst@1s+2s:every=10,region=ny
+//! bench-engine --tls --tls-cert-out /tmp/engine-ca.pem
+//! bench-engine --regions ny,tokyo --base-ip 127.0.0.1 --ip-step 0 --port 10000 --port-step 1
+//! ```
+//!
+//! Fault syntax: `KIND@START[+DURATION][:key=value,...]`, see `engine::fault` (kinds storm,
+//! throttle, rst, stall, latency, goaway, close).
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;

@@ -15,11 +15,18 @@
 //! on the two cores the engine shares with everything else.
 //!
 //! Runtime: [`Engine::start`] spawns its tasks on the caller's tokio runtime (any flavour). The
-//! binary runs it on a current-thread runtime, one core at most. Measured cost (release build,
-//! `bench-engine --cpu-probe 40000`, 3 × 250-byte signed transactions per bundle, 256 loopback
-//! connections): see the probe output quoted in `src/bin/bench-engine.rs`.
+//! binary runs it on a current-thread runtime, one core at most.
+//!
+//! Measured cost: `target/debug/bench-engine --cpu-probe 20000` (dev profile: this crate at
+//! opt-level 1, dependencies at 2; 3 × 250-byte signed transactions per bundle; 256 loopback
+//! connections from 32 sources to 8 regions, one call in flight each, ≈2k calls/s; 2 cores with
+//! a load average of 11 from other builds): 77–79 µs of engine-thread CPU per accepted
+//! SendBundle, of which ≈25% is kernel (one read and one write per call at this rate: no
+//! batching). shared/measurements.md puts a tonic server at 69 µs in the same 512 × 1 shape.
+//! Base58 of the first signatures was the largest single user-space cost until `validate` got
+//! its own limb-wise encoder (≈5 µs → well under 1 µs per signature).
 
-mod fault;
+pub mod fault;
 pub mod grpc;
 pub mod limiter;
 pub mod probe;
