@@ -8,6 +8,7 @@ pub mod searcher_grpc {
 }
 
 pub mod baseline;
+pub mod engine;
 pub mod load;
 pub mod null;
 pub mod sentlog;

@@ -1,1 +1,176 @@
-fn main() {}
+//! bench-engine: the synthetic Jito block engine (see `bundle_relay_bench::engine`).
+//!
+//! Runs until SIGINT/SIGTERM or `--duration-s`, then prints the stats JSON (stdout or
+//! `--stats-out`). Live stats: `curl http://127.0.0.1:9100/stats`.
+//!
+//! `--cpu-probe N` instead measures the engine's CPU per SendBundle with an in-process client and
+//! prints that report.
+//!
+//! ```text
+//! bench-engine                                   # 8 regions on 127.0.0.11..18:10000, 1 s interval
+//! bench-engine --interval-ms 100 --duration-s 60 --stats-out engine.json \
+//!     --sent-log /dev/shm/bench-sent --run-id 7 \
+//!     --fault storm@5s:fraction=0.5,retry_ms=30000 --fault rst@1s+2s:every=10,region=ny
+//! bench-engine --tls --tls-cert-out /tmp/engine-ca.pem
+//! bench-engine --regions ny,tokyo --base-ip 127.0.0.1 --ip-step 0 --port 10000 --port-step 1
+//! ```
+//!
+//! Fault syntax: `KIND@START[+DURATION][:key=value,...]`, see `engine::fault` (kinds storm,
+//! throttle, rst, stall, latency, goaway, close).
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+use bundle_relay_bench::engine::{self, Engine, EngineConfig, FaultSpec};
+
+#[derive(Parser, Debug)]
+#[command(about = "Synthetic Jito block engine for bundle-relay benchmarks")]
+struct Args {
+    /// Region names, comma-separated; region i listens on base-ip + i*ip-step, port + i*port-step.
+    #[arg(long, value_delimiter = ',', default_values_t = engine::MAINNET_REGIONS.map(String::from))]
+    regions: Vec<String>,
+    #[arg(long, default_value_t = engine::BASE_IP_DEFAULT)]
+    base_ip: Ipv4Addr,
+    #[arg(long, default_value_t = 1)]
+    ip_step: u32,
+    #[arg(long, default_value_t = engine::PORT_DEFAULT)]
+    port: u16,
+    #[arg(long, default_value_t = 0)]
+    port_step: u16,
+    /// One accepted bundle per (source IP, region) per this many ms.
+    #[arg(long, default_value_t = engine::INTERVAL_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..))]
+    interval_ms: u64,
+    /// KIND@START[+DURATION][:key=value,...], repeatable; kinds: storm, throttle, rst, stall,
+    /// latency, goaway, close (e.g. storm@5s:fraction=0.5,retry_ms=30000, rst@1s+2s:every=10,
+    /// latency@0s:ms=5,region=ny).
+    #[arg(long = "fault")]
+    faults: Vec<FaultSpec>,
+    /// Seeds the storm's choice of sources.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Serve TLS (self-signed CA + server certificate, ALPN h2).
+    #[arg(long)]
+    tls: bool,
+    /// Where to write the CA certificate (PEM) clients should trust.
+    #[arg(long)]
+    tls_cert_out: Option<PathBuf>,
+    /// bench-load's shared send-time log, for delivery latency.
+    #[arg(long)]
+    sent_log: Option<PathBuf>,
+    /// Count latency only for bench tags of this run.
+    #[arg(long)]
+    run_id: Option<u32>,
+    #[arg(long, default_value_t = engine::STATS_ADDR_DEFAULT)]
+    stats_addr: SocketAddr,
+    /// Write the final stats JSON here instead of stdout.
+    #[arg(long)]
+    stats_out: Option<PathBuf>,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    duration_s: Option<f64>,
+    /// Bundle ids remembered for duplicate counting.
+    #[arg(long, default_value_t = engine::DUP_CAPACITY_DEFAULT)]
+    dup_capacity: usize,
+    /// Tokio worker threads; 1 runs everything on the main thread (cheapest).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Measure engine CPU per SendBundle over this many bundles, print the report, exit.
+    #[arg(long)]
+    cpu_probe: Option<u64>,
+    /// Source addresses the probe uses (each connects to every region).
+    #[arg(long, default_value_t = 32)]
+    probe_sources: u32,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Some(n) = args.cpu_probe {
+        return match engine::probe::run(n, args.probe_sources) {
+            Ok(r) => {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&r).expect("report serializes")
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("bench-engine: cpu probe failed: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    let rt = if args.threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(args.threads)
+            .enable_all()
+            .build()
+    }
+    .expect("tokio runtime");
+    rt.block_on(run(args))
+}
+
+async fn run(args: Args) -> ExitCode {
+    let cfg = EngineConfig {
+        regions: args.regions,
+        base_ip: args.base_ip,
+        ip_step: args.ip_step,
+        port: args.port,
+        port_step: args.port_step,
+        interval_ms: args.interval_ms,
+        faults: args.faults,
+        seed: args.seed,
+        tls: args.tls,
+        tls_cert_out: args.tls_cert_out,
+        sent_log: args.sent_log,
+        run_id: args.run_id,
+        stats_addr: Some(args.stats_addr),
+        dup_capacity: args.dup_capacity,
+        record: false,
+    };
+    let handle = match Engine::start(cfg).await {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("bench-engine: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for (name, addr) in handle.region_addrs() {
+        eprintln!("bench-engine: region {name} on {addr}");
+    }
+    if let Some(a) = handle.stats_addr() {
+        eprintln!("bench-engine: stats on http://{a}/stats");
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    let until = async {
+        match args.duration_s {
+            Some(s) => tokio::time::sleep(Duration::from_secs_f64(s)).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+        _ = until => {}
+    }
+    let stats = handle.shutdown().await;
+    let json = serde_json::to_string_pretty(&stats).expect("stats serialize");
+    match args.stats_out {
+        None => println!("{json}"),
+        Some(p) => {
+            if let Err(e) = std::fs::write(&p, json + "\n") {
+                eprintln!("bench-engine: writing stats to {}: {e}", p.display());
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
