@@ -28,6 +28,7 @@ fn a_small_run_answers_everything_delivers_every_admitted_bundle_and_never_sends
         "every request answered with its bundle id"
     );
     assert_eq!(s.errors, 0);
+    assert_eq!(s.undelivered, 0);
     assert_eq!(s.relay_stats.admitted, 600);
     assert_eq!(s.relay_stats.delivered, s.relay_stats.admitted);
     assert!(s.accounting_holds);
