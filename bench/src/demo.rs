@@ -1003,7 +1003,10 @@ pub fn render(report: &DemoReport) -> String {
             let _ = writeln!(o, "\nthroughput at <0.1% errors: {r:.0} req/s");
         }
         None => {
-            let _ = writeln!(o, "\nthroughput at <0.1% errors: no rate stayed under 0.1% errors");
+            let _ = writeln!(
+                o,
+                "\nthroughput at <0.1% errors: no rate stayed under 0.1% errors"
+            );
         }
     }
     o
