@@ -1,40 +1,13 @@
 //! Steady-state calls allocate nothing: a counting global allocator watches a client run
 //! SendBundle calls against scripted replies, after a warm-up.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+mod counting_alloc;
+use counting_alloc::allocations;
 
 use bundle_relay::grpc::{self, CallConfig, Method, Outcome};
 use bundle_relay::h2::conn::{Config, Connection, Event};
 use bundle_relay::h2::frame;
 use bundle_relay::h2::hpack::Encoder;
-
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|c| c.set(c.get() + 1));
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|c| c.set(c.get() + 1));
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations() -> u64 {
-    ALLOCATIONS.with(|c| c.get())
-}
 
 /// Appends a frame to `out` and returns the offset of its stream id.
 fn push_frame(out: &mut Vec<u8>, kind: u8, flags: u8, payload: &[u8]) -> usize {

@@ -1,43 +1,14 @@
 //! Parsing and answering allocate nothing: a counting global allocator proves it.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+mod counting_alloc;
+use counting_alloc::allocations;
+
 use std::fmt;
 
 use bundle_relay::jsonrpc::{
     Call, ERROR_RESPONSE_LEN_MAX, RpcError, parse_request, write_error, write_result_raw,
     write_result_str,
 };
-
-struct Counting;
-
-thread_local! {
-    // Per thread, so the test harness's own threads do not count.
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations() -> usize {
-    ALLOCATIONS.with(Cell::get)
-}
 
 /// A wire-layer style error cause.
 struct Cause(u32);

@@ -1,10 +1,10 @@
 //! The request path's wire work allocates nothing: decode, validate and bundle id run under a
 //! counting allocator that counts this thread's allocations.
 
-mod wire_support;
+mod counting_alloc;
+use counting_alloc::allocations;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+mod wire_support;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -14,33 +14,6 @@ use bundle_relay::wire::{
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use wire_support::{Shape, serialize, signed_tx};
-
-struct Counting;
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.with(|n| n.set(n.get() + 1));
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn allocations() -> u64 {
-    ALLOCATIONS.with(|n| n.get())
-}
 
 #[test]
 fn decode_validate_and_bundle_id_allocate_nothing() {
