@@ -559,17 +559,7 @@ fn start_engine(cfg: EngineConfig) -> Result<EngineThread, String> {
                 };
                 let _ = ready_tx.send(Ok(handle.clone()));
                 let _ = stop_rx.await;
-                let mut handle = handle;
-                // The caller drops its clones before stopping us.
-                loop {
-                    match Arc::try_unwrap(handle) {
-                        Ok(h) => return h.shutdown().await,
-                        Err(h) => {
-                            handle = h;
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                    }
-                }
+                sole_owner(handle).await.shutdown().await
             })
         })
         .map_err(|e| format!("spawning the engine thread: {e}"))?;
@@ -577,6 +567,20 @@ fn start_engine(cfg: EngineConfig) -> Result<EngineThread, String> {
         .recv()
         .map_err(|_| "the engine thread died".to_string())??;
     Ok(EngineThread { handle, stop, join })
+}
+
+/// Waits until `shared` is the last reference, then takes it: shutting a handle down needs it
+/// by value, and the caller drops its clones before signalling the stop.
+async fn sole_owner<T>(mut shared: Arc<T>) -> T {
+    loop {
+        match Arc::try_unwrap(shared) {
+            Ok(owned) => return owned,
+            Err(still_shared) => {
+                shared = still_shared;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
 }
 
 struct RelayThread {
@@ -607,16 +611,7 @@ fn start_relay(kind: RelayKind, setup: RelaySetup, threads: usize) -> Result<Rel
                 };
                 let _ = ready_tx.send(Ok(handle.clone()));
                 let _ = stop_rx.await;
-                let mut handle = handle;
-                loop {
-                    match Arc::try_unwrap(handle) {
-                        Ok(h) => return h.shutdown().await,
-                        Err(h) => {
-                            handle = h;
-                            tokio::time::sleep(Duration::from_millis(10)).await;
-                        }
-                    }
-                }
+                sole_owner(handle).await.shutdown().await
             })
         })
         .map_err(|e| format!("spawning the relay thread: {e}"))?;

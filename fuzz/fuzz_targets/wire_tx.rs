@@ -2,25 +2,12 @@
 //! RPC configures it, whole input consumed, then sanitize) on any bytes, and report the same facts.
 #![no_main]
 
-use bincode::Options;
-use bundle_relay::wire::{PACKET_DATA_SIZE, validate};
+use bundle_relay::wire::validate;
 use libfuzzer_sys::fuzz_target;
-use solana_transaction::versioned::VersionedTransaction;
 
-fn oracle(bytes: &[u8]) -> Option<VersionedTransaction> {
-    let mut reader = bytes;
-    let tx: VersionedTransaction = bincode::options()
-        .with_limit(PACKET_DATA_SIZE as u64)
-        .with_fixint_encoding()
-        .allow_trailing_bytes()
-        .deserialize_from(&mut reader)
-        .ok()?;
-    if !reader.is_empty() {
-        return None;
-    }
-    tx.sanitize().ok()?;
-    Some(tx)
-}
+#[path = "../../tests/wire_support/oracle.rs"]
+mod oracle;
+use oracle::oracle;
 
 fuzz_target!(|data: &[u8]| {
     match (validate(data), oracle(data)) {

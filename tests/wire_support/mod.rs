@@ -1,9 +1,11 @@
 //! Shared by the wire tests and the decode benchmark: real signed transactions built with the
 //! Solana crates, the Solana crates' verdict (the oracle), a raw byte-level transaction builder for
 //! decision-table tests, and structure-aware mutations.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
-use bincode::Options;
+mod oracle;
+pub use oracle::oracle;
+
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore};
 use solana_address::Address;
@@ -14,24 +16,6 @@ use solana_message::{AddressLookupTableAccount, Message, VersionedMessage, v0};
 use solana_transaction::versioned::VersionedTransaction;
 
 pub const PACKET_DATA_SIZE: usize = 1232;
-
-/// The Solana crates' verdict on one serialized transaction: bincode as Solana RPC configures it
-/// (fixed-width ints, reading at most one packet), the whole input consumed, then `sanitize`.
-/// (bincode 1.x ignores the limit when deserializing from a slice, hence the reader.)
-pub fn oracle(bytes: &[u8]) -> Option<VersionedTransaction> {
-    let mut reader = bytes;
-    let tx: VersionedTransaction = bincode::options()
-        .with_limit(PACKET_DATA_SIZE as u64)
-        .with_fixint_encoding()
-        .allow_trailing_bytes()
-        .deserialize_from(&mut reader)
-        .ok()?;
-    if !reader.is_empty() {
-        return None;
-    }
-    tx.sanitize().ok()?;
-    Some(tx)
-}
 
 pub fn serialize(tx: &VersionedTransaction) -> Vec<u8> {
     bincode::serialize(tx).expect("serializable")
