@@ -5,6 +5,7 @@
 //! A rejection is a -32602 naming the offending transaction's index and the cause, e.g.
 //! `transaction 2: 5 trailing bytes after the message`.
 
+use crate::arena::SlotMut;
 use crate::jsonrpc::{JsonStr, RpcError};
 use crate::wire::{
     self, BundleId, Encoding, MAX_BASE58_LEN, MAX_BASE64_LEN, MAX_BUNDLE_TXS, PACKET_DATA_SIZE,
@@ -109,6 +110,47 @@ impl BundleBuf {
         self.count = transactions.len() as u8;
         Ok(self.id())
     }
+}
+
+/// What [`decode_into_slot`] learnt of a bundle besides its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Decoded {
+    pub id: BundleId,
+    /// The first transaction's first signature: `sendTransaction`'s result.
+    pub first_signature: [u8; 64],
+}
+
+/// Decodes and validates `transactions` straight into a held arena slot (each into its fixed
+/// region; lengths, count and id into the slot's metadata): the relay's request path, with no
+/// intermediate buffer. On error the slot's metadata says zero transactions.
+pub fn decode_into_slot<'r>(
+    slot: &mut SlotMut<'_>,
+    transactions: &[JsonStr<'_>],
+    encoding: Encoding,
+) -> Result<Decoded, RpcError<'r>> {
+    slot.meta.tx_count = 0;
+    assert!(
+        (1..=MAX_BUNDLE_TXS).contains(&transactions.len()),
+        "the JSON-RPC layer checks the transaction count"
+    );
+    let mut sigs = [[0u8; 64]; MAX_BUNDLE_TXS];
+    for (i, text) in transactions.iter().enumerate() {
+        let region: &mut [u8; PACKET_DATA_SIZE] = slot
+            .tx_region(i)
+            .try_into()
+            .expect("a slot's transaction region is one packet");
+        let (len, info) =
+            decode_one(text, encoding, region).map_err(|e| RpcError::invalid_transaction(i, &e))?;
+        slot.meta.tx_len[i] = len as u16;
+        sigs[i] = info.first_signature;
+    }
+    let id = wire::bundle_id(&sigs[..transactions.len()]);
+    slot.meta.tx_count = transactions.len() as u8;
+    slot.meta.bundle_id = id.0;
+    Ok(Decoded {
+        id,
+        first_signature: sigs[0],
+    })
 }
 
 /// Why a transaction string was refused before or by the wire layer.

@@ -179,6 +179,20 @@ impl SlotMut<'_> {
         &mut self.txs[start..start + PACKET_DATA_SIZE]
     }
 
+    /// The transactions recorded in `meta` and the frame area at once, so the upstream message
+    /// can be encoded from the one into the other.
+    pub fn txs_and_frame(
+        &mut self,
+    ) -> (impl ExactSizeIterator<Item = &[u8]> + Clone + '_, &mut [u8]) {
+        let txs: &[u8] = self.txs;
+        let lens = self.meta.tx_len;
+        let iter = (0..self.meta.tx_count as usize).map(move |i| {
+            let start = i * PACKET_DATA_SIZE;
+            &txs[start..start + lens[i] as usize]
+        });
+        (iter, &mut *self.frame)
+    }
+
     /// Transaction `i` as recorded in `meta`.
     pub fn tx(&self, i: usize) -> &[u8] {
         assert!(

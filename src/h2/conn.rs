@@ -296,6 +296,8 @@ pub struct Connection {
     tx: Box<[u8]>,
     tx_head: usize,
     tx_tail: usize,
+    /// `tx[tx_head..tx_tail]` is being sent by an asynchronous transport: do not move it.
+    tx_pinned: bool,
     rx: Box<[u8]>,
     rx_len: usize,
     peer_settings_seen: bool,
@@ -369,6 +371,7 @@ impl Connection {
             tx: vec![0; cfg.transmit_bytes_max].into_boxed_slice(),
             tx_head: 0,
             tx_tail: 0,
+            tx_pinned: false,
             rx: vec![0; HEADER_LEN + cfg.frame_size_max as usize].into_boxed_slice(),
             rx_len: 0,
             state: State::Open,
@@ -436,8 +439,17 @@ impl Connection {
         &self.tx[self.tx_head..self.tx_tail]
     }
 
-    /// `n` bytes of [`Connection::poll_transmit`] were sent.
+    /// For a transport that sends asynchronously (io_uring): the bytes to send now, which stay
+    /// where they are until [`Connection::advance_transmit`] reports the send. Until then the
+    /// transmit buffer is only appended to, never compacted, so the kernel reads what we meant.
+    pub fn pin_transmit(&mut self) -> &[u8] {
+        self.tx_pinned = true;
+        &self.tx[self.tx_head..self.tx_tail]
+    }
+
+    /// `n` bytes of [`Connection::poll_transmit`] were sent (this also ends a pin).
     pub fn advance_transmit(&mut self, n: usize) {
+        self.tx_pinned = false;
         self.tx_head += n;
         debug_assert!(self.tx_head <= self.tx_tail);
         if self.tx_head == self.tx_tail {
@@ -1185,11 +1197,15 @@ impl Connection {
     }
 
     fn tx_free(&self) -> usize {
-        self.tx.len() - (self.tx_tail - self.tx_head)
+        if self.tx_pinned {
+            self.tx.len() - self.tx_tail
+        } else {
+            self.tx.len() - (self.tx_tail - self.tx_head)
+        }
     }
 
     fn tx_compact(&mut self) {
-        if self.tx_head > 0 {
+        if self.tx_head > 0 && !self.tx_pinned {
             self.tx.copy_within(self.tx_head..self.tx_tail, 0);
             self.tx_tail -= self.tx_head;
             self.tx_head = 0;

@@ -1,0 +1,89 @@
+//! A provided-buffer ring: receive buffers the kernel picks from when a multishot recv
+//! completes, so thousands of idle sockets hold no buffer each.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::sync::atomic::{AtomicU16, Ordering};
+
+use io_uring::IoUring;
+use io_uring::types::BufRingEntry;
+
+/// A registered buffer ring: `count` buffers of `size` bytes, buffer group `group`.
+pub struct BufRing {
+    ring: *mut BufRingEntry,
+    ring_layout: Layout,
+    mask: u16,
+    tail: u16,
+    base: Box<[u8]>,
+    size: usize,
+}
+
+impl BufRing {
+    /// Allocates and registers the ring with every buffer provided. `count` is a power of two
+    /// up to 32,768 (the kernel's limit).
+    pub fn new(ring: &IoUring, group: u16, count: u16, size: usize) -> std::io::Result<BufRing> {
+        assert!(count.is_power_of_two() && count <= 1 << 15);
+        let ring_layout =
+            Layout::from_size_align(count as usize * std::mem::size_of::<BufRingEntry>(), 4096)
+                .expect("ring layout");
+        // SAFETY: a non-zero size; checked for null below.
+        let ptr = unsafe { alloc_zeroed(ring_layout) }.cast::<BufRingEntry>();
+        assert!(!ptr.is_null(), "buffer ring allocation failed");
+        let mut br = BufRing {
+            ring: ptr,
+            ring_layout,
+            mask: count - 1,
+            tail: 0,
+            base: vec![0u8; count as usize * size].into_boxed_slice(),
+            size,
+        };
+        // SAFETY: the ring memory is page-aligned, `count` entries, and lives as long as `br`,
+        // which is dropped only after the ring stops using it (the reactor unregisters first).
+        unsafe {
+            ring.submitter()
+                .register_buf_ring_with_flags(ptr as u64, count, group, 0)?
+        };
+        for bid in 0..count {
+            br.push(bid);
+        }
+        br.publish();
+        Ok(br)
+    }
+
+    /// Bytes this ring holds.
+    #[allow(dead_code)]
+    pub fn allocated_bytes(&self) -> usize {
+        self.base.len() + self.ring_layout.size()
+    }
+
+    /// The first `len` bytes of buffer `bid`, as a completion reported them.
+    pub fn data(&self, bid: u16, len: usize) -> &[u8] {
+        let start = bid as usize * self.size;
+        &self.base[start..start + len.min(self.size)]
+    }
+
+    /// Gives buffer `bid` back (visible to the kernel after [`BufRing::publish`]).
+    pub fn push(&mut self, bid: u16) {
+        let idx = (self.tail & self.mask) as usize;
+        // SAFETY: idx < count; the entry is ours until the tail is published.
+        let e = unsafe { &mut *self.ring.add(idx) };
+        e.set_addr(self.base.as_ptr() as u64 + (bid as u64) * self.size as u64);
+        e.set_len(self.size as u32);
+        e.set_bid(bid);
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Makes every pushed buffer visible to the kernel.
+    pub fn publish(&mut self) {
+        // The tail shares the first entry's `resv` field (bytes 14..16 of the ring).
+        // SAFETY: the ring is at least one entry long and 2-byte aligned at that offset.
+        let tail = unsafe { &*(self.ring.cast::<u8>().add(14).cast::<AtomicU16>()) };
+        tail.store(self.tail, Ordering::Release);
+    }
+}
+
+impl Drop for BufRing {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { dealloc(self.ring.cast(), self.ring_layout) };
+    }
+}

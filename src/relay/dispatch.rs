@@ -1,0 +1,719 @@
+//! The dispatcher: one reactor thread's bundles, pairs and upstream connections, sans-IO.
+//!
+//! It owns the thread's arena slice (the in-flight cap), its limiter (one record per
+//! (egress, region) pair), a FIFO of waiting bundles per region, and one HTTP/2 connection per
+//! pair. The reactor feeds it completions (bytes received, bytes sent, connects, closes) and
+//! `now`; it answers with work for the reactor (pairs to connect, pairs to close, pairs with
+//! bytes to send) and the instant it next needs to run. It never does I/O and never reads a
+//! clock, so every decision below is testable with a simulated clock.
+//!
+//! Every admitted bundle ends exactly once, and is counted where it ends: delivered (the
+//! engine said OK), rejected (the engine refused it for good), expired (older than the max age
+//! before an engine took it) or failed (lost after being fully sent, or still held at
+//! shutdown). `admitted = delivered + rejected + expired + failed + in flight` holds at every
+//! step ([`Dispatcher::check_accounting`]).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use crate::arena::{Arena, SlotHandle};
+use crate::clock::{Instant, TickRate, Ticks};
+use crate::grpc::{self, CallConfig, Outcome};
+use crate::h2::conn::{Connection, Event, StreamId};
+use crate::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, RegionId, RegionRate};
+
+use super::{Stats, ThreadSpec};
+
+/// Sends of one bundle before it is given up as failed: each retry follows a refusal that
+/// said "not processed", so this only bounds a bundle that every pair keeps refusing.
+pub const ATTEMPTS_MAX: u16 = 8;
+
+/// A connection this long up without trouble resets its reconnect back-off.
+const BACKOFF_RESET_MS: u64 = 10_000;
+
+/// Where a pair's transport is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// No socket; a connect is due at `retry_at` (queued in `reconnects`).
+    Down,
+    /// The reactor is connecting the socket.
+    Connecting,
+    /// Connected; the HTTP/2 connection carries calls.
+    Up,
+    /// The dispatcher asked the reactor to close it; waiting for the fd to be released.
+    Closing,
+}
+
+/// A send in flight on a pair: the pair is held by the limiter until it ends.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    slot: SlotHandle,
+    stream: StreamId,
+    started: Instant,
+}
+
+struct Pair {
+    link: Link,
+    conn: Option<Box<Connection>>,
+    in_flight: Option<InFlight>,
+    /// Current reconnect back-off, ms (0: connect at once).
+    backoff_ms: u64,
+    up_since: Instant,
+    /// Queued in `dirty` (has bytes to send).
+    dirty: bool,
+    /// Queued in `closing`.
+    close_queued: bool,
+}
+
+/// What became of a bundle whose call ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fate {
+    Delivered,
+    Cooldown(u64),
+    Retry,
+    Rejected,
+    Failed,
+}
+
+/// One region as the dispatcher sees it.
+struct Region {
+    call: CallConfig,
+    remote: SocketAddr,
+    fifo: VecDeque<SlotHandle>,
+}
+
+/// A pair the reactor should connect now.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectOrder {
+    pub pair: PairId,
+    pub local: IpAddr,
+    pub remote: SocketAddr,
+}
+
+/// See the module docs.
+pub struct Dispatcher {
+    rate: TickRate,
+    arena: Arena,
+    limiter: Limiter,
+    regions: Box<[Region]>,
+    pairs: Box<[Pair]>,
+    sources: Box<[IpAddr]>,
+    /// (due tick, pair): pairs waiting to (re)connect.
+    reconnects: BinaryHeap<Reverse<(u64, u32)>>,
+    connecting: u32,
+    handshakes_max: u32,
+    dirty: VecDeque<u32>,
+    closing: VecDeque<u32>,
+    /// Earliest instant a region with waiting bundles needs the dispatcher again.
+    wake: Option<Instant>,
+    max_age: Ticks,
+    upstream_timeout_ms: u64,
+    reconnect_min_ms: u64,
+    reconnect_max_ms: u64,
+    h2: crate::h2::conn::Config,
+    rotate: usize,
+    rng: u64,
+    stats: Arc<Stats>,
+}
+
+impl Dispatcher {
+    /// Everything a thread's share of the relay needs, allocated now.
+    pub fn new(spec: &ThreadSpec, rate: TickRate, now: Instant, stats: Arc<Stats>) -> Dispatcher {
+        let limiter = Limiter::new(
+            &LimiterConfig {
+                addresses: spec.sources.len() as u32,
+                regions: spec
+                    .regions
+                    .iter()
+                    .map(|r| RegionRate::from_ms(rate, r.interval_ms, r.burst.max(1)))
+                    .collect(),
+                slot_us_max: crate::limiter::DEFAULT_SLOT_US_MAX,
+                tick_rate: rate,
+            },
+            now,
+        );
+        let pair_count = limiter.pair_count();
+        let slots = spec.arena_slots as usize;
+        let regions = spec
+            .regions
+            .iter()
+            .map(|r| Region {
+                call: CallConfig {
+                    scheme: "http",
+                    authority: r.authority.clone(),
+                    authorization: None,
+                    retry_after_ms_default: grpc::RETRY_AFTER_MS_DEFAULT,
+                },
+                remote: r.remote,
+                fifo: VecDeque::with_capacity(slots),
+            })
+            .collect();
+        let pairs = (0..pair_count)
+            .map(|_| Pair {
+                link: Link::Down,
+                conn: None,
+                in_flight: None,
+                backoff_ms: 0,
+                up_since: now,
+                dirty: false,
+                close_queued: false,
+            })
+            .collect();
+        let mut reconnects = BinaryHeap::with_capacity(pair_count);
+        if spec.connect_eagerly {
+            for p in 0..pair_count as u32 {
+                reconnects.push(Reverse((now.0, p)));
+            }
+        }
+        stats.arena_capacity.store(slots as u64);
+        Dispatcher {
+            rate,
+            arena: Arena::new(spec.arena_slots),
+            limiter,
+            regions,
+            pairs,
+            sources: spec.sources.clone().into_boxed_slice(),
+            reconnects,
+            connecting: 0,
+            handshakes_max: spec.handshakes_max.max(1),
+            dirty: VecDeque::with_capacity(pair_count),
+            closing: VecDeque::with_capacity(pair_count),
+            wake: None,
+            max_age: rate.from_ms(spec.bundle_max_age_ms),
+            upstream_timeout_ms: spec.upstream_timeout_ms,
+            reconnect_min_ms: spec.reconnect_min_ms.max(1),
+            reconnect_max_ms: spec.reconnect_max_ms.max(spec.reconnect_min_ms.max(1)),
+            h2: spec.h2.clone(),
+            rotate: 0,
+            rng: 0x9E37_79B9_7F4A_7C15 ^ (spec.thread as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
+            stats,
+        }
+    }
+
+    pub fn region_count(&self) -> usize {
+        self.regions.len()
+    }
+
+    pub fn pair_count(&self) -> usize {
+        self.pairs.len()
+    }
+
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+
+    pub fn limiter(&self) -> &Limiter {
+        &self.limiter
+    }
+
+    pub fn link(&self, pair: PairId) -> Link {
+        self.pairs[pair.0 as usize].link
+    }
+
+    fn now_ns(&self, now: Instant) -> u64 {
+        self.rate.to_ns(Ticks(now.0))
+    }
+
+    // ---- intake side ----
+
+    /// The region a rotating-port bundle goes to: the one whose pool can send soonest (a
+    /// region with a pair ready now beats one that must wait); ties go round-robin.
+    pub fn pick_region(&mut self) -> u8 {
+        let n = self.regions.len();
+        let mut best: Option<(u64, usize)> = None;
+        for k in 0..n {
+            let r = (self.rotate + k) % n;
+            // A region already holding a queue sends those first: count its backlog as time.
+            let Some(at) = self.limiter.next_ready_at(RegionId(r as u8)) else {
+                continue;
+            };
+            let backlog = self.regions[r].fifo.len() as u64;
+            let key =
+                at.0.saturating_add(backlog.saturating_mul(self.rate.from_us(1).0));
+            if best.is_none_or(|(b, _)| key < b) {
+                best = Some((key, r));
+            }
+        }
+        let r = best.map_or(self.rotate % n, |(_, r)| r);
+        self.rotate = (r + 1) % n;
+        r as u8
+    }
+
+    /// Takes an arena slot for a new bundle; `None` is the in-flight cap.
+    pub fn admit_slot(&mut self, now: Instant) -> Option<SlotHandle> {
+        self.arena.acquire(now).ok()
+    }
+
+    pub fn arena_mut(&mut self) -> &mut Arena {
+        &mut self.arena
+    }
+
+    /// Gives back a slot that never became a bundle (decoding failed).
+    pub fn abandon_slot(&mut self, slot: SlotHandle) {
+        self.arena.release(slot).expect("slot held by the intake");
+    }
+
+    /// The slot holds a decoded, encoded bundle for `region`: it is admitted and queued.
+    pub fn enqueue(&mut self, slot: SlotHandle, region: u8) {
+        self.arena.get_mut(slot).expect("held").meta.region = region;
+        self.regions[region as usize].fifo.push_back(slot);
+        self.stats.admitted.bump();
+        self.stats.in_flight.store(self.arena.in_use() as u64);
+    }
+
+    // ---- dispatching ----
+
+    /// Sends every waiting bundle that has a ready pair; expires the ones too old.
+    pub fn dispatch(&mut self, now: Instant) {
+        self.wake = None;
+        for r in 0..self.regions.len() {
+            self.dispatch_region(r, now);
+        }
+    }
+
+    fn dispatch_region(&mut self, r: usize, now: Instant) {
+        while let Some(&slot) = self.regions[r].fifo.front() {
+            let admitted_at = self.arena.get(slot).expect("queued slot").meta.admitted_at;
+            if now.since(admitted_at).0 > self.max_age.0 {
+                self.regions[r].fifo.pop_front();
+                self.end(slot, EndKind::Expired);
+                continue;
+            }
+            match self.limiter.acquire(RegionId(r as u8), now) {
+                Acquire::Pair(pair) => {
+                    self.regions[r].fifo.pop_front();
+                    if !self.start_send(pair, slot, now) {
+                        // The connection cannot take a call (closing, or out of stream ids):
+                        // the bundle goes back to the head, the pair leaves rotation.
+                        self.regions[r].fifo.push_front(slot);
+                        self.limiter_done(pair, now);
+                        self.request_close(pair.0, now);
+                    }
+                }
+                Acquire::WaitUntil(at) => {
+                    self.wake_at(at);
+                    break;
+                }
+                Acquire::NoPairUp => break,
+            }
+        }
+        if let Some(&slot) = self.regions[r].fifo.front() {
+            let admitted_at = self.arena.get(slot).expect("queued slot").meta.admitted_at;
+            self.wake_at(admitted_at.after(Ticks(self.max_age.0 + 1)));
+        }
+    }
+
+    fn wake_at(&mut self, at: Instant) {
+        self.wake = Some(self.wake.map_or(at, |w| if at.0 < w.0 { at } else { w }));
+    }
+
+    /// The limiter's side of a send's end: the pair is free again from `now`.
+    fn limiter_done(&mut self, pair: PairId, now: Instant) {
+        let _ = now;
+        self.limiter.finish(pair);
+    }
+
+    fn start_send(&mut self, pair: PairId, slot: SlotHandle, now: Instant) -> bool {
+        let p = pair.0 as usize;
+        let r = self.limiter.region_of(pair).0 as usize;
+        let now_ns = self.now_ns(now);
+        let Some(conn) = self.pairs[p].conn.as_deref_mut() else {
+            return false;
+        };
+        let s = self.arena.get(slot).expect("queued slot");
+        let frame = s.encoded_frame();
+        let started = grpc::start_call(
+            conn,
+            &self.regions[r].call,
+            now_ns,
+            grpc::Method::SendBundle,
+            Some(self.upstream_timeout_ms),
+            |buf| {
+                let out = buf.get_mut(..frame.len())?;
+                out.copy_from_slice(frame);
+                Some(frame.len())
+            },
+        );
+        match started {
+            Ok(stream) => {
+                self.pairs[p].in_flight = Some(InFlight {
+                    slot,
+                    stream,
+                    started: now,
+                });
+                self.arena.get_mut(slot).expect("held").meta.attempts += 1;
+                self.mark_dirty(pair.0);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn mark_dirty(&mut self, p: u32) {
+        let pair = &mut self.pairs[p as usize];
+        if !pair.dirty {
+            pair.dirty = true;
+            self.dirty.push_back(p);
+        }
+    }
+
+    /// Ends a bundle: counts it and frees its slot.
+    fn end(&mut self, slot: SlotHandle, kind: EndKind) {
+        match kind {
+            EndKind::Delivered => self.stats.delivered.bump(),
+            EndKind::Rejected => self.stats.rejected.bump(),
+            EndKind::Expired => self.stats.expired.bump(),
+            EndKind::Failed => self.stats.failed.bump(),
+        }
+        self.arena.release(slot).expect("a bundle ends once");
+        self.stats.in_flight.store(self.arena.in_use() as u64);
+    }
+
+    /// Puts a bundle back at the head of its region's FIFO (it is the oldest there).
+    fn requeue(&mut self, slot: SlotHandle, now: Instant) {
+        let meta = *self.arena.get(slot).expect("held").meta;
+        if now.since(meta.admitted_at).0 > self.max_age.0 {
+            self.end(slot, EndKind::Expired);
+        } else if meta.attempts >= ATTEMPTS_MAX {
+            self.end(slot, EndKind::Failed);
+        } else {
+            self.stats.retries.bump();
+            self.regions[meta.region as usize].fifo.push_front(slot);
+        }
+    }
+
+    /// When the reactor must run the dispatcher again at the latest (bundles waiting for a
+    /// pair or about to expire, reconnects due, HTTP/2 timers), `None` if nothing is timed.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let reconnect = self.reconnects.peek().map(|Reverse((t, _))| Instant(*t));
+        match (self.wake, reconnect) {
+            (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    // ---- connections ----
+
+    /// A pair whose (re)connect is due, if the handshake budget allows one more.
+    pub fn poll_connect(&mut self, now: Instant) -> Option<ConnectOrder> {
+        if self.connecting >= self.handshakes_max {
+            return None;
+        }
+        let &Reverse((due, p)) = self.reconnects.peek()?;
+        if due > now.0 {
+            return None;
+        }
+        self.reconnects.pop();
+        let pair = PairId(p);
+        debug_assert_eq!(self.pairs[p as usize].link, Link::Down);
+        self.pairs[p as usize].link = Link::Connecting;
+        self.connecting += 1;
+        self.limiter
+            .set_connection(pair, ConnState::Connecting, now);
+        let r = self.limiter.region_of(pair).0 as usize;
+        Some(ConnectOrder {
+            pair,
+            local: self.sources[self.limiter.address_of(pair) as usize],
+            remote: self.regions[r].remote,
+        })
+    }
+
+    /// The socket connected: the HTTP/2 connection starts (preface and SETTINGS queued) and the
+    /// pair joins rotation.
+    pub fn connected(&mut self, pair: PairId, now: Instant) {
+        let p = pair.0 as usize;
+        debug_assert_eq!(self.pairs[p].link, Link::Connecting);
+        self.connecting -= 1;
+        let now_ns = self.now_ns(now);
+        let conn = Connection::new(self.h2.clone(), now_ns);
+        let st = &mut self.pairs[p];
+        st.conn = Some(Box::new(conn));
+        st.link = Link::Up;
+        st.up_since = now;
+        self.limiter.set_connection(pair, ConnState::Up, now);
+        self.stats.connects.bump();
+        self.stats.pairs_up.store(self.stats.pairs_up.get() + 1);
+        self.mark_dirty(pair.0);
+    }
+
+    /// The connect failed (refused, unreachable, timed out): back off and try again.
+    pub fn connect_failed(&mut self, pair: PairId, now: Instant) {
+        let p = pair.0 as usize;
+        debug_assert_eq!(self.pairs[p].link, Link::Connecting);
+        self.connecting -= 1;
+        self.stats.connect_failures.bump();
+        self.schedule_reconnect(pair, now);
+    }
+
+    fn schedule_reconnect(&mut self, pair: PairId, now: Instant) {
+        let p = pair.0 as usize;
+        let st = &mut self.pairs[p];
+        st.link = Link::Down;
+        st.backoff_ms = if st.backoff_ms == 0 {
+            self.reconnect_min_ms
+        } else {
+            (st.backoff_ms * 2).min(self.reconnect_max_ms)
+        };
+        // Full jitter over the upper half: pairs that failed together do not retry together.
+        let b = st.backoff_ms;
+        let jitter = self.next_random() % (b / 2 + 1);
+        let wait = b / 2 + jitter;
+        self.limiter.set_connection(pair, ConnState::Down, now);
+        self.reconnects
+            .push(Reverse((now.0 + self.rate.from_ms(wait).0, pair.0)));
+    }
+
+    fn next_random(&mut self) -> u64 {
+        // xorshift64*: reconnect jitter needs spread, not cryptographic quality.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// The dispatcher wants this pair's connection closed (a protocol error, GOAWAY drained,
+    /// a call that could not start): out of rotation now, the reactor closes the socket.
+    fn request_close(&mut self, p: u32, now: Instant) {
+        let st = &mut self.pairs[p as usize];
+        if st.link != Link::Up {
+            return;
+        }
+        st.link = Link::Closing;
+        if !st.close_queued {
+            st.close_queued = true;
+            self.closing.push_back(p);
+        }
+        self.limiter
+            .set_connection(PairId(p), ConnState::Draining, now);
+    }
+
+    /// A pair whose socket the reactor should shut down and close.
+    pub fn poll_close(&mut self) -> Option<PairId> {
+        let p = self.closing.pop_front()?;
+        self.pairs[p as usize].close_queued = false;
+        Some(PairId(p))
+    }
+
+    /// The reactor has released the pair's socket (peer closed, error, or our close): calls
+    /// still running end as the connection's loss decides, the pair backs off and reconnects.
+    pub fn transport_closed(&mut self, pair: PairId, now: Instant) {
+        let p = pair.0 as usize;
+        if let Some(conn) = self.pairs[p].conn.as_deref_mut() {
+            conn.handle_transport_closed();
+        }
+        self.drain_events(pair, now);
+        let st = &mut self.pairs[p];
+        if let Some(f) = st.in_flight.take() {
+            // The connection ended the stream without an event we could map: not sent for sure.
+            self.limiter_done(pair, now);
+            self.requeue(f.slot, now);
+        }
+        let st = &mut self.pairs[p];
+        let was_up = st.conn.take().is_some();
+        st.dirty = false;
+        if was_up {
+            self.stats
+                .pairs_up
+                .store(self.stats.pairs_up.get().saturating_sub(1));
+            self.stats.disconnects.bump();
+            if now.since(st.up_since).0 >= self.rate.from_ms(BACKOFF_RESET_MS).0 {
+                st.backoff_ms = 0;
+            }
+        }
+        self.schedule_reconnect(pair, now);
+    }
+
+    // ---- bytes ----
+
+    /// A pair with bytes to send; the reactor calls [`Dispatcher::transmit`] for it.
+    pub fn poll_dirty(&mut self) -> Option<PairId> {
+        let p = self.dirty.pop_front()?;
+        self.pairs[p as usize].dirty = false;
+        Some(PairId(p))
+    }
+
+    /// The bytes to send on `pair` now, pinned until [`Dispatcher::transmitted`].
+    pub fn transmit(&mut self, pair: PairId) -> &[u8] {
+        match self.pairs[pair.0 as usize].conn.as_deref_mut() {
+            Some(c) => c.pin_transmit(),
+            None => &[],
+        }
+    }
+
+    /// `n` bytes of the pinned transmit went out.
+    pub fn transmitted(&mut self, pair: PairId, n: usize, now: Instant) {
+        let p = pair.0 as usize;
+        let Some(conn) = self.pairs[p].conn.as_deref_mut() else {
+            return;
+        };
+        conn.advance_transmit(n);
+        let more = !conn.poll_transmit().is_empty();
+        if let Some(f) = self.pairs[p].in_flight {
+            let _ = f;
+        }
+        if more {
+            self.mark_dirty(pair.0);
+        }
+        let _ = now;
+    }
+
+    /// Bytes arrived on `pair`.
+    pub fn received(&mut self, pair: PairId, bytes: &[u8], now: Instant) {
+        let p = pair.0 as usize;
+        let now_ns = self.now_ns(now);
+        let Some(conn) = self.pairs[p].conn.as_deref_mut() else {
+            return;
+        };
+        conn.handle_bytes(now_ns, bytes);
+        if !conn.poll_transmit().is_empty() {
+            self.mark_dirty(pair.0);
+        }
+        self.drain_events(pair, now);
+    }
+
+    /// Runs every connection's timers (SETTINGS ack, call deadlines, keepalive). Called by the
+    /// reactor on a coarse period: these timers are seconds long.
+    pub fn sweep(&mut self, now: Instant) {
+        let now_ns = self.now_ns(now);
+        for p in 0..self.pairs.len() {
+            let Some(conn) = self.pairs[p].conn.as_deref_mut() else {
+                continue;
+            };
+            if conn.poll_timeout().is_some_and(|t| t <= now_ns) {
+                conn.handle_timeout(now_ns);
+                if !conn.poll_transmit().is_empty() {
+                    self.mark_dirty(p as u32);
+                }
+                self.drain_events(PairId(p as u32), now);
+            }
+        }
+    }
+
+    fn drain_events(&mut self, pair: PairId, now: Instant) {
+        let p = pair.0 as usize;
+        loop {
+            let Some(conn) = self.pairs[p].conn.as_deref_mut() else {
+                return;
+            };
+            let Some(ev) = conn.poll_event() else { break };
+            match ev {
+                Event::StreamEnded(id) => self.stream_ended(pair, id, now),
+                Event::GoAway { .. } => {
+                    // No new calls here; the one in flight (if below last id) may still end.
+                    if self.pairs[p].in_flight.is_none() {
+                        self.request_close(pair.0, now);
+                    } else {
+                        self.limiter.set_connection(pair, ConnState::Draining, now);
+                        self.pairs[p].link = Link::Closing;
+                    }
+                }
+                Event::Closed(_) => self.request_close(pair.0, now),
+            }
+        }
+        let st = &self.pairs[p];
+        if st.link == Link::Closing && st.in_flight.is_none() && !st.close_queued {
+            // A draining connection whose last call ended.
+            self.pairs[p].close_queued = true;
+            self.closing.push_back(pair.0);
+        }
+    }
+
+    fn stream_ended(&mut self, pair: PairId, id: StreamId, now: Instant) {
+        let p = pair.0 as usize;
+        let conn = self.pairs[p]
+            .conn
+            .as_deref_mut()
+            .expect("events come from a connection");
+        let fate = match conn.response(id) {
+            Some(resp) => match grpc::outcome(&resp, grpc::RETRY_AFTER_MS_DEFAULT) {
+                Outcome::Ok(_) => Fate::Delivered,
+                Outcome::RateLimited { retry_after_ms } => Fate::Cooldown(retry_after_ms),
+                Outcome::Retryable { .. } => Fate::Retry,
+                Outcome::Rejected { .. } => Fate::Rejected,
+                Outcome::Unknown { .. } => Fate::Failed,
+            },
+            None => Fate::Retry,
+        };
+        conn.release(id);
+        if !conn.poll_transmit().is_empty() {
+            self.mark_dirty(pair.0);
+        }
+        let Some(f) = self.pairs[p].in_flight else {
+            return;
+        };
+        if f.stream != id {
+            return;
+        }
+        self.pairs[p].in_flight = None;
+        let _ = f.started;
+        if let Fate::Cooldown(ms) = fate {
+            self.limiter.cooldown(pair, self.rate.from_ms(ms), now);
+            self.stats.cooldowns.bump();
+        }
+        self.limiter_done(pair, now);
+        match fate {
+            Fate::Delivered => self.end(f.slot, EndKind::Delivered),
+            Fate::Rejected => self.end(f.slot, EndKind::Rejected),
+            Fate::Failed => self.end(f.slot, EndKind::Failed),
+            Fate::Cooldown(_) | Fate::Retry => self.requeue(f.slot, now),
+        }
+    }
+
+    // ---- shutdown and checks ----
+
+    /// Bundles still waiting or in flight (the arena's slots in use).
+    pub fn in_flight(&self) -> u32 {
+        self.arena.in_use()
+    }
+
+    /// Shutdown deadline passed: every bundle still held is counted failed and freed.
+    pub fn abandon_all(&mut self, now: Instant) {
+        for r in 0..self.regions.len() {
+            while let Some(slot) = self.regions[r].fifo.pop_front() {
+                self.end(slot, EndKind::Failed);
+            }
+        }
+        for p in 0..self.pairs.len() {
+            if let Some(f) = self.pairs[p].in_flight.take() {
+                if let Some(c) = self.pairs[p].conn.as_deref_mut() {
+                    c.release(f.stream);
+                }
+                self.limiter_done(PairId(p as u32), now);
+                self.end(f.slot, EndKind::Failed);
+            }
+        }
+    }
+
+    /// Every pair whose connection is up, for a graceful close at shutdown.
+    pub fn close_all(&mut self, now: Instant) {
+        for p in 0..self.pairs.len() as u32 {
+            if let Some(c) = self.pairs[p as usize].conn.as_deref_mut() {
+                c.close();
+                self.mark_dirty(p);
+            }
+            self.request_close(p, now);
+        }
+        self.reconnects.clear();
+    }
+
+    /// admitted = delivered + rejected + expired + failed + in flight.
+    pub fn check_accounting(&self) -> bool {
+        let s = &self.stats;
+        s.admitted.get()
+            == s.delivered.get()
+                + s.rejected.get()
+                + s.expired.get()
+                + s.failed.get()
+                + self.arena.in_use() as u64
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EndKind {
+    Delivered,
+    Rejected,
+    Expired,
+    Failed,
+}

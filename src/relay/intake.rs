@@ -1,0 +1,209 @@
+//! One intake request in, one HTTP response out: routing, JSON-RPC, admission. Sans-IO.
+//!
+//! Fire-and-forget: a `sendBundle` is answered with its id as soon as it is decoded, validated
+//! and holds an arena slot; the send happens after. No slot free is the in-flight cap: 429 with
+//! `Retry-After: 1` and JSON-RPC -32097, decided before any decoding, without allocating.
+
+use crate::bundle;
+use crate::clock::Instant;
+use crate::grpc;
+use crate::http1;
+use crate::jsonrpc::{self, Call, ErrorKind, Id, RpcError};
+use crate::wire::{self, SIGNATURE_BASE58_MAX_LEN};
+
+use super::dispatch::Dispatcher;
+
+/// Seconds a client is told to wait when the in-flight cap is reached.
+pub const CAP_RETRY_AFTER_S: &[u8] = b"1";
+
+/// Room for any JSON-RPC body the relay writes (errors are capped well below this).
+pub const BODY_BYTES_MAX: usize = jsonrpc::ERROR_RESPONSE_LEN_MAX + 512;
+
+/// Jito's mainnet tip accounts (jito-facts.md): `getTipAccounts` is answered from this list.
+pub const TIP_ACCOUNTS_JSON: &[u8] = b"[\"96gYZGLnJYVFmbjzopPSU6QiEV5fGqZNyN9nmNhvrZU5\",\"HFqU5x63VTqvQss8hp11i4wVV8bD44PvwucfZ2bU7gRe\",\"Cw8CFyM9FkoMi7K7Crf6HNQqf4uEMzpKw6QNghXLvLkY\",\"ADaUMid9yfUytqMBgopwjb2DTLSokTSzL1zt6iGPaS49\",\"DfXygSm4jCyNCybVYYK6DwvWqjKee8pbDmJGcLWNDXjh\",\"ADuUkR4vqLUMWXxW9gh6D6L8pMSawimctcNZ5pGwDcEt\",\"DttWaMuVvTiduZRnguLF7jNxTgiMBZ1hyAumKUiL2KRL\",\"3AVi9Tg9Uo68tJfuvoKvqKNWKkC5wPdSSdeBnizKZ6jT\"]";
+
+/// Which intake port a request came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Port {
+    /// The region whose pool can send soonest.
+    Rotating,
+    /// Always this region.
+    Pinned(u8),
+}
+
+/// Paths that carry JSON-RPC: Jito's old style (`bundles`, `transactions`) and one per method.
+pub fn is_rpc_path(path: &[u8]) -> bool {
+    matches!(
+        path,
+        b"/api/v1/bundles"
+            | b"/api/v1/transactions"
+            | b"/api/v1/sendBundle"
+            | b"/api/v1/sendTransaction"
+            | b"/api/v1/getTipAccounts"
+            | b"/api/v1/getBundleStatuses"
+            | b"/api/v1/getInflightBundleStatuses"
+    )
+}
+
+/// What the request came to, for counting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// A bundle was admitted.
+    Admitted,
+    /// Answered without admitting anything (ping, tip accounts).
+    Answered,
+    /// Refused at the in-flight cap.
+    RefusedCap,
+    /// The request was wrong; the answer says how.
+    Invalid,
+}
+
+/// Handles one complete request; writes the whole HTTP response into `out` and returns its
+/// length and what happened.
+#[allow(clippy::too_many_arguments)]
+pub fn handle(
+    d: &mut Dispatcher,
+    port: Port,
+    method: http1::Method,
+    path: &[u8],
+    query: &[u8],
+    body: &[u8],
+    keep_alive: bool,
+    now: Instant,
+    out: &mut [u8],
+) -> (usize, Verdict) {
+    let reply = |out: &mut [u8], status, ctype, extra: &[(&str, &[u8])], body: &[u8], v| {
+        let n = http1::write_response(out, status, keep_alive, ctype, extra, body)
+            .expect("intake output buffer holds any response");
+        (n, v)
+    };
+    match method {
+        http1::Method::Get if path == b"/ping" => {
+            return reply(out, 200, "text/plain", &[], b"ok", Verdict::Answered);
+        }
+        http1::Method::Post if is_rpc_path(path) => {}
+        http1::Method::Post | http1::Method::Get => {
+            return reply(
+                out,
+                404,
+                "text/plain",
+                &[],
+                b"not found: JSON-RPC is served on POST /api/v1/bundles, /api/v1/transactions and /api/v1/<method>; GET /ping",
+                Verdict::Invalid,
+            );
+        }
+        http1::Method::Other => {
+            return reply(
+                out,
+                405,
+                "text/plain",
+                &[("Allow", b"GET, POST")],
+                b"method not allowed: use POST for JSON-RPC, GET for /ping",
+                Verdict::Invalid,
+            );
+        }
+    }
+    let mut json = [0u8; BODY_BYTES_MAX];
+    let request = match jsonrpc::parse_request(body) {
+        Ok(r) => r,
+        Err(e) => {
+            let b = jsonrpc::write_error(&mut json, e.id, &e).expect("errors fit");
+            return reply(out, 200, "application/json", &[], b, Verdict::Invalid);
+        }
+    };
+    let id = request.id;
+    let call = request.call;
+    let (transactions, encoding, single) = match &call {
+        Call::SendBundle {
+            transactions,
+            encoding,
+        } => (transactions.as_slice(), *encoding, false),
+        Call::SendTransaction {
+            transaction,
+            encoding,
+        } => (core::slice::from_ref(transaction), *encoding, true),
+        Call::GetTipAccounts => {
+            let b = jsonrpc::write_result_raw(&mut json, id, TIP_ACCOUNTS_JSON).expect("fits");
+            return reply(out, 200, "application/json", &[], b, Verdict::Answered);
+        }
+        Call::GetBundleStatuses { .. } | Call::GetInflightBundleStatuses { .. } => {
+            let e = RpcError {
+                code: jsonrpc::CODE_METHOD_NOT_FOUND,
+                kind: ErrorKind::Internal(
+                    "bundle-relay does not track landing yet: ask a block engine's JSON-RPC for bundle statuses",
+                ),
+                id,
+            };
+            let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
+            return reply(out, 200, "application/json", &[], b, Verdict::Invalid);
+        }
+    };
+    // The cap is checked before decoding: an overloaded relay refuses without spending CPU.
+    let Some(slot) = d.admit_slot(now) else {
+        let e = RpcError::new(ErrorKind::RateLimited {
+            retry_after_ms: 1000,
+        })
+        .with_id(id);
+        let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
+        return reply(
+            out,
+            429,
+            "application/json",
+            &[("Retry-After", CAP_RETRY_AFTER_S)],
+            b,
+            Verdict::RefusedCap,
+        );
+    };
+    let decoded = {
+        let mut s = d.arena_mut().get_mut(slot).expect("just acquired");
+        match bundle::decode_into_slot(&mut s, transactions, encoding) {
+            Ok(decoded) => {
+                let (txs, frame) = s.txs_and_frame();
+                let len = grpc::encode_send_bundle(txs, frame)
+                    .expect("the frame area holds the largest bundle");
+                s.meta.frame_len = len as u16;
+                Ok(decoded)
+            }
+            Err(e) => Err(e),
+        }
+    };
+    let decoded = match decoded {
+        Ok(x) => x,
+        Err(e) => {
+            d.abandon_slot(slot);
+            let e = e.with_id(id);
+            let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
+            return reply(out, 200, "application/json", &[], b, Verdict::Invalid);
+        }
+    };
+    let region = match port {
+        Port::Pinned(r) => r,
+        Port::Rotating => d.pick_region(),
+    };
+    d.enqueue(slot, region);
+    let hex = decoded.id.to_hex();
+    if !single {
+        let hex = core::str::from_utf8(&hex).expect("hex is ASCII");
+        let b = jsonrpc::write_result_str(&mut json, id, hex).expect("fits");
+        return reply(out, 200, "application/json", &[], b, Verdict::Admitted);
+    }
+    let mut sig = [0u8; SIGNATURE_BASE58_MAX_LEN];
+    let sig = wire::signature_base58(&decoded.first_signature, &mut sig);
+    let b = jsonrpc::write_result_str(&mut json, id, sig).expect("fits");
+    let extra: &[(&str, &[u8])] = if bundle_only(query) {
+        &[("x-bundle-id", &hex)]
+    } else {
+        &[]
+    };
+    reply(out, 200, "application/json", extra, b, Verdict::Admitted)
+}
+
+/// `bundleOnly=true` among the query's parameters.
+fn bundle_only(query: &[u8]) -> bool {
+    query
+        .split(|&b| b == b'&')
+        .any(|kv| kv == b"bundleOnly=true")
+}
+
+/// The id to answer a request whose body could not be read at all.
+pub const NULL_ID: Id<'static> = Id::NULL;

@@ -1,0 +1,436 @@
+//! The relay: what runs where, and the handle that starts and stops it.
+//!
+//! [`Relay::start`] binds every listener (so errors surface before anything runs and port 0
+//! resolves once), then starts one reactor thread per configured core. Each thread owns a
+//! share of the egress sources (each source with all its regions), an arena slice and its
+//! own listeners (SO_REUSEPORT). Threads share nothing but their counters, which each thread
+//! writes alone and anyone may read.
+
+pub mod dispatch;
+pub mod intake;
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::arena;
+use crate::egress::socket;
+use crate::h2;
+use crate::http1;
+
+/// One block-engine region as the relay runs it.
+#[derive(Clone, Debug)]
+pub struct RegionSpec {
+    pub name: String,
+    /// Where its connections go.
+    pub remote: SocketAddr,
+    /// HTTP/2 `:authority`.
+    pub authority: String,
+    pub interval_ms: u64,
+    pub burst: u32,
+    /// An intake port that always sends to this region.
+    pub pinned: Option<SocketAddr>,
+}
+
+/// Everything the running relay needs, already checked.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub threads: usize,
+    pub pin_threads: bool,
+    /// In-flight cap over all threads.
+    pub arena_slots: u32,
+    pub bundle_max_age_ms: u64,
+    pub upstream_timeout_ms: u64,
+    pub rotating: Option<SocketAddr>,
+    pub regions: Vec<RegionSpec>,
+    /// Egress source addresses, split across threads.
+    pub sources: Vec<IpAddr>,
+    pub connect_eagerly: bool,
+    pub reconnect_min_ms: u64,
+    pub reconnect_max_ms: u64,
+    pub connect_timeout_ms: u64,
+    pub handshakes_max: u32,
+    pub http: http1::Limits,
+    pub head_timeout_ms: u64,
+    pub idle_timeout_ms: u64,
+    /// Intake connections per thread.
+    pub intake_conns_max: u32,
+    pub h2: h2::conn::Config,
+}
+
+/// Upstream HTTP/2 settings for a relay connection: one call at a time per pair (the limiter
+/// holds a pair while its call runs), so two stream slots (one spare for a call ending while
+/// the next starts) and buffers sized to the largest SendBundle, not to h2's defaults.
+pub fn upstream_h2_config() -> h2::conn::Config {
+    h2::conn::Config {
+        stream_slots: 2,
+        request_body_bytes_max: arena::GRPC_PREFIX_BYTES + arena::SEND_BUNDLE_BYTES_MAX,
+        response_body_bytes_max: 4 * 1024,
+        header_list_bytes_max: 4 * 1024,
+        header_block_bytes_max: 4 * 1024,
+        transmit_bytes_max: 16 * 1024,
+        ..h2::conn::Config::default()
+    }
+}
+
+impl Spec {
+    /// A loopback setup for tests and the demo: `regions` engines, `sources` egress addresses.
+    pub fn local(regions: Vec<RegionSpec>, sources: Vec<IpAddr>) -> Spec {
+        Spec {
+            threads: 1,
+            pin_threads: false,
+            arena_slots: 4096,
+            bundle_max_age_ms: 2_000,
+            upstream_timeout_ms: 1_000,
+            rotating: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+            regions,
+            sources,
+            connect_eagerly: true,
+            reconnect_min_ms: 100,
+            reconnect_max_ms: 30_000,
+            connect_timeout_ms: 5_000,
+            handshakes_max: 256,
+            http: http1::Limits::default(),
+            head_timeout_ms: http1::HEAD_TIMEOUT_MS_DEFAULT,
+            idle_timeout_ms: http1::IDLE_TIMEOUT_MS_DEFAULT,
+            intake_conns_max: 1024,
+            h2: upstream_h2_config(),
+        }
+    }
+
+    /// Thread `t`'s share: a contiguous range of sources and an equal slice of the arena.
+    pub fn thread(&self, t: usize) -> ThreadSpec {
+        let n = self.threads.max(1);
+        let per = self.sources.len().div_ceil(n);
+        let lo = (t * per).min(self.sources.len());
+        let hi = ((t + 1) * per).min(self.sources.len());
+        ThreadSpec {
+            thread: t,
+            sources: self.sources[lo..hi].to_vec(),
+            arena_slots: (self.arena_slots / n as u32).max(1),
+            regions: self.regions.clone(),
+            bundle_max_age_ms: self.bundle_max_age_ms,
+            upstream_timeout_ms: self.upstream_timeout_ms,
+            connect_eagerly: self.connect_eagerly,
+            reconnect_min_ms: self.reconnect_min_ms,
+            reconnect_max_ms: self.reconnect_max_ms,
+            handshakes_max: self.handshakes_max,
+            h2: self.h2.clone(),
+        }
+    }
+}
+
+/// One thread's share of a [`Spec`].
+#[derive(Clone, Debug)]
+pub struct ThreadSpec {
+    pub thread: usize,
+    pub sources: Vec<IpAddr>,
+    pub arena_slots: u32,
+    pub regions: Vec<RegionSpec>,
+    pub bundle_max_age_ms: u64,
+    pub upstream_timeout_ms: u64,
+    pub connect_eagerly: bool,
+    pub reconnect_min_ms: u64,
+    pub reconnect_max_ms: u64,
+    pub handshakes_max: u32,
+    pub h2: h2::conn::Config,
+}
+
+/// A counter written by one thread only: a plain load and store, no read-modify-write, so the
+/// owner never waits on a contended cache line; readers see a recent value.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    #[inline]
+    pub fn bump(&self) {
+        self.0
+            .store(self.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn store(&self, v: u64) {
+        self.0.store(v, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// One thread's counters, on cache lines of their own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+pub struct Stats {
+    pub requests: Counter,
+    pub admitted: Counter,
+    pub delivered: Counter,
+    pub rejected: Counter,
+    pub expired: Counter,
+    pub failed: Counter,
+    /// Gauge: arena slots held.
+    pub in_flight: Counter,
+    pub retries: Counter,
+    pub cooldowns: Counter,
+    pub refused_cap: Counter,
+    pub bad_requests: Counter,
+    pub connects: Counter,
+    pub connect_failures: Counter,
+    pub disconnects: Counter,
+    /// Gauge: pairs whose connection is up.
+    pub pairs_up: Counter,
+    /// Gauge.
+    pub intake_conns: Counter,
+    pub intake_refused: Counter,
+    /// Gauge.
+    pub arena_capacity: Counter,
+    /// Set when the thread has exited its loop.
+    pub stopped: Counter,
+}
+
+/// All threads' counters added up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub requests: u64,
+    pub admitted: u64,
+    pub delivered: u64,
+    pub rejected: u64,
+    pub expired: u64,
+    pub failed: u64,
+    pub in_flight: u64,
+    pub retries: u64,
+    pub cooldowns: u64,
+    pub refused_cap: u64,
+    pub bad_requests: u64,
+    pub connects: u64,
+    pub connect_failures: u64,
+    pub disconnects: u64,
+    pub pairs_up: u64,
+    pub intake_conns: u64,
+    pub intake_refused: u64,
+    pub arena_capacity: u64,
+}
+
+impl Totals {
+    /// admitted = delivered + rejected + expired + failed + in flight.
+    pub fn identity_holds(&self) -> bool {
+        self.admitted
+            == self.delivered + self.rejected + self.expired + self.failed + self.in_flight
+    }
+
+    fn add(&mut self, s: &Stats) {
+        self.requests += s.requests.get();
+        self.admitted += s.admitted.get();
+        self.delivered += s.delivered.get();
+        self.rejected += s.rejected.get();
+        self.expired += s.expired.get();
+        self.failed += s.failed.get();
+        self.in_flight += s.in_flight.get();
+        self.retries += s.retries.get();
+        self.cooldowns += s.cooldowns.get();
+        self.refused_cap += s.refused_cap.get();
+        self.bad_requests += s.bad_requests.get();
+        self.connects += s.connects.get();
+        self.connect_failures += s.connect_failures.get();
+        self.disconnects += s.disconnects.get();
+        self.pairs_up += s.pairs_up.get();
+        self.intake_conns += s.intake_conns.get();
+        self.intake_refused += s.intake_refused.get();
+        self.arena_capacity += s.arena_capacity.get();
+    }
+}
+
+/// A listener bound at start, handed to every thread (each binds its own with SO_REUSEPORT).
+#[derive(Clone, Copy, Debug)]
+pub struct ListenSpec {
+    pub addr: SocketAddr,
+    pub port: intake::Port,
+}
+
+/// Why the relay could not start.
+#[derive(Debug)]
+pub enum StartError {
+    Bind(SocketAddr, std::io::Error),
+    Ring(std::io::Error),
+    Thread(std::io::Error),
+    Spec(String),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
+            StartError::Ring(e) => write!(f, "cannot set up io_uring: {e}"),
+            StartError::Thread(e) => write!(f, "cannot start a reactor thread: {e}"),
+            StartError::Spec(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// The running relay.
+pub struct Relay {
+    stats: Vec<Arc<Stats>>,
+    stop: Arc<AtomicBool>,
+    drain_deadline_ms: Arc<AtomicU64>,
+    threads: Vec<JoinHandle<()>>,
+    rotating: Option<SocketAddr>,
+    pinned: Vec<(String, SocketAddr)>,
+}
+
+impl Relay {
+    /// Binds the listeners and starts the reactor threads; returns once every thread runs.
+    pub fn start(spec: Spec) -> Result<Relay, StartError> {
+        if spec.regions.is_empty() || spec.regions.len() > crate::limiter::MAX_REGIONS {
+            return Err(StartError::Spec(format!(
+                "the relay needs 1 to {} regions, got {}",
+                crate::limiter::MAX_REGIONS,
+                spec.regions.len()
+            )));
+        }
+        if spec.sources.len() < spec.threads.max(1) {
+            return Err(StartError::Spec(format!(
+                "{} egress sources cannot be shared by {} threads: give at least one per thread",
+                spec.sources.len(),
+                spec.threads.max(1)
+            )));
+        }
+        let mut spec = spec;
+        spec.threads = spec.threads.max(1);
+        // Bind once here so port 0 resolves to one port for all threads.
+        let mut listens = Vec::new();
+        let mut first_fds: Vec<RawFd> = Vec::new();
+        let mut wanted: Vec<(SocketAddr, intake::Port)> = Vec::new();
+        if let Some(a) = spec.rotating {
+            wanted.push((a, intake::Port::Rotating));
+        }
+        for (i, r) in spec.regions.iter().enumerate() {
+            if let Some(a) = r.pinned {
+                wanted.push((a, intake::Port::Pinned(i as u8)));
+            }
+        }
+        for (addr, port) in wanted {
+            let fd = socket::listener(addr).map_err(|e| StartError::Bind(addr, e))?;
+            let bound = socket::local_addr(fd).map_err(|e| StartError::Bind(addr, e))?;
+            first_fds.push(fd);
+            listens.push(ListenSpec { addr: bound, port });
+        }
+        let rotating = listens
+            .iter()
+            .find(|l| l.port == intake::Port::Rotating)
+            .map(|l| l.addr);
+        let pinned = listens
+            .iter()
+            .filter_map(|l| match l.port {
+                intake::Port::Pinned(r) => Some((spec.regions[r as usize].name.clone(), l.addr)),
+                intake::Port::Rotating => None,
+            })
+            .collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let drain_deadline_ms = Arc::new(AtomicU64::new(5_000));
+        let spec = Arc::new(spec);
+        let mut stats = Vec::new();
+        let mut threads = Vec::new();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), StartError>>();
+        for t in 0..spec.threads {
+            let st = Arc::new(Stats::default());
+            stats.push(st.clone());
+            let fds: Vec<(RawFd, intake::Port)> = if t == 0 {
+                first_fds
+                    .iter()
+                    .zip(&listens)
+                    .map(|(&fd, l)| (fd, l.port))
+                    .collect()
+            } else {
+                let mut v = Vec::new();
+                for l in &listens {
+                    match socket::listener(l.addr) {
+                        Ok(fd) => v.push((fd, l.port)),
+                        Err(e) => {
+                            stop.store(true, Ordering::Relaxed);
+                            return Err(StartError::Bind(l.addr, e));
+                        }
+                    }
+                }
+                v
+            };
+            let (spec, stop, drain, ready) = (
+                spec.clone(),
+                stop.clone(),
+                drain_deadline_ms.clone(),
+                ready_tx.clone(),
+            );
+            let handle = std::thread::Builder::new()
+                .name(format!("relay-{t}"))
+                .spawn(move || {
+                    crate::reactor::run_thread(&spec, t, fds, st, stop, drain, ready);
+                })
+                .map_err(StartError::Thread)?;
+            threads.push(handle);
+        }
+        drop(ready_tx);
+        for _ in 0..spec.threads {
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    stop.store(true, Ordering::Relaxed);
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(e);
+                }
+                Err(_) => {
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(StartError::Spec("a reactor thread died at start".into()));
+                }
+            }
+        }
+        Ok(Relay {
+            stats,
+            stop,
+            drain_deadline_ms,
+            threads,
+            rotating,
+            pinned,
+        })
+    }
+
+    pub fn rotating_addr(&self) -> Option<SocketAddr> {
+        self.rotating
+    }
+
+    /// (region name, pinned intake address) for each region with a pinned port.
+    pub fn pinned_addrs(&self) -> &[(String, SocketAddr)] {
+        &self.pinned
+    }
+
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for s in &self.stats {
+            t.add(s);
+        }
+        t
+    }
+
+    /// Stops accepting, lets bundles in flight end for up to `drain`, counts the rest failed,
+    /// closes everything and returns the final counts.
+    pub fn shutdown(self, drain: Duration) -> Totals {
+        self.drain_deadline_ms
+            .store(drain.as_millis() as u64, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Release);
+        let stats = self.stats.clone();
+        for t in self.threads {
+            let _ = t.join();
+        }
+        let mut t = Totals::default();
+        for s in &stats {
+            t.add(s);
+        }
+        t
+    }
+}
