@@ -5,37 +5,21 @@
 //! once, byte-identical, under its Jito id; the engine must never see an early send; every
 //! admitted bundle is accounted for.
 
+mod relay_support;
+
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use bundle_relay::relay::{RegionSpec, Relay, Spec};
-use bundle_relay_bench::baseline::config::parse_egress;
+use bundle_relay::relay::Relay;
 use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
 use bundle_relay_bench::load::{self, LoadConfig, Outcome};
 use bundle_relay_bench::txgen::{self, TxGenConfig};
+use relay_support::spec;
 
 const BUNDLES: u64 = 2_000;
 const RATE_PER_S: f64 = 400.0;
 const INTERVAL_MS: u64 = 10;
 const EGRESS: &str = "127.1.61.0/26";
-
-fn spec(regions: &[(String, SocketAddr)], egress: &str, interval_ms: u64) -> Spec {
-    let regions = regions
-        .iter()
-        .map(|(name, addr)| RegionSpec {
-            name: name.clone(),
-            remote: *addr,
-            authority: addr.to_string(),
-            interval_ms,
-            burst: 1,
-            pinned: Some("127.0.0.1:0".parse().unwrap()),
-        })
-        .collect();
-    let mut s = Spec::local(regions, parse_egress(egress).unwrap());
-    s.threads = 2;
-    s
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_delivers_every_bundle_once_byte_identical_with_no_early_sends_through_a_storm() {

@@ -65,6 +65,9 @@ struct Pair {
     dirty: bool,
     /// Queued in `closing`.
     close_queued: bool,
+    /// In the limiter's rotation: the engine's SETTINGS arrived, so the connection is known
+    /// to be an HTTP/2 server that accepts calls.
+    in_rotation: bool,
 }
 
 /// What became of a bundle whose call ended.
@@ -159,6 +162,7 @@ impl Dispatcher {
                 up_since: now,
                 dirty: false,
                 close_queued: false,
+                in_rotation: false,
             })
             .collect();
         let mut reconnects = BinaryHeap::with_capacity(pair_count);
@@ -420,8 +424,9 @@ impl Dispatcher {
         })
     }
 
-    /// The socket connected: the HTTP/2 connection starts (preface and SETTINGS queued) and the
-    /// pair joins rotation.
+    /// The socket connected: the HTTP/2 connection starts (preface and SETTINGS queued). The
+    /// pair joins rotation when the engine's SETTINGS arrive ([`Dispatcher::received`]): an
+    /// engine that accepts TCP and then drops it never gets a bundle to lose.
     pub fn connected(&mut self, pair: PairId, now: Instant) {
         let p = pair.0 as usize;
         debug_assert_eq!(self.pairs[p].link, Link::Connecting);
@@ -432,9 +437,8 @@ impl Dispatcher {
         st.conn = Some(Box::new(conn));
         st.link = Link::Up;
         st.up_since = now;
-        self.limiter.set_connection(pair, ConnState::Up, now);
+        st.in_rotation = false;
         self.stats.connects.bump();
-        self.stats.pairs_up.store(self.stats.pairs_up.get() + 1);
         self.mark_dirty(pair.0);
     }
 
@@ -567,8 +571,15 @@ impl Dispatcher {
             return;
         };
         conn.handle_bytes(now_ns, bytes);
+        let ready = conn.is_ready() && !conn.is_closed();
         if !conn.poll_transmit().is_empty() {
             self.mark_dirty(pair.0);
+        }
+        let st = &mut self.pairs[p];
+        if ready && !st.in_rotation && st.link == Link::Up {
+            st.in_rotation = true;
+            self.limiter.set_connection(pair, ConnState::Up, now);
+            self.stats.pairs_up.store(self.stats.pairs_up.get() + 1);
         }
         self.drain_events(pair, now);
     }

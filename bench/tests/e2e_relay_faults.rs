@@ -1,0 +1,108 @@
+//! bundle-relay against a misbehaving engine, end to end on loopback: many pairs paced at the
+//! engine with no early send; a region killed and restarted mid-run (the in-flight cap has its
+//! own file, e2e_relay_cap.rs). Each test is bounded in count and time.
+
+mod relay_support;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bundle_relay::relay::Relay;
+use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
+use relay_support::{bundles, pinned, run_load, spec, wait_for};
+
+/// 512 addresses × 8 regions at a 1 s interval, one region offered more than its 512 pairs can
+/// carry: bundles wait for pairs, pairs are reused as soon as the engine allows, and the engine
+/// never sees a pair send early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_pairs_over_capacity_send_nothing_early() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
+    ec.interval_ms = 1_000;
+    let engine = Engine::start(ec).await.unwrap();
+    let mut s = spec(&engine.region_addrs(), "127.1.64.0/23", 1_000);
+    s.sources.truncate(512);
+    let relay = Relay::start(s).unwrap();
+    wait_for(&relay, "4,096 pairs up", Duration::from_secs(30), |t| {
+        t.pairs_up == 4096
+    })
+    .await;
+
+    // 1,200 bundles at 600/s to one region: 512 go at once, the rest as pairs come free.
+    let target = pinned(&relay, MAINNET_REGIONS[0]);
+    let report = run_load(vec![target], 600.0, bundles(21, 0, 1_200)).await;
+    assert_eq!(report.summary.counts.sent, 1_200);
+    let end = wait_for(&relay, "every bundle ended", Duration::from_secs(10), |t| {
+        t.in_flight == 0
+    })
+    .await;
+    assert!(end.identity_holds(), "{end:?}");
+    let es = engine.stats();
+    assert_eq!(es.early_sends, 0, "{:?}", es.early_sends_by_source);
+    assert_eq!(es.accepted, end.delivered, "{end:?}");
+    // A pair is reused once per second: the first 512 at once, then as pairs come free.
+    assert!(end.delivered >= 1_024, "{end:?}");
+    assert_eq!(end.delivered + end.expired, 1_200, "{end:?}");
+    relay.shutdown(Duration::from_secs(1));
+    engine.shutdown().await;
+}
+
+/// A region whose engine closes every connection for 2 s: its pairs leave rotation and come
+/// back; the other regions deliver everything meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_region_leaves_rotation_and_returns_while_others_deliver() {
+    let killed = MAINNET_REGIONS[1];
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
+    ec.interval_ms = 10;
+    ec.faults = vec![format!("close@2s+4s:region={killed}").parse().unwrap()];
+    let engine = Engine::start(ec).await.unwrap();
+    let relay = Relay::start(spec(&engine.region_addrs(), "127.1.70.0/28", 10)).unwrap();
+    wait_for(&relay, "128 pairs up", Duration::from_secs(10), |t| {
+        t.pairs_up == 128
+    })
+    .await;
+
+    // 4 s of load on the seven other regions, across the outage.
+    let others: Vec<SocketAddr> = MAINNET_REGIONS
+        .iter()
+        .filter(|r| **r != killed)
+        .map(|r| pinned(&relay, r))
+        .collect();
+    let during = tokio::spawn(run_load(others, 300.0, bundles(22, 0, 1_200)));
+    // Mid-outage (the engine's clock: the outage is 2 s to 6 s after it started), the
+    // killed region's pairs are out of rotation.
+    while engine.stats().uptime_ms < 3_000 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mid = relay.totals();
+    let at = engine.stats().uptime_ms;
+    assert!(
+        at < 6_000,
+        "the run was too slow to look inside the outage ({at} ms)"
+    );
+    assert!(
+        mid.pairs_up <= 112,
+        "killed region still in rotation: {mid:?}"
+    );
+    let report = during.await.unwrap();
+    assert_eq!(report.summary.counts.sent, 1_200);
+    assert_eq!(report.summary.result_ids_matching, 1_200);
+    // The region is back: every pair reconnected, and it delivers again.
+    wait_for(&relay, "all pairs back", Duration::from_secs(10), |t| {
+        t.pairs_up == 128
+    })
+    .await;
+    let after = run_load(vec![pinned(&relay, killed)], 100.0, bundles(22, 1_200, 50)).await;
+    assert_eq!(after.summary.result_ids_matching, 50);
+    let end = wait_for(&relay, "every bundle ended", Duration::from_secs(10), |t| {
+        t.in_flight == 0
+    })
+    .await;
+    assert!(end.identity_holds(), "{end:?}");
+    assert_eq!((end.admitted, end.delivered), (1_250, 1_250), "{end:?}");
+    assert!(end.disconnects >= 16, "{end:?}");
+    let es = engine.stats();
+    assert_eq!(es.early_sends, 0);
+    assert_eq!(es.accepted, 1_250);
+    relay.shutdown(Duration::from_secs(1));
+    engine.shutdown().await;
+}
