@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use crate::{arena, limiter};
+use crate::{arena, limiter, reactor, relay};
 
 /// What the process is sized from (all from the config).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,6 +21,26 @@ pub struct BudgetInputs {
     pub regions: u64,
     /// Reactor threads: each owns one limiter (its own region wheels and list heads).
     pub threads: u64,
+    /// Intake connections each thread can hold.
+    pub intake_conns_per_thread: u64,
+    /// The largest request an intake connection buffers (head + body limits).
+    pub intake_request_bytes: u64,
+}
+
+impl BudgetInputs {
+    /// The relay's defaults for the intake: 1,024 connections per thread, 8 KiB heads and
+    /// 64 KiB bodies.
+    pub fn with_default_intake(arena_slots: u64, addresses: u64, regions: u64, threads: u64) -> Self {
+        BudgetInputs {
+            arena_slots,
+            addresses,
+            regions,
+            threads,
+            intake_conns_per_thread: 1024,
+            intake_request_bytes: (crate::http1::HEAD_BYTES_MAX_DEFAULT
+                + crate::http1::BODY_BYTES_MAX_DEFAULT) as u64,
+        }
+    }
 }
 
 /// One term: `count × bytes_each`.
@@ -52,7 +72,11 @@ impl Budget {
             addresses,
             regions,
             threads,
+            intake_conns_per_thread,
+            intake_request_bytes,
         } = inputs;
+        let conns = threads * intake_conns_per_thread;
+        let h2 = crate::h2::conn::Connection::allocation_bytes(&crate::relay::upstream_h2_config());
         let pairs = addresses * regions;
         let term = |name, count, bytes_each: usize| Term {
             name,
@@ -83,6 +107,28 @@ impl Budget {
                 "limiter region wheels",
                 threads * regions,
                 limiter::REGION_BYTES,
+            ),
+            // Per thread and region: the FIFO of bundles waiting for a pair, room for every slot.
+            term(
+                "region FIFOs",
+                regions * arena_slots,
+                std::mem::size_of::<arena::SlotHandle>(),
+            ),
+            // Per pair: the dispatcher's record (link, call in flight, back-off).
+            term("pair states", pairs, relay::dispatch::PAIR_STATE_BYTES),
+            // Per pair: the reactor's socket record (fd, generation, operations, address).
+            term("pair sockets", pairs, reactor::PAIR_SOCKET_BYTES),
+            // Per pair, while connected: the HTTP/2 connection's buffers, streams and HPACK table.
+            term("upstream h2 connections", pairs, h2),
+            // Per intake connection: its record, its input (the largest request) and output.
+            term("intake records", conns, reactor::INTAKE_RECORD_BYTES),
+            term("intake input buffers", conns, intake_request_bytes as usize),
+            term("intake output buffers", conns, reactor::INTAKE_OUT_BYTES),
+            // Per thread: the provided-buffer ring every receive lands in.
+            term(
+                "receive buffer rings",
+                threads * reactor::RECV_BUFFERS as u64,
+                reactor::RECV_BUFFER_BYTES,
             ),
         ];
         Budget { inputs, terms }

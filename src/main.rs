@@ -41,12 +41,9 @@ fn main() {
             regions,
             threads,
         } => {
-            let budget = Budget::new(BudgetInputs {
-                arena_slots: slots,
-                addresses,
-                regions,
-                threads,
-            });
+            let budget = Budget::new(BudgetInputs::with_default_intake(
+                slots, addresses, regions, threads,
+            ));
             println!("{budget}");
         }
         Command::Clock => println!("{}", Clock::calibrate()),

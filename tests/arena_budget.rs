@@ -7,12 +7,7 @@ use bundle_relay::limiter::{Limiter, LimiterConfig};
 
 #[test]
 fn the_budget_terms_add_up_to_what_the_layers_allocate() {
-    let inputs = BudgetInputs {
-        arena_slots: 1_000,
-        addresses: 64,
-        regions: 8,
-        threads: 1,
-    };
+    let inputs = BudgetInputs::with_default_intake(1_000, 64, 8, 1);
     let budget = Budget::new(inputs);
     let arena = Arena::new(1_000);
     let arena_terms: u64 = [
@@ -35,17 +30,67 @@ fn the_budget_terms_add_up_to_what_the_layers_allocate() {
     .map(|t| budget.term_bytes(t))
     .sum();
     assert_eq!(limiter_terms, limiter.allocated_bytes() as u64);
-    assert_eq!(budget.total_bytes(), arena_terms + limiter_terms);
+    assert!(budget.total_bytes() > arena_terms + limiter_terms);
+}
+
+/// Bytes allocated and not freed by this thread, to weigh what a constructor allocates.
+mod weighing {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    struct Weighing;
+
+    thread_local! {
+        static LIVE: Cell<i64> = const { Cell::new(0) };
+    }
+
+    // SAFETY: every call goes to the system allocator unchanged; only a counter is added.
+    unsafe impl GlobalAlloc for Weighing {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            LIVE.with(|n| n.set(n.get() + layout.size() as i64));
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            LIVE.with(|n| n.set(n.get() - layout.size() as i64));
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            LIVE.with(|n| n.set(n.get() + layout.size() as i64));
+            unsafe { System.alloc_zeroed(layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            LIVE.with(|n| n.set(n.get() + new_size as i64 - layout.size() as i64));
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static GLOBAL: Weighing = Weighing;
+
+    pub fn live() -> i64 {
+        LIVE.with(Cell::get)
+    }
+}
+
+#[test]
+fn the_upstream_connection_term_is_what_a_relay_connection_allocates() {
+    use bundle_relay::h2::conn::Connection;
+    let cfg = bundle_relay::relay::upstream_h2_config();
+    let before = weighing::live();
+    let conn = Box::new(Connection::new(cfg.clone(), 0));
+    let weighed = weighing::live() - before;
+    drop(conn);
+    assert_eq!(weighed as usize, Connection::allocation_bytes(&cfg));
+    let budget = Budget::new(BudgetInputs::with_default_intake(1_000, 64, 8, 1));
+    assert_eq!(
+        budget.term_bytes("upstream h2 connections"),
+        64 * 8 * weighed as u64
+    );
 }
 
 #[test]
 fn the_budget_prints_one_line_per_term_and_the_total() {
-    let budget = Budget::new(BudgetInputs {
-        arena_slots: 65_536,
-        addresses: 4_096,
-        regions: 8,
-        threads: 16,
-    });
+    let budget = Budget::new(BudgetInputs::with_default_intake(65_536, 4_096, 8, 16));
     let table = budget.to_string();
     println!("{table}");
     let lines: Vec<&str> = table.lines().collect();

@@ -337,6 +337,29 @@ fn ms(v: u64) -> u64 {
 }
 
 impl Connection {
+    /// Bytes [`Connection::new`] allocates for `cfg`: its buffers, stream table, HPACK tables
+    /// and event queue (the budget counts one per upstream connection).
+    pub fn allocation_bytes(cfg: &Config) -> usize {
+        let field = std::mem::size_of::<(u32, u32, u32)>();
+        let header_list = cfg.header_list_bytes_max + HEADER_FIELDS_MAX * field;
+        let stream = std::mem::size_of::<Stream>()
+            + cfg.request_body_bytes_max
+            + cfg.response_body_bytes_max
+            + 2 * header_list;
+        let table = cfg.header_table_size as usize;
+        let decoder = table + (table / hpack::ENTRY_OVERHEAD + 1) * field;
+        std::mem::size_of::<Connection>()
+            + cfg.transmit_bytes_max
+            + HEADER_LEN
+            + cfg.frame_size_max as usize
+            + cfg.stream_slots * stream
+            + cfg.header_block_bytes_max
+            + decoder
+            + header_list
+            + REQUEST_HEADER_BLOCK_BYTES_MAX
+            + (cfg.stream_slots + 8) * std::mem::size_of::<Event>()
+    }
+
     /// A connection whose preface and SETTINGS are already queued for sending.
     pub fn new(cfg: Config, now_ns: u64) -> Self {
         assert!(

@@ -37,8 +37,8 @@ use bufring::BufRing;
 const RING_ENTRIES: u32 = 4096;
 /// Receive buffers in the provided ring and their size: a request of up to five base58
 /// transactions spans at most a few; idle sockets hold none.
-const RECV_BUFFERS: u16 = 2048;
-const RECV_BUFFER_BYTES: usize = 16 * 1024;
+pub const RECV_BUFFERS: u16 = 2048;
+pub const RECV_BUFFER_BYTES: usize = 16 * 1024;
 const BUFFER_GROUP: u16 = 0;
 /// Connection timers (HTTP/2 SETTINGS, call deadlines, intake head and idle limits) are
 /// seconds long; checking them this often is precise enough and costs one pass per period.
@@ -48,7 +48,11 @@ const IDLE_WAKE_MS: u64 = 50;
 /// Room kept free in an intake connection's output for one more response; below it, the
 /// connection's pipelined requests wait until a send drains the buffer.
 const RESPONSE_BYTES_MAX: usize = intake::BODY_BYTES_MAX + 512;
-const INTAKE_OUT_BYTES: usize = 4 * RESPONSE_BYTES_MAX;
+pub const INTAKE_OUT_BYTES: usize = 4 * RESPONSE_BYTES_MAX;
+/// The reactor's record of one intake connection and of one pair's socket (the budget counts
+/// them).
+pub const INTAKE_RECORD_BYTES: usize = std::mem::size_of::<IntakeConn>();
+pub const PAIR_SOCKET_BYTES: usize = std::mem::size_of::<UpSock>();
 
 // user_data: kind in the top 8 bits, index in the next 24, generation in the low 32.
 const OP_ACCEPT: u64 = 1;
@@ -403,9 +407,9 @@ impl Worker {
         }
         let Some(c) = self.free_conns.pop() else {
             // Table full: refuse at once rather than queue a connection we cannot serve.
+            self.stats.intake_refused.bump();
             // SAFETY: a fresh fd we own.
             unsafe { libc::close(fd) };
-            self.stats.intake_refused.bump();
             return;
         };
         socket::set_nodelay(fd);

@@ -30,6 +30,9 @@ use super::{Stats, ThreadSpec};
 /// said "not processed", so this only bounds a bundle that every pair keeps refusing.
 pub const ATTEMPTS_MAX: u16 = 8;
 
+/// The dispatcher's record of one pair (the budget counts it).
+pub const PAIR_STATE_BYTES: usize = std::mem::size_of::<Pair>();
+
 /// A connection this long up without trouble resets its reconnect back-off.
 const BACKOFF_RESET_MS: u64 = 10_000;
 

@@ -1,0 +1,304 @@
+//! The relay's intake as a bot sees it, over real sockets: routing, Jito's JSON-RPC methods,
+//! answers at once, keep-alive and pipelining, HTTP limits, and accounting for bundles whose
+//! region cannot be reached. The region here points at a closed port, so nothing is delivered
+//! and every admitted bundle must end expired.
+
+mod wire_support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use bundle_relay::relay::{Relay, RegionSpec, Spec};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use wire_support::{Shape, serialize, signed_tx};
+
+fn start(max_age_ms: u64) -> Relay {
+    // Port 9 (discard) on loopback is closed here: connects are refused and retried.
+    let region = RegionSpec {
+        name: "nowhere".into(),
+        remote: "127.0.0.1:9".parse().unwrap(),
+        authority: "127.0.0.1:9".into(),
+        interval_ms: 1_000,
+        burst: 1,
+        pinned: Some("127.0.0.1:0".parse().unwrap()),
+    };
+    let mut spec = Spec::local(vec![region], vec!["127.0.0.1".parse().unwrap()]);
+    spec.bundle_max_age_ms = max_age_ms;
+    spec.arena_slots = 64;
+    Relay::start(spec).unwrap()
+}
+
+fn connect(relay: &Relay) -> TcpStream {
+    let c = TcpStream::connect(relay.rotating_addr().unwrap()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c
+}
+
+fn post(path: &str, body: &str) -> Vec<u8> {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Reads one response (head + Content-Length body).
+fn read_response(c: &mut TcpStream) -> (u16, String, String) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("Content-Length: "))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if buf.len() >= end + 4 + len {
+                let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned();
+                let status = head[9..12].parse().unwrap();
+                // Keep what belongs to the next response.
+                let rest = buf.split_off(end + 4 + len);
+                PENDING.with(|p| p.borrow_mut().extend(rest));
+                return (status, head, body);
+            }
+        }
+        let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
+        if !pending.is_empty() {
+            buf.extend(pending);
+            continue;
+        }
+        let n = c.read(&mut chunk).unwrap();
+        assert!(n > 0, "connection closed mid-response: {:?}", String::from_utf8_lossy(&buf));
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+thread_local! {
+    static PENDING: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn exchange(c: &mut TcpStream, req: &[u8]) -> (u16, String, String) {
+    c.write_all(req).unwrap();
+    read_response(c)
+}
+
+/// `n` really signed transactions (base64) and the bundle id Jito computes for them.
+fn bundle(seed: u64, n: usize) -> (Vec<String>, String, String) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let txs: Vec<_> = (0..n)
+        .map(|_| {
+            signed_tx(
+                &mut rng,
+                Shape {
+                    signers: 1,
+                    instructions: 1,
+                    accounts_per_ix: 2,
+                    data_len_max: 16,
+                    v0_tables: None,
+                },
+            )
+        })
+        .collect();
+    let sigs: Vec<[u8; 64]> = txs.iter().map(|t| t.signatures[0].into()).collect();
+    let id = bundle_relay::wire::bundle_id(&sigs).to_string();
+    let first_sig = bs58::encode(sigs[0]).into_string();
+    let encoded = txs
+        .iter()
+        .map(|t| base64::engine::general_purpose::STANDARD.encode(serialize(t)))
+        .collect();
+    (encoded, id, first_sig)
+}
+
+fn send_bundle_body(txs: &[String], id: u64) -> String {
+    let list = txs.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(",");
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"sendBundle","params":[[{list}],{{"encoding":"base64"}}]}}"#)
+}
+
+#[test]
+fn ping_answers_ok() {
+    let relay = start(2_000);
+    let mut c = connect(&relay);
+    let (status, _, body) = exchange(&mut c, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    relay.shutdown(Duration::from_millis(100));
+}
+
+#[test]
+fn send_bundle_is_answered_at_once_with_its_jito_id_on_both_path_styles() {
+    let relay = start(2_000);
+    let mut c = connect(&relay);
+    for (i, path) in ["/api/v1/bundles", "/api/v1/sendBundle"].iter().enumerate() {
+        let (txs, id, _) = bundle(i as u64, 3);
+        let (status, _, body) = exchange(&mut c, &post(path, &send_bundle_body(&txs, 7)));
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body, format!(r#"{{"jsonrpc":"2.0","result":"{id}","id":7}}"#));
+    }
+    assert_eq!(relay.totals().admitted, 2);
+    relay.shutdown(Duration::from_millis(100));
+}
+
+#[test]
+fn send_transaction_answers_its_signature_and_bundle_only_adds_x_bundle_id() {
+    let relay = start(2_000);
+    let mut c = connect(&relay);
+    let (txs, id, sig) = bundle(11, 1);
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":"a","method":"sendTransaction","params":["{}",{{"encoding":"base64"}}]}}"#,
+        txs[0]
+    );
+    let (status, head, answer) = exchange(&mut c, &post("/api/v1/transactions", &body));
+    assert_eq!(status, 200);
+    assert_eq!(answer, format!(r#"{{"jsonrpc":"2.0","result":"{sig}","id":"a"}}"#));
+    assert!(!head.contains("x-bundle-id"), "{head}");
+    let (_, head, _) = exchange(&mut c, &post("/api/v1/transactions?bundleOnly=true", &body));
+    assert!(head.contains(&format!("x-bundle-id: {id}")), "{head}");
+    relay.shutdown(Duration::from_millis(100));
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order_on_one_connection() {
+    let relay = start(2_000);
+    let mut c = connect(&relay);
+    let mut all = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..8u64 {
+        let (txs, id, _) = bundle(100 + i, 1 + (i as usize % 5));
+        all.extend(post("/api/v1/bundles", &send_bundle_body(&txs, i)));
+        ids.push(id);
+    }
+    c.write_all(&all).unwrap();
+    for (i, id) in ids.iter().enumerate() {
+        let (status, _, body) = read_response(&mut c);
+        assert_eq!(status, 200);
+        assert_eq!(body, format!(r#"{{"jsonrpc":"2.0","result":"{id}","id":{i}}}"#));
+    }
+    relay.shutdown(Duration::from_millis(100));
+}
+
+#[test]
+fn the_other_methods_answer_as_jito_does_or_say_clearly_what_is_not_served() {
+    let relay = start(2_000);
+    let mut c = connect(&relay);
+    let tips = r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","params":[]}"#;
+    let (status, _, body) = exchange(&mut c, &post("/api/v1/getTipAccounts", tips));
+    assert_eq!(status, 200);
+    assert!(body.contains("96gYZGLnJYVFmbjzopPSU6QiEV5fGqZNyN9nmNhvrZU5"), "{body}");
+    assert_eq!(body.matches('"').count(), 2 * 8 + 8, "eight accounts: {body}");
+
+    let statuses = r#"{"jsonrpc":"2.0","id":2,"method":"getBundleStatuses","params":[["x"]]}"#;
+    let (_, _, body) = exchange(&mut c, &post("/api/v1/bundles", statuses));
+    assert!(body.contains("-32601") && body.contains("does not track landing"), "{body}");
+
+    let unknown = r#"{"jsonrpc":"2.0","id":3,"method":"getThings","params":[]}"#;
+    let (_, _, body) = exchange(&mut c, &post("/api/v1/bundles", unknown));
+    assert!(body.contains("-32601") && body.contains("getThings"), "{body}");
+
+    let (txs, _, _) = bundle(5, 2);
+    let broken = send_bundle_body(&[txs[0].clone(), "AAAA".into()], 4);
+    let (_, _, body) = exchange(&mut c, &post("/api/v1/bundles", &broken));
+    assert!(body.contains("-32602") && body.contains("transaction 1"), "{body}");
+
+    let (status, _, body) = exchange(&mut c, &post("/api/v2/nothing", tips));
+    assert_eq!(status, 404, "{body}");
+    let (status, head, _) = exchange(&mut c, b"PUT /api/v1/bundles HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(status, 405);
+    assert!(head.contains("Allow: GET, POST"), "{head}");
+    // Nothing above was admitted; the connection is still usable.
+    let (status, _, _) = exchange(&mut c, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(status, 200);
+    let t = relay.totals();
+    assert_eq!(t.admitted, 0, "{t:?}");
+    assert_eq!(t.requests, 7, "{t:?}");
+    relay.shutdown(Duration::from_millis(100));
+}
+
+#[test]
+fn http_limits_answer_with_the_status_that_names_the_problem_and_close() {
+    let relay = start(2_000);
+    for (req, status) in [
+        (
+            b"POST /api/v1/bundles HTTP/1.1\r\nHost: x\r\nContent-Length: 999999\r\n\r\n".to_vec(),
+            413,
+        ),
+        (
+            b"POST /api/v1/bundles HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec(),
+            501,
+        ),
+        (b"POST /api/v1/bundles HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), 411),
+    ] {
+        let mut c = connect(&relay);
+        let (got, head, body) = exchange(&mut c, &req);
+        assert_eq!(got, status, "{head}\n{body}");
+        assert!(head.contains("Connection: close"), "{head}");
+        let mut rest = [0u8; 16];
+        assert_eq!(c.read(&mut rest).unwrap(), 0, "closed after the error");
+    }
+    relay.shutdown(Duration::from_millis(100));
+}
+
+#[test]
+fn connection_close_is_honoured_after_the_answer() {
+    let relay = start(2_000);
+    let mut c = connect(&relay);
+    let (status, _, _) = exchange(&mut c, b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    assert_eq!(status, 200);
+    let mut rest = [0u8; 16];
+    assert_eq!(c.read(&mut rest).unwrap(), 0);
+    relay.shutdown(Duration::from_millis(100));
+}
+
+#[test]
+fn bundles_for_an_unreachable_region_expire_and_every_one_is_counted() {
+    let relay = start(300);
+    let mut c = connect(&relay);
+    for i in 0..10 {
+        let (txs, _, _) = bundle(200 + i, 1);
+        let (status, _, _) = exchange(&mut c, &post("/api/v1/bundles", &send_bundle_body(&txs, i)));
+        assert_eq!(status, 200);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let t = loop {
+        let t = relay.totals();
+        if t.in_flight == 0 || Instant::now() > deadline {
+            break t;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(t.identity_holds(), "{t:?}");
+    assert_eq!((t.admitted, t.expired, t.delivered), (10, 10, 0), "{t:?}");
+    assert!(t.connect_failures > 0, "{t:?}");
+    relay.shutdown(Duration::from_millis(100));
+}
+
+#[test]
+fn the_intake_refuses_connections_beyond_its_table_at_once() {
+    let region = RegionSpec {
+        name: "nowhere".into(),
+        remote: "127.0.0.1:9".parse().unwrap(),
+        authority: "x".into(),
+        interval_ms: 1_000,
+        burst: 1,
+        pinned: None,
+    };
+    let mut spec = Spec::local(vec![region], vec!["127.0.0.1".parse().unwrap()]);
+    spec.intake_conns_max = 2;
+    let relay = Relay::start(spec).unwrap();
+    let addr: SocketAddr = relay.rotating_addr().unwrap();
+    let mut held: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    for c in &mut held {
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let (status, _, _) = exchange(c, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(status, 200);
+    }
+    let mut extra = TcpStream::connect(addr).unwrap();
+    extra.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let _ = extra.write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n");
+    let mut buf = [0u8; 64];
+    let n = extra.read(&mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "a third connection is closed unanswered");
+    assert_eq!(relay.totals().intake_refused, 1);
+    relay.shutdown(Duration::from_millis(100));
+}
