@@ -30,7 +30,12 @@ pub struct BudgetInputs {
 impl BudgetInputs {
     /// The relay's defaults for the intake: 1,024 connections per thread, 8 KiB heads and
     /// 64 KiB bodies.
-    pub fn with_default_intake(arena_slots: u64, addresses: u64, regions: u64, threads: u64) -> Self {
+    pub fn with_default_intake(
+        arena_slots: u64,
+        addresses: u64,
+        regions: u64,
+        threads: u64,
+    ) -> Self {
         BudgetInputs {
             arena_slots,
             addresses,

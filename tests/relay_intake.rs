@@ -10,7 +10,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use bundle_relay::relay::{Relay, RegionSpec, Spec};
+use bundle_relay::relay::{RegionSpec, Relay, Spec};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use wire_support::{Shape, serialize, signed_tx};
@@ -71,7 +71,11 @@ fn read_response(c: &mut TcpStream) -> (u16, String, String) {
             continue;
         }
         let n = c.read(&mut chunk).unwrap();
-        assert!(n > 0, "connection closed mid-response: {:?}", String::from_utf8_lossy(&buf));
+        assert!(
+            n > 0,
+            "connection closed mid-response: {:?}",
+            String::from_utf8_lossy(&buf)
+        );
         buf.extend_from_slice(&chunk[..n]);
     }
 }
@@ -113,8 +117,14 @@ fn bundle(seed: u64, n: usize) -> (Vec<String>, String, String) {
 }
 
 fn send_bundle_body(txs: &[String], id: u64) -> String {
-    let list = txs.iter().map(|t| format!("\"{t}\"")).collect::<Vec<_>>().join(",");
-    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"sendBundle","params":[[{list}],{{"encoding":"base64"}}]}}"#)
+    let list = txs
+        .iter()
+        .map(|t| format!("\"{t}\""))
+        .collect::<Vec<_>>()
+        .join(",");
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"sendBundle","params":[[{list}],{{"encoding":"base64"}}]}}"#
+    )
 }
 
 #[test]
@@ -134,7 +144,10 @@ fn send_bundle_is_answered_at_once_with_its_jito_id_on_both_path_styles() {
         let (txs, id, _) = bundle(i as u64, 3);
         let (status, _, body) = exchange(&mut c, &post(path, &send_bundle_body(&txs, 7)));
         assert_eq!(status, 200, "{body}");
-        assert_eq!(body, format!(r#"{{"jsonrpc":"2.0","result":"{id}","id":7}}"#));
+        assert_eq!(
+            body,
+            format!(r#"{{"jsonrpc":"2.0","result":"{id}","id":7}}"#)
+        );
     }
     assert_eq!(relay.totals().admitted, 2);
     relay.shutdown(Duration::from_millis(100));
@@ -151,7 +164,10 @@ fn send_transaction_answers_its_signature_and_bundle_only_adds_x_bundle_id() {
     );
     let (status, head, answer) = exchange(&mut c, &post("/api/v1/transactions", &body));
     assert_eq!(status, 200);
-    assert_eq!(answer, format!(r#"{{"jsonrpc":"2.0","result":"{sig}","id":"a"}}"#));
+    assert_eq!(
+        answer,
+        format!(r#"{{"jsonrpc":"2.0","result":"{sig}","id":"a"}}"#)
+    );
     assert!(!head.contains("x-bundle-id"), "{head}");
     let (_, head, _) = exchange(&mut c, &post("/api/v1/transactions?bundleOnly=true", &body));
     assert!(head.contains(&format!("x-bundle-id: {id}")), "{head}");
@@ -173,7 +189,10 @@ fn pipelined_requests_are_answered_in_order_on_one_connection() {
     for (i, id) in ids.iter().enumerate() {
         let (status, _, body) = read_response(&mut c);
         assert_eq!(status, 200);
-        assert_eq!(body, format!(r#"{{"jsonrpc":"2.0","result":"{id}","id":{i}}}"#));
+        assert_eq!(
+            body,
+            format!(r#"{{"jsonrpc":"2.0","result":"{id}","id":{i}}}"#)
+        );
     }
     relay.shutdown(Duration::from_millis(100));
 }
@@ -185,25 +204,44 @@ fn the_other_methods_answer_as_jito_does_or_say_clearly_what_is_not_served() {
     let tips = r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","params":[]}"#;
     let (status, _, body) = exchange(&mut c, &post("/api/v1/getTipAccounts", tips));
     assert_eq!(status, 200);
-    assert!(body.contains("96gYZGLnJYVFmbjzopPSU6QiEV5fGqZNyN9nmNhvrZU5"), "{body}");
-    assert_eq!(body.matches('"').count(), 2 * 8 + 8, "eight accounts: {body}");
+    assert!(
+        body.contains("96gYZGLnJYVFmbjzopPSU6QiEV5fGqZNyN9nmNhvrZU5"),
+        "{body}"
+    );
+    assert_eq!(
+        body.matches('"').count(),
+        2 * 8 + 8,
+        "eight accounts: {body}"
+    );
 
     let statuses = r#"{"jsonrpc":"2.0","id":2,"method":"getBundleStatuses","params":[["x"]]}"#;
     let (_, _, body) = exchange(&mut c, &post("/api/v1/bundles", statuses));
-    assert!(body.contains("-32601") && body.contains("does not track landing"), "{body}");
+    assert!(
+        body.contains("-32601") && body.contains("does not track landing"),
+        "{body}"
+    );
 
     let unknown = r#"{"jsonrpc":"2.0","id":3,"method":"getThings","params":[]}"#;
     let (_, _, body) = exchange(&mut c, &post("/api/v1/bundles", unknown));
-    assert!(body.contains("-32601") && body.contains("getThings"), "{body}");
+    assert!(
+        body.contains("-32601") && body.contains("getThings"),
+        "{body}"
+    );
 
     let (txs, _, _) = bundle(5, 2);
     let broken = send_bundle_body(&[txs[0].clone(), "AAAA".into()], 4);
     let (_, _, body) = exchange(&mut c, &post("/api/v1/bundles", &broken));
-    assert!(body.contains("-32602") && body.contains("transaction 1"), "{body}");
+    assert!(
+        body.contains("-32602") && body.contains("transaction 1"),
+        "{body}"
+    );
 
     let (status, _, body) = exchange(&mut c, &post("/api/v2/nothing", tips));
     assert_eq!(status, 404, "{body}");
-    let (status, head, _) = exchange(&mut c, b"PUT /api/v1/bundles HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+    let (status, head, _) = exchange(
+        &mut c,
+        b"PUT /api/v1/bundles HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
+    );
     assert_eq!(status, 405);
     assert!(head.contains("Allow: GET, POST"), "{head}");
     // Nothing above was admitted; the connection is still usable.
@@ -224,10 +262,14 @@ fn http_limits_answer_with_the_status_that_names_the_problem_and_close() {
             413,
         ),
         (
-            b"POST /api/v1/bundles HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec(),
+            b"POST /api/v1/bundles HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                .to_vec(),
             501,
         ),
-        (b"POST /api/v1/bundles HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(), 411),
+        (
+            b"POST /api/v1/bundles HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+            411,
+        ),
     ] {
         let mut c = connect(&relay);
         let (got, head, body) = exchange(&mut c, &req);
@@ -243,7 +285,10 @@ fn http_limits_answer_with_the_status_that_names_the_problem_and_close() {
 fn connection_close_is_honoured_after_the_answer() {
     let relay = start(2_000);
     let mut c = connect(&relay);
-    let (status, _, _) = exchange(&mut c, b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let (status, _, _) = exchange(
+        &mut c,
+        b"GET /ping HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
     assert_eq!(status, 200);
     let mut rest = [0u8; 16];
     assert_eq!(c.read(&mut rest).unwrap(), 0);
@@ -294,11 +339,45 @@ fn the_intake_refuses_connections_beyond_its_table_at_once() {
         assert_eq!(status, 200);
     }
     let mut extra = TcpStream::connect(addr).unwrap();
-    extra.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     let _ = extra.write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n");
     let mut buf = [0u8; 64];
     let n = extra.read(&mut buf).unwrap_or(0);
     assert_eq!(n, 0, "a third connection is closed unanswered");
     assert_eq!(relay.totals().intake_refused, 1);
+    relay.shutdown(Duration::from_millis(100));
+}
+
+#[test]
+fn lazy_connecting_opens_a_regions_pairs_on_its_first_bundle() {
+    let region = RegionSpec {
+        name: "nowhere".into(),
+        remote: "127.0.0.1:9".parse().unwrap(),
+        authority: "x".into(),
+        interval_ms: 1_000,
+        burst: 1,
+        pinned: None,
+    };
+    let mut spec = Spec::local(vec![region], vec!["127.0.0.1".parse().unwrap()]);
+    spec.connect_eagerly = false;
+    spec.bundle_max_age_ms = 200;
+    let relay = Relay::start(spec).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        relay.totals().connect_failures,
+        0,
+        "nothing connects before a bundle"
+    );
+    let mut c = connect(&relay);
+    let (txs, _, _) = bundle(300, 1);
+    let (status, _, _) = exchange(&mut c, &post("/api/v1/bundles", &send_bundle_body(&txs, 1)));
+    assert_eq!(status, 200);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while relay.totals().connect_failures == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(relay.totals().connect_failures > 0, "{:?}", relay.totals());
     relay.shutdown(Duration::from_millis(100));
 }

@@ -88,6 +88,8 @@ struct Region {
     call: CallConfig,
     remote: SocketAddr,
     fifo: VecDeque<SlotHandle>,
+    /// Its pairs were queued to connect (at start when eager, on its first bundle when lazy).
+    connect_requested: bool,
 }
 
 /// A pair the reactor should connect now.
@@ -154,6 +156,7 @@ impl Dispatcher {
                 },
                 remote: r.remote,
                 fifo: VecDeque::with_capacity(slots),
+                connect_requested: spec.connect_eagerly,
             })
             .collect();
         let pairs = (0..pair_count)
@@ -303,12 +306,28 @@ impl Dispatcher {
                     self.wake_at(at);
                     break;
                 }
-                Acquire::NoPairUp => break,
+                Acquire::NoPairUp => {
+                    if !self.regions[r].connect_requested {
+                        self.connect_region(r, now);
+                    }
+                    break;
+                }
             }
         }
         if let Some(&slot) = self.regions[r].fifo.front() {
             let admitted_at = self.arena.get(slot).expect("queued slot").meta.admitted_at;
             self.wake_at(admitted_at.after(Ticks(self.max_age.0 + 1)));
+        }
+    }
+
+    /// Lazy connecting: a region's first bundle queues all its pairs to connect.
+    fn connect_region(&mut self, r: usize, now: Instant) {
+        self.regions[r].connect_requested = true;
+        for a in 0..self.sources.len() as u32 {
+            let pair = self.limiter.pair(a, RegionId(r as u8));
+            if self.pairs[pair.0 as usize].link == Link::Down {
+                self.reconnects.push(Reverse((now.0, pair.0)));
+            }
         }
     }
 
@@ -408,13 +427,18 @@ impl Dispatcher {
         if self.connecting >= self.handshakes_max {
             return None;
         }
-        let &Reverse((due, p)) = self.reconnects.peek()?;
-        if due > now.0 {
-            return None;
-        }
-        self.reconnects.pop();
+        let p = loop {
+            let &Reverse((due, p)) = self.reconnects.peek()?;
+            if due > now.0 {
+                return None;
+            }
+            self.reconnects.pop();
+            // An entry for a pair no longer down is stale (it was queued twice).
+            if self.pairs[p as usize].link == Link::Down {
+                break p;
+            }
+        };
         let pair = PairId(p);
-        debug_assert_eq!(self.pairs[p as usize].link, Link::Down);
         self.pairs[p as usize].link = Link::Connecting;
         self.connecting += 1;
         self.limiter

@@ -1,0 +1,166 @@
+//! The request path allocates nothing in steady state: a bot's sendBundle request is parsed,
+//! decoded into an arena slot, admitted, answered, dispatched on a paced pair, framed as a gRPC
+//! call and settled by the engine's reply — all through the sans-IO dispatcher, with a counting
+//! allocator watching, after a warm-up. (Connecting a pair allocates its HTTP/2 buffers; that
+//! happens once, before.)
+
+mod counting_alloc;
+mod wire_support;
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use bundle_relay::clock::{Instant, TickRate};
+use bundle_relay::h2::frame;
+use bundle_relay::h2::hpack::Encoder;
+use bundle_relay::http1;
+use bundle_relay::relay::dispatch::Dispatcher;
+use bundle_relay::relay::intake::{self, Port, Verdict};
+use bundle_relay::relay::{RegionSpec, Spec, Stats};
+use counting_alloc::allocations;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use wire_support::{Shape, serialize, signed_tx};
+
+fn push_frame(out: &mut Vec<u8>, kind: u8, flags: u8, payload: &[u8]) -> usize {
+    let at = out.len();
+    out.resize(at + 9 + payload.len(), 0);
+    frame::write(&mut out[at..], kind, flags, 1, payload).unwrap();
+    at + 5
+}
+
+fn block(fields: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut out = vec![0; 512];
+    let mut pos = 0;
+    for (n, v) in fields {
+        Encoder::encode_field(n, v, false, &mut out, &mut pos).unwrap();
+    }
+    out.truncate(pos);
+    out
+}
+
+const CALLS: u32 = 500;
+
+#[test]
+fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
+    let region = RegionSpec {
+        name: "ny".into(),
+        remote: "127.0.0.1:10000".parse().unwrap(),
+        authority: "ny.mainnet.block-engine.jito.wtf".into(),
+        interval_ms: 1,
+        burst: 1,
+        pinned: None,
+    };
+    let spec = Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]).thread(0);
+    let stats = Arc::new(Stats::default());
+    let ms = 1_000_000u64;
+    let mut now = Instant(ms);
+    let mut d = Dispatcher::new(&spec, TickRate::NANOS, now, stats.clone());
+
+    // Connect the one pair and finish the HTTP/2 handshake with a generous window.
+    let order = d.poll_connect(now).expect("the pair connects at start");
+    d.connected(order.pair, now);
+    let n = d.transmit(order.pair).len();
+    d.transmitted(order.pair, n, now);
+    let mut hello = vec![0u8; 9 + 13 + 9];
+    frame::write_settings(&mut hello, &[]).unwrap();
+    frame::write_window_update(&mut hello[9..], 0, 1 << 30).unwrap();
+    hello[22..31].copy_from_slice(&[0, 0, 0, frame::SETTINGS, frame::FLAG_ACK, 0, 0, 0, 0]);
+    d.received(order.pair, &hello, now);
+    while let Some(p) = d.poll_dirty() {
+        let n = d.transmit(p).len();
+        d.transmitted(p, n, now);
+    }
+
+    // The engine's OK reply; its stream id is patched per call.
+    let uuid = b"\x0a\x24123e4567-e89b-12d3-a456-426614174000";
+    let mut reply = Vec::new();
+    let mut id_at = vec![push_frame(
+        &mut reply,
+        frame::HEADERS,
+        frame::FLAG_END_HEADERS,
+        &block(&[(b":status", b"200"), (b"content-type", b"application/grpc")]),
+    )];
+    let mut msg = vec![0, 0, 0, 0, uuid.len() as u8];
+    msg.extend_from_slice(uuid);
+    id_at.push(push_frame(&mut reply, frame::DATA, 0, &msg));
+    id_at.push(push_frame(
+        &mut reply,
+        frame::HEADERS,
+        frame::FLAG_END_HEADERS | frame::FLAG_END_STREAM,
+        &block(&[(b"grpc-status", b"0")]),
+    ));
+
+    // A bot's request: three really signed transactions, base64.
+    let mut rng = StdRng::seed_from_u64(3);
+    let txs: Vec<String> = (0..3)
+        .map(|_| {
+            let tx = signed_tx(
+                &mut rng,
+                Shape {
+                    signers: 1,
+                    instructions: 2,
+                    accounts_per_ix: 3,
+                    data_len_max: 40,
+                    v0_tables: None,
+                },
+            );
+            base64::engine::general_purpose::STANDARD.encode(serialize(&tx))
+        })
+        .collect();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"sendBundle","params":[["{}","{}","{}"],{{"encoding":"base64"}}]}}"#,
+        txs[0], txs[1], txs[2]
+    );
+    let mut out = vec![0u8; 8192];
+    let mut stream_id = 1u32;
+
+    let mut one = |d: &mut Dispatcher, now: Instant, reply: &mut Vec<u8>| {
+        let (n, verdict) = intake::handle(
+            d,
+            Port::Pinned(0),
+            http1::Method::Post,
+            b"/api/v1/bundles",
+            b"",
+            body.as_bytes(),
+            true,
+            now,
+            &mut out,
+        );
+        assert_eq!(
+            verdict,
+            Verdict::Admitted,
+            "{}",
+            String::from_utf8_lossy(&out[..n])
+        );
+        d.dispatch(now);
+        let p = d.poll_dirty().expect("the bundle went to the pair");
+        let n = d.transmit(p).len();
+        assert!(n > 500, "headers and the bundle are queued");
+        d.transmitted(p, n, now);
+        for &at in &id_at {
+            reply[at..at + 4].copy_from_slice(&stream_id.to_be_bytes());
+        }
+        stream_id += 2;
+        d.received(p, reply, now);
+        while let Some(p) = d.poll_dirty() {
+            let n = d.transmit(p).len();
+            d.transmitted(p, n, now);
+        }
+    };
+    for _ in 0..10 {
+        now = Instant(now.0 + 2 * ms);
+        one(&mut d, now, &mut reply);
+    }
+    let probe = allocations();
+    drop(std::hint::black_box(vec![1u8; 10]));
+    assert!(allocations() > probe, "the counter sees allocations");
+    let before = allocations();
+    for _ in 0..CALLS {
+        now = Instant(now.0 + 2 * ms);
+        one(&mut d, now, &mut reply);
+    }
+    assert_eq!(allocations() - before, 0, "allocations in {CALLS} requests");
+    assert_eq!(stats.delivered.get(), 10 + CALLS as u64);
+    assert!(d.check_accounting());
+}
