@@ -106,3 +106,41 @@ async fn a_killed_region_leaves_rotation_and_returns_while_others_deliver() {
     relay.shutdown(Duration::from_secs(1));
     engine.shutdown().await;
 }
+
+/// getTipAccounts is answered from what an engine said: the engine's list replaces the
+/// built-in one once a pair is up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tip_accounts_come_from_the_engine() {
+    use std::io::{Read, Write};
+    let engine = Engine::start(EngineConfig::for_tests(&MAINNET_REGIONS))
+        .await
+        .unwrap();
+    let relay = Relay::start(spec(&engine.region_addrs(), "127.1.74.0/30", 1_000)).unwrap();
+    wait_for(&relay, "pairs up", Duration::from_secs(10), |t| {
+        t.pairs_up == 32
+    })
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while engine.stats().other_calls == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        engine.stats().other_calls >= 1,
+        "the relay asked an engine for the tip accounts"
+    );
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","params":[]}"#;
+    let req = format!(
+        "POST /api/v1/bundles HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let mut c = std::net::TcpStream::connect(relay.rotating_addr().unwrap()).unwrap();
+    c.write_all(req.as_bytes()).unwrap();
+    let mut buf = [0u8; 2048];
+    let n = c.read(&mut buf).unwrap();
+    let text = String::from_utf8_lossy(&buf[..n]);
+    for acct in bundle_relay_bench::engine::TIP_ACCOUNTS {
+        assert!(text.contains(acct), "{text}");
+    }
+    relay.shutdown(Duration::from_millis(200));
+    engine.shutdown().await;
+}

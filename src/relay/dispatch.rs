@@ -36,6 +36,91 @@ pub const PAIR_STATE_BYTES: usize = std::mem::size_of::<Pair>();
 /// A connection this long up without trouble resets its reconnect back-off.
 const BACKOFF_RESET_MS: u64 = 10_000;
 
+/// How often the tip accounts are asked of an engine (they change rarely).
+pub const TIP_REFRESH_MS: u64 = 300_000;
+/// After a failed or impossible refresh, try again this soon.
+const TIP_RETRY_MS: u64 = 5_000;
+/// Accounts kept from an answer, and the bytes of the JSON array they are rendered into.
+const TIP_ACCOUNTS_MAX: usize = 16;
+const TIP_JSON_BYTES: usize = TIP_ACCOUNTS_MAX * 48 + 2;
+
+/// The tip accounts answered to `getTipAccounts`, as JSON, refreshed from the engines.
+struct TipCache {
+    json: [u8; TIP_JSON_BYTES],
+    len: usize,
+    due: Instant,
+    in_flight: bool,
+    refreshed: u64,
+}
+
+impl TipCache {
+    fn new(now: Instant) -> TipCache {
+        let mut c = TipCache {
+            json: [0; TIP_JSON_BYTES],
+            len: 0,
+            due: now,
+            in_flight: false,
+            refreshed: 0,
+        };
+        let d = super::intake::TIP_ACCOUNTS_JSON;
+        c.json[..d.len()].copy_from_slice(d);
+        c.len = d.len();
+        c
+    }
+
+    fn json(&self) -> &[u8] {
+        &self.json[..self.len]
+    }
+
+    fn call_ended(&mut self, now: Instant, retry: Ticks) {
+        self.in_flight = false;
+        if self.due.0 <= now.0 {
+            self.due = now.after(retry);
+        }
+    }
+
+    /// `GetTipAccountsResponse { repeated string accounts = 1 }`: kept only if every account
+    /// is a plausible base58 public key, so a garbled answer never reaches a bot.
+    fn refresh(&mut self, msg: &[u8], now: Instant) {
+        let mut out = [0u8; TIP_JSON_BYTES];
+        let mut len = 1;
+        out[0] = b'[';
+        let mut rest = msg;
+        let mut count = 0;
+        while !rest.is_empty() {
+            if rest[0] != 0x0a || rest.len() < 2 || count == TIP_ACCOUNTS_MAX {
+                return;
+            }
+            let n = rest[1] as usize;
+            let Some(acct) = rest.get(2..2 + n) else {
+                return;
+            };
+            let base58 = |b: &u8| b.is_ascii_alphanumeric() && !b"0OIl".contains(b);
+            if !(32..=44).contains(&n) || !acct.iter().all(base58) {
+                return;
+            }
+            if count > 0 {
+                out[len] = b',';
+                len += 1;
+            }
+            out[len] = b'"';
+            out[len + 1..len + 1 + n].copy_from_slice(acct);
+            out[len + 1 + n] = b'"';
+            len += n + 2;
+            count += 1;
+            rest = &rest[2 + n..];
+        }
+        if count == 0 {
+            return;
+        }
+        out[len] = b']';
+        self.json = out;
+        self.len = len + 1;
+        self.refreshed += 1;
+        let _ = now;
+    }
+}
+
 /// Where a pair's transport is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Link {
@@ -52,7 +137,8 @@ pub enum Link {
 /// A send in flight on a pair: the pair is held by the limiter until it ends.
 #[derive(Clone, Copy, Debug)]
 struct InFlight {
-    slot: SlotHandle,
+    /// The bundle, or `None` for a GetTipAccounts call.
+    slot: Option<SlotHandle>,
     stream: StreamId,
     started: Instant,
 }
@@ -124,6 +210,10 @@ pub struct Dispatcher {
     rotate: usize,
     rng: u64,
     stats: Arc<Stats>,
+    tips: TipCache,
+    tip_refresh: Ticks,
+    tip_retry: Ticks,
+    tip_region: usize,
 }
 
 impl Dispatcher {
@@ -199,6 +289,10 @@ impl Dispatcher {
             rotate: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (spec.thread as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
             stats,
+            tips: TipCache::new(now),
+            tip_refresh: rate.from_ms(TIP_REFRESH_MS),
+            tip_retry: rate.from_ms(TIP_RETRY_MS),
+            tip_region: spec.thread,
         }
     }
 
@@ -281,6 +375,58 @@ impl Dispatcher {
         for r in 0..self.regions.len() {
             self.dispatch_region(r, now);
         }
+        if now.0 >= self.tips.due.0 && !self.tips.in_flight {
+            self.refresh_tips(now);
+        }
+    }
+
+    /// Asks one engine for the tip accounts, on a pair the limiter hands out like any other
+    /// (a GetTipAccounts call counts against the pair's rate too). Regions take turns.
+    fn refresh_tips(&mut self, now: Instant) {
+        let n = self.regions.len();
+        for k in 0..n {
+            let r = (self.tip_region + k) % n;
+            if !self.regions[r].fifo.is_empty() {
+                continue; // bundles first
+            }
+            let Acquire::Pair(pair) = self.limiter.acquire(RegionId(r as u8), now) else {
+                continue;
+            };
+            self.tip_region = r + 1;
+            let now_ns = self.now_ns(now);
+            let timeout_ms = self.upstream_timeout_ms;
+            let started = self.pairs[pair.0 as usize].conn.as_deref_mut().map(|conn| {
+                grpc::start_call(
+                    conn,
+                    &self.regions[r].call,
+                    now_ns,
+                    grpc::Method::GetTipAccounts,
+                    Some(timeout_ms),
+                    |_| Some(0),
+                )
+            });
+            if let Some(Ok(stream)) = started {
+                self.pairs[pair.0 as usize].in_flight = Some(InFlight {
+                    slot: None,
+                    stream,
+                    started: now,
+                });
+                self.tips.in_flight = true;
+                self.tips.due = now.after(self.tip_refresh);
+                self.mark_dirty(pair.0);
+            } else {
+                self.limiter_done(pair, now);
+                self.tips.due = now.after(self.tip_retry);
+            }
+            return;
+        }
+        self.tips.due = now.after(self.tip_retry);
+    }
+
+    /// The tip accounts as a JSON array: the engines' latest answer, Jito's published list
+    /// until one arrives.
+    pub fn tip_accounts_json(&self) -> &[u8] {
+        self.tips.json()
     }
 
     fn dispatch_region(&mut self, r: usize, now: Instant) {
@@ -365,7 +511,7 @@ impl Dispatcher {
         match started {
             Ok(stream) => {
                 self.pairs[p].in_flight = Some(InFlight {
-                    slot,
+                    slot: Some(slot),
                     stream,
                     started: now,
                 });
@@ -539,7 +685,10 @@ impl Dispatcher {
         if let Some(f) = st.in_flight.take() {
             // The connection ended the stream without an event we could map: not sent for sure.
             self.limiter_done(pair, now);
-            self.requeue(f.slot, now);
+            match f.slot {
+                Some(slot) => self.requeue(slot, now),
+                None => self.tips.call_ended(now, self.tip_retry),
+            }
         }
         let st = &mut self.pairs[p];
         let was_up = st.conn.take().is_some();
@@ -660,13 +809,21 @@ impl Dispatcher {
 
     fn stream_ended(&mut self, pair: PairId, id: StreamId, now: Instant) {
         let p = pair.0 as usize;
+        let is_tips = self.pairs[p]
+            .in_flight
+            .is_some_and(|f| f.stream == id && f.slot.is_none());
         let conn = self.pairs[p]
             .conn
             .as_deref_mut()
             .expect("events come from a connection");
         let fate = match conn.response(id) {
             Some(resp) => match grpc::outcome(&resp, grpc::RETRY_AFTER_MS_DEFAULT) {
-                Outcome::Ok(_) => Fate::Delivered,
+                Outcome::Ok(msg) => {
+                    if is_tips {
+                        self.tips.refresh(msg, now);
+                    }
+                    Fate::Delivered
+                }
                 Outcome::RateLimited { retry_after_ms } => Fate::Cooldown(retry_after_ms),
                 Outcome::Retryable { .. } => Fate::Retry,
                 Outcome::Rejected { .. } => Fate::Rejected,
@@ -691,11 +848,16 @@ impl Dispatcher {
             self.stats.cooldowns.bump();
         }
         self.limiter_done(pair, now);
+        let Some(slot) = f.slot else {
+            // A tip-accounts call: its answer refreshes the cache; failures retry later.
+            self.tips.call_ended(now, self.tip_retry);
+            return;
+        };
         match fate {
-            Fate::Delivered => self.end(f.slot, EndKind::Delivered),
-            Fate::Rejected => self.end(f.slot, EndKind::Rejected),
-            Fate::Failed => self.end(f.slot, EndKind::Failed),
-            Fate::Cooldown(_) | Fate::Retry => self.requeue(f.slot, now),
+            Fate::Delivered => self.end(slot, EndKind::Delivered),
+            Fate::Rejected => self.end(slot, EndKind::Rejected),
+            Fate::Failed => self.end(slot, EndKind::Failed),
+            Fate::Cooldown(_) | Fate::Retry => self.requeue(slot, now),
         }
     }
 
@@ -719,7 +881,9 @@ impl Dispatcher {
                     c.release(f.stream);
                 }
                 self.limiter_done(PairId(p as u32), now);
-                self.end(f.slot, EndKind::Failed);
+                if let Some(slot) = f.slot {
+                    self.end(slot, EndKind::Failed);
+                }
             }
         }
     }
@@ -754,4 +918,47 @@ enum EndKind {
     Rejected,
     Expired,
     Failed,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(accounts: &[&str]) -> Vec<u8> {
+        let mut m = Vec::new();
+        for a in accounts {
+            m.push(0x0a);
+            m.push(a.len() as u8);
+            m.extend_from_slice(a.as_bytes());
+        }
+        m
+    }
+
+    const A: &str = "96gYZGLnJYVFmbjzopPSU6QiEV5fGqZNyN9nmNhvrZU5";
+    const B: &str = "HFqU5x63VTqvQss8hp11i4wVV8bD44PvwucfZ2bU7gRe";
+
+    #[test]
+    fn an_engines_tip_accounts_replace_the_builtin_list() {
+        let mut c = TipCache::new(Instant(0));
+        c.refresh(&answer(&[B, A]), Instant(1));
+        assert_eq!(c.json(), format!("[\"{B}\",\"{A}\"]").as_bytes());
+        assert_eq!(c.refreshed, 1);
+    }
+
+    #[test]
+    fn a_garbled_or_empty_answer_keeps_the_previous_list() {
+        let mut c = TipCache::new(Instant(0));
+        let before = c.json().to_vec();
+        for bad in [
+            answer(&[]),
+            answer(&["not base58 0OIl but long enough to pass the length"]),
+            answer(&["short"]),
+            vec![0x12, 2, b'a', b'b'],
+            vec![0x0a, 40, b'a'],
+        ] {
+            c.refresh(&bad, Instant(1));
+            assert_eq!(c.json(), &before[..], "{bad:?}");
+        }
+        assert_eq!(c.refreshed, 0);
+    }
 }
