@@ -61,16 +61,18 @@ pub struct Spec {
     pub h2: h2::conn::Config,
 }
 
-/// Upstream HTTP/2 settings for a relay connection: one call at a time per pair (the limiter
-/// holds a pair while its call runs), so two stream slots (one spare for a call ending while
-/// the next starts) and buffers sized to the largest SendBundle, not to h2's defaults.
+/// Upstream HTTP/2 settings for a relay connection. The limiter holds a pair while its call
+/// runs and a call's stream is released before the pair is handed out again, so one stream slot
+/// is enough; buffers are sized to what the calls carry (the largest SendBundle out; a
+/// SendBundleResponse, a tip-account list or a gRPC error in) rather than to HTTP/2's defaults.
 pub fn upstream_h2_config() -> h2::conn::Config {
     h2::conn::Config {
-        stream_slots: 2,
+        stream_slots: 1,
         request_body_bytes_max: arena::GRPC_PREFIX_BYTES + arena::SEND_BUNDLE_BYTES_MAX,
-        response_body_bytes_max: 4 * 1024,
-        header_list_bytes_max: 4 * 1024,
-        header_block_bytes_max: 4 * 1024,
+        response_body_bytes_max: 1024,
+        header_list_bytes_max: 1024,
+        header_block_bytes_max: 2 * 1024,
+        header_table_size: 1024,
         transmit_bytes_max: 16 * 1024,
         ..h2::conn::Config::default()
     }
