@@ -381,3 +381,41 @@ fn lazy_connecting_opens_a_regions_pairs_on_its_first_bundle() {
     assert!(relay.totals().connect_failures > 0, "{:?}", relay.totals());
     relay.shutdown(Duration::from_millis(100));
 }
+
+#[test]
+fn slow_heads_and_idle_connections_are_cut_off() {
+    let region = RegionSpec {
+        name: "nowhere".into(),
+        remote: "127.0.0.1:9".parse().unwrap(),
+        authority: "x".into(),
+        interval_ms: 1_000,
+        burst: 1,
+        pinned: None,
+    };
+    let mut spec = Spec::local(vec![region], vec!["127.0.0.1".parse().unwrap()]);
+    spec.head_timeout_ms = 200;
+    spec.idle_timeout_ms = 400;
+    let relay = Relay::start(spec).unwrap();
+    let addr = relay.rotating_addr().unwrap();
+
+    // A head that never ends is cut off after its limit.
+    let mut slow = TcpStream::connect(addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    slow.write_all(b"POST /api/v1/bundles HTTP/1.1\r\nHost:")
+        .unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 64];
+    assert_eq!(slow.read(&mut buf).unwrap_or(0), 0);
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(200), "{waited:?}");
+
+    // A kept-alive connection with nothing to say is closed after the idle limit, not before.
+    let mut idle = connect(&relay);
+    let (status, _, _) = exchange(&mut idle, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!(status, 200);
+    let started = Instant::now();
+    assert_eq!(idle.read(&mut buf).unwrap_or(0), 0);
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(400), "{waited:?}");
+    relay.shutdown(Duration::from_millis(100));
+}

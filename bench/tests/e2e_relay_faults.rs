@@ -144,3 +144,44 @@ async fn tip_accounts_come_from_the_engine() {
     relay.shutdown(Duration::from_millis(200));
     engine.shutdown().await;
 }
+
+/// Refused streams, global throttling and a graceful GOAWAY on every connection mid-run: each
+/// is retried or waited out, so every bundle still arrives exactly once and nothing is early.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_streams_throttling_and_goaway_lose_nothing() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
+    ec.interval_ms = 10;
+    ec.faults = vec![
+        "rst@0ms:every=5,code=7".parse().unwrap(),
+        "throttle@0ms:every=11".parse().unwrap(),
+        "goaway@1500ms".parse().unwrap(),
+    ];
+    let engine = Engine::start(ec).await.unwrap();
+    let relay = Relay::start(spec(&engine.region_addrs(), "127.1.76.0/28", 10)).unwrap();
+    wait_for(&relay, "128 pairs up", Duration::from_secs(10), |t| {
+        t.pairs_up == 128
+    })
+    .await;
+    let mut targets = vec![relay.rotating_addr().unwrap()];
+    targets.extend(relay.pinned_addrs().iter().map(|(_, a)| *a));
+    let report = run_load(targets, 300.0, bundles(24, 0, 900)).await;
+    assert_eq!(report.summary.result_ids_matching, 900);
+    let end = wait_for(&relay, "every bundle ended", Duration::from_secs(15), |t| {
+        t.in_flight == 0
+    })
+    .await;
+    assert!(end.identity_holds(), "{end:?}");
+    assert_eq!((end.admitted, end.delivered), (900, 900), "{end:?}");
+    let es = engine.stats();
+    assert!(
+        es.faults["rst"] > 0 && es.faults["throttle"] > 0 && es.faults["goaway"] > 0,
+        "{:?}",
+        es.faults
+    );
+    assert!(end.retries >= es.faults["rst"], "{end:?} {:?}", es.faults);
+    assert_eq!(es.accepted, 900);
+    assert_eq!(es.duplicates, 0);
+    assert_eq!(es.early_sends, 0);
+    relay.shutdown(Duration::from_millis(200));
+    engine.shutdown().await;
+}

@@ -132,6 +132,9 @@ impl Drop for OpenGuard<'_> {
     }
 }
 
+/// How long a closing connection is driven so its accepted streams get their answers.
+const GRACEFUL_DRAIN_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
 async fn serve_connection<IO>(sh: Arc<Shared>, region: usize, peer: SocketAddr, io: IO)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -167,7 +170,18 @@ where
                 Some(Ok((req, respond))) => {
                     tokio::spawn(serve_stream(sh.clone(), region, peer.ip(), req, respond));
                 }
-                Some(Err(_)) | None => return,
+                Some(Err(_)) => return,
+                None => {
+                    // No new streams (GOAWAY done or the peer left): keep driving the
+                    // connection until the streams already accepted have been answered, as a
+                    // graceful shutdown promises; bounded, in case the peer stops reading.
+                    let _ = tokio::time::timeout(
+                        GRACEFUL_DRAIN_MAX,
+                        std::future::poll_fn(|cx| conn.poll_closed(cx)),
+                    )
+                    .await;
+                    return;
+                }
             },
             ev = events.recv(), if events_open && !closing => match ev {
                 Ok(i) => {
