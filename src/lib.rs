@@ -9,6 +9,7 @@ pub mod bundle;
 pub mod clock;
 pub mod grpc;
 pub mod h2;
+pub mod http1;
 pub mod jsonrpc;
 pub mod limiter;
 pub mod proto;

@@ -1,0 +1,135 @@
+//! Response heads and bodies written into the caller's buffer.
+
+use super::HttpError;
+
+/// The interim answer to `Expect: 100-continue`, written before the client sends its body.
+pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// Room that [`write_error`] needs for any [`HttpError`] this module returns (a test writes
+/// every one of them into a buffer this size).
+pub const ERROR_RESPONSE_LEN_MAX: usize = 256;
+
+/// The reason phrase for the statuses the relay sends; empty for others (RFC 9112 allows an
+/// empty reason, and clients ignore it).
+pub const fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "",
+    }
+}
+
+/// Writes `HTTP/1.1 <status> <reason>`, `Content-Type`, `Content-Length`,
+/// `Connection: keep-alive|close`, then `extra_headers` in order, then `body`. Returns the bytes
+/// written, or `None` when `out` is too small (or `status` is not three digits); `out` may then
+/// hold a partial answer that must not be sent.
+///
+/// `Connection: keep-alive` is redundant for HTTP/1.1 clients but needed by HTTP/1.0 clients
+/// that asked for it, and costs 24 bytes. Header names and values come from the relay, never
+/// from a client, so they are only checked (for CR and LF) in debug builds.
+pub fn write_response(
+    out: &mut [u8],
+    status: u16,
+    keep_alive: bool,
+    content_type: &str,
+    extra_headers: &[(&str, &[u8])],
+    body: &[u8],
+) -> Option<usize> {
+    if !(100..=999).contains(&status) {
+        return None;
+    }
+    debug_assert!(!has_line_break(content_type.as_bytes()));
+    let mut w = Cursor { out, pos: 0 };
+    w.put(b"HTTP/1.1 ")?;
+    w.put(&[
+        b'0' + (status / 100) as u8,
+        b'0' + (status / 10 % 10) as u8,
+        b'0' + (status % 10) as u8,
+        b' ',
+    ])?;
+    w.put(reason(status).as_bytes())?;
+    w.put(b"\r\nContent-Type: ")?;
+    w.put(content_type.as_bytes())?;
+    w.put(b"\r\nContent-Length: ")?;
+    w.decimal(body.len())?;
+    w.put(if keep_alive {
+        b"\r\nConnection: keep-alive\r\n"
+    } else {
+        b"\r\nConnection: close\r\n"
+    })?;
+    for (name, value) in extra_headers {
+        debug_assert!(!has_line_break(name.as_bytes()) && !has_line_break(value));
+        w.put(name.as_bytes())?;
+        w.put(b": ")?;
+        w.put(value)?;
+        w.put(b"\r\n")?;
+    }
+    w.put(b"\r\n")?;
+    w.put(body)?;
+    Some(w.pos)
+}
+
+/// The answer to `err`: its status, a `text/plain` body that is `err.what` and a newline,
+/// and `Connection: close`. Fits in [`ERROR_RESPONSE_LEN_MAX`] bytes.
+pub fn write_error(out: &mut [u8], err: &HttpError) -> Option<usize> {
+    let mut body = [0u8; ERROR_RESPONSE_LEN_MAX];
+    let what = err.what.as_bytes();
+    let n = what.len() + 1;
+    if n > body.len() {
+        return None;
+    }
+    body[..what.len()].copy_from_slice(what);
+    body[what.len()] = b'\n';
+    write_response(
+        out,
+        err.status,
+        false,
+        "text/plain; charset=utf-8",
+        &[],
+        &body[..n],
+    )
+}
+
+fn has_line_break(s: &[u8]) -> bool {
+    s.iter().any(|&b| b == b'\r' || b == b'\n')
+}
+
+struct Cursor<'o> {
+    out: &'o mut [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    fn put(&mut self, bytes: &[u8]) -> Option<()> {
+        let end = self.pos.checked_add(bytes.len())?;
+        self.out.get_mut(self.pos..end)?.copy_from_slice(bytes);
+        self.pos = end;
+        Some(())
+    }
+
+    fn decimal(&mut self, mut n: usize) -> Option<()> {
+        let mut digits = [0u8; 20];
+        let mut i = digits.len();
+        loop {
+            i -= 1;
+            digits[i] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        self.put(&digits[i..])
+    }
+}
