@@ -6,7 +6,7 @@
 //! provided-buffer ring; and `RLIMIT_NOFILE` against [`Config::fds_needed`], raising the soft
 //! limit to the hard one when that is enough. Every problem is collected, so one run lists all.
 //!
-//! Cost: a few syscalls and two small rings, once at startup (well under a millisecond).
+//! Cost: a few syscalls and at most two 8-entry rings, once at startup.
 
 use std::fmt;
 use std::io;

@@ -188,6 +188,8 @@ fn socks5_proxies_follow_addresses_and_their_password_is_never_printed() {
     let shown = format!("{:?} {}", c, c.egress.sources[1]);
     assert!(!shown.contains("hunter2"), "{shown}");
     assert!(shown.contains("u:<redacted>@127.0.0.1:1080"), "{shown}");
+    assert_eq!(c.egress.sources[1].to_string(), "socks5://u@127.0.0.1:1080");
+    assert_eq!(c.egress.sources[2].to_string(), "socks5://127.0.0.1:1080");
 }
 
 #[test]
@@ -211,6 +213,18 @@ fn fewer_sources_than_threads_loads_with_a_warning() {
         c.warnings[0].contains("4 sources for 8 threads"),
         "{:?}",
         c.warnings
+    );
+}
+
+#[test]
+fn sources_of_a_family_a_region_lacks_load_with_a_warning() {
+    let c = parse(&format!(
+        "threads = 1\n{REGION}[egress]\naddresses = [\"10.0.0.1\", \"2001:db8::1-2001:db8::2\"]\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.warnings,
+        vec!["region[0] (ny) has only IPv4 addresses: 2 IPv6 sources cannot reach it".to_string()]
     );
 }
 

@@ -319,6 +319,28 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         ));
     }
 
+    // A source can only reach a region over its own address family.
+    for (i, r) in regions.iter().enumerate() {
+        let v4 = r.addrs.iter().any(SocketAddr::is_ipv4);
+        let v6 = r.addrs.iter().any(SocketAddr::is_ipv6);
+        if !r.is_resolved() || (v4 && v6) {
+            continue;
+        }
+        let stranded = egress
+            .sources
+            .iter()
+            .filter(|s| matches!(s, Source::Local(ip) if ip.is_ipv4() != v4))
+            .count();
+        if stranded > 0 {
+            warnings.push(format!(
+                "region[{i}] ({}) has only {} addresses: {stranded} {} sources cannot reach it",
+                r.name,
+                if v4 { "IPv4" } else { "IPv6" },
+                if v4 { "IPv6" } else { "IPv4" },
+            ));
+        }
+    }
+
     let admin = match file.admin.unwrap_or_default().listen {
         Some(text) => cx.listen("admin.listen", &text)?,
         None => Some(SocketAddr::from(([127, 0, 0, 1], super::ADMIN_PORT))),
