@@ -1,0 +1,488 @@
+//! The relay's configuration: the schema, its validation, and one immutable snapshot behind an
+//! atomic pointer ([`Shared`]) that reactor threads load once per loop iteration.
+//!
+//! A config is built whole and checked whole before anyone sees it; a reload that fails keeps the
+//! last good snapshot serving (availability over freshness), while a bad config at startup refuses
+//! to start. Reading the current snapshot is one atomic load (`arc_swap::ArcSwap::load`), no lock.
+//!
+//! # TOML schema
+//!
+//! Every key is optional unless marked *required*; unknown keys are errors. Key paths in errors
+//! count array indexes from 0 (`region[2].interval_ms`). A listen address may be `"off"`.
+//!
+//! ```toml
+//! threads = 8                  # reactor threads; default: available cores
+//! pin_threads = true           # pin thread i to core i
+//! arena_slots = 65536          # total in-flight bundles, split evenly across threads
+//! bundle_max_age_ms = 2000     # older undelivered bundles are dropped as expired
+//! upstream_timeout_ms = 1000   # one SendBundle call
+//!
+//! [intake]
+//! rotating = "127.0.0.1:8080"  # bundles go to the region whose pool can send soonest; or "off"
+//! head_bytes_max = 8192
+//! body_bytes_max = 65536
+//! head_timeout_ms = 5000
+//! idle_timeout_ms = 60000
+//! connections_max = 1024       # intake connections per thread
+//!
+//! [[region]]                   # 1 to 16 tables
+//! name = "frankfurt"           # required; a-z, 0-9, '-', '_'; unique
+//! host = "frankfurt.mainnet.block-engine.jito.wtf"   # required
+//! port = 443
+//! connect = "127.0.0.11:10000" # literal address(es) instead of resolving host (string or array)
+//! tls = true                   # default: port == 443
+//! sni = "..."                  # TLS server name; default: host
+//! ca_file = "ca.pem"           # extra CA (PEM), relative to the config file's folder
+//! authority = "..."            # HTTP/2 :authority; default: host, plus ":port" unless 443
+//! interval_ms = 1000           # one send per (source, region) per interval ...
+//! burst = 1                    # ... with this many back to back
+//! pinned = "127.0.0.1:8081"    # intake port whose bundles all go to this region
+//!
+//! [egress]                     # required: at least one source
+//! addresses = ["127.1.0.0/24", "10.0.0.5", "127.1.1.1-127.1.1.9"]
+//! socks5 = [{ proxy = "127.0.0.1:1080", username = "u", password = "p" }]
+//! connect = "eager"            # "eager": open every pair at startup; "lazy": on first use
+//! reconnect_min_ms = 100       # jittered exponential backoff bounds
+//! reconnect_max_ms = 30000
+//! connect_timeout_ms = 5000
+//! handshakes_max = 256         # concurrent connects/handshakes per thread at startup
+//!
+//! [admin]
+//! listen = "127.0.0.1:9464"    # admin/metrics listener; or "off"
+//! ```
+//!
+//! Sources are the addresses (in order, each entry expanded) followed by the SOCKS5 proxies. A
+//! CIDR block lists every address in it; one address listed twice (in any two entries) is an
+//! error, as is a block or range of more than [`SOURCES_MAX`] addresses.
+//!
+//! Region hosts are resolved at load with the system resolver ([`Resolve::Now`]) unless `connect`
+//! gives literal addresses or the host is an IP literal. With [`Resolve::Deferred`] (and in
+//! [`Config::embedded_default`]) they are left unresolved — empty [`Region::addrs`] — so a config
+//! loads with no network, and [`Region::resolve`] fills them in later.
+//!
+//! # Costs
+//!
+//! Loading (parse, expand, validate, and DNS when resolving) is startup and reload work on the
+//! admin thread, not benchmarked. The hot path only ever does [`Shared::load`]: one atomic load
+//! plus arc-swap's debt-slot bookkeeping, no lock, and no allocation after a thread's first load.
+
+mod egress;
+mod error;
+mod host;
+mod schema;
+mod snapshot;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+pub use egress::SOURCES_MAX;
+pub use error::ConfigError;
+pub use host::host_addresses;
+pub use snapshot::{Shared, Snapshot};
+
+/// Jito's mainnet regions (jito-facts.md section 2), in the order the embedded default numbers
+/// them: region i gets pinned intake port `PINNED_PORT_FIRST + i`.
+pub const MAINNET_REGIONS: [&str; 8] = [
+    "amsterdam",
+    "dublin",
+    "frankfurt",
+    "london",
+    "ny",
+    "slc",
+    "singapore",
+    "tokyo",
+];
+/// Domain under which each mainnet region's block engine lives.
+pub const MAINNET_DOMAIN: &str = "mainnet.block-engine.jito.wtf";
+/// Port of Jito's block engines (TLS, ALPN h2).
+pub const ENGINE_PORT: u16 = 443;
+/// The embedded default's rotating intake port on 127.0.0.1.
+pub const ROTATING_PORT: u16 = 8080;
+/// The embedded default's first pinned intake port (8081..8088 for the 8 regions).
+pub const PINNED_PORT_FIRST: u16 = 8081;
+/// Default admin/metrics port on 127.0.0.1 (Prometheus exporters' customary range).
+pub const ADMIN_PORT: u16 = 9464;
+
+/// File descriptors kept free beyond pairs, intake, listeners and rings: stdio, the config file
+/// during a reload, resolver sockets, admin connections, log files.
+pub const FD_SLACK: u64 = 64;
+
+/// How the loader treats region host names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolve {
+    /// Resolve every region host now (std `ToSocketAddrs`); a host that does not resolve is an
+    /// error naming it.
+    Now,
+    /// Leave hosts unresolved (empty `addrs`) unless given literally; the relay resolves later.
+    Deferred,
+}
+
+/// The whole configuration. Immutable once built; shared through [`Shared`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Reactor threads; default: available cores.
+    pub threads: usize,
+    /// Pin reactor thread i to core i; default true.
+    pub pin_threads: bool,
+    /// Total in-flight cap, split evenly across threads; default 65,536.
+    pub arena_slots: u32,
+    /// Bundles older than this are dropped as expired; default 2,000 ms.
+    pub bundle_max_age_ms: u64,
+    /// Deadline of one SendBundle call; default 1,000 ms.
+    pub upstream_timeout_ms: u64,
+    pub intake: Intake,
+    /// 1 to [`crate::limiter::MAX_REGIONS`] regions, names unique.
+    pub regions: Vec<Region>,
+    pub egress: Egress,
+    /// Admin/metrics listener; default 127.0.0.1:9464.
+    pub admin: Option<SocketAddr>,
+    /// Things that load but deserve the operator's attention (printed at startup).
+    pub warnings: Vec<String>,
+}
+
+/// The HTTP intake: listeners and per-connection limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Intake {
+    /// Listener whose bundles go to the region whose pool can send soonest; default 127.0.0.1:8080.
+    pub rotating: Option<SocketAddr>,
+    /// Request head limit; default 8 KiB.
+    pub head_bytes_max: usize,
+    /// Request body limit; default 64 KiB.
+    pub body_bytes_max: usize,
+    /// Time allowed for a request head to arrive; default 5 s.
+    pub head_timeout_ms: u64,
+    /// An idle keep-alive connection is closed after this; default 60 s.
+    pub idle_timeout_ms: u64,
+    /// Intake connections per thread; default 1,024.
+    pub connections_max: u32,
+}
+
+/// One block-engine region.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Region {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    /// Where to connect. Empty means "not resolved yet" (see [`Region::resolve`]).
+    pub addrs: Vec<SocketAddr>,
+    pub tls: bool,
+    /// TLS server name override (default: `host`).
+    pub sni: Option<String>,
+    /// Extra trusted CA (PEM) for tests and private engines.
+    pub ca_file: Option<PathBuf>,
+    /// HTTP/2 `:authority`; default host, plus `:port` unless 443.
+    pub authority: String,
+    /// Pacing interval per (source, region) pair; default 1,000 ms.
+    pub interval_ms: u64,
+    /// Sends allowed back to back per interval; default 1.
+    pub burst: u32,
+    /// Intake listener whose bundles all go to this region.
+    pub pinned: Option<SocketAddr>,
+}
+
+/// The egress pool and how its connections are opened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Egress {
+    /// Addresses (entries expanded, in order), then SOCKS5 proxies.
+    pub sources: Vec<Source>,
+    pub connect: ConnectMode,
+    /// Jittered exponential reconnect backoff bounds; default 100 ms and 30 s.
+    pub reconnect_min_ms: u64,
+    pub reconnect_max_ms: u64,
+    /// One connect (and its handshakes); default 5 s.
+    pub connect_timeout_ms: u64,
+    /// Concurrent connects/handshakes per thread at startup; default 256.
+    pub handshakes_max: u32,
+}
+
+/// One egress source: a local address to bind, or a SOCKS5 proxy to go through.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum Source {
+    Local(IpAddr),
+    Socks5 {
+        proxy: SocketAddr,
+        /// RFC 1929 username and password.
+        auth: Option<(String, String)>,
+    },
+}
+
+impl std::fmt::Debug for Source {
+    // The password never reaches a log line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Local(ip) => write!(f, "Local({ip})"),
+            Source::Socks5 { proxy, auth: None } => write!(f, "Socks5({proxy})"),
+            Source::Socks5 {
+                proxy,
+                auth: Some((user, _)),
+            } => {
+                write!(f, "Socks5({user}:<redacted>@{proxy})")
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Local(ip) => write!(f, "{ip}"),
+            Source::Socks5 { proxy, auth: None } => write!(f, "socks5://{proxy}"),
+            Source::Socks5 {
+                proxy,
+                auth: Some((user, _)),
+            } => write!(f, "socks5://{user}@{proxy}"),
+        }
+    }
+}
+
+/// When pair connections are opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectMode {
+    /// Every (source, region) connection at startup, `handshakes_max` at a time per thread.
+    Eager,
+    /// A pair's connection on its first use.
+    Lazy,
+}
+
+/// The file descriptors a config needs, term by term (see [`Config::fds_needed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FdBudget {
+    /// One upstream connection per (source, region) pair.
+    pub pairs: u64,
+    /// `intake.connections_max` × threads.
+    pub intake: u64,
+    /// Each thread's own listener per intake address (SO_REUSEPORT).
+    pub listeners: u64,
+    /// The admin listener.
+    pub admin: u64,
+    /// One io_uring per thread.
+    pub rings: u64,
+    /// [`FD_SLACK`].
+    pub slack: u64,
+}
+
+impl FdBudget {
+    pub fn total(&self) -> u64 {
+        self.pairs + self.intake + self.listeners + self.admin + self.rings + self.slack
+    }
+}
+
+impl std::fmt::Display for FdBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} pairs + {} intake connections + {} listeners + {} admin + {} rings + {} slack",
+            self.pairs, self.intake, self.listeners, self.admin, self.rings, self.slack
+        )
+    }
+}
+
+impl Region {
+    /// True once `addrs` holds where to connect.
+    pub fn is_resolved(&self) -> bool {
+        !self.addrs.is_empty()
+    }
+
+    /// Resolves `host:port` with the system resolver when `addrs` is empty; a no-op otherwise.
+    /// A host that does not resolve (or resolves to nothing) is an error naming it.
+    pub fn resolve(&mut self) -> Result<(), ConfigError> {
+        if self.is_resolved() {
+            return Ok(());
+        }
+        let key = format!("region {:?} host", self.name);
+        let fail = |why: String| {
+            ConfigError::new(
+                "<resolve>",
+                key.clone(),
+                format!("host {:?} does not resolve: {why}", self.host),
+            )
+        };
+        let addrs: Vec<SocketAddr> = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|e| fail(e.to_string()))?
+            .collect();
+        if addrs.is_empty() {
+            return Err(fail("no addresses".into()));
+        }
+        self.addrs = addrs;
+        Ok(())
+    }
+
+    /// The default `:authority` for a host and port: the host, plus `:port` unless 443.
+    pub fn default_authority(host: &str, port: u16) -> String {
+        let host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
+        if port == ENGINE_PORT {
+            host
+        } else {
+            format!("{host}:{port}")
+        }
+    }
+}
+
+impl Config {
+    /// Reads, validates and resolves a config file ([`Resolve::Now`]).
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Config::load_with(path, Resolve::Now)
+    }
+
+    /// Reads and validates a config file, resolving hosts as `resolve` says. Relative `ca_file`
+    /// paths are taken relative to the file's folder.
+    pub fn load_with(path: &Path, resolve: Resolve) -> Result<Config, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(&origin, "", format!("cannot read the file: {e}")))?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        schema::from_toml(&text, &origin, base, resolve)
+    }
+
+    /// Validates TOML text; `origin` names it in errors, relative `ca_file` paths are taken
+    /// relative to the current folder.
+    pub fn parse(text: &str, origin: &str, resolve: Resolve) -> Result<Config, ConfigError> {
+        schema::from_toml(text, origin, Path::new(""), resolve)
+    }
+
+    /// Jito mainnet: the 8 regions of [`MAINNET_REGIONS`] over TLS on 443, hosts unresolved (no
+    /// network needed to load), pinned intake ports 8081..8088 and rotating 8080 on 127.0.0.1,
+    /// admin 127.0.0.1:9464, and egress = this host's own addresses ([`host_addresses`]). With no
+    /// such address it falls back to 127.0.0.1, with a warning in [`Config::warnings`].
+    pub fn embedded_default() -> Config {
+        let mut warnings = Vec::new();
+        let sources = match host_addresses() {
+            Ok(addrs) if !addrs.is_empty() => addrs.into_iter().map(Source::Local).collect(),
+            found => {
+                let why = match found {
+                    Err(e) => format!("listing interfaces failed: {e}"),
+                    Ok(_) => "no interface has a non-loopback address".to_string(),
+                };
+                warnings.push(format!(
+                    "egress: {why}; falling back to 127.0.0.1, which cannot reach Jito's block \
+                     engines — give [egress] addresses in a config file"
+                ));
+                vec![Source::Local(IpAddr::V4(Ipv4Addr::LOCALHOST))]
+            }
+        };
+        let regions = MAINNET_REGIONS
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let host = format!("{name}.{MAINNET_DOMAIN}");
+                Region {
+                    name: name.to_string(),
+                    authority: Region::default_authority(&host, ENGINE_PORT),
+                    host,
+                    port: ENGINE_PORT,
+                    addrs: Vec::new(),
+                    tls: true,
+                    sni: None,
+                    ca_file: None,
+                    interval_ms: schema::INTERVAL_MS_DEFAULT,
+                    burst: schema::BURST_DEFAULT,
+                    pinned: Some(SocketAddr::new(
+                        IpAddr::V4(Ipv4Addr::LOCALHOST),
+                        PINNED_PORT_FIRST + i as u16,
+                    )),
+                }
+            })
+            .collect();
+        Config {
+            threads: schema::default_threads(),
+            pin_threads: true,
+            arena_slots: schema::ARENA_SLOTS_DEFAULT,
+            bundle_max_age_ms: schema::BUNDLE_MAX_AGE_MS_DEFAULT,
+            upstream_timeout_ms: schema::UPSTREAM_TIMEOUT_MS_DEFAULT,
+            intake: Intake {
+                rotating: Some(SocketAddr::new(
+                    IpAddr::V4(Ipv4Addr::LOCALHOST),
+                    ROTATING_PORT,
+                )),
+                head_bytes_max: schema::HEAD_BYTES_MAX_DEFAULT,
+                body_bytes_max: schema::BODY_BYTES_MAX_DEFAULT,
+                head_timeout_ms: schema::HEAD_TIMEOUT_MS_DEFAULT,
+                idle_timeout_ms: schema::IDLE_TIMEOUT_MS_DEFAULT,
+                connections_max: schema::CONNECTIONS_MAX_DEFAULT,
+            },
+            regions,
+            egress: Egress {
+                sources,
+                connect: ConnectMode::Eager,
+                reconnect_min_ms: schema::RECONNECT_MIN_MS_DEFAULT,
+                reconnect_max_ms: schema::RECONNECT_MAX_MS_DEFAULT,
+                connect_timeout_ms: schema::CONNECT_TIMEOUT_MS_DEFAULT,
+                handshakes_max: schema::HANDSHAKES_MAX_DEFAULT,
+            },
+            admin: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), ADMIN_PORT)),
+            warnings,
+        }
+    }
+
+    /// Resolves every unresolved region (see [`Region::resolve`]); errors name the region.
+    pub fn resolve(&mut self) -> Result<(), ConfigError> {
+        for (i, region) in self.regions.iter_mut().enumerate() {
+            region.resolve().map_err(|mut e| {
+                e.key = format!("region[{i}].host");
+                e
+            })?;
+        }
+        Ok(())
+    }
+
+    /// True when every region has addresses to connect to.
+    pub fn is_resolved(&self) -> bool {
+        self.regions.iter().all(Region::is_resolved)
+    }
+
+    /// (source, region) pairs: sources × regions.
+    pub fn pairs(&self) -> usize {
+        self.egress.sources.len() * self.regions.len()
+    }
+
+    /// Intake listening addresses: the rotating one, then each region's pinned one.
+    pub fn intake_listeners(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        self.intake
+            .rotating
+            .into_iter()
+            .chain(self.regions.iter().filter_map(|r| r.pinned))
+    }
+
+    /// The file descriptors this config needs, term by term.
+    pub fn fd_budget(&self) -> FdBudget {
+        let threads = self.threads as u64;
+        FdBudget {
+            pairs: self.pairs() as u64,
+            intake: self.intake.connections_max as u64 * threads,
+            listeners: self.intake_listeners().count() as u64 * threads,
+            admin: self.admin.is_some() as u64,
+            rings: threads,
+            slack: FD_SLACK,
+        }
+    }
+
+    /// Total file descriptors needed: one per pair + intake `connections_max` × threads + one
+    /// listener per intake address per thread + admin + one ring per thread + [`FD_SLACK`].
+    pub fn fds_needed(&self) -> u64 {
+        self.fd_budget().total()
+    }
+
+    /// The sources thread `thread` owns, as indexes into `egress.sources`: an even split, the
+    /// first `sources % threads` threads taking one more. A source's pairs for every region
+    /// belong to its thread. Panics when `thread >= threads`.
+    pub fn per_thread_sources(&self, thread: usize) -> Range<usize> {
+        assert!(thread < self.threads, "thread {thread} of {}", self.threads);
+        let n = self.egress.sources.len();
+        let (base, extra) = (n / self.threads, n % self.threads);
+        let start = thread * base + thread.min(extra);
+        start..start + base + usize::from(thread < extra)
+    }
+
+    /// Arena slots thread `thread` owns: the same even split as sources.
+    pub fn per_thread_arena_slots(&self, thread: usize) -> u32 {
+        assert!(thread < self.threads, "thread {thread} of {}", self.threads);
+        let threads = self.threads as u32;
+        self.arena_slots / threads + u32::from((thread as u32) < self.arena_slots % threads)
+    }
+}

@@ -1,0 +1,640 @@
+//! The TOML file's shape (serde, unknown keys denied) and its translation into a checked
+//! [`Config`]: defaults, limits, expansion, and every cross-field rule.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+
+use serde::Deserialize;
+
+use super::egress::{self, AddrRange, SOURCES_MAX};
+use super::error::{ConfigError, line_column};
+use super::{Config, ConnectMode, Egress, Intake, Region, Resolve, Source};
+use crate::limiter::MAX_REGIONS;
+use crate::wire::{MAX_BASE58_LEN, MAX_BUNDLE_TXS};
+
+pub const ARENA_SLOTS_DEFAULT: u32 = 65_536;
+/// Each slot costs `arena::SLOT_BYTES` (~13 KiB) at startup; 2^22 slots is ~50 GiB, past which a
+/// value is a typo rather than a plan.
+pub const ARENA_SLOTS_MAX: u32 = 1 << 22;
+pub const BUNDLE_MAX_AGE_MS_DEFAULT: u64 = 2_000;
+/// A transaction's blockhash expires after 150 slots (about 60 s): older bundles cannot land.
+pub const BUNDLE_MAX_AGE_MS_MAX: u64 = 60_000;
+pub const UPSTREAM_TIMEOUT_MS_DEFAULT: u64 = 1_000;
+/// Past the bundle age limit no answer is still useful.
+pub const UPSTREAM_TIMEOUT_MS_MAX: u64 = 60_000;
+/// Per-thread tables are sized by thread; more threads than this is a typo.
+pub const THREADS_MAX: usize = 1024;
+
+pub const HEAD_BYTES_MAX_DEFAULT: usize = 8 * 1024;
+/// A head must hold the request line and a few headers.
+pub const HEAD_BYTES_MIN: usize = 256;
+/// Heads are read into fixed per-connection buffers.
+pub const HEAD_BYTES_LIMIT: usize = 64 * 1024;
+pub const BODY_BYTES_MAX_DEFAULT: usize = 64 * 1024;
+/// The largest valid sendBundle: 5 base58 transactions, quoted and comma-separated, plus the
+/// JSON-RPC envelope. A smaller limit would refuse valid bundles.
+pub const BODY_BYTES_MIN: usize = MAX_BUNDLE_TXS * (MAX_BASE58_LEN + 3) + 256;
+/// Bodies are read into fixed per-connection buffers.
+pub const BODY_BYTES_LIMIT: usize = 1024 * 1024;
+pub const HEAD_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
+pub const CONNECTIONS_MAX_DEFAULT: u32 = 1_024;
+/// Per-thread connection tables are allocated at startup.
+pub const CONNECTIONS_MAX_LIMIT: u32 = 65_536;
+
+pub const INTERVAL_MS_DEFAULT: u64 = crate::limiter::DEFAULT_INTERVAL_MS;
+pub const BURST_DEFAULT: u32 = 1;
+/// Jito's rule is 1 per interval; a burst in the thousands is a typo.
+pub const BURST_MAX: u32 = 1_000;
+/// Region names become metric labels and log fields.
+pub const REGION_NAME_BYTES_MAX: usize = 32;
+
+pub const RECONNECT_MIN_MS_DEFAULT: u64 = 100;
+pub const RECONNECT_MAX_MS_DEFAULT: u64 = 30_000;
+pub const CONNECT_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+pub const HANDSHAKES_MAX_DEFAULT: u32 = 256;
+/// RFC 1929: username and password are 1 to 255 bytes each.
+pub const SOCKS5_FIELD_BYTES_MAX: usize = 255;
+
+/// Threads when the config names none: one per available core.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    threads: Option<usize>,
+    pin_threads: Option<bool>,
+    arena_slots: Option<u32>,
+    bundle_max_age_ms: Option<u64>,
+    upstream_timeout_ms: Option<u64>,
+    intake: Option<FileIntake>,
+    #[serde(default)]
+    region: Vec<FileRegion>,
+    egress: Option<FileEgress>,
+    admin: Option<FileAdmin>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileIntake {
+    rotating: Option<String>,
+    head_bytes_max: Option<usize>,
+    body_bytes_max: Option<usize>,
+    head_timeout_ms: Option<u64>,
+    idle_timeout_ms: Option<u64>,
+    connections_max: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileRegion {
+    name: String,
+    host: String,
+    port: Option<u16>,
+    connect: Option<OneOrMany>,
+    tls: Option<bool>,
+    sni: Option<String>,
+    ca_file: Option<std::path::PathBuf>,
+    authority: Option<String>,
+    interval_ms: Option<u64>,
+    burst: Option<u32>,
+    pinned: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileEgress {
+    #[serde(default)]
+    addresses: Vec<String>,
+    #[serde(default)]
+    socks5: Vec<FileSocks5>,
+    connect: Option<FileConnect>,
+    reconnect_min_ms: Option<u64>,
+    reconnect_max_ms: Option<u64>,
+    connect_timeout_ms: Option<u64>,
+    handshakes_max: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSocks5 {
+    proxy: String,
+    username: Option<String>,
+    password: Option<String>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum FileConnect {
+    Eager,
+    Lazy,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileAdmin {
+    listen: Option<String>,
+}
+
+/// Collects the origin so every check is one line.
+struct Ctx<'a> {
+    origin: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError::new(self.origin, key, message)
+    }
+
+    fn range<T>(&self, key: &str, value: T, min: T, max: T) -> Result<T, ConfigError>
+    where
+        T: PartialOrd + std::fmt::Display + Copy,
+    {
+        if value < min {
+            return Err(self.err(key, format!("must be at least {min}, got {value}")));
+        }
+        if value > max {
+            return Err(self.err(key, format!("must be at most {max}, got {value}")));
+        }
+        Ok(value)
+    }
+
+    /// A listen address, or `"off"` for none.
+    fn listen(&self, key: &str, text: &str) -> Result<Option<SocketAddr>, ConfigError> {
+        if text.trim() == "off" {
+            return Ok(None);
+        }
+        self.socket_addr(key, text).map(Some)
+    }
+
+    fn socket_addr(&self, key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
+        text.trim().parse().map_err(|_| {
+            self.err(
+                key,
+                format!(
+                    "{text:?} is not an address with a port (like \"127.0.0.1:8080\" or \
+                     \"[::1]:8080\")"
+                ),
+            )
+        })
+    }
+}
+
+pub fn from_toml(
+    text: &str,
+    origin: &str,
+    base: &Path,
+    resolve: Resolve,
+) -> Result<Config, ConfigError> {
+    let toml_error = |key: String, e: toml::de::Error| ConfigError {
+        origin: origin.to_string(),
+        key,
+        message: e.message().trim_end().to_string(),
+        location: e.span().map(|s| line_column(text, s.start)),
+    };
+    let de = toml::Deserializer::parse(text).map_err(|e| toml_error(String::new(), e))?;
+    let file: File = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let key = if path == "." { String::new() } else { path };
+        toml_error(key, e.into_inner())
+    })?;
+    build(file, &Ctx { origin }, base, resolve)
+}
+
+fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Config, ConfigError> {
+    let mut warnings = Vec::new();
+    let threads = cx.range(
+        "threads",
+        file.threads.unwrap_or_else(default_threads),
+        1,
+        THREADS_MAX,
+    )?;
+    let arena_slots = cx.range(
+        "arena_slots",
+        file.arena_slots.unwrap_or(ARENA_SLOTS_DEFAULT),
+        1,
+        ARENA_SLOTS_MAX,
+    )?;
+    if (arena_slots as usize) < threads {
+        return Err(cx.err(
+            "arena_slots",
+            format!(
+                "must be at least threads ({threads}) so each thread has a slot, got {arena_slots}"
+            ),
+        ));
+    }
+    let bundle_max_age_ms = cx.range(
+        "bundle_max_age_ms",
+        file.bundle_max_age_ms.unwrap_or(BUNDLE_MAX_AGE_MS_DEFAULT),
+        1,
+        BUNDLE_MAX_AGE_MS_MAX,
+    )?;
+    let upstream_timeout_ms = cx.range(
+        "upstream_timeout_ms",
+        file.upstream_timeout_ms
+            .unwrap_or(UPSTREAM_TIMEOUT_MS_DEFAULT),
+        1,
+        UPSTREAM_TIMEOUT_MS_MAX,
+    )?;
+
+    let fi = file.intake.unwrap_or_default();
+    let intake = Intake {
+        rotating: match &fi.rotating {
+            Some(text) => cx.listen("intake.rotating", text)?,
+            None => Some(SocketAddr::from(([127, 0, 0, 1], super::ROTATING_PORT))),
+        },
+        head_bytes_max: cx.range(
+            "intake.head_bytes_max",
+            fi.head_bytes_max.unwrap_or(HEAD_BYTES_MAX_DEFAULT),
+            HEAD_BYTES_MIN,
+            HEAD_BYTES_LIMIT,
+        )?,
+        body_bytes_max: cx.range(
+            "intake.body_bytes_max",
+            fi.body_bytes_max.unwrap_or(BODY_BYTES_MAX_DEFAULT),
+            BODY_BYTES_MIN,
+            BODY_BYTES_LIMIT,
+        )?,
+        head_timeout_ms: cx.range(
+            "intake.head_timeout_ms",
+            fi.head_timeout_ms.unwrap_or(HEAD_TIMEOUT_MS_DEFAULT),
+            1,
+            u64::MAX,
+        )?,
+        idle_timeout_ms: cx.range(
+            "intake.idle_timeout_ms",
+            fi.idle_timeout_ms.unwrap_or(IDLE_TIMEOUT_MS_DEFAULT),
+            1,
+            u64::MAX,
+        )?,
+        connections_max: cx.range(
+            "intake.connections_max",
+            fi.connections_max.unwrap_or(CONNECTIONS_MAX_DEFAULT),
+            1,
+            CONNECTIONS_MAX_LIMIT,
+        )?,
+    };
+
+    if file.region.is_empty() {
+        return Err(cx.err("region", "at least one [[region]] table is required"));
+    }
+    if file.region.len() > MAX_REGIONS {
+        return Err(cx.err(
+            "region",
+            format!(
+                "at most {MAX_REGIONS} regions are allowed, got {}",
+                file.region.len()
+            ),
+        ));
+    }
+    let mut regions = Vec::with_capacity(file.region.len());
+    for (i, fr) in file.region.into_iter().enumerate() {
+        let region = build_region(cx, i, fr, base, resolve)?;
+        if let Some(j) = regions.iter().position(|r: &Region| r.name == region.name) {
+            return Err(cx.err(
+                format!("region[{i}].name"),
+                format!("{:?} is already the name of region[{j}]", region.name),
+            ));
+        }
+        regions.push(region);
+    }
+
+    let egress = build_egress(cx, file.egress.unwrap_or_default())?;
+    if egress.sources.len() < threads {
+        warnings.push(format!(
+            "egress: {} sources for {threads} threads: {} threads own no source and only hand \
+             bundles to others",
+            egress.sources.len(),
+            threads - egress.sources.len()
+        ));
+    }
+
+    // A source can only reach a region over its own address family.
+    for (i, r) in regions.iter().enumerate() {
+        let v4 = r.addrs.iter().any(SocketAddr::is_ipv4);
+        let v6 = r.addrs.iter().any(SocketAddr::is_ipv6);
+        if !r.is_resolved() || (v4 && v6) {
+            continue;
+        }
+        let stranded = egress
+            .sources
+            .iter()
+            .filter(|s| matches!(s, Source::Local(ip) if ip.is_ipv4() != v4))
+            .count();
+        if stranded > 0 {
+            warnings.push(format!(
+                "region[{i}] ({}) has only {} addresses: {stranded} {} sources cannot reach it",
+                r.name,
+                if v4 { "IPv4" } else { "IPv6" },
+                if v4 { "IPv6" } else { "IPv4" },
+            ));
+        }
+    }
+
+    let admin = match file.admin.unwrap_or_default().listen {
+        Some(text) => cx.listen("admin.listen", &text)?,
+        None => Some(SocketAddr::from(([127, 0, 0, 1], super::ADMIN_PORT))),
+    };
+
+    // Listeners: every intake address and the admin one must be bindable together.
+    let mut listeners: Vec<(String, SocketAddr)> = Vec::new();
+    listeners.extend(intake.rotating.map(|a| ("intake.rotating".to_string(), a)));
+    for (i, r) in regions.iter().enumerate() {
+        listeners.extend(r.pinned.map(|a| (format!("region[{i}].pinned"), a)));
+    }
+    if listeners.is_empty() {
+        return Err(cx.err(
+            "intake",
+            "no intake listener: intake.rotating is \"off\" and no region has `pinned`",
+        ));
+    }
+    listeners.extend(admin.map(|a| ("admin.listen".to_string(), a)));
+    for (i, (key, addr)) in listeners.iter().enumerate() {
+        for (other_key, other) in &listeners[..i] {
+            if clashes(*addr, *other) {
+                return Err(cx.err(
+                    key.clone(),
+                    format!("{addr} clashes with {other_key} ({other}): duplicate listen address"),
+                ));
+            }
+        }
+    }
+
+    Ok(Config {
+        threads,
+        pin_threads: file.pin_threads.unwrap_or(true),
+        arena_slots,
+        bundle_max_age_ms,
+        upstream_timeout_ms,
+        intake,
+        regions,
+        egress,
+        admin,
+        warnings,
+    })
+}
+
+/// Two listen addresses that cannot both be bound: same port (not 0, which the kernel picks) and
+/// the same IP, or one of them the wildcard of the same family.
+fn clashes(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() != 0
+        && a.port() == b.port()
+        && a.is_ipv4() == b.is_ipv4()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+}
+
+fn build_region(
+    cx: &Ctx<'_>,
+    i: usize,
+    fr: FileRegion,
+    base: &Path,
+    resolve: Resolve,
+) -> Result<Region, ConfigError> {
+    let key = |k: &str| format!("region[{i}].{k}");
+    let name = fr.name.trim().to_string();
+    if name.is_empty()
+        || name.len() > REGION_NAME_BYTES_MAX
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+    {
+        return Err(cx.err(
+            key("name"),
+            format!(
+                "{:?}: a region name is 1 to {REGION_NAME_BYTES_MAX} characters of a-z, 0-9, '-' \
+                 and '_'",
+                fr.name
+            ),
+        ));
+    }
+    let host = fr.host.trim().to_string();
+    if host.is_empty() || host.contains(char::is_whitespace) || host.contains('/') {
+        return Err(cx.err(
+            key("host"),
+            format!("{:?} is not a host name or address", fr.host),
+        ));
+    }
+    let port = fr.port.unwrap_or(super::ENGINE_PORT);
+    if port == 0 {
+        return Err(cx.err(key("port"), "must be at least 1, got 0"));
+    }
+    let tls = fr.tls.unwrap_or(port == super::ENGINE_PORT);
+    if !tls {
+        if fr.sni.is_some() {
+            return Err(cx.err(key("sni"), "is set but tls is false"));
+        }
+        if fr.ca_file.is_some() {
+            return Err(cx.err(key("ca_file"), "is set but tls is false"));
+        }
+    }
+    if let Some(sni) = &fr.sni
+        && (sni.is_empty() || sni.contains(char::is_whitespace))
+    {
+        return Err(cx.err(key("sni"), format!("{sni:?} is not a server name")));
+    }
+    let ca_file = match fr.ca_file {
+        Some(path) => {
+            let path = base.join(path);
+            if !path.is_file() {
+                return Err(cx.err(
+                    key("ca_file"),
+                    format!("{} is not a readable file", path.display()),
+                ));
+            }
+            Some(path)
+        }
+        None => None,
+    };
+    let authority = match fr.authority {
+        Some(a) if a.is_empty() || a.contains(char::is_whitespace) => {
+            return Err(cx.err(key("authority"), format!("{a:?} is not an authority")));
+        }
+        Some(a) => a,
+        None => Region::default_authority(&host, port),
+    };
+    let interval_ms = cx.range(
+        &key("interval_ms"),
+        fr.interval_ms.unwrap_or(INTERVAL_MS_DEFAULT),
+        1,
+        u64::MAX,
+    )?;
+    let burst = cx.range(
+        &key("burst"),
+        fr.burst.unwrap_or(BURST_DEFAULT),
+        1,
+        BURST_MAX,
+    )?;
+    let pinned = match &fr.pinned {
+        Some(text) => cx.listen(&key("pinned"), text)?,
+        None => None,
+    };
+    let addrs = match fr.connect {
+        Some(connect) => {
+            let list = match connect {
+                OneOrMany::One(a) => vec![a],
+                OneOrMany::Many(list) => list,
+            };
+            if list.is_empty() {
+                return Err(cx.err(key("connect"), "lists no address"));
+            }
+            let mut addrs = Vec::with_capacity(list.len());
+            for (j, text) in list.iter().enumerate() {
+                addrs.push(cx.socket_addr(&format!("region[{i}].connect[{j}]"), text)?);
+            }
+            addrs
+        }
+        None => match host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<IpAddr>()
+        {
+            Ok(ip) => vec![SocketAddr::new(ip, port)],
+            Err(_) => Vec::new(),
+        },
+    };
+    let mut region = Region {
+        name,
+        host,
+        port,
+        addrs,
+        tls,
+        sni: fr.sni,
+        ca_file,
+        authority,
+        interval_ms,
+        burst,
+        pinned,
+    };
+    if resolve == Resolve::Now {
+        region
+            .resolve()
+            .map_err(|e| cx.err(key("host"), e.message))?;
+    }
+    Ok(region)
+}
+
+fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
+    if fe.addresses.is_empty() && fe.socks5.is_empty() {
+        return Err(cx.err(
+            "egress",
+            "no egress sources: list addresses (egress.addresses) or proxies (egress.socks5)",
+        ));
+    }
+    let mut ranges: Vec<AddrRange> = Vec::with_capacity(fe.addresses.len());
+    let mut total: u128 = 0;
+    for (i, text) in fe.addresses.iter().enumerate() {
+        let range = egress::parse_entry(text)
+            .map_err(|why| cx.err(format!("egress.addresses[{i}]"), why))?;
+        total += range.count();
+        if total > SOURCES_MAX as u128 {
+            return Err(cx.err(
+                format!("egress.addresses[{i}]"),
+                format!(
+                    "{text:?} brings the pool to {total} sources; at most {SOURCES_MAX} are allowed"
+                ),
+            ));
+        }
+        ranges.push(range);
+    }
+    if let Some((a, b, addr)) = egress::find_overlap(&ranges) {
+        return Err(cx.err(
+            format!("egress.addresses[{b}]"),
+            format!(
+                "{:?} overlaps egress.addresses[{a}] ({:?}) at {addr}: a source may be listed once",
+                fe.addresses[b], fe.addresses[a]
+            ),
+        ));
+    }
+    let mut sources: Vec<Source> = Vec::with_capacity(total as usize + fe.socks5.len());
+    for range in &ranges {
+        sources.extend(range.iter().map(Source::Local));
+    }
+    if sources.len() + fe.socks5.len() > SOURCES_MAX {
+        return Err(cx.err(
+            "egress.socks5",
+            format!(
+                "{} addresses and {} proxies exceed {SOURCES_MAX} sources",
+                sources.len(),
+                fe.socks5.len()
+            ),
+        ));
+    }
+    let mut seen: HashMap<Source, usize> = HashMap::with_capacity(fe.socks5.len());
+    for (i, fs) in fe.socks5.into_iter().enumerate() {
+        let key = |k: &str| format!("egress.socks5[{i}].{k}");
+        let proxy = cx.socket_addr(&key("proxy"), &fs.proxy)?;
+        let auth = match (fs.username, fs.password) {
+            (None, None) => None,
+            (Some(u), Some(p)) => {
+                for (k, v) in [("username", &u), ("password", &p)] {
+                    if v.is_empty() || v.len() > SOCKS5_FIELD_BYTES_MAX {
+                        return Err(cx.err(
+                            key(k),
+                            format!(
+                                "must be 1 to {SOCKS5_FIELD_BYTES_MAX} bytes (RFC 1929), got {}",
+                                v.len()
+                            ),
+                        ));
+                    }
+                }
+                Some((u, p))
+            }
+            (Some(_), None) => return Err(cx.err(key("password"), "username is set without it")),
+            (None, Some(_)) => return Err(cx.err(key("username"), "password is set without it")),
+        };
+        let source = Source::Socks5 { proxy, auth };
+        if let Some(j) = seen.insert(source.clone(), i) {
+            return Err(cx.err(
+                format!("egress.socks5[{i}]"),
+                format!("{source:?} is already listed as egress.socks5[{j}]"),
+            ));
+        }
+        sources.push(source);
+    }
+    let reconnect_min_ms = cx.range(
+        "egress.reconnect_min_ms",
+        fe.reconnect_min_ms.unwrap_or(RECONNECT_MIN_MS_DEFAULT),
+        1,
+        u64::MAX,
+    )?;
+    let reconnect_max_ms = fe.reconnect_max_ms.unwrap_or(RECONNECT_MAX_MS_DEFAULT);
+    if reconnect_max_ms < reconnect_min_ms {
+        return Err(cx.err(
+            "egress.reconnect_max_ms",
+            format!(
+                "must be at least egress.reconnect_min_ms ({reconnect_min_ms}), got {reconnect_max_ms}"
+            ),
+        ));
+    }
+    Ok(Egress {
+        sources,
+        connect: match fe.connect {
+            None | Some(FileConnect::Eager) => ConnectMode::Eager,
+            Some(FileConnect::Lazy) => ConnectMode::Lazy,
+        },
+        reconnect_min_ms,
+        reconnect_max_ms,
+        connect_timeout_ms: cx.range(
+            "egress.connect_timeout_ms",
+            fe.connect_timeout_ms.unwrap_or(CONNECT_TIMEOUT_MS_DEFAULT),
+            1,
+            u64::MAX,
+        )?,
+        handshakes_max: cx.range(
+            "egress.handshakes_max",
+            fe.handshakes_max.unwrap_or(HANDSHAKES_MAX_DEFAULT),
+            1,
+            u32::MAX,
+        )?,
+    })
+}

@@ -1,0 +1,464 @@
+//! Startup checks: can this host run the relay as configured? Each failure names its cause and
+//! its fix, and every fact found is printed at startup ([`ProbeReport`]'s Display, one line each).
+//!
+//! Checked, in order: the `kernel.io_uring_disabled` sysctl; creating an io_uring with
+//! `SINGLE_ISSUER | DEFER_TASKRUN` (falling back to a plain ring, reported); registering a
+//! provided-buffer ring; and `RLIMIT_NOFILE` against [`Config::fds_needed`], raising the soft
+//! limit to the hard one when that is enough. Every problem is collected, so one run lists all.
+//!
+//! Cost: a few syscalls and at most two 8-entry rings, once at startup.
+
+use std::fmt;
+use std::io;
+use std::path::Path;
+
+use io_uring::IoUring;
+
+use crate::config::{Config, FdBudget};
+
+/// Where the kernel says whether io_uring may be used (Linux 6.6+; absent before).
+pub const IO_URING_DISABLED_PATH: &str = "/proc/sys/kernel/io_uring_disabled";
+/// Entries of the probe's rings: enough to exercise setup, small enough to cost nothing.
+pub const PROBE_RING_ENTRIES: u32 = 8;
+/// Entries of the probe's provided-buffer ring (a power of two, as the kernel requires).
+pub const PROBE_BUF_RING_ENTRIES: u16 = 8;
+/// Buffer group id used by the probe; the probe's ring is its own, so any id works.
+const PROBE_BGID: u16 = 0;
+/// Size of one provided-buffer ring entry (`struct io_uring_buf`).
+const BUF_RING_ENTRY_BYTES: usize = 16;
+
+/// How the probe's io_uring came up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RingSetup {
+    /// `IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN` (Linux 6.1+): completions run
+    /// only when the owning thread enters the kernel, with no cross-thread wakeups.
+    SingleIssuerDeferTaskrun,
+    /// A plain ring; `why` is what refused the flags (usually an older kernel).
+    Plain { why: String },
+}
+
+/// Everything the probe found, printed at startup one fact per line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeReport {
+    /// `uname -r`.
+    pub kernel: String,
+    /// `kernel.io_uring_disabled` (0, 1 or 2); `None` when the kernel has no such sysctl.
+    pub io_uring_disabled: Option<u8>,
+    pub ring: RingSetup,
+    /// `IORING_FEAT_*` flags the kernel reported, lowercase without the prefix.
+    pub ring_features: Vec<&'static str>,
+    /// A provided-buffer ring registered and unregistered.
+    pub buf_ring: bool,
+    /// `RLIMIT_NOFILE` soft limit before and after the probe, and the hard limit.
+    pub nofile_soft_before: u64,
+    pub nofile_soft: u64,
+    pub nofile_hard: u64,
+    /// What the config needs.
+    pub fds: FdBudget,
+    /// `RLIMIT_MEMLOCK` soft and hard, in bytes (`u64::MAX` = unlimited).
+    pub memlock_soft: u64,
+    pub memlock_hard: u64,
+}
+
+/// One thing that stops the relay from running here, with its cause and fix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// `kernel.io_uring_disabled` is 2: io_uring is off for every process.
+    IoUringDisabled,
+    /// Creating a ring failed with EPERM: a seccomp filter, or `kernel.io_uring_disabled = 1`
+    /// for a process outside `kernel.io_uring_group`.
+    RingBlocked { io_uring_disabled: Option<u8> },
+    /// ENOMEM creating a ring: ring memory is charged to `RLIMIT_MEMLOCK` on this kernel.
+    RingMemlock { soft: u64, hard: u64 },
+    /// ENOSYS: the kernel was built without io_uring.
+    RingUnsupported,
+    /// Any other failure creating a ring.
+    RingFailed { error: String },
+    /// Registering a provided-buffer ring failed (needs Linux 5.19+).
+    BufRing { error: String },
+    /// The hard `RLIMIT_NOFILE` is below what the config needs.
+    OpenFiles {
+        needed: u64,
+        soft: u64,
+        hard: u64,
+        budget: FdBudget,
+    },
+}
+
+/// The probe found at least one problem; Display lists each on its own line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeError {
+    pub problems: Vec<Problem>,
+}
+
+/// Runs every check against `cfg`. On success the soft `RLIMIT_NOFILE` is at least
+/// `cfg.fds_needed()` (raised to the hard limit if it was lower).
+pub fn check(cfg: &Config) -> Result<ProbeReport, ProbeError> {
+    let mut problems = Vec::new();
+    let io_uring_disabled = read_io_uring_disabled(Path::new(IO_URING_DISABLED_PATH));
+    if io_uring_disabled == Some(2) {
+        problems.push(Problem::IoUringDisabled);
+    }
+    let (memlock_soft, memlock_hard) = rlimit(libc::RLIMIT_MEMLOCK).unwrap_or((0, 0));
+
+    let mut ring = RingSetup::Plain {
+        why: "not created".into(),
+    };
+    let mut ring_features = Vec::new();
+    let mut buf_ring = false;
+    match create_ring() {
+        Ok((r, setup)) => {
+            ring = setup;
+            ring_features = features(&r);
+            match register_buf_ring(&r) {
+                Ok(()) => buf_ring = true,
+                Err(e) => problems.push(Problem::BufRing {
+                    error: describe(&e),
+                }),
+            }
+        }
+        Err(e) => {
+            if io_uring_disabled != Some(2) {
+                problems.push(classify_ring_error(
+                    &e,
+                    io_uring_disabled,
+                    (memlock_soft, memlock_hard),
+                ));
+            }
+        }
+    }
+
+    let fds = cfg.fd_budget();
+    let needed = fds.total();
+    let (nofile_soft_before, nofile_hard) = rlimit(libc::RLIMIT_NOFILE).unwrap_or((0, 0));
+    let mut nofile_soft = nofile_soft_before;
+    if needed > nofile_hard {
+        problems.push(Problem::OpenFiles {
+            needed,
+            soft: nofile_soft,
+            hard: nofile_hard,
+            budget: fds,
+        });
+    } else if needed > nofile_soft {
+        match set_soft_rlimit(libc::RLIMIT_NOFILE, nofile_hard) {
+            Ok(()) => nofile_soft = nofile_hard,
+            Err(_) => problems.push(Problem::OpenFiles {
+                needed,
+                soft: nofile_soft,
+                hard: nofile_hard,
+                budget: fds,
+            }),
+        }
+    }
+
+    if !problems.is_empty() {
+        return Err(ProbeError { problems });
+    }
+    Ok(ProbeReport {
+        kernel: kernel_release(),
+        io_uring_disabled,
+        ring,
+        ring_features,
+        buf_ring,
+        nofile_soft_before,
+        nofile_soft,
+        nofile_hard,
+        fds,
+        memlock_soft,
+        memlock_hard,
+    })
+}
+
+/// Reads the `kernel.io_uring_disabled` sysctl at `path`: `None` when the file is absent or holds
+/// no number (kernels before 6.6, where io_uring is always allowed).
+pub fn read_io_uring_disabled(path: &Path) -> Option<u8> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// What a failed ring setup means here: the errno, read together with the sysctl and the memlock
+/// limit, becomes one problem with its fix.
+pub fn classify_ring_error(
+    error: &io::Error,
+    io_uring_disabled: Option<u8>,
+    memlock: (u64, u64),
+) -> Problem {
+    match error.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => Problem::RingBlocked { io_uring_disabled },
+        Some(libc::ENOMEM) => Problem::RingMemlock {
+            soft: memlock.0,
+            hard: memlock.1,
+        },
+        Some(libc::ENOSYS) => Problem::RingUnsupported,
+        _ => Problem::RingFailed {
+            error: describe(error),
+        },
+    }
+}
+
+fn describe(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(code) => format!("{e} ({})", errno_name(code)),
+        None => e.to_string(),
+    }
+}
+
+fn errno_name(code: i32) -> &'static str {
+    match code {
+        libc::EPERM => "EPERM",
+        libc::EACCES => "EACCES",
+        libc::ENOMEM => "ENOMEM",
+        libc::EINVAL => "EINVAL",
+        libc::ENOSYS => "ENOSYS",
+        libc::EFAULT => "EFAULT",
+        libc::EEXIST => "EEXIST",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        _ => "errno",
+    }
+}
+
+/// The ring the relay wants, else a plain one (and why the flags were refused).
+fn create_ring() -> io::Result<(IoUring, RingSetup)> {
+    match IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(PROBE_RING_ENTRIES)
+    {
+        Ok(ring) => Ok((ring, RingSetup::SingleIssuerDeferTaskrun)),
+        Err(flags_error) => {
+            let ring = IoUring::new(PROBE_RING_ENTRIES)?;
+            Ok((
+                ring,
+                RingSetup::Plain {
+                    why: describe(&flags_error),
+                },
+            ))
+        }
+    }
+}
+
+fn features(ring: &IoUring) -> Vec<&'static str> {
+    let p = ring.params();
+    [
+        ("single_mmap", p.is_feature_single_mmap()),
+        ("nodrop", p.is_feature_nodrop()),
+        ("submit_stable", p.is_feature_submit_stable()),
+        ("fast_poll", p.is_feature_fast_poll()),
+        ("ext_arg", p.is_feature_ext_arg()),
+        ("native_workers", p.is_feature_native_workers()),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect()
+}
+
+/// Registers and unregisters a provided-buffer ring on a page-aligned anonymous mapping.
+fn register_buf_ring(ring: &IoUring) -> io::Result<()> {
+    let bytes = BUF_RING_ENTRY_BYTES * PROBE_BUF_RING_ENTRIES as usize;
+    // SAFETY: a fresh private anonymous mapping; page-aligned by construction, unmapped below.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let submitter = ring.submitter();
+    // SAFETY: the mapping holds PROBE_BUF_RING_ENTRIES entries and outlives the registration,
+    // which is removed before the mapping is.
+    let registered = unsafe {
+        submitter.register_buf_ring_with_flags(addr as u64, PROBE_BUF_RING_ENTRIES, PROBE_BGID, 0)
+    };
+    let result = registered.and_then(|()| submitter.unregister_buf_ring(PROBE_BGID));
+    // SAFETY: unmapping the mapping made above, no longer registered.
+    unsafe { libc::munmap(addr, bytes) };
+    result
+}
+
+fn rlimit(resource: libc::__rlimit_resource_t) -> io::Result<(u64, u64)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own.
+    if unsafe { libc::getrlimit(resource, &mut lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((lim.rlim_cur, lim.rlim_max))
+}
+
+fn set_soft_rlimit(resource: libc::__rlimit_resource_t, soft: u64) -> io::Result<()> {
+    let (_, hard) = rlimit(resource)?;
+    let lim = libc::rlimit {
+        rlim_cur: soft as libc::rlim_t,
+        rlim_max: hard as libc::rlim_t,
+    };
+    // SAFETY: setrlimit reads the struct we own.
+    if unsafe { libc::setrlimit(resource, &lim) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn kernel_release() -> String {
+    // SAFETY: uname fills the struct we own; release is NUL-terminated.
+    unsafe {
+        let mut u: libc::utsname = std::mem::zeroed();
+        if libc::uname(&mut u) != 0 {
+            return "unknown".into();
+        }
+        std::ffi::CStr::from_ptr(u.release.as_ptr())
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+/// `1234567` as `1,234,567`; `u64::MAX` (an unlimited rlimit) as `unlimited`.
+fn count(n: u64) -> String {
+    if n == u64::MAX {
+        return "unlimited".into();
+    }
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+impl fmt::Display for ProbeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "kernel: {}", self.kernel)?;
+        match self.io_uring_disabled {
+            Some(v) => writeln!(f, "io_uring: allowed (kernel.io_uring_disabled = {v})")?,
+            None => writeln!(f, "io_uring: allowed (no kernel.io_uring_disabled sysctl)")?,
+        }
+        match &self.ring {
+            RingSetup::SingleIssuerDeferTaskrun => {
+                writeln!(f, "io_uring ring: single issuer + deferred task running")?
+            }
+            RingSetup::Plain { why } => writeln!(
+                f,
+                "io_uring ring: plain (single issuer + deferred task running refused: {why})"
+            )?,
+        }
+        writeln!(f, "io_uring features: {}", self.ring_features.join(", "))?;
+        writeln!(
+            f,
+            "provided-buffer ring: {}",
+            if self.buf_ring {
+                "registers"
+            } else {
+                "not checked"
+            }
+        )?;
+        write!(
+            f,
+            "open files: need {} ({}); soft limit {}",
+            count(self.fds.total()),
+            self.fds,
+            count(self.nofile_soft)
+        )?;
+        if self.nofile_soft != self.nofile_soft_before {
+            write!(f, " (raised from {})", count(self.nofile_soft_before))?;
+        }
+        writeln!(f, ", hard limit {}", count(self.nofile_hard))?;
+        write!(
+            f,
+            "locked memory: soft limit {}, hard limit {} bytes",
+            count(self.memlock_soft),
+            count(self.memlock_hard)
+        )
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::IoUringDisabled => write!(
+                f,
+                "io_uring is disabled for every process (kernel.io_uring_disabled = 2); fix: \
+                 `sysctl -w kernel.io_uring_disabled=0` (or 1 and add the relay's group to \
+                 kernel.io_uring_group), persisted in /etc/sysctl.d/"
+            ),
+            Problem::RingBlocked {
+                io_uring_disabled: Some(1),
+            } => write!(
+                f,
+                "io_uring blocked: kernel.io_uring_disabled = 1 allows it only to processes with \
+                 CAP_SYS_ADMIN or in the group kernel.io_uring_group; fix: `sysctl -w \
+                 kernel.io_uring_disabled=0`, or set kernel.io_uring_group to the relay's group \
+                 (a seccomp profile may also be refusing io_uring_setup)"
+            ),
+            Problem::RingBlocked { .. } => write!(
+                f,
+                "io_uring blocked (seccomp profile of a container?): io_uring_setup returned \
+                 EPERM; fix: run with a seccomp profile that allows io_uring_setup, \
+                 io_uring_enter and io_uring_register (docker/podman: --security-opt \
+                 seccomp=<profile>; Kubernetes: a Localhost seccompProfile), or outside the sandbox"
+            ),
+            Problem::RingMemlock { soft, hard } => write!(
+                f,
+                "io_uring could not lock its ring memory (ENOMEM): RLIMIT_MEMLOCK is {} bytes \
+                 (hard {}); fix: `ulimit -l unlimited` in the starting shell, or \
+                 LimitMEMLOCK=infinity in the systemd unit (kernels before 5.12 charge rings to \
+                 this limit)",
+                count(*soft),
+                count(*hard)
+            ),
+            Problem::RingUnsupported => write!(
+                f,
+                "this kernel has no io_uring (io_uring_setup returned ENOSYS); fix: run on Linux \
+                 6.1 or later built with CONFIG_IO_URING=y"
+            ),
+            Problem::RingFailed { error } => write!(
+                f,
+                "io_uring setup failed: {error}; fix: run on Linux 6.1 or later"
+            ),
+            Problem::BufRing { error } => write!(
+                f,
+                "provided-buffer ring registration failed: {error}; fix: run on Linux 5.19 or \
+                 later (6.1+ recommended)"
+            ),
+            Problem::OpenFiles {
+                needed,
+                soft,
+                hard,
+                budget,
+            } => write!(
+                f,
+                "too few open files allowed: the config needs {} file descriptors ({budget}) but \
+                 the hard limit RLIMIT_NOFILE is {} (soft {}); fix: LimitNOFILE={} (or more) in \
+                 the systemd unit, `ulimit -Hn {}` before starting, or fewer egress sources, \
+                 regions or intake connections",
+                count(*needed),
+                count(*hard),
+                count(*soft),
+                needed,
+                needed
+            ),
+        }
+    }
+}
+
+impl fmt::Display for ProbeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, problem) in self.problems.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ProbeError {}
