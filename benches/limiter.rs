@@ -3,13 +3,20 @@
 //!
 //! Run: `cargo bench --bench limiter -- --warm-up-time 1 --measurement-time 3`.
 //!
-//! Both sides see the same simulated clock: `acquire` runs at 99 % of the pool's capacity
-//! (one send per pair per second), so a pair is almost always ready and every booking cycles
-//! through the wheel (filed, cascaded, fired) inside the measured calls.
+//! Both sides see the same simulated clock and the relay's pattern: a pair is picked and held
+//! (`acquire`), and its next slot is booked when its answer comes (`finish`), with
+//! `IN_FLIGHT` sends outstanding, at 99 % of the pool's capacity (one send per pair per
+//! second), so a pair is almost always ready and every booking cycles through the booking
+//! queue inside the measured calls. The seed's design gets the same hold semantics the
+//! baseline relay gives it (bench/src/baseline/limiter.rs): `acquire` pushes the picked pair's
+//! key to "never" and `finish` sets it to the answer plus the interval, each under the mutex
+//! with a heap fix. `acquire` times the picks alone (the answers run untimed between batches);
+//! `acquire_finish` times both, one send's whole limiter cost.
 
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use bundle_relay::clock::{Instant, TickRate};
 use bundle_relay::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, RegionId};
@@ -22,6 +29,8 @@ const COOLDOWN_NS: u64 = 30_000_000_000;
 const T0: u64 = 1_000_000_000_000;
 /// Time between calls: every pair of the pool used once per interval, at 99 % of capacity.
 const STEP_NS: u64 = INTERVAL_NS * 100 / 99 / (ADDRESSES as u64 * REGIONS as u64);
+/// Sends outstanding at once: picks answered this many picks later, in pick order.
+const IN_FLIGHT: usize = 64;
 
 /// Seed 000's sketch, ported: `slot`, `readyQueue` (container/heap with index upkeep),
 /// `regionLimiter` with its mutex, heap and `byEgress` map.
@@ -124,15 +133,32 @@ mod seed {
         /// Picks and books in one step. Returns the slot id (Go returns the string header,
         /// a copy without allocation; an id is the same cost) or the wait.
         pub fn acquire(&self, now: u64) -> Result<usize, u64> {
+            self.pick(now, now + self.interval)
+        }
+
+        /// Picks and holds: the pair's key goes to "never" until [`RegionLimiter::finish`].
+        pub fn acquire_held(&self, now: u64) -> Result<usize, u64> {
+            self.pick(now, u64::MAX)
+        }
+
+        fn pick(&self, now: u64, next: u64) -> Result<usize, u64> {
             let mut l = self.inner.lock().unwrap();
             let head = l.q[0];
-            let next = l.slots[head].next;
-            if next > now {
-                return Err(next - now);
+            let due = l.slots[head].next;
+            if due > now {
+                return Err(due - now);
             }
-            l.slots[head].next = now + self.interval;
+            l.slots[head].next = next;
             l.fix(0);
             Ok(head)
+        }
+
+        /// The held slot's send was answered at `now`: its next slot is one interval later.
+        pub fn finish(&self, id: usize, now: u64) {
+            let mut l = self.inner.lock().unwrap();
+            l.slots[id].next = now + self.interval;
+            let index = l.slots[id].index;
+            l.fix(index);
         }
 
         pub fn cooldown(&self, egress: &str, retry_after: u64, now: u64) {
@@ -187,37 +213,135 @@ fn random_pairs(n: usize) -> Vec<u32> {
         .collect()
 }
 
+/// The relay's pattern on one side: pick, and answer the pick `IN_FLIGHT` picks ago.
+trait Side {
+    /// Picks a pair of region `r` at `now` and holds it; `None` when nothing is ready.
+    fn pick(&mut self, r: usize, now: u64) -> Option<(usize, u32)>;
+    fn answer(&mut self, held: (usize, u32), now: u64);
+}
+
+impl Side for Limiter {
+    #[inline]
+    fn pick(&mut self, r: usize, now: u64) -> Option<(usize, u32)> {
+        match self.acquire(RegionId(r as u8), Instant(now)) {
+            Acquire::Pair(p) => Some((r, p.0)),
+            _ => None,
+        }
+    }
+    #[inline]
+    fn answer(&mut self, held: (usize, u32), now: u64) {
+        self.finish(PairId(held.1), Instant(now));
+    }
+}
+
+impl Side for Vec<seed::RegionLimiter> {
+    #[inline]
+    fn pick(&mut self, r: usize, now: u64) -> Option<(usize, u32)> {
+        self[r].acquire_held(now).ok().map(|id| (r, id as u32))
+    }
+    #[inline]
+    fn answer(&mut self, held: (usize, u32), now: u64) {
+        self[held.0].finish(held.1 as usize, now);
+    }
+}
+
+/// A side with its clock, its rotation over regions and its sends in flight.
+struct Run<S> {
+    side: S,
+    now: u64,
+    r: usize,
+    waits: u64,
+    in_flight: [Option<(usize, u32)>; IN_FLIGHT],
+    k: usize,
+}
+
+impl<S: Side> Run<S> {
+    fn new(side: S) -> Run<S> {
+        Run {
+            side,
+            now: T0,
+            r: 0,
+            waits: 0,
+            in_flight: [None; IN_FLIGHT],
+            k: 0,
+        }
+    }
+
+    #[inline]
+    fn pick(&mut self) {
+        self.now += STEP_NS;
+        self.r = (self.r + 1) % REGIONS;
+        match self.side.pick(self.r, self.now) {
+            Some(held) => {
+                if let Some(old) = self.in_flight[self.k].replace(held) {
+                    // The slot's previous send must have been answered first.
+                    self.side.answer(old, self.now);
+                }
+            }
+            None => self.waits += 1,
+        }
+        self.k = (self.k + 1) % IN_FLIGHT;
+    }
+
+    /// `IN_FLIGHT` picks timed together, the answers they displace untimed.
+    fn timed_picks(&mut self, iters: u64) -> Duration {
+        let mut spent = Duration::ZERO;
+        let mut done = 0;
+        while done < iters {
+            let n = (iters - done).min(IN_FLIGHT as u64) as usize;
+            // Answer what the coming picks will displace, outside the timed span.
+            for j in 0..n {
+                let k = (self.k + j) % IN_FLIGHT;
+                if let Some(old) = self.in_flight[k].take() {
+                    self.side.answer(old, self.now);
+                }
+            }
+            let start = std::time::Instant::now();
+            for _ in 0..n {
+                self.pick();
+            }
+            spent += start.elapsed();
+            done += n as u64;
+        }
+        spent
+    }
+}
+
 fn bench_acquire(c: &mut Criterion) {
     let mut g = c.benchmark_group("acquire");
     {
-        let mut limiter = wheel();
-        let (mut now, mut r, mut waits) = (T0, 0usize, 0u64);
-        g.bench_function("wheel", |b| {
-            b.iter(|| {
-                now += STEP_NS;
-                r = (r + 1) % REGIONS;
-                if let Acquire::WaitUntil(_) = limiter.acquire(RegionId(r as u8), Instant(now)) {
-                    waits += 1;
-                }
-            })
-        });
-        limiter.check_invariants();
-        black_box(waits);
+        let mut run = Run::new(wheel());
+        g.bench_function("wheel", |b| b.iter_custom(|iters| run.timed_picks(iters)));
+        run.side.check_invariants();
+        black_box(run.waits);
     }
     {
-        let seeds = seeds();
-        let (mut now, mut r, mut waits) = (T0, 0usize, 0u64);
+        let mut run = Run::new(seeds());
         g.bench_function("seed_mutex_heap", |b| {
-            b.iter(|| {
-                now += STEP_NS;
-                r = (r + 1) % REGIONS;
-                if seeds[r].acquire(now).is_err() {
-                    waits += 1;
-                }
-            })
+            b.iter_custom(|iters| run.timed_picks(iters))
         });
-        black_box(waits);
-        black_box(seeds[0].egress(0));
+        black_box(run.waits);
+        black_box(run.side[0].egress(0));
+    }
+    g.finish();
+}
+
+fn bench_acquire_finish(c: &mut Criterion) {
+    let mut g = c.benchmark_group("acquire_finish");
+    {
+        let mut run = Run::new(wheel());
+        g.bench_function("wheel", |b| b.iter(|| run.pick()));
+        run.side.check_invariants();
+        assert!(
+            run.waits * 100 < run.now.saturating_sub(T0) / STEP_NS,
+            "at 99 % of capacity nearly every pick must find a pair ({} waits)",
+            run.waits
+        );
+    }
+    {
+        let mut run = Run::new(seeds());
+        g.bench_function("seed_mutex_heap", |b| b.iter(|| run.pick()));
+        black_box(run.waits);
     }
     g.finish();
 }
@@ -297,5 +421,11 @@ fn bench_nothing_ready(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_acquire, bench_cooldown, bench_nothing_ready);
+criterion_group!(
+    benches,
+    bench_acquire,
+    bench_acquire_finish,
+    bench_cooldown,
+    bench_nothing_ready
+);
 criterion_main!(benches);

@@ -1,5 +1,6 @@
 //! Counting allocator: after construction, the limiter's and the arena's hot operations
-//! (acquire, cooldown, advance, connection changes, finish; arena acquire, write, release)
+//! (acquire, finish, cooldown, advance, connection changes, with sends held in flight and
+//! stale ring entries squeezed out; arena acquire, write, release)
 //! allocate nothing. Counted per thread, so the test harness's own threads do not interfere.
 
 mod counting_alloc;
@@ -20,6 +21,8 @@ fn the_limiter_hot_path_allocates_nothing_after_construction() {
     }
     let mut now = t0;
     let mut sent = 0u64;
+    let mut in_flight = [None::<PairId>; 64];
+    let mut k = 0;
     for step in 0..20_000u64 {
         now += 997_000;
         limiter.advance(Instant(now));
@@ -27,10 +30,21 @@ fn the_limiter_hot_path_allocates_nothing_after_construction() {
         for _ in 0..4 {
             if let Acquire::Pair(p) = limiter.acquire(region, Instant(now)) {
                 sent += 1;
-                limiter.finish(p);
-                if step % 7 == 0 {
-                    limiter.cooldown(p, Ticks(30_000_000_000), Instant(now));
+                // Answers come in while other pairs are held: a ring of sends in flight.
+                if let Some(answered) = in_flight[k].replace(p) {
+                    if step % 7 == 0 {
+                        limiter.cooldown(answered, Ticks(30_000_000_000), Instant(now));
+                    }
+                    limiter.finish(answered, Instant(now));
                 }
+                k = (k + 1) % in_flight.len();
+            }
+        }
+        if step % 1_000 == 0 {
+            // Every ready pair of the region leaves its FIFO for a moment: stale entries pile up.
+            for a in 0..256 {
+                let p = limiter.pair(a, region);
+                limiter.cooldown(p, Ticks(1), Instant(now));
             }
         }
         if step % 101 == 0 {

@@ -1,10 +1,11 @@
-//! Property tests with a simulated clock, against an independent model of the rules: no pair
-//! is handed out before its interval has passed or inside a cooldown; every wait names exactly
-//! the tick the first pair is handed out; after every operation each pair is in exactly one
-//! place (`check_invariants`).
+//! Property tests with a simulated clock, against an independent model of the rules: a held
+//! pair (send in flight) is never handed out again; no pair is handed out before one interval
+//! after its last answer or inside a cooldown; every wait names exactly the tick the first pair
+//! is handed out; "no pair up" only when every pair of the region is down or held; after every
+//! operation each pair is in exactly one place (`check_invariants`).
 
 use bundle_relay::clock::{Instant, TickRate, Ticks};
-use bundle_relay::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, RegionId};
+use bundle_relay::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, Place, RegionId};
 use proptest::prelude::*;
 
 const RATE: TickRate = TickRate::NANOS;
@@ -41,22 +42,27 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..PAIRS, 0u64..40_000_000_000).prop_map(|(p, t)| Op::Cooldown(p, t)),
         1 => (0..PAIRS, 0u64..2_000).prop_map(|(p, t)| Op::Cooldown(p, t)),
         1 => (0..PAIRS, state).prop_map(|(p, s)| Op::Connection(p, s)),
-        1 => (0..PAIRS).prop_map(Op::Finish),
+        4 => (0..PAIRS).prop_map(Op::Finish),
     ]
 }
 
 /// The rules, kept apart from the limiter's own state.
 struct Model {
-    last_send: Vec<Option<u64>>,
+    /// When the pair's last send was answered.
+    last_answer: Vec<Option<u64>>,
     cooldown_until: Vec<u64>,
     conn: Vec<ConnState>,
-    in_flight: Vec<u32>,
+    held: Vec<bool>,
 }
 
 impl Model {
     fn eligible(&self, p: usize) -> u64 {
-        let rate = self.last_send[p].map_or(0, |t| t + INTERVAL);
+        let rate = self.last_answer[p].map_or(0, |t| t + INTERVAL);
         rate.max(self.cooldown_until[p])
+    }
+
+    fn in_rotation(&self, p: usize) -> bool {
+        self.conn[p] == ConnState::Up && !self.held[p]
     }
 }
 
@@ -71,10 +77,10 @@ proptest! {
         let mut limiter = Limiter::new(&LimiterConfig::uniform(RATE, ADDRESSES, REGIONS), Instant(start));
         let w = limiter.slot_ticks().0;
         let mut model = Model {
-            last_send: vec![None; PAIRS as usize],
+            last_answer: vec![None; PAIRS as usize],
             cooldown_until: vec![0; PAIRS as usize],
             conn: vec![ConnState::Down; PAIRS as usize],
-            in_flight: vec![0; PAIRS as usize],
+            held: vec![false; PAIRS as usize],
         };
         let mut now = start;
         for op in ops {
@@ -86,17 +92,17 @@ proptest! {
                         let i = p.0 as usize;
                         prop_assert_eq!(limiter.region_of(p), RegionId(r));
                         prop_assert_eq!(model.conn[i], ConnState::Up, "pair {} handed out while not up", i);
+                        prop_assert!(!model.held[i], "pair {} handed out while held", i);
                         prop_assert!(model.eligible(i) <= now,
                             "pair {} handed out {} ticks early", i, model.eligible(i) - now);
-                        model.last_send[i] = Some(now);
-                        model.in_flight[i] += 1;
+                        model.held[i] = true;
                     }
                     Acquire::WaitUntil(t) => {
                         let soonest = (0..PAIRS as usize)
-                            .filter(|&i| i / ADDRESSES as usize == r as usize && model.conn[i] == ConnState::Up)
+                            .filter(|&i| i / ADDRESSES as usize == r as usize && model.in_rotation(i))
                             .map(|i| model.eligible(i))
                             .min();
-                        let soonest = soonest.expect("a wait although no pair is up");
+                        let soonest = soonest.expect("a wait although no pair is in rotation");
                         // A pair allowed inside the current slot waits for the slot's end:
                         // late by under one slot, never early.
                         prop_assert!(t.0 > now, "a wait that is already over");
@@ -107,7 +113,7 @@ proptest! {
                     }
                     Acquire::NoPairUp => {
                         prop_assert!((0..PAIRS as usize)
-                            .all(|i| i / ADDRESSES as usize != r as usize || model.conn[i] != ConnState::Up));
+                            .all(|i| i / ADDRESSES as usize != r as usize || !model.in_rotation(i)));
                     }
                 },
                 Op::Cooldown(p, t) => {
@@ -120,9 +126,10 @@ proptest! {
                     model.conn[p as usize] = s;
                 }
                 Op::Finish(p) => {
-                    if model.in_flight[p as usize] > 0 {
-                        limiter.finish(PairId(p));
-                        model.in_flight[p as usize] -= 1;
+                    if model.held[p as usize] {
+                        limiter.finish(PairId(p), Instant(now));
+                        model.held[p as usize] = false;
+                        model.last_answer[p as usize] = Some(now);
                     }
                 }
             }
@@ -130,7 +137,8 @@ proptest! {
             for i in 0..PAIRS as usize {
                 let view = limiter.view(PairId(i as u32));
                 prop_assert_eq!(view.cooldown_until, Instant(model.cooldown_until[i]));
-                prop_assert_eq!(view.in_flight, model.in_flight[i]);
+                prop_assert_eq!(view.in_flight, model.held[i] as u32);
+                prop_assert_eq!(view.place == Place::Held, model.held[i]);
                 prop_assert_eq!(view.conn, model.conn[i]);
             }
         }

@@ -1,5 +1,6 @@
-//! The limiter's rules, one test per row: readiness, exact waits, cooldowns, connection
-//! state, burst, per-region rates, fairness and the observability counts.
+//! The limiter's rules, one test per row: readiness, holding a pair while its send is in
+//! flight and booking from the answer, exact waits, cooldowns, connection state, burst,
+//! per-region rates, fairness and the observability counts.
 
 use bundle_relay::clock::{Clock, Instant, TickRate, Ticks};
 use bundle_relay::limiter::{
@@ -44,6 +45,13 @@ fn slot_ceil(limiter: &Limiter, t: Instant) -> Instant {
     Instant(t.0.div_ceil(w) * w)
 }
 
+/// Acquires a pair and answers its send at once, as a relay with a zero round trip would.
+fn send(limiter: &mut Limiter, region: RegionId, now: Instant) -> PairId {
+    let p = pair(limiter.acquire(region, now));
+    limiter.finish(p, now);
+    p
+}
+
 #[test]
 fn the_default_slot_is_a_power_of_two_of_ticks_no_wider_than_50_us() {
     let limiter = up_limiter(1, 1);
@@ -56,6 +64,7 @@ fn the_default_slot_is_a_power_of_two_of_ticks_no_wider_than_50_us() {
 fn a_fresh_pair_is_ready_at_once_then_waits_one_interval() {
     let mut limiter = up_limiter(1, 1);
     assert_eq!(limiter.acquire(R0, T0), Acquire::Pair(PairId(0)));
+    limiter.finish(PairId(0), T0);
     let t = wait_until(limiter.acquire(R0, T0));
     assert_eq!(t, T0.after(SECOND));
     limiter.check_invariants();
@@ -65,7 +74,7 @@ fn a_fresh_pair_is_ready_at_once_then_waits_one_interval() {
 fn wait_until_is_the_exact_tick_the_pair_is_handed_out() {
     let mut limiter = up_limiter(1, 1);
     let start = Instant(T0.0 + 12_345); // not on a slot boundary
-    pair(limiter.acquire(R0, start));
+    send(&mut limiter, R0, start);
     let t = wait_until(limiter.acquire(R0, start));
     assert_eq!(wait_until(limiter.acquire(R0, Instant(t.0 - 1))), t);
     assert_eq!(limiter.acquire(R0, t), Acquire::Pair(PairId(0)));
@@ -80,7 +89,8 @@ fn a_pair_is_never_early_and_at_most_one_slot_late() {
     let mut last = None::<Instant>;
     for _ in 0..50 {
         match limiter.acquire(R0, now) {
-            Acquire::Pair(_) => {
+            Acquire::Pair(p) => {
+                limiter.finish(p, now);
                 if let Some(last) = last {
                     let gap = now.since(last).0;
                     assert!(gap >= SECOND.0, "early by {} ticks", SECOND.0 - gap);
@@ -97,7 +107,7 @@ fn a_pair_is_never_early_and_at_most_one_slot_late() {
 #[test]
 fn cooldown_holds_a_pair_exactly_as_long_as_asked() {
     let mut limiter = up_limiter(1, 1);
-    pair(limiter.acquire(R0, T0));
+    send(&mut limiter, R0, T0);
     let asked_at = T0.after(ms(300));
     limiter.cooldown(PairId(0), ms(30_000), asked_at);
     let expected = slot_ceil(&limiter, asked_at.after(ms(30_000)));
@@ -129,7 +139,7 @@ fn a_shorter_cooldown_never_shortens_a_longer_one() {
 #[test]
 fn a_cooldown_shorter_than_the_booking_keeps_the_booking() {
     let mut limiter = up_limiter(1, 1);
-    pair(limiter.acquire(R0, T0));
+    send(&mut limiter, R0, T0);
     limiter.cooldown(PairId(0), ms(200), T0);
     assert_eq!(limiter.view(PairId(0)).place, Place::Booked);
     assert_eq!(wait_until(limiter.acquire(R0, T0)), T0.after(SECOND));
@@ -140,6 +150,7 @@ fn a_cooldown_takes_a_ready_pair_out_of_the_fifo() {
     let mut limiter = up_limiter(2, 1);
     limiter.cooldown(PairId(0), ms(1_500), T0);
     assert_eq!(limiter.acquire(R0, T0), Acquire::Pair(PairId(1)));
+    limiter.finish(PairId(1), T0);
     assert_eq!(wait_until(limiter.acquire(R0, T0)), T0.after(SECOND));
     limiter.check_invariants();
 }
@@ -151,6 +162,7 @@ fn a_pair_whose_connection_is_not_up_is_never_handed_out() {
         limiter.set_connection(PairId(0), state, T0);
         assert_eq!(limiter.view(PairId(0)).place, Place::Parked);
         assert_eq!(limiter.acquire(R0, T0), Acquire::Pair(PairId(1)));
+        limiter.finish(PairId(1), T0);
         assert!(matches!(limiter.acquire(R0, T0), Acquire::WaitUntil(_)));
         limiter.set_connection(PairId(1), state, T0);
         assert_eq!(limiter.acquire(R0, T0), Acquire::NoPairUp);
@@ -162,7 +174,7 @@ fn a_pair_whose_connection_is_not_up_is_never_handed_out() {
 #[test]
 fn coming_back_up_keeps_the_booking_and_the_cooldown() {
     let mut limiter = up_limiter(1, 1);
-    pair(limiter.acquire(R0, T0));
+    send(&mut limiter, R0, T0);
     limiter.set_connection(PairId(0), ConnState::Down, T0);
     limiter.set_connection(PairId(0), ConnState::Up, T0.after(ms(10)));
     assert_eq!(
@@ -192,11 +204,11 @@ fn ready_pairs_leave_in_the_order_they_became_ready() {
         limiter.set_connection(PairId(p), ConnState::Up, T0.after(Ticks(k as u64)));
     }
     let now = T0.after(Ticks(10));
-    let got: Vec<u32> = (0..5).map(|_| pair(limiter.acquire(R0, now)).0).collect();
+    let got: Vec<u32> = (0..5).map(|_| send(&mut limiter, R0, now).0).collect();
     assert_eq!(got, order);
     // A second round, one interval later, keeps the rotation: the whole pool is used.
     let later = T0.after(ms(1_001));
-    let got: Vec<u32> = (0..5).map(|_| pair(limiter.acquire(R0, later)).0).collect();
+    let got: Vec<u32> = (0..5).map(|_| send(&mut limiter, R0, later).0).collect();
     assert_eq!(got, order);
 }
 
@@ -204,8 +216,8 @@ fn ready_pairs_leave_in_the_order_they_became_ready() {
 fn ready_pairs_from_bookings_and_cooldowns_leave_in_ready_time_order() {
     let mut limiter = up_limiter(3, 1);
     let w = limiter.slot_ticks();
-    let early = pair(limiter.acquire(R0, T0));
-    let late = pair(limiter.acquire(R0, T0.after(Ticks(w.0 * 10))));
+    let early = send(&mut limiter, R0, T0);
+    let late = send(&mut limiter, R0, T0.after(Ticks(w.0 * 10)));
     // The third pair, never used, cools onto the wheel, due between the two bookings.
     let cooled = PairId(2);
     limiter.cooldown(cooled, Ticks(SECOND.0 - w.0 * 5), T0.after(Ticks(w.0 * 10)));
@@ -226,10 +238,12 @@ fn burst_allows_that_many_back_to_back_then_one_per_interval() {
     limiter.set_connection(PairId(0), ConnState::Up, T0);
     for _ in 0..3 {
         assert_eq!(limiter.acquire(R0, T0), Acquire::Pair(PairId(0)));
+        limiter.finish(PairId(0), T0);
     }
     let t = wait_until(limiter.acquire(R0, T0));
     assert_eq!(t, T0.after(SECOND));
     assert_eq!(limiter.acquire(R0, t), Acquire::Pair(PairId(0)));
+    limiter.finish(PairId(0), t);
     assert!(matches!(limiter.acquire(R0, t), Acquire::WaitUntil(_)));
     limiter.check_invariants();
 }
@@ -248,9 +262,9 @@ fn each_region_is_paced_at_its_own_rate() {
         limiter.set_connection(PairId(p), ConnState::Up, T0);
     }
     let r1 = RegionId(1);
-    let p1 = pair(limiter.acquire(r1, T0));
+    let p1 = send(&mut limiter, r1, T0);
     assert_eq!(limiter.region_of(p1), r1);
-    pair(limiter.acquire(R0, T0));
+    send(&mut limiter, R0, T0);
     assert_eq!(wait_until(limiter.acquire(r1, T0)), T0.after(ms(250)));
     assert_eq!(wait_until(limiter.acquire(R0, T0)), T0.after(ms(1_000)));
 }
@@ -268,8 +282,8 @@ fn pair_ids_lay_out_each_region_contiguously() {
 fn next_ready_at_names_when_the_region_can_send() {
     let mut limiter = up_limiter(2, 2);
     assert_eq!(limiter.next_ready_at(R0), Some(T0));
-    let a = pair(limiter.acquire(R0, T0));
-    pair(limiter.acquire(R0, T0.after(ms(100))));
+    let a = send(&mut limiter, R0, T0);
+    send(&mut limiter, R0, T0.after(ms(100)));
     assert_eq!(limiter.next_ready_at(R0), Some(T0.after(SECOND)));
     limiter.cooldown(a, ms(3_000), T0.after(ms(200)));
     assert_eq!(limiter.next_ready_at(R0), Some(T0.after(ms(1_100))));
@@ -279,27 +293,33 @@ fn next_ready_at_names_when_the_region_can_send() {
 
 #[test]
 fn counts_by_state_follow_each_pair() {
-    let mut limiter = up_limiter(6, 1);
-    let a = pair(limiter.acquire(R0, T0));
-    let b = pair(limiter.acquire(R0, T0));
-    limiter.cooldown(b, ms(30_000), T0);
-    limiter.set_connection(PairId(5), ConnState::Down, T0);
-    limiter.set_connection(PairId(4), ConnState::Connecting, T0);
-    limiter.set_connection(PairId(3), ConnState::Draining, T0);
-    limiter.finish(a);
+    let mut limiter = up_limiter(7, 1);
+    let booked = send(&mut limiter, R0, T0);
+    let cooled = send(&mut limiter, R0, T0);
+    limiter.cooldown(cooled, ms(30_000), T0);
+    let held = pair(limiter.acquire(R0, T0));
+    let held_down = pair(limiter.acquire(R0, T0));
+    limiter.set_connection(held_down, ConnState::Down, T0);
+    limiter.set_connection(PairId(6), ConnState::Down, T0);
+    limiter.set_connection(PairId(5), ConnState::Connecting, T0);
     assert_eq!(
         limiter.counts(R0),
         RegionCounts {
             ready: 1,
             booked: 1,
             cooling: 1,
-            down: 1,
+            held: 2,
+            down: 2,
             connecting: 1,
-            draining: 1,
-            in_flight: 1,
+            draining: 0,
+            in_flight: 2,
         }
     );
-    assert_eq!(limiter.view(b).in_flight, 1);
+    assert_eq!(limiter.view(booked).place, Place::Booked);
+    assert_eq!(limiter.view(cooled).place, Place::Cooling);
+    assert_eq!(limiter.view(held).in_flight, 1);
+    assert_eq!(limiter.view(held_down).place, Place::Held);
+    assert_eq!(limiter.view(booked).in_flight, 0);
     limiter.check_invariants();
 }
 
@@ -307,7 +327,15 @@ fn counts_by_state_follow_each_pair() {
 #[should_panic(expected = "finish without a send in flight")]
 fn finishing_a_send_that_was_never_made_is_a_programming_error() {
     let mut limiter = up_limiter(1, 1);
-    limiter.finish(PairId(0));
+    limiter.finish(PairId(0), T0);
+}
+
+#[test]
+#[should_panic(expected = "finish without a send in flight")]
+fn finishing_one_send_twice_is_a_programming_error() {
+    let mut limiter = up_limiter(1, 1);
+    send(&mut limiter, R0, T0);
+    limiter.finish(PairId(0), T0);
 }
 
 #[test]
@@ -336,7 +364,7 @@ fn a_cooldown_of_thirty_days_fires_on_time() {
 fn advance_moves_due_pairs_into_the_ready_fifo() {
     let mut limiter = up_limiter(4, 2);
     for _ in 0..4 {
-        pair(limiter.acquire(R0, T0));
+        send(&mut limiter, R0, T0);
     }
     assert_eq!(limiter.counts(R0).booked, 4);
     assert_eq!(limiter.advance(T0.after(ms(999))), 0);
@@ -375,4 +403,170 @@ fn tick_conversions_round_trip() {
         rate.from_duration(std::time::Duration::from_millis(3)),
         rate.from_ms(3)
     );
+}
+
+// Holding a pair while its send is in flight, booking from the answer.
+
+#[test]
+fn held_pair_is_not_acquired_again() {
+    let mut limiter = up_limiter(2, 1);
+    let a = pair(limiter.acquire(R0, T0));
+    assert_eq!(limiter.view(a).place, Place::Held);
+    let b = pair(limiter.acquire(R0, T0));
+    assert_ne!(a, b);
+    // Every up pair is held: nothing is in rotation until an answer comes, however long.
+    assert_eq!(limiter.acquire(R0, T0.after(ms(60_000))), Acquire::NoPairUp);
+    assert_eq!(limiter.next_ready_at(R0), None);
+    limiter.check_invariants();
+}
+
+#[test]
+fn finish_books_next_slot_from_the_answer_not_the_pick() {
+    let mut limiter = up_limiter(1, 1);
+    let p = pair(limiter.acquire(R0, T0));
+    let answered = T0.after(ms(37));
+    limiter.finish(p, answered);
+    assert_eq!(limiter.view(p).next_allowed, answered.after(SECOND));
+    // At one interval after the pick the pair still waits: the engine saw the send later.
+    assert_eq!(
+        wait_until(limiter.acquire(R0, T0.after(SECOND))),
+        answered.after(SECOND)
+    );
+    assert_eq!(
+        limiter.acquire(R0, answered.after(SECOND)),
+        Acquire::Pair(p)
+    );
+    limiter.check_invariants();
+}
+
+#[test]
+fn finish_after_a_long_round_trip_makes_the_pair_wait_a_full_interval_from_the_answer() {
+    let mut limiter = up_limiter(1, 1);
+    let p = pair(limiter.acquire(R0, T0));
+    let answered = T0.after(ms(2_500));
+    limiter.finish(p, answered);
+    assert_eq!(
+        wait_until(limiter.acquire(R0, answered)),
+        answered.after(SECOND)
+    );
+}
+
+#[test]
+fn cooldown_while_held_applies_at_finish() {
+    let mut limiter = up_limiter(1, 1);
+    let p = pair(limiter.acquire(R0, T0));
+    let asked = T0.after(ms(5));
+    limiter.cooldown(p, ms(30_000), asked);
+    assert_eq!(limiter.view(p).place, Place::Held);
+    assert_eq!(limiter.view(p).cooldown_until, asked.after(ms(30_000)));
+    limiter.check_invariants();
+    limiter.finish(p, T0.after(ms(6)));
+    assert_eq!(limiter.view(p).place, Place::Cooling);
+    let expected = slot_ceil(&limiter, asked.after(ms(30_000)));
+    assert_eq!(wait_until(limiter.acquire(R0, T0.after(ms(6)))), expected);
+    assert_eq!(limiter.acquire(R0, expected), Acquire::Pair(p));
+    limiter.check_invariants();
+}
+
+#[test]
+fn cooldown_while_held_shorter_than_the_interval_keeps_the_interval_from_the_answer() {
+    let mut limiter = up_limiter(1, 1);
+    let p = pair(limiter.acquire(R0, T0));
+    limiter.cooldown(p, ms(200), T0);
+    let answered = T0.after(ms(10));
+    limiter.finish(p, answered);
+    assert_eq!(limiter.view(p).place, Place::Booked);
+    assert_eq!(
+        wait_until(limiter.acquire(R0, answered)),
+        answered.after(SECOND)
+    );
+}
+
+#[test]
+fn connection_down_while_held_parks_at_finish() {
+    let mut limiter = up_limiter(2, 1);
+    let p = pair(limiter.acquire(R0, T0));
+    limiter.set_connection(p, ConnState::Down, T0.after(ms(1)));
+    assert_eq!(limiter.view(p).place, Place::Held);
+    assert_eq!(limiter.view(p).conn, ConnState::Down);
+    limiter.check_invariants();
+    limiter.finish(p, T0.after(ms(2)));
+    assert_eq!(limiter.view(p).place, Place::Parked);
+    assert_eq!(limiter.counts(R0).held, 0);
+    // The other pair is the only one in rotation; the parked one never comes back by itself.
+    let q = send(&mut limiter, R0, T0.after(ms(3)));
+    assert_ne!(p, q);
+    let later = T0.after(ms(60_000));
+    assert_eq!(send(&mut limiter, R0, later), q);
+    assert_eq!(wait_until(limiter.acquire(R0, later)), later.after(SECOND));
+    limiter.check_invariants();
+}
+
+#[test]
+fn connection_down_and_up_again_while_held_rejoins_at_finish() {
+    let mut limiter = up_limiter(1, 1);
+    let p = pair(limiter.acquire(R0, T0));
+    limiter.set_connection(p, ConnState::Down, T0);
+    limiter.set_connection(p, ConnState::Up, T0.after(ms(1)));
+    assert_eq!(limiter.view(p).place, Place::Held);
+    assert_eq!(limiter.acquire(R0, T0.after(ms(1))), Acquire::NoPairUp);
+    let answered = T0.after(ms(4));
+    limiter.finish(p, answered);
+    assert_eq!(
+        wait_until(limiter.acquire(R0, answered)),
+        answered.after(SECOND)
+    );
+    limiter.check_invariants();
+}
+
+#[test]
+fn a_parked_pair_that_was_held_comes_back_up_with_the_booking_from_its_answer() {
+    let mut limiter = up_limiter(1, 1);
+    let p = pair(limiter.acquire(R0, T0));
+    limiter.set_connection(p, ConnState::Draining, T0);
+    let answered = T0.after(ms(8));
+    limiter.finish(p, answered);
+    limiter.set_connection(p, ConnState::Up, T0.after(ms(20)));
+    assert_eq!(
+        wait_until(limiter.acquire(R0, T0.after(ms(20)))),
+        answered.after(SECOND)
+    );
+}
+
+#[test]
+fn a_pair_cooled_and_recovered_while_queued_is_handed_out_once() {
+    let mut limiter = up_limiter(2, 1);
+    // Pair 0 leaves the ready FIFO for a short cooldown and returns behind pair 1; its old
+    // place in the FIFO must not hand it out a second time.
+    limiter.cooldown(PairId(0), ms(1), T0);
+    let t = T0.after(ms(2));
+    assert_eq!(limiter.advance(t), 1);
+    assert_eq!(send(&mut limiter, R0, t), PairId(1));
+    assert_eq!(send(&mut limiter, R0, t), PairId(0));
+    assert!(matches!(limiter.acquire(R0, t), Acquire::WaitUntil(_)));
+    limiter.check_invariants();
+}
+
+#[test]
+fn stale_queue_entries_are_squeezed_out_when_a_ring_fills() {
+    let addresses = 4;
+    let mut limiter = up_limiter(addresses, 1);
+    let w = limiter.slot_ticks();
+    // Cool and recover every pair many times without taking any: each round leaves a stale
+    // entry per pair in the ready FIFO, far more than the ring holds.
+    let mut now = T0;
+    for _ in 0..50 {
+        for p in 0..addresses {
+            limiter.cooldown(PairId(p), w, now);
+        }
+        now = now.after(Ticks(w.0 * 3));
+        assert_eq!(limiter.advance(now), addresses);
+        limiter.check_invariants();
+    }
+    let got: Vec<u32> = (0..addresses)
+        .map(|_| send(&mut limiter, R0, now).0)
+        .collect();
+    assert_eq!(got, vec![0, 1, 2, 3]);
+    assert!(matches!(limiter.acquire(R0, now), Acquire::WaitUntil(_)));
+    limiter.check_invariants();
 }

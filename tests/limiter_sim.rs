@@ -1,8 +1,11 @@
 //! Seeded simulation in simulated time: 4,096 addresses × 8 regions under saturating demand,
-//! with Retry-After storms that cool a random half of the pairs for 30 s. Delivered sends must
-//! equal the pool's capacity within 1 %: the capacity is computed by an independent per-pair
-//! model (each pair sends as soon as its interval and cooldown allow), and no send may come
-//! before either.
+//! every send answered after a fixed round trip (`RTT`), with Retry-After storms that cool a
+//! random half of the pairs for 30 s. A pair is held from its pick to its answer and its next
+//! slot counts from the answer, so without storms each pair sends once per `INTERVAL + RTT`:
+//! the pool's capacity is `pairs × RUN / (INTERVAL + RTT)` less what the cooldowns take.
+//! Delivered sends must equal that capacity within 1 %: it is computed by an independent
+//! per-pair model (each pair sends as soon as the interval after its last answer and its
+//! cooldown allow), and no send may come before either.
 
 use bundle_relay::clock::{Instant, TickRate, Ticks};
 use bundle_relay::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, RegionId};
@@ -18,6 +21,9 @@ const COOLDOWN: u64 = 30 * SECOND;
 const RUN: u64 = 75 * SECOND;
 const STORMS: usize = 3;
 const T0: u64 = 1 << 40;
+/// Simulated time from a send to its answer: a far region's round trip, long enough that the
+/// capacity visibly depends on it (73 sends per calm pair in `RUN`, not 75).
+const RTT: u64 = 40_000_000;
 
 #[test]
 fn delivered_throughput_equals_pool_capacity_through_retry_after_storms() {
@@ -41,7 +47,9 @@ fn delivered_throughput_equals_pool_capacity_through_retry_after_storms() {
     }
     let slot = limiter.slot_ticks().0;
 
-    let mut last_send = vec![None::<u64>; PAIRS];
+    let mut last_answer = vec![None::<u64>; PAIRS];
+    // Sends in flight, answered in send order (one fixed round trip).
+    let mut in_flight = std::collections::VecDeque::<(u64, PairId)>::new();
     let mut cooled_until = vec![0u64; PAIRS];
     let mut sends = vec![0u64; PAIRS];
     let mut delivered = 0u64;
@@ -56,6 +64,14 @@ fn delivered_throughput_equals_pool_capacity_through_retry_after_storms() {
             }
             next_storm += 1;
         }
+        while let Some(&(at, p)) = in_flight.front() {
+            if at > now {
+                break;
+            }
+            in_flight.pop_front();
+            limiter.finish(p, Instant(at));
+            last_answer[p.0 as usize] = Some(at);
+        }
         limiter.advance(Instant(now));
         let mut wake = u64::MAX;
         for r in 0..REGIONS {
@@ -63,31 +79,33 @@ fn delivered_throughput_equals_pool_capacity_through_retry_after_storms() {
                 match limiter.acquire(RegionId(r as u8), Instant(now)) {
                     Acquire::Pair(p) => {
                         let i = p.0 as usize;
-                        let allowed = last_send[i]
+                        let allowed = last_answer[i]
                             .map_or(0, |t| t + INTERVAL)
                             .max(cooled_until[i]);
                         assert!(allowed <= now, "pair {i} sent {} ns early", allowed - now);
                         late_max = late_max.max(now - allowed.max(T0));
-                        last_send[i] = Some(now);
                         sends[i] += 1;
                         delivered += 1;
-                        limiter.finish(p);
+                        in_flight.push_back((now + RTT, p));
                     }
                     Acquire::WaitUntil(t) => {
                         assert!(t.0 > now, "a wait that does not move time forward");
                         wake = wake.min(t.0);
                         break;
                     }
-                    Acquire::NoPairUp => unreachable!("every pair is up"),
+                    // Every pair of the region is held: the next answer brings one back.
+                    Acquire::NoPairUp => break,
                 }
             }
         }
         let storm_at = storms.get(next_storm).map_or(u64::MAX, |s| s.0);
-        now = wake.min(storm_at);
+        let answer_at = in_flight.front().map_or(u64::MAX, |f| f.0);
+        now = wake.min(storm_at).min(answer_at);
     }
     limiter.check_invariants();
 
-    // The capacity: every pair sending as soon as the rules allow, with no slot rounding.
+    // The capacity: every pair sending as soon as the rules allow (one interval after its
+    // last answer, and not inside a cooldown), with no slot rounding.
     let mut per_pair_storms = vec![Vec::new(); PAIRS];
     for (at, pairs) in &storms {
         for &p in pairs {
@@ -106,7 +124,7 @@ fn delivered_throughput_equals_pool_capacity_through_retry_after_storms() {
                 break;
             }
             capacity += 1;
-            next += INTERVAL;
+            next += RTT + INTERVAL;
         }
     }
     let shortfall = capacity as f64 - delivered as f64;
@@ -129,4 +147,7 @@ fn delivered_throughput_equals_pool_capacity_through_retry_after_storms() {
     assert!(!calm.is_empty());
     let (lo, hi) = (calm.iter().min().unwrap(), calm.iter().max().unwrap());
     assert!(hi - lo <= 1, "uneven use of calm pairs: {lo}..={hi}");
+    // A calm pair sends once per interval plus round trip, counted from its answers.
+    assert_eq!(*hi, RUN.div_ceil(INTERVAL + RTT));
+    assert!(*hi < RUN / INTERVAL);
 }
