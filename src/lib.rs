@@ -3,6 +3,7 @@
 //!
 //! Modules follow the request path; see ARCHITECTURE.md.
 
+pub mod admin;
 pub mod arena;
 pub mod budget;
 pub mod bundle;
@@ -11,5 +12,6 @@ pub mod grpc;
 pub mod h2;
 pub mod jsonrpc;
 pub mod limiter;
+pub mod metrics;
 pub mod proto;
 pub mod wire;
