@@ -135,3 +135,92 @@ fn default_address_is_loopback_and_shutdown_closes_the_port() {
     h.shutdown();
     assert!(TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err());
 }
+
+/// Two recording threads play bundles through (request answered, admitted, delivered or
+/// rejected) while /metrics is scraped over TCP; counters never go backwards between scrapes,
+/// and once the threads are done the scraped text adds up: the accounting identity per region
+/// and one overhead sample per request.
+#[test]
+fn scrapes_during_load_are_monotonic_and_add_up_at_rest() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const BUNDLES_PER_THREAD: u64 = 20_000;
+    let (m, h) = start();
+    let threads = 2;
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers: Vec<_> = (0..threads)
+        .map(|t| {
+            let tm = m.thread(t);
+            std::thread::spawn(move || {
+                let mut held = [0u64; 2];
+                for i in 0..BUNDLES_PER_THREAD {
+                    let r = (i % 2) as usize;
+                    tm.request(Method::SendBundle, ReqOutcome::Ok);
+                    tm.record_overhead_ns(5_000 + i % 1_000);
+                    tm.admitted(r);
+                    held[r] += 1;
+                    tm.set_in_flight(r, held[r]);
+                    if i % 3 != 0 {
+                        if i % 7 == 0 {
+                            tm.rejected(r);
+                        } else {
+                            tm.delivered(r);
+                        }
+                        held[r] -= 1;
+                        tm.set_in_flight(r, held[r]);
+                    }
+                }
+            })
+        })
+        .collect();
+    let scraper = {
+        let (addr, stop) = (h.local_addr(), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let sb = [("method", "sendBundle"), ("outcome", "ok")];
+            let (mut last_req, mut last_count, mut scrapes) = (0.0, 0.0, 0);
+            while !stop.load(Ordering::SeqCst) || scrapes == 0 {
+                let (_, _, body) = get(addr, "/metrics");
+                let e = metrics_support::check(&body).unwrap();
+                let req = e.value("bundle_relay_requests_total", &sb).unwrap();
+                let count = e
+                    .value("bundle_relay_relay_overhead_seconds_count", &[])
+                    .unwrap();
+                assert!(req >= last_req && count >= last_count, "went backwards");
+                (last_req, last_count) = (req, count);
+                scrapes += 1;
+            }
+            scrapes
+        })
+    };
+    for w in workers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::SeqCst);
+    assert!(scraper.join().unwrap() > 0);
+
+    let (_, _, body) = get(h.local_addr(), "/metrics");
+    let e = metrics_support::check(&body).unwrap();
+    let total = (threads as u64 * BUNDLES_PER_THREAD) as f64;
+    let sb = [("method", "sendBundle"), ("outcome", "ok")];
+    assert_eq!(e.value("bundle_relay_requests_total", &sb), Some(total));
+    assert_eq!(
+        e.value("bundle_relay_relay_overhead_seconds_count", &[]),
+        Some(total)
+    );
+    let mut admitted_all = 0.0;
+    for region in ["frankfurt", "ny"] {
+        let l = [("region", region)];
+        let v = |n: &str| e.value(n, &l).unwrap();
+        let admitted = v("bundle_relay_bundles_admitted_total");
+        let settled = v("bundle_relay_bundles_delivered_total")
+            + v("bundle_relay_bundles_rejected_total")
+            + v("bundle_relay_bundles_expired_total")
+            + v("bundle_relay_bundles_failed_total")
+            + v("bundle_relay_bundles_in_flight");
+        assert_eq!(admitted, settled, "{region}");
+        assert!(v("bundle_relay_bundles_in_flight") > 0.0);
+        admitted_all += admitted;
+    }
+    assert_eq!(admitted_all, total);
+    assert_eq!(m.check_accounting(), Ok(()));
+    h.shutdown();
+}

@@ -249,3 +249,40 @@ fn plot_draws_one_line_per_input_log_into_a_valid_png() {
     assert!(count([0, 0, 0]) > 5_000);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[derive(clap::Parser)]
+struct Cli {
+    #[command(flatten)]
+    hist: HistArgs,
+}
+
+#[test]
+fn command_line_reads_files_range_tag_unit_and_plot() {
+    use clap::Parser as _;
+    let cli = Cli::try_parse_from([
+        "hist",
+        "a.hlog",
+        "b.hlog",
+        "--from",
+        "1.5",
+        "--to",
+        "5",
+        "--tag",
+        "relay_overhead",
+        "--unit",
+        "ms",
+        "--plot",
+        "out.png",
+    ])
+    .unwrap();
+    let a = cli.hist;
+    assert_eq!(a.files, [PathBuf::from("a.hlog"), PathBuf::from("b.hlog")]);
+    assert_eq!((a.from, a.to), (Some(1.5), Some(5.0)));
+    assert_eq!(a.tag.as_deref(), Some("relay_overhead"));
+    assert_eq!(a.unit, Unit::Ms);
+    assert_eq!(a.plot, Some(PathBuf::from("out.png")));
+    let defaults = Cli::try_parse_from(["hist", "x.hlog"]).unwrap().hist;
+    assert_eq!(defaults.unit, Unit::Us);
+    assert!(Cli::try_parse_from(["hist"]).is_err(), "a file is required");
+    assert!(Cli::try_parse_from(["hist", "x.hlog", "--unit", "weeks"]).is_err());
+}
