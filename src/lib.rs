@@ -3,6 +3,7 @@
 //!
 //! Modules follow the request path; see ARCHITECTURE.md.
 
+pub mod admin;
 pub mod arena;
 pub mod budget;
 pub mod bundle;
@@ -15,6 +16,7 @@ pub mod http1;
 pub mod jsonrpc;
 pub mod limiter;
 pub mod probe;
+pub mod metrics;
 pub mod proto;
 pub mod reactor;
 pub mod relay;

@@ -1,0 +1,257 @@
+//! HdrHistogram interval logs (`.hlog`, the format HistogramLogAnalyzer, the Java
+//! `HistogramLogProcessor` and `bundle-relay hist` read) of every histogram of a [`Metrics`]
+//! registry.
+//!
+//! Each [`HlogWriter::tick`] whose interval has elapsed writes one interval per histogram,
+//! tagged with [`Metrics::hist_tag`]: the counts recorded since the previous interval (the
+//! live histograms are cumulative; the writer keeps the previous cumulative copy and writes the
+//! difference), V2 deflate encoded. Interval timestamps are seconds since the writer started,
+//! which every file gives as both `StartTime` and `BaseTime`, so the intervals of all the
+//! rotated files of one run share one time axis. The max column is in nanoseconds.
+//!
+//! Rotation, by size: once the current file has reached [`HlogConfig::rotate_bytes`] after an
+//! interval, the next interval opens a new file `{prefix}.{start unix secs}.{seq:05}.hlog`;
+//! only the newest [`HlogConfig::keep_files`] files this writer made are kept, older ones are
+//! deleted. Files of earlier runs are never touched.
+//!
+//! The writer runs on the admin side (never the request path); it allocates freely.
+
+use std::collections::VecDeque;
+use std::fs::{self, File};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+
+use super::{HistId, Metrics};
+
+/// Default rotation size: a day of 11 histograms every 10 s stays in a few files of this size.
+pub const ROTATE_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;
+/// Default number of files kept.
+pub const KEEP_FILES_DEFAULT: usize = 16;
+
+/// Where and how often interval logs are written.
+#[derive(Clone, Debug)]
+pub struct HlogConfig {
+    /// Directory for the `.hlog` files (created if missing).
+    pub dir: PathBuf,
+    /// File name prefix.
+    pub prefix: String,
+    /// Length of one interval.
+    pub interval: Duration,
+    /// Start a new file once the current one holds this many bytes.
+    pub rotate_bytes: u64,
+    /// Keep at most this many files (at least 1).
+    pub keep_files: usize,
+}
+
+impl HlogConfig {
+    pub fn new(dir: impl Into<PathBuf>, interval: Duration) -> HlogConfig {
+        HlogConfig {
+            dir: dir.into(),
+            prefix: "bundle-relay".into(),
+            interval,
+            rotate_bytes: ROTATE_BYTES_DEFAULT,
+            keep_files: KEEP_FILES_DEFAULT,
+        }
+    }
+}
+
+struct CountingFile {
+    inner: BufWriter<File>,
+    bytes: u64,
+}
+
+impl Write for CountingFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Writes interval logs of a registry's histograms.
+pub struct HlogWriter {
+    metrics: Arc<Metrics>,
+    cfg: HlogConfig,
+    start: SystemTime,
+    interval_start: SystemTime,
+    ids: Vec<HistId>,
+    tags: Vec<String>,
+    previous: Vec<Histogram<u64>>,
+    file: Option<CountingFile>,
+    seq: u64,
+    files: VecDeque<PathBuf>,
+    serializer: V2DeflateSerializer,
+}
+
+fn secs_since(t: SystemTime, since: SystemTime) -> Duration {
+    t.duration_since(since).unwrap_or(Duration::ZERO)
+}
+
+impl HlogWriter {
+    /// A writer whose first interval starts at `now`; creates `cfg.dir`. Counts recorded before
+    /// `now` are not logged.
+    pub fn new(metrics: Arc<Metrics>, cfg: HlogConfig, now: SystemTime) -> io::Result<HlogWriter> {
+        if cfg.interval.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "hlog interval must be > 0",
+            ));
+        }
+        fs::create_dir_all(&cfg.dir)?;
+        let ids = metrics.hist_ids();
+        let tags: Vec<String> = ids.iter().map(|&id| metrics.hist_tag(id)).collect();
+        let previous = ids.iter().map(|&id| metrics.histogram(id)).collect();
+        Ok(HlogWriter {
+            metrics,
+            cfg,
+            start: now,
+            interval_start: now,
+            ids,
+            tags,
+            previous,
+            file: None,
+            seq: 0,
+            files: VecDeque::new(),
+            serializer: V2DeflateSerializer::new(),
+        })
+    }
+
+    /// Writes the interval ending at `now` if a whole interval has passed; returns whether it
+    /// wrote.
+    pub fn tick(&mut self, now: SystemTime) -> io::Result<bool> {
+        if secs_since(now, self.interval_start) < self.cfg.interval {
+            return Ok(false);
+        }
+        self.write_interval(now)?;
+        Ok(true)
+    }
+
+    /// When the current interval is due, for a caller that sleeps until then.
+    pub fn next_due(&self) -> SystemTime {
+        self.interval_start + self.cfg.interval
+    }
+
+    /// Writes one interval (from the previous one's end to `now`) of every histogram, now.
+    pub fn write_interval(&mut self, now: SystemTime) -> io::Result<()> {
+        if self.file.is_none() {
+            self.open_next()?;
+        }
+        let start_ts = secs_since(self.interval_start, self.start);
+        let duration = secs_since(now, self.interval_start);
+        let file = self.file.as_mut().expect("opened above");
+        for (i, &id) in self.ids.iter().enumerate() {
+            let current = self.metrics.histogram(id);
+            let mut delta = current.clone();
+            delta
+                .subtract(&self.previous[i])
+                .map_err(|e| io::Error::other(format!("histogram {}: {e:?}", self.tags[i])))?;
+            let tag = Tag::new(&self.tags[i]).expect("hist_tag strips forbidden characters");
+            IntervalLogWriterBuilder::new()
+                .begin_log_with(file, &mut self.serializer)?
+                .write_histogram(&delta, start_ts, duration, Some(tag))
+                .map_err(|e| io::Error::other(format!("writing {}: {e}", self.tags[i])))?;
+            self.previous[i] = current;
+        }
+        file.flush()?;
+        self.interval_start = now;
+        if file.bytes >= self.cfg.rotate_bytes {
+            self.file = None;
+        }
+        Ok(())
+    }
+
+    /// Files written so far that are still kept, oldest first.
+    pub fn files(&self) -> impl Iterator<Item = &Path> {
+        self.files.iter().map(PathBuf::as_path)
+    }
+
+    fn open_next(&mut self) -> io::Result<()> {
+        let start_unix = self
+            .start
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO);
+        let path = self.cfg.dir.join(format!(
+            "{}.{}.{:05}.hlog",
+            self.cfg.prefix,
+            start_unix.as_secs(),
+            self.seq
+        ));
+        self.seq += 1;
+        let mut f = CountingFile {
+            inner: BufWriter::new(File::create(&path)?),
+            bytes: 0,
+        };
+        writeln!(f, "#[Histogram log format version 1.3]")?;
+        IntervalLogWriterBuilder::new()
+            .add_comment(
+                "bundle-relay histograms: values in ns; tags relay_overhead, delivery_latency, \
+                 limiter_wait, upstream_round_trip.<region>; max column in ns",
+            )
+            .with_start_time(self.start)
+            .with_base_time(self.start)
+            .begin_log_with(&mut f, &mut self.serializer)?;
+        writeln!(
+            f,
+            "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\""
+        )?;
+        self.files.push_back(path);
+        while self.files.len() > self.cfg.keep_files.max(1) {
+            let old = self.files.pop_front().expect("len > 1");
+            match fs::remove_file(&old) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.file = Some(f);
+        Ok(())
+    }
+
+    /// Runs the writer on its own thread, writing an interval whenever one is due, until
+    /// [`HlogThread::stop`], which writes the last (partial) interval.
+    pub fn spawn(mut self) -> io::Result<HlogThread> {
+        let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let join = thread::Builder::new().name("hlog".into()).spawn(move || {
+            loop {
+                let wait = secs_since(self.next_due(), SystemTime::now());
+                match stop_rx.recv_timeout(wait) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        if let Err(e) = self.tick(SystemTime::now()) {
+                            // The next tick retries; a full disk must not stop the relay.
+                            eprintln!("hlog: {e}");
+                        }
+                    }
+                    _ => return self.write_interval(SystemTime::now()),
+                }
+            }
+        })?;
+        Ok(HlogThread { stop_tx, join })
+    }
+}
+
+/// The thread of [`HlogWriter::spawn`].
+pub struct HlogThread {
+    stop_tx: mpsc::Sender<()>,
+    join: thread::JoinHandle<io::Result<()>>,
+}
+
+impl HlogThread {
+    /// Writes the last interval and ends the thread.
+    pub fn stop(self) -> io::Result<()> {
+        let _ = self.stop_tx.send(());
+        self.join
+            .join()
+            .map_err(|_| io::Error::other("hlog thread panicked"))?
+    }
+}

@@ -1,0 +1,335 @@
+//! The Prometheus text exposition format (0.0.4) of a [`Metrics`] registry.
+//!
+//! Histograms are Prometheus histograms over one fixed set of `le` bounds for every family:
+//! 1 µs .. 60 s in 1-2.5-5 steps, wide enough for the µs-scale relay overhead and the ms-scale
+//! upstream round trip, and the same everywhere so series aggregate across instances and
+//! families. A bucket counts the recorded values whose HdrHistogram bucket starts at or below
+//! `le`, so a bound is exact to the histograms' 0.1 % resolution. No summary (quantile) series
+//! is exported: quantiles since start hide what happened in the last minute and cannot be
+//! aggregated; `histogram_quantile()` over the buckets does both, and `/debug/histograms` has
+//! the exact HdrHistogram percentiles.
+
+use std::fmt::Write as _;
+
+use super::atomic_hist::{COUNTS_LEN, index_of};
+use super::{CONN_STATES, HistId, Method, Metrics, ReqOutcome, STATUS_SLOTS, status_label};
+
+/// `le` bounds: (ns, label in seconds).
+const LE_BOUNDS: [(u64, &str); 24] = [
+    (1_000, "0.000001"),
+    (2_500, "0.0000025"),
+    (5_000, "0.000005"),
+    (10_000, "0.00001"),
+    (25_000, "0.000025"),
+    (50_000, "0.00005"),
+    (100_000, "0.0001"),
+    (250_000, "0.00025"),
+    (500_000, "0.0005"),
+    (1_000_000, "0.001"),
+    (2_500_000, "0.0025"),
+    (5_000_000, "0.005"),
+    (10_000_000, "0.01"),
+    (25_000_000, "0.025"),
+    (50_000_000, "0.05"),
+    (100_000_000, "0.1"),
+    (250_000_000, "0.25"),
+    (500_000_000, "0.5"),
+    (1_000_000_000, "1"),
+    (2_500_000_000, "2.5"),
+    (5_000_000_000, "5"),
+    (10_000_000_000, "10"),
+    (30_000_000_000, "30"),
+    (60_000_000_000, "60"),
+];
+
+/// Prometheus family name of a histogram.
+pub(super) fn hist_name(id: HistId) -> &'static str {
+    match id {
+        HistId::Overhead => "bundle_relay_relay_overhead_seconds",
+        HistId::Delivery => "bundle_relay_delivery_latency_seconds",
+        HistId::LimiterWait => "bundle_relay_limiter_wait_seconds",
+        HistId::UpstreamRtt(_) => "bundle_relay_upstream_round_trip_seconds",
+    }
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn escape_into(out: &mut String, v: &str) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: impl std::fmt::Display) {
+    out.push_str(name);
+    if !labels.is_empty() {
+        out.push('{');
+        for (i, (k, v)) in labels.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(k);
+            out.push_str("=\"");
+            escape_into(out, v);
+            out.push('"');
+        }
+        out.push('}');
+    }
+    let _ = writeln!(out, " {value}");
+}
+
+fn per_region(
+    out: &mut String,
+    m: &Metrics,
+    name: &str,
+    kind: &str,
+    help: &str,
+    value: impl Fn(usize) -> u64,
+) {
+    family(out, name, kind, help);
+    for (r, region) in m.region_names().iter().enumerate() {
+        sample(out, name, &[("region", region)], value(r));
+    }
+}
+
+fn histogram(out: &mut String, m: &Metrics, id: HistId, labels: &[(&str, &str)], acc: &mut [u64]) {
+    let name = hist_name(id);
+    m.histogram_counts(id, acc);
+    let bucket = format!("{name}_bucket");
+    let mut cumulative = 0u64;
+    let mut next = 0usize;
+    let mut with_le: Vec<(&str, &str)> = labels.to_vec();
+    with_le.push(("le", ""));
+    for (i, c) in acc.iter().enumerate() {
+        while next < LE_BOUNDS.len() && index_of(LE_BOUNDS[next].0) < i {
+            *with_le.last_mut().expect("le label") = ("le", LE_BOUNDS[next].1);
+            sample(out, &bucket, &with_le, cumulative);
+            next += 1;
+        }
+        cumulative += c;
+    }
+    while next < LE_BOUNDS.len() {
+        *with_le.last_mut().expect("le label") = ("le", LE_BOUNDS[next].1);
+        sample(out, &bucket, &with_le, cumulative);
+        next += 1;
+    }
+    *with_le.last_mut().expect("le label") = ("le", "+Inf");
+    sample(out, &bucket, &with_le, cumulative);
+    let sum_s = m.histogram_sum_ns(id) as f64 / 1e9;
+    sample(out, &format!("{name}_sum"), labels, sum_s);
+    sample(out, &format!("{name}_count"), labels, cumulative);
+}
+
+pub(super) fn render(m: &Metrics, out: &mut String) {
+    let s = m.snapshot();
+
+    let name = "bundle_relay_requests_total";
+    family(
+        out,
+        name,
+        "counter",
+        "Intake requests answered, by JSON-RPC method and outcome.",
+    );
+    for method in Method::ALL {
+        for outcome in ReqOutcome::ALL {
+            sample(
+                out,
+                name,
+                &[("method", method.label()), ("outcome", outcome.label())],
+                s.requests[method as usize][outcome as usize],
+            );
+        }
+    }
+
+    let regions = &s.regions;
+    per_region(
+        out,
+        m,
+        "bundle_relay_bundles_admitted_total",
+        "counter",
+        "Bundles that took an arena slot, by region.",
+        |r| regions[r].admitted,
+    );
+    per_region(
+        out,
+        m,
+        "bundle_relay_bundles_delivered_total",
+        "counter",
+        "Bundles the block engine accepted, by region.",
+        |r| regions[r].delivered,
+    );
+    per_region(
+        out,
+        m,
+        "bundle_relay_bundles_rejected_total",
+        "counter",
+        "Bundles the block engine refused, by region.",
+        |r| regions[r].rejected,
+    );
+    per_region(
+        out,
+        m,
+        "bundle_relay_bundles_expired_total",
+        "counter",
+        "Bundles dropped unsent past their deadline, by region.",
+        |r| regions[r].expired,
+    );
+    per_region(
+        out,
+        m,
+        "bundle_relay_bundles_failed_total",
+        "counter",
+        "Bundles lost to transport failures, by region.",
+        |r| regions[r].failed,
+    );
+    per_region(
+        out,
+        m,
+        "bundle_relay_bundles_in_flight",
+        "gauge",
+        "Bundles admitted and not yet settled, by region.",
+        |r| regions[r].in_flight,
+    );
+
+    let name = "bundle_relay_upstream_calls_total";
+    family(
+        out,
+        name,
+        "counter",
+        "Upstream SendBundle calls, by region and gRPC status.",
+    );
+    for (r, region) in m.region_names().iter().enumerate() {
+        for slot in 0..STATUS_SLOTS {
+            sample(
+                out,
+                name,
+                &[("region", region), ("status", status_label(slot))],
+                regions[r].upstream[slot],
+            );
+        }
+    }
+
+    per_region(
+        out,
+        m,
+        "bundle_relay_cooldowns_started_total",
+        "counter",
+        "Pair cooldowns started (RESOURCE_EXHAUSTED and the like), by region.",
+        |r| regions[r].cooldowns_started,
+    );
+    per_region(
+        out,
+        m,
+        "bundle_relay_cooldowns_active",
+        "gauge",
+        "Pairs cooling now, by region.",
+        |r| regions[r].cooldowns_active,
+    );
+
+    let name = "bundle_relay_upstream_connections";
+    family(
+        out,
+        name,
+        "gauge",
+        "Upstream connections, by region and state.",
+    );
+    for (r, region) in m.region_names().iter().enumerate() {
+        for (i, state) in CONN_STATES.iter().enumerate() {
+            sample(
+                out,
+                name,
+                &[("region", region), ("state", state)],
+                regions[r].conns[i],
+            );
+        }
+    }
+    per_region(
+        out,
+        m,
+        "bundle_relay_upstream_reconnects_total",
+        "counter",
+        "Upstream reconnections, by region.",
+        |r| regions[r].reconnects,
+    );
+
+    let singles: [(&str, &str, &str, u64); 5] = [
+        (
+            "bundle_relay_arena_capacity_slots",
+            "gauge",
+            "Arena bundle slots in all threads.",
+            s.arena_capacity,
+        ),
+        (
+            "bundle_relay_arena_in_use_slots",
+            "gauge",
+            "Arena bundle slots held now.",
+            s.arena_in_use,
+        ),
+        (
+            "bundle_relay_intake_connections",
+            "gauge",
+            "Intake (searcher) connections open now.",
+            s.intake_connections,
+        ),
+        (
+            "bundle_relay_intake_connections_refused_total",
+            "counter",
+            "Intake connections refused at the connection cap.",
+            s.intake_refused,
+        ),
+        (
+            "bundle_relay_config_generation",
+            "gauge",
+            "Configuration generation in force (bumped on each reload).",
+            s.config_generation,
+        ),
+    ];
+    for (name, kind, help, v) in singles {
+        family(out, name, kind, help);
+        sample(out, name, &[], v);
+    }
+
+    let mut acc = vec![0u64; COUNTS_LEN];
+    let plain: [(HistId, &str); 3] = [
+        (
+            HistId::Overhead,
+            "Relay overhead: request read to answer written.",
+        ),
+        (
+            HistId::Delivery,
+            "Delivery latency: request read to upstream request fully written.",
+        ),
+        (
+            HistId::LimiterWait,
+            "Limiter wait: bundle queued to pair acquired.",
+        ),
+    ];
+    for (id, help) in plain {
+        family(out, hist_name(id), "histogram", help);
+        histogram(out, m, id, &[], &mut acc);
+    }
+    let id0 = HistId::UpstreamRtt(0);
+    family(
+        out,
+        hist_name(id0),
+        "histogram",
+        "Upstream round trip: request written to response complete, by region.",
+    );
+    for (r, region) in m.region_names().iter().enumerate() {
+        histogram(
+            out,
+            m,
+            HistId::UpstreamRtt(r),
+            &[("region", region)],
+            &mut acc,
+        );
+    }
+}

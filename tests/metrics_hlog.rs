@@ -1,0 +1,263 @@
+//! Interval logs: what the writer logs, read back with hdrhistogram's own reader, equals the
+//! live histograms (counts and percentiles); intervals hold only their own interval's values;
+//! files rotate by size and only the newest are kept.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use bundle_relay::metrics::Metrics;
+use bundle_relay::metrics::hlog::{HlogConfig, HlogWriter};
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn tempdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "bundle-relay-{name}-{}-{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+struct Interval {
+    tag: String,
+    start_s: f64,
+    duration_s: f64,
+    hist: Histogram<u64>,
+}
+
+fn read_log(path: &std::path::Path) -> (Option<f64>, Option<f64>, Vec<Interval>) {
+    let bytes = std::fs::read(path).unwrap();
+    let mut d = Deserializer::new();
+    let (mut st, mut bt, mut out) = (None, None, Vec::new());
+    for e in IntervalLogIterator::new(&bytes) {
+        match e.unwrap() {
+            LogEntry::StartTime(t) => st = Some(t.as_secs_f64()),
+            LogEntry::BaseTime(t) => bt = Some(t.as_secs_f64()),
+            LogEntry::Interval(i) => {
+                let raw = base64::engine::general_purpose::STANDARD
+                    .decode(i.encoded_histogram())
+                    .unwrap();
+                out.push(Interval {
+                    tag: i.tag().unwrap().as_str().to_string(),
+                    start_s: i.start_timestamp().as_secs_f64(),
+                    duration_s: i.duration().as_secs_f64(),
+                    hist: d.deserialize(&mut &raw[..]).unwrap(),
+                });
+            }
+        }
+    }
+    (st, bt, out)
+}
+
+fn regions() -> Vec<String> {
+    vec!["amsterdam".into(), "tokyo".into()]
+}
+
+fn record_some(m: &Metrics, rng: &mut StdRng, n: usize) {
+    for t in 0..m.threads() {
+        let tm = m.thread(t);
+        for _ in 0..n {
+            tm.record_overhead_ns(rng.random_range(500..50_000));
+            tm.record_delivery_ns(rng.random_range(10_000..5_000_000));
+            tm.record_limiter_wait_ns(rng.random_range(0..1_000_000_000));
+            tm.record_upstream_rtt_ns(
+                rng.random_range(0..2),
+                rng.random_range(1_000_000..90_000_000),
+            );
+        }
+    }
+}
+
+#[test]
+fn hlog_read_back_equals_the_live_histograms() {
+    let dir = tempdir("hlog-roundtrip");
+    let m = Arc::new(Metrics::new(&regions(), 3));
+    let t0 = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    let mut w = HlogWriter::new(
+        Arc::clone(&m),
+        HlogConfig::new(&dir, Duration::from_secs(5)),
+        t0,
+    )
+    .unwrap();
+    let mut rng = StdRng::seed_from_u64(42);
+    let mut wrote = 0;
+    for s in 1..=20u64 {
+        record_some(&m, &mut rng, 200);
+        if w.tick(t0 + Duration::from_secs(s)).unwrap() {
+            wrote += 1;
+        }
+    }
+    assert_eq!(wrote, 4, "one interval per 5 s in 20 s");
+    let files: Vec<PathBuf> = w.files().map(|p| p.to_path_buf()).collect();
+    assert_eq!(files.len(), 1);
+    let (st, bt, intervals) = read_log(&files[0]);
+    assert_eq!(st, Some(1_700_000_000.0));
+    assert_eq!(bt, Some(1_700_000_000.0));
+    assert_eq!(intervals.len(), 4 * m.hist_ids().len());
+    let mut merged: HashMap<String, Histogram<u64>> = HashMap::new();
+    for i in &intervals {
+        assert_eq!(i.duration_s, 5.0);
+        assert_eq!(i.start_s % 5.0, 0.0);
+        merged
+            .entry(i.tag.clone())
+            .or_insert_with(|| Histogram::new(3).unwrap())
+            .add(&i.hist)
+            .unwrap();
+    }
+    // Four kinds of histogram, 20 s × 200 values × 3 threads each (round trips split by region).
+    let logged: u64 = merged.values().map(Histogram::len).sum();
+    assert_eq!(logged, 4 * 20 * 200 * 3);
+    for id in m.hist_ids() {
+        let live = m.histogram(id);
+        let got = &merged[&m.hist_tag(id)];
+        assert_eq!(got.len(), live.len(), "{id:?}");
+        assert!(!live.is_empty(), "{id:?}");
+        let pairs = |h: &Histogram<u64>| -> Vec<(u64, u64)> {
+            h.iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect()
+        };
+        assert_eq!(pairs(got), pairs(&live), "{id:?}");
+        for q in [0.0, 0.5, 0.9, 0.99, 0.999, 0.9999, 1.0] {
+            assert_eq!(
+                got.value_at_quantile(q),
+                live.value_at_quantile(q),
+                "{id:?} q{q}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn each_interval_holds_only_what_was_recorded_during_it() {
+    let dir = tempdir("hlog-intervals");
+    let m = Arc::new(Metrics::new(&regions(), 1));
+    let tm = m.thread(0);
+    tm.record_overhead_ns(1_000); // before the writer: not logged
+    let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let mut w = HlogWriter::new(
+        Arc::clone(&m),
+        HlogConfig::new(&dir, Duration::from_secs(1)),
+        t0,
+    )
+    .unwrap();
+    for (s, n) in [(1u64, 3u64), (2, 0), (3, 7)] {
+        for _ in 0..n {
+            tm.record_overhead_ns(2_000 * s);
+        }
+        assert!(w.tick(t0 + Duration::from_secs(s)).unwrap());
+    }
+    assert!(
+        !w.tick(t0 + Duration::from_millis(3_500)).unwrap(),
+        "interval not yet over"
+    );
+    let path = w.files().next().unwrap().to_path_buf();
+    let (_, _, intervals) = read_log(&path);
+    let overhead: Vec<&Interval> = intervals
+        .iter()
+        .filter(|i| i.tag == "relay_overhead")
+        .collect();
+    let got: Vec<(f64, u64, u64)> = overhead
+        .iter()
+        .map(|i| (i.start_s, i.hist.len(), i.hist.max()))
+        .collect();
+    assert_eq!(got, vec![(0.0, 3, 2_000), (1.0, 0, 0), (2.0, 7, 6_003)]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn files_rotate_by_size_and_only_the_newest_are_kept() {
+    let dir = tempdir("hlog-rotate");
+    let m = Arc::new(Metrics::new(&regions(), 1));
+    let tm = m.thread(0);
+    let t0 = UNIX_EPOCH + Duration::from_secs(1_900_000_000);
+    let cfg = HlogConfig {
+        rotate_bytes: 1, // every interval fills a file
+        keep_files: 3,
+        ..HlogConfig::new(&dir, Duration::from_secs(1))
+    };
+    let mut w = HlogWriter::new(Arc::clone(&m), cfg, t0).unwrap();
+    for s in 1..=5u64 {
+        for _ in 0..s {
+            tm.record_delivery_ns(1_000_000 * s);
+        }
+        w.tick(t0 + Duration::from_secs(s)).unwrap();
+    }
+    let kept: Vec<PathBuf> = w.files().map(|p| p.to_path_buf()).collect();
+    let mut on_disk: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    on_disk.sort();
+    assert_eq!(on_disk, kept, "only the kept files remain");
+    let names: Vec<String> = kept
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "bundle-relay.1900000000.00002.hlog",
+            "bundle-relay.1900000000.00003.hlog",
+            "bundle-relay.1900000000.00004.hlog"
+        ]
+    );
+    // Each kept file is a whole log on the shared time axis: intervals 2, 3 and 4 s after start.
+    for (k, p) in kept.iter().enumerate() {
+        let (st, bt, intervals) = read_log(p);
+        assert_eq!((st, bt), (Some(1_900_000_000.0), Some(1_900_000_000.0)));
+        let d: Vec<&Interval> = intervals
+            .iter()
+            .filter(|i| i.tag == "delivery_latency")
+            .collect();
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].start_s, (k + 2) as f64);
+        assert_eq!(d[0].hist.len(), (k + 3) as u64);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn writer_thread_logs_until_stopped_and_writes_the_last_interval() {
+    let dir = tempdir("hlog-thread");
+    let m = Arc::new(Metrics::new(&regions(), 1));
+    let tm = m.thread(0);
+    let w = HlogWriter::new(
+        Arc::clone(&m),
+        HlogConfig::new(&dir, Duration::from_millis(20)),
+        SystemTime::now(),
+    )
+    .unwrap();
+    let h = w.spawn().unwrap();
+    for i in 0..50u64 {
+        tm.record_limiter_wait_ns(1_000 + i);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    h.stop().unwrap();
+    let path = std::fs::read_dir(&dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let (_, _, intervals) = read_log(&path);
+    let waits: Vec<&Interval> = intervals
+        .iter()
+        .filter(|i| i.tag == "limiter_wait")
+        .collect();
+    assert!(waits.len() >= 2, "{} intervals", waits.len());
+    assert_eq!(waits.iter().map(|i| i.hist.len()).sum::<u64>(), 50);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

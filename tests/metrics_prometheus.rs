@@ -1,0 +1,230 @@
+//! `/metrics` text: well-formed exposition format 0.0.4 (checked by a small parser), the
+//! metric names operators query, and values that match what was recorded.
+
+mod metrics_support;
+
+use bundle_relay::grpc::Code;
+use bundle_relay::metrics::{Method, Metrics, ReqOutcome};
+
+fn regions() -> Vec<String> {
+    vec!["frankfurt".into(), "ny".into(), "we\"ird\\name".into()]
+}
+
+fn recorded() -> Metrics {
+    let m = Metrics::new(&regions(), 2);
+    let (a, b) = (m.thread(0), m.thread(1));
+    for _ in 0..5 {
+        a.request(Method::SendBundle, ReqOutcome::Ok);
+    }
+    b.request(Method::SendBundle, ReqOutcome::Ok);
+    b.request(Method::GetTipAccounts, ReqOutcome::RefusedCap);
+    a.admitted(0);
+    a.admitted(0);
+    b.admitted(0);
+    a.delivered(0);
+    b.rejected(0);
+    a.set_in_flight(0, 1);
+    a.upstream_status(1, Code::RESOURCE_EXHAUSTED);
+    b.upstream_status(1, Code::RESOURCE_EXHAUSTED);
+    b.upstream_status(1, Code(99));
+    a.upstream_transport_error(2);
+    a.cooldown_started(1);
+    b.set_cooldowns_active(1, 4);
+    a.set_conn_states(0, [1, 0, 6, 0]);
+    b.set_conn_states(0, [0, 1, 5, 1]);
+    b.reconnect(0);
+    a.set_arena(1000, 3);
+    b.set_arena(1000, 4);
+    a.set_intake_connections(2);
+    b.intake_refused();
+    m.set_config_generation(3);
+    // Overhead: 3 values ≤ 10 µs, 2 in (10 µs, 1 ms], 1 above a second.
+    for v in [800, 5_000, 9_000] {
+        a.record_overhead_ns(v);
+    }
+    b.record_overhead_ns(20_000);
+    b.record_overhead_ns(900_000);
+    b.record_overhead_ns(2_000_000_000);
+    a.record_upstream_rtt_ns(1, 30_000_000);
+    m
+}
+
+#[test]
+fn exposition_parses_with_help_and_type_once_per_family_and_cumulative_buckets() {
+    let m = recorded();
+    let mut text = String::new();
+    m.render_prometheus(&mut text);
+    let e = metrics_support::check(&text).unwrap_or_else(|err| panic!("{err}\n{text}"));
+    for (name, kind) in [
+        ("bundle_relay_requests_total", "counter"),
+        ("bundle_relay_bundles_admitted_total", "counter"),
+        ("bundle_relay_bundles_delivered_total", "counter"),
+        ("bundle_relay_bundles_rejected_total", "counter"),
+        ("bundle_relay_bundles_expired_total", "counter"),
+        ("bundle_relay_bundles_failed_total", "counter"),
+        ("bundle_relay_bundles_in_flight", "gauge"),
+        ("bundle_relay_upstream_calls_total", "counter"),
+        ("bundle_relay_cooldowns_started_total", "counter"),
+        ("bundle_relay_cooldowns_active", "gauge"),
+        ("bundle_relay_upstream_connections", "gauge"),
+        ("bundle_relay_upstream_reconnects_total", "counter"),
+        ("bundle_relay_arena_capacity_slots", "gauge"),
+        ("bundle_relay_arena_in_use_slots", "gauge"),
+        ("bundle_relay_intake_connections", "gauge"),
+        ("bundle_relay_intake_connections_refused_total", "counter"),
+        ("bundle_relay_config_generation", "gauge"),
+        ("bundle_relay_relay_overhead_seconds", "histogram"),
+        ("bundle_relay_delivery_latency_seconds", "histogram"),
+        ("bundle_relay_limiter_wait_seconds", "histogram"),
+        ("bundle_relay_upstream_round_trip_seconds", "histogram"),
+    ] {
+        assert_eq!(e.types.get(name).map(String::as_str), Some(kind), "{name}");
+    }
+}
+
+#[test]
+fn counters_and_gauges_are_summed_over_threads() {
+    let m = recorded();
+    let mut text = String::new();
+    m.render_prometheus(&mut text);
+    let e = metrics_support::check(&text).unwrap();
+    let v = |n: &str, l: &[(&str, &str)]| e.value(n, l).unwrap_or_else(|| panic!("{n}{l:?}"));
+    let req = "bundle_relay_requests_total";
+    assert_eq!(v(req, &[("method", "sendBundle"), ("outcome", "ok")]), 6.0);
+    assert_eq!(
+        v(
+            req,
+            &[("method", "getTipAccounts"), ("outcome", "refused_cap")]
+        ),
+        1.0
+    );
+    assert_eq!(v(req, &[("method", "other"), ("outcome", "error")]), 0.0);
+    let f = [("region", "frankfurt")];
+    assert_eq!(v("bundle_relay_bundles_admitted_total", &f), 3.0);
+    assert_eq!(v("bundle_relay_bundles_delivered_total", &f), 1.0);
+    assert_eq!(v("bundle_relay_bundles_rejected_total", &f), 1.0);
+    assert_eq!(v("bundle_relay_bundles_in_flight", &f), 1.0);
+    let up = "bundle_relay_upstream_calls_total";
+    assert_eq!(
+        v(up, &[("region", "ny"), ("status", "RESOURCE_EXHAUSTED")]),
+        2.0
+    );
+    assert_eq!(v(up, &[("region", "ny"), ("status", "OUT_OF_SPEC")]), 1.0);
+    assert_eq!(v(up, &[("region", "ny"), ("status", "OK")]), 0.0);
+    let weird = "we\"ird\\name";
+    assert_eq!(
+        v(up, &[("region", weird), ("status", "TRANSPORT_ERROR")]),
+        1.0
+    );
+    assert_eq!(
+        v("bundle_relay_cooldowns_started_total", &[("region", "ny")]),
+        1.0
+    );
+    assert_eq!(v("bundle_relay_cooldowns_active", &[("region", "ny")]), 4.0);
+    let conns = "bundle_relay_upstream_connections";
+    assert_eq!(v(conns, &[("region", "frankfurt"), ("state", "up")]), 11.0);
+    assert_eq!(
+        v(conns, &[("region", "frankfurt"), ("state", "draining")]),
+        1.0
+    );
+    assert_eq!(v("bundle_relay_upstream_reconnects_total", &f), 1.0);
+    assert_eq!(v("bundle_relay_arena_capacity_slots", &[]), 2000.0);
+    assert_eq!(v("bundle_relay_arena_in_use_slots", &[]), 7.0);
+    assert_eq!(v("bundle_relay_intake_connections", &[]), 2.0);
+    assert_eq!(v("bundle_relay_intake_connections_refused_total", &[]), 1.0);
+    assert_eq!(v("bundle_relay_config_generation", &[]), 3.0);
+}
+
+#[test]
+fn histogram_buckets_count_values_at_or_below_le_in_seconds() {
+    let m = recorded();
+    let mut text = String::new();
+    m.render_prometheus(&mut text);
+    let e = metrics_support::check(&text).unwrap();
+    let b = |le: &str| {
+        e.value("bundle_relay_relay_overhead_seconds_bucket", &[("le", le)])
+            .unwrap_or_else(|| panic!("le {le}"))
+    };
+    assert_eq!(b("0.000001"), 1.0);
+    assert_eq!(b("0.00001"), 3.0);
+    assert_eq!(b("0.000025"), 4.0);
+    assert_eq!(b("0.001"), 5.0);
+    assert_eq!(b("1"), 5.0);
+    assert_eq!(b("2.5"), 6.0);
+    assert_eq!(b("+Inf"), 6.0);
+    assert_eq!(
+        e.value("bundle_relay_relay_overhead_seconds_count", &[]),
+        Some(6.0)
+    );
+    let sum = e
+        .value("bundle_relay_relay_overhead_seconds_sum", &[])
+        .unwrap();
+    assert!((sum - 2.000_934_8).abs() < 1e-9, "sum {sum}");
+    let rtt = "bundle_relay_upstream_round_trip_seconds_bucket";
+    assert_eq!(
+        e.value(rtt, &[("region", "ny"), ("le", "0.025")]),
+        Some(0.0)
+    );
+    assert_eq!(e.value(rtt, &[("region", "ny"), ("le", "0.05")]), Some(1.0));
+    assert_eq!(
+        e.value(rtt, &[("region", "frankfurt"), ("le", "+Inf")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        e.value("bundle_relay_delivery_latency_seconds_count", &[]),
+        Some(0.0)
+    );
+}
+
+#[test]
+fn checker_rejects_broken_expositions() {
+    // The checker must be able to fail, or the tests above prove nothing.
+    let ok = "# HELP a_total x\n# TYPE a_total counter\na_total 1\n";
+    assert!(metrics_support::check(ok).is_ok());
+    let no_type = "# HELP a_total x\na_total 1\n";
+    assert!(metrics_support::check(no_type).is_err());
+    let twice = format!("{ok}# HELP a_total x\n");
+    assert!(metrics_support::check(&twice).is_err());
+    let not_cumulative = "# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\n\
+        h_bucket{le=\"+Inf\"} 1\nh_sum 1\nh_count 1\n";
+    assert!(metrics_support::check(not_cumulative).is_err());
+    let bad_count = "# HELP h x\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\n\
+        h_bucket{le=\"+Inf\"} 2\nh_sum 1\nh_count 3\n";
+    assert!(metrics_support::check(bad_count).is_err());
+    let bad_line = "# HELP g x\n# TYPE g gauge\ng{a=\"1\" 2\n";
+    assert!(metrics_support::check(bad_line).is_err());
+}
+
+#[test]
+fn histograms_text_has_a_percentile_table_per_histogram() {
+    let m = recorded();
+    let mut text = String::new();
+    m.render_histograms(&mut text);
+    for tag in [
+        "relay_overhead",
+        "delivery_latency",
+        "limiter_wait",
+        "upstream_round_trip.frankfurt",
+        "upstream_round_trip.ny",
+    ] {
+        assert!(
+            text.contains(&format!("# {tag} ")),
+            "{tag} missing:\n{text}"
+        );
+    }
+    assert!(text.contains("Value     Percentile TotalCount 1/(1-Percentile)"));
+    // The overhead table ends at the max (2 s = 2,000,000 µs, to 0.1 %) with all 6 values.
+    let overhead = text.split("# delivery_latency").next().unwrap();
+    let last = overhead
+        .lines()
+        .rfind(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .unwrap();
+    let cols: Vec<&str> = last.split_whitespace().collect();
+    let value: f64 = cols[0].parse().unwrap();
+    assert!((value - 2_000_000.0).abs() / 2_000_000.0 < 0.001, "{last}");
+    assert_eq!(cols[1], "1.000000000000");
+    assert_eq!(cols[2], "6");
+    let mut dumped = Vec::new();
+    m.dump_percentiles(&mut dumped).unwrap();
+    assert_eq!(String::from_utf8(dumped).unwrap(), text);
+}
