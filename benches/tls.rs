@@ -1,6 +1,6 @@
 //! Steady-state TLS cost per SendBundle-sized frame (2 KiB): a [`TlsSession`] against an
 //! in-memory rustls server, after the handshake, against a plaintext copy of the same bytes.
-//! Run: `cargo bench --bench tls`.
+//! Run: `cargo bench --workspace --profile dev --bench tls` (figures in `src/tls/mod.rs`).
 
 use std::hint::black_box;
 

@@ -3,8 +3,8 @@
 //!
 //! Found with rustls 0.23 + ring: one allocation to encrypt a record (ring seals into a fresh
 //! buffer, which rustls then copies into ours) and one to decrypt (rustls hands each received
-//! record over as an owned chunk), with the unbuffered API; the buffered API has the same two
-//! plus its own queues. Nothing in `TlsSession` adds to them: the bound below is rustls'.
+//! record over as an owned chunk), with the unbuffered API. Nothing in `TlsSession` adds to
+//! them: the count below is rustls'.
 
 mod counting_alloc;
 mod tls_support;

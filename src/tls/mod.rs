@@ -21,10 +21,15 @@
 //!
 //! Allocation (measured by `tests/tls_session_alloc.rs` with the counting allocator): after the
 //! handshake each 2 KiB frame costs one heap allocation to encrypt (ring's sealing buffer) and
-//! one to decrypt (rustls hands each received record over as an owned chunk), in both the
-//! buffered and the unbuffered API of rustls 0.23; nothing here adds to that.
-//! Cost (`cargo bench --bench tls`, ring AES-128-GCM, this machine): see the README figure;
-//! kernel TLS offload is not done.
+//! one to decrypt (rustls 0.23 hands each received record over as an owned chunk); nothing
+//! here adds to that. The buffered API does the same two (read from rustls' source, not
+//! measured) and also queues output in its own growable buffers, hence the unbuffered one.
+//!
+//! Cost per 2 KiB frame after the handshake (`cargo bench --workspace --profile dev --bench tls`,
+//! dependencies at opt-level 2, TLS 1.3 AES-256-GCM via ring, a contended 2-core host):
+//! encrypting in the session 1.45 µs; encrypt here + decrypt in a rustls server 3.1 µs; encrypt
+//! in the server + decrypt here 2.7 µs; the plaintext path's two copies 0.12 µs.
+//! Kernel TLS offload is not done.
 
 use std::fmt;
 use std::path::Path;
