@@ -235,3 +235,30 @@ fn configuration_errors_name_the_cause() {
     assert_eq!(webpki.alpn_protocols, vec![b"h2".to_vec()]);
     let _: Arc<rustls::ClientConfig> = webpki;
 }
+
+/// An in-flight send points at `poll_transmit`'s bytes: nothing but `advance_transmit` may move
+/// them, even after a partial send.
+#[test]
+fn unsent_ciphertext_stays_in_place_until_reported() {
+    let p = pki(&[NAME]);
+    let mut c = session(&p.ca_pem, NAME);
+    let mut s = ServerConnection::new(server_config(&p, &[b"h2"])).unwrap();
+    handshake(&mut c, &mut s).unwrap();
+    c.write_plaintext(&[1u8; 3000]).unwrap();
+    c.advance_transmit(100);
+    let pending = c.poll_transmit().to_vec();
+    let at = c.poll_transmit().as_ptr();
+    c.write_plaintext(&[2u8; 3000]).unwrap();
+    server_write(&mut s, b"window update");
+    let mut wire = Vec::new();
+    s.write_tls(&mut wire).unwrap();
+    c.feed_ciphertext(&wire).unwrap();
+    let mut out = [0u8; 64];
+    assert_eq!(c.read_plaintext(&mut out), 13);
+    assert_eq!(c.poll_transmit().as_ptr(), at);
+    assert_eq!(&c.poll_transmit()[..pending.len()], &pending[..]);
+    assert!(
+        c.poll_transmit().len() > pending.len(),
+        "new records go after them"
+    );
+}

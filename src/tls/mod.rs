@@ -9,8 +9,9 @@
 //!
 //! Driving it:
 //! 1. [`TlsSession::new`] queues the ClientHello; send [`TlsSession::poll_transmit`] and report
-//!    it with [`TlsSession::advance_transmit`] (the bytes stay in place until then, so an
-//!    in-flight send may point at them).
+//!    it with [`TlsSession::advance_transmit`]. Those bytes stay in place until then, whatever
+//!    else is called (new records are appended after them), so an in-flight send may point at
+//!    them; keep one send per session in flight.
 //! 2. Give every received byte to [`TlsSession::feed_ciphertext`]; it takes what fits and says
 //!    how many. Then drain [`TlsSession::read_plaintext`] until it returns 0 (into the h2
 //!    connection) and feed the rest.
@@ -252,7 +253,7 @@ fn config_with_roots(roots: RootCertStore) -> Arc<ClientConfig> {
 }
 
 /// One TLS client connection's state and its three fixed buffers
-/// (`INCOMING_BYTES + PLAINTEXT_BYTES + TRANSMIT_BYTES`, about 59 KiB).
+/// (`INCOMING_BYTES + PLAINTEXT_BYTES + TRANSMIT_BYTES`, 75,781 bytes).
 pub struct TlsSession {
     conn: UnbufferedClientConnection,
     sni: Box<str>,
@@ -357,7 +358,6 @@ impl TlsSession {
         if !self.handshake_done || input.is_empty() {
             return Ok(0);
         }
-        self.compact_transmit();
         let free = (self.transmit.len() - self.transmit_end).saturating_sub(TRANSMIT_RESERVE_BYTES);
         let n = input.len().min(plaintext_fitting(free));
         if n == 0 {
@@ -412,13 +412,19 @@ impl TlsSession {
         &self.transmit[self.transmit_start..self.transmit_end]
     }
 
-    /// Reports `n` bytes of [`TlsSession::poll_transmit`] as sent.
+    /// Reports `n` bytes of [`TlsSession::poll_transmit`] as sent. The only call that moves
+    /// unsent bytes (after a partial send, to the front): the send that used them has ended.
     pub fn advance_transmit(&mut self, n: usize) {
         debug_assert!(n <= self.transmit_end - self.transmit_start);
         self.transmit_start = (self.transmit_start + n).min(self.transmit_end);
         if self.transmit_start == self.transmit_end {
             self.transmit_start = 0;
             self.transmit_end = 0;
+        } else {
+            self.transmit
+                .copy_within(self.transmit_start..self.transmit_end, 0);
+            self.transmit_end -= self.transmit_start;
+            self.transmit_start = 0;
         }
     }
 
@@ -475,7 +481,6 @@ impl TlsSession {
         if !self.handshake_done || self.failed.is_some() {
             return;
         }
-        self.compact_transmit();
         let Self {
             conn,
             transmit,
@@ -495,17 +500,6 @@ impl TlsSession {
         e
     }
 
-    /// Moves unsent ciphertext to the front. Only called when appending, which the reactor
-    /// does not do while a send of these bytes is in flight.
-    fn compact_transmit(&mut self) {
-        if self.transmit_start > 0 {
-            self.transmit
-                .copy_within(self.transmit_start..self.transmit_end, 0);
-            self.transmit_end -= self.transmit_start;
-            self.transmit_start = 0;
-        }
-    }
-
     /// Runs rustls until it needs more input or has nothing to do: decrypted records into the
     /// plaintext buffer, handshake records into the transmit buffer.
     fn pump(&mut self) -> Result<(), TlsError> {
@@ -516,7 +510,6 @@ impl TlsSession {
                 self.plaintext_end -= self.plaintext_start;
                 self.plaintext_start = 0;
             }
-            self.compact_transmit();
             let Self {
                 conn,
                 incoming,
