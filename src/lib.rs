@@ -20,4 +20,5 @@ pub mod metrics;
 pub mod proto;
 pub mod reactor;
 pub mod relay;
+pub mod tls;
 pub mod wire;

@@ -13,5 +13,6 @@ pub mod engine;
 pub mod load;
 pub mod null;
 pub mod sentlog;
+pub mod socks5;
 pub mod tag;
 pub mod txgen;
