@@ -481,10 +481,10 @@ impl Dispatcher {
         self.wake = Some(self.wake.map_or(at, |w| if at.0 < w.0 { at } else { w }));
     }
 
-    /// The limiter's side of a send's end: the pair is free again from `now`.
+    /// The limiter's side of a send's end: the pair's next slot counts from `now`, the
+    /// answer, so jitter between our send and the engine's stamp can never make it early.
     fn limiter_done(&mut self, pair: PairId, now: Instant) {
-        let _ = now;
-        self.limiter.finish(pair);
+        self.limiter.finish(pair, now);
     }
 
     fn start_send(&mut self, pair: PairId, slot: SlotHandle, now: Instant) -> bool {
