@@ -1,5 +1,6 @@
-//! bench-demo: the whole measurement in one process on loopback: the synthetic block engine,
-//! a relay (the conventional baseline for now) and the open-loop load, with a live progress line
+//! bench-demo: the whole measurement on loopback: the synthetic block engine, a relay
+//! (bundle-relay by default, or the conventional baseline; on threads of this process or, with
+//! `relay_exe`, in a process of its own) and the open-loop load, with a live progress line
 //! and a final report of throughput, answer and delivery latency, outcomes, relay accounting,
 //! engine pacing verdicts and CPU per delivered bundle for each component.
 //!
@@ -25,7 +26,12 @@
 //! 500,1000,1500,2000,3000 --duration-s 5`: throughput at < 0.1% errors 1,500 req/s; at 2,000/s
 //! the storm leaves ~1,540 pairs/s and the relay expires 0.95%.
 //!
-//! A second relay kind plugs in as a variant of [`RelayKind`] and [`RunningRelay`].
+//! A relay process (`bench-demo --serve-relay KIND --spec JSON`, [`serve_relay`]) writes one
+//! JSON line when it listens ([`RelayLine::Ready`]), answers `stats` on stdin, and on stdin's
+//! end or SIGTERM/SIGINT shuts down and writes its final counters; its CPU is read from
+//! /proc/<pid>/stat (utime + stime, exited threads included) and its memory from
+//! /proc/<pid>/status (VmRSS sampled every 50 ms, VmHWM). For bundle-relay the step waits until
+//! every (egress, region) pair is connected ([`PAIRS_UP_WAIT_MAX`]) before the load starts.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
