@@ -521,3 +521,164 @@ pub fn write_json(report: &CompareReport, path: &std::path::Path) -> Result<(), 
     let json = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
     std::fs::write(path, json + "\n").map_err(|e| format!("writing {}: {e}", path.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demo::{CpuFigures, RelayMemory, RelayStats};
+    use crate::engine::EngineStats;
+    use crate::load::{Counts, LatencySummary, LoadSummary};
+
+    fn lat(p50: f64, p99: f64) -> LatencySummary {
+        LatencySummary {
+            count: 1000,
+            p50_us: p50,
+            p90_us: p50,
+            p99_us: p99,
+            p999_us: p99 * 2.0,
+            p9999_us: p99 * 2.0,
+            max_us: p99 * 3.0,
+            mean_us: p50,
+        }
+    }
+
+    /// A step at `rate` with `errors`, answer p99 `p99_us`, relay CPU `cpu_us` per bundle.
+    fn step(relay: RelayKind, rate: f64, errors: u64, p99_us: f64, cpu_us: f64) -> StepReport {
+        let scheduled = (rate * 3.0) as u64;
+        StepReport {
+            rate_per_s: rate,
+            duration_s: 3.0,
+            relay,
+            egress_addresses: 256,
+            pairs: 2048,
+            interval_ms: 10,
+            in_flight_max: 4096,
+            fds_needed: 0,
+            faults: Vec::new(),
+            answered_ok: scheduled - errors,
+            errors,
+            undelivered: 0,
+            error_fraction: errors as f64 / scheduled as f64,
+            delivered_per_s: rate,
+            load: LoadSummary {
+                targets: Vec::new(),
+                rate_per_s_requested: rate,
+                connections: 16,
+                pipeline_depth: 1,
+                threads: 1,
+                scheduled,
+                counts: Counts::default(),
+                unsent: 0,
+                elapsed_s: 3.0,
+                achieved_rate_per_s: rate,
+                by_status: Default::default(),
+                by_rpc_error: Default::default(),
+                result_ids_matching: scheduled - errors,
+                result_ids_differing: 0,
+                latency: lat(p99_us / 10.0, p99_us),
+            },
+            relay_stats: RelayStats::default(),
+            accounting_holds: true,
+            engine: EngineStats::default(),
+            storm_told: 0,
+            cpu: CpuFigures {
+                relay_us_per_delivered: cpu_us,
+                ..CpuFigures::default()
+            },
+            memory: Some(RelayMemory {
+                pid: 1,
+                rss_kb_at_load_start: 10_000,
+                rss_kb_max: 10_500,
+                hwm_kb: 11_000,
+            }),
+        }
+    }
+
+    /// `top` is the highest sweep rate with no errors; the sweep goes to 8,000/s.
+    fn runs(relay: RelayKind, top: f64, p99_us: f64, cpu_us: f64) -> RelayRuns {
+        let steps: Vec<StepReport> = [2000.0, 4000.0, 8000.0]
+            .into_iter()
+            .map(|r| step(relay, r, if r <= top { 0 } else { 100 }, p99_us, cpu_us))
+            .collect();
+        let mut storm = step(relay, 5120.0, 5000, p99_us, cpu_us);
+        storm.relay_stats.refused_cap = 5000;
+        RelayRuns {
+            relay,
+            sweep: DemoReport {
+                generated_bundles: 24_000,
+                generation_bundles_per_s: 1.0,
+                sustained_rate_per_s: demo::sustained_rate(&steps),
+                steps,
+            },
+            common: step(relay, 2000.0, 0, p99_us, cpu_us),
+            storm,
+        }
+    }
+
+    fn verdict(rows: &[Row], metric_start: &str) -> Option<bool> {
+        rows.iter()
+            .find(|r| r.metric.starts_with(metric_start))
+            .unwrap_or_else(|| panic!("no row {metric_start}"))
+            .met
+    }
+
+    #[test]
+    fn four_times_the_throughput_a_tenth_of_the_p99_and_a_fifth_of_the_cpu_meet_every_target() {
+        let br = runs(RelayKind::BundleRelay, 8000.0, 100.0, 50.0);
+        let bl = runs(RelayKind::Baseline, 2000.0, 1000.0, 250.0);
+        let rows = rows(&br, &bl);
+        assert_eq!(verdict(&rows, "throughput"), Some(true));
+        assert_eq!(verdict(&rows, "answer latency p99"), Some(true));
+        assert_eq!(
+            verdict(&rows, "relay CPU per delivered bundle at 2000"),
+            Some(true)
+        );
+        assert_eq!(verdict(&rows, "RSS in an all-cooldown storm"), Some(true));
+        assert_eq!(verdict(&rows, "storm: refused"), Some(true));
+        assert_eq!(verdict(&rows, "early sends"), Some(true));
+        assert_eq!(
+            verdict(&rows, "answer latency p50"),
+            None,
+            "no target, no verdict"
+        );
+        let t = rows
+            .iter()
+            .find(|r| r.metric.starts_with("throughput"))
+            .unwrap();
+        assert_eq!(t.bundle_relay, "≥ 8000/s (top of sweep)");
+        assert_eq!(t.ratio, Some(4.0));
+    }
+
+    #[test]
+    fn twice_the_throughput_half_the_p99_and_half_the_cpu_are_each_not_met() {
+        let br = runs(RelayKind::BundleRelay, 4000.0, 500.0, 125.0);
+        let bl = runs(RelayKind::Baseline, 2000.0, 1000.0, 250.0);
+        let rows = rows(&br, &bl);
+        assert_eq!(verdict(&rows, "throughput"), Some(false));
+        assert_eq!(verdict(&rows, "answer latency p99"), Some(false));
+        assert_eq!(
+            verdict(&rows, "relay CPU per delivered bundle at 2000"),
+            Some(false)
+        );
+        let text = render(&CompareReport {
+            generated_bundles: 0,
+            cores: 2,
+            rows,
+            bottleneck_notes: Vec::new(),
+            bundle_relay: br,
+            baseline: bl,
+        });
+        assert_eq!(text.matches("NOT MET").count(), 3, "{text}");
+    }
+
+    #[test]
+    fn rss_growing_past_a_tenth_in_the_storm_or_an_early_send_is_a_regression() {
+        let mut br = runs(RelayKind::BundleRelay, 8000.0, 100.0, 50.0);
+        br.storm.memory.as_mut().unwrap().rss_kb_max = 12_000;
+        br.storm.engine.early_sends = 3;
+        let bl = runs(RelayKind::Baseline, 2000.0, 1000.0, 250.0);
+        let rows = rows(&br, &bl);
+        assert_eq!(verdict(&rows, "RSS in an all-cooldown storm"), Some(false));
+        assert_eq!(verdict(&rows, "early sends"), Some(false));
+    }
+}

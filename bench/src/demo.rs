@@ -1673,6 +1673,27 @@ mod tests {
     }
 
     #[test]
+    fn proc_status_yields_rss_and_its_high_water_mark_in_kib() {
+        let text =
+            "Name:\tbench-demo\nVmPeak:\t  900000 kB\nVmHWM:\t   212000 kB\nVmRSS:\t   61000 kB\n";
+        assert_eq!(parse_mem_kb(text), Some((61_000, 212_000)));
+        assert_eq!(parse_mem_kb("Name:\tx\nVmRSS:\t 5 kB\n"), None, "no VmHWM");
+    }
+
+    #[test]
+    fn relay_names_parse_both_ways() {
+        for k in [RelayKind::BundleRelay, RelayKind::Baseline] {
+            assert_eq!(k.name().parse::<RelayKind>(), Ok(k));
+        }
+        assert!(
+            "nginx"
+                .parse::<RelayKind>()
+                .unwrap_err()
+                .contains("known: bundle-relay, baseline")
+        );
+    }
+
+    #[test]
     fn thread_stat_lines_yield_name_and_ticks() {
         let dir = std::env::temp_dir().join(format!("demo-stat-{}", std::process::id()));
         std::fs::write(
