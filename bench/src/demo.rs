@@ -1,5 +1,6 @@
-//! bench-demo: the whole measurement in one process on loopback: the synthetic block engine,
-//! a relay (the conventional baseline for now) and the open-loop load, with a live progress line
+//! bench-demo: the whole measurement on loopback: the synthetic block engine, a relay
+//! (bundle-relay by default, or the conventional baseline; on threads of this process or, with
+//! `relay_exe`, in a process of its own) and the open-loop load, with a live progress line
 //! and a final report of throughput, answer and delivery latency, outcomes, relay accounting,
 //! engine pacing verdicts and CPU per delivered bundle for each component.
 //!
@@ -25,7 +26,12 @@
 //! 500,1000,1500,2000,3000 --duration-s 5`: throughput at < 0.1% errors 1,500 req/s; at 2,000/s
 //! the storm leaves ~1,540 pairs/s and the relay expires 0.95%.
 //!
-//! A second relay kind plugs in as a variant of [`RelayKind`] and [`RunningRelay`].
+//! A relay process (`bench-demo --serve-relay KIND --spec JSON`, [`serve_relay`]) writes one
+//! JSON line when it listens ([`RelayLine::Ready`]), answers `stats` on stdin, and on stdin's
+//! end or SIGTERM/SIGINT shuts down and writes its final counters; its CPU is read from
+//! /proc/<pid>/stat (utime + stime, exited threads included) and its memory from
+//! /proc/<pid>/status (VmRSS sampled every 50 ms, VmHWM). For bundle-relay the step waits until
+//! every (egress, region) pair is connected ([`PAIRS_UP_WAIT_MAX`]) before the load starts.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -34,7 +40,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use bundle_relay::relay::{RegionSpec, Relay, Spec, Totals};
+use serde::{Deserialize, Serialize};
 
 use crate::baseline::config::{self as bconfig, BaselineConfig};
 use crate::baseline::{Baseline, BaselineHandle};
@@ -69,25 +76,60 @@ const CPU_SAMPLE_PERIOD: Duration = Duration::from_millis(50);
 /// shutting it down (its own max age is 2 s; this leaves room for the last answer).
 const SETTLE_MAX: Duration = Duration::from_secs(5);
 
+/// How long a relay may take to bring every (egress, region) pair up before the load starts:
+/// 2,048 loopback connections take well under a second; this leaves room for a loaded machine.
+pub const PAIRS_UP_WAIT_MAX: Duration = Duration::from_secs(30);
+/// How long shutdown lets a relay's bundles in flight end (both relays' max age is 2 s).
+const RELAY_DRAIN: Duration = Duration::from_secs(2);
+/// How long a relay process may take to exit after its stdin closes before it is killed: its
+/// drain plus closing thousands of connections.
+const RELAY_EXIT_MAX: Duration = Duration::from_secs(15);
+/// Default in-flight cap, the same for both relays: bundle-relay's arena slots, the baseline's
+/// semaphore. 4,096 holds two seconds (the max age) of 2,000 bundles/s.
+pub const IN_FLIGHT_MAX_DEFAULT: u32 = 4096;
+/// The hidden first argument that makes bench-demo serve one relay as a child process.
+pub const SERVE_RELAY_ARG: &str = "--serve-relay";
+
 /// Which relay sits between the load and the engine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RelayKind {
+    /// The io_uring relay, `bundle_relay::relay`.
+    BundleRelay,
     /// The conventional relay, `crate::baseline`.
     Baseline,
+}
+
+impl RelayKind {
+    /// The name `--relay` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            RelayKind::BundleRelay => "bundle-relay",
+            RelayKind::Baseline => "baseline",
+        }
+    }
+}
+
+impl std::fmt::Display for RelayKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl std::str::FromStr for RelayKind {
     type Err = String;
     fn from_str(s: &str) -> Result<RelayKind, String> {
         match s {
+            "bundle-relay" => Ok(RelayKind::BundleRelay),
             "baseline" => Ok(RelayKind::Baseline),
-            other => Err(format!("unknown relay `{other}` (known: baseline)")),
+            other => Err(format!(
+                "unknown relay `{other}` (known: bundle-relay, baseline)"
+            )),
         }
     }
 }
 
 /// A relay's counters in one shape for every kind.
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct RelayStats {
     pub admitted: u64,
     pub delivered: u64,
@@ -99,6 +141,9 @@ pub struct RelayStats {
     pub cooldowns: u64,
     pub refused_cap: u64,
     pub bad_requests: u64,
+    /// (egress, region) pairs whose connection is up (bundle-relay only; the baseline connects
+    /// lazily and reports 0).
+    pub pairs_up: u64,
 }
 
 impl RelayStats {
@@ -107,16 +152,70 @@ impl RelayStats {
         self.admitted
             == self.delivered + self.rejected + self.expired + self.failed + self.in_flight
     }
+
+    fn from_baseline(s: crate::baseline::Stats) -> RelayStats {
+        RelayStats {
+            admitted: s.admitted,
+            delivered: s.delivered,
+            rejected: s.rejected,
+            expired: s.expired,
+            failed: s.failed,
+            in_flight: s.in_flight,
+            retries: s.retries,
+            cooldowns: s.cooldowns,
+            refused_cap: s.refused_cap,
+            bad_requests: s.bad_requests,
+            pairs_up: 0,
+        }
+    }
+
+    fn from_totals(t: Totals) -> RelayStats {
+        RelayStats {
+            admitted: t.admitted,
+            delivered: t.delivered,
+            rejected: t.rejected,
+            expired: t.expired,
+            failed: t.failed,
+            in_flight: t.in_flight,
+            retries: t.retries,
+            cooldowns: t.cooldowns,
+            refused_cap: t.refused_cap,
+            bad_requests: t.bad_requests,
+            pairs_up: t.pairs_up,
+        }
+    }
 }
 
 /// A started relay of any kind.
 pub enum RunningRelay {
+    BundleRelay(Relay),
     Baseline(BaselineHandle),
 }
 
 impl RunningRelay {
     async fn start(kind: RelayKind, setup: &RelaySetup) -> Result<RunningRelay, String> {
         match kind {
+            RelayKind::BundleRelay => {
+                let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+                let regions = setup
+                    .regions
+                    .iter()
+                    .map(|(name, addr)| RegionSpec {
+                        name: name.clone(),
+                        remote: *addr,
+                        authority: addr.to_string(),
+                        interval_ms: setup.interval_ms,
+                        burst: 1,
+                        pinned: Some(any_port),
+                    })
+                    .collect();
+                let mut spec = Spec::local(regions, setup.egress.clone());
+                spec.threads = setup.threads.max(1);
+                spec.arena_slots = setup.in_flight_max;
+                Relay::start(spec)
+                    .map(RunningRelay::BundleRelay)
+                    .map_err(|e| format!("bundle-relay: {e}"))
+            }
             RelayKind::Baseline => {
                 let cfg = BaselineConfig {
                     rotating_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -125,6 +224,7 @@ impl RunningRelay {
                     regions: setup.regions.clone(),
                     egress: setup.egress.clone(),
                     interval_ms: setup.interval_ms,
+                    max_in_flight: setup.in_flight_max as usize,
                     ..BaselineConfig::default()
                 };
                 Baseline::start(cfg)
@@ -137,62 +237,47 @@ impl RunningRelay {
 
     pub fn rotating_addr(&self) -> SocketAddr {
         match self {
+            RunningRelay::BundleRelay(r) => r
+                .rotating_addr()
+                .expect("the demo's bundle-relay spec has a rotating port"),
             RunningRelay::Baseline(h) => h.rotating_addr(),
         }
     }
 
     pub fn pinned_addrs(&self) -> Vec<SocketAddr> {
         match self {
+            RunningRelay::BundleRelay(r) => r.pinned_addrs().iter().map(|(_, a)| *a).collect(),
             RunningRelay::Baseline(h) => h.pinned_addrs().into_iter().map(|(_, a)| a).collect(),
         }
     }
 
     pub fn stats(&self) -> RelayStats {
         match self {
-            RunningRelay::Baseline(h) => {
-                let s = h.stats();
-                RelayStats {
-                    admitted: s.admitted,
-                    delivered: s.delivered,
-                    rejected: s.rejected,
-                    expired: s.expired,
-                    failed: s.failed,
-                    in_flight: s.in_flight,
-                    retries: s.retries,
-                    cooldowns: s.cooldowns,
-                    refused_cap: s.refused_cap,
-                    bad_requests: s.bad_requests,
-                }
-            }
+            RunningRelay::BundleRelay(r) => RelayStats::from_totals(r.totals()),
+            RunningRelay::Baseline(h) => RelayStats::from_baseline(h.stats()),
         }
     }
 
     async fn shutdown(self) -> RelayStats {
         match self {
-            RunningRelay::Baseline(h) => {
-                let s = h.shutdown().await;
-                RelayStats {
-                    admitted: s.admitted,
-                    delivered: s.delivered,
-                    rejected: s.rejected,
-                    expired: s.expired,
-                    failed: s.failed,
-                    in_flight: s.in_flight,
-                    retries: s.retries,
-                    cooldowns: s.cooldowns,
-                    refused_cap: s.refused_cap,
-                    bad_requests: s.bad_requests,
-                }
+            RunningRelay::BundleRelay(r) => {
+                // Joins the reactor threads: blocking, on this runtime's only busy thread.
+                RelayStats::from_totals(r.shutdown(RELAY_DRAIN))
             }
+            RunningRelay::Baseline(h) => RelayStats::from_baseline(h.shutdown().await),
         }
     }
 }
 
-/// What a relay needs to know about the engine and its egress.
-struct RelaySetup {
-    regions: Vec<(String, SocketAddr)>,
-    egress: Vec<IpAddr>,
-    interval_ms: u64,
+/// What a relay needs to know about the engine and its egress; sent as JSON to a relay process.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RelaySetup {
+    pub regions: Vec<(String, SocketAddr)>,
+    pub egress: Vec<IpAddr>,
+    pub interval_ms: u64,
+    /// bundle-relay's reactor threads; the baseline's runtime worker threads.
+    pub threads: usize,
+    pub in_flight_max: u32,
 }
 
 /// The demo's configuration; `Default` is the no-argument run.
@@ -214,15 +299,21 @@ pub struct DemoConfig {
     pub txs_mix: Vec<(u8, u32)>,
     pub encoding_mix: Vec<(bundle_relay::wire::Encoding, u32)>,
     pub relay_threads: usize,
+    /// The relay's in-flight cap (bundle-relay's arena slots, the baseline's semaphore).
+    pub in_flight_max: u32,
     pub seed: u64,
     /// Print the live progress lines.
     pub progress: bool,
+    /// Run the relay as a child process of this executable (`bench-demo`, which serves it
+    /// under [`SERVE_RELAY_ARG`]), so its CPU time and memory are its own; `None` runs it on
+    /// threads of this process.
+    pub relay_exe: Option<std::path::PathBuf>,
 }
 
 impl Default for DemoConfig {
     fn default() -> Self {
         DemoConfig {
-            relay: RelayKind::Baseline,
+            relay: RelayKind::BundleRelay,
             rates_per_s: vec![1000.0],
             duration_s: 10.0,
             egress: bconfig::parse_egress(EGRESS_DEFAULT).expect("the default egress parses"),
@@ -234,8 +325,10 @@ impl Default for DemoConfig {
             txs_mix: txgen::parse_txs_mix("1:20,3:60,5:20").expect("literal"),
             encoding_mix: txgen::parse_encoding_mix("base64:50,base58:50").expect("literal"),
             relay_threads: 2,
+            in_flight_max: IN_FLIGHT_MAX_DEFAULT,
             seed: 1,
             progress: true,
+            relay_exe: None,
         }
     }
 }
@@ -267,6 +360,16 @@ impl DemoConfig {
         }
         if self.connections == 0 {
             return Err("at least one load connection is needed".into());
+        }
+        if self.in_flight_max == 0 {
+            return Err("the in-flight cap must be at least 1".into());
+        }
+        if self.relay == RelayKind::BundleRelay && self.egress.len() < self.relay_threads.max(1) {
+            return Err(format!(
+                "bundle-relay shares egress addresses between its {} threads: give at least {} \
+                 addresses or fewer --relay-threads",
+                self.relay_threads, self.relay_threads
+            ));
         }
         let need = self.fds_needed();
         let limit = raise_nofile().min(FDS_PROCESS_MAX);
@@ -321,6 +424,14 @@ pub struct CpuFigures {
     pub relay_us_per_delivered: f64,
     pub engine_us_per_delivered: f64,
     pub load_us_per_delivered: f64,
+    /// The measured window: from the load's start until the relay settled.
+    pub window_us: u64,
+    /// CPU over the window in cores (1.0 = one core busy throughout).
+    pub relay_cores: f64,
+    pub engine_cores: f64,
+    pub load_cores: f64,
+    /// Whether the relay's figure is its own process's (`relay_exe`), not its threads'.
+    pub relay_in_own_process: bool,
 }
 
 /// One step's results.
@@ -332,6 +443,7 @@ pub struct StepReport {
     pub egress_addresses: usize,
     pub pairs: usize,
     pub interval_ms: u64,
+    pub in_flight_max: u32,
     pub fds_needed: usize,
     pub faults: Vec<String>,
     /// Requests answered with the expected bundle id.
@@ -350,6 +462,8 @@ pub struct StepReport {
     pub engine: EngineStats,
     pub storm_told: u64,
     pub cpu: CpuFigures,
+    /// The relay process's memory; `None` when the relay ran on this process's threads.
+    pub memory: Option<RelayMemory>,
 }
 
 impl StepReport {
@@ -399,7 +513,19 @@ impl DemoReport {
 pub fn run(cfg: &DemoConfig) -> Result<DemoReport, String> {
     cfg.validate()?;
     let max_rate = cfg.rates_per_s.iter().cloned().fold(0.0, f64::max);
-    let count = (max_rate * cfg.duration_s).ceil() as u64;
+    let load = generate(cfg, (max_rate * cfg.duration_s).ceil() as u64)?;
+    run_with(cfg, &load)
+}
+
+/// Pre-generated, really signed bundles, reusable by any number of runs.
+pub struct PreparedLoad {
+    pub bundles: Vec<GeneratedBundle>,
+    pub transactions: u64,
+    pub seconds: f64,
+}
+
+/// Generates `count` bundles with `cfg`'s seed and mixes.
+pub fn generate(cfg: &DemoConfig, count: u64) -> Result<PreparedLoad, String> {
     let gen_cfg = TxGenConfig {
         seed: cfg.seed,
         run_id: 1,
@@ -421,24 +547,42 @@ pub fn run(cfg: &DemoConfig) -> Result<DemoReport, String> {
             generated.0 as f64 / generated.2.max(1e-9)
         );
     }
+    Ok(PreparedLoad {
+        bundles,
+        transactions: generated.1,
+        seconds: generated.2,
+    })
+}
+
+/// Runs every step of `cfg` on already generated bundles (a step uses the first rate x
+/// duration of them, so `load` must hold at least that many).
+pub fn run_with(cfg: &DemoConfig, load: &PreparedLoad) -> Result<DemoReport, String> {
+    cfg.validate()?;
     let mut steps = Vec::new();
     for &rate in &cfg.rates_per_s {
-        steps.push(run_step(cfg, rate, &bundles)?);
+        steps.push(run_step(cfg, rate, &load.bundles)?);
     }
-    let sustained_rate_per_s = steps
+    let sustained_rate_per_s = sustained_rate(&steps);
+    let generated = load.bundles.len() as u64;
+    Ok(DemoReport {
+        generated_bundles: generated,
+        generation_bundles_per_s: generated as f64 / load.seconds.max(1e-9),
+        steps,
+        sustained_rate_per_s,
+    })
+}
+
+/// The highest rate whose errors stayed under [`SUSTAINED_ERROR_FRACTION_MAX`] and whose load
+/// went out at [`SUSTAINED_SEND_FRACTION_MIN`] of the offered rate or better.
+pub fn sustained_rate(steps: &[StepReport]) -> Option<f64> {
+    steps
         .iter()
         .filter(|s| {
             s.error_fraction < SUSTAINED_ERROR_FRACTION_MAX
                 && s.load.achieved_rate_per_s >= SUSTAINED_SEND_FRACTION_MIN * s.rate_per_s
         })
         .map(|s| s.rate_per_s)
-        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
-    Ok(DemoReport {
-        generated_bundles: generated.0,
-        generation_bundles_per_s: generated.0 as f64 / generated.2.max(1e-9),
-        steps,
-        sustained_rate_per_s,
-    })
+        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))))
 }
 
 /// Bundles, transactions, seconds.
@@ -497,6 +641,12 @@ impl CpuSampler {
         }
     }
 
+    /// The relay's threads: its holder runtime (`demo-relay`) and bundle-relay's reactors
+    /// (`relay-N`).
+    fn relay_ticks(&self) -> u64 {
+        self.by_prefix(RELAY_THREAD) + self.by_prefix(REACTOR_THREAD)
+    }
+
     fn by_prefix(&self, prefix: &str) -> u64 {
         self.ticks
             .values()
@@ -532,6 +682,8 @@ fn tick_us() -> f64 {
 const ENGINE_THREAD: &str = "demo-engine";
 const RELAY_THREAD: &str = "demo-relay";
 const SAMPLER_THREAD: &str = "demo-cpu";
+/// bundle-relay names its reactor threads `relay-N`.
+const REACTOR_THREAD: &str = "relay-";
 
 struct EngineThread {
     handle: Arc<EngineHandle>,
@@ -589,14 +741,29 @@ struct RelayThread {
     join: std::thread::JoinHandle<RelayStats>,
 }
 
-fn start_relay(kind: RelayKind, setup: RelaySetup, threads: usize) -> Result<RelayThread, String> {
+impl RelayThread {
+    fn stop(self) -> Result<RelayStats, String> {
+        let RelayThread { handle, stop, join } = self;
+        drop(handle);
+        let _ = stop.send(());
+        join.join()
+            .map_err(|_| "the relay thread panicked".to_string())
+    }
+}
+
+fn start_relay(kind: RelayKind, setup: RelaySetup) -> Result<RelayThread, String> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    // bundle-relay runs its own reactor threads; the runtime only holds its handle.
+    let workers = match kind {
+        RelayKind::BundleRelay => 1,
+        RelayKind::Baseline => setup.threads.max(1),
+    };
     let join = std::thread::Builder::new()
         .name(RELAY_THREAD.into())
         .spawn(move || {
             let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(threads.max(1))
+                .worker_threads(workers)
                 .thread_name(RELAY_THREAD)
                 .enable_all()
                 .build()
@@ -621,6 +788,348 @@ fn start_relay(kind: RelayKind, setup: RelaySetup, threads: usize) -> Result<Rel
     Ok(RelayThread { handle, stop, join })
 }
 
+/// One line a relay process writes on its stdout.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RelayLine {
+    /// Started: where it listens.
+    Ready {
+        rotating: SocketAddr,
+        pinned: Vec<SocketAddr>,
+    },
+    /// The answer to a `stats` line on stdin.
+    Stats(RelayStats),
+    /// After stdin closed or SIGTERM/SIGINT: the counters after shutdown; the process then exits 0.
+    Final(RelayStats),
+    /// It could not start.
+    Error(String),
+}
+
+static SERVE_STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn serve_stop_on_signal(_: libc::c_int) {
+    SERVE_STOP.store(true, Ordering::Relaxed);
+}
+
+/// The relay-process side (`bench-demo --serve-relay KIND --spec JSON`): starts the relay,
+/// writes [`RelayLine::Ready`], answers each `stats` line on `input` with [`RelayLine::Stats`],
+/// and on end of input or SIGTERM/SIGINT shuts down and writes [`RelayLine::Final`].
+pub fn serve_relay(
+    kind: RelayKind,
+    setup_json: &str,
+    input: impl std::io::BufRead + Send + 'static,
+    out: &mut impl std::io::Write,
+) -> Result<(), String> {
+    let mut emit = |line: &RelayLine| -> Result<(), String> {
+        let text = serde_json::to_string(line).map_err(|e| e.to_string())?;
+        writeln!(out, "{text}")
+            .and_then(|_| out.flush())
+            .map_err(|e| format!("writing to the demo: {e}"))
+    };
+    let setup: RelaySetup = match serde_json::from_str(setup_json) {
+        Ok(s) => s,
+        Err(e) => {
+            let e = format!("--spec: {e}");
+            emit(&RelayLine::Error(e.clone()))?;
+            return Err(e);
+        }
+    };
+    raise_nofile();
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        let handler = serve_stop_on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        libc::signal(libc::SIGTERM, handler);
+        libc::signal(libc::SIGINT, handler);
+    }
+    let relay = match start_relay(kind, setup) {
+        Ok(r) => r,
+        Err(e) => {
+            emit(&RelayLine::Error(e.clone()))?;
+            return Err(e);
+        }
+    };
+    emit(&RelayLine::Ready {
+        rotating: relay.handle.rotating_addr(),
+        pinned: relay.handle.pinned_addrs(),
+    })?;
+    let (tx, rx) = std::sync::mpsc::channel::<bool>();
+    std::thread::Builder::new()
+        .name("relay-stdin".into())
+        .spawn(move || {
+            for line in input.lines() {
+                match line {
+                    Ok(l) if l.trim() == "stats" => {
+                        if tx.send(true).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+            let _ = tx.send(false);
+        })
+        .map_err(|e| format!("spawning the stdin reader: {e}"))?;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(true) => emit(&RelayLine::Stats(relay.handle.stats()))?,
+            Ok(false) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                if SERVE_STOP.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+        }
+    }
+    let last = relay.stop()?;
+    emit(&RelayLine::Final(last))
+}
+
+/// The demo's side of a relay process.
+struct RelayChild {
+    child: std::process::Child,
+    io: Arc<Mutex<ChildIo>>,
+    rotating: SocketAddr,
+    pinned: Vec<SocketAddr>,
+}
+
+struct ChildIo {
+    stdin: Option<std::process::ChildStdin>,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl ChildIo {
+    fn read_line(&mut self) -> Result<RelayLine, String> {
+        use std::io::BufRead;
+        let mut line = String::new();
+        match self.stdout.read_line(&mut line) {
+            Ok(0) => Err("the relay process closed its output".into()),
+            Ok(_) => serde_json::from_str(&line)
+                .map_err(|e| format!("the relay process wrote `{}`: {e}", line.trim())),
+            Err(e) => Err(format!("reading from the relay process: {e}")),
+        }
+    }
+
+    fn stats(&mut self) -> Result<RelayStats, String> {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().ok_or("the relay process is stopping")?;
+        writeln!(stdin, "stats")
+            .and_then(|_| stdin.flush())
+            .map_err(|e| format!("writing to the relay process: {e}"))?;
+        match self.read_line()? {
+            RelayLine::Stats(s) => Ok(s),
+            other => Err(format!("the relay process answered {other:?} to `stats`")),
+        }
+    }
+}
+
+impl RelayChild {
+    fn spawn(
+        exe: &std::path::Path,
+        kind: RelayKind,
+        setup: &RelaySetup,
+    ) -> Result<RelayChild, String> {
+        use std::process::{Command, Stdio};
+        let spec = serde_json::to_string(setup).map_err(|e| e.to_string())?;
+        let mut child = Command::new(exe)
+            .arg(SERVE_RELAY_ARG)
+            .arg(kind.name())
+            .arg("--spec")
+            .arg(spec)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("starting the relay process {}: {e}", exe.display()))?;
+        let mut io = ChildIo {
+            stdin: child.stdin.take(),
+            stdout: std::io::BufReader::new(child.stdout.take().expect("piped")),
+        };
+        let ready = io.read_line();
+        let (rotating, pinned) = match ready {
+            Ok(RelayLine::Ready { rotating, pinned }) => (rotating, pinned),
+            other => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(match other {
+                    Ok(RelayLine::Error(e)) => e,
+                    Ok(line) => format!("the relay process began with {line:?}"),
+                    Err(e) => e,
+                });
+            }
+        };
+        Ok(RelayChild {
+            child,
+            io: Arc::new(Mutex::new(io)),
+            rotating,
+            pinned,
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Closes its stdin, reads its final counters, waits for it to exit (killing it after
+    /// [`RELAY_EXIT_MAX`]).
+    fn stop(mut self) -> Result<RelayStats, String> {
+        let last = {
+            let mut io = self.io.lock().expect("relay io");
+            io.stdin = None;
+            loop {
+                match io.read_line() {
+                    Ok(RelayLine::Final(s)) => break Ok(s),
+                    Ok(_) => continue,
+                    Err(e) => break Err(e),
+                }
+            }
+        };
+        let deadline = Instant::now() + RELAY_EXIT_MAX;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) if status.success() => break,
+                Ok(Some(status)) => return Err(format!("the relay process exited with {status}")),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Ok(None) => {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    return Err(format!(
+                        "the relay process did not exit within {} s of its stdin closing",
+                        RELAY_EXIT_MAX.as_secs()
+                    ));
+                }
+                Err(e) => return Err(format!("waiting for the relay process: {e}")),
+            }
+        }
+        last
+    }
+}
+
+impl Drop for RelayChild {
+    fn drop(&mut self) {
+        // Never leave a relay process behind when a step fails part-way.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A relay started for one step: on threads of this process or as a process of its own.
+enum RelayRun {
+    Thread(RelayThread),
+    Child(RelayChild),
+}
+
+/// Reads a running relay's counters from any thread.
+#[derive(Clone)]
+enum RelayProbe {
+    Thread(Arc<RunningRelay>),
+    Child(Arc<Mutex<ChildIo>>),
+}
+
+impl RelayProbe {
+    fn stats(&self) -> Result<RelayStats, String> {
+        match self {
+            RelayProbe::Thread(h) => Ok(h.stats()),
+            RelayProbe::Child(io) => io.lock().expect("relay io").stats(),
+        }
+    }
+}
+
+impl RelayRun {
+    fn start(cfg: &DemoConfig, setup: RelaySetup) -> Result<RelayRun, String> {
+        match &cfg.relay_exe {
+            Some(exe) => RelayChild::spawn(exe, cfg.relay, &setup).map(RelayRun::Child),
+            None => start_relay(cfg.relay, setup).map(RelayRun::Thread),
+        }
+    }
+
+    fn probe(&self) -> RelayProbe {
+        match self {
+            RelayRun::Thread(t) => RelayProbe::Thread(t.handle.clone()),
+            RelayRun::Child(c) => RelayProbe::Child(c.io.clone()),
+        }
+    }
+
+    fn rotating_addr(&self) -> SocketAddr {
+        match self {
+            RelayRun::Thread(t) => t.handle.rotating_addr(),
+            RelayRun::Child(c) => c.rotating,
+        }
+    }
+
+    fn pinned_addrs(&self) -> Vec<SocketAddr> {
+        match self {
+            RelayRun::Thread(t) => t.handle.pinned_addrs(),
+            RelayRun::Child(c) => c.pinned.clone(),
+        }
+    }
+
+    fn pid(&self) -> Option<u32> {
+        match self {
+            RelayRun::Thread(_) => None,
+            RelayRun::Child(c) => Some(c.pid()),
+        }
+    }
+
+    fn stop(self) -> Result<RelayStats, String> {
+        match self {
+            RelayRun::Thread(t) => t.stop(),
+            RelayRun::Child(c) => c.stop(),
+        }
+    }
+}
+
+/// Waits until every (egress, region) pair of a bundle-relay is connected.
+fn wait_pairs_up(probe: &RelayProbe, want: u64) -> Result<(), String> {
+    let start = Instant::now();
+    loop {
+        let s = probe.stats()?;
+        if s.pairs_up >= want {
+            return Ok(());
+        }
+        if start.elapsed() >= PAIRS_UP_WAIT_MAX {
+            return Err(format!(
+                "bundle-relay: only {} of {want} (egress, region) pairs connected after {} s; \
+                 is every egress address routable on loopback and the engine listening?",
+                s.pairs_up,
+                PAIRS_UP_WAIT_MAX.as_secs()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A relay process's memory, from /proc/<pid>/status: (VmRSS, VmHWM) in KiB.
+pub fn read_mem_kb(pid: u32) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    parse_mem_kb(&text)
+}
+
+/// (VmRSS, VmHWM) in KiB from the text of a /proc status file.
+pub fn parse_mem_kb(text: &str) -> Option<(u64, u64)> {
+    let field = |name: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(name))?;
+        line[name.len()..].split_whitespace().next()?.parse().ok()
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// A relay process's memory over one step.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RelayMemory {
+    pub pid: u32,
+    /// VmRSS when the load started (after every pair was up).
+    pub rss_kb_at_load_start: u64,
+    /// Largest VmRSS sampled while the load ran and the relay settled.
+    pub rss_kb_max: u64,
+    /// VmHWM (peak RSS over the process's life) at the step's end.
+    pub hwm_kb: u64,
+}
+
 /// The default storm, at the middle of a step (engine start is the load's start to within the
 /// relay's start-up).
 fn storm_spec(duration_s: f64) -> String {
@@ -631,10 +1140,13 @@ fn storm_spec(duration_s: f64) -> String {
 fn run_step(cfg: &DemoConfig, rate: f64, all: &[GeneratedBundle]) -> Result<StepReport, String> {
     let count = ((rate * cfg.duration_s).ceil() as usize).min(all.len());
     let bundles = &all[..count];
+    // Unique per step, so steps run at once in one process (tests) never share a log.
+    static STEP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let sent_log = std::env::temp_dir().join(format!(
-        "bench-demo-sent-{}-{}",
+        "bench-demo-sent-{}-{}-{}",
         std::process::id(),
-        rate as u64
+        rate as u64,
+        STEP.fetch_add(1, Ordering::Relaxed)
     ));
     // The engine maps the log when it starts; the load re-creates it with the same size.
     crate::sentlog::SentLog::create(&sent_log, count.max(1))
@@ -662,49 +1174,65 @@ fn run_step(cfg: &DemoConfig, rate: f64, all: &[GeneratedBundle]) -> Result<Step
     };
     let engine = start_engine(engine_cfg)?;
     let regions: Vec<(String, SocketAddr)> = engine.handle.region_addrs();
-    let relay = match start_relay(
-        cfg.relay,
-        RelaySetup {
-            regions,
-            egress: cfg.egress.clone(),
-            interval_ms: cfg.interval_ms,
-        },
-        cfg.relay_threads,
-    ) {
+    let setup = RelaySetup {
+        regions,
+        egress: cfg.egress.clone(),
+        interval_ms: cfg.interval_ms,
+        threads: cfg.relay_threads,
+        in_flight_max: cfg.in_flight_max,
+    };
+    let stop_engine = |engine: EngineThread| {
+        drop(engine.handle);
+        let _ = engine.stop.send(());
+        engine.join.join()
+    };
+    let relay = match RelayRun::start(cfg, setup) {
         Ok(r) => r,
         Err(e) => {
-            let _ = engine.stop.send(());
+            let _ = stop_engine(engine);
             return Err(e);
         }
     };
-    let mut targets = vec![relay.handle.rotating_addr()];
+    let probe = relay.probe();
+    let pairs = (cfg.egress.len() * cfg.regions()) as u64;
+    if cfg.relay == RelayKind::BundleRelay
+        && let Err(e) = wait_pairs_up(&probe, pairs)
+    {
+        let _ = relay.stop();
+        let _ = stop_engine(engine);
+        return Err(e);
+    }
+    let relay_pid = relay.pid();
+    let mut targets = vec![relay.rotating_addr()];
     if cfg.pinned {
-        targets.extend(relay.handle.pinned_addrs());
+        targets.extend(relay.pinned_addrs());
     }
     if cfg.progress {
         eprintln!(
-            "bench-demo: step {rate}/s for {} s: engine {} regions (interval {} ms), relay {:?} rotating {} \
-             with {} egress x {} regions = {} pairs, {} of {FDS_PROCESS_MAX} open files budgeted",
+            "bench-demo: step {rate}/s for {} s: engine {} regions (interval {} ms), {} relay{} rotating {} \
+             with {} egress x {} regions = {pairs} pairs, in-flight cap {}",
             cfg.duration_s,
             cfg.regions(),
             cfg.interval_ms,
             cfg.relay,
+            relay_pid.map_or(String::new(), |p| format!(" (process {p})")),
             targets[0],
             cfg.egress.len(),
             cfg.regions(),
-            cfg.egress.len() * cfg.regions(),
-            cfg.fds_needed()
+            cfg.in_flight_max,
         );
     }
 
-    // CPU sampler and progress printer.
+    // CPU sampler, relay memory sampler and progress printer.
     let sampler = Arc::new(Mutex::new(CpuSampler::default()));
+    let rss_max_kb = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
     let monitor = {
         let sampler = sampler.clone();
+        let rss_max_kb = rss_max_kb.clone();
         let done = done.clone();
         let eh = engine.handle.clone();
-        let rh = relay.handle.clone();
+        let probe = probe.clone();
         let progress = cfg.progress;
         std::thread::Builder::new()
             .name(SAMPLER_THREAD.into())
@@ -713,16 +1241,24 @@ fn run_step(cfg: &DemoConfig, rate: f64, all: &[GeneratedBundle]) -> Result<Step
                 let mut next_print = Duration::from_secs(1);
                 while !done.load(Ordering::Relaxed) {
                     sampler.lock().expect("sampler").sample();
+                    if let Some((rss, _)) = relay_pid.and_then(read_mem_kb) {
+                        rss_max_kb.fetch_max(rss, Ordering::Relaxed);
+                    }
                     if progress && start.elapsed() >= next_print {
-                        let r = rh.stats();
                         let e = eh.stats();
+                        let relay_line = match probe.stats() {
+                            Ok(r) => format!(
+                                "relay admitted {} delivered {} in flight {} retries {} refused {}",
+                                r.admitted, r.delivered, r.in_flight, r.retries, r.refused_cap
+                            ),
+                            Err(e) => format!("relay: {e}"),
+                        };
+                        let rss = relay_pid
+                            .and_then(read_mem_kb)
+                            .map_or(String::new(), |(rss, _)| format!(" rss {} MiB", rss / 1024));
                         eprintln!(
-                            "[demo {:>3}s] offered {rate:.0}/s | relay admitted {} delivered {} in flight {} retries {} | engine accepted {} early sends {} storm {}",
+                            "[demo {:>3}s] offered {rate:.0}/s | {relay_line}{rss} | engine accepted {} early sends {} storm {}",
                             next_print.as_secs(),
-                            r.admitted,
-                            r.delivered,
-                            r.in_flight,
-                            r.retries,
                             e.accepted,
                             e.early_sends,
                             e.faults.get("storm").copied().unwrap_or(0)
@@ -737,11 +1273,14 @@ fn run_step(cfg: &DemoConfig, rate: f64, all: &[GeneratedBundle]) -> Result<Step
     };
 
     sampler.lock().expect("sampler").sample();
+    let window_start = Instant::now();
     let ticks_before = process_ticks();
+    let relay_proc_before = relay_pid.map_or(0, pid_ticks);
+    let rss_kb_at_load_start = relay_pid.and_then(read_mem_kb).map_or(0, |(r, _)| r);
     let (relay_before, engine_before, sampler_before) = {
         let s = sampler.lock().expect("sampler");
         (
-            s.by_prefix(RELAY_THREAD),
+            s.relay_ticks(),
             s.by_prefix(ENGINE_THREAD),
             s.by_prefix(SAMPLER_THREAD),
         )
@@ -771,40 +1310,45 @@ fn run_step(cfg: &DemoConfig, rate: f64, all: &[GeneratedBundle]) -> Result<Step
 
     // Let the relay finish what it holds.
     let settle_start = Instant::now();
-    while relay.handle.stats().in_flight > 0 && settle_start.elapsed() < SETTLE_MAX {
+    while probe.stats().is_ok_and(|s| s.in_flight > 0) && settle_start.elapsed() < SETTLE_MAX {
         std::thread::sleep(Duration::from_millis(20));
     }
     sampler.lock().expect("sampler").sample();
     let ticks_after = process_ticks();
+    let relay_proc_after = relay_pid.map_or(0, pid_ticks);
+    let window_us = window_start.elapsed().as_secs_f64() * 1e6;
+    let memory = relay_pid.map(|pid| {
+        let (rss, hwm) = read_mem_kb(pid).unwrap_or((0, 0));
+        RelayMemory {
+            pid,
+            rss_kb_at_load_start,
+            rss_kb_max: rss_max_kb.load(Ordering::Relaxed).max(rss),
+            hwm_kb: hwm,
+        }
+    });
     done.store(true, Ordering::Relaxed);
     let _ = monitor.join();
-    let (relay_ticks, engine_ticks, sampler_ticks) = {
+    let (relay_thread_ticks, engine_ticks, sampler_ticks) = {
         let s = sampler.lock().expect("sampler");
         (
-            s.by_prefix(RELAY_THREAD) - relay_before,
+            s.relay_ticks() - relay_before,
             s.by_prefix(ENGINE_THREAD) - engine_before,
             s.by_prefix(SAMPLER_THREAD).saturating_sub(sampler_before),
         )
     };
-    let load_ticks =
-        (ticks_after - ticks_before).saturating_sub(relay_ticks + engine_ticks + sampler_ticks);
+    // In a process of its own the relay's CPU is the whole process's; on threads of this
+    // process it is its threads' and comes out of this process's total.
+    let (relay_ticks, relay_in_this_process) = match relay_pid {
+        Some(_) => (relay_proc_after.saturating_sub(relay_proc_before), 0),
+        None => (relay_thread_ticks, relay_thread_ticks),
+    };
+    let load_ticks = (ticks_after - ticks_before)
+        .saturating_sub(relay_in_this_process + engine_ticks + sampler_ticks);
 
-    let RelayThread {
-        handle: rh,
-        stop: rstop,
-        join: rjoin,
-    } = relay;
-    drop(rh);
-    let _ = rstop.send(());
-    let relay_stats = rjoin.join().map_err(|_| "the relay thread panicked")?;
-    let EngineThread {
-        handle: eh,
-        stop: estop,
-        join: ejoin,
-    } = engine;
-    drop(eh);
-    let _ = estop.send(());
-    let engine_stats = ejoin.join().map_err(|_| "the engine thread panicked")?;
+    drop(probe);
+    let relay_result = relay.stop();
+    let engine_stats = stop_engine(engine).map_err(|_| "the engine thread panicked")?;
+    let relay_stats = relay_result?;
     let _ = std::fs::remove_file(&sent_log);
     let report = load_result.map_err(|e| format!("load: {e}"))?;
     let summary = report.summary;
@@ -818,6 +1362,11 @@ fn run_step(cfg: &DemoConfig, rate: f64, all: &[GeneratedBundle]) -> Result<Step
         relay_us_per_delivered: relay_ticks as f64 * us / delivered,
         engine_us_per_delivered: engine_ticks as f64 * us / delivered,
         load_us_per_delivered: load_ticks as f64 * us / delivered,
+        window_us: window_us as u64,
+        relay_cores: relay_ticks as f64 * us / window_us.max(1.0),
+        engine_cores: engine_ticks as f64 * us / window_us.max(1.0),
+        load_cores: load_ticks as f64 * us / window_us.max(1.0),
+        relay_in_own_process: relay_pid.is_some(),
     };
     let answered_ok = summary.result_ids_matching;
     let undelivered = relay_stats.admitted.saturating_sub(relay_stats.delivered);
@@ -829,6 +1378,7 @@ fn run_step(cfg: &DemoConfig, rate: f64, all: &[GeneratedBundle]) -> Result<Step
         egress_addresses: cfg.egress.len(),
         pairs: cfg.egress.len() * cfg.regions(),
         interval_ms: cfg.interval_ms,
+        in_flight_max: cfg.in_flight_max,
         fds_needed: cfg.fds_needed(),
         faults: fault_names,
         answered_ok,
@@ -842,7 +1392,17 @@ fn run_step(cfg: &DemoConfig, rate: f64, all: &[GeneratedBundle]) -> Result<Step
         relay_stats,
         engine: engine_stats,
         cpu,
+        memory,
     })
+}
+
+/// utime + stime of a whole process (its exited threads included), in clock ticks.
+fn pid_ticks(pid: u32) -> u64 {
+    read_stat(std::path::Path::new(&format!("/proc/{pid}/stat"))).map_or(0, |(_, t)| t)
+}
+
+fn mib(kb: u64) -> String {
+    format!("{:.1}", kb as f64 / 1024.0)
 }
 
 fn fmt_us(us: f64) -> String {
@@ -867,13 +1427,13 @@ pub fn render(report: &DemoReport) -> String {
         let r = &s.relay_stats;
         let _ = writeln!(
             o,
-            "\n=== {:?} relay, {} req/s for {} s ===",
+            "\n=== {} relay, {} req/s for {} s ===",
             s.relay, s.rate_per_s, s.duration_s
         );
         let _ = writeln!(
             o,
-            "setup              {} egress x 8 regions = {} pairs, interval {} ms, {} of {FDS_PROCESS_MAX} fds budgeted",
-            s.egress_addresses, s.pairs, s.interval_ms, s.fds_needed
+            "setup              {} egress x 8 regions = {} pairs, interval {} ms, in-flight cap {}, {} of {FDS_PROCESS_MAX} fds budgeted",
+            s.egress_addresses, s.pairs, s.interval_ms, s.in_flight_max, s.fds_needed
         );
         let _ = writeln!(
             o,
@@ -963,6 +1523,28 @@ pub fn render(report: &DemoReport) -> String {
             s.cpu.engine_us,
             s.cpu.load_us
         );
+        let _ = writeln!(
+            o,
+            "CPU busy           relay {:.2} cores{}  engine {:.2}  load {:.2}  over {:.1} s",
+            s.cpu.relay_cores,
+            if s.cpu.relay_in_own_process {
+                " (its own process)"
+            } else {
+                " (threads of this process)"
+            },
+            s.cpu.engine_cores,
+            s.cpu.load_cores,
+            s.cpu.window_us as f64 / 1e6
+        );
+        if let Some(m) = &s.memory {
+            let _ = writeln!(
+                o,
+                "relay memory       RSS {} MiB at load start, {} MiB max during the step, peak (VmHWM) {} MiB",
+                mib(m.rss_kb_at_load_start),
+                mib(m.rss_kb_max),
+                mib(m.hwm_kb)
+            );
+        }
     }
     if report.steps.len() > 1 {
         let _ = writeln!(
@@ -1088,6 +1670,27 @@ mod tests {
             "storm@5000ms:fraction=0.25,retry_ms=30000"
         );
         storm_spec(10.0).parse::<FaultSpec>().unwrap();
+    }
+
+    #[test]
+    fn proc_status_yields_rss_and_its_high_water_mark_in_kib() {
+        let text =
+            "Name:\tbench-demo\nVmPeak:\t  900000 kB\nVmHWM:\t   212000 kB\nVmRSS:\t   61000 kB\n";
+        assert_eq!(parse_mem_kb(text), Some((61_000, 212_000)));
+        assert_eq!(parse_mem_kb("Name:\tx\nVmRSS:\t 5 kB\n"), None, "no VmHWM");
+    }
+
+    #[test]
+    fn relay_names_parse_both_ways() {
+        for k in [RelayKind::BundleRelay, RelayKind::Baseline] {
+            assert_eq!(k.name().parse::<RelayKind>(), Ok(k));
+        }
+        assert!(
+            "nginx"
+                .parse::<RelayKind>()
+                .unwrap_err()
+                .contains("known: bundle-relay, baseline")
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod searcher_grpc {
 }
 
 pub mod baseline;
+pub mod compare;
 pub mod demo;
 pub mod engine;
 pub mod load;

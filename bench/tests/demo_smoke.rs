@@ -1,7 +1,11 @@
-//! The one-command demo end to end in-process: engine, baseline relay and open-loop load on
-//! loopback with a mid-run storm, and the report's verdicts.
+//! The one-command demo end to end: engine, relay (bundle-relay, the default, and the baseline)
+//! and open-loop load on loopback with a mid-run storm, and the report's verdicts; the relay on
+//! threads of the test process and as a process of its own (`bench-demo --serve-relay`).
 
-use bundle_relay_bench::demo::{self, DemoConfig};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+
+use bundle_relay_bench::demo::{self, DemoConfig, RelayKind, RelayLine};
 
 fn tiny(rates: Vec<f64>) -> DemoConfig {
     DemoConfig {
@@ -18,8 +22,22 @@ fn tiny(rates: Vec<f64>) -> DemoConfig {
 }
 
 #[test]
-fn a_small_run_answers_everything_delivers_every_admitted_bundle_and_never_sends_early() {
-    let report = demo::run(&tiny(vec![300.0])).expect("the demo runs");
+fn the_demo_runs_bundle_relay_by_default() {
+    assert_eq!(DemoConfig::default().relay, RelayKind::BundleRelay);
+    assert_eq!(
+        "bundle-relay".parse::<RelayKind>(),
+        Ok(RelayKind::BundleRelay)
+    );
+    assert_eq!("baseline".parse::<RelayKind>(), Ok(RelayKind::Baseline));
+}
+
+#[test]
+fn a_small_baseline_run_answers_everything_delivers_every_admitted_bundle_and_never_sends_early() {
+    let report = demo::run(&DemoConfig {
+        relay: RelayKind::Baseline,
+        ..tiny(vec![300.0])
+    })
+    .expect("the demo runs");
     assert_eq!(report.steps.len(), 1);
     let s = &report.steps[0];
     assert_eq!(s.load.scheduled, 600);
@@ -79,4 +97,130 @@ fn bad_fault_specs_and_rates_are_refused_before_anything_starts() {
             .contains("rates must be positive")
     );
     assert!("nonesuch".parse::<demo::RelayKind>().is_err());
+}
+
+/// bundle-relay in a process of its own: every request answered with its id, every bundle
+/// delivered, accounting holds, no early send through the storm, and the process's own CPU
+/// and memory reported.
+#[test]
+fn bundle_relay_in_its_own_process_answers_and_delivers_everything_through_a_storm() {
+    let report = demo::run(&DemoConfig {
+        relay: RelayKind::BundleRelay,
+        relay_exe: Some(env!("CARGO_BIN_EXE_bench-demo").into()),
+        ..tiny(vec![300.0])
+    })
+    .expect("the demo runs");
+    let s = &report.steps[0];
+    assert_eq!(s.relay, RelayKind::BundleRelay);
+    assert_eq!(s.answered_ok, 600, "{:?}", s.load);
+    assert_eq!(s.errors, 0);
+    assert_eq!(
+        (s.relay_stats.admitted, s.relay_stats.delivered),
+        (600, 600)
+    );
+    assert!(s.accounting_holds, "{:?}", s.relay_stats);
+    assert_eq!(
+        s.engine.early_sends, 0,
+        "{:?}",
+        s.engine.early_sends_by_source
+    );
+    assert_eq!(s.engine.accepted, 600);
+    assert_eq!(s.engine.duplicates, 0);
+    assert!(s.storm_told > 0, "the mid-run storm was injected");
+    assert_eq!(
+        s.relay_stats.cooldowns, s.storm_told,
+        "one cooldown per storm answer"
+    );
+    assert!(s.cpu.relay_in_own_process);
+    assert!(s.cpu.relay_us > 0 && s.cpu.relay_us_per_delivered > 0.0);
+    let m = s
+        .memory
+        .as_ref()
+        .expect("a relay process reports its memory");
+    assert!(m.rss_kb_at_load_start > 0 && m.rss_kb_max >= m.rss_kb_at_load_start);
+    assert!(m.hwm_kb >= m.rss_kb_max, "{m:?}");
+    assert!(report.failures().is_empty(), "{:?}", report.failures());
+    let text = demo::render(&report);
+    assert!(text.contains("=== bundle-relay relay"), "{text}");
+    assert!(text.contains("its own process"), "{text}");
+}
+
+/// The relay process's protocol: a ready line with its addresses, counters on `stats`, final
+/// counters and exit 0 when its stdin closes.
+#[test]
+fn a_relay_process_reports_its_addresses_answers_stats_and_exits_cleanly_when_stdin_closes() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let engine = rt
+        .block_on(bundle_relay_bench::engine::Engine::start(
+            bundle_relay_bench::engine::EngineConfig::for_tests(
+                &bundle_relay_bench::engine::MAINNET_REGIONS,
+            ),
+        ))
+        .unwrap();
+    let setup = demo::RelaySetup {
+        regions: engine.region_addrs(),
+        egress: demo::parse_egress("127.1.62.0/30").unwrap(),
+        interval_ms: 10,
+        threads: 1,
+        in_flight_max: 64,
+    };
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bench-demo"))
+        .args([demo::SERVE_RELAY_ARG, "bundle-relay", "--spec"])
+        .arg(serde_json::to_string(&setup).unwrap())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut read = || {
+        let mut l = String::new();
+        out.read_line(&mut l).unwrap();
+        serde_json::from_str::<RelayLine>(&l).unwrap_or_else(|e| panic!("{l:?}: {e}"))
+    };
+    match read() {
+        RelayLine::Ready { rotating, pinned } => {
+            assert!(rotating.ip().is_loopback() && rotating.port() != 0);
+            assert_eq!(pinned.len(), 8, "one pinned port per region");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut stdin = child.stdin.take().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let up = loop {
+        writeln!(stdin, "stats").unwrap();
+        match read() {
+            RelayLine::Stats(s) if s.pairs_up == 4 * 8 => break true,
+            RelayLine::Stats(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            RelayLine::Stats(s) => panic!("pairs never all up: {s:?}"),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert!(up);
+    drop(stdin);
+    match read() {
+        RelayLine::Final(s) => {
+            assert!(s.identity_holds());
+            assert_eq!(s.admitted, 0);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(child.wait().unwrap().success());
+    rt.block_on(engine.shutdown());
+}
+
+#[test]
+fn a_relay_process_given_a_bad_spec_says_what_was_wrong_and_exits_2() {
+    let out = Command::new(env!("CARGO_BIN_EXE_bench-demo"))
+        .args([demo::SERVE_RELAY_ARG, "bundle-relay", "--spec", "{not json"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let line = String::from_utf8_lossy(&out.stdout);
+    match serde_json::from_str::<RelayLine>(line.trim()).unwrap() {
+        RelayLine::Error(e) => assert!(e.contains("--spec"), "{e}"),
+        other => panic!("{other:?}"),
+    }
 }

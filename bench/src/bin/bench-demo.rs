@@ -2,21 +2,28 @@
 //! See `bundle_relay_bench::demo`.
 //!
 //! ```text
-//! bench-demo                                    # 1,000 req/s for 10 s, 2,048 pairs, storm mid-run
+//! bench-demo                                    # bundle-relay, 1,000 req/s for 10 s, 2,048 pairs, storm mid-run
+//! bench-demo --relay baseline                   # the same through the conventional baseline
 //! bench-demo --rates 500,1000,1500,2000 --duration-s 5 --json sweep.json
 //! bench-demo --egress 127.1.0.0/26 --interval-ms 100 --no-storm --fault rst@2s+1s:every=10
+//! bench-demo --compare --json compare.json      # bundle-relay vs baseline, one table
 //! ```
 //!
-//! Open files: one process holds both ends of every relay-engine connection and of every load
-//! connection, so a config needs 2 x egress x 8 + 2 x connections + 256 of the 20,000 allowed:
-//! at most 1,246 egress addresses with 16 connections (a /24 needs 4,384).
+//! The relay runs as a child process of this executable (`bench-demo --serve-relay KIND --spec
+//! JSON`, see `demo::serve_relay`), so its CPU time and RSS are its own; `--in-process` runs it
+//! on threads of this process instead. Open files: the budget counts both ends of every
+//! relay-engine connection and of every load connection as if in one process, 2 x egress x 8 +
+//! 2 x connections + 256 of the 20,000 allowed: at most 1,246 egress addresses with 16
+//! connections.
 //!
 //! Exits 0 when every step's relay accounting holds and the engine saw no early send; 1 when
-//! either failed; 2 on a bad argument or a failure to start.
+//! either failed; 2 on a bad argument or a failure to start. `--compare` reports missed
+//! targets in its table without failing.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use bundle_relay_bench::compare::{self, CompareConfig};
 use bundle_relay_bench::demo::{self, DemoConfig, RelayKind};
 use bundle_relay_bench::txgen;
 use clap::Parser;
@@ -27,8 +34,8 @@ use clap::Parser;
     about = "Synthetic engine + relay + open-loop load on loopback, with a report"
 )]
 struct Args {
-    /// Relay under test (only `baseline` so far).
-    #[arg(long, default_value = "baseline")]
+    /// Relay under test: `bundle-relay` or `baseline`.
+    #[arg(long, default_value = "bundle-relay")]
     relay: RelayKind,
     /// Requests per second; a comma-separated list runs one fresh engine and relay per rate.
     #[arg(long, value_delimiter = ',', default_value = "1000")]
@@ -59,9 +66,42 @@ struct Args {
     /// Transaction string encodings as name:weight items.
     #[arg(long, default_value = "base64:50,base58:50")]
     encoding_mix: String,
-    /// Relay runtime worker threads.
+    /// Relay threads: bundle-relay's reactors, the baseline's runtime workers.
     #[arg(long, default_value_t = 2)]
     relay_threads: usize,
+    /// The relay's in-flight cap (bundle-relay's arena slots, the baseline's semaphore).
+    #[arg(long, default_value_t = demo::IN_FLIGHT_MAX_DEFAULT)]
+    in_flight_max: u32,
+    /// Run the relay on threads of this process, not in a process of its own (its CPU is then
+    /// its threads' and its memory is not reported).
+    #[arg(long)]
+    in_process: bool,
+    /// Compare bundle-relay with the baseline: rate sweep, common rate, all-cooldown storm, one
+    /// table (`--rates`, `--duration-s`, `--interval-ms` and the storm flags are not used).
+    #[arg(long)]
+    compare: bool,
+    /// --compare: sweep rates.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "2000,4000,6000,8000,10000,12000"
+    )]
+    sweep_rates: Vec<f64>,
+    /// --compare: seconds per sweep step.
+    #[arg(long, default_value_t = 3.0)]
+    sweep_duration_s: f64,
+    /// --compare: the rate both relays are measured at for latency and CPU per bundle.
+    #[arg(long, default_value_t = 2000.0)]
+    common_rate: f64,
+    #[arg(long, default_value_t = 5.0)]
+    common_duration_s: f64,
+    /// --compare: the storm step's egress (its pool's capacity sets the storm step's rate).
+    #[arg(long, default_value = "127.1.0.0/27")]
+    storm_egress: String,
+    #[arg(long, default_value_t = 100)]
+    storm_interval_ms: u64,
+    #[arg(long, default_value_t = 5.0)]
+    storm_duration_s: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Also write the report as JSON here.
@@ -72,7 +112,40 @@ struct Args {
     quiet: bool,
 }
 
+/// `bench-demo --serve-relay KIND --spec JSON`: the relay process the demo starts.
+fn serve(args: &[String]) -> ExitCode {
+    let (kind, spec) = match args {
+        [kind, flag, spec] if flag == "--spec" => (kind, spec),
+        _ => {
+            eprintln!(
+                "bench-demo {}: usage: KIND --spec JSON",
+                demo::SERVE_RELAY_ARG
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let kind: RelayKind = match kind.parse() {
+        Ok(k) => k,
+        Err(e) => {
+            eprintln!("bench-demo {}: {e}", demo::SERVE_RELAY_ARG);
+            return ExitCode::from(2);
+        }
+    };
+    let stdin = std::io::BufReader::new(std::io::stdin());
+    match demo::serve_relay(kind, spec, stdin, &mut std::io::stdout()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bench-demo relay process: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some(demo::SERVE_RELAY_ARG) {
+        return serve(&argv[2..]);
+    }
     let a = Args::parse();
     let bad = |m: String| {
         eprintln!("bench-demo: {m}");
@@ -103,9 +176,56 @@ fn main() -> ExitCode {
         txs_mix,
         encoding_mix,
         relay_threads: a.relay_threads,
+        in_flight_max: a.in_flight_max,
         seed: a.seed,
         progress: !a.quiet,
+        relay_exe: None,
     };
+    let cfg = if a.in_process && !a.compare {
+        cfg
+    } else {
+        match std::env::current_exe() {
+            Ok(exe) => DemoConfig {
+                relay_exe: Some(exe),
+                ..cfg
+            },
+            Err(e) => return bad(format!("finding this executable to run the relay: {e}")),
+        }
+    };
+    if a.compare {
+        let storm_egress = match demo::parse_egress(&a.storm_egress) {
+            Ok(e) => e,
+            Err(e) => return bad(format!("--storm-egress: {e}")),
+        };
+        let ccfg = CompareConfig {
+            sweep_rates_per_s: a.sweep_rates,
+            sweep_duration_s: a.sweep_duration_s,
+            common_rate_per_s: a.common_rate,
+            common_duration_s: a.common_duration_s,
+            storm_egress,
+            storm_interval_ms: a.storm_interval_ms,
+            storm_duration_s: a.storm_duration_s,
+            ..CompareConfig::new(cfg)
+        };
+        let report = match compare::run(&ccfg) {
+            Ok(r) => r,
+            Err(e) => return bad(e),
+        };
+        println!("{}", compare::render(&report));
+        if let Some(p) = &a.json
+            && let Err(e) = compare::write_json(&report, p)
+        {
+            return bad(e);
+        }
+        let failures = report.failures();
+        if failures.is_empty() {
+            return ExitCode::SUCCESS;
+        }
+        for f in failures {
+            eprintln!("bench-demo: FAILED: {f}");
+        }
+        return ExitCode::FAILURE;
+    }
     let report = match demo::run(&cfg) {
         Ok(r) => r,
         Err(e) => return bad(e),

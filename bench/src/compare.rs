@@ -1,0 +1,684 @@
+//! bench-demo `--compare`: bundle-relay against the baseline in one run, on the same engine
+//! and the same pre-generated bundles, each relay in a process of its own (so its CPU time
+//! and memory are its own), and one table with issue 5's targets.
+//!
+//! Three phases per relay, each step with a fresh engine and a fresh relay process:
+//! 1. a rate sweep at a short engine interval (the pool is never the limit), whose highest
+//!    rate under 0.1% errors sent at the offered rate is the throughput
+//!    ([`crate::demo::sustained_rate`]);
+//! 2. one step at a common rate both sustain: answer and delivery latency percentiles and CPU
+//!    per delivered bundle;
+//! 3. an all-cooldown storm: a small pool at a long interval, offered twice its capacity,
+//!    every source told to back off 30 s shortly after the start, so bundles pile up to the
+//!    in-flight cap and the relay must refuse the rest (429) with its memory flat.
+//!
+//! Both relays get the same in-flight cap, egress, threads and load connections.
+
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use crate::demo::{self, DemoConfig, DemoReport, RelayKind, StepReport};
+
+/// Issue 5's targets, as bundle-relay / baseline ratios.
+pub const THROUGHPUT_RATIO_MIN: f64 = 3.0;
+pub const ANSWER_P99_RATIO_MAX: f64 = 0.2;
+pub const CPU_PER_BUNDLE_RATIO_MAX: f64 = 0.25;
+/// RSS during the storm counts as flat when it grows by at most this share of its value at the
+/// storm step's start (page-cache and allocator noise, not per-bundle growth).
+pub const STORM_RSS_GROWTH_MAX: f64 = 0.10;
+/// The storm step's engine fault: every source cools 30 s, half a second in.
+pub const STORM_FAULT: &str = "storm@500ms:fraction=1.0,retry_ms=30000";
+/// A process set whose CPU reaches this share of the machine's cores had no CPU to spare: the
+/// highest rate was bound by the CPU of all three processes together.
+const SATURATED_SHARE: f64 = 0.85;
+
+/// What `--compare` runs. The relay-independent parts of `base` (egress, connections, mixes,
+/// seed, relay threads, in-flight cap, relay executable, progress) apply to every step.
+#[derive(Clone, Debug)]
+pub struct CompareConfig {
+    pub base: DemoConfig,
+    pub sweep_rates_per_s: Vec<f64>,
+    pub sweep_duration_s: f64,
+    /// The sweep's engine interval: short, so the pool's capacity is far above any rate.
+    pub sweep_interval_ms: u64,
+    pub common_rate_per_s: f64,
+    pub common_duration_s: f64,
+    pub storm_egress: Vec<IpAddr>,
+    pub storm_interval_ms: u64,
+    pub storm_duration_s: f64,
+}
+
+impl CompareConfig {
+    /// The default run: about three minutes on two shared cores.
+    pub fn new(base: DemoConfig) -> CompareConfig {
+        CompareConfig {
+            base,
+            sweep_rates_per_s: vec![2000.0, 4000.0, 6000.0, 8000.0, 10000.0, 12000.0],
+            sweep_duration_s: 3.0,
+            sweep_interval_ms: 10,
+            common_rate_per_s: 2000.0,
+            common_duration_s: 5.0,
+            storm_egress: demo::parse_egress("127.1.0.0/27").expect("literal"),
+            storm_interval_ms: 100,
+            storm_duration_s: 5.0,
+        }
+    }
+
+    /// Sends per second the storm step's pool allows before the storm.
+    pub fn storm_capacity_per_s(&self) -> f64 {
+        (self.storm_egress.len() * self.base.regions()) as f64 * 1000.0
+            / self.storm_interval_ms.max(1) as f64
+    }
+
+    fn sweep(&self, relay: RelayKind) -> DemoConfig {
+        DemoConfig {
+            relay,
+            rates_per_s: self.sweep_rates_per_s.clone(),
+            duration_s: self.sweep_duration_s,
+            interval_ms: self.sweep_interval_ms,
+            storm: false,
+            faults: Vec::new(),
+            ..self.base.clone()
+        }
+    }
+
+    fn common(&self, relay: RelayKind) -> DemoConfig {
+        DemoConfig {
+            rates_per_s: vec![self.common_rate_per_s],
+            duration_s: self.common_duration_s,
+            ..self.sweep(relay)
+        }
+    }
+
+    fn storm(&self, relay: RelayKind) -> DemoConfig {
+        DemoConfig {
+            relay,
+            rates_per_s: vec![2.0 * self.storm_capacity_per_s()],
+            duration_s: self.storm_duration_s,
+            egress: self.storm_egress.clone(),
+            interval_ms: self.storm_interval_ms,
+            storm: false,
+            faults: vec![STORM_FAULT.into()],
+            ..self.base.clone()
+        }
+    }
+
+    fn bundles_needed(&self) -> u64 {
+        let sweep_max = self.sweep_rates_per_s.iter().cloned().fold(0.0, f64::max);
+        [
+            sweep_max * self.sweep_duration_s,
+            self.common_rate_per_s * self.common_duration_s,
+            2.0 * self.storm_capacity_per_s() * self.storm_duration_s,
+        ]
+        .into_iter()
+        .fold(0.0, f64::max)
+        .ceil() as u64
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.base.relay_exe.is_none() {
+            return Err("the compare runs each relay in its own process: set relay_exe".into());
+        }
+        for relay in [RelayKind::BundleRelay, RelayKind::Baseline] {
+            self.sweep(relay).validate()?;
+            self.common(relay).validate()?;
+            self.storm(relay).validate()?;
+        }
+        Ok(())
+    }
+}
+
+/// One relay's three phases.
+#[derive(Clone, Debug, Serialize)]
+pub struct RelayRuns {
+    pub relay: RelayKind,
+    pub sweep: DemoReport,
+    pub common: StepReport,
+    pub storm: StepReport,
+}
+
+impl RelayRuns {
+    fn steps(&self) -> impl Iterator<Item = &StepReport> {
+        self.sweep.steps.iter().chain([&self.common, &self.storm])
+    }
+
+    /// Largest VmHWM of any of its processes.
+    pub fn peak_rss_kb(&self) -> u64 {
+        self.steps()
+            .filter_map(|s| s.memory.as_ref().map(|m| m.hwm_kb))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The storm step's RSS at the load's start and its largest during the storm.
+    pub fn storm_rss_kb(&self) -> (u64, u64) {
+        self.storm
+            .memory
+            .as_ref()
+            .map_or((0, 0), |m| (m.rss_kb_at_load_start, m.rss_kb_max))
+    }
+}
+
+/// One line of the table.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub metric: String,
+    pub bundle_relay: String,
+    pub baseline: String,
+    /// bundle-relay / baseline.
+    pub ratio: Option<f64>,
+    pub target: String,
+    /// `None` where the row has no target.
+    pub met: Option<bool>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareReport {
+    pub generated_bundles: u64,
+    pub cores: usize,
+    pub bundle_relay: RelayRuns,
+    pub baseline: RelayRuns,
+    pub rows: Vec<Row>,
+    /// Where the highest rate was bound by the bench tools' CPU, not the relay's.
+    pub bottleneck_notes: Vec<String>,
+}
+
+impl CompareReport {
+    /// Broken accounting or early sends in any step (targets missed are not failures).
+    pub fn failures(&self) -> Vec<String> {
+        self.bundle_relay
+            .steps()
+            .chain(self.baseline.steps())
+            .flat_map(|s| {
+                s.failures()
+                    .into_iter()
+                    .map(move |f| format!("{}: {f}", s.relay))
+            })
+            .collect()
+    }
+}
+
+/// Runs both relays through the three phases on one set of generated bundles.
+pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
+    cfg.validate()?;
+    let load = demo::generate(&cfg.base, cfg.bundles_needed())?;
+    let mut runs = Vec::new();
+    for relay in [RelayKind::BundleRelay, RelayKind::Baseline] {
+        if cfg.base.progress {
+            eprintln!("bench-demo: --compare: {relay}: rate sweep");
+        }
+        let sweep = demo::run_with(&cfg.sweep(relay), &load)?;
+        if cfg.base.progress {
+            eprintln!("bench-demo: --compare: {relay}: common rate");
+        }
+        let common = demo::run_with(&cfg.common(relay), &load)?.steps.remove(0);
+        if cfg.base.progress {
+            eprintln!("bench-demo: --compare: {relay}: all-cooldown storm at twice capacity");
+        }
+        let storm = demo::run_with(&cfg.storm(relay), &load)?.steps.remove(0);
+        runs.push(RelayRuns {
+            relay,
+            sweep,
+            common,
+            storm,
+        });
+    }
+    let baseline = runs.pop().expect("two runs");
+    let bundle_relay = runs.pop().expect("two runs");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Ok(CompareReport {
+        generated_bundles: load.bundles.len() as u64,
+        cores,
+        rows: rows(&bundle_relay, &baseline),
+        bottleneck_notes: [&bundle_relay, &baseline]
+            .into_iter()
+            .filter_map(|r| bottleneck_note(r, cores))
+            .collect(),
+        bundle_relay,
+        baseline,
+    })
+}
+
+fn ratio(a: f64, b: f64) -> Option<f64> {
+    (a.is_finite() && b.is_finite() && b > 0.0).then(|| a / b)
+}
+
+fn us(v: f64) -> String {
+    if v >= 10_000.0 {
+        format!("{:.1} ms", v / 1000.0)
+    } else {
+        format!("{v:.0} µs")
+    }
+}
+
+fn mib(kb: u64) -> String {
+    format!("{:.1} MiB", kb as f64 / 1024.0)
+}
+
+/// The table's rows from both relays' runs: the pure part of the compare.
+pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let mut push = |metric: String, a: String, b: String, r: Option<f64>, target: &str, met| {
+        rows.push(Row {
+            metric,
+            bundle_relay: a,
+            baseline: b,
+            ratio: r,
+            target: target.into(),
+            met,
+        })
+    };
+    let sweep_top = |r: &RelayRuns| {
+        r.sweep
+            .steps
+            .iter()
+            .map(|s| s.rate_per_s)
+            .fold(0.0, f64::max)
+    };
+    let tput = |r: &RelayRuns| match r.sweep.sustained_rate_per_s {
+        Some(t) if t >= sweep_top(r) => format!("≥ {t:.0}/s (top of sweep)"),
+        Some(t) => format!("{t:.0}/s"),
+        None => "none".into(),
+    };
+    let (ta, tb) = (
+        br.sweep.sustained_rate_per_s.unwrap_or(0.0),
+        bl.sweep.sustained_rate_per_s.unwrap_or(0.0),
+    );
+    let r = ratio(ta, tb);
+    push(
+        "throughput at <0.1% errors".into(),
+        tput(br),
+        tput(bl),
+        r,
+        "≥ 3×",
+        r.map(|r| r >= THROUGHPUT_RATIO_MIN),
+    );
+    let rate = br.common.rate_per_s;
+    let (la, lb) = (&br.common.load.latency, &bl.common.load.latency);
+    for (name, a, b, target) in [
+        ("p50", la.p50_us, lb.p50_us, None),
+        ("p99", la.p99_us, lb.p99_us, Some(ANSWER_P99_RATIO_MAX)),
+        ("p99.9", la.p999_us, lb.p999_us, None),
+    ] {
+        let r = ratio(a, b);
+        push(
+            format!("answer latency {name} at {rate:.0}/s"),
+            us(a),
+            us(b),
+            r,
+            if target.is_some() { "≤ 1/5" } else { "" },
+            target.and_then(|t| r.map(|r| r <= t)),
+        );
+    }
+    let (da, db) = (&br.common.engine.latency, &bl.common.engine.latency);
+    for (name, a, b) in [
+        ("p50", da.p50_us, db.p50_us),
+        ("p99", da.p99_us, db.p99_us),
+        ("p99.9", da.p999_us, db.p999_us),
+    ] {
+        push(
+            format!("delivery latency {name} at {rate:.0}/s"),
+            us(a),
+            us(b),
+            ratio(a, b),
+            "",
+            None,
+        );
+    }
+    push(
+        format!("errors at {rate:.0}/s"),
+        format!("{}", br.common.errors),
+        format!("{}", bl.common.errors),
+        None,
+        "",
+        None,
+    );
+    let (ca, cb) = (
+        br.common.cpu.relay_us_per_delivered,
+        bl.common.cpu.relay_us_per_delivered,
+    );
+    let r = ratio(ca, cb);
+    push(
+        format!("relay CPU per delivered bundle at {rate:.0}/s"),
+        format!("{ca:.1} µs"),
+        format!("{cb:.1} µs"),
+        r,
+        "≤ 1/4",
+        r.map(|r| r <= CPU_PER_BUNDLE_RATIO_MAX),
+    );
+    let top_cpu = |r: &RelayRuns| {
+        let rate = r.sweep.sustained_rate_per_s?;
+        let s = r.sweep.steps.iter().find(|s| s.rate_per_s == rate)?;
+        Some((rate, s.cpu.relay_us_per_delivered))
+    };
+    if let (Some((ra, a)), Some((rb, b))) = (top_cpu(br), top_cpu(bl)) {
+        push(
+            "relay CPU per delivered bundle at its top sustained rate".into(),
+            format!("{a:.1} µs at {ra:.0}/s"),
+            format!("{b:.1} µs at {rb:.0}/s"),
+            ratio(a, b),
+            "",
+            None,
+        );
+    }
+    let (pa, pb) = (br.peak_rss_kb(), bl.peak_rss_kb());
+    push(
+        "peak RSS (VmHWM, any step)".into(),
+        mib(pa),
+        mib(pb),
+        ratio(pa as f64, pb as f64),
+        "",
+        None,
+    );
+    let ((sa0, sa1), (sb0, sb1)) = (br.storm_rss_kb(), bl.storm_rss_kb());
+    let flat = |start: u64, max: u64| max as f64 <= start as f64 * (1.0 + STORM_RSS_GROWTH_MAX);
+    push(
+        format!(
+            "RSS in an all-cooldown storm at 2× capacity ({:.0}/s): start → max",
+            br.storm.rate_per_s
+        ),
+        format!("{} → {}", mib(sa0), mib(sa1)),
+        format!("{} → {}", mib(sb0), mib(sb1)),
+        ratio(sa1 as f64, sb1 as f64),
+        "flat (≤ +10%)",
+        Some(sa0 > 0 && flat(sa0, sa1)),
+    );
+    let refusals = |s: &StepReport| {
+        format!(
+            "{} refused at cap (429), {} expired",
+            s.relay_stats.refused_cap, s.relay_stats.expired
+        )
+    };
+    push(
+        "storm: refused / expired".into(),
+        refusals(&br.storm),
+        refusals(&bl.storm),
+        None,
+        "429 once full",
+        Some(br.storm.relay_stats.refused_cap > 0),
+    );
+    let early = |r: &RelayRuns| r.steps().map(|s| s.engine.early_sends).sum::<u64>();
+    let (ea, eb) = (early(br), early(bl));
+    push(
+        "early sends at the engine (all steps)".into(),
+        ea.to_string(),
+        eb.to_string(),
+        None,
+        "0",
+        Some(ea == 0),
+    );
+    rows
+}
+
+/// At the sweep's highest rate: each process's CPU in cores and whether the machine had any to
+/// spare, so a reader knows when the bench tools, not the relay, set the ceiling.
+fn bottleneck_note(r: &RelayRuns, cores: usize) -> Option<String> {
+    let s = r
+        .sweep
+        .steps
+        .iter()
+        .max_by(|a, b| a.rate_per_s.total_cmp(&b.rate_per_s))?;
+    let c = &s.cpu;
+    let total = c.relay_cores + c.engine_cores + c.load_cores;
+    let mut note = format!(
+        "{} at {:.0}/s offered ({:.0}/s sent): relay {:.2} cores, engine {:.2}, load {:.2}; {:.2} of {cores} cores busy",
+        r.relay,
+        s.rate_per_s,
+        s.load.achieved_rate_per_s,
+        c.relay_cores,
+        c.engine_cores,
+        c.load_cores,
+        total
+    );
+    if total >= SATURATED_SHARE * cores as f64 && c.relay_cores < 0.5 * total {
+        let _ = write!(
+            note,
+            " — the machine was saturated and the relay used {:.0}% of it: the bench tools (engine + load), not the relay, bound this rate",
+            100.0 * c.relay_cores / total
+        );
+    } else if total >= SATURATED_SHARE * cores as f64 {
+        let _ = write!(
+            note,
+            " — the machine was saturated, the relay the largest user"
+        );
+    }
+    Some(note)
+}
+
+/// The table as text.
+pub fn render(report: &CompareReport) -> String {
+    let mut o = String::new();
+    let headers = ["", "bundle-relay", "baseline", "ratio", "target", "met"];
+    let cells: Vec<[String; 6]> = report
+        .rows
+        .iter()
+        .map(|r| {
+            [
+                r.metric.clone(),
+                r.bundle_relay.clone(),
+                r.baseline.clone(),
+                r.ratio.map_or("—".into(), |x| format!("{x:.2}×")),
+                r.target.clone(),
+                match r.met {
+                    Some(true) => "met".into(),
+                    Some(false) => "NOT MET".into(),
+                    None => String::new(),
+                },
+            ]
+        })
+        .collect();
+    let mut widths = headers.map(|h| h.chars().count());
+    for row in &cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |o: &mut String, row: &[String]| {
+        let _ = write!(o, "|");
+        for (w, c) in widths.iter().zip(row) {
+            let pad = w - c.chars().count();
+            let _ = write!(o, " {c}{} |", " ".repeat(pad));
+        }
+        let _ = writeln!(o);
+    };
+    line(&mut o, &headers.map(String::from));
+    let _ = writeln!(
+        o,
+        "|{}",
+        widths
+            .iter()
+            .map(|w| format!("{}|", "-".repeat(w + 2)))
+            .collect::<String>()
+    );
+    for row in &cells {
+        line(&mut o, row);
+    }
+    let _ = writeln!(o);
+    for n in &report.bottleneck_notes {
+        let _ = writeln!(o, "{n}");
+    }
+    for r in [&report.bundle_relay, &report.baseline] {
+        let _ = writeln!(o, "\n{} sweep:", r.relay);
+        for s in &r.sweep.steps {
+            let _ = writeln!(
+                o,
+                "  {:>6.0}/s offered, {:>6.0}/s sent, errors {:.3}%, answer p99 {}, relay CPU {:.1} µs/bundle ({:.2} cores)",
+                s.rate_per_s,
+                s.load.achieved_rate_per_s,
+                s.error_fraction * 100.0,
+                us(s.load.latency.p99_us),
+                s.cpu.relay_us_per_delivered,
+                s.cpu.relay_cores
+            );
+        }
+    }
+    o
+}
+
+pub fn write_json(report: &CompareReport, path: &std::path::Path) -> Result<(), String> {
+    let json = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+    std::fs::write(path, json + "\n").map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demo::{CpuFigures, RelayMemory, RelayStats};
+    use crate::engine::EngineStats;
+    use crate::load::{Counts, LatencySummary, LoadSummary};
+
+    fn lat(p50: f64, p99: f64) -> LatencySummary {
+        LatencySummary {
+            count: 1000,
+            p50_us: p50,
+            p90_us: p50,
+            p99_us: p99,
+            p999_us: p99 * 2.0,
+            p9999_us: p99 * 2.0,
+            max_us: p99 * 3.0,
+            mean_us: p50,
+        }
+    }
+
+    /// A step at `rate` with `errors`, answer p99 `p99_us`, relay CPU `cpu_us` per bundle.
+    fn step(relay: RelayKind, rate: f64, errors: u64, p99_us: f64, cpu_us: f64) -> StepReport {
+        let scheduled = (rate * 3.0) as u64;
+        StepReport {
+            rate_per_s: rate,
+            duration_s: 3.0,
+            relay,
+            egress_addresses: 256,
+            pairs: 2048,
+            interval_ms: 10,
+            in_flight_max: 4096,
+            fds_needed: 0,
+            faults: Vec::new(),
+            answered_ok: scheduled - errors,
+            errors,
+            undelivered: 0,
+            error_fraction: errors as f64 / scheduled as f64,
+            delivered_per_s: rate,
+            load: LoadSummary {
+                targets: Vec::new(),
+                rate_per_s_requested: rate,
+                connections: 16,
+                pipeline_depth: 1,
+                threads: 1,
+                scheduled,
+                counts: Counts::default(),
+                unsent: 0,
+                elapsed_s: 3.0,
+                achieved_rate_per_s: rate,
+                by_status: Default::default(),
+                by_rpc_error: Default::default(),
+                result_ids_matching: scheduled - errors,
+                result_ids_differing: 0,
+                latency: lat(p99_us / 10.0, p99_us),
+            },
+            relay_stats: RelayStats::default(),
+            accounting_holds: true,
+            engine: EngineStats::default(),
+            storm_told: 0,
+            cpu: CpuFigures {
+                relay_us_per_delivered: cpu_us,
+                ..CpuFigures::default()
+            },
+            memory: Some(RelayMemory {
+                pid: 1,
+                rss_kb_at_load_start: 10_000,
+                rss_kb_max: 10_500,
+                hwm_kb: 11_000,
+            }),
+        }
+    }
+
+    /// `top` is the highest sweep rate with no errors; the sweep goes to 8,000/s.
+    fn runs(relay: RelayKind, top: f64, p99_us: f64, cpu_us: f64) -> RelayRuns {
+        let steps: Vec<StepReport> = [2000.0, 4000.0, 8000.0]
+            .into_iter()
+            .map(|r| step(relay, r, if r <= top { 0 } else { 100 }, p99_us, cpu_us))
+            .collect();
+        let mut storm = step(relay, 5120.0, 5000, p99_us, cpu_us);
+        storm.relay_stats.refused_cap = 5000;
+        RelayRuns {
+            relay,
+            sweep: DemoReport {
+                generated_bundles: 24_000,
+                generation_bundles_per_s: 1.0,
+                sustained_rate_per_s: demo::sustained_rate(&steps),
+                steps,
+            },
+            common: step(relay, 2000.0, 0, p99_us, cpu_us),
+            storm,
+        }
+    }
+
+    fn verdict(rows: &[Row], metric_start: &str) -> Option<bool> {
+        rows.iter()
+            .find(|r| r.metric.starts_with(metric_start))
+            .unwrap_or_else(|| panic!("no row {metric_start}"))
+            .met
+    }
+
+    #[test]
+    fn four_times_the_throughput_a_tenth_of_the_p99_and_a_fifth_of_the_cpu_meet_every_target() {
+        let br = runs(RelayKind::BundleRelay, 8000.0, 100.0, 50.0);
+        let bl = runs(RelayKind::Baseline, 2000.0, 1000.0, 250.0);
+        let rows = rows(&br, &bl);
+        assert_eq!(verdict(&rows, "throughput"), Some(true));
+        assert_eq!(verdict(&rows, "answer latency p99"), Some(true));
+        assert_eq!(
+            verdict(&rows, "relay CPU per delivered bundle at 2000"),
+            Some(true)
+        );
+        assert_eq!(verdict(&rows, "RSS in an all-cooldown storm"), Some(true));
+        assert_eq!(verdict(&rows, "storm: refused"), Some(true));
+        assert_eq!(verdict(&rows, "early sends"), Some(true));
+        assert_eq!(
+            verdict(&rows, "answer latency p50"),
+            None,
+            "no target, no verdict"
+        );
+        let t = rows
+            .iter()
+            .find(|r| r.metric.starts_with("throughput"))
+            .unwrap();
+        assert_eq!(t.bundle_relay, "≥ 8000/s (top of sweep)");
+        assert_eq!(t.ratio, Some(4.0));
+    }
+
+    #[test]
+    fn twice_the_throughput_half_the_p99_and_half_the_cpu_are_each_not_met() {
+        let br = runs(RelayKind::BundleRelay, 4000.0, 500.0, 125.0);
+        let bl = runs(RelayKind::Baseline, 2000.0, 1000.0, 250.0);
+        let rows = rows(&br, &bl);
+        assert_eq!(verdict(&rows, "throughput"), Some(false));
+        assert_eq!(verdict(&rows, "answer latency p99"), Some(false));
+        assert_eq!(
+            verdict(&rows, "relay CPU per delivered bundle at 2000"),
+            Some(false)
+        );
+        let text = render(&CompareReport {
+            generated_bundles: 0,
+            cores: 2,
+            rows,
+            bottleneck_notes: Vec::new(),
+            bundle_relay: br,
+            baseline: bl,
+        });
+        assert_eq!(text.matches("NOT MET").count(), 3, "{text}");
+    }
+
+    #[test]
+    fn rss_growing_past_a_tenth_in_the_storm_or_an_early_send_is_a_regression() {
+        let mut br = runs(RelayKind::BundleRelay, 8000.0, 100.0, 50.0);
+        br.storm.memory.as_mut().unwrap().rss_kb_max = 12_000;
+        br.storm.engine.early_sends = 3;
+        let bl = runs(RelayKind::Baseline, 2000.0, 1000.0, 250.0);
+        let rows = rows(&br, &bl);
+        assert_eq!(verdict(&rows, "RSS in an all-cooldown storm"), Some(false));
+        assert_eq!(verdict(&rows, "early sends"), Some(false));
+    }
+}
