@@ -205,6 +205,18 @@ impl SlotMut<'_> {
     }
 }
 
+/// Touches every page of `buf` so the kernel backs it now: zeroed allocations are mapped
+/// lazily, and an arena that only faulted its pages in as it filled would grow the process
+/// under load (and take page faults on the request path) instead of holding its budget from
+/// the start.
+pub fn prefault(buf: &mut [u8]) {
+    const PAGE: usize = 4096;
+    for i in (0..buf.len()).step_by(PAGE) {
+        // SAFETY: `i` is in bounds; a volatile write the optimiser cannot drop.
+        unsafe { std::ptr::write_volatile(buf.as_mut_ptr().add(i), 0) };
+    }
+}
+
 /// The fixed pool of request slots. One per reactor thread; not shared.
 pub struct Arena {
     meta: Box<[SlotMeta]>,
@@ -215,7 +227,8 @@ pub struct Arena {
 }
 
 impl Arena {
-    /// Allocates `slots` slots (zeroed pages: the OS backs them on first touch).
+    /// Allocates `slots` slots and touches every page, so the arena's memory is resident from the
+    /// start and stays flat however full it gets.
     pub fn new(slots: u32) -> Arena {
         assert!(
             (1..=MAX_SLOTS).contains(&slots),
@@ -230,10 +243,14 @@ impl Arena {
                 in_use: false,
             })
             .collect();
+        let mut txs = vec![0u8; n * TX_BYTES_PER_SLOT].into_boxed_slice();
+        let mut frames = vec![0u8; n * FRAME_BYTES_MAX].into_boxed_slice();
+        prefault(&mut txs);
+        prefault(&mut frames);
         Arena {
             meta,
-            txs: vec![0u8; n * TX_BYTES_PER_SLOT].into_boxed_slice(),
-            frames: vec![0u8; n * FRAME_BYTES_MAX].into_boxed_slice(),
+            txs,
+            frames,
             free_head: 0,
             in_use: 0,
         }

@@ -28,12 +28,14 @@ impl BufRing {
         // SAFETY: a non-zero size; checked for null below.
         let ptr = unsafe { alloc_zeroed(ring_layout) }.cast::<BufRingEntry>();
         assert!(!ptr.is_null(), "buffer ring allocation failed");
+        let mut base = vec![0u8; count as usize * size].into_boxed_slice();
+        crate::arena::prefault(&mut base);
         let mut br = BufRing {
             ring: ptr,
             ring_layout,
             mask: count - 1,
             tail: 0,
-            base: vec![0u8; count as usize * size].into_boxed_slice(),
+            base,
             size,
         };
         // SAFETY: the ring memory is page-aligned, `count` entries, and lives as long as `br`,

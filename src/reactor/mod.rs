@@ -37,7 +37,7 @@ use bufring::BufRing;
 const RING_ENTRIES: u32 = 4096;
 /// Receive buffers in the provided ring and their size: a request of up to five base58
 /// transactions spans at most a few; idle sockets hold none.
-pub const RECV_BUFFERS: u16 = 2048;
+pub const RECV_BUFFERS: u16 = 1024;
 pub const RECV_BUFFER_BYTES: usize = 16 * 1024;
 const BUFFER_GROUP: u16 = 0;
 /// Connection timers (HTTP/2 SETTINGS, call deadlines, intake head and idle limits) are

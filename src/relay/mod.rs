@@ -98,7 +98,7 @@ impl Spec {
             http: http1::Limits::default(),
             head_timeout_ms: http1::HEAD_TIMEOUT_MS_DEFAULT,
             idle_timeout_ms: http1::IDLE_TIMEOUT_MS_DEFAULT,
-            intake_conns_max: 1024,
+            intake_conns_max: 256,
             h2: upstream_h2_config(),
         }
     }
