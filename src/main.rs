@@ -1,7 +1,14 @@
 //! The `bundle-relay` command line.
 
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
 use bundle_relay::budget::{Budget, BudgetInputs};
 use bundle_relay::clock::Clock;
+use bundle_relay::config::Config;
+use bundle_relay::probe;
+use bundle_relay::relay::{Relay, Spec};
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -31,6 +38,22 @@ enum Command {
     },
     /// Calibrate the clock the limiter runs on and say which source it uses.
     Clock,
+    /// Run the relay: load the config (or the embedded default: Jito mainnet's eight regions),
+    /// check the host (io_uring, open files), print the memory budget, serve until SIGTERM or
+    /// SIGINT, then drain in-flight bundles and exit 0.
+    Run {
+        /// A TOML config (see configs/); without it, the embedded default.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Check the config and the host, print the plan, and exit without serving.
+        #[arg(long)]
+        check: bool,
+        /// How long bundles in flight may take to end at shutdown, in ms.
+        #[arg(long, default_value_t = 5_000)]
+        drain_ms: u64,
+    },
+    /// Percentiles and plots from HdrHistogram interval logs (the relay's or bench-load's).
+    Hist(bundle_relay::metrics::hist::HistArgs),
 }
 
 fn main() {
@@ -47,5 +70,125 @@ fn main() {
             println!("{budget}");
         }
         Command::Clock => println!("{}", Clock::calibrate()),
+        Command::Run {
+            config,
+            check,
+            drain_ms,
+        } => std::process::exit(run(config.as_deref(), check, drain_ms)),
+        Command::Hist(args) => {
+            if let Err(e) = bundle_relay::metrics::hist::run(&args) {
+                eprintln!("bundle-relay hist: {e}");
+                std::process::exit(2);
+            }
+        }
     }
+}
+
+/// Set by SIGTERM and SIGINT.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn run(path: Option<&Path>, check: bool, drain_ms: u64) -> i32 {
+    let cfg = match path {
+        Some(p) => Config::load(p),
+        None => {
+            // Host names are resolved only once the relay can run this config (TLS first).
+            println!("no --config: using the embedded default (Jito mainnet, 8 regions)");
+            Ok(Config::embedded_default())
+        }
+    };
+    let cfg = match cfg {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("bundle-relay: {e}");
+            return 2;
+        }
+    };
+    for w in &cfg.warnings {
+        println!("warning: {w}");
+    }
+    let spec = match Spec::from_config(&cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("bundle-relay: {e}");
+            return 2;
+        }
+    };
+    match probe::check(&cfg) {
+        Ok(report) => println!("{report}"),
+        Err(e) => {
+            eprintln!("bundle-relay: {e}");
+            return 2;
+        }
+    }
+    let budget = Budget::new(BudgetInputs {
+        arena_slots: spec.arena_slots as u64,
+        addresses: spec.sources.len() as u64,
+        regions: spec.regions.len() as u64,
+        threads: spec.threads as u64,
+        intake_conns_per_thread: spec.intake_conns_max as u64,
+        intake_request_bytes: (spec.http.head_bytes_max + spec.http.body_bytes_max) as u64,
+    });
+    println!("{budget}");
+    println!(
+        "{} threads, {} sources x {} regions = {} pairs, {} open files needed",
+        spec.threads,
+        spec.sources.len(),
+        spec.regions.len(),
+        spec.sources.len() * spec.regions.len(),
+        cfg.fds_needed()
+    );
+    if check {
+        println!("config and host check passed");
+        return 0;
+    }
+    let relay = match Relay::start(spec) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("bundle-relay: {e}");
+            return 2;
+        }
+    };
+    if let Some(a) = relay.rotating_addr() {
+        println!("intake (rotating): http://{a}/api/v1/bundles");
+    }
+    for (name, a) in relay.pinned_addrs() {
+        println!("intake (pinned to {name}): http://{a}/api/v1/bundles");
+    }
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+    }
+    let mut last = relay.totals();
+    let mut ticks = 0u32;
+    while !STOP.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+        ticks += 1;
+        if ticks % 100 == 0 {
+            let t = relay.totals();
+            println!(
+                "admitted {} (+{}), delivered {}, in flight {}, expired {}, failed {}, refused at cap {}, pairs up {}",
+                t.admitted,
+                t.admitted - last.admitted,
+                t.delivered,
+                t.in_flight,
+                t.expired,
+                t.failed,
+                t.refused_cap,
+                t.pairs_up
+            );
+            last = t;
+        }
+    }
+    println!("stopping: no new connections; draining bundles in flight for up to {drain_ms} ms");
+    let t = relay.shutdown(Duration::from_millis(drain_ms));
+    println!(
+        "stopped: admitted {} = delivered {} + rejected {} + expired {} + failed {} + in flight {}",
+        t.admitted, t.delivered, t.rejected, t.expired, t.failed, t.in_flight
+    );
+    if t.identity_holds() { 0 } else { 1 }
 }

@@ -79,6 +79,71 @@ pub fn upstream_h2_config() -> h2::conn::Config {
 }
 
 impl Spec {
+    /// The running shape of a loaded configuration. Fails, naming the region or source, on
+    /// what this build of the relay cannot run yet: TLS to an engine and SOCKS5 egress have
+    /// their protocol cores (`tls`, `egress::socks5`) but are not wired into the reactor.
+    pub fn from_config(cfg: &crate::config::Config) -> Result<Spec, String> {
+        use crate::config::{ConnectMode, Source};
+        let mut regions = Vec::with_capacity(cfg.regions.len());
+        for r in &cfg.regions {
+            if r.tls {
+                return Err(format!(
+                    "region {}: {}:{} needs TLS, which the relay cannot speak to an engine yet; \
+                     point the region at a plaintext engine (`tls = false` and `connect = \"IP:PORT\"`) \
+                     or run it behind a local TLS-terminating proxy",
+                    r.name, r.host, r.port
+                ));
+            }
+            let remote = *r
+                .addrs
+                .first()
+                .ok_or_else(|| format!("region {}: host {} is not resolved", r.name, r.host))?;
+            regions.push(RegionSpec {
+                name: r.name.clone(),
+                remote,
+                authority: r.authority.clone(),
+                interval_ms: r.interval_ms,
+                burst: r.burst,
+                pinned: r.pinned,
+            });
+        }
+        let mut sources = Vec::with_capacity(cfg.egress.sources.len());
+        for s in &cfg.egress.sources {
+            match s {
+                Source::Local(ip) => sources.push(*ip),
+                Source::Socks5 { proxy, .. } => {
+                    return Err(format!(
+                        "egress source socks5 {proxy}: SOCKS5 egress is not wired into the relay yet; \
+                         list local addresses only"
+                    ));
+                }
+            }
+        }
+        Ok(Spec {
+            threads: cfg.threads.max(1),
+            pin_threads: cfg.pin_threads,
+            arena_slots: cfg.arena_slots,
+            bundle_max_age_ms: cfg.bundle_max_age_ms,
+            upstream_timeout_ms: cfg.upstream_timeout_ms,
+            rotating: cfg.intake.rotating,
+            regions,
+            sources,
+            connect_eagerly: cfg.egress.connect == ConnectMode::Eager,
+            reconnect_min_ms: cfg.egress.reconnect_min_ms,
+            reconnect_max_ms: cfg.egress.reconnect_max_ms,
+            connect_timeout_ms: cfg.egress.connect_timeout_ms,
+            handshakes_max: cfg.egress.handshakes_max,
+            http: http1::Limits {
+                head_bytes_max: cfg.intake.head_bytes_max,
+                body_bytes_max: cfg.intake.body_bytes_max,
+            },
+            head_timeout_ms: cfg.intake.head_timeout_ms,
+            idle_timeout_ms: cfg.intake.idle_timeout_ms,
+            intake_conns_max: cfg.intake.connections_max,
+            h2: upstream_h2_config(),
+        })
+    }
+
     /// A loopback setup for tests and the demo: `regions` engines, `sources` egress addresses.
     pub fn local(regions: Vec<RegionSpec>, sources: Vec<IpAddr>) -> Spec {
         Spec {
