@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use bundle_relay::admin::Admin;
 use bundle_relay::budget::{Budget, BudgetInputs};
 use bundle_relay::clock::Clock;
 use bundle_relay::config::Config;
@@ -91,6 +92,13 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
+/// Set by SIGUSR1: print every histogram's percentile distribution.
+static DUMP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_usr1(_: libc::c_int) {
+    DUMP.store(true, Ordering::Relaxed);
+}
+
 fn run(path: Option<&Path>, check: bool, drain_ms: u64) -> i32 {
     let cfg = match path {
         Some(p) => Config::load(p),
@@ -158,16 +166,39 @@ fn run(path: Option<&Path>, check: bool, drain_ms: u64) -> i32 {
     for (name, a) in relay.pinned_addrs() {
         println!("intake (pinned to {name}): http://{a}/api/v1/bundles");
     }
-    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    let metrics = relay.metrics();
+    metrics.set_config_generation(1);
+    let admin = match cfg.admin {
+        Some(addr) => match Admin::start(addr, metrics.clone(), relay.pairs_fn()) {
+            Ok(a) => {
+                println!(
+                    "admin: http://{0}/metrics, /debug/histograms, /debug/pairs",
+                    a.local_addr()
+                );
+                Some(a)
+            }
+            Err(e) => {
+                eprintln!("bundle-relay: cannot listen on {addr} for the admin endpoints: {e}");
+                relay.shutdown(Duration::from_millis(drain_ms));
+                return 2;
+            }
+        },
+        None => None,
+    };
+    // SAFETY: the handlers only store to atomics, which is async-signal-safe.
     unsafe {
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGUSR1, on_usr1 as *const () as libc::sighandler_t);
     }
     let mut last = relay.totals();
     let mut ticks = 0u32;
     while !STOP.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
         ticks += 1;
+        if DUMP.swap(false, Ordering::Relaxed) {
+            let _ = metrics.dump_percentiles(&mut std::io::stdout());
+        }
         if ticks % 100 == 0 {
             let t = relay.totals();
             println!(
@@ -186,6 +217,9 @@ fn run(path: Option<&Path>, check: bool, drain_ms: u64) -> i32 {
     }
     println!("stopping: no new connections; draining bundles in flight for up to {drain_ms} ms");
     let t = relay.shutdown(Duration::from_millis(drain_ms));
+    if let Some(a) = admin {
+        a.shutdown();
+    }
     println!(
         "stopped: admitted {} = delivered {} + rejected {} + expired {} + failed {} + in flight {}",
         t.admitted, t.delivered, t.rejected, t.expired, t.failed, t.in_flight

@@ -17,6 +17,7 @@ mod bufring;
 
 use std::os::fd::RawFd;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
 
@@ -26,6 +27,7 @@ use crate::clock::{Clock, Instant};
 use crate::egress::socket;
 use crate::http1;
 use crate::limiter::PairId;
+use crate::metrics::{ReqOutcome, ThreadMetrics};
 use crate::relay::dispatch::Dispatcher;
 use crate::relay::intake::{self, Port, Verdict};
 use crate::relay::{Spec, StartError, Stats};
@@ -120,6 +122,10 @@ struct Worker {
     clock: Clock,
     d: Dispatcher,
     stats: Arc<Stats>,
+    metrics: Arc<ThreadMetrics>,
+    /// This thread's pair states as text for the admin's /debug/pairs, refreshed each second.
+    pairs_text: Arc<Mutex<String>>,
+    next_pairs_text: Instant,
     listeners: Vec<Listener>,
     conns: Box<[IntakeConn]>,
     free_conns: Vec<u32>,
@@ -134,11 +140,14 @@ struct Worker {
 }
 
 /// A thread's whole life: set up, run until stopped and drained, tear down.
+#[allow(clippy::too_many_arguments)]
 pub fn run_thread(
     spec: &Spec,
     t: usize,
     listen_fds: Vec<(RawFd, Port)>,
     stats: Arc<Stats>,
+    metrics: Arc<ThreadMetrics>,
+    pairs_text: Arc<Mutex<String>>,
     stop: Arc<AtomicBool>,
     drain_ms: Arc<AtomicU64>,
     ready: Sender<Result<(), StartError>>,
@@ -146,7 +155,7 @@ pub fn run_thread(
     if spec.pin_threads {
         pin_to_cpu(t);
     }
-    let mut w = match Worker::new(spec, t, listen_fds, stats) {
+    let mut w = match Worker::new(spec, t, listen_fds, stats, metrics, pairs_text) {
         Ok(w) => w,
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -190,6 +199,8 @@ impl Worker {
         t: usize,
         listen_fds: Vec<(RawFd, Port)>,
         stats: Arc<Stats>,
+        metrics: Arc<ThreadMetrics>,
+        pairs_text: Arc<Mutex<String>>,
     ) -> Result<Worker, StartError> {
         let ring = build_ring().map_err(StartError::Ring)?;
         let bufs = BufRing::new(&ring, BUFFER_GROUP, RECV_BUFFERS, RECV_BUFFER_BYTES)
@@ -198,7 +209,7 @@ impl Worker {
         let now = clock.now();
         let rate = clock.rate();
         let tspec = spec.thread(t);
-        let d = Dispatcher::new(&tspec, rate, now, stats.clone());
+        let d = Dispatcher::new(&tspec, rate, now, stats.clone(), metrics.clone());
         let in_bytes = spec.http.head_bytes_max + spec.http.body_bytes_max;
         let conns: Box<[IntakeConn]> = (0..spec.intake_conns_max)
             .map(|_| IntakeConn {
@@ -242,6 +253,9 @@ impl Worker {
             clock,
             d,
             stats,
+            metrics,
+            pairs_text,
+            next_pairs_text: now,
             listeners: listen_fds
                 .into_iter()
                 .map(|(fd, port)| Listener {
@@ -295,6 +309,14 @@ impl Worker {
                 self.flush_upstream();
                 self.close_requested(now);
                 self.next_sweep = now.after(self.clock.rate().from_ms(SWEEP_MS));
+                if now.0 >= self.next_pairs_text.0 {
+                    // Never waits: if the admin thread is reading, this refresh is skipped.
+                    if let Ok(mut text) = self.pairs_text.try_lock() {
+                        text.clear();
+                        self.d.render_pairs(now, &mut text);
+                    }
+                    self.next_pairs_text = now.after(self.clock.rate().from_ms(1_000));
+                }
             }
             if let Some(until) = drain_until {
                 let done = self.d.in_flight() == 0;
@@ -408,6 +430,7 @@ impl Worker {
         let Some(c) = self.free_conns.pop() else {
             // Table full: refuse at once rather than queue a connection we cannot serve.
             self.stats.intake_refused.bump();
+            self.metrics.intake_refused();
             // SAFETY: a fresh fd we own.
             unsafe { libc::close(fd) };
             return;
@@ -430,6 +453,8 @@ impl Worker {
         self.stats
             .intake_conns
             .store(self.stats.intake_conns.get() + 1);
+        self.metrics
+            .set_intake_connections(self.stats.intake_conns.get());
         self.arm_in_recv(c);
     }
 
@@ -533,7 +558,7 @@ impl Worker {
                     let keep_alive = req.keep_alive;
                     let (path, query) = (req.path, req.query);
                     let out = &mut conn.out[conn.out_tail..];
-                    let (n, verdict) = intake::handle(
+                    let (n, verdict, method) = intake::handle(
                         &mut self.d,
                         conn.port,
                         req.method,
@@ -548,11 +573,22 @@ impl Worker {
                     conn.out_tail += n;
                     pos += used;
                     self.stats.requests.bump();
-                    match verdict {
-                        Verdict::RefusedCap => self.stats.refused_cap.bump(),
-                        Verdict::Invalid => self.stats.bad_requests.bump(),
-                        Verdict::Admitted | Verdict::Answered => {}
-                    }
+                    let outcome = match verdict {
+                        Verdict::RefusedCap => {
+                            self.stats.refused_cap.bump();
+                            ReqOutcome::RefusedCap
+                        }
+                        Verdict::Invalid => {
+                            self.stats.bad_requests.bump();
+                            ReqOutcome::Invalid
+                        }
+                        Verdict::Admitted | Verdict::Answered => ReqOutcome::Ok,
+                    };
+                    self.metrics.request(method, outcome);
+                    // Request read (this iteration's clock) to answer written.
+                    let done = self.clock.now();
+                    self.metrics
+                        .record_overhead_ns(self.clock.rate().to_ns(done.since(now)));
                     if !keep_alive {
                         self.conns[c as usize].close_after_send = true;
                     }
@@ -669,6 +705,8 @@ impl Worker {
         self.stats
             .intake_conns
             .store(self.stats.intake_conns.get().saturating_sub(1));
+        self.metrics
+            .set_intake_connections(self.stats.intake_conns.get());
     }
 
     // ---- upstream ----

@@ -25,6 +25,8 @@ use crate::h2::conn::{Connection, Event, StreamId};
 use crate::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, RegionId, RegionRate};
 
 use super::{Stats, ThreadSpec};
+use crate::grpc::Code;
+use crate::metrics::ThreadMetrics;
 
 /// Sends of one bundle before it is given up as failed: each retry follows a refusal that
 /// said "not processed", so this only bounds a bundle that every pair keeps refusing.
@@ -141,6 +143,9 @@ struct InFlight {
     slot: Option<SlotHandle>,
     stream: StreamId,
     started: Instant,
+    /// When the request's last byte went to the kernel: the bundle's delivery time if the
+    /// engine then accepts it.
+    written: Option<Instant>,
 }
 
 struct Pair {
@@ -210,6 +215,9 @@ pub struct Dispatcher {
     rotate: usize,
     rng: u64,
     stats: Arc<Stats>,
+    metrics: Arc<ThreadMetrics>,
+    /// Bundles held per region (waiting or in flight), for the per-region gauge.
+    held: [u64; crate::limiter::MAX_REGIONS],
     tips: TipCache,
     tip_refresh: Ticks,
     tip_retry: Ticks,
@@ -218,7 +226,13 @@ pub struct Dispatcher {
 
 impl Dispatcher {
     /// Everything a thread's share of the relay needs, allocated now.
-    pub fn new(spec: &ThreadSpec, rate: TickRate, now: Instant, stats: Arc<Stats>) -> Dispatcher {
+    pub fn new(
+        spec: &ThreadSpec,
+        rate: TickRate,
+        now: Instant,
+        stats: Arc<Stats>,
+        metrics: Arc<ThreadMetrics>,
+    ) -> Dispatcher {
         let limiter = Limiter::new(
             &LimiterConfig {
                 addresses: spec.sources.len() as u32,
@@ -289,6 +303,8 @@ impl Dispatcher {
             rotate: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (spec.thread as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
             stats,
+            metrics,
+            held: [0; crate::limiter::MAX_REGIONS],
             tips: TipCache::new(now),
             tip_refresh: rate.from_ms(TIP_REFRESH_MS),
             tip_retry: rate.from_ms(TIP_RETRY_MS),
@@ -364,6 +380,10 @@ impl Dispatcher {
         self.arena.get_mut(slot).expect("held").meta.region = region;
         self.regions[region as usize].fifo.push_back(slot);
         self.stats.admitted.bump();
+        self.metrics.admitted(region as usize);
+        self.held[region as usize] += 1;
+        self.metrics
+            .set_in_flight(region as usize, self.held[region as usize]);
         self.stats.in_flight.store(self.arena.in_use() as u64);
     }
 
@@ -410,6 +430,7 @@ impl Dispatcher {
                     slot: None,
                     stream,
                     started: now,
+                    written: None,
                 });
                 self.tips.in_flight = true;
                 self.tips.due = now.after(self.tip_refresh);
@@ -514,7 +535,11 @@ impl Dispatcher {
                     slot: Some(slot),
                     stream,
                     started: now,
+                    written: None,
                 });
+                let admitted_at = self.arena.get(slot).expect("held").meta.admitted_at;
+                self.metrics
+                    .record_limiter_wait_ns(self.rate.to_ns(now.since(admitted_at)));
                 self.arena.get_mut(slot).expect("held").meta.attempts += 1;
                 self.mark_dirty(pair.0);
                 true
@@ -533,12 +558,27 @@ impl Dispatcher {
 
     /// Ends a bundle: counts it and frees its slot.
     fn end(&mut self, slot: SlotHandle, kind: EndKind) {
+        let r = self.arena.get(slot).expect("held").meta.region as usize;
         match kind {
-            EndKind::Delivered => self.stats.delivered.bump(),
-            EndKind::Rejected => self.stats.rejected.bump(),
-            EndKind::Expired => self.stats.expired.bump(),
-            EndKind::Failed => self.stats.failed.bump(),
+            EndKind::Delivered => {
+                self.stats.delivered.bump();
+                self.metrics.delivered(r);
+            }
+            EndKind::Rejected => {
+                self.stats.rejected.bump();
+                self.metrics.rejected(r);
+            }
+            EndKind::Expired => {
+                self.stats.expired.bump();
+                self.metrics.expired(r);
+            }
+            EndKind::Failed => {
+                self.stats.failed.bump();
+                self.metrics.failed(r);
+            }
         }
+        self.held[r] -= 1;
+        self.metrics.set_in_flight(r, self.held[r]);
         self.arena.release(slot).expect("a bundle ends once");
         self.stats.in_flight.store(self.arena.in_use() as u64);
     }
@@ -626,6 +666,8 @@ impl Dispatcher {
 
     fn schedule_reconnect(&mut self, pair: PairId, now: Instant) {
         let p = pair.0 as usize;
+        self.metrics
+            .reconnect(self.limiter.region_of(pair).0 as usize);
         let st = &mut self.pairs[p];
         st.link = Link::Down;
         st.backoff_ms = if st.backoff_ms == 0 {
@@ -730,13 +772,15 @@ impl Dispatcher {
         };
         conn.advance_transmit(n);
         let more = !conn.poll_transmit().is_empty();
-        if let Some(f) = self.pairs[p].in_flight {
-            let _ = f;
+        if let Some(f) = self.pairs[p].in_flight.as_mut()
+            && !more
+            && f.written.is_none()
+        {
+            f.written = Some(now);
         }
         if more {
             self.mark_dirty(pair.0);
         }
-        let _ = now;
     }
 
     /// Bytes arrived on `pair`.
@@ -763,6 +807,7 @@ impl Dispatcher {
     /// Runs every connection's timers (SETTINGS ack, call deadlines, keepalive). Called by the
     /// reactor on a coarse period: these timers are seconds long.
     pub fn sweep(&mut self, now: Instant) {
+        self.publish_gauges();
         let now_ns = self.now_ns(now);
         for p in 0..self.pairs.len() {
             let Some(conn) = self.pairs[p].conn.as_deref_mut() else {
@@ -775,6 +820,52 @@ impl Dispatcher {
                 }
                 self.drain_events(PairId(p as u32), now);
             }
+        }
+    }
+
+    /// Pair states, cooldowns and the arena, for the metrics gauges (they change slowly; the
+    /// reactor publishes them on its sweep period).
+    fn publish_gauges(&self) {
+        for r in 0..self.regions.len() {
+            let c = self.limiter.counts(RegionId(r as u8));
+            let up = c.ready + c.booked + c.cooling + c.held;
+            self.metrics.set_conn_states(
+                r,
+                [
+                    c.down as u64,
+                    c.connecting as u64,
+                    up as u64,
+                    c.draining as u64,
+                ],
+            );
+            self.metrics.set_cooldowns_active(r, c.cooling as u64);
+        }
+        self.metrics
+            .set_arena(self.arena.capacity() as u64, self.arena.in_use() as u64);
+    }
+
+    /// One line per region: pairs by limiter state and when the region can send next.
+    pub fn render_pairs(&mut self, now: Instant, out: &mut String) {
+        use std::fmt::Write as _;
+        for r in 0..self.regions.len() {
+            let c = self.limiter.counts(RegionId(r as u8));
+            let next = match self.limiter.next_ready_at(RegionId(r as u8)) {
+                Some(t) if t.0 <= now.0 => "now".to_string(),
+                Some(t) => format!("in {} us", self.rate.to_us(t.since(now))),
+                None => "never (no pair up)".to_string(),
+            };
+            let _ = writeln!(
+                out,
+                "region {r}: ready {} booked {} cooling {} held {} down {} connecting {} draining {}; waiting bundles {}; next send {next}",
+                c.ready,
+                c.booked,
+                c.cooling,
+                c.held,
+                c.down,
+                c.connecting,
+                c.draining,
+                self.regions[r].fifo.len()
+            );
         }
     }
 
@@ -816,21 +907,29 @@ impl Dispatcher {
             .conn
             .as_deref_mut()
             .expect("events come from a connection");
-        let fate = match conn.response(id) {
+        let region = self.limiter.region_of(pair).0 as usize;
+        let (fate, code) = match conn.response(id) {
             Some(resp) => match grpc::outcome(&resp, grpc::RETRY_AFTER_MS_DEFAULT) {
                 Outcome::Ok(msg) => {
                     if is_tips {
                         self.tips.refresh(msg, now);
                     }
-                    Fate::Delivered
+                    (Fate::Delivered, Some(Code::OK))
                 }
-                Outcome::RateLimited { retry_after_ms } => Fate::Cooldown(retry_after_ms),
-                Outcome::Retryable { .. } => Fate::Retry,
-                Outcome::Rejected { .. } => Fate::Rejected,
-                Outcome::Unknown { .. } => Fate::Failed,
+                Outcome::RateLimited { retry_after_ms } => (
+                    Fate::Cooldown(retry_after_ms),
+                    Some(Code::RESOURCE_EXHAUSTED),
+                ),
+                Outcome::Retryable { .. } => (Fate::Retry, None),
+                Outcome::Rejected { code, .. } => (Fate::Rejected, Some(code)),
+                Outcome::Unknown { .. } => (Fate::Failed, None),
             },
-            None => Fate::Retry,
+            None => (Fate::Retry, None),
         };
+        match code {
+            Some(c) => self.metrics.upstream_status(region, c),
+            None => self.metrics.upstream_transport_error(region),
+        }
         conn.release(id);
         if !conn.poll_transmit().is_empty() {
             self.mark_dirty(pair.0);
@@ -842,10 +941,12 @@ impl Dispatcher {
             return;
         }
         self.pairs[p].in_flight = None;
-        let _ = f.started;
+        self.metrics
+            .record_upstream_rtt_ns(region, self.rate.to_ns(now.since(f.started)));
         if let Fate::Cooldown(ms) = fate {
             self.limiter.cooldown(pair, self.rate.from_ms(ms), now);
             self.stats.cooldowns.bump();
+            self.metrics.cooldown_started(region);
         }
         self.limiter_done(pair, now);
         let Some(slot) = f.slot else {
@@ -854,7 +955,13 @@ impl Dispatcher {
             return;
         };
         match fate {
-            Fate::Delivered => self.end(slot, EndKind::Delivered),
+            Fate::Delivered => {
+                let admitted_at = self.arena.get(slot).expect("held").meta.admitted_at;
+                let written = f.written.unwrap_or(now);
+                self.metrics
+                    .record_delivery_ns(self.rate.to_ns(written.since(admitted_at)));
+                self.end(slot, EndKind::Delivered)
+            }
             Fate::Rejected => self.end(slot, EndKind::Rejected),
             Fate::Failed => self.end(slot, EndKind::Failed),
             Fate::Cooldown(_) | Fate::Retry => self.requeue(slot, now),

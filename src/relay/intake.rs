@@ -9,6 +9,7 @@ use crate::clock::Instant;
 use crate::grpc;
 use crate::http1;
 use crate::jsonrpc::{self, Call, ErrorKind, Id, RpcError};
+use crate::metrics::Method as MetricMethod;
 use crate::wire::{self, SIGNATURE_BASE58_MAX_LEN};
 
 use super::dispatch::Dispatcher;
@@ -60,7 +61,7 @@ pub enum Verdict {
 }
 
 /// Handles one complete request; writes the whole HTTP response into `out` and returns its
-/// length and what happened.
+/// length, what happened, and the JSON-RPC method (for the request counters).
 #[allow(clippy::too_many_arguments)]
 pub fn handle(
     d: &mut Dispatcher,
@@ -72,11 +73,12 @@ pub fn handle(
     keep_alive: bool,
     now: Instant,
     out: &mut [u8],
-) -> (usize, Verdict) {
+) -> (usize, Verdict, MetricMethod) {
+    let method_seen = core::cell::Cell::new(MetricMethod::Other);
     let reply = |out: &mut [u8], status, ctype, extra: &[(&str, &[u8])], body: &[u8], v| {
         let n = http1::write_response(out, status, keep_alive, ctype, extra, body)
             .expect("intake output buffer holds any response");
-        (n, v)
+        (n, v, method_seen.get())
     };
     match method {
         http1::Method::Get if path == b"/ping" => {
@@ -113,6 +115,13 @@ pub fn handle(
         }
     };
     let id = request.id;
+    method_seen.set(match request.method() {
+        jsonrpc::Method::SendBundle => MetricMethod::SendBundle,
+        jsonrpc::Method::SendTransaction => MetricMethod::SendTransaction,
+        jsonrpc::Method::GetTipAccounts => MetricMethod::GetTipAccounts,
+        jsonrpc::Method::GetBundleStatuses => MetricMethod::GetBundleStatuses,
+        jsonrpc::Method::GetInflightBundleStatuses => MetricMethod::GetInflightBundleStatuses,
+    });
     let call = request.call;
     let (transactions, encoding, single) = match &call {
         Call::SendBundle {

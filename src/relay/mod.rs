@@ -343,6 +343,8 @@ impl std::error::Error for StartError {}
 /// The running relay.
 pub struct Relay {
     stats: Vec<Arc<Stats>>,
+    metrics: Arc<crate::metrics::Metrics>,
+    pairs_text: Vec<Arc<std::sync::Mutex<String>>>,
     stop: Arc<AtomicBool>,
     drain_deadline_ms: Arc<AtomicU64>,
     threads: Vec<JoinHandle<()>>,
@@ -398,6 +400,9 @@ impl Relay {
                 intake::Port::Rotating => None,
             })
             .collect();
+        let names: Vec<String> = spec.regions.iter().map(|r| r.name.clone()).collect();
+        let metrics = Arc::new(crate::metrics::Metrics::new(&names, spec.threads));
+        let mut pairs_text = Vec::new();
         let stop = Arc::new(AtomicBool::new(false));
         let drain_deadline_ms = Arc::new(AtomicU64::new(5_000));
         let spec = Arc::new(spec);
@@ -407,6 +412,9 @@ impl Relay {
         for t in 0..spec.threads {
             let st = Arc::new(Stats::default());
             stats.push(st.clone());
+            let tm = metrics.thread(t);
+            let text = Arc::new(std::sync::Mutex::new(String::new()));
+            pairs_text.push(text.clone());
             let fds: Vec<(RawFd, intake::Port)> = if t == 0 {
                 first_fds
                     .iter()
@@ -435,7 +443,7 @@ impl Relay {
             let handle = std::thread::Builder::new()
                 .name(format!("relay-{t}"))
                 .spawn(move || {
-                    crate::reactor::run_thread(&spec, t, fds, st, stop, drain, ready);
+                    crate::reactor::run_thread(&spec, t, fds, st, tm, text, stop, drain, ready);
                 })
                 .map_err(StartError::Thread)?;
             threads.push(handle);
@@ -459,6 +467,8 @@ impl Relay {
         }
         Ok(Relay {
             stats,
+            metrics,
+            pairs_text,
             stop,
             drain_deadline_ms,
             threads,
@@ -474,6 +484,24 @@ impl Relay {
     /// (region name, pinned intake address) for each region with a pinned port.
     pub fn pinned_addrs(&self) -> &[(String, SocketAddr)] {
         &self.pinned
+    }
+
+    /// Every thread's metrics, for the admin listener and histogram dumps.
+    pub fn metrics(&self) -> Arc<crate::metrics::Metrics> {
+        self.metrics.clone()
+    }
+
+    /// The admin's /debug/pairs: each thread's pairs by state, refreshed every second.
+    pub fn pairs_fn(&self) -> crate::admin::PairsFn {
+        let texts = self.pairs_text.clone();
+        Box::new(move |out: &mut String| {
+            for (t, text) in texts.iter().enumerate() {
+                out.push_str(&format!("thread {t}\n"));
+                if let Ok(text) = text.lock() {
+                    out.push_str(&text);
+                }
+            }
+        })
     }
 
     pub fn totals(&self) -> Totals {

@@ -1,0 +1,100 @@
+//! The relay's metrics as an operator scrapes them, during and after real load through
+//! bench-engine: the accounting identity holds in /metrics, the histogram counts match the
+//! requests, and /debug/pairs shows every pair.
+
+mod relay_support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use bundle_relay::admin::Admin;
+use bundle_relay::relay::Relay;
+use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
+use relay_support::{bundles, run_load, spec, wait_for};
+
+fn get(addr: SocketAddr, path: &str) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    s
+}
+
+/// The sum over every label set of a sample family.
+fn sum(text: &str, family: &str) -> u64 {
+    text.lines()
+        .filter(|l| {
+            l.starts_with(family) && matches!(l.as_bytes().get(family.len()), Some(b'{' | b' '))
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as u64)
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scraped_counters_add_up_and_histograms_count_every_request() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
+    ec.interval_ms = 10;
+    ec.faults = vec!["storm@500ms:fraction=0.25,retry_ms=2000".parse().unwrap()];
+    let engine = Engine::start(ec).await.unwrap();
+    let relay = Relay::start(spec(&engine.region_addrs(), "127.1.78.0/28", 10)).unwrap();
+    let admin = Admin::start(
+        "127.0.0.1:0".parse().unwrap(),
+        relay.metrics(),
+        relay.pairs_fn(),
+    )
+    .unwrap();
+    let addr = admin.local_addr();
+    wait_for(&relay, "128 pairs up", Duration::from_secs(10), |t| {
+        t.pairs_up == 128
+    })
+    .await;
+
+    let target = relay.rotating_addr().unwrap();
+    let load = tokio::spawn(run_load(vec![target], 300.0, bundles(25, 0, 900)));
+    // Mid-run scrapes parse and never go backwards.
+    let mut last = 0;
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let m = get(addr, "/metrics");
+        let admitted = sum(&m, "bundle_relay_bundles_admitted_total");
+        assert!(admitted >= last, "admitted went from {last} to {admitted}");
+        last = admitted;
+    }
+    let report = load.await.unwrap();
+    assert_eq!(report.summary.result_ids_matching, 900);
+    wait_for(&relay, "every bundle ended", Duration::from_secs(15), |t| {
+        t.in_flight == 0
+    })
+    .await;
+    // Gauges are published on the reactor's sweep period.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+
+    let m = get(addr, "/metrics");
+    let admitted = sum(&m, "bundle_relay_bundles_admitted_total");
+    let delivered = sum(&m, "bundle_relay_bundles_delivered_total");
+    let ended = delivered
+        + sum(&m, "bundle_relay_bundles_rejected_total")
+        + sum(&m, "bundle_relay_bundles_expired_total")
+        + sum(&m, "bundle_relay_bundles_failed_total");
+    assert_eq!(admitted, 900, "{m}");
+    assert_eq!(ended + sum(&m, "bundle_relay_bundles_in_flight"), admitted);
+    assert_eq!(delivered, 900);
+    assert_eq!(sum(&m, "bundle_relay_requests_total"), 900);
+    assert_eq!(sum(&m, "bundle_relay_relay_overhead_seconds_count"), 900);
+    assert_eq!(sum(&m, "bundle_relay_delivery_latency_seconds_count"), 900);
+    let storm = engine.stats().faults["storm"];
+    assert!(storm > 0);
+    assert_eq!(sum(&m, "bundle_relay_cooldowns_started_total"), storm);
+    assert_eq!(relay.metrics().check_accounting(), Ok(()));
+
+    let pairs = get(addr, "/debug/pairs");
+    assert!(pairs.contains("region 0: ready"), "{pairs}");
+    let h = get(addr, "/debug/histograms");
+    assert!(h.contains("Percentile"), "{h}");
+
+    admin.shutdown();
+    relay.shutdown(Duration::from_millis(200));
+    engine.shutdown().await;
+}
