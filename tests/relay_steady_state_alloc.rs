@@ -55,7 +55,14 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
     let stats = Arc::new(Stats::default());
     let ms = 1_000_000u64;
     let mut now = Instant(ms);
-    let mut d = Dispatcher::new(&spec, TickRate::NANOS, now, stats.clone());
+    let metrics = bundle_relay::metrics::Metrics::new(&["ny".to_string()], 1);
+    let mut d = Dispatcher::new(
+        &spec,
+        TickRate::NANOS,
+        now,
+        stats.clone(),
+        metrics.thread(0),
+    );
 
     // Connect the one pair and finish the HTTP/2 handshake with a generous window.
     let order = d.poll_connect(now).expect("the pair connects at start");
@@ -116,7 +123,7 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
     let mut stream_id = 1u32;
 
     let mut one = |d: &mut Dispatcher, now: Instant, reply: &mut Vec<u8>| {
-        let (n, verdict) = intake::handle(
+        let (n, verdict, _) = intake::handle(
             d,
             Port::Pinned(0),
             http1::Method::Post,
@@ -162,5 +169,7 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
     }
     assert_eq!(allocations() - before, 0, "allocations in {CALLS} requests");
     assert_eq!(stats.delivered.get(), 10 + CALLS as u64);
+    // The metrics saw it all too (recorded without allocating).
+    assert_eq!(metrics.check_accounting(), Ok(()));
     assert!(d.check_accounting());
 }
