@@ -1,13 +1,14 @@
 //! The `bundle-relay` command line.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bundle_relay::admin::Admin;
 use bundle_relay::budget::{Budget, BudgetInputs};
 use bundle_relay::clock::Clock;
-use bundle_relay::config::Config;
+use bundle_relay::config::{Config, Resolve, Shared};
 use bundle_relay::probe;
 use bundle_relay::relay::{Relay, Spec};
 use clap::{Parser, Subcommand};
@@ -92,6 +93,13 @@ extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
 }
 
+/// Set by SIGHUP: reload the config file (a bad one is refused and the last good one kept).
+static RELOAD: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_hup(_: libc::c_int) {
+    RELOAD.store(true, Ordering::Relaxed);
+}
+
 /// Set by SIGUSR1: print every histogram's percentile distribution.
 static DUMP: AtomicBool = AtomicBool::new(false);
 
@@ -153,6 +161,13 @@ fn run(path: Option<&Path>, check: bool, drain_ms: u64) -> i32 {
         println!("config and host check passed");
         return 0;
     }
+    let live = Arc::new(Shared::new(
+        cfg.clone(),
+        path.map(Path::to_path_buf),
+        Resolve::Now,
+    ));
+    let mut spec = spec;
+    spec.live = Some(live.clone());
     let relay = match Relay::start(spec) {
         Ok(r) => r,
         Err(e) => {
@@ -190,12 +205,25 @@ fn run(path: Option<&Path>, check: bool, drain_ms: u64) -> i32 {
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGUSR1, on_usr1 as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGHUP, on_hup as *const () as libc::sighandler_t);
     }
     let mut last = relay.totals();
     let mut ticks = 0u32;
     while !STOP.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
         ticks += 1;
+        if RELOAD.swap(false, Ordering::Relaxed) {
+            match live.reload() {
+                Ok(g) => {
+                    metrics.set_config_generation(g);
+                    println!("config reloaded: generation {g}");
+                }
+                Err(e) => println!(
+                    "config reload refused, generation {} kept: {e}",
+                    live.load().generation
+                ),
+            }
+        }
         if DUMP.swap(false, Ordering::Relaxed) {
             let _ = metrics.dump_percentiles(&mut std::io::stdout());
         }

@@ -419,3 +419,48 @@ fn slow_heads_and_idle_connections_are_cut_off() {
     assert!(waited >= Duration::from_millis(400), "{waited:?}");
     relay.shutdown(Duration::from_millis(100));
 }
+
+#[test]
+fn a_config_reload_reaches_every_reactor_thread_and_a_bad_one_changes_nothing() {
+    use bundle_relay::config::{Resolve, Shared};
+    let dir = std::env::temp_dir().join(format!("relay-live-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("relay.toml");
+    let good = "[intake]\nrotating = \"127.0.0.1:0\"\n\n[[region]]\nname = \"nowhere\"\nhost = \"127.0.0.1\"\nport = 9\ntls = false\n\n[egress]\naddresses = [\"127.0.0.1\", \"127.0.0.2\"]\n";
+    std::fs::write(&path, good).unwrap();
+    let live = std::sync::Arc::new(Shared::from_file(&path, Resolve::Now).unwrap());
+    let region = RegionSpec {
+        name: "nowhere".into(),
+        remote: "127.0.0.1:9".parse().unwrap(),
+        authority: "x".into(),
+        interval_ms: 1_000,
+        burst: 1,
+        pinned: None,
+    };
+    let mut spec = Spec::local(
+        vec![region],
+        vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
+    );
+    spec.threads = 2;
+    spec.live = Some(live.clone());
+    let relay = Relay::start(spec).unwrap();
+    let settle = |want: u64| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while relay.config_generations().iter().any(|&g| g != want) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        relay.config_generations()
+    };
+    assert_eq!(settle(1), vec![1, 1]);
+    std::fs::write(&path, good.replace("port = 9", "port = 10")).unwrap();
+    assert_eq!(live.reload().unwrap(), 2);
+    assert_eq!(settle(2), vec![2, 2]);
+    std::fs::write(&path, "threads = \"many\"\n").unwrap();
+    let err = live.reload().unwrap_err().to_string();
+    assert!(err.contains("threads"), "{err}");
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(relay.config_generations(), vec![2, 2]);
+    assert_eq!(live.load().config.regions[0].port, 10);
+    relay.shutdown(Duration::from_millis(100));
+    std::fs::remove_dir_all(dir).ok();
+}

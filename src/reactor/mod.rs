@@ -136,6 +136,8 @@ struct Worker {
     connect_timeout: u64,
     next_sweep: Instant,
     stopping: bool,
+    live: Option<Arc<crate::config::Shared>>,
+    config_generation: u64,
     cqes: Vec<(u64, i32, u32)>,
 }
 
@@ -273,6 +275,8 @@ impl Worker {
             connect_timeout: rate.from_ms(spec.connect_timeout_ms).0,
             next_sweep: now,
             stopping: false,
+            live: spec.live.clone(),
+            config_generation: 0,
             cqes: Vec::with_capacity(RING_ENTRIES as usize * 4),
         };
         for i in 0..w.listeners.len() {
@@ -294,6 +298,15 @@ impl Worker {
         loop {
             let now = self.clock.now();
             self.reap(now);
+            if let Some(live) = &self.live {
+                // One atomic load an iteration; what a new generation changes is applied here,
+                // between iterations, never in the middle of a request.
+                let generation = live.load().generation;
+                if generation != self.config_generation {
+                    self.config_generation = generation;
+                    self.stats.config_generation.store(generation);
+                }
+            }
             if stop.load(Ordering::Acquire) && !self.stopping {
                 self.begin_stop();
                 let ms = drain_ms.load(Ordering::Relaxed);

@@ -59,6 +59,10 @@ pub struct Spec {
     /// Intake connections per thread.
     pub intake_conns_max: u32,
     pub h2: h2::conn::Config,
+    /// The live configuration: each reactor thread loads it once per loop iteration (one
+    /// atomic load) and records the generation it runs on, so a reload reaches every thread
+    /// without a lock or a message. `None` for a relay built from a [`Spec`] alone.
+    pub live: Option<Arc<crate::config::Shared>>,
 }
 
 /// Upstream HTTP/2 settings for a relay connection. The limiter holds a pair while its call
@@ -141,6 +145,7 @@ impl Spec {
             idle_timeout_ms: cfg.intake.idle_timeout_ms,
             intake_conns_max: cfg.intake.connections_max,
             h2: upstream_h2_config(),
+            live: None,
         })
     }
 
@@ -165,6 +170,7 @@ impl Spec {
             idle_timeout_ms: http1::IDLE_TIMEOUT_MS_DEFAULT,
             intake_conns_max: 256,
             h2: upstream_h2_config(),
+            live: None,
         }
     }
 
@@ -257,6 +263,8 @@ pub struct Stats {
     pub arena_capacity: Counter,
     /// Set when the thread has exited its loop.
     pub stopped: Counter,
+    /// The config generation this thread last loaded (0: no live config).
+    pub config_generation: Counter,
 }
 
 /// All threads' counters added up.
@@ -502,6 +510,14 @@ impl Relay {
                 }
             }
         })
+    }
+
+    /// The config generation each thread runs on.
+    pub fn config_generations(&self) -> Vec<u64> {
+        self.stats
+            .iter()
+            .map(|s| s.config_generation.get())
+            .collect()
     }
 
     pub fn totals(&self) -> Totals {
