@@ -9,6 +9,7 @@ use bundle_relay::admin::Admin;
 use bundle_relay::budget::{Budget, BudgetInputs};
 use bundle_relay::clock::Clock;
 use bundle_relay::config::{Config, Resolve, Shared};
+use bundle_relay::metrics::hlog::{HlogConfig, HlogWriter};
 use bundle_relay::probe;
 use bundle_relay::relay::{Relay, Spec};
 use clap::{Parser, Subcommand};
@@ -53,6 +54,13 @@ enum Command {
         /// How long bundles in flight may take to end at shutdown, in ms.
         #[arg(long, default_value_t = 5_000)]
         drain_ms: u64,
+        /// Write every histogram as HdrHistogram interval logs (.hlog, rotated) into this
+        /// directory.
+        #[arg(long)]
+        hlog_dir: Option<PathBuf>,
+        /// Seconds per .hlog interval.
+        #[arg(long, default_value_t = 10)]
+        hlog_interval_s: u64,
     },
     /// Percentiles and plots from HdrHistogram interval logs (the relay's or bench-load's).
     Hist(bundle_relay::metrics::hist::HistArgs),
@@ -76,7 +84,14 @@ fn main() {
             config,
             check,
             drain_ms,
-        } => std::process::exit(run(config.as_deref(), check, drain_ms)),
+            hlog_dir,
+            hlog_interval_s,
+        } => std::process::exit(run(
+            config.as_deref(),
+            check,
+            drain_ms,
+            hlog_dir.map(|d| (d, hlog_interval_s)),
+        )),
         Command::Hist(args) => {
             if let Err(e) = bundle_relay::metrics::hist::run(&args) {
                 eprintln!("bundle-relay hist: {e}");
@@ -107,7 +122,7 @@ extern "C" fn on_usr1(_: libc::c_int) {
     DUMP.store(true, Ordering::Relaxed);
 }
 
-fn run(path: Option<&Path>, check: bool, drain_ms: u64) -> i32 {
+fn run(path: Option<&Path>, check: bool, drain_ms: u64, hlog: Option<(PathBuf, u64)>) -> i32 {
     let cfg = match path {
         Some(p) => Config::load(p),
         None => {
@@ -200,6 +215,28 @@ fn run(path: Option<&Path>, check: bool, drain_ms: u64) -> i32 {
         },
         None => None,
     };
+    let hlog = match hlog {
+        Some((dir, secs)) => {
+            let cfg = HlogConfig::new(&dir, Duration::from_secs(secs.max(1)));
+            match HlogWriter::new(metrics.clone(), cfg, std::time::SystemTime::now())
+                .and_then(HlogWriter::spawn)
+            {
+                Ok(t) => {
+                    println!("histograms: .hlog every {secs} s into {}", dir.display());
+                    Some(t)
+                }
+                Err(e) => {
+                    eprintln!(
+                        "bundle-relay: cannot write .hlog files into {}: {e}",
+                        dir.display()
+                    );
+                    relay.shutdown(Duration::from_millis(drain_ms));
+                    return 2;
+                }
+            }
+        }
+        None => None,
+    };
     // SAFETY: the handlers only store to atomics, which is async-signal-safe.
     unsafe {
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
@@ -247,6 +284,11 @@ fn run(path: Option<&Path>, check: bool, drain_ms: u64) -> i32 {
     let t = relay.shutdown(Duration::from_millis(drain_ms));
     if let Some(a) = admin {
         a.shutdown();
+    }
+    if let Some(h) = hlog
+        && let Err(e) = h.stop()
+    {
+        eprintln!("bundle-relay: the last .hlog interval was not written: {e}");
     }
     println!(
         "stopped: admitted {} = delivered {} + rejected {} + expired {} + failed {} + in flight {}",

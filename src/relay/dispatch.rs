@@ -847,6 +847,8 @@ impl Dispatcher {
     /// One line per region: pairs by limiter state and when the region can send next.
     pub fn render_pairs(&mut self, now: Instant, out: &mut String) {
         use std::fmt::Write as _;
+        // Pairs whose booking has passed are ready: say so rather than "booked, due now".
+        self.limiter.advance(now);
         for r in 0..self.regions.len() {
             let c = self.limiter.counts(RegionId(r as u8));
             let next = match self.limiter.next_ready_at(RegionId(r as u8)) {
