@@ -67,7 +67,7 @@
 //! answered (`finish`) 64 picks later, at 99 % of the pool's capacity. `acquire` times batches
 //! of 64 picks (the answers run untimed between batches); `acquire + finish` times every call,
 //! one send's whole limiter cost. Measured on the shared 2-core development VM at a load
-//! average of 13 to 15 (other engineers' builds), so absolute figures are inflated several
+//! average of 13 to 15 (other builds running), so absolute figures are inflated several
 //! times and noisy; the ratios within a row are the comparison.
 //!
 //! | operation | this limiter | seed mutex + heap | ratio |
