@@ -2,30 +2,13 @@
 //! SendBundle calls against scripted replies, after a warm-up.
 
 mod counting_alloc;
+mod h2_support;
 use counting_alloc::allocations;
+use h2_support::{block, push_frame};
 
 use bundle_relay::grpc::{self, CallConfig, Method, Outcome};
 use bundle_relay::h2::conn::{Config, Connection, Event};
 use bundle_relay::h2::frame;
-use bundle_relay::h2::hpack::Encoder;
-
-/// Appends a frame to `out` and returns the offset of its stream id.
-fn push_frame(out: &mut Vec<u8>, kind: u8, flags: u8, payload: &[u8]) -> usize {
-    let at = out.len();
-    out.resize(at + 9 + payload.len(), 0);
-    frame::write(&mut out[at..], kind, flags, 1, payload).unwrap();
-    at + 5
-}
-
-fn block(fields: &[(&[u8], &[u8])]) -> Vec<u8> {
-    let mut out = vec![0; 512];
-    let mut pos = 0;
-    for (n, v) in fields {
-        Encoder::encode_field(n, v, false, &mut out, &mut pos).unwrap();
-    }
-    out.truncate(pos);
-    out
-}
 
 const CALLS: u32 = 1_000;
 

@@ -15,17 +15,25 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use wire_support::{Shape, serialize, signed_tx};
 
-fn start(max_age_ms: u64) -> Relay {
-    // Port 9 (discard) on loopback is closed here: connects are refused and retried.
+/// One region on a closed port (9, discard, is closed here: connects are refused and
+/// retried), one egress source per `sources`, a pinned port when `pinned`.
+fn nowhere(sources: &[&str], pinned: bool) -> Spec {
     let region = RegionSpec {
         name: "nowhere".into(),
         remote: "127.0.0.1:9".parse().unwrap(),
         authority: "127.0.0.1:9".into(),
         interval_ms: 1_000,
         burst: 1,
-        pinned: Some("127.0.0.1:0".parse().unwrap()),
+        pinned: pinned.then(|| "127.0.0.1:0".parse().unwrap()),
     };
-    let mut spec = Spec::local(vec![region], vec!["127.0.0.1".parse().unwrap()]);
+    Spec::local(
+        vec![region],
+        sources.iter().map(|s| s.parse().unwrap()).collect(),
+    )
+}
+
+fn start(max_age_ms: u64) -> Relay {
+    let mut spec = nowhere(&["127.0.0.1"], true);
     spec.bundle_max_age_ms = max_age_ms;
     spec.arena_slots = 64;
     Relay::start(spec).unwrap()
@@ -320,15 +328,7 @@ fn bundles_for_an_unreachable_region_expire_and_every_one_is_counted() {
 
 #[test]
 fn the_intake_refuses_connections_beyond_its_table_at_once() {
-    let region = RegionSpec {
-        name: "nowhere".into(),
-        remote: "127.0.0.1:9".parse().unwrap(),
-        authority: "x".into(),
-        interval_ms: 1_000,
-        burst: 1,
-        pinned: None,
-    };
-    let mut spec = Spec::local(vec![region], vec!["127.0.0.1".parse().unwrap()]);
+    let mut spec = nowhere(&["127.0.0.1"], false);
     spec.intake_conns_max = 2;
     let relay = Relay::start(spec).unwrap();
     let addr: SocketAddr = relay.rotating_addr().unwrap();
@@ -352,15 +352,7 @@ fn the_intake_refuses_connections_beyond_its_table_at_once() {
 
 #[test]
 fn lazy_connecting_opens_a_regions_pairs_on_its_first_bundle() {
-    let region = RegionSpec {
-        name: "nowhere".into(),
-        remote: "127.0.0.1:9".parse().unwrap(),
-        authority: "x".into(),
-        interval_ms: 1_000,
-        burst: 1,
-        pinned: None,
-    };
-    let mut spec = Spec::local(vec![region], vec!["127.0.0.1".parse().unwrap()]);
+    let mut spec = nowhere(&["127.0.0.1"], false);
     spec.connect_eagerly = false;
     spec.bundle_max_age_ms = 200;
     let relay = Relay::start(spec).unwrap();
@@ -384,15 +376,7 @@ fn lazy_connecting_opens_a_regions_pairs_on_its_first_bundle() {
 
 #[test]
 fn slow_heads_and_idle_connections_are_cut_off() {
-    let region = RegionSpec {
-        name: "nowhere".into(),
-        remote: "127.0.0.1:9".parse().unwrap(),
-        authority: "x".into(),
-        interval_ms: 1_000,
-        burst: 1,
-        pinned: None,
-    };
-    let mut spec = Spec::local(vec![region], vec!["127.0.0.1".parse().unwrap()]);
+    let mut spec = nowhere(&["127.0.0.1"], false);
     spec.head_timeout_ms = 200;
     spec.idle_timeout_ms = 400;
     let relay = Relay::start(spec).unwrap();
@@ -429,18 +413,7 @@ fn a_config_reload_reaches_every_reactor_thread_and_a_bad_one_changes_nothing() 
     let good = "[intake]\nrotating = \"127.0.0.1:0\"\n\n[[region]]\nname = \"nowhere\"\nhost = \"127.0.0.1\"\nport = 9\ntls = false\n\n[egress]\naddresses = [\"127.0.0.1\", \"127.0.0.2\"]\n";
     std::fs::write(&path, good).unwrap();
     let live = std::sync::Arc::new(Shared::from_file(&path, Resolve::Now).unwrap());
-    let region = RegionSpec {
-        name: "nowhere".into(),
-        remote: "127.0.0.1:9".parse().unwrap(),
-        authority: "x".into(),
-        interval_ms: 1_000,
-        burst: 1,
-        pinned: None,
-    };
-    let mut spec = Spec::local(
-        vec![region],
-        vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()],
-    );
+    let mut spec = nowhere(&["127.0.0.1", "127.0.0.2"], false);
     spec.threads = 2;
     spec.live = Some(live.clone());
     let relay = Relay::start(spec).unwrap();

@@ -5,6 +5,7 @@
 //! happens once, before.)
 
 mod counting_alloc;
+mod h2_support;
 mod wire_support;
 
 use std::sync::Arc;
@@ -12,32 +13,15 @@ use std::sync::Arc;
 use base64::Engine as _;
 use bundle_relay::clock::{Instant, TickRate};
 use bundle_relay::h2::frame;
-use bundle_relay::h2::hpack::Encoder;
 use bundle_relay::http1;
 use bundle_relay::relay::dispatch::Dispatcher;
 use bundle_relay::relay::intake::{self, Port, Verdict};
 use bundle_relay::relay::{RegionSpec, Spec, Stats};
 use counting_alloc::allocations;
+use h2_support::{block, push_frame};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use wire_support::{Shape, serialize, signed_tx};
-
-fn push_frame(out: &mut Vec<u8>, kind: u8, flags: u8, payload: &[u8]) -> usize {
-    let at = out.len();
-    out.resize(at + 9 + payload.len(), 0);
-    frame::write(&mut out[at..], kind, flags, 1, payload).unwrap();
-    at + 5
-}
-
-fn block(fields: &[(&[u8], &[u8])]) -> Vec<u8> {
-    let mut out = vec![0; 512];
-    let mut pos = 0;
-    for (n, v) in fields {
-        Encoder::encode_field(n, v, false, &mut out, &mut pos).unwrap();
-    }
-    out.truncate(pos);
-    out
-}
 
 const CALLS: u32 = 500;
 
