@@ -8,7 +8,7 @@ use std::time::Duration;
 use bundle_relay::admin::Admin;
 use bundle_relay::budget::{Budget, BudgetInputs};
 use bundle_relay::clock::Clock;
-use bundle_relay::config::{Config, Resolve, Shared};
+use bundle_relay::config::{Config, Overrides, Resolve, Shared};
 use bundle_relay::metrics::hlog::{HlogConfig, HlogWriter};
 use bundle_relay::probe;
 use bundle_relay::relay::{Relay, Spec};
@@ -61,6 +61,18 @@ enum Command {
         /// Seconds per .hlog interval.
         #[arg(long, default_value_t = 10)]
         hlog_interval_s: u64,
+        /// HOST:PORT:ADDRESS — regions dialling HOST:PORT connect to ADDRESS instead (TLS
+        /// still checks HOST). Repeatable. For running a production config against stand-in
+        /// engines.
+        #[arg(long = "resolve", value_name = "HOST:PORT:ADDRESS")]
+        resolve: Vec<String>,
+        /// Every TLS region trusts only this CA (PEM) instead of the bundled web roots.
+        #[arg(long, value_name = "PEM")]
+        ca_file: Option<PathBuf>,
+        /// Egress address entries replacing the config's (comma-separated; CIDR and ranges
+        /// allowed), e.g. 127.1.0.0/26.
+        #[arg(long, value_delimiter = ',')]
+        egress: Option<Vec<String>>,
     },
     /// Percentiles and plots from HdrHistogram interval logs (the relay's or bench-load's).
     Hist(bundle_relay::metrics::hist::HistArgs),
@@ -86,12 +98,32 @@ fn main() {
             drain_ms,
             hlog_dir,
             hlog_interval_s,
-        } => std::process::exit(run(
-            config.as_deref(),
-            check,
-            drain_ms,
-            hlog_dir.map(|d| (d, hlog_interval_s)),
-        )),
+            resolve,
+            ca_file,
+            egress,
+        } => {
+            let mut overrides = Overrides {
+                ca_file,
+                egress,
+                ..Overrides::default()
+            };
+            for r in &resolve {
+                match Overrides::parse_resolve(r) {
+                    Ok(o) => overrides.resolve.push(o),
+                    Err(e) => {
+                        eprintln!("bundle-relay: --resolve {e}");
+                        std::process::exit(2);
+                    }
+                }
+            }
+            std::process::exit(run(
+                config.as_deref(),
+                &overrides,
+                check,
+                drain_ms,
+                hlog_dir.map(|d| (d, hlog_interval_s)),
+            ))
+        }
         Command::Hist(args) => {
             if let Err(e) = bundle_relay::metrics::hist::run(&args) {
                 eprintln!("bundle-relay hist: {e}");
@@ -122,13 +154,28 @@ extern "C" fn on_usr1(_: libc::c_int) {
     DUMP.store(true, Ordering::Relaxed);
 }
 
-fn run(path: Option<&Path>, check: bool, drain_ms: u64, hlog: Option<(PathBuf, u64)>) -> i32 {
+fn run(
+    path: Option<&Path>,
+    overrides: &Overrides,
+    check: bool,
+    drain_ms: u64,
+    hlog: Option<(PathBuf, u64)>,
+) -> i32 {
     let cfg = match path {
-        Some(p) => Config::load(p),
+        Some(p) => Config::load_overridden(p, Resolve::Now, overrides),
+        None if *overrides != Overrides::default() => {
+            eprintln!(
+                "bundle-relay: --resolve, --ca-file and --egress change a --config file; give one"
+            );
+            return 2;
+        }
         None => {
-            // Host names are resolved only once the relay can run this config (TLS first).
             println!("no --config: using the embedded default (Jito mainnet, 8 regions)");
-            Ok(Config::embedded_default())
+            let mut cfg = Config::embedded_default();
+            cfg.regions
+                .iter_mut()
+                .try_for_each(|r| r.resolve())
+                .map(|()| cfg)
         }
     };
     let cfg = match cfg {
@@ -148,6 +195,17 @@ fn run(path: Option<&Path>, check: bool, drain_ms: u64, hlog: Option<(PathBuf, u
             return 2;
         }
     };
+    for r in &cfg.regions {
+        let how = if r.tls {
+            format!("TLS, SNI {}", r.sni.as_deref().unwrap_or(&r.host))
+        } else {
+            "plaintext".to_string()
+        };
+        println!(
+            "region {}: {}:{} -> {:?} ({how}, {} ms per pair)",
+            r.name, r.host, r.port, r.addrs, r.interval_ms
+        );
+    }
     match probe::check(&cfg) {
         Ok(report) => println!("{report}"),
         Err(e) => {

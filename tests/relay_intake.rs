@@ -19,12 +19,9 @@ use wire_support::{Shape, serialize, signed_tx};
 /// retried), one egress source per `sources`, a pinned port when `pinned`.
 fn nowhere(sources: &[&str], pinned: bool) -> Spec {
     let region = RegionSpec {
-        name: "nowhere".into(),
-        remote: "127.0.0.1:9".parse().unwrap(),
-        authority: "127.0.0.1:9".into(),
         interval_ms: 1_000,
-        burst: 1,
         pinned: pinned.then(|| "127.0.0.1:0".parse().unwrap()),
+        ..RegionSpec::plain("nowhere", "127.0.0.1:9".parse().unwrap())
     };
     Spec::local(
         vec![region],

@@ -28,12 +28,9 @@ const CALLS: u32 = 500;
 #[test]
 fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
     let region = RegionSpec {
-        name: "ny".into(),
-        remote: "127.0.0.1:10000".parse().unwrap(),
         authority: "ny.mainnet.block-engine.jito.wtf".into(),
         interval_ms: 1,
-        burst: 1,
-        pinned: None,
+        ..RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
     };
     let spec = Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]).thread(0);
     let stats = Arc::new(Stats::default());
@@ -51,7 +48,7 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
     // Connect the one pair and finish the HTTP/2 handshake with a generous window.
     let order = d.poll_connect(now).expect("the pair connects at start");
     d.connected(order.pair, now);
-    let n = d.transmit(order.pair).len();
+    let n = d.transmit(order.pair, now).len();
     d.transmitted(order.pair, n, now);
     let mut hello = vec![0u8; 9 + 13 + 9];
     frame::write_settings(&mut hello, &[]).unwrap();
@@ -59,7 +56,7 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
     hello[22..31].copy_from_slice(&[0, 0, 0, frame::SETTINGS, frame::FLAG_ACK, 0, 0, 0, 0]);
     d.received(order.pair, &hello, now);
     while let Some(p) = d.poll_dirty() {
-        let n = d.transmit(p).len();
+        let n = d.transmit(p, now).len();
         d.transmitted(p, n, now);
     }
 
@@ -126,7 +123,7 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
         );
         d.dispatch(now);
         let p = d.poll_dirty().expect("the bundle went to the pair");
-        let n = d.transmit(p).len();
+        let n = d.transmit(p, now).len();
         assert!(n > 500, "headers and the bundle are queued");
         d.transmitted(p, n, now);
         for &at in &id_at {
@@ -135,7 +132,7 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
         stream_id += 2;
         d.received(p, reply, now);
         while let Some(p) = d.poll_dirty() {
-            let n = d.transmit(p).len();
+            let n = d.transmit(p, now).len();
             d.transmitted(p, n, now);
         }
     };

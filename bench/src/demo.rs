@@ -201,12 +201,9 @@ impl RunningRelay {
                     .regions
                     .iter()
                     .map(|(name, addr)| RegionSpec {
-                        name: name.clone(),
-                        remote: *addr,
-                        authority: addr.to_string(),
                         interval_ms: setup.interval_ms,
-                        burst: 1,
                         pinned: Some(any_port),
+                        ..RegionSpec::plain(name, *addr)
                     })
                     .collect();
                 let mut spec = Spec::local(regions, setup.egress.clone());

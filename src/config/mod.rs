@@ -118,6 +118,43 @@ pub enum Resolve {
     Deferred,
 }
 
+/// Changes the command line makes to a config file before it is checked: run a production
+/// config unchanged against stand-in engines (`--resolve`, `--ca-file`) from local addresses
+/// (`--egress`). Each applied override is listed in [`Config::warnings`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    /// `(host, port, address)`: regions dialling `host:port` connect to `address` instead of
+    /// resolving it; SNI, certificate checks and `:authority` still use the host name.
+    pub resolve: Vec<(String, u16, SocketAddr)>,
+    /// Every TLS region trusts only this CA (PEM).
+    pub ca_file: Option<PathBuf>,
+    /// Replaces `[egress] addresses` (and drops `socks5`) with these entries.
+    pub egress: Option<Vec<String>>,
+}
+
+impl Overrides {
+    /// Parses one `--resolve HOST:PORT:ADDRESS` (ADDRESS an `IP:PORT`, `[IPv6]:PORT` allowed).
+    pub fn parse_resolve(text: &str) -> Result<(String, u16, SocketAddr), String> {
+        let mut parts = text.splitn(3, ':');
+        let (Some(host), Some(port), Some(addr)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(format!(
+                "{text:?}: expected HOST:PORT:ADDRESS, e.g. ny.mainnet.block-engine.jito.wtf:443:127.0.0.15:10000"
+            ));
+        };
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("{text:?}: {port:?} is not a port"))?;
+        let addr: SocketAddr = addr
+            .parse()
+            .map_err(|_| format!("{text:?}: {addr:?} is not an IP:PORT address"))?;
+        if host.is_empty() {
+            return Err(format!("{text:?}: the host is empty"));
+        }
+        Ok((host.to_string(), port, addr))
+    }
+}
+
 /// The whole configuration. Immutable once built; shared through [`Shared`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -166,6 +203,8 @@ pub struct Region {
     pub port: u16,
     /// Where to connect. Empty means "not resolved yet" (see [`Region::resolve`]).
     pub addrs: Vec<SocketAddr>,
+    /// `addrs` were given literally (`connect`, or an IP host): never looked up again.
+    pub literal: bool,
     pub tls: bool,
     /// TLS server name override (default: `host`).
     pub sni: Option<String>,
@@ -340,6 +379,19 @@ impl Config {
         schema::from_toml(&text, &origin, base, resolve)
     }
 
+    /// As [`Config::load_with`], with command-line [`Overrides`] applied before validation.
+    pub fn load_overridden(
+        path: &Path,
+        resolve: Resolve,
+        overrides: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(&origin, "", format!("cannot read the file: {e}")))?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        schema::from_toml_with(&text, &origin, base, resolve, overrides)
+    }
+
     /// Validates TOML text; `origin` names it in errors, relative `ca_file` paths are taken
     /// relative to the current folder.
     pub fn parse(text: &str, origin: &str, resolve: Resolve) -> Result<Config, ConfigError> {
@@ -377,6 +429,7 @@ impl Config {
                     host,
                     port: ENGINE_PORT,
                     addrs: Vec::new(),
+                    literal: false,
                     tls: true,
                     sni: None,
                     ca_file: None,

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::egress::{self, AddrRange, SOURCES_MAX};
 use super::error::{ConfigError, line_column};
-use super::{Config, ConnectMode, Egress, Intake, Region, Resolve, Source};
+use super::{Config, ConnectMode, Egress, Intake, Overrides, Region, Resolve, Source};
 use crate::limiter::MAX_REGIONS;
 use crate::wire::{MAX_BASE58_LEN, MAX_BUNDLE_TXS};
 
@@ -196,6 +196,18 @@ pub fn from_toml(
     base: &Path,
     resolve: Resolve,
 ) -> Result<Config, ConfigError> {
+    from_toml_with(text, origin, base, resolve, &Overrides::default())
+}
+
+/// As [`from_toml`], with command-line overrides applied to the file before it is checked, so
+/// an overridden config passes the same validation as a written one.
+pub fn from_toml_with(
+    text: &str,
+    origin: &str,
+    base: &Path,
+    resolve: Resolve,
+    overrides: &Overrides,
+) -> Result<Config, ConfigError> {
     let toml_error = |key: String, e: toml::de::Error| ConfigError {
         origin: origin.to_string(),
         key,
@@ -208,7 +220,40 @@ pub fn from_toml(
         let key = if path == "." { String::new() } else { path };
         toml_error(key, e.into_inner())
     })?;
-    build(file, &Ctx { origin }, base, resolve)
+    let mut file = file;
+    let mut notes = Vec::new();
+    for (host, port, addr) in &overrides.resolve {
+        let mut hit = false;
+        for fr in file.region.iter_mut() {
+            if fr.host == *host && fr.port.unwrap_or(super::ENGINE_PORT) == *port {
+                fr.connect = Some(OneOrMany::One(addr.to_string()));
+                hit = true;
+            }
+        }
+        if !hit {
+            return Err(ConfigError::new(
+                origin,
+                "--resolve",
+                format!("{host}:{port} is not the host and port of any region"),
+            ));
+        }
+        notes.push(format!("override: {host}:{port} connects to {addr}"));
+    }
+    if let Some(ca) = &overrides.ca_file {
+        for fr in file.region.iter_mut() {
+            fr.ca_file = Some(ca.clone());
+        }
+        notes.push(format!("override: TLS regions trust only {}", ca.display()));
+    }
+    if let Some(entries) = &overrides.egress {
+        let fe = file.egress.get_or_insert_with(FileEgress::default);
+        fe.addresses = entries.clone();
+        fe.socks5.clear();
+        notes.push(format!("override: egress addresses {}", entries.join(", ")));
+    }
+    let mut config = build(file, &Ctx { origin }, base, resolve)?;
+    config.warnings.extend(notes);
+    Ok(config)
 }
 
 fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Config, ConfigError> {
@@ -393,6 +438,18 @@ fn clashes(a: SocketAddr, b: SocketAddr) -> bool {
         && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
 }
 
+/// The address of an IP-literal host (`[..]` allowed for IPv6); empty for a name.
+fn addrs_from_host(host: &str, port: u16) -> Vec<SocketAddr> {
+    match host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse::<IpAddr>()
+    {
+        Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) => Vec::new(),
+    }
+}
+
 fn build_region(
     cx: &Ctx<'_>,
     i: usize,
@@ -478,6 +535,7 @@ fn build_region(
         Some(text) => cx.listen(&key("pinned"), text)?,
         None => None,
     };
+    let literal = fr.connect.is_some() || !addrs_from_host(&host, port).is_empty();
     let addrs = match fr.connect {
         Some(connect) => {
             let list = match connect {
@@ -493,20 +551,14 @@ fn build_region(
             }
             addrs
         }
-        None => match host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<IpAddr>()
-        {
-            Ok(ip) => vec![SocketAddr::new(ip, port)],
-            Err(_) => Vec::new(),
-        },
+        None => addrs_from_host(&host, port),
     };
     let mut region = Region {
         name,
         host,
         port,
         addrs,
+        literal,
         tls,
         sni: fr.sni,
         ca_file,

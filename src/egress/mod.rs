@@ -2,6 +2,11 @@
 //! bound to its own, so the block engine counts it as its own (source IP, region) pair), or
 //! through a SOCKS5 proxy whose CONNECT handshake runs before HTTP/2 (and TLS) start on the
 //! tunnel; each proxy counts as its own source address for the limiter.
+//!
+//! `socket` sets sockets up, `socks5` and `transport` are the sans-IO layers under HTTP/2
+//! (tunnel, then TLS), `resolve` keeps each region's addresses current.
 
+pub mod resolve;
 pub mod socket;
 pub mod socks5;
+pub mod transport;

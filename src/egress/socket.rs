@@ -11,22 +11,24 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 /// burst of bots reconnecting at once.
 pub const LISTEN_BACKLOG: i32 = 4096;
 
-/// A TCP socket bound to `local` (port chosen at connect time), ready for the ring to connect
-/// to `remote`. `IP_BIND_ADDRESS_NO_PORT` defers the port choice to `connect`, so thousands of
+/// A TCP socket bound to `local` (port chosen at connect time; unbound when `None`, for a
+/// connection to a SOCKS5 proxy), ready for the ring to connect to `remote`. `IP_BIND_ADDRESS_NO_PORT` defers the port choice to `connect`, so thousands of
 /// sockets bound to one address do not exhaust its ephemeral ports at bind time (the kernel
 /// then picks a port unique per 4-tuple). Nagle is off: a bundle is one write and waits for
 /// nothing.
-pub fn upstream(local: IpAddr, remote: SocketAddr) -> io::Result<RawFd> {
+pub fn upstream(local: Option<IpAddr>, remote: SocketAddr) -> io::Result<RawFd> {
     let domain = Domain::for_address(remote);
     let socket = Socket::new(
         domain,
         Type::STREAM.nonblocking().cloexec(),
         Some(Protocol::TCP),
     )?;
-    if local.is_ipv4() {
-        set_bind_address_no_port(&socket)?;
+    if let Some(local) = local {
+        if local.is_ipv4() {
+            set_bind_address_no_port(&socket)?;
+        }
+        socket.bind(&SockAddr::from(SocketAddr::new(local, 0)))?;
     }
-    socket.bind(&SockAddr::from(SocketAddr::new(local, 0)))?;
     socket.set_tcp_nodelay(true)?;
     Ok(socket.into_raw_fd())
 }

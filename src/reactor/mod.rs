@@ -112,11 +112,14 @@ struct UpSock {
     connecting: bool,
     closing: bool,
     connect_started: Instant,
+    /// Why the connect failed, for the pair's error.
+    errno: i32,
     addr: libc::sockaddr_storage,
     addr_len: libc::socklen_t,
 }
 
 struct Worker {
+    thread: usize,
     ring: IoUring,
     bufs: BufRing,
     clock: Clock,
@@ -136,6 +139,9 @@ struct Worker {
     connect_timeout: u64,
     next_sweep: Instant,
     stopping: bool,
+    /// Pairs up at the last progress line, until every pair was up once.
+    progress: Option<(u64, Instant)>,
+    started: Instant,
     live: Option<Arc<crate::config::Shared>>,
     config_generation: u64,
     cqes: Vec<(u64, i32, u32)>,
@@ -244,12 +250,14 @@ impl Worker {
                 connecting: false,
                 closing: false,
                 connect_started: now,
+                errno: 0,
                 // SAFETY: all-zero is a valid sockaddr_storage.
                 addr: unsafe { std::mem::zeroed() },
                 addr_len: 0,
             })
             .collect();
         let mut w = Worker {
+            thread: t,
             ring,
             bufs,
             clock,
@@ -275,6 +283,8 @@ impl Worker {
             connect_timeout: rate.from_ms(spec.connect_timeout_ms).0,
             next_sweep: now,
             stopping: false,
+            progress: Some((0, now)),
+            started: now,
             live: spec.live.clone(),
             config_generation: 0,
             cqes: Vec::with_capacity(RING_ENTRIES as usize * 4),
@@ -315,13 +325,17 @@ impl Worker {
             self.d.dispatch(now);
             self.start_connects(now);
             self.close_requested(now);
-            self.flush_upstream();
+            self.flush_upstream(now);
+            while let Some(line) = self.d.poll_log() {
+                eprintln!("relay-{}: {line}", self.thread);
+            }
             if now.0 >= self.next_sweep.0 {
                 self.d.sweep(now);
                 self.sweep(now);
-                self.flush_upstream();
+                self.flush_upstream(now);
                 self.close_requested(now);
                 self.next_sweep = now.after(self.clock.rate().from_ms(SWEEP_MS));
+                self.log_progress(now);
                 if now.0 >= self.next_pairs_text.0 {
                     // Never waits: if the admin thread is reading, this refresh is skipped.
                     if let Ok(mut text) = self.pairs_text.try_lock() {
@@ -752,7 +766,10 @@ impl Worker {
                     .user_data(ud(OP_UP_CONNECT, p, u.generation));
                     self.push(e);
                 }
-                Err(_) => self.d.connect_failed(order.pair, now),
+                Err(e) => {
+                    self.d
+                        .connect_failed(order.pair, now, e.raw_os_error().unwrap_or(libc::EINVAL))
+                }
             }
         }
     }
@@ -766,12 +783,13 @@ impl Worker {
         u.connecting = false;
         if res < 0 || u.closing {
             u.closing = true;
+            u.errno = if res < 0 { -res } else { libc::ETIMEDOUT };
             self.release_up(p, now, false);
             return;
         }
         self.d.connected(PairId(p), now);
         self.arm_up_recv(p);
-        self.flush_upstream();
+        self.flush_upstream(now);
     }
 
     fn arm_up_recv(&mut self, p: u32) {
@@ -819,7 +837,7 @@ impl Worker {
         }
     }
 
-    fn flush_upstream(&mut self) {
+    fn flush_upstream(&mut self, now: Instant) {
         while let Some(pair) = self.d.poll_dirty() {
             let p = pair.0 as usize;
             let u = &self.ups[p];
@@ -827,7 +845,7 @@ impl Worker {
                 continue;
             }
             let (fd, generation) = (u.fd, u.generation);
-            let data = self.d.transmit(pair);
+            let data = self.d.transmit(pair, now);
             if data.is_empty() {
                 continue;
             }
@@ -901,7 +919,8 @@ impl Worker {
         if connected {
             self.d.transport_closed(PairId(p), now);
         } else {
-            self.d.connect_failed(PairId(p), now);
+            let errno = std::mem::replace(&mut self.ups[p as usize].errno, 0);
+            self.d.connect_failed(PairId(p), now, errno);
         }
     }
 
@@ -926,8 +945,36 @@ impl Worker {
         for p in 0..self.ups.len() as u32 {
             let u = &self.ups[p as usize];
             if u.connecting && !u.closing && now.since(u.connect_started).0 > self.connect_timeout {
+                self.ups[p as usize].errno = libc::ETIMEDOUT;
                 self.close_up(p, now);
             }
+        }
+    }
+
+    /// While the pool comes up (thousands of connects and handshakes, `handshakes_max` at a
+    /// time), one line a second on how far it got; one more when every pair is up.
+    fn log_progress(&mut self, now: Instant) {
+        let Some((last_up, last_at)) = self.progress else {
+            return;
+        };
+        let rate = self.clock.rate();
+        let up = self.stats.pairs_up.get();
+        let total = self.d.pair_count() as u64;
+        if up == total {
+            println!(
+                "relay-{}: all {total} pairs up after {} ms",
+                self.thread,
+                rate.to_us(now.since(self.started)) / 1_000
+            );
+            self.progress = None;
+        } else if up != last_up && now.since(last_at).0 >= rate.from_ms(1_000).0 {
+            println!(
+                "relay-{}: {up} of {total} pairs up ({} connects, {} failures so far)",
+                self.thread,
+                self.stats.connects.get(),
+                self.stats.connect_failures.get()
+            );
+            self.progress = Some((up, now));
         }
     }
 

@@ -18,6 +18,11 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
+use crate::config::Source;
+use crate::egress::resolve::HostAddrs;
+use crate::egress::socks5::Socks5;
+use crate::egress::transport::{Stage, TlsTarget, Transport, TransportError};
+
 use crate::arena::{Arena, SlotHandle};
 use crate::clock::{Instant, TickRate, Ticks};
 use crate::grpc::{self, CallConfig, Outcome};
@@ -37,6 +42,9 @@ pub const PAIR_STATE_BYTES: usize = std::mem::size_of::<Pair>();
 
 /// A connection this long up without trouble resets its reconnect back-off.
 const BACKOFF_RESET_MS: u64 = 10_000;
+
+/// The same connection error of one region is logged again at most this often.
+const ERROR_RELOG_MS: u64 = 10_000;
 
 /// How often the tip accounts are asked of an engine (they change rarely).
 pub const TIP_REFRESH_MS: u64 = 300_000;
@@ -130,6 +138,8 @@ pub enum Link {
     Down,
     /// The reactor is connecting the socket.
     Connecting,
+    /// Connected; the SOCKS5 tunnel and/or TLS handshake are running.
+    Handshaking,
     /// Connected; the HTTP/2 connection carries calls.
     Up,
     /// The dispatcher asked the reactor to close it; waiting for the fd to be released.
@@ -151,6 +161,15 @@ struct InFlight {
 struct Pair {
     link: Link,
     conn: Option<Box<Connection>>,
+    /// The SOCKS5 and TLS layers, for pairs that have them (`None`: plaintext straight to
+    /// the socket).
+    transport: Option<Box<Transport>>,
+    /// When the current connect started: handshakes must finish within the connect timeout.
+    setup_started: Instant,
+    /// The engine address of the current connection (the proxy's CONNECT target).
+    target: SocketAddr,
+    /// Why the last connection attempt or connection failed, until one succeeds.
+    last_error: Option<TransportError>,
     in_flight: Option<InFlight>,
     /// Current reconnect back-off, ms (0: connect at once).
     backoff_ms: u64,
@@ -176,8 +195,15 @@ enum Fate {
 
 /// One region as the dispatcher sees it.
 struct Region {
+    name: String,
     call: CallConfig,
-    remote: SocketAddr,
+    addrs: Arc<HostAddrs>,
+    tls: Option<TlsTarget>,
+    /// The last error logged for this region and when, so a thousand pairs failing alike log
+    /// one line (again after [`ERROR_RELOG_MS`] if it persists).
+    logged_error: Option<(String, Instant)>,
+    /// A line about this region's first TLS session was logged.
+    tls_logged: bool,
     fifo: VecDeque<SlotHandle>,
     /// Its pairs were queued to connect (at start when eager, on its first bundle when lazy).
     connect_requested: bool,
@@ -187,7 +213,10 @@ struct Region {
 #[derive(Clone, Copy, Debug)]
 pub struct ConnectOrder {
     pub pair: PairId,
-    pub local: IpAddr,
+    /// The source address to bind, or `None` to leave from the host's default address (to a
+    /// SOCKS5 proxy).
+    pub local: Option<IpAddr>,
+    /// The engine, or the proxy that tunnels to it.
     pub remote: SocketAddr,
 }
 
@@ -198,7 +227,13 @@ pub struct Dispatcher {
     limiter: Limiter,
     regions: Box<[Region]>,
     pairs: Box<[Pair]>,
-    sources: Box<[IpAddr]>,
+    sources: Box<[Source]>,
+    /// Setup (connect + tunnel + TLS) deadline.
+    setup_timeout: Ticks,
+    setup_timeout_ms: u64,
+    /// Lines for the log (new per-region connection errors), taken by the reactor.
+    log: VecDeque<String>,
+
     /// (due tick, pair): pairs waiting to (re)connect.
     reconnects: BinaryHeap<Reverse<(u64, u32)>>,
     connecting: u32,
@@ -252,13 +287,17 @@ impl Dispatcher {
             .regions
             .iter()
             .map(|r| Region {
+                name: r.name.clone(),
                 call: CallConfig {
-                    scheme: "http",
+                    scheme: if r.tls.is_some() { "https" } else { "http" },
                     authority: r.authority.clone(),
                     authorization: None,
                     retry_after_ms_default: grpc::RETRY_AFTER_MS_DEFAULT,
                 },
-                remote: r.remote,
+                addrs: r.addrs.clone(),
+                tls: r.tls.clone(),
+                logged_error: None,
+                tls_logged: false,
                 fifo: VecDeque::with_capacity(slots),
                 connect_requested: spec.connect_eagerly,
             })
@@ -267,6 +306,10 @@ impl Dispatcher {
             .map(|_| Pair {
                 link: Link::Down,
                 conn: None,
+                transport: None,
+                setup_started: now,
+                target: SocketAddr::from(([0, 0, 0, 0], 0)),
+                last_error: None,
                 in_flight: None,
                 backoff_ms: 0,
                 up_since: now,
@@ -289,6 +332,9 @@ impl Dispatcher {
             regions,
             pairs,
             sources: spec.sources.clone().into_boxed_slice(),
+            setup_timeout: rate.from_ms(spec.connect_timeout_ms),
+            setup_timeout_ms: spec.connect_timeout_ms,
+            log: VecDeque::new(),
             reconnects,
             connecting: 0,
             handshakes_max: spec.handshakes_max.max(1),
@@ -625,42 +671,156 @@ impl Dispatcher {
             }
         };
         let pair = PairId(p);
-        self.pairs[p as usize].link = Link::Connecting;
         self.connecting += 1;
         self.limiter
             .set_connection(pair, ConnState::Connecting, now);
         let r = self.limiter.region_of(pair).0 as usize;
+        let target = self.regions[r].addrs.pick(p);
+        let st = &mut self.pairs[p as usize];
+        st.link = Link::Connecting;
+        st.setup_started = now;
+        st.target = target;
+        let (local, remote) = match &self.sources[self.limiter.address_of(pair) as usize] {
+            Source::Local(ip) => (Some(*ip), target),
+            Source::Socks5 { proxy, .. } => (None, *proxy),
+        };
         Some(ConnectOrder {
             pair,
-            local: self.sources[self.limiter.address_of(pair) as usize],
-            remote: self.regions[r].remote,
+            local,
+            remote,
         })
     }
 
-    /// The socket connected: the HTTP/2 connection starts (preface and SETTINGS queued). The
-    /// pair joins rotation when the engine's SETTINGS arrive ([`Dispatcher::received`]): an
-    /// engine that accepts TCP and then drops it never gets a bundle to lose.
+    /// The socket connected. Without a tunnel or TLS the HTTP/2 connection starts now
+    /// (preface and SETTINGS queued); otherwise the SOCKS5 greeting or the TLS ClientHello goes
+    /// first and HTTP/2 starts once they are done. Either way the pair joins rotation only when
+    /// the engine's SETTINGS arrive ([`Dispatcher::received`]): an engine that accepts TCP and
+    /// then drops it never gets a bundle to lose.
     pub fn connected(&mut self, pair: PairId, now: Instant) {
         let p = pair.0 as usize;
         debug_assert_eq!(self.pairs[p].link, Link::Connecting);
+        let r = self.limiter.region_of(pair).0 as usize;
+        let socks = match &self.sources[self.limiter.address_of(pair) as usize] {
+            Source::Local(_) => None,
+            Source::Socks5 { proxy, auth } => {
+                let auth = auth.as_ref().map(|(u, pw)| (u.as_str(), pw.as_str()));
+                match Socks5::new(self.pairs[p].target, auth) {
+                    Ok(s) => Some((*proxy, s)),
+                    Err(error) => {
+                        let proxy = *proxy;
+                        self.pairs[p].link = Link::Handshaking;
+                        self.fail(pair, TransportError::Socks5 { proxy, error }, now);
+                        return;
+                    }
+                }
+            }
+        };
+        if socks.is_none() && self.regions[r].tls.is_none() {
+            self.open(pair, now);
+            return;
+        }
+        self.pairs[p].link = Link::Handshaking;
+        match Transport::new(socks, self.regions[r].tls.as_ref()) {
+            Ok(t) => {
+                self.pairs[p].transport = Some(Box::new(t));
+                self.mark_dirty(pair.0);
+            }
+            Err(e) => self.fail(pair, e, now),
+        }
+    }
+
+    /// Tunnel and TLS are done (or absent): HTTP/2 starts and the setup's handshake slot frees.
+    fn open(&mut self, pair: PairId, now: Instant) {
+        let p = pair.0 as usize;
         self.connecting -= 1;
         let now_ns = self.now_ns(now);
-        let conn = Connection::new(self.h2.clone(), now_ns);
+        let h2 = &self.h2;
         let st = &mut self.pairs[p];
-        st.conn = Some(Box::new(conn));
+        st.conn
+            .get_or_insert_with(|| Box::new(Connection::new(h2.clone(), now_ns)));
         st.link = Link::Up;
         st.up_since = now;
         st.in_rotation = false;
+        st.last_error = None;
         self.stats.connects.bump();
+        let target = st.target;
+        if let Some(tls) = st.transport.as_deref().and_then(Transport::tls) {
+            self.stats.tls_handshakes.bump();
+            if tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                self.stats.tls_resumed.bump();
+            }
+            let r = self.limiter.region_of(pair).0 as usize;
+            if !self.regions[r].tls_logged {
+                self.regions[r].tls_logged = true;
+                self.log.push_back(format!(
+                    "region {}: TLS {:?} to {} ({}), ALPN h2",
+                    self.regions[r].name,
+                    tls.protocol_version(),
+                    tls.server_name(),
+                    target
+                ));
+            }
+        }
         self.mark_dirty(pair.0);
     }
 
-    /// The connect failed (refused, unreachable, timed out): back off and try again.
-    pub fn connect_failed(&mut self, pair: PairId, now: Instant) {
+    /// Records why a pair's connection failed and has it closed; the reactor's release then
+    /// ends in [`Dispatcher::transport_closed`], which backs off and reconnects.
+    fn fail(&mut self, pair: PairId, error: TransportError, now: Instant) {
+        self.note_error(pair, error, now);
+        let st = &mut self.pairs[pair.0 as usize];
+        if st.link == Link::Handshaking {
+            st.link = Link::Closing;
+            if !st.close_queued {
+                st.close_queued = true;
+                self.closing.push_back(pair.0);
+            }
+        } else {
+            self.request_close(pair.0, now);
+        }
+    }
+
+    /// Keeps a pair's error for /debug/pairs and queues a log line, once per region and error
+    /// text (again after [`ERROR_RELOG_MS`]).
+    fn note_error(&mut self, pair: PairId, error: TransportError, now: Instant) {
+        let r = self.limiter.region_of(pair).0 as usize;
+        let text = error.to_string();
+        let relog = self.rate.from_ms(ERROR_RELOG_MS);
+        let fresh = match &self.regions[r].logged_error {
+            Some((t, at)) => *t != text || now.since(*at).0 >= relog.0,
+            None => true,
+        };
+        if fresh {
+            let source = &self.sources[self.limiter.address_of(pair) as usize];
+            self.log.push_back(format!(
+                "region {}: pair {source} -> {}: {text}",
+                self.regions[r].name, self.pairs[pair.0 as usize].target
+            ));
+            self.regions[r].logged_error = Some((text, now));
+        }
+        self.pairs[pair.0 as usize].last_error = Some(error);
+    }
+
+    /// A line for the log (a new kind of connection error, a region's first TLS session).
+    pub fn poll_log(&mut self) -> Option<String> {
+        self.log.pop_front()
+    }
+
+    /// Why the pair's last connection failed, until one succeeds.
+    pub fn last_error(&self, pair: PairId) -> Option<&TransportError> {
+        self.pairs[pair.0 as usize].last_error.as_ref()
+    }
+
+    /// The TCP connect failed (refused, unreachable, timed out; `errno`): back off and try
+    /// again.
+    pub fn connect_failed(&mut self, pair: PairId, now: Instant, errno: i32) {
         let p = pair.0 as usize;
         debug_assert_eq!(self.pairs[p].link, Link::Connecting);
+        self.note_error(pair, TransportError::Connect { errno }, now);
         self.connecting -= 1;
         self.stats.connect_failures.bump();
+        let r = self.limiter.region_of(pair).0 as usize;
+        self.regions[r].addrs.mark_stale();
         self.schedule_reconnect(pair, now);
     }
 
@@ -696,6 +856,14 @@ impl Dispatcher {
     /// a call that could not start): out of rotation now, the reactor closes the socket.
     fn request_close(&mut self, p: u32, now: Instant) {
         let st = &mut self.pairs[p as usize];
+        if st.link == Link::Handshaking {
+            st.link = Link::Closing;
+            if !st.close_queued {
+                st.close_queued = true;
+                self.closing.push_back(p);
+            }
+            return;
+        }
         if st.link != Link::Up {
             return;
         }
@@ -719,6 +887,30 @@ impl Dispatcher {
     /// still running end as the connection's loss decides, the pair backs off and reconnects.
     pub fn transport_closed(&mut self, pair: PairId, now: Instant) {
         let p = pair.0 as usize;
+        let r = self.limiter.region_of(pair).0 as usize;
+        // Engines behind load balancers move: look the name up again before reconnecting.
+        self.regions[r].addrs.mark_stale();
+        if self.pairs[p].conn.is_none() {
+            // The tunnel or TLS never finished: a failed setup, not a lost connection.
+            let closed = self.pairs[p]
+                .transport
+                .as_deref_mut()
+                .and_then(Transport::handle_transport_closed);
+            if self.pairs[p].last_error.is_none()
+                || closed.is_some() && self.pairs[p].link != Link::Closing
+            {
+                let error = closed.unwrap_or(TransportError::HandshakeTimeout {
+                    after_ms: self.setup_timeout_ms,
+                    stage: Stage::Open,
+                });
+                self.note_error(pair, error, now);
+            }
+            self.pairs[p].transport = None;
+            self.connecting -= 1;
+            self.stats.connect_failures.bump();
+            self.schedule_reconnect(pair, now);
+            return;
+        }
         if let Some(conn) = self.pairs[p].conn.as_deref_mut() {
             conn.handle_transport_closed();
         }
@@ -734,6 +926,7 @@ impl Dispatcher {
         }
         let st = &mut self.pairs[p];
         let was_up = st.conn.take().is_some();
+        st.transport = None;
         st.dirty = false;
         if was_up {
             self.stats
@@ -756,22 +949,66 @@ impl Dispatcher {
         Some(PairId(p))
     }
 
-    /// The bytes to send on `pair` now, pinned until [`Dispatcher::transmitted`].
-    pub fn transmit(&mut self, pair: PairId) -> &[u8] {
-        match self.pairs[pair.0 as usize].conn.as_deref_mut() {
-            Some(c) => c.pin_transmit(),
-            None => &[],
+    /// The bytes to send on `pair` now, pinned until [`Dispatcher::transmitted`]: HTTP/2's own
+    /// buffer for a plaintext connection (no copy), else the tunnel's request or TLS records
+    /// (HTTP/2's pending bytes are encrypted into them first).
+    pub fn transmit(&mut self, pair: PairId, now: Instant) -> &[u8] {
+        let p = pair.0 as usize;
+        if self.pairs[p].transport.is_some() {
+            self.encrypt_pending(pair, now);
+        }
+        let st = &mut self.pairs[p];
+        match st.transport.as_deref() {
+            Some(t) if !t.poll_transmit().is_empty() || t.encrypts() || !t.is_open() => {
+                t.poll_transmit()
+            }
+            _ => match st.conn.as_deref_mut() {
+                Some(c) => c.pin_transmit(),
+                None => &[],
+            },
+        }
+    }
+
+    /// Moves HTTP/2's pending bytes into TLS records, as many as the TLS buffer takes.
+    fn encrypt_pending(&mut self, pair: PairId, now: Instant) {
+        let st = &mut self.pairs[pair.0 as usize];
+        let (Some(t), Some(c)) = (st.transport.as_deref_mut(), st.conn.as_deref_mut()) else {
+            return;
+        };
+        if !t.encrypts() || !t.is_open() {
+            return;
+        }
+        loop {
+            let data = c.poll_transmit();
+            if data.is_empty() {
+                return;
+            }
+            match t.write_app(data) {
+                Ok(0) => return,
+                Ok(n) => c.advance_transmit(n),
+                Err(e) => {
+                    self.fail(pair, e, now);
+                    return;
+                }
+            }
         }
     }
 
     /// `n` bytes of the pinned transmit went out.
     pub fn transmitted(&mut self, pair: PairId, n: usize, now: Instant) {
         let p = pair.0 as usize;
-        let Some(conn) = self.pairs[p].conn.as_deref_mut() else {
-            return;
+        let st = &mut self.pairs[p];
+        let more = match (st.transport.as_deref_mut(), st.conn.as_deref_mut()) {
+            (Some(t), conn) if !t.poll_transmit().is_empty() => {
+                t.advance_transmit(n);
+                !t.poll_transmit().is_empty() || conn.is_some_and(|c| !c.poll_transmit().is_empty())
+            }
+            (_, Some(c)) => {
+                c.advance_transmit(n);
+                !c.poll_transmit().is_empty()
+            }
+            (_, None) => false,
         };
-        conn.advance_transmit(n);
-        let more = !conn.poll_transmit().is_empty();
         if let Some(f) = self.pairs[p].in_flight.as_mut()
             && !more
             && f.written.is_none()
@@ -783,14 +1020,36 @@ impl Dispatcher {
         }
     }
 
-    /// Bytes arrived on `pair`.
+    /// Bytes arrived on `pair`: through the tunnel and TLS when it has them, into HTTP/2.
     pub fn received(&mut self, pair: PairId, bytes: &[u8], now: Instant) {
         let p = pair.0 as usize;
         let now_ns = self.now_ns(now);
+        if self.pairs[p].transport.is_some() {
+            let h2 = &self.h2;
+            let st = &mut self.pairs[p];
+            let t = st.transport.as_deref_mut().expect("checked");
+            let conn = &mut st.conn;
+            let result = t.receive(bytes, &mut |plain| {
+                conn.get_or_insert_with(|| Box::new(Connection::new(h2.clone(), now_ns)))
+                    .handle_bytes(now_ns, plain);
+            });
+            let (open, pending) = (t.is_open(), !t.poll_transmit().is_empty());
+            if let Err(e) = result {
+                self.fail(pair, e, now);
+                return;
+            }
+            if pending {
+                self.mark_dirty(pair.0);
+            }
+            if open && self.pairs[p].link == Link::Handshaking {
+                self.open(pair, now);
+            }
+        } else if let Some(conn) = self.pairs[p].conn.as_deref_mut() {
+            conn.handle_bytes(now_ns, bytes);
+        }
         let Some(conn) = self.pairs[p].conn.as_deref_mut() else {
             return;
         };
-        conn.handle_bytes(now_ns, bytes);
         let ready = conn.is_ready() && !conn.is_closed();
         if !conn.poll_transmit().is_empty() {
             self.mark_dirty(pair.0);
@@ -810,6 +1069,20 @@ impl Dispatcher {
         self.publish_gauges();
         let now_ns = self.now_ns(now);
         for p in 0..self.pairs.len() {
+            let st = &self.pairs[p];
+            if st.link == Link::Handshaking && now.since(st.setup_started).0 > self.setup_timeout.0
+            {
+                let stage = st
+                    .transport
+                    .as_deref()
+                    .map_or(Stage::Open, Transport::stage);
+                let error = TransportError::HandshakeTimeout {
+                    after_ms: self.setup_timeout_ms,
+                    stage,
+                };
+                self.fail(PairId(p as u32), error, now);
+                continue;
+            }
             let Some(conn) = self.pairs[p].conn.as_deref_mut() else {
                 continue;
             };
@@ -868,6 +1141,25 @@ impl Dispatcher {
                 c.draining,
                 self.regions[r].fifo.len()
             );
+            // Pairs whose last connection failed, grouped by what went wrong.
+            let mut errors: Vec<(String, u32)> = Vec::new();
+            for a in 0..self.sources.len() as u32 {
+                let pair = self.limiter.pair(a, RegionId(r as u8));
+                if let Some(e) = &self.pairs[pair.0 as usize].last_error {
+                    let text = e.to_string();
+                    match errors.iter_mut().find(|(t, _)| *t == text) {
+                        Some((_, n)) => *n += 1,
+                        None => errors.push((text, 1)),
+                    }
+                }
+            }
+            for (text, n) in errors {
+                let _ = writeln!(
+                    out,
+                    "  region {r} ({}): {n} pairs failing: {text}",
+                    self.regions[r].name
+                );
+            }
         }
     }
 

@@ -17,7 +17,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::arena;
+use crate::config::Source;
+use crate::egress::resolve::HostAddrs;
 use crate::egress::socket;
+use crate::egress::transport::TlsTarget;
 use crate::h2;
 use crate::http1;
 
@@ -25,14 +28,31 @@ use crate::http1;
 #[derive(Clone, Debug)]
 pub struct RegionSpec {
     pub name: String,
-    /// Where its connections go.
-    pub remote: SocketAddr,
+    /// Where its connections go: every address its host has, kept current.
+    pub addrs: Arc<HostAddrs>,
     /// HTTP/2 `:authority`.
     pub authority: String,
     pub interval_ms: u64,
     pub burst: u32,
     /// An intake port that always sends to this region.
     pub pinned: Option<SocketAddr>,
+    /// TLS to the engine (ALPN h2, SNI and trust), or plaintext HTTP/2 when `None`.
+    pub tls: Option<TlsTarget>,
+}
+
+impl RegionSpec {
+    /// A plaintext region at one fixed address, its authority that address (tests, the demo).
+    pub fn plain(name: &str, remote: SocketAddr) -> RegionSpec {
+        RegionSpec {
+            name: name.to_string(),
+            addrs: HostAddrs::fixed(name, vec![remote]),
+            authority: remote.to_string(),
+            interval_ms: crate::limiter::DEFAULT_INTERVAL_MS,
+            burst: 1,
+            pinned: None,
+            tls: None,
+        }
+    }
 }
 
 /// Everything the running relay needs, already checked.
@@ -46,8 +66,8 @@ pub struct Spec {
     pub upstream_timeout_ms: u64,
     pub rotating: Option<SocketAddr>,
     pub regions: Vec<RegionSpec>,
-    /// Egress source addresses, split across threads.
-    pub sources: Vec<IpAddr>,
+    /// Egress sources (local addresses or SOCKS5 proxies), split across threads.
+    pub sources: Vec<Source>,
     pub connect_eagerly: bool,
     pub reconnect_min_ms: u64,
     pub reconnect_max_ms: u64,
@@ -83,46 +103,46 @@ pub fn upstream_h2_config() -> h2::conn::Config {
 }
 
 impl Spec {
-    /// The running shape of a loaded configuration. Fails, naming the region or source, on
-    /// what this build of the relay cannot run yet: TLS to an engine and SOCKS5 egress have
-    /// their protocol cores (`tls`, `egress::socks5`) but are not wired into the reactor.
+    /// The running shape of a loaded configuration: every region's addresses (resolved at
+    /// load), its TLS client config (trust roots or its CA file, built once and shared by every
+    /// connection so reconnects resume sessions), and the sources as listed.
     pub fn from_config(cfg: &crate::config::Config) -> Result<Spec, String> {
-        use crate::config::{ConnectMode, Source};
+        use crate::config::ConnectMode;
         let mut regions = Vec::with_capacity(cfg.regions.len());
         for r in &cfg.regions {
-            if r.tls {
+            if !r.is_resolved() {
                 return Err(format!(
-                    "region {}: {}:{} needs TLS, which the relay cannot speak to an engine yet; \
-                     point the region at a plaintext engine (`tls = false` and `connect = \"IP:PORT\"`) \
-                     or run it behind a local TLS-terminating proxy",
-                    r.name, r.host, r.port
+                    "region {}: host {} is not resolved",
+                    r.name, r.host
                 ));
             }
-            let remote = *r
-                .addrs
-                .first()
-                .ok_or_else(|| format!("region {}: host {} is not resolved", r.name, r.host))?;
+            let addrs = if r.literal {
+                HostAddrs::fixed(&r.name, r.addrs.clone())
+            } else {
+                HostAddrs::named(&r.name, &r.host, r.port, r.addrs.clone())
+            };
+            let tls = if r.tls {
+                let config = crate::tls::client_config(r.ca_file.as_deref())
+                    .map_err(|e| format!("region {}: {e}", r.name))?;
+                let sni = r.sni.clone().unwrap_or_else(|| r.host.clone());
+                Some(TlsTarget {
+                    config,
+                    sni: sni.into(),
+                })
+            } else {
+                None
+            };
             regions.push(RegionSpec {
                 name: r.name.clone(),
-                remote,
+                addrs,
                 authority: r.authority.clone(),
                 interval_ms: r.interval_ms,
                 burst: r.burst,
                 pinned: r.pinned,
+                tls,
             });
         }
-        let mut sources = Vec::with_capacity(cfg.egress.sources.len());
-        for s in &cfg.egress.sources {
-            match s {
-                Source::Local(ip) => sources.push(*ip),
-                Source::Socks5 { proxy, .. } => {
-                    return Err(format!(
-                        "egress source socks5 {proxy}: SOCKS5 egress is not wired into the relay yet; \
-                         list local addresses only"
-                    ));
-                }
-            }
-        }
+        let sources = cfg.egress.sources.clone();
         Ok(Spec {
             threads: cfg.threads.max(1),
             pin_threads: cfg.pin_threads,
@@ -151,6 +171,7 @@ impl Spec {
 
     /// A loopback setup for tests and the demo: `regions` engines, `sources` egress addresses.
     pub fn local(regions: Vec<RegionSpec>, sources: Vec<IpAddr>) -> Spec {
+        let sources = sources.into_iter().map(Source::Local).collect();
         Spec {
             threads: 1,
             pin_threads: false,
@@ -191,6 +212,7 @@ impl Spec {
             reconnect_min_ms: self.reconnect_min_ms,
             reconnect_max_ms: self.reconnect_max_ms,
             handshakes_max: self.handshakes_max,
+            connect_timeout_ms: self.connect_timeout_ms,
             h2: self.h2.clone(),
         }
     }
@@ -200,7 +222,7 @@ impl Spec {
 #[derive(Clone, Debug)]
 pub struct ThreadSpec {
     pub thread: usize,
-    pub sources: Vec<IpAddr>,
+    pub sources: Vec<Source>,
     pub arena_slots: u32,
     pub regions: Vec<RegionSpec>,
     pub bundle_max_age_ms: u64,
@@ -209,6 +231,8 @@ pub struct ThreadSpec {
     pub reconnect_min_ms: u64,
     pub reconnect_max_ms: u64,
     pub handshakes_max: u32,
+    /// Connect, tunnel and TLS handshake together must finish within this.
+    pub connect_timeout_ms: u64,
     pub h2: h2::conn::Config,
 }
 
@@ -261,6 +285,9 @@ pub struct Stats {
     pub intake_refused: Counter,
     /// Gauge.
     pub arena_capacity: Counter,
+    /// TLS sessions established, and how many of them resumed an earlier session.
+    pub tls_handshakes: Counter,
+    pub tls_resumed: Counter,
     /// Set when the thread has exited its loop.
     pub stopped: Counter,
     /// The config generation this thread last loaded (0: no live config).
@@ -288,6 +315,8 @@ pub struct Totals {
     pub intake_conns: u64,
     pub intake_refused: u64,
     pub arena_capacity: u64,
+    pub tls_handshakes: u64,
+    pub tls_resumed: u64,
 }
 
 impl Totals {
@@ -316,6 +345,8 @@ impl Totals {
         self.intake_conns += s.intake_conns.get();
         self.intake_refused += s.intake_refused.get();
         self.arena_capacity += s.arena_capacity.get();
+        self.tls_handshakes += s.tls_handshakes.get();
+        self.tls_resumed += s.tls_resumed.get();
     }
 }
 
@@ -356,6 +387,8 @@ pub struct Relay {
     stop: Arc<AtomicBool>,
     drain_deadline_ms: Arc<AtomicU64>,
     threads: Vec<JoinHandle<()>>,
+    /// Looks region host names up again as connections end (only when some region has one).
+    resolver: Option<JoinHandle<()>>,
     rotating: Option<SocketAddr>,
     pinned: Vec<(String, SocketAddr)>,
 }
@@ -457,6 +490,17 @@ impl Relay {
             threads.push(handle);
         }
         drop(ready_tx);
+        let named: Vec<Arc<HostAddrs>> = spec
+            .regions
+            .iter()
+            .filter(|r| r.addrs.is_named())
+            .map(|r| r.addrs.clone())
+            .collect();
+        let resolver = if named.is_empty() {
+            None
+        } else {
+            Some(crate::egress::resolve::spawn(named, stop.clone()).map_err(StartError::Thread)?)
+        };
         for _ in 0..spec.threads {
             match ready_rx.recv() {
                 Ok(Ok(())) => {}
@@ -480,6 +524,7 @@ impl Relay {
             stop,
             drain_deadline_ms,
             threads,
+            resolver,
             rotating,
             pinned,
         })
@@ -537,6 +582,9 @@ impl Relay {
         let stats = self.stats.clone();
         for t in self.threads {
             let _ = t.join();
+        }
+        if let Some(r) = self.resolver {
+            let _ = r.join();
         }
         let mut t = Totals::default();
         for s in &stats {

@@ -344,6 +344,26 @@ impl TlsSession {
         n
     }
 
+    /// Hands every decrypted byte to `f`, in order and in place (no copy out), resuming
+    /// decryption that paused for room, until nothing complete is left. `f` must take all of
+    /// each slice it is given. A failure found meanwhile is kept for [`TlsSession::error`].
+    pub fn drain_plaintext(&mut self, mut f: impl FnMut(&[u8])) {
+        loop {
+            if self.plaintext_start == self.plaintext_end {
+                if !self.paused_for_plaintext || self.failed.is_some() {
+                    return;
+                }
+                let _ = self.pump();
+                if self.plaintext_start == self.plaintext_end {
+                    return;
+                }
+            }
+            f(&self.plaintext[self.plaintext_start..self.plaintext_end]);
+            self.plaintext_start = 0;
+            self.plaintext_end = 0;
+        }
+    }
+
     /// Decrypted bytes waiting in [`TlsSession::read_plaintext`].
     pub fn plaintext_len(&self) -> usize {
         self.plaintext_end - self.plaintext_start

@@ -14,12 +14,9 @@ pub fn spec(regions: &[(String, SocketAddr)], egress: &str, interval_ms: u64) ->
     let regions = regions
         .iter()
         .map(|(name, addr)| RegionSpec {
-            name: name.clone(),
-            remote: *addr,
-            authority: addr.to_string(),
             interval_ms,
-            burst: 1,
             pinned: Some("127.0.0.1:0".parse().unwrap()),
+            ..RegionSpec::plain(name, *addr)
         })
         .collect();
     let mut s = Spec::local(regions, parse_egress(egress).unwrap());

@@ -1,0 +1,191 @@
+//! Where a region's connections go: its addresses, resolved at startup and again when a
+//! connection to it ends.
+//!
+//! Block engines sit behind load balancers whose addresses move, so a host name is looked up
+//! again (with the system resolver, on a thread of its own, never in a reactor) once any pair's
+//! connection to the region ends or fails, at most once per [`RESOLVE_INTERVAL_MIN_MS`]. The
+//! reactors read the current list with one atomic load when they connect; a changed list is
+//! logged. Regions given as literal addresses are never looked up.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+
+/// A host is looked up at most this often, however many connections end meanwhile: a region
+/// that is down makes every pair reconnect, and the resolver must not be hammered for it.
+pub const RESOLVE_INTERVAL_MIN_MS: u64 = 1_000;
+/// How often the resolver thread looks for stale hosts and a stop request.
+const POLL_MS: u64 = 100;
+
+/// One region's current addresses.
+pub struct HostAddrs {
+    region: String,
+    /// The name to look up again, or `None` when the addresses were given literally.
+    host: Option<(String, u16)>,
+    addrs: ArcSwap<Vec<SocketAddr>>,
+    stale: AtomicBool,
+}
+
+impl std::fmt::Debug for HostAddrs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostAddrs")
+            .field("region", &self.region)
+            .field("host", &self.host)
+            .field("addrs", &**self.addrs.load())
+            .finish()
+    }
+}
+
+impl HostAddrs {
+    /// Addresses that never change (literal `connect` addresses, IP hosts, tests).
+    pub fn fixed(region: &str, addrs: Vec<SocketAddr>) -> Arc<HostAddrs> {
+        assert!(!addrs.is_empty(), "a region needs an address");
+        Arc::new(HostAddrs {
+            region: region.to_string(),
+            host: None,
+            addrs: ArcSwap::from_pointee(addrs),
+            stale: AtomicBool::new(false),
+        })
+    }
+
+    /// `host:port`, already resolved to `addrs` at startup, looked up again as connections end.
+    pub fn named(region: &str, host: &str, port: u16, addrs: Vec<SocketAddr>) -> Arc<HostAddrs> {
+        assert!(!addrs.is_empty(), "a region needs an address");
+        Arc::new(HostAddrs {
+            region: region.to_string(),
+            host: Some((host.to_string(), port)),
+            addrs: ArcSwap::from_pointee(addrs),
+            stale: AtomicBool::new(false),
+        })
+    }
+
+    /// The address for the `i`-th connection: pairs spread over every address the name has.
+    pub fn pick(&self, i: u32) -> SocketAddr {
+        let a = self.addrs.load();
+        a[i as usize % a.len()]
+    }
+
+    /// Every current address.
+    pub fn current(&self) -> Vec<SocketAddr> {
+        (**self.addrs.load()).clone()
+    }
+
+    /// A connection to this region ended: look the name up again soon.
+    pub fn mark_stale(&self) {
+        if self.host.is_some() && !self.stale.load(Ordering::Relaxed) {
+            self.stale.store(true, Ordering::Relaxed);
+        }
+    }
+
+    pub fn is_named(&self) -> bool {
+        self.host.is_some()
+    }
+
+    /// Looks the name up now; the new list replaces the old one when it differs (an empty or
+    /// failed lookup keeps the old list: better a stale address than none). Returns a line for
+    /// the log when something changed or failed.
+    pub fn refresh(&self) -> Option<String> {
+        let (host, port) = self.host.as_ref()?;
+        match (host.as_str(), *port).to_socket_addrs() {
+            Ok(found) => {
+                let found: Vec<SocketAddr> = found.collect();
+                if found.is_empty() {
+                    return Some(format!(
+                        "region {}: {host} resolved to nothing; keeping {:?}",
+                        self.region,
+                        **self.addrs.load()
+                    ));
+                }
+                let old = self.addrs.load_full();
+                if *old == found {
+                    return None;
+                }
+                let line = format!(
+                    "region {}: {host}:{port} now resolves to {found:?} (was {:?})",
+                    self.region, *old
+                );
+                self.addrs.store(Arc::new(found));
+                Some(line)
+            }
+            Err(e) => Some(format!(
+                "region {}: {host} does not resolve ({e}); keeping {:?}",
+                self.region,
+                **self.addrs.load()
+            )),
+        }
+    }
+}
+
+/// The resolver thread: looks up stale names until `stop`.
+pub fn spawn(hosts: Vec<Arc<HostAddrs>>, stop: Arc<AtomicBool>) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("resolver".into())
+        .spawn(move || {
+            let mut last = vec![None::<Instant>; hosts.len()];
+            let min = Duration::from_millis(RESOLVE_INTERVAL_MIN_MS);
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(POLL_MS));
+                for (h, at) in hosts.iter().zip(last.iter_mut()) {
+                    if !h.stale.load(Ordering::Relaxed) || at.is_some_and(|t| t.elapsed() < min) {
+                        continue;
+                    }
+                    h.stale.store(false, Ordering::Relaxed);
+                    *at = Some(Instant::now());
+                    if let Some(line) = h.refresh() {
+                        println!("{line}");
+                    }
+                }
+            }
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pairs_spread_over_every_address() {
+        let a: SocketAddr = "127.0.0.11:1".parse().unwrap();
+        let b: SocketAddr = "127.0.0.12:1".parse().unwrap();
+        let h = HostAddrs::fixed("x", vec![a, b]);
+        assert_eq!([h.pick(0), h.pick(1), h.pick(2)], [a, b, a]);
+    }
+
+    #[test]
+    fn a_literal_region_is_never_looked_up() {
+        let h = HostAddrs::fixed("x", vec!["127.0.0.11:1".parse().unwrap()]);
+        h.mark_stale();
+        assert!(!h.stale.load(Ordering::Relaxed));
+        assert_eq!(h.refresh(), None);
+    }
+
+    #[test]
+    fn a_lookup_that_finds_new_addresses_replaces_and_reports_them() {
+        // "localhost" resolves without a network; start from an address it never has.
+        let h = HostAddrs::named("x", "localhost", 7, vec!["127.0.0.99:7".parse().unwrap()]);
+        let line = h.refresh().expect("changed");
+        assert!(line.contains("now resolves to"), "{line}");
+        assert!(
+            h.current()
+                .iter()
+                .all(|a| a.ip().is_loopback() && a.port() == 7)
+        );
+        assert_eq!(h.refresh(), None, "unchanged the second time");
+    }
+
+    #[test]
+    fn a_failed_lookup_keeps_the_old_addresses() {
+        let old: SocketAddr = "127.0.0.11:443".parse().unwrap();
+        let h = HostAddrs::named("x", "no-such-host.invalid", 443, vec![old]);
+        let line = h.refresh().expect("reported");
+        assert!(
+            line.contains("does not resolve") || line.contains("nothing"),
+            "{line}"
+        );
+        assert_eq!(h.current(), vec![old]);
+    }
+}

@@ -1,0 +1,366 @@
+//! The layers under HTTP/2 on one upstream connection, sans-IO: an optional SOCKS5 tunnel
+//! (when the source is a proxy), then optional TLS (when the region wants it). A plaintext
+//! connection from a local address has no [`Transport`] at all and its HTTP/2 bytes go to the
+//! socket untouched, so the common path pays nothing for the layers it does not use.
+//!
+//! Order of events on one connection: TCP connect → SOCKS5 greeting, auth, CONNECT (each
+//! request offered only after the previous reply) → TLS handshake on the tunnel (ALPN h2
+//! checked) → [`Transport::is_open`]: HTTP/2 starts. Bytes that arrive with the last SOCKS5
+//! reply already belong to TLS and are fed to it; TLS plaintext goes to HTTP/2 in place.
+//!
+//! Every failure is a [`TransportError`] that names the layer and what went wrong, so one
+//! pair's bad proxy or bad certificate is reported for that pair alone.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rustls::ClientConfig;
+
+use super::socks5::{Progress, Socks5, Socks5Error};
+use crate::tls::{TlsError, TlsSession};
+
+/// What a TLS region's connections need: the shared client config (trust roots, ALPN h2, the
+/// resumption store every reconnect draws on) and the name to send as SNI and verify.
+#[derive(Clone)]
+pub struct TlsTarget {
+    pub config: Arc<ClientConfig>,
+    pub sni: Arc<str>,
+}
+
+impl fmt::Debug for TlsTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TlsTarget")
+            .field("sni", &self.sni)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a pair's connection could not be set up or was lost below HTTP/2.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TransportError {
+    /// The TCP connect failed (errno as the kernel gave it).
+    Connect {
+        errno: i32,
+    },
+    /// The SOCKS5 proxy refused or broke the tunnel.
+    Socks5 {
+        proxy: SocketAddr,
+        error: Socks5Error,
+    },
+    Tls(TlsError),
+    /// The tunnel and handshakes did not finish in time.
+    HandshakeTimeout {
+        after_ms: u64,
+        stage: Stage,
+    },
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportError::Connect { errno } => write!(
+                f,
+                "connect failed: {}",
+                std::io::Error::from_raw_os_error(*errno)
+            ),
+            TransportError::Socks5 { proxy, error } => write!(f, "via {proxy}: {error}"),
+            TransportError::Tls(e) => write!(f, "TLS: {e}"),
+            TransportError::HandshakeTimeout { after_ms, stage } => write!(
+                f,
+                "{} did not finish within {after_ms} ms",
+                match stage {
+                    Stage::Tunnel => "the SOCKS5 handshake",
+                    Stage::Tls => "the TLS handshake",
+                    Stage::Open => "the connection setup",
+                }
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TransportError {}
+
+/// Where a connection's setup is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Waiting for the SOCKS5 proxy.
+    Tunnel,
+    /// TLS handshaking.
+    Tls,
+    /// HTTP/2 may run.
+    Open,
+}
+
+/// The SOCKS5 and TLS layers of one connection.
+pub struct Transport {
+    socks: Option<(SocketAddr, Socks5)>,
+    /// TLS waiting for the tunnel.
+    tls_pending: Option<TlsTarget>,
+    tls: Option<Box<TlsSession>>,
+}
+
+impl fmt::Debug for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Transport")
+            .field("stage", &self.stage())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Transport {
+    /// The layers for one new TCP connection: through `socks` (the proxy's address and the
+    /// handshake asking it for the engine) when given, then TLS to `tls` when given. With no
+    /// tunnel the TLS ClientHello is queued at once.
+    pub fn new(
+        socks: Option<(SocketAddr, Socks5)>,
+        tls: Option<&TlsTarget>,
+    ) -> Result<Transport, TransportError> {
+        let mut t = Transport {
+            socks,
+            tls_pending: tls.cloned(),
+            tls: None,
+        };
+        if t.socks.is_none() {
+            t.start_tls()?;
+        }
+        Ok(t)
+    }
+
+    fn start_tls(&mut self) -> Result<(), TransportError> {
+        if let Some(target) = self.tls_pending.take() {
+            let session =
+                TlsSession::new(target.config, &target.sni).map_err(TransportError::Tls)?;
+            self.tls = Some(Box::new(session));
+        }
+        Ok(())
+    }
+
+    pub fn stage(&self) -> Stage {
+        if self
+            .socks
+            .as_ref()
+            .is_some_and(|(_, s)| s.phase() != super::socks5::Phase::Done)
+        {
+            Stage::Tunnel
+        } else if self.tls.as_ref().is_some_and(|t| t.is_handshaking()) {
+            Stage::Tls
+        } else {
+            Stage::Open
+        }
+    }
+
+    /// The tunnel is up and TLS (if any) handshaken: HTTP/2 may start.
+    pub fn is_open(&self) -> bool {
+        self.stage() == Stage::Open
+    }
+
+    /// Application bytes go through TLS (rather than straight to the socket once open).
+    pub fn encrypts(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// The TLS session, once started (handshake details for logs and tests).
+    pub fn tls(&self) -> Option<&TlsSession> {
+        self.tls.as_deref()
+    }
+
+    /// Bytes from the socket. Application plaintext (TLS decrypted, or the bytes after the
+    /// tunnel when there is no TLS) is handed to `app`, in order, only once the transport is
+    /// open. An error is final for this connection.
+    pub fn receive(
+        &mut self,
+        input: &[u8],
+        app: &mut dyn FnMut(&[u8]),
+    ) -> Result<(), TransportError> {
+        let mut rest = input;
+        if let Some((proxy, s)) = self.socks.as_mut()
+            && s.phase() != super::socks5::Phase::Done
+        {
+            match s.handle_bytes(rest) {
+                Ok(Progress::NeedMore) => return Ok(()),
+                Ok(Progress::Done { leftover }) => {
+                    rest = &rest[rest.len() - leftover..];
+                    self.start_tls()?;
+                }
+                Err(error) => {
+                    return Err(TransportError::Socks5 {
+                        proxy: *proxy,
+                        error,
+                    });
+                }
+            }
+        }
+        let Some(tls) = self.tls.as_deref_mut() else {
+            if !rest.is_empty() {
+                app(rest);
+            }
+            return Ok(());
+        };
+        loop {
+            let taken = tls.feed_ciphertext(rest).map_err(TransportError::Tls)?;
+            rest = &rest[taken..];
+            let mut drained = false;
+            tls.drain_plaintext(|p| {
+                drained = true;
+                app(p);
+            });
+            if let Some(e) = tls.error() {
+                return Err(TransportError::Tls(e.clone()));
+            }
+            if rest.is_empty() || (taken == 0 && !drained) {
+                // The incoming buffer holds a whole largest record; no progress with input
+                // left would be a peer sending records larger than TLS allows.
+                if !rest.is_empty() {
+                    return Err(TransportError::Tls(TlsError::Protocol(
+                        rustls::Error::General("record larger than TLS allows".into()),
+                    )));
+                }
+                return Ok(());
+            }
+        }
+    }
+
+    /// Encrypts application bytes (TLS only, once open); returns how many were taken. Zero
+    /// when the transmit buffer is full: send what is there first.
+    pub fn write_app(&mut self, data: &[u8]) -> Result<usize, TransportError> {
+        match self.tls.as_deref_mut() {
+            Some(tls) => tls.write_plaintext(data).map_err(TransportError::Tls),
+            None => Ok(0),
+        }
+    }
+
+    /// Bytes for the socket: the proxy's next request, or TLS records. They stay in place until
+    /// [`Transport::advance_transmit`].
+    pub fn poll_transmit(&self) -> &[u8] {
+        if let Some((_, s)) = &self.socks
+            && s.phase() != super::socks5::Phase::Done
+        {
+            return s.poll_transmit();
+        }
+        match &self.tls {
+            Some(t) => t.poll_transmit(),
+            None => &[],
+        }
+    }
+
+    pub fn advance_transmit(&mut self, n: usize) {
+        if let Some((_, s)) = self.socks.as_mut()
+            && s.phase() != super::socks5::Phase::Done
+        {
+            s.advance_transmit(n);
+            return;
+        }
+        if let Some(t) = self.tls.as_deref_mut() {
+            t.advance_transmit(n);
+        }
+    }
+
+    /// The socket ended: what that meant during setup (`None` once open).
+    pub fn handle_transport_closed(&mut self) -> Option<TransportError> {
+        if let Some((proxy, s)) = self.socks.as_mut()
+            && let Some(error) = s.handle_transport_closed()
+        {
+            return Some(TransportError::Socks5 {
+                proxy: *proxy,
+                error,
+            });
+        }
+        self.tls
+            .as_deref_mut()
+            .and_then(|t| t.handle_transport_closed())
+            .map(TransportError::Tls)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::egress::socks5::Socks5;
+
+    fn target() -> SocketAddr {
+        "127.0.0.11:443".parse().unwrap()
+    }
+
+    #[test]
+    fn a_tunnel_without_tls_hands_bytes_after_the_connect_reply_to_the_application() {
+        let proxy: SocketAddr = "127.0.0.1:1080".parse().unwrap();
+        let mut t = Transport::new(Some((proxy, Socks5::new(target(), None).unwrap())), None)
+            .expect("transport");
+        assert_eq!(t.stage(), Stage::Tunnel);
+        assert_eq!(t.poll_transmit(), &[5, 1, 0], "greeting offers no-auth");
+        t.advance_transmit(3);
+        let mut got = Vec::new();
+        t.receive(&[5, 0], &mut |b| got.extend_from_slice(b))
+            .unwrap();
+        assert_eq!(t.stage(), Stage::Tunnel);
+        let connect = t.poll_transmit().to_vec();
+        assert_eq!(&connect[..4], &[5, 1, 0, 1], "CONNECT to an IPv4 target");
+        t.advance_transmit(connect.len());
+        let mut reply = vec![5, 0, 0, 1, 127, 0, 0, 1, 0x04, 0x38];
+        reply.extend_from_slice(b"PRI * HTTP/2.0");
+        t.receive(&reply, &mut |b| got.extend_from_slice(b))
+            .unwrap();
+        assert!(t.is_open());
+        assert!(!t.encrypts());
+        assert_eq!(got, b"PRI * HTTP/2.0", "leftover goes up, nothing else");
+    }
+
+    #[test]
+    fn a_proxy_that_refuses_names_itself_and_the_reply() {
+        let proxy: SocketAddr = "127.0.0.1:1080".parse().unwrap();
+        let mut t =
+            Transport::new(Some((proxy, Socks5::new(target(), None).unwrap())), None).unwrap();
+        t.advance_transmit(3);
+        t.receive(&[5, 0], &mut |_| {}).unwrap();
+        let n = t.poll_transmit().len();
+        t.advance_transmit(n);
+        let e = t
+            .receive(&[5, 5, 0, 1, 0, 0, 0, 0, 0, 0], &mut |_| {})
+            .expect_err("refused");
+        let text = e.to_string();
+        assert!(text.contains("127.0.0.1:1080"), "{text}");
+        assert!(text.contains("refused"), "{text}");
+    }
+
+    #[test]
+    fn a_proxy_closing_mid_handshake_is_a_tunnel_error_and_after_open_is_none() {
+        let proxy: SocketAddr = "127.0.0.1:1080".parse().unwrap();
+        let mut t =
+            Transport::new(Some((proxy, Socks5::new(target(), None).unwrap())), None).unwrap();
+        let e = t.handle_transport_closed().expect("closed during greeting");
+        assert!(matches!(e, TransportError::Socks5 { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn tls_without_a_tunnel_queues_the_client_hello_at_once() {
+        let config = crate::tls::client_config(None).expect("webpki roots");
+        let t = Transport::new(
+            None,
+            Some(&TlsTarget {
+                config,
+                sni: "ny.mainnet.block-engine.jito.wtf".into(),
+            }),
+        )
+        .unwrap();
+        assert_eq!(t.stage(), Stage::Tls);
+        let hello = t.poll_transmit();
+        assert_eq!(hello[0], 22, "a handshake record");
+        assert!(t.encrypts());
+    }
+
+    #[test]
+    fn a_closed_tls_handshake_says_so() {
+        let config = crate::tls::client_config(None).expect("webpki roots");
+        let mut t = Transport::new(
+            None,
+            Some(&TlsTarget {
+                config,
+                sni: "ny.mainnet.block-engine.jito.wtf".into(),
+            }),
+        )
+        .unwrap();
+        let e = t.handle_transport_closed().expect("closed during TLS");
+        assert_eq!(e, TransportError::Tls(TlsError::PeerClosedDuringHandshake));
+    }
+}
