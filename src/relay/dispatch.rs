@@ -753,9 +753,10 @@ impl Dispatcher {
             if !self.regions[r].tls_logged {
                 self.regions[r].tls_logged = true;
                 self.log.push_back(format!(
-                    "region {}: TLS {:?} to {} ({}), ALPN h2",
+                    "region {}: {} to {} ({}), ALPN h2",
                     self.regions[r].name,
-                    tls.protocol_version(),
+                    tls.protocol_version()
+                        .map_or("TLS".into(), |v| format!("{v:?}")),
                     tls.server_name(),
                     target
                 ));
