@@ -25,11 +25,15 @@ pub struct BudgetInputs {
     pub intake_conns_per_thread: u64,
     /// The largest request an intake connection buffers (head + body limits).
     pub intake_request_bytes: u64,
+    /// Pairs whose region speaks TLS (each connection holds a TLS session's buffers).
+    pub tls_pairs: u64,
+    /// Pairs whose source is a SOCKS5 proxy (each connection holds a handshake's buffers).
+    pub socks5_pairs: u64,
 }
 
 impl BudgetInputs {
-    /// The relay's defaults for the intake: 1,024 connections per thread, 8 KiB heads and
-    /// 64 KiB bodies.
+    /// The relay's defaults for the intake (1,024 connections per thread, 8 KiB heads and
+    /// 64 KiB bodies), every region over TLS as Jito's are, no SOCKS5 sources.
     pub fn with_default_intake(
         arena_slots: u64,
         addresses: u64,
@@ -44,6 +48,8 @@ impl BudgetInputs {
             intake_conns_per_thread: 1024,
             intake_request_bytes: (crate::http1::HEAD_BYTES_MAX_DEFAULT
                 + crate::http1::BODY_BYTES_MAX_DEFAULT) as u64,
+            tls_pairs: addresses * regions,
+            socks5_pairs: 0,
         }
     }
 }
@@ -79,6 +85,8 @@ impl Budget {
             threads,
             intake_conns_per_thread,
             intake_request_bytes,
+            tls_pairs,
+            socks5_pairs,
         } = inputs;
         let conns = threads * intake_conns_per_thread;
         let h2 = crate::h2::conn::Connection::allocation_bytes(&crate::relay::upstream_h2_config());
@@ -125,6 +133,19 @@ impl Budget {
             term("pair sockets", pairs, reactor::PAIR_SOCKET_BYTES),
             // Per pair, while connected: the HTTP/2 connection's buffers, streams and HPACK table.
             term("upstream h2 connections", pairs, h2),
+            // Per TLS pair, while connected: ciphertext in, plaintext, ciphertext out (rustls'
+            // own connection state comes on top, a few KiB).
+            term(
+                "upstream TLS buffers",
+                tls_pairs,
+                crate::tls::SESSION_BUFFER_BYTES,
+            ),
+            // Per SOCKS5 pair, while connecting: the CONNECT handshake's requests and reply.
+            term(
+                "SOCKS5 handshakes",
+                socks5_pairs,
+                std::mem::size_of::<crate::egress::socks5::Socks5>(),
+            ),
             // Per intake connection: its record, its input (the largest request) and output.
             term("intake records", conns, reactor::INTAKE_RECORD_BYTES),
             term("intake input buffers", conns, intake_request_bytes as usize),

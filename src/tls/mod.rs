@@ -30,7 +30,9 @@
 //! dependencies at opt-level 2, TLS 1.3 AES-256-GCM via ring, a contended 2-core host):
 //! encrypting in the session 1.45 µs; encrypt here + decrypt in a rustls server 3.1 µs; encrypt
 //! in the server + decrypt here 2.7 µs; the plaintext path's two copies 0.12 µs.
-//! Kernel TLS offload is not done.
+//! Kernel TLS offload is not done: with one 2 KiB record per bundle the user-space encrypt is
+//! about 1.5 µs, and handing keys to the kernel would move the record layer out of the ring's
+//! send path for little gain at this size (not measured here).
 
 use std::fmt;
 use std::path::Path;
@@ -67,6 +69,9 @@ pub const PLAINTEXT_BYTES: usize = 16_384 + 4_096;
 
 /// Ciphertext waiting for the socket: a few SendBundle frames per send.
 pub const TRANSMIT_BYTES: usize = 32 * 1024;
+
+/// A session's three fixed buffers together (the budget counts them per TLS pair).
+pub const SESSION_BUFFER_BYTES: usize = INCOMING_BYTES + PLAINTEXT_BYTES + TRANSMIT_BYTES;
 
 /// Transmit space kept free of application data, so handshake, KeyUpdate and close_notify
 /// records always fit (a client's are well under 1 KiB).
