@@ -40,6 +40,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bundle_relay::egress::transport::TlsTarget;
 use bundle_relay::relay::{RegionSpec, Relay, Spec, Totals};
 use serde::{Deserialize, Serialize};
 
@@ -197,16 +198,42 @@ impl RunningRelay {
         match kind {
             RelayKind::BundleRelay => {
                 let any_port = SocketAddr::from(([127, 0, 0, 1], 0));
+                let tls = match &setup.tls_ca_pem {
+                    Some(pem) => Some(
+                        bundle_relay::tls::client_config_from_pem(pem.as_bytes())
+                            .map_err(|e| format!("bundle-relay: engine CA: {e}"))?,
+                    ),
+                    None => None,
+                };
                 let regions = setup
                     .regions
                     .iter()
-                    .map(|(name, addr)| RegionSpec {
-                        interval_ms: setup.interval_ms,
-                        pinned: Some(any_port),
-                        ..RegionSpec::plain(name, *addr)
+                    .map(|(name, addr)| {
+                        // The production host name: the bench certificate covers it.
+                        let host = format!("{name}.mainnet.block-engine.jito.wtf");
+                        RegionSpec {
+                            interval_ms: setup.interval_ms,
+                            pinned: Some(any_port),
+                            tls: tls.clone().map(|config| TlsTarget {
+                                config,
+                                sni: host.as_str().into(),
+                            }),
+                            authority: if tls.is_some() {
+                                host.clone()
+                            } else {
+                                addr.to_string()
+                            },
+                            ..RegionSpec::plain(name, *addr)
+                        }
                     })
                     .collect();
                 let mut spec = Spec::local(regions, setup.egress.clone());
+                spec.sources.extend(
+                    setup
+                        .socks5
+                        .iter()
+                        .map(|&proxy| bundle_relay::config::Source::Socks5 { proxy, auth: None }),
+                );
                 spec.threads = setup.threads.max(1);
                 spec.arena_slots = setup.in_flight_max;
                 Relay::start(spec)
@@ -214,6 +241,9 @@ impl RunningRelay {
                     .map_err(|e| format!("bundle-relay: {e}"))
             }
             RelayKind::Baseline => {
+                if setup.tls_ca_pem.is_some() || !setup.socks5.is_empty() {
+                    return Err("the baseline relay speaks neither TLS nor SOCKS5".into());
+                }
                 let cfg = BaselineConfig {
                     rotating_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
                     pinned_base: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -271,6 +301,12 @@ impl RunningRelay {
 pub struct RelaySetup {
     pub regions: Vec<(String, SocketAddr)>,
     pub egress: Vec<IpAddr>,
+    /// Further sources: SOCKS5 proxies (no authentication) the relay connects through.
+    #[serde(default)]
+    pub socks5: Vec<SocketAddr>,
+    /// The engines speak TLS with a certificate from this CA (PEM); `None`: plaintext.
+    #[serde(default)]
+    pub tls_ca_pem: Option<String>,
     pub interval_ms: u64,
     /// bundle-relay's reactor threads; the baseline's runtime worker threads.
     pub threads: usize,
@@ -305,6 +341,11 @@ pub struct DemoConfig {
     /// under [`SERVE_RELAY_ARG`]), so its CPU time and memory are its own; `None` runs it on
     /// threads of this process.
     pub relay_exe: Option<std::path::PathBuf>,
+    /// TLS between relay and engine (the engine's own CA, production host names as SNI).
+    pub tls: bool,
+    /// This many of the egress addresses leave through SOCKS5 proxies (run in this process,
+    /// each bound to one of those addresses) rather than from the relay directly.
+    pub socks5: usize,
 }
 
 impl Default for DemoConfig {
@@ -326,6 +367,8 @@ impl Default for DemoConfig {
             seed: 1,
             progress: true,
             relay_exe: None,
+            tls: false,
+            socks5: 0,
         }
     }
 }
@@ -338,7 +381,11 @@ impl DemoConfig {
     /// Open files the whole process needs: both ends of every (egress, region) connection
     /// (relay and engine share the process), both ends of every load connection, a reserve.
     pub fn fds_needed(&self) -> usize {
-        2 * self.egress.len() * self.regions() + 2 * self.connections + FDS_RESERVE
+        // A proxied pair adds the proxy's two ends (relay side and engine side).
+        2 * self.egress.len() * self.regions()
+            + 2 * self.socks5 * self.regions()
+            + 2 * self.connections
+            + FDS_RESERVE
     }
 
     /// Refuses what cannot run, with the reason.
@@ -360,6 +407,16 @@ impl DemoConfig {
         }
         if self.in_flight_max == 0 {
             return Err("the in-flight cap must be at least 1".into());
+        }
+        if (self.tls || self.socks5 > 0) && self.relay != RelayKind::BundleRelay {
+            return Err("--tls and --socks5 need bundle-relay: the baseline speaks neither".into());
+        }
+        if self.socks5 >= self.egress.len() {
+            return Err(format!(
+                "--socks5 {} leaves no egress address for the relay's own sources ({} in all)",
+                self.socks5,
+                self.egress.len()
+            ));
         }
         if self.relay == RelayKind::BundleRelay && self.egress.len() < self.relay_threads.max(1) {
             return Err(format!(
@@ -730,6 +787,63 @@ async fn sole_owner<T>(mut shared: Arc<T>) -> T {
             }
         }
     }
+}
+
+/// SOCKS5 proxies on a runtime of their own, one per outbound source address.
+struct ProxyThread {
+    addrs: Vec<SocketAddr>,
+    _stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+fn start_proxies(outbound: &[IpAddr]) -> Result<ProxyThread, String> {
+    if outbound.is_empty() {
+        return Ok(ProxyThread {
+            addrs: Vec::new(),
+            _stop: None,
+        });
+    }
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let outbound = outbound.to_vec();
+    std::thread::Builder::new()
+        .name("demo-socks5".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("tokio runtime");
+            rt.block_on(async move {
+                let mut handles = Vec::new();
+                for ip in outbound {
+                    let cfg = crate::socks5::ProxyConfig {
+                        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                        outbound_source: Some(ip),
+                        ..crate::socks5::ProxyConfig::default()
+                    };
+                    match crate::socks5::Socks5Proxy::start(cfg).await {
+                        Ok(h) => handles.push(h),
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(format!("SOCKS5 proxy: {e}")));
+                            return;
+                        }
+                    }
+                }
+                let _ = ready_tx.send(Ok(handles.iter().map(|h| h.local_addr()).collect()));
+                // Dropping the sender (the step ended) stops the proxies.
+                let _ = stop_rx.await;
+                for h in handles {
+                    h.shutdown().await;
+                }
+            })
+        })
+        .map_err(|e| format!("spawning the SOCKS5 proxies' thread: {e}"))?;
+    let addrs = ready_rx
+        .recv()
+        .map_err(|_| "the SOCKS5 proxies' thread died".to_string())??;
+    Ok(ProxyThread {
+        addrs,
+        _stop: Some(stop),
+    })
 }
 
 struct RelayThread {
@@ -1167,13 +1281,19 @@ fn run_step(cfg: &DemoConfig, rate: f64, all: &[GeneratedBundle]) -> Result<Step
         stats_addr: None,
         // Ephemeral ports on the usual per-region addresses: no clash with other tools.
         port: 0,
+        tls: cfg.tls,
         ..EngineConfig::default()
     };
     let engine = start_engine(engine_cfg)?;
     let regions: Vec<(String, SocketAddr)> = engine.handle.region_addrs();
+    // The last `socks5` egress addresses are the proxies' outbound sources.
+    let direct = cfg.egress.len() - cfg.socks5;
+    let proxies = start_proxies(&cfg.egress[direct..])?;
     let setup = RelaySetup {
         regions,
-        egress: cfg.egress.clone(),
+        egress: cfg.egress[..direct].to_vec(),
+        socks5: proxies.addrs.clone(),
+        tls_ca_pem: engine.handle.ca_pem().map(str::to_string),
         interval_ms: cfg.interval_ms,
         threads: cfg.relay_threads,
         in_flight_max: cfg.in_flight_max,
@@ -1207,7 +1327,7 @@ fn run_step(cfg: &DemoConfig, rate: f64, all: &[GeneratedBundle]) -> Result<Step
     if cfg.progress {
         eprintln!(
             "bench-demo: step {rate}/s for {} s: engine {} regions (interval {} ms), {} relay{} rotating {} \
-             with {} egress x {} regions = {pairs} pairs, in-flight cap {}",
+             with {} egress x {} regions = {pairs} pairs{}, in-flight cap {}{}",
             cfg.duration_s,
             cfg.regions(),
             cfg.interval_ms,
@@ -1216,7 +1336,13 @@ fn run_step(cfg: &DemoConfig, rate: f64, all: &[GeneratedBundle]) -> Result<Step
             targets[0],
             cfg.egress.len(),
             cfg.regions(),
+            if cfg.socks5 > 0 {
+                format!(" ({} addresses via SOCKS5)", cfg.socks5)
+            } else {
+                String::new()
+            },
             cfg.in_flight_max,
+            if cfg.tls { ", TLS to the engines" } else { "" },
         );
     }
 

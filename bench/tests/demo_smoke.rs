@@ -163,6 +163,8 @@ fn a_relay_process_reports_its_addresses_answers_stats_and_exits_cleanly_when_st
         interval_ms: 10,
         threads: 1,
         in_flight_max: 64,
+        socks5: Vec::new(),
+        tls_ca_pem: None,
     };
     let mut child = Command::new(env!("CARGO_BIN_EXE_bench-demo"))
         .args([demo::SERVE_RELAY_ARG, "bundle-relay", "--spec"])
@@ -223,4 +225,44 @@ fn a_relay_process_given_a_bad_spec_says_what_was_wrong_and_exits_2() {
         RelayLine::Error(e) => assert!(e.contains("--spec"), "{e}"),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn the_demo_runs_with_tls_to_the_engines_and_part_of_the_pool_behind_socks5() {
+    let report = demo::run(&DemoConfig {
+        tls: true,
+        socks5: 8,
+        egress: demo::parse_egress("127.1.70.0/27").unwrap(),
+        ..tiny(vec![200.0])
+    })
+    .expect("the demo runs");
+    let s = &report.steps[0];
+    assert_eq!(
+        s.answered_ok, 400,
+        "every request answered with its bundle id"
+    );
+    assert_eq!(s.relay_stats.delivered, 400);
+    assert!(s.accounting_holds);
+    assert_eq!(s.engine.early_sends, 0);
+    assert_eq!(s.engine.accepted, 400);
+    assert!(report.failures().is_empty(), "{:?}", report.failures());
+}
+
+#[test]
+fn tls_and_socks5_are_refused_for_the_baseline_and_socks5_must_leave_direct_sources() {
+    let e = DemoConfig {
+        relay: RelayKind::Baseline,
+        tls: true,
+        ..tiny(vec![100.0])
+    }
+    .validate()
+    .unwrap_err();
+    assert!(e.contains("baseline speaks neither"), "{e}");
+    let e = DemoConfig {
+        socks5: 64,
+        ..tiny(vec![100.0])
+    }
+    .validate()
+    .unwrap_err();
+    assert!(e.contains("leaves no egress address"), "{e}");
 }

@@ -136,7 +136,7 @@ pub fn spawn(hosts: Vec<Arc<HostAddrs>>, stop: Arc<AtomicBool>) -> std::io::Resu
                     h.stale.store(false, Ordering::Relaxed);
                     *at = Some(Instant::now());
                     if let Some(line) = h.refresh() {
-                        println!("{line}");
+                        eprintln!("{line}");
                     }
                 }
             }

@@ -961,14 +961,14 @@ impl Worker {
         let up = self.stats.pairs_up.get();
         let total = self.d.pair_count() as u64;
         if up == total {
-            println!(
+            eprintln!(
                 "relay-{}: all {total} pairs up after {} ms",
                 self.thread,
                 rate.to_us(now.since(self.started)) / 1_000
             );
             self.progress = None;
         } else if up != last_up && now.since(last_at).0 >= rate.from_ms(1_000).0 {
-            println!(
+            eprintln!(
                 "relay-{}: {up} of {total} pairs up ({} connects, {} failures so far)",
                 self.thread,
                 self.stats.connects.get(),

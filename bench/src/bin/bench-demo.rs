@@ -7,6 +7,7 @@
 //! bench-demo --rates 500,1000,1500,2000 --duration-s 5 --json sweep.json
 //! bench-demo --egress 127.1.0.0/26 --interval-ms 100 --no-storm --fault rst@2s+1s:every=10
 //! bench-demo --compare --json compare.json      # bundle-relay vs baseline, one table
+//! bench-demo --tls --socks5 32                  # TLS to the engines, 32 of the 256 addresses via SOCKS5
 //! ```
 //!
 //! The relay runs as a child process of this executable (`bench-demo --serve-relay KIND --spec
@@ -110,6 +111,14 @@ struct Args {
     /// No live progress lines.
     #[arg(long)]
     quiet: bool,
+    /// TLS between relay and engine (ALPN h2, the production host names as SNI, the engine's
+    /// own CA trusted).
+    #[arg(long)]
+    tls: bool,
+    /// Send this many of the egress addresses through SOCKS5 proxies (run by the demo, one
+    /// per address) instead of from the relay directly.
+    #[arg(long, default_value_t = 0)]
+    socks5: usize,
 }
 
 /// `bench-demo --serve-relay KIND --spec JSON`: the relay process the demo starts.
@@ -180,6 +189,8 @@ fn main() -> ExitCode {
         seed: a.seed,
         progress: !a.quiet,
         relay_exe: None,
+        tls: a.tls,
+        socks5: a.socks5,
     };
     let cfg = if a.in_process && !a.compare {
         cfg
