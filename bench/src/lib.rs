@@ -7,6 +7,7 @@ pub mod searcher_grpc {
     include!(concat!(env!("OUT_DIR"), "/searcher.rs"));
 }
 
+pub mod ab;
 pub mod baseline;
 pub mod compare;
 pub mod demo;

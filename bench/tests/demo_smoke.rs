@@ -266,3 +266,31 @@ fn tls_and_socks5_are_refused_for_the_baseline_and_socks5_must_leave_direct_sour
     .unwrap_err();
     assert!(e.contains("leaves no egress address"), "{e}");
 }
+
+#[test]
+fn an_ab_run_alternates_plaintext_and_tls_and_tables_every_measure() {
+    use bundle_relay_bench::ab::{self, AbConfig};
+    let cfg = AbConfig {
+        rate_per_s: 200.0,
+        duration_s: 1.0,
+        rounds: 1,
+        ..AbConfig::tls_cost(DemoConfig {
+            egress: demo::parse_egress("127.1.71.0/29").unwrap(),
+            ..tiny(vec![200.0])
+        })
+    };
+    let report = ab::run(&cfg).expect("both variants run");
+    assert_eq!((report.a.len(), report.b.len()), (1, 1));
+    assert!(report.failures().is_empty(), "{:?}", report.failures());
+    assert_eq!(report.a[0].relay_stats.delivered, 200);
+    assert_eq!(report.b[0].relay_stats.delivered, 200);
+    let text = ab::render(&report);
+    for row in [
+        "relay CPU per delivered bundle",
+        "answer latency p99",
+        "delivery latency p99",
+    ] {
+        assert!(text.contains(row), "{text}");
+    }
+    assert!(text.contains("TLS 1.3/plaintext h2"), "{text}");
+}

@@ -8,6 +8,7 @@
 //! bench-demo --egress 127.1.0.0/26 --interval-ms 100 --no-storm --fault rst@2s+1s:every=10
 //! bench-demo --compare --json compare.json      # bundle-relay vs baseline, one table
 //! bench-demo --tls --socks5 32                  # TLS to the engines, 32 of the 256 addresses via SOCKS5
+//! bench-demo --tls-cost                         # relay CPU per bundle, plaintext vs TLS, alternating rounds
 //! ```
 //!
 //! The relay runs as a child process of this executable (`bench-demo --serve-relay KIND --spec
@@ -119,6 +120,19 @@ struct Args {
     /// per address) instead of from the relay directly.
     #[arg(long, default_value_t = 0)]
     socks5: usize,
+    /// Measure what TLS to the engines costs: plaintext and TLS steps alternating, one table
+    /// of medians and differences (relay CPU per delivered bundle above all).
+    #[arg(long)]
+    tls_cost: bool,
+    /// Rounds of each variant in an A/B run (`--tls-cost`).
+    #[arg(long, default_value_t = 3)]
+    ab_rounds: usize,
+    /// Offered rate of each A/B step.
+    #[arg(long, default_value_t = 2000.0)]
+    ab_rate: f64,
+    /// Seconds of each A/B step.
+    #[arg(long, default_value_t = 4.0)]
+    ab_duration_s: f64,
 }
 
 /// `bench-demo --serve-relay KIND --spec JSON`: the relay process the demo starts.
@@ -192,7 +206,7 @@ fn main() -> ExitCode {
         tls: a.tls,
         socks5: a.socks5,
     };
-    let cfg = if a.in_process && !a.compare {
+    let cfg = if a.in_process && !a.compare && !a.tls_cost {
         cfg
     } else {
         match std::env::current_exe() {
@@ -203,6 +217,32 @@ fn main() -> ExitCode {
             Err(e) => return bad(format!("finding this executable to run the relay: {e}")),
         }
     };
+    if a.tls_cost {
+        let ab = bundle_relay_bench::ab::AbConfig {
+            rate_per_s: a.ab_rate,
+            duration_s: a.ab_duration_s,
+            rounds: a.ab_rounds,
+            ..bundle_relay_bench::ab::AbConfig::tls_cost(cfg)
+        };
+        let report = match bundle_relay_bench::ab::run(&ab) {
+            Ok(r) => r,
+            Err(e) => return bad(e),
+        };
+        println!("{}", bundle_relay_bench::ab::render(&report));
+        if let Some(p) = &a.json
+            && let Err(e) = bundle_relay_bench::ab::write_json(&report, p)
+        {
+            return bad(e);
+        }
+        let failures = report.failures();
+        if failures.is_empty() {
+            return ExitCode::SUCCESS;
+        }
+        for f in failures {
+            eprintln!("bench-demo: FAILED: {f}");
+        }
+        return ExitCode::FAILURE;
+    }
     if a.compare {
         let storm_egress = match demo::parse_egress(&a.storm_egress) {
             Ok(e) => e,
