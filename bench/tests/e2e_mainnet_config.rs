@@ -81,8 +81,9 @@ async fn the_mainnet_config_runs_unchanged_against_tls_stand_ins_for_every_regio
     .await;
     assert_eq!(t.tls_handshakes, 32, "{t:?}");
 
-    // One bundle per region through its pinned port, then 24 through the rotating port: the
-    // pool's one-per-second-per-pair rule lets 32 go at once.
+    // One bundle per region through its pinned port, then 8 through the rotating port: half
+    // the pool, so none waits for a pair's next second (the file's 2 s age limit holds even
+    // on a loaded machine).
     let mut first = 0;
     for region in MAINNET_REGIONS {
         let report = run_load(vec![pinned(&relay, region)], 50.0, bundles(40, first, 1)).await;
@@ -92,19 +93,19 @@ async fn the_mainnet_config_runs_unchanged_against_tls_stand_ins_for_every_regio
     let report = run_load(
         vec![relay.rotating_addr().unwrap()],
         200.0,
-        bundles(40, first, 24),
+        bundles(40, first, 8),
     )
     .await;
-    assert_eq!(report.summary.result_ids_matching, 24);
-    let t = wait_for(&relay, "32 delivered", Duration::from_secs(15), |t| {
-        t.delivered == 32 && t.in_flight == 0
+    assert_eq!(report.summary.result_ids_matching, 8);
+    let t = wait_for(&relay, "16 delivered", Duration::from_secs(15), |t| {
+        t.delivered == 16 && t.in_flight == 0
     })
     .await;
     assert!(t.identity_holds(), "{t:?}");
     relay.shutdown(Duration::from_secs(1));
 
     let recorded = engine.recorded();
-    assert_eq!(recorded.len(), 32);
+    assert_eq!(recorded.len(), 16);
     for region in MAINNET_REGIONS {
         assert!(
             recorded.iter().any(|b| b.region == region),

@@ -232,11 +232,15 @@ impl Transport {
 
     /// Bytes for the socket: the proxy's next request, or TLS records. They stay in place until
     /// [`Transport::advance_transmit`].
+    ///
+    /// A SOCKS5 request not yet reported sent comes first even once the tunnel is up: the
+    /// proxy's reply can arrive before the send of the CONNECT completes, and that send still
+    /// points at the request.
     pub fn poll_transmit(&self) -> &[u8] {
-        if let Some((_, s)) = &self.socks
-            && s.phase() != super::socks5::Phase::Done
-        {
-            return s.poll_transmit();
+        if let Some((_, s)) = &self.socks {
+            if !s.poll_transmit().is_empty() || s.phase() != super::socks5::Phase::Done {
+                return s.poll_transmit();
+            }
         }
         match &self.tls {
             Some(t) => t.poll_transmit(),
@@ -246,7 +250,7 @@ impl Transport {
 
     pub fn advance_transmit(&mut self, n: usize) {
         if let Some((_, s)) = self.socks.as_mut()
-            && s.phase() != super::socks5::Phase::Done
+            && !s.poll_transmit().is_empty()
         {
             s.advance_transmit(n);
             return;
@@ -304,6 +308,31 @@ mod tests {
         assert!(t.is_open());
         assert!(!t.encrypts());
         assert_eq!(got, b"PRI * HTTP/2.0", "leftover goes up, nothing else");
+    }
+
+    #[test]
+    fn a_connect_reply_that_beats_its_send_completion_still_reports_the_request_first() {
+        let proxy: SocketAddr = "127.0.0.1:1080".parse().unwrap();
+        let config = crate::tls::client_config(None).expect("webpki roots");
+        let tls = TlsTarget {
+            config,
+            sni: "ny.mainnet.block-engine.jito.wtf".into(),
+        };
+        let mut t = Transport::new(
+            Some((proxy, Socks5::new(target(), None).unwrap())),
+            Some(&tls),
+        )
+        .unwrap();
+        t.advance_transmit(3);
+        t.receive(&[5, 0], &mut |_| {}).unwrap();
+        let connect_len = t.poll_transmit().len();
+        // The CONNECT is in flight; the reply arrives before its send completes.
+        t.receive(&[5, 0, 0, 1, 127, 0, 0, 1, 0, 80], &mut |_| {})
+            .unwrap();
+        assert_eq!(t.stage(), Stage::Tls);
+        assert_eq!(t.poll_transmit().len(), connect_len, "still the CONNECT");
+        t.advance_transmit(connect_len);
+        assert_eq!(t.poll_transmit()[0], 22, "then the ClientHello");
     }
 
     #[test]

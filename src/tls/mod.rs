@@ -7,7 +7,9 @@
 //! output. Jito's engines require TLS with ALPN `h2` and the region's host name as SNI; a
 //! session that negotiates anything but `h2` fails with [`TlsError::NoAlpnH2`].
 //!
-//! Driving it:
+//! The relay drives it through [`crate::egress::transport::Transport`] (SOCKS5 tunnel, then
+//! TLS, then HTTP/2), which follows these steps:
+//!
 //! 1. [`TlsSession::new`] queues the ClientHello; send [`TlsSession::poll_transmit`] and report
 //!    it with [`TlsSession::advance_transmit`]. Those bytes stay in place until then, whatever
 //!    else is called (new records are appended after them), so an in-flight send may point at
@@ -18,7 +20,8 @@
 //! 3. Once [`TlsSession::is_handshaking`] is false, pass h2's transmit bytes to
 //!    [`TlsSession::write_plaintext`], which encrypts as much as fits.
 //! 4. A socket EOF goes to [`TlsSession::handle_transport_closed`], which names what it meant.
-//!    The handshake deadline is the reactor's ([`HANDSHAKE_TIMEOUT_MS_DEFAULT`]).
+//!    The handshake deadline is the dispatcher's: `[egress] connect_timeout_ms` covers the
+//!    connect, the SOCKS5 tunnel and the TLS handshake together.
 //!
 //! Allocation (measured by `tests/tls_session_alloc.rs` with the counting allocator): after the
 //! handshake each 2 KiB frame costs one heap allocation to encrypt (ring's sealing buffer) and
@@ -30,9 +33,11 @@
 //! dependencies at opt-level 2, TLS 1.3 AES-256-GCM via ring, a contended 2-core host):
 //! encrypting in the session 1.45 µs; encrypt here + decrypt in a rustls server 3.1 µs; encrypt
 //! in the server + decrypt here 2.7 µs; the plaintext path's two copies 0.12 µs.
-//! Kernel TLS offload is not done: with one 2 KiB record per bundle the user-space encrypt is
-//! about 1.5 µs, and handing keys to the kernel would move the record layer out of the ring's
-//! send path for little gain at this size (not measured here).
+//! End to end, `bench-demo --tls-cost` measures the whole steady-state TLS cost per delivered
+//! bundle (encrypt, decrypt, the extra copies) against plaintext HTTP/2 in the same run.
+//! Kernel TLS offload is not used: with one ~2 KiB record per bundle the user-space seal is
+//! about 1.5 µs of that, so the kernel could save at most that much per bundle, at the price of
+//! a second record layer to keep in step with rustls (key updates, alerts).
 
 use std::fmt;
 use std::path::Path;
@@ -43,11 +48,6 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError, UnbufferedStatus};
 use rustls::{AlertDescription, CertificateError, ClientConfig, HandshakeKind, RootCertStore};
-
-/// The reactor gives a handshake this long before it fails the pair with
-/// [`TlsError::HandshakeTimeout`]: a healthy engine answers in a few round trips, a stalled one
-/// must not hold a connection slot for long.
-pub const HANDSHAKE_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 
 /// The one application protocol Jito's gRPC endpoints speak.
 pub const ALPN_H2: &[u8] = b"h2";
