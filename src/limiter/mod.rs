@@ -694,12 +694,7 @@ impl Limiter {
         if s.conn != ConnState::Up || s.place == HELD {
             return;
         }
-        // A booking that has fallen due is ready: say so before judging whether it moves
-        // (`acquire` takes due bookings without moving them to the ready FIFO).
-        if s.place == QUEUED && now.0 >= self.regions[r].wake {
-            self.advance_slow(r, now.0);
-        }
-        let place = self.state[i].place;
+        let place = s.place;
         let eligible = before.max(until);
         // Nothing moves when the pair stays where it is: still ready, or still due as filed.
         if (place == READY && eligible <= now.0) || (place != READY && eligible == before) {
