@@ -361,6 +361,29 @@ fn a_cooldown_of_thirty_days_fires_on_time() {
 }
 
 #[test]
+fn a_due_booking_leaves_after_the_ready_fifo_and_counts_as_booked_until_advance() {
+    let mut limiter = up_limiter(4, 1);
+    let a = send(&mut limiter, R0, T0);
+    let b = send(&mut limiter, R0, T0.after(ms(1)));
+    let due = T0.after(SECOND).after(ms(1));
+    // Both bookings have fallen due; the two pairs ready since T0 still go first.
+    assert_eq!(limiter.acquire(R0, due), Acquire::Pair(PairId(2)));
+    assert_eq!(limiter.counts(R0).ready, 1);
+    assert_eq!(limiter.counts(R0).booked, 2);
+    assert_eq!(limiter.acquire(R0, due), Acquire::Pair(PairId(3)));
+    // The FIFO is empty: bookings are taken straight from the queue, in due order, with no
+    // advance between.
+    assert_eq!(limiter.acquire(R0, due), Acquire::Pair(a));
+    assert_eq!(limiter.counts(R0).booked, 1);
+    assert_eq!(limiter.view(b).place, Place::Booked);
+    limiter.check_invariants();
+    assert_eq!(limiter.advance(due), 1);
+    assert_eq!(limiter.view(b).place, Place::Ready);
+    assert_eq!(limiter.acquire(R0, due), Acquire::Pair(b));
+    limiter.check_invariants();
+}
+
+#[test]
 fn advance_moves_due_pairs_into_the_ready_fifo() {
     let mut limiter = up_limiter(4, 2);
     for _ in 0..4 {

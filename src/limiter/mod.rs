@@ -3,9 +3,11 @@
 //!
 //! # One record per pair, one place per pair
 //!
-//! Each pair has exactly one pacing record (`Pace`): the GCRA arrival time (next-allowed =
-//! arrival − burst tolerance), the cooldown deadline from the block engine's Retry-After, the
-//! connection state and its place. A pair is in exactly one place ([`Place`]): held (its send
+//! Each pair has exactly one record, in two halves by who reads them: `State` (8 bytes: place,
+//! ring sequence number, connection state, region), the only part `acquire` touches, and
+//! `Pace` (16 bytes: the GCRA arrival time, next-allowed = arrival − burst tolerance, and the
+//! cooldown deadline from the block engine's Retry-After), read when a slot is booked. A pair
+//! is in exactly one place ([`Place`]): held (its send
 //! is in flight), its region's ready FIFO, its region's booking queue, one slot of its
 //! region's timing wheel, or parked (connection not up, nothing in flight). The place is a
 //! field of the record and every queue entry is checked against it, so there is no second
@@ -45,15 +47,24 @@
 //!   tick `t` is filed under unit `ceil(t / 2^shift)`: never early, late by under one unit.
 //!   Wheel slots are intrusive lists through a separate link record, touched only by the wheel.
 //! - The region caches the earliest tick anything of its booking queue or wheel falls due
-//!   (`wake`), so advancing a region with nothing due is one compare.
+//!   (`wake`), so advancing a region with nothing due is one compare, and the earliest tick
+//!   anything of its wheel does (`wheel_wake`).
 //!
 //! Fairness: pairs enter the ready FIFO in the order they became ready (booking ticks and wheel
 //! slots merged in time order) and leave it from the head, so load rotates over the whole pool.
+//! Everything in the ready FIFO became ready before any booking falls due (an entry joins the
+//! FIFO only once every booking due by its tick has), so when the FIFO is empty the booking
+//! queue's head is the longest-ready pair: `acquire` takes a due booking straight from the
+//! queue without moving it through the FIFO, and only does wheel work once `now` reaches
+//! `wheel_wake`. Its common case is one region line, one ring entry and one 8-byte `State`,
+//! inlined; everything else (a stale head, nothing due, the wheel) is out of line. A booking
+//! that fell due but was not taken yet counts as booked until the next [`Limiter::advance`],
+//! which the reactor runs once per loop iteration.
 //!
 //! # Memory
 //!
-//! Everything is allocated in [`Limiter::new`] from the pair count: per pair its pacing record,
-//! its wheel link and four ring entries (two rings per region, each twice the region's pairs:
+//! Everything is allocated in [`Limiter::new`] from the pair count: per pair its record (both
+//! halves), its wheel link and four ring entries (two rings per region, each twice the region's pairs:
 //! [`PAIR_RECORD_BYTES`] in all), per region its wheel's list heads and its `Region` state.
 //! `acquire`, `finish`, `cooldown`, `advance` and `set_connection` never allocate
 //! (tests/limiter_alloc.rs counts).
@@ -65,44 +76,71 @@
 //! given the same hold-until-answered semantics the baseline relay gives it) in the same run,
 //! single-threaded. The relay's pattern: 64 sends in flight, each pair picked by `acquire` and
 //! answered (`finish`) 64 picks later, at 99 % of the pool's capacity. `acquire` times batches
-//! of 64 picks (the answers run untimed between batches); `acquire + finish` times every call,
-//! one send's whole limiter cost. Measured on the shared 2-core development VM at a load
-//! average of 13 to 15 (other builds running), so absolute figures are inflated several
-//! times and noisy; the ratios within a row are the comparison.
+//! of 64 picks with the TSC (the answers, and the caller's record of its sends in flight, run
+//! untimed between batches); `acquire + finish` times every call, one send's whole limiter
+//! cost. Measured on the shared 2-core development VM (AMD EPYC, 2.45 GHz) at a load average
+//! of 5 to 5.5 (other engineers' builds running), so absolute figures are inflated and noisy,
+//! the seed's most (its heap walk misses the caches the other builds share); the ratios within
+//! a row are the comparison. This code:
 //!
 //! | operation | this limiter | seed mutex + heap | ratio |
 //! |---|---|---|---|
-//! | `acquire` at 99 % of capacity | 81.2 ns [73.7, 88.8] | 511.1 ns [482.5, 541.1] | 6.3× faster |
-//! | `acquire` + `finish` (one send) | 202.3 ns [188.8, 216.0] | 267.1 ns [237.1, 297.0] | 1.3× faster |
-//! | `cooldown` 30 s, random pair | 230.4 ns [205.1, 260.7] | 1,455.4 ns [1,365.8, 1,553.9] | 6.3× faster |
-//! | `acquire` with nothing ready | 33.6 ns [31.7, 35.7] | 37.5 ns [36.2, 38.7] | 1.1× faster |
+//! | `acquire` at 99 % of capacity | 8.9 ns [8.1, 9.7] | 174.6 ns [151.1, 214.8] | 19.7× faster |
+//! | `acquire` + `finish` (one send) | 36.2 ns [34.1, 38.4] | 71.8 ns [69.7, 74.3] | 2.0× faster |
+//! | `cooldown` 30 s, random pair | 40.5 ns [39.2, 41.8] | 286.9 ns [190.6, 444.7] | 7.1× faster |
+//! | `acquire` with nothing ready | 10.4 ns [10.1, 10.6] | 16.2 ns [12.6, 20.9] | 1.56× faster |
 //!
-//! The same code, run again minutes later (load average 10 to 13):
+//! Three earlier runs, minutes apart, of the same `acquire` and `finish` (`cooldown` then also
+//! advanced a region whose booking had fallen due before judging the pair, since dropped):
 //!
 //! | operation | this limiter | seed mutex + heap | ratio |
 //! |---|---|---|---|
-//! | `acquire` at 99 % of capacity | 80.1 ns [71.8, 88.8] | 358.5 ns [346.9, 369.9] | 4.5× faster |
-//! | `acquire` + `finish` (one send) | 169.7 ns [157.6, 182.5] | 274.8 ns [257.2, 294.3] | 1.6× faster |
-//! | `cooldown` 30 s, random pair | 140.7 ns [134.6, 147.0] | 944.5 ns [885.2, 1,007.7] | 6.7× faster |
-//! | `acquire` with nothing ready | 28.0 ns [26.9, 29.2] | 33.4 ns [31.9, 35.0] | 1.2× faster |
+//! | `acquire` at 99 % of capacity | 6.8 ns [6.4, 7.4] | 182.2 ns [168.2, 198.2] | 26.7× faster |
+//! | `acquire` + `finish` (one send) | 22.9 ns [21.5, 24.5] | 126.6 ns [115.5, 140.9] | 5.5× faster |
+//! | `cooldown` 30 s, random pair | 57.7 ns [54.0, 61.5] | 653.4 ns [590.0, 714.1] | 11.3× faster |
+//! | `acquire` with nothing ready | 12.8 ns [12.1, 13.8] | 14.0 ns [13.4, 14.6] | 1.09× faster |
 //!
-//! The targets (acquire ≥ 10× faster than the seed, median under 50 ns) are not met in
-//! these measurements: `acquire` is 4.5-6.3× the seed's speed at a median of about 80 ns on
-//! this loaded machine, and a whole send (`acquire` + `finish`) only 1.3-1.6×. What was measured and
-//! why: with hold semantics `acquire` reads only its region, the ready ring (sequential) and
-//! the picked pair's 24-byte record, and prefetches the next pick's; the booking that makes a
-//! pair ready again reads one record that was last touched an interval earlier (prefetched 8
-//! bookings ahead). A profile of the `acquire + finish` row (`perf record` on the bench binary)
-//! puts the time in the live check of the booking being moved to the ready ring
-//! (`ready_booked`, 21 %), `finish` (18 %) and `acquire` (15 %), that is in loads of pair
-//! records and ring slots, which the other builds sharing the VM's caches evict. The seed's
-//! heap costs about the same per `finish` (its new key is the largest, so it barely moves), so
-//! the whole-send ratio is small; its `acquire` sifts a "never" key through 12 levels, which is
-//! where the 6× comes from. On this machine the batch-timed `acquire` row and the call-timed
-//! `acquire + finish` row are not comparable with each other (the seed's `acquire` alone
-//! measured above its `acquire + finish`, which the work done cannot explain); compare within
-//! a row. The previous design (pick-and-book, intrusive lists through 48-byte records)
-//! measured `acquire` at 1.2-1.9× the seed's pick-and-book.
+//! | operation | this limiter | seed mutex + heap | ratio |
+//! |---|---|---|---|
+//! | `acquire` at 99 % of capacity | 8.3 ns [7.6, 9.0] | 177.8 ns [170.4, 185.2] | 21.5× faster |
+//! | `acquire` + `finish` (one send) | 33.8 ns [31.8, 36.1] | 103.0 ns [100.0, 106.1] | 3.0× faster |
+//! | `cooldown` 30 s, random pair | 59.6 ns [56.8, 62.6] | 366.8 ns [347.7, 387.0] | 6.2× faster |
+//! | `acquire` with nothing ready | 14.9 ns [14.4, 15.5] | 17.1 ns [16.7, 17.5] | 1.15× faster |
+//!
+//! | operation | this limiter | seed mutex + heap | ratio |
+//! |---|---|---|---|
+//! | `acquire` at 99 % of capacity | 11.2 ns [9.7, 13.0] | 208.3 ns [200.0, 217.7] | 18.6× faster |
+//! | `acquire` + `finish` (one send) | 47.0 ns [44.6, 49.5] | 141.1 ns [134.8, 147.0] | 3.0× faster |
+//! | `cooldown` 30 s, random pair | 95.4 ns [89.6, 102.0] | 530.6 ns [499.9, 569.3] | 5.6× faster |
+//! | `acquire` with nothing ready | 19.5 ns [18.4, 20.8] | 17.8 ns [17.2, 18.4] | 0.91× (slower) |
+//!
+//! The targets are met in every run: `acquire` 18.6-26.7× the seed's speed at a
+//! median of 6.8-11.2 ns. `acquire` with nothing ready is level with the seed (one out-of-line
+//! call, two ring lengths and the wheel's cached soonest against an uncontended lock and a
+//! heap head), 0.91-1.56× within this machine's noise; it was 1.05× in the run below.
+//!
+//! The previous version of this module (every `acquire` advanced its region, moving each
+//! booking that fell due into the ready FIFO before popping it; one 24-byte record per pair),
+//! with the previous bench (which timed the pick loop's own bookkeeping and two OS clock reads
+//! per 64 picks), run the same hour at the same load:
+//!
+//! | operation | this limiter | seed mutex + heap | ratio |
+//! |---|---|---|---|
+//! | `acquire` at 99 % of capacity | 49.1 ns [45.8, 52.4] | 189.5 ns [178.2, 203.0] | 3.9× faster |
+//! | `acquire` + `finish` (one send) | 73.6 ns [71.9, 75.3] | 106.9 ns [100.6, 113.1] | 1.45× faster |
+//! | `cooldown` 30 s, random pair | 72.4 ns [68.7, 76.3] | 406.9 ns [377.9, 437.3] | 5.6× faster |
+//! | `acquire` with nothing ready | 14.7 ns [13.9, 15.5] | 15.4 ns [15.0, 15.8] | 1.05× faster |
+//!
+//! Where the time went, in instructions (callgrind, on the bench's workload, the call not
+//! inlined so it can be counted, 300,000 picks): `acquire` 323 per call before (about 120
+//! advancing the region, 45 of them scanning 11 empty wheel levels; 110 moving the booking
+//! that fell due into the FIFO; 90 popping it), 55 now (7 of them the counted call itself),
+//! against 549 for the seed's. Its common case now reads the region's first cache line (`wheel_wake`, ring
+//! heads, counts), the booking queue's head entry (sequential) and the picked pair's 8-byte
+//! `State`, and writes the place, the ring head and two counts; three bounds checks remain.
+//! The whole send (`acquire + finish`) is 2-5.5×: `finish` books from the answer (reads both
+//! halves of the record, appends to the booking queue), which costs about what the seed's
+//! heap fix does when the new key is the largest.
 //!
 //! Command: `cargo bench --bench limiter -- --warm-up-time 1 --measurement-time 3`.
 
@@ -139,7 +177,8 @@ const NIL: u32 = u32::MAX;
 
 /// Bytes per pair across every per-pair array (for the budget): its pacing record, its wheel
 /// link and its share of the two rings of its region.
-pub const PAIR_RECORD_BYTES: usize = std::mem::size_of::<Pace>()
+pub const PAIR_RECORD_BYTES: usize = std::mem::size_of::<State>()
+    + std::mem::size_of::<Pace>()
     + std::mem::size_of::<Link>()
     + RING_ENTRIES_PER_PAIR * std::mem::size_of::<Entry>();
 /// Bytes of one wheel-slot list head (for the budget).
@@ -272,20 +311,18 @@ pub struct PairView {
     pub cooldown_until: Instant,
 }
 
-/// `Pace::place` values.
+/// `State::place` values.
 const PARKED: u8 = 0;
 const READY: u8 = 1;
 const QUEUED: u8 = 2;
 const WHEEL: u8 = 3;
 const HELD: u8 = 4;
 
-/// The one pacing record of a pair: everything `acquire` and `finish` read, in 24 bytes.
+/// The part of a pair's record `acquire` reads and writes, 8 bytes, eight pairs to a cache
+/// line: a pick touches nothing else of the pair.
 #[derive(Clone, Copy, Debug)]
-struct Pace {
-    /// GCRA theoretical arrival time, ticks: `next_allowed = tat − (burst − 1) × interval`.
-    tat: u64,
-    /// Ticks; the pair sends no earlier than this.
-    cooldown_until: u64,
+#[repr(C, align(8))]
+struct State {
     /// Bumped on every push into a ring: only the entry carrying the current value is live.
     /// A stale entry leaves its ring within one pass over it (twice the region's pairs), long
     /// before the `u32` could wrap back to its value.
@@ -295,6 +332,16 @@ struct Pace {
     /// Filed in the wheel because of a cooldown rather than the rate.
     cooling: bool,
     region: u8,
+}
+
+/// The pacing half of a pair's record, read when its next slot is booked (`finish`,
+/// `cooldown`, `set_connection`), never by `acquire`.
+#[derive(Clone, Copy, Debug)]
+struct Pace {
+    /// GCRA theoretical arrival time, ticks: `next_allowed = tat − (burst − 1) × interval`.
+    tat: u64,
+    /// Ticks; the pair sends no earlier than this.
+    cooldown_until: u64,
 }
 
 /// A pair's place in a wheel slot list; touched only by the wheel.
@@ -344,14 +391,20 @@ struct Ring {
 const READY_RING: usize = 0;
 const BOOKED_RING: usize = 1;
 
-/// One region's state. The fields `acquire` touches come first, in one cache line.
+/// One region's state. The fields `acquire` touches come first, in one cache line (64 bytes:
+/// 8 + 16 + 32 + 8).
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 struct Region {
-    /// No booking and no wheel entry of this region falls due before this tick.
-    wake: u64,
+    /// No wheel entry of this region falls due before this tick: until then `acquire` needs
+    /// no wheel work at all.
+    wheel_wake: u64,
     rings: [Ring; 2],
     counts: RegionCounts,
+    /// Index of this region's ready ring in `Limiter::entries`; its booking ring follows.
+    base: usize,
+    /// No booking and no wheel entry of this region falls due before this tick.
+    wake: u64,
     interval: u64,
     /// `(burst − 1) × interval`: how far ahead of `now` the GCRA arrival time may run.
     tolerance: u64,
@@ -365,6 +418,7 @@ struct Region {
 
 /// The limiter for the pairs one reactor thread owns. See the module docs.
 pub struct Limiter {
+    state: Box<[State]>,
     pace: Box<[Pace]>,
     links: Box<[Link]>,
     /// Two rings per region (ready, booking), `cap` entries each.
@@ -411,16 +465,19 @@ impl Limiter {
         let regions: Box<[Region]> = config
             .regions
             .iter()
-            .map(|rate| {
+            .enumerate()
+            .map(|(r, rate)| {
                 assert!(rate.burst >= 1, "burst must be at least 1");
                 assert!(rate.interval.0 > 0, "interval must be positive");
                 Region {
-                    wake: u64::MAX,
+                    wheel_wake: u64::MAX,
                     rings: [Ring::default(); 2],
                     counts: RegionCounts {
                         down: config.addresses,
                         ..RegionCounts::default()
                     },
+                    base: 2 * r * 2 * config.addresses as usize,
+                    wake: u64::MAX,
                     interval: rate.interval.0,
                     tolerance: rate.interval.0.saturating_mul(rate.burst as u64 - 1),
                     elapsed,
@@ -430,10 +487,16 @@ impl Limiter {
                 }
             })
             .collect();
-        let pace: Box<[Pace]> = (0..pair_count)
-            .map(|i| Pace {
+        let pace = vec![
+            Pace {
                 tat: 0,
                 cooldown_until: 0,
+            };
+            pair_count
+        ]
+        .into_boxed_slice();
+        let state: Box<[State]> = (0..pair_count)
+            .map(|i| State {
                 seq: 0,
                 place: PARKED,
                 conn: ConnState::Down,
@@ -453,6 +516,7 @@ impl Limiter {
         .into_boxed_slice();
         let cap = 2 * config.addresses;
         Limiter {
+            state,
             pace,
             links,
             entries: vec![EMPTY_ENTRY; region_count * 2 * cap as usize].into_boxed_slice(),
@@ -467,7 +531,8 @@ impl Limiter {
 
     /// Bytes this limiter holds (the budget's limiter terms must add up to this).
     pub fn allocated_bytes(&self) -> usize {
-        self.pace.len() * std::mem::size_of::<Pace>()
+        self.state.len() * std::mem::size_of::<State>()
+            + self.pace.len() * std::mem::size_of::<Pace>()
             + self.links.len() * std::mem::size_of::<Link>()
             + self.entries.len() * std::mem::size_of::<Entry>()
             + self.lists.len() * LIST_HEAD_BYTES
@@ -497,7 +562,7 @@ impl Limiter {
 
     #[inline]
     pub fn region_of(&self, pair: PairId) -> RegionId {
-        RegionId(self.pace[pair.0 as usize].region)
+        RegionId(self.state[pair.0 as usize].region)
     }
 
     /// Width of a wheel slot in ticks: the most a pair is ever handed out late.
@@ -506,32 +571,94 @@ impl Limiter {
     }
 
     /// Takes the region's longest-ready pair and holds it until [`Limiter::finish`], or says
-    /// exactly when the first pair will be ready. Advances the region to `now` first, so a
-    /// caller that skipped [`Limiter::advance`] still never waits on a pair that is due.
+    /// exactly when the first pair will be ready. A caller that skipped [`Limiter::advance`]
+    /// still never waits on a pair that is due: the wheel is advanced once `now` reaches its
+    /// first occupied slot, and a booking that has fallen due is taken straight from the
+    /// booking queue when the ready FIFO is empty (everything in the FIFO became ready before
+    /// any booking falls due, so the FIFO's head is always the longest-ready pair). Due
+    /// bookings not yet taken count as booked until the next [`Limiter::advance`].
     #[inline]
     pub fn acquire(&mut self, region: RegionId, now: Instant) -> Acquire {
         let r = region.0 as usize;
-        if now.0 >= self.regions[r].wake {
-            self.advance_slow(r, now.0);
+        if now.0 < self.regions[r].wheel_wake
+            && let Some(i) = self.pop_head(r, now.0)
+        {
+            return Acquire::Pair(PairId(i));
         }
-        let Some(i) = self.pop_ready(r) else {
-            return match self.first_due(r) {
+        self.acquire_slow(r, now.0)
+    }
+
+    /// The common pick, kept small enough to inline without spilling: the head of the ready
+    /// FIFO, else the head of the booking queue if it is due, when that head is live. Anything
+    /// else (a stale head, nothing due, wheel work) is `acquire_slow`'s.
+    #[inline(always)]
+    fn pop_head(&mut self, r: usize, now: u64) -> Option<u32> {
+        if self.regions[r].rings[READY_RING].len != 0 {
+            // Everything in the ready FIFO may go.
+            self.pop_from::<READY_RING>(r, u64::MAX)
+        } else {
+            self.pop_from::<BOOKED_RING>(r, now)
+        }
+    }
+
+    /// Pops and holds the head of ring `RING` of region `r` if it is live and due by `due_by`.
+    #[inline(always)]
+    fn pop_from<const RING: usize>(&mut self, r: usize, due_by: u64) -> Option<u32> {
+        let cap = self.cap;
+        let reg = &self.regions[r];
+        let Ring { head, len } = reg.rings[RING];
+        if len == 0 {
+            return None;
+        }
+        let e = *self
+            .entries
+            .get(reg.base + RING * cap as usize + head as usize)?;
+        if e.due > due_by {
+            return None;
+        }
+        let s = self.state.get_mut(e.pair as usize)?;
+        let place = if RING == READY_RING { READY } else { QUEUED };
+        if s.seq != e.seq || s.place != place {
+            return None;
+        }
+        s.place = HELD;
+        let reg = &mut self.regions[r];
+        reg.rings[RING] = Ring {
+            head: if head + 1 == cap { 0 } else { head + 1 },
+            len: len - 1,
+        };
+        if RING == READY_RING {
+            reg.counts.ready -= 1;
+        } else {
+            reg.counts.booked -= 1;
+        }
+        reg.counts.held += 1;
+        Some(e.pair)
+    }
+
+    /// `acquire` past its common case: advances the region if the wheel has something due,
+    /// drops stale entries, and says when the first pair will be ready if none is.
+    #[inline(never)]
+    fn acquire_slow(&mut self, r: usize, now: u64) -> Acquire {
+        if now >= self.regions[r].wheel_wake {
+            self.advance_slow(r, now);
+        }
+        match self.pop_due(r, now) {
+            Some(i) => Acquire::Pair(PairId(i)),
+            None => match self.first_due(r) {
                 Some(t) => Acquire::WaitUntil(Instant(t)),
                 None => Acquire::NoPairUp,
-            };
-        };
-        self.pace[i as usize].place = HELD;
-        let counts = &mut self.regions[r].counts;
-        counts.ready -= 1;
-        counts.held += 1;
-        counts.in_flight += 1;
-        // The next pick's record, fetched while the caller sends this one.
-        let ring = self.regions[r].rings[READY_RING];
-        if ring.len > 0 {
-            let e = &self.entries[self.ring_base(r, READY_RING) + ring.head as usize];
-            prefetch(&self.pace[e.pair as usize]);
+            },
         }
-        Acquire::Pair(PairId(i))
+    }
+
+    /// Pops and holds the longest-ready pair of region `r`: the ready FIFO's first live entry,
+    /// else the booking queue's if it is due by `now`. Stale entries met on the way are dropped.
+    fn pop_due(&mut self, r: usize, now: u64) -> Option<u32> {
+        if self.front(r, READY_RING).is_none() {
+            self.front(r, BOOKED_RING)?;
+        }
+        self.pop_head(r, now)
     }
 
     /// The send on held `pair` has ended (answered or failed) at `now`: its next slot is booked
@@ -540,18 +667,19 @@ impl Limiter {
     #[inline]
     pub fn finish(&mut self, pair: PairId, now: Instant) {
         let i = pair.0 as usize;
-        let p = &mut self.pace[i];
+        let s = &mut self.state[i];
         assert!(
-            p.place == HELD,
+            s.place == HELD,
             "finish without a send in flight on {pair:?}"
         );
-        let r = p.region as usize;
+        s.place = PARKED;
+        let r = s.region as usize;
+        let up = s.conn == ConnState::Up;
         let reg = &mut self.regions[r];
-        p.tat = p.tat.max(now.0).saturating_add(reg.interval);
         reg.counts.held -= 1;
-        reg.counts.in_flight -= 1;
-        p.place = PARKED;
-        if p.conn != ConnState::Up {
+        let p = &mut self.pace[i];
+        p.tat = p.tat.max(now.0).saturating_add(reg.interval);
+        if !up {
             return;
         }
         let eligible = p.tat.saturating_sub(reg.tolerance).max(p.cooldown_until);
@@ -568,15 +696,18 @@ impl Limiter {
         if until <= p.cooldown_until {
             return;
         }
-        let tolerance = self.regions[p.region as usize].tolerance;
+        let r = self.state[i].region as usize;
+        let tolerance = self.regions[r].tolerance;
         let before = p.tat.saturating_sub(tolerance).max(p.cooldown_until);
         p.cooldown_until = until;
-        if p.conn != ConnState::Up || p.place == HELD {
+        let s = self.state[i];
+        if s.conn != ConnState::Up || s.place == HELD {
             return;
         }
+        let place = s.place;
         let eligible = before.max(until);
         // Nothing moves when the pair stays where it is: still ready, or still due as filed.
-        if (p.place == READY && eligible <= now.0) || (p.place != READY && eligible == before) {
+        if (place == READY && eligible <= now.0) || (place != READY && eligible == before) {
             return;
         }
         self.remove(i as u32);
@@ -588,11 +719,11 @@ impl Limiter {
     /// records the state; [`Limiter::finish`] parks it if it is not up by then.
     pub fn set_connection(&mut self, pair: PairId, state: ConnState, now: Instant) {
         let i = pair.0 as usize;
-        let old = self.pace[i].conn;
+        let old = self.state[i].conn;
         if old == state {
             return;
         }
-        let r = self.pace[i].region as usize;
+        let r = self.state[i].region as usize;
         let counts = &mut self.regions[r].counts;
         match old {
             ConnState::Down => counts.down -= 1,
@@ -606,8 +737,8 @@ impl Limiter {
             ConnState::Draining => counts.draining += 1,
             ConnState::Up => {}
         }
-        self.pace[i].conn = state;
-        if self.pace[i].place == HELD {
+        self.state[i].conn = state;
+        if self.state[i].place == HELD {
             return;
         }
         if old == ConnState::Up {
@@ -658,26 +789,36 @@ impl Limiter {
         soonest.map(Instant)
     }
 
+    /// The region's pairs by place and connection state. A booking that has fallen due counts
+    /// as booked until the next [`Limiter::advance`] (or until `acquire` takes it).
     pub fn counts(&self, region: RegionId) -> RegionCounts {
-        self.regions[region.0 as usize].counts
+        let counts = self.regions[region.0 as usize].counts;
+        // A held pair has exactly one send in flight, so the count is not kept twice.
+        RegionCounts {
+            in_flight: counts.held,
+            ..counts
+        }
     }
 
+    /// One pair's record. Like [`Limiter::counts`], a booking that has fallen due reads
+    /// `Booked` until the next [`Limiter::advance`].
     pub fn view(&self, pair: PairId) -> PairView {
+        let s = &self.state[pair.0 as usize];
         let p = &self.pace[pair.0 as usize];
-        let tolerance = self.regions[p.region as usize].tolerance;
-        let place = match p.place {
+        let tolerance = self.regions[s.region as usize].tolerance;
+        let place = match s.place {
             PARKED => Place::Parked,
             READY => Place::Ready,
             HELD => Place::Held,
-            WHEEL if p.cooling => Place::Cooling,
+            WHEEL if s.cooling => Place::Cooling,
             _ => Place::Booked,
         };
         PairView {
-            region: RegionId(p.region),
+            region: RegionId(s.region),
             address: self.address_of(pair),
-            conn: p.conn,
+            conn: s.conn,
             place,
-            in_flight: (p.place == HELD) as u32,
+            in_flight: (s.place == HELD) as u32,
             next_allowed: Instant(p.tat.saturating_sub(tolerance)),
             cooldown_until: Instant(p.cooldown_until),
         }
@@ -685,15 +826,15 @@ impl Limiter {
 
     #[inline]
     fn ring_base(&self, r: usize, ring: usize) -> usize {
-        (2 * r + ring) * self.cap as usize
+        self.regions[r].base + ring * self.cap as usize
     }
 
     /// Whether `e` is live in ring `ring`: its pair still carries its `seq` and the ring's place.
     #[inline]
     fn live(&self, e: &Entry, ring: usize) -> bool {
-        let p = &self.pace[e.pair as usize];
+        let s = &self.state[e.pair as usize];
         let place = if ring == READY_RING { READY } else { QUEUED };
-        p.seq == e.seq && p.place == place
+        s.seq == e.seq && s.place == place
     }
 
     /// The first live entry of a ring (dropping stale ones ahead of it), not removed.
@@ -722,14 +863,6 @@ impl Limiter {
             q.head = 0;
         }
         q.len -= 1;
-    }
-
-    /// Pops the first live pair of the ready ring.
-    #[inline]
-    fn pop_ready(&mut self, r: usize) -> Option<u32> {
-        let e = self.front(r, READY_RING)?;
-        self.drop_front(r, READY_RING);
-        Some(e.pair)
     }
 
     /// Appends to a ring, first squeezing out its stale entries if it is full: live entries
@@ -772,7 +905,7 @@ impl Limiter {
     /// Puts pair `i` (in no queue, connection up) into the ready FIFO at `now`.
     #[inline]
     fn push_ready(&mut self, r: usize, i: u32, due: u64) {
-        let p = &mut self.pace[i as usize];
+        let p = &mut self.state[i as usize];
         p.seq = p.seq.wrapping_add(1);
         p.place = READY;
         let e = Entry {
@@ -789,7 +922,7 @@ impl Limiter {
     /// order, else the wheel.
     #[inline]
     fn schedule(&mut self, i: u32, eligible: u64, now: u64) {
-        let r = self.pace[i as usize].region as usize;
+        let r = self.state[i as usize].region as usize;
         if eligible <= now {
             // Pairs that became ready before `now` but are not yet in the FIFO go first.
             if now >= self.regions[r].wake {
@@ -798,9 +931,9 @@ impl Limiter {
             self.push_ready(r, i, now);
             return;
         }
-        let p = &mut self.pace[i as usize];
-        p.cooling = p.cooldown_until == eligible;
-        if !p.cooling {
+        let cooling = self.pace[i as usize].cooldown_until == eligible;
+        self.state[i as usize].cooling = cooling;
+        if !cooling {
             let Ring { head, len } = self.regions[r].rings[BOOKED_RING];
             let in_order = len == 0 || {
                 let mut last = head + len - 1;
@@ -810,7 +943,7 @@ impl Limiter {
                 self.entries[self.ring_base(r, BOOKED_RING) + last as usize].due <= eligible
             };
             if in_order {
-                let p = &mut self.pace[i as usize];
+                let p = &mut self.state[i as usize];
                 p.seq = p.seq.wrapping_add(1);
                 p.place = QUEUED;
                 let e = Entry {
@@ -836,7 +969,7 @@ impl Limiter {
     /// Takes pair `i` out of rotation: out of the wheel at once, out of a ring lazily (its
     /// entry stops matching the record). The pair is parked until scheduled again.
     fn remove(&mut self, i: u32) {
-        let p = &mut self.pace[i as usize];
+        let p = &mut self.state[i as usize];
         let r = p.region as usize;
         match p.place {
             READY => self.regions[r].counts.ready -= 1,
@@ -844,7 +977,7 @@ impl Limiter {
             WHEEL => self.wheel_unlink(i),
             _ => {}
         }
-        self.pace[i as usize].place = PARKED;
+        self.state[i as usize].place = PARKED;
     }
 
     fn wheel_insert(&mut self, r: usize, i: u32, due: u64) {
@@ -857,8 +990,10 @@ impl Limiter {
         if reg.soonest_valid && due < reg.soonest {
             reg.soonest = due;
         }
-        reg.wake = reg.wake.min(due.saturating_mul(1 << shift));
-        let p = &mut self.pace[i as usize];
+        let tick = due.saturating_mul(1 << shift);
+        reg.wake = reg.wake.min(tick);
+        reg.wheel_wake = reg.wheel_wake.min(tick);
+        let p = &mut self.state[i as usize];
         p.place = WHEEL;
         if p.cooling {
             reg.counts.cooling += 1;
@@ -901,7 +1036,7 @@ impl Limiter {
             next: NIL,
             list: NIL,
         };
-        let p = &mut self.pace[i as usize];
+        let p = &mut self.state[i as usize];
         p.place = PARKED;
         let r = p.region as usize;
         let within = list - r * LISTS_PER_REGION;
@@ -961,14 +1096,14 @@ impl Limiter {
                 if at >= self.cap {
                     at -= self.cap;
                 }
-                prefetch(&self.pace[self.entries[base + at as usize].pair as usize]);
+                prefetch(&self.state[self.entries[base + at as usize].pair as usize]);
             }
             if !self.live(&e, BOOKED_RING) {
                 continue;
             }
             // `due` stays: it is the tick the pair became ready. The ring entry's `seq` is
             // reused, so the record is written once.
-            self.pace[e.pair as usize].place = READY;
+            self.state[e.pair as usize].place = READY;
             self.push(r, READY_RING, e);
             let counts = &mut self.regions[r].counts;
             counts.booked -= 1;
@@ -978,11 +1113,12 @@ impl Limiter {
         moved
     }
 
-    /// A tick no later than anything of region `r`'s booking queue or wheel falls due, from
-    /// the queue's head entry as it stands (a stale head only wakes the region early) and the
-    /// wheel's cached soonest: no pair record is read.
+    /// A tick no later than anything of region `r`'s booking queue or wheel falls due, and one
+    /// no later than anything of its wheel does, from the queue's head entry as it stands (a
+    /// stale head only wakes the region early) and the wheel's cached soonest: no pair record
+    /// is read.
     #[inline]
-    fn wake_of(&mut self, r: usize) -> u64 {
+    fn wake_of(&mut self, r: usize) -> (u64, u64) {
         let Ring { head, len } = self.regions[r].rings[BOOKED_RING];
         let booked = if len == 0 {
             u64::MAX
@@ -993,7 +1129,7 @@ impl Limiter {
         let wheel = self
             .soonest_due(r)
             .map_or(u64::MAX, |due| due.saturating_mul(1 << shift));
-        booked.min(wheel)
+        (booked.min(wheel), wheel)
     }
 
     /// The earliest occupied slot of region `r`'s wheel: (level, slot, first unit it covers).
@@ -1059,7 +1195,10 @@ impl Limiter {
         let mut moved = 0;
         // Jumping `elapsed` past a coarse slot's start without cascading it would let finer
         // entries filed later overtake it, so every slot starting by `target` is processed.
-        while target > self.regions[r].elapsed {
+        // An empty wheel (the common case: only cooldowns and bursts use it) has none.
+        let reg = &self.regions[r];
+        let wheel_empty = reg.soonest_valid && reg.soonest == u64::MAX;
+        while !wheel_empty && target > self.regions[r].elapsed {
             let Some((level, slot, start)) = self.next_slot(r) else {
                 break;
             };
@@ -1089,7 +1228,10 @@ impl Limiter {
         let reg = &mut self.regions[r];
         reg.elapsed = reg.elapsed.max(target);
         moved += self.ready_booked(r, now);
-        self.regions[r].wake = self.wake_of(r);
+        let (wake, wheel_wake) = self.wake_of(r);
+        let reg = &mut self.regions[r];
+        reg.wake = wake;
+        reg.wheel_wake = wheel_wake;
         moved
     }
 
@@ -1100,11 +1242,18 @@ impl Limiter {
     /// a slot the wheel cannot reach, a count, the cached soonest or the cached wake wrong.
     /// O(pairs + lists + ring entries); for tests and debugging.
     pub fn check_invariants(&self) {
-        let mut seen = vec![0u8; self.pace.len()];
+        let mut seen = vec![0u8; self.state.len()];
         for (r, reg) in self.regions.iter().enumerate() {
             let mut counts = RegionCounts::default();
             let mut min_due = u64::MAX;
-            let eligible_of = |p: &Pace| p.tat.saturating_sub(reg.tolerance).max(p.cooldown_until);
+            let eligible_of = |i: usize| {
+                let p = &self.pace[i];
+                p.tat.saturating_sub(reg.tolerance).max(p.cooldown_until)
+            };
+            // The newest ready entry and the oldest booking: the FIFO's head is the
+            // longest-ready pair only while every booking falls due after all of the FIFO.
+            let mut ready_due_max = None::<u64>;
+            let mut booked_due_min = None::<u64>;
             for ring in [READY_RING, BOOKED_RING] {
                 let Ring { head, len } = reg.rings[ring];
                 assert!(len <= self.cap, "ring {ring} of region {r} overfull");
@@ -1116,7 +1265,7 @@ impl Limiter {
                         continue;
                     }
                     let i = e.pair as usize;
-                    let p = &self.pace[i];
+                    let p = &self.state[i];
                     assert_eq!(p.region as usize, r, "pair {i} is in another region's ring");
                     assert_eq!(p.conn, ConnState::Up, "pair {i} is in rotation but not up");
                     seen[i] += 1;
@@ -1127,17 +1276,25 @@ impl Limiter {
                     last_due = e.due;
                     if ring == READY_RING {
                         assert!(
-                            eligible_of(p) <= e.due,
+                            eligible_of(i) <= e.due,
                             "pair {i} is ready before it is allowed"
                         );
+                        ready_due_max = Some(e.due);
                         counts.ready += 1;
                     } else {
-                        assert_eq!(e.due, eligible_of(p), "pair {i} booked at the wrong tick");
+                        assert_eq!(e.due, eligible_of(i), "pair {i} booked at the wrong tick");
+                        booked_due_min = booked_due_min.or(Some(e.due));
                         assert!(!p.cooling, "cooling pair {i} in the booking queue");
                         assert!(e.due >= reg.wake, "booking of pair {i} due before the wake");
                         counts.booked += 1;
                     }
                 }
+            }
+            if let (Some(ready), Some(booked)) = (ready_due_max, booked_due_min) {
+                assert!(
+                    ready < booked,
+                    "region {r} has a booking due at {booked}, not after its ready FIFO ({ready})"
+                );
             }
             for within in 0..LISTS_PER_REGION {
                 let list = r * LISTS_PER_REGION + within;
@@ -1146,7 +1303,7 @@ impl Limiter {
                 let mut len = 0u32;
                 let (level, slot) = (within / SLOTS, within % SLOTS);
                 while i != NIL {
-                    let p = &self.pace[i as usize];
+                    let p = &self.state[i as usize];
                     let l = &self.links[i as usize];
                     assert_eq!(
                         l.list as usize, list,
@@ -1161,7 +1318,7 @@ impl Limiter {
                     assert_eq!(p.conn, ConnState::Up, "pair {i} is in rotation but not up");
                     seen[i as usize] += 1;
                     assert!(
-                        l.due << self.shift >= eligible_of(p),
+                        l.due << self.shift >= eligible_of(i as usize),
                         "pair {i} filed early"
                     );
                     assert!(l.due > reg.elapsed, "pair {i} is overdue in the wheel");
@@ -1181,6 +1338,10 @@ impl Limiter {
                     assert!(
                         l.due.saturating_mul(1 << self.shift) >= reg.wake,
                         "wheel entry of pair {i} due before the wake"
+                    );
+                    assert!(
+                        l.due.saturating_mul(1 << self.shift) >= reg.wheel_wake,
+                        "wheel entry of pair {i} due before the wheel's wake"
                     );
                     min_due = min_due.min(l.due);
                     if p.cooling {
@@ -1202,7 +1363,7 @@ impl Limiter {
                     "cached soonest of region {r} is stale"
                 );
             }
-            for (i, p) in self.pace.iter().enumerate() {
+            for (i, p) in self.state.iter().enumerate() {
                 if p.region as usize != r {
                     continue;
                 }
@@ -1223,7 +1384,11 @@ impl Limiter {
                 let expected = (p.conn == ConnState::Up || p.place == HELD) as u8;
                 assert_eq!(seen[i], expected, "pair {i} is in {} places", seen[i]);
             }
-            assert_eq!(counts, reg.counts, "counts of region {r} drifted");
+            assert_eq!(
+                counts,
+                self.counts(RegionId(r as u8)),
+                "counts of region {r} drifted"
+            );
         }
     }
 }
