@@ -593,3 +593,20 @@ fn stale_queue_entries_are_squeezed_out_when_a_ring_fills() {
     assert!(matches!(limiter.acquire(R0, now), Acquire::WaitUntil(_)));
     limiter.check_invariants();
 }
+
+#[test]
+fn a_zero_retry_after_leaves_a_ready_pair_ready_and_the_structure_whole() {
+    let mut limiter = up_limiter(2, 1);
+    // Both pairs became ready at T0; a second later one is told "retry after 0".
+    let later = T0.after(SECOND);
+    limiter.advance(later);
+    limiter.cooldown(PairId(0), Ticks(0), later);
+    limiter.check_invariants();
+    assert_eq!(
+        pair(limiter.acquire(R0, later)),
+        PairId(0),
+        "still first in line"
+    );
+    assert_eq!(pair(limiter.acquire(R0, later)), PairId(1));
+    limiter.check_invariants();
+}

@@ -693,7 +693,8 @@ impl Limiter {
         let i = pair.0 as usize;
         let until = now.0.saturating_add(retry_after.0);
         let p = &mut self.pace[i];
-        if until <= p.cooldown_until {
+        // A zero Retry-After asks for nothing: the pair may send now, as its booking says.
+        if retry_after.0 == 0 || until <= p.cooldown_until {
             return;
         }
         let r = self.state[i].region as usize;
