@@ -434,3 +434,43 @@ fn a_config_reload_reaches_every_reactor_thread_and_a_bad_one_changes_nothing() 
     relay.shutdown(Duration::from_millis(100));
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn expect_100_continue_is_answered_once_before_the_body_is_sent() {
+    let relay = start(2_000);
+    let mut c = connect(&relay);
+    let (txs, id, _) = bundle(11, 5);
+    let body = send_bundle_body(&txs, 9);
+    let head = format!(
+        "POST /api/v1/bundles HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\n\
+         Expect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    c.write_all(head.as_bytes()).unwrap();
+    let mut interim = [0u8; 25];
+    c.read_exact(&mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    // Half the body, then the rest: still one 100 Continue, then the answer.
+    let (first, rest) = body.as_bytes().split_at(body.len() / 2);
+    c.write_all(first).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    c.write_all(rest).unwrap();
+    let (status, _, answer) = read_response(&mut c);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer,
+        format!(r#"{{"jsonrpc":"2.0","result":"{id}","id":9}}"#)
+    );
+    // A request without Expect on the same connection gets no interim answer.
+    let (txs, id, _) = bundle(12, 1);
+    let (status, _, answer) = exchange(
+        &mut c,
+        &post("/api/v1/bundles", &send_bundle_body(&txs, 10)),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        answer,
+        format!(r#"{{"jsonrpc":"2.0","result":"{id}","id":10}}"#)
+    );
+    relay.shutdown(Duration::from_millis(100));
+}

@@ -99,6 +99,8 @@ struct IntakeConn {
     close_after_send: bool,
     /// When the first byte of a not yet complete request arrived.
     partial_since: Option<Instant>,
+    /// `100 Continue` was written for the request now arriving.
+    continue_sent: bool,
     last_active: Instant,
 }
 
@@ -236,6 +238,7 @@ impl Worker {
                 closing: false,
                 close_after_send: false,
                 partial_since: None,
+                continue_sent: false,
                 last_active: now,
             })
             .collect();
@@ -475,6 +478,7 @@ impl Worker {
         conn.closing = false;
         conn.close_after_send = false;
         conn.partial_since = None;
+        conn.continue_sent = false;
         conn.last_active = now;
         conn.ops = 0;
         self.stats
@@ -572,15 +576,33 @@ impl Worker {
             if pos == conn.in_len {
                 break;
             }
-            match http1::parse(&conn.input[pos..conn.in_len], &self.limits) {
-                Ok(None) => {
+            match http1::frame(&conn.input[pos..conn.in_len], &self.limits) {
+                Ok(http1::Framed::NeedHead { .. }) => {
                     if conn.partial_since.is_none() {
                         conn.partial_since = Some(now);
                     }
                     break;
                 }
-                Ok(Some(req)) => {
+                Ok(http1::Framed::NeedBody {
+                    expect_continue, ..
+                }) => {
+                    if conn.partial_since.is_none() {
+                        conn.partial_since = Some(now);
+                    }
+                    // A client that sent `Expect: 100-continue` waits for this before its
+                    // body (curl does for large bodies); once per request. The output has
+                    // room: a whole response's worth was checked above.
+                    if expect_continue && !conn.continue_sent {
+                        let n = http1::CONTINUE.len();
+                        conn.out[conn.out_tail..conn.out_tail + n].copy_from_slice(http1::CONTINUE);
+                        conn.out_tail += n;
+                        conn.continue_sent = true;
+                    }
+                    break;
+                }
+                Ok(http1::Framed::Request(req)) => {
                     conn.partial_since = None;
+                    conn.continue_sent = false;
                     let used = req.len;
                     let keep_alive = req.keep_alive;
                     let (path, query) = (req.path, req.query);
