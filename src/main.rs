@@ -242,11 +242,10 @@ fn run(
         println!("config and host check passed");
         return 0;
     }
-    let live = Arc::new(Shared::new(
-        cfg.clone(),
-        path.map(Path::to_path_buf),
-        Resolve::Now,
-    ));
+    let live = Arc::new(
+        Shared::new(cfg.clone(), path.map(Path::to_path_buf), Resolve::Now)
+            .with_overrides(overrides.clone()),
+    );
     let mut spec = spec;
     spec.live = Some(live.clone());
     let relay = match Relay::start(spec) {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bundle_relay::config::{
-    Config, ConnectMode, FD_SLACK, MAINNET_REGIONS, Resolve, Shared, Source,
+    Config, ConnectMode, FD_SLACK, MAINNET_REGIONS, Overrides, Resolve, Shared, Source,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -881,5 +881,132 @@ fn readers_see_whole_snapshots_while_reloads_race() {
     for r in readers {
         r.join().unwrap();
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ---- command-line overrides ----
+
+const TLS_REGION: &str = "[[region]]\nname = \"ny\"\nhost = \"ny.engine.invalid\"\n";
+const SOCKS_EGRESS: &str =
+    "[egress]\naddresses = [\"10.9.0.0/30\"]\nsocks5 = [{ proxy = \"127.0.0.1:1080\" }]\n";
+
+fn overridden(text: &str, o: &Overrides) -> Result<Config, String> {
+    let dir = temp_dir("overrides");
+    let path = dir.join("relay.toml");
+    std::fs::write(&path, text).unwrap();
+    let r = Config::load_overridden(&path, Resolve::Now, o).map_err(|e| e.to_string());
+    std::fs::remove_dir_all(&dir).unwrap();
+    r
+}
+
+#[test]
+fn resolve_override_connects_a_named_host_to_an_address_and_keeps_tls_sni_and_authority() {
+    let o = Overrides {
+        resolve: vec![Overrides::parse_resolve("ny.engine.invalid:443:127.0.0.15:10000").unwrap()],
+        ..Overrides::default()
+    };
+    let c = overridden(&format!("{TLS_REGION}{EGRESS}"), &o).unwrap();
+    let r = &c.regions[0];
+    assert_eq!(
+        r.addrs,
+        vec!["127.0.0.15:10000".parse::<SocketAddr>().unwrap()]
+    );
+    assert!(r.literal, "an override is never looked up again");
+    assert!(r.tls);
+    assert_eq!((r.host.as_str(), r.port), ("ny.engine.invalid", 443));
+    assert_eq!(r.authority, "ny.engine.invalid");
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("connects to 127.0.0.15:10000")),
+        "{:?}",
+        c.warnings
+    );
+}
+
+#[test]
+fn resolve_override_for_no_region_is_refused_naming_it() {
+    let o = Overrides {
+        resolve: vec![Overrides::parse_resolve("tokyo.engine.invalid:443:127.0.0.18:1").unwrap()],
+        ..Overrides::default()
+    };
+    let e = overridden(&format!("{TLS_REGION}{EGRESS}"), &o).unwrap_err();
+    assert!(
+        e.contains("tokyo.engine.invalid:443 is not the host and port of any region"),
+        "{e}"
+    );
+}
+
+#[test]
+fn resolve_override_text_names_what_is_wrong() {
+    for (text, want) in [
+        ("ny.engine.invalid:443", "expected HOST:PORT:ADDRESS"),
+        ("ny.engine.invalid:https:127.0.0.1:1", "is not a port"),
+        (
+            "ny.engine.invalid:443:localhost:1",
+            "is not an IP:PORT address",
+        ),
+        (":443:127.0.0.1:1", "the host is empty"),
+    ] {
+        let e = Overrides::parse_resolve(text).unwrap_err();
+        assert!(e.contains(want), "{text}: {e}");
+    }
+    assert_eq!(
+        Overrides::parse_resolve("h:443:[::1]:10000").unwrap(),
+        ("h".to_string(), 443, "[::1]:10000".parse().unwrap())
+    );
+}
+
+#[test]
+fn ca_file_and_egress_overrides_replace_trust_and_sources() {
+    let dir = temp_dir("ca-override");
+    let ca = dir.join("bench-ca.pem");
+    std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n").unwrap();
+    let o = Overrides {
+        resolve: vec![Overrides::parse_resolve("ny.engine.invalid:443:127.0.0.15:10000").unwrap()],
+        ca_file: Some(ca.clone()),
+        egress: Some(vec!["127.1.0.0/31".into(), "127.1.0.9".into()]),
+    };
+    let c = overridden(&format!("{TLS_REGION}{SOCKS_EGRESS}"), &o).unwrap();
+    assert_eq!(c.regions[0].ca_file.as_deref(), Some(ca.as_path()));
+    assert_eq!(
+        c.egress.sources,
+        vec![
+            local([127, 1, 0, 0]),
+            local([127, 1, 0, 1]),
+            local([127, 1, 0, 9])
+        ],
+        "addresses replaced, SOCKS5 proxies dropped"
+    );
+    let bad = Overrides {
+        egress: Some(vec!["127.1.0.0/8".into()]),
+        ..o
+    };
+    let e = overridden(&format!("{TLS_REGION}{SOCKS_EGRESS}"), &bad).unwrap_err();
+    assert!(
+        e.contains("egress"),
+        "an overridden entry is checked like a written one: {e}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_reload_applies_the_command_lines_overrides_again() {
+    let dir = temp_dir("reload-overrides");
+    let path = dir.join("relay.toml");
+    std::fs::write(&path, format!("threads = 2\n{TLS_REGION}{EGRESS}")).unwrap();
+    let o = Overrides {
+        resolve: vec![Overrides::parse_resolve("ny.engine.invalid:443:127.0.0.15:10000").unwrap()],
+        ..Overrides::default()
+    };
+    let first = Config::load_overridden(&path, Resolve::Now, &o).unwrap();
+    let shared = Shared::new(first, Some(path.clone()), Resolve::Now).with_overrides(o);
+    std::fs::write(&path, format!("threads = 3\n{TLS_REGION}{EGRESS}")).unwrap();
+    assert_eq!(
+        shared.reload().unwrap(),
+        2,
+        "the unresolvable host is still overridden"
+    );
+    assert_eq!(shared.load().config.threads, 3);
     std::fs::remove_dir_all(&dir).unwrap();
 }

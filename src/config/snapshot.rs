@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwap, Guard};
 
-use super::{Config, ConfigError, Resolve};
+use super::{Config, ConfigError, Overrides, Resolve};
 
 /// One immutable configuration and where it came from.
 #[derive(Debug)]
@@ -27,6 +27,8 @@ pub struct Shared {
     /// Serialises reloads (never readers) so generations are handed out once each.
     reloading: Mutex<()>,
     resolve: Resolve,
+    /// The command line's overrides, applied to every reload as to the first load.
+    overrides: Overrides,
 }
 
 impl Shared {
@@ -40,7 +42,14 @@ impl Shared {
             }),
             reloading: Mutex::new(()),
             resolve,
+            overrides: Overrides::default(),
         }
+    }
+
+    /// As [`Shared::new`], with `overrides` applied to every reload.
+    pub fn with_overrides(mut self, overrides: Overrides) -> Shared {
+        self.overrides = overrides;
+        self
     }
 
     /// Loads `path` as generation 1: startup refuses to run on a bad config.
@@ -64,7 +73,7 @@ impl Shared {
     /// returns. On any error the current snapshot stays, untouched.
     pub fn reload_from(&self, path: &Path) -> Result<u64, ConfigError> {
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
-        let config = Config::load_with(path, self.resolve)?;
+        let config = Config::load_overridden(path, self.resolve, &self.overrides)?;
         let generation = self.current.load().generation + 1;
         self.current.store(Arc::new(Snapshot {
             generation,
