@@ -61,6 +61,10 @@ enum Command {
         /// Seconds per .hlog interval.
         #[arg(long, default_value_t = 10)]
         hlog_interval_s: u64,
+        /// Record no metrics (as `[admin] metrics = false`): no histograms and no per-region,
+        /// per-method or upstream series; /metrics serves the accounting counters only.
+        #[arg(long)]
+        no_metrics: bool,
     },
     /// Percentiles and plots from HdrHistogram interval logs (the relay's or bench-load's).
     Hist(bundle_relay::metrics::hist::HistArgs),
@@ -86,11 +90,13 @@ fn main() {
             drain_ms,
             hlog_dir,
             hlog_interval_s,
+            no_metrics,
         } => std::process::exit(run(
             config.as_deref(),
             check,
             drain_ms,
             hlog_dir.map(|d| (d, hlog_interval_s)),
+            no_metrics,
         )),
         Command::Hist(args) => {
             if let Err(e) = bundle_relay::metrics::hist::run(&args) {
@@ -122,7 +128,13 @@ extern "C" fn on_usr1(_: libc::c_int) {
     DUMP.store(true, Ordering::Relaxed);
 }
 
-fn run(path: Option<&Path>, check: bool, drain_ms: u64, hlog: Option<(PathBuf, u64)>) -> i32 {
+fn run(
+    path: Option<&Path>,
+    check: bool,
+    drain_ms: u64,
+    hlog: Option<(PathBuf, u64)>,
+    no_metrics: bool,
+) -> i32 {
     let cfg = match path {
         Some(p) => Config::load(p),
         None => {
@@ -142,12 +154,22 @@ fn run(path: Option<&Path>, check: bool, drain_ms: u64, hlog: Option<(PathBuf, u
         println!("warning: {w}");
     }
     let spec = match Spec::from_config(&cfg) {
-        Ok(s) => s,
+        Ok(s) => Spec {
+            metrics: s.metrics && !no_metrics,
+            ..s
+        },
         Err(e) => {
             eprintln!("bundle-relay: {e}");
             return 2;
         }
     };
+    if !spec.metrics && hlog.is_some() {
+        eprintln!(
+            "bundle-relay: --hlog-dir writes the metrics' histograms, which are off \
+             (--no-metrics or [admin] metrics = false)"
+        );
+        return 2;
+    }
     match probe::check(&cfg) {
         Ok(report) => println!("{report}"),
         Err(e) => {
@@ -198,6 +220,9 @@ fn run(path: Option<&Path>, check: bool, drain_ms: u64, hlog: Option<(PathBuf, u
     }
     let metrics = relay.metrics();
     metrics.set_config_generation(1);
+    if !metrics.enabled() {
+        println!("metrics: off; /metrics serves the accounting counters only");
+    }
     let admin = match cfg.admin {
         Some(addr) => match Admin::start(addr, metrics.clone(), relay.pairs_fn()) {
             Ok(a) => {

@@ -163,6 +163,7 @@ fn a_relay_process_reports_its_addresses_answers_stats_and_exits_cleanly_when_st
         interval_ms: 10,
         threads: 1,
         in_flight_max: 64,
+        metrics: true,
     };
     let mut child = Command::new(env!("CARGO_BIN_EXE_bench-demo"))
         .args([demo::SERVE_RELAY_ARG, "bundle-relay", "--spec"])

@@ -7,6 +7,7 @@
 //! bench-demo --rates 500,1000,1500,2000 --duration-s 5 --json sweep.json
 //! bench-demo --egress 127.1.0.0/26 --interval-ms 100 --no-storm --fault rst@2s+1s:every=10
 //! bench-demo --compare --json compare.json      # bundle-relay vs baseline, one table
+//! bench-demo --metrics-cost                     # bundle-relay, metrics on vs off, one table
 //! ```
 //!
 //! The relay runs as a child process of this executable (`bench-demo --serve-relay KIND --spec
@@ -17,14 +18,15 @@
 //! connections.
 //!
 //! Exits 0 when every step's relay accounting holds and the engine saw no early send; 1 when
-//! either failed; 2 on a bad argument or a failure to start. `--compare` reports missed
-//! targets in its table without failing.
+//! either failed; 2 on a bad argument or a failure to start. `--compare` and `--metrics-cost`
+//! report missed targets in their tables without failing.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use bundle_relay_bench::compare::{self, CompareConfig};
 use bundle_relay_bench::demo::{self, DemoConfig, RelayKind};
+use bundle_relay_bench::metrics_cost::{self, CostConfig};
 use bundle_relay_bench::txgen;
 use clap::Parser;
 
@@ -102,6 +104,23 @@ struct Args {
     storm_interval_ms: u64,
     #[arg(long, default_value_t = 5.0)]
     storm_duration_s: f64,
+    /// What bundle-relay's metrics cost: the same load with metrics on and off, alternating
+    /// rounds, at a fixed rate and at saturation, one table (`--rates`, `--duration-s`,
+    /// `--egress`, `--interval-ms` and the storm flags are not used).
+    #[arg(long)]
+    metrics_cost: bool,
+    /// --metrics-cost: rounds of (on, off) pairs per load.
+    #[arg(long, default_value_t = 3)]
+    cost_rounds: usize,
+    /// --metrics-cost: the fixed rate both modes sustain.
+    #[arg(long, default_value_t = 3000.0)]
+    cost_rate: f64,
+    /// --metrics-cost: the saturating rate.
+    #[arg(long, default_value_t = 12000.0)]
+    cost_saturation_rate: f64,
+    /// --metrics-cost: seconds per step.
+    #[arg(long, default_value_t = 3.0)]
+    cost_duration_s: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Also write the report as JSON here.
@@ -180,8 +199,9 @@ fn main() -> ExitCode {
         seed: a.seed,
         progress: !a.quiet,
         relay_exe: None,
+        metrics: true,
     };
-    let cfg = if a.in_process && !a.compare {
+    let cfg = if a.in_process && !a.compare && !a.metrics_cost {
         cfg
     } else {
         match std::env::current_exe() {
@@ -192,6 +212,26 @@ fn main() -> ExitCode {
             Err(e) => return bad(format!("finding this executable to run the relay: {e}")),
         }
     };
+    if a.metrics_cost {
+        let ccfg = CostConfig {
+            rounds: a.cost_rounds,
+            fixed_rate_per_s: a.cost_rate,
+            saturation_rate_per_s: a.cost_saturation_rate,
+            duration_s: a.cost_duration_s,
+            ..CostConfig::new(cfg)
+        };
+        let report = match metrics_cost::run(&ccfg) {
+            Ok(r) => r,
+            Err(e) => return bad(e),
+        };
+        println!("{}", metrics_cost::render(&report));
+        if let Some(p) = &a.json
+            && let Err(e) = metrics_cost::write_json(&report, p)
+        {
+            return bad(e);
+        }
+        return failed(report.failures());
+    }
     if a.compare {
         let storm_egress = match demo::parse_egress(&a.storm_egress) {
             Ok(e) => e,
@@ -217,14 +257,7 @@ fn main() -> ExitCode {
         {
             return bad(e);
         }
-        let failures = report.failures();
-        if failures.is_empty() {
-            return ExitCode::SUCCESS;
-        }
-        for f in failures {
-            eprintln!("bench-demo: FAILED: {f}");
-        }
-        return ExitCode::FAILURE;
+        return failed(report.failures());
     }
     let report = match demo::run(&cfg) {
         Ok(r) => r,
@@ -236,13 +269,16 @@ fn main() -> ExitCode {
             return bad(e);
         }
     }
-    let failures = report.failures();
+    failed(report.failures())
+}
+
+/// 0 with no failures; else each on stderr and 1.
+fn failed(failures: Vec<String>) -> ExitCode {
     if failures.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        for f in failures {
-            eprintln!("bench-demo: FAILED: {f}");
-        }
-        ExitCode::FAILURE
+        return ExitCode::SUCCESS;
     }
+    for f in failures {
+        eprintln!("bench-demo: FAILED: {f}");
+    }
+    ExitCode::FAILURE
 }

@@ -1,0 +1,538 @@
+//! bench-demo `--metrics-cost`: what bundle-relay's metrics cost, in one run. The same engine
+//! set-up, egress, load and pre-generated bundles go through the relay (each step a fresh
+//! engine and a fresh relay process, so the relay's CPU is its own) with metrics on and with
+//! metrics off (`Spec::metrics`), at a fixed offered rate and at saturation, for several
+//! rounds. Within a round the two modes run back to back; the order flips every round (on,
+//! off, then off, on, …) so drift on a shared machine falls on both modes alike.
+//!
+//! A row's figure per mode is the median over rounds; its ratio is the median of the
+//! per-round on/off ratios, each taken between two steps run seconds apart. The target
+//! (issue 6): throughput at saturation with metrics on within 3% of metrics off, and the
+//! relay's CPU per delivered bundle within 3% too. Where the relay is not what saturates
+//! (engine and load share the same cores), the throughput ratio measures the bench tools and
+//! the CPU per bundle is the figure that shows the metrics' cost; the notes under the table
+//! say which it was.
+
+use std::fmt::Write as _;
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use crate::demo::{self, DemoConfig, RelayKind, StepReport};
+use crate::table::{self, median, ratio, times, us};
+
+/// Issue 6's bound: metrics on may lose at most this share of throughput (and add at most
+/// this share of relay CPU per bundle) against metrics off.
+pub const COST_SHARE_MAX: f64 = 0.03;
+/// A step counts toward throughput only under this error share (the demo's sustained rule).
+pub const ERROR_SHARE_MAX: f64 = demo::SUSTAINED_ERROR_FRACTION_MAX;
+
+/// What `--metrics-cost` runs. The relay-independent parts of `base` (connections, mixes,
+/// seed, relay threads, in-flight cap, relay executable, progress) apply to every step.
+#[derive(Clone, Debug)]
+pub struct CostConfig {
+    pub base: DemoConfig,
+    /// Rounds of (on, off) pairs per load.
+    pub rounds: usize,
+    /// A rate both modes sustain: CPU per bundle and latency without queueing.
+    pub fixed_rate_per_s: f64,
+    /// A rate above what the machine can take: the throughput each mode reaches.
+    pub saturation_rate_per_s: f64,
+    pub duration_s: f64,
+    /// Small enough that every pair connects in well under a second per step, large enough
+    /// (with `interval_ms`) that the pool is never the limit.
+    pub egress: Vec<IpAddr>,
+    pub interval_ms: u64,
+}
+
+impl CostConfig {
+    /// The default run: 3 rounds x 2 loads x 2 modes = 12 steps of 3 s, about 1.5 minutes.
+    pub fn new(base: DemoConfig) -> CostConfig {
+        CostConfig {
+            base,
+            rounds: 3,
+            fixed_rate_per_s: 3000.0,
+            saturation_rate_per_s: 12000.0,
+            duration_s: 3.0,
+            egress: demo::parse_egress("127.1.0.0/26").expect("literal"),
+            interval_ms: 10,
+        }
+    }
+
+    /// Sends per second the pool allows.
+    pub fn pool_capacity_per_s(&self) -> f64 {
+        (self.egress.len() * self.base.regions()) as f64 * 1000.0 / self.interval_ms.max(1) as f64
+    }
+
+    fn step(&self, rate_per_s: f64, metrics: bool) -> DemoConfig {
+        DemoConfig {
+            relay: RelayKind::BundleRelay,
+            rates_per_s: vec![rate_per_s],
+            duration_s: self.duration_s,
+            egress: self.egress.clone(),
+            interval_ms: self.interval_ms,
+            storm: false,
+            faults: Vec::new(),
+            metrics,
+            ..self.base.clone()
+        }
+    }
+
+    fn bundles_needed(&self) -> u64 {
+        (self.fixed_rate_per_s.max(self.saturation_rate_per_s) * self.duration_s).ceil() as u64
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.base.relay_exe.is_none() {
+            return Err("the metrics cost runs the relay in its own process: set relay_exe".into());
+        }
+        if self.rounds == 0 {
+            return Err("at least one round is needed".into());
+        }
+        if self.pool_capacity_per_s() < 2.0 * self.saturation_rate_per_s {
+            return Err(format!(
+                "the pool ({} addresses x {} regions at {} ms = {:.0} sends/s) must be at least \
+                 twice the saturation rate {:.0}/s, so the pool never sets the ceiling",
+                self.egress.len(),
+                self.base.regions(),
+                self.interval_ms,
+                self.pool_capacity_per_s(),
+                self.saturation_rate_per_s
+            ));
+        }
+        self.step(self.fixed_rate_per_s, true).validate()?;
+        self.step(self.saturation_rate_per_s, true).validate()
+    }
+}
+
+/// One round at one load: the step with metrics on and the step with metrics off.
+#[derive(Clone, Debug, Serialize)]
+pub struct Pair {
+    pub round: usize,
+    /// Metrics on ran first.
+    pub on_first: bool,
+    pub on: StepReport,
+    pub off: StepReport,
+}
+
+/// Every round at one offered rate.
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadRuns {
+    pub rate_per_s: f64,
+    pub pairs: Vec<Pair>,
+}
+
+impl LoadRuns {
+    fn steps(&self) -> impl Iterator<Item = &StepReport> {
+        self.pairs.iter().flat_map(|p| [&p.on, &p.off])
+    }
+}
+
+/// One line of the table.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub metric: String,
+    /// Median over rounds, metrics on.
+    pub on: String,
+    /// Median over rounds, metrics off.
+    pub off: String,
+    /// Median of the per-round on/off ratios.
+    pub ratio: Option<f64>,
+    pub per_round: Vec<Option<f64>>,
+    pub target: String,
+    pub met: Option<bool>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CostReport {
+    pub generated_bundles: u64,
+    pub cores: usize,
+    pub fixed: LoadRuns,
+    pub saturation: LoadRuns,
+    pub rows: Vec<Row>,
+    /// Who used the CPU at saturation, per mode.
+    pub notes: Vec<String>,
+}
+
+impl CostReport {
+    /// Broken accounting or early sends in any step (a missed target is not a failure).
+    pub fn failures(&self) -> Vec<String> {
+        self.fixed
+            .steps()
+            .chain(self.saturation.steps())
+            .flat_map(StepReport::failures)
+            .collect()
+    }
+}
+
+/// Runs every round of both loads on one set of generated bundles.
+pub fn run(cfg: &CostConfig) -> Result<CostReport, String> {
+    cfg.validate()?;
+    let load = demo::generate(&cfg.base, cfg.bundles_needed())?;
+    let mut fixed = LoadRuns {
+        rate_per_s: cfg.fixed_rate_per_s,
+        pairs: Vec::new(),
+    };
+    let mut saturation = LoadRuns {
+        rate_per_s: cfg.saturation_rate_per_s,
+        pairs: Vec::new(),
+    };
+    for round in 0..cfg.rounds {
+        let on_first = round % 2 == 0;
+        for runs in [&mut fixed, &mut saturation] {
+            let one = |metrics: bool| -> Result<StepReport, String> {
+                if cfg.base.progress {
+                    eprintln!(
+                        "bench-demo: --metrics-cost: round {} of {}, {:.0}/s, metrics {}",
+                        round + 1,
+                        cfg.rounds,
+                        runs.rate_per_s,
+                        if metrics { "on" } else { "off" }
+                    );
+                }
+                Ok(demo::run_with(&cfg.step(runs.rate_per_s, metrics), &load)?
+                    .steps
+                    .remove(0))
+            };
+            let (on, off) = if on_first {
+                let on = one(true)?;
+                (on, one(false)?)
+            } else {
+                let off = one(false)?;
+                (one(true)?, off)
+            };
+            runs.pairs.push(Pair {
+                round,
+                on_first,
+                on,
+                off,
+            });
+        }
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let notes = [(true, "metrics on"), (false, "metrics off")]
+        .into_iter()
+        .filter_map(|(on, label)| {
+            let s = median_step(&saturation, on)?;
+            Some(demo::cpu_note(&format!("bundle-relay, {label}"), s, cores))
+        })
+        .collect();
+    Ok(CostReport {
+        generated_bundles: load.bundles.len() as u64,
+        cores,
+        rows: rows(&fixed, &saturation),
+        notes,
+        fixed,
+        saturation,
+    })
+}
+
+/// The step whose throughput is the median of its mode's (the lower middle for an even count).
+fn median_step(runs: &LoadRuns, on: bool) -> Option<&StepReport> {
+    let mut steps: Vec<&StepReport> = runs
+        .pairs
+        .iter()
+        .map(|p| if on { &p.on } else { &p.off })
+        .collect();
+    steps.sort_by(|a, b| a.delivered_per_s.total_cmp(&b.delivered_per_s));
+    steps.get(steps.len().saturating_sub(1) / 2).copied()
+}
+
+/// A figure of a step, and how to print it.
+struct Figure {
+    name: &'static str,
+    value: fn(&StepReport) -> f64,
+    show: fn(f64) -> String,
+}
+
+const FIGURES: [Figure; 7] = [
+    Figure {
+        name: "throughput (delivered/s)",
+        value: |s| s.delivered_per_s,
+        show: |v| format!("{v:.0}/s"),
+    },
+    Figure {
+        name: "relay CPU per delivered bundle",
+        value: |s| s.cpu.relay_us_per_delivered,
+        show: |v| format!("{v:.1} µs"),
+    },
+    Figure {
+        name: "relay CPU (cores)",
+        value: |s| s.cpu.relay_cores,
+        show: |v| format!("{v:.2}"),
+    },
+    Figure {
+        name: "answer p50",
+        value: |s| s.load.latency.p50_us,
+        show: us,
+    },
+    Figure {
+        name: "answer p99",
+        value: |s| s.load.latency.p99_us,
+        show: us,
+    },
+    Figure {
+        name: "delivery p50",
+        value: |s| s.engine.latency.p50_us,
+        show: us,
+    },
+    Figure {
+        name: "delivery p99",
+        value: |s| s.engine.latency.p99_us,
+        show: us,
+    },
+];
+
+/// The table's rows from both loads' rounds: the pure part of the mode.
+pub fn rows(fixed: &LoadRuns, saturation: &LoadRuns) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for (runs, saturated) in [(fixed, false), (saturation, true)] {
+        let at = if saturated {
+            format!("at saturation ({:.0}/s offered)", runs.rate_per_s)
+        } else {
+            format!("at {:.0}/s", runs.rate_per_s)
+        };
+        for f in &FIGURES {
+            let on: Vec<f64> = runs.pairs.iter().map(|p| (f.value)(&p.on)).collect();
+            let off: Vec<f64> = runs.pairs.iter().map(|p| (f.value)(&p.off)).collect();
+            let per_round: Vec<Option<f64>> =
+                on.iter().zip(&off).map(|(&a, &b)| ratio(a, b)).collect();
+            let r = median(&per_round.iter().flatten().copied().collect::<Vec<_>>());
+            let (target, met) = match f.name {
+                "throughput (delivered/s)" if saturated => {
+                    let clean = runs.steps().all(|s| s.error_fraction < ERROR_SHARE_MAX);
+                    (
+                        format!("≥ {:.2}×, errors < 0.1%", 1.0 - COST_SHARE_MAX),
+                        Some(clean && r.is_some_and(|r| r >= 1.0 - COST_SHARE_MAX)),
+                    )
+                }
+                "relay CPU per delivered bundle" => (
+                    format!("≤ {:.2}×", 1.0 + COST_SHARE_MAX),
+                    r.map(|r| r <= 1.0 + COST_SHARE_MAX),
+                ),
+                _ => (String::new(), None),
+            };
+            rows.push(Row {
+                metric: format!("{} {at}", f.name),
+                on: median(&on).map_or("—".into(), f.show),
+                off: median(&off).map_or("—".into(), f.show),
+                ratio: r,
+                per_round,
+                target,
+                met,
+            });
+        }
+        let worst = |pick: fn(&Pair) -> &StepReport| {
+            runs.pairs
+                .iter()
+                .map(|p| pick(p).error_fraction)
+                .fold(0.0, f64::max)
+        };
+        rows.push(Row {
+            metric: format!("errors (worst round) {at}"),
+            on: format!("{:.3}%", 100.0 * worst(|p| &p.on)),
+            off: format!("{:.3}%", 100.0 * worst(|p| &p.off)),
+            ratio: None,
+            per_round: Vec::new(),
+            target: String::new(),
+            met: None,
+        });
+    }
+    rows
+}
+
+/// The table as text, then the CPU notes and each step's line.
+pub fn render(report: &CostReport) -> String {
+    let headers = [
+        "",
+        "metrics on",
+        "metrics off",
+        "on/off",
+        "rounds on/off",
+        "target",
+        "met",
+    ];
+    let cells: Vec<Vec<String>> = report
+        .rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.metric.clone(),
+                r.on.clone(),
+                r.off.clone(),
+                times(r.ratio),
+                r.per_round
+                    .iter()
+                    .map(|&x| times(x))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                r.target.clone(),
+                crate::compare::verdict(r.met),
+            ]
+        })
+        .collect();
+    let mut o = table::render(&headers, &cells);
+    let _ = writeln!(o);
+    for n in &report.notes {
+        let _ = writeln!(o, "{n}");
+    }
+    for runs in [&report.fixed, &report.saturation] {
+        let _ = writeln!(o, "\n{:.0}/s offered, in run order:", runs.rate_per_s);
+        for p in &runs.pairs {
+            let order = if p.on_first {
+                [("on", &p.on), ("off", &p.off)]
+            } else {
+                [("off", &p.off), ("on", &p.on)]
+            };
+            for (mode, s) in order {
+                let _ = writeln!(
+                    o,
+                    "  round {} metrics {mode:<3}: {:>6.0}/s sent, {:>6.0}/s delivered, errors {:.3}%, answer p99 {}, relay CPU {:.1} µs/bundle ({:.2} cores)",
+                    p.round + 1,
+                    s.load.achieved_rate_per_s,
+                    s.delivered_per_s,
+                    s.error_fraction * 100.0,
+                    us(s.load.latency.p99_us),
+                    s.cpu.relay_us_per_delivered,
+                    s.cpu.relay_cores
+                );
+            }
+        }
+    }
+    o
+}
+
+pub fn write_json(report: &CostReport, path: &std::path::Path) -> Result<(), String> {
+    let json = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+    std::fs::write(path, json + "\n").map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demo::test_steps::step;
+
+    /// Rounds where metrics on delivers `on_share` of metrics off's throughput at saturation
+    /// and costs `cpu_share` of its CPU per bundle.
+    fn runs(rate: f64, on_share: &[f64], cpu_share: &[f64]) -> LoadRuns {
+        LoadRuns {
+            rate_per_s: rate,
+            pairs: on_share
+                .iter()
+                .zip(cpu_share)
+                .enumerate()
+                .map(|(round, (&t, &c))| {
+                    let mut on = step(RelayKind::BundleRelay, rate, 0, 500.0, 100.0 * c);
+                    on.delivered_per_s = 8000.0 * t;
+                    let mut off = step(RelayKind::BundleRelay, rate, 0, 500.0, 100.0);
+                    off.delivered_per_s = 8000.0;
+                    Pair {
+                        round,
+                        on_first: round % 2 == 0,
+                        on,
+                        off,
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    fn row<'a>(rows: &'a [Row], start: &str) -> &'a Row {
+        rows.iter()
+            .find(|r| r.metric.starts_with(start))
+            .unwrap_or_else(|| panic!("no row {start}"))
+    }
+
+    #[test]
+    fn two_percent_less_throughput_and_two_percent_more_cpu_meet_the_three_percent_target() {
+        let rows = rows(
+            &runs(3000.0, &[1.0; 3], &[1.02; 3]),
+            &runs(12000.0, &[0.98; 3], &[1.02; 3]),
+        );
+        let t = row(&rows, "throughput (delivered/s) at saturation");
+        assert_eq!(t.met, Some(true));
+        assert!((t.ratio.unwrap() - 0.98).abs() < 1e-9);
+        assert_eq!((t.on.as_str(), t.off.as_str()), ("7840/s", "8000/s"));
+        assert_eq!(
+            row(&rows, "relay CPU per delivered bundle at saturation").met,
+            Some(true)
+        );
+        assert_eq!(
+            row(&rows, "relay CPU per delivered bundle at 3000/s").met,
+            Some(true)
+        );
+        assert_eq!(
+            row(&rows, "throughput (delivered/s) at 3000/s").met,
+            None,
+            "a fixed rate's throughput is the offered rate: no target"
+        );
+    }
+
+    #[test]
+    fn five_percent_less_throughput_or_more_cpu_is_not_met() {
+        let rows = rows(
+            &runs(3000.0, &[1.0; 3], &[1.05; 3]),
+            &runs(12000.0, &[0.95; 3], &[1.0; 3]),
+        );
+        assert_eq!(
+            row(&rows, "throughput (delivered/s) at saturation").met,
+            Some(false)
+        );
+        assert_eq!(
+            row(&rows, "relay CPU per delivered bundle at 3000/s").met,
+            Some(false)
+        );
+        let text = render(&CostReport {
+            generated_bundles: 0,
+            cores: 2,
+            rows,
+            notes: Vec::new(),
+            fixed: runs(3000.0, &[1.0], &[1.0]),
+            saturation: runs(12000.0, &[1.0], &[1.0]),
+        });
+        assert_eq!(text.matches("NOT MET").count(), 2, "{text}");
+    }
+
+    #[test]
+    fn the_ratio_is_the_median_of_the_rounds_so_one_noisy_round_does_not_decide_it() {
+        let rows = rows(
+            &runs(3000.0, &[1.0; 3], &[1.0, 1.40, 0.99]),
+            &runs(12000.0, &[0.99, 0.70, 1.0], &[1.0; 3]),
+        );
+        let t = row(&rows, "throughput (delivered/s) at saturation");
+        assert!((t.ratio.unwrap() - 0.99).abs() < 1e-9, "{t:?}");
+        assert_eq!(t.per_round.len(), 3);
+        assert_eq!(t.met, Some(true));
+        let c = row(&rows, "relay CPU per delivered bundle at 3000/s");
+        assert!((c.ratio.unwrap() - 1.0).abs() < 1e-9, "{c:?}");
+    }
+
+    #[test]
+    fn throughput_with_errors_over_a_tenth_of_a_percent_does_not_count() {
+        let mut sat = runs(12000.0, &[1.0; 3], &[1.0; 3]);
+        sat.pairs[1].on.error_fraction = 0.002;
+        let rows = rows(&runs(3000.0, &[1.0; 3], &[1.0; 3]), &sat);
+        assert_eq!(
+            row(&rows, "throughput (delivered/s) at saturation").met,
+            Some(false)
+        );
+        assert_eq!(
+            row(&rows, "errors (worst round) at saturation").on,
+            "0.200%"
+        );
+    }
+
+    #[test]
+    fn the_pool_must_not_be_what_saturates() {
+        let mut cfg = CostConfig::new(DemoConfig {
+            relay_exe: Some("bench-demo".into()),
+            ..DemoConfig::default()
+        });
+        cfg.egress = demo::parse_egress("127.1.0.0/30").unwrap();
+        let e = cfg.validate().unwrap_err();
+        assert!(
+            e.contains("must be at least twice the saturation rate"),
+            "{e}"
+        );
+    }
+}
