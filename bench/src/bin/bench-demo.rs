@@ -110,13 +110,13 @@ struct Args {
     #[arg(long)]
     metrics_cost: bool,
     /// --metrics-cost: rounds of (on, off) pairs per load.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 5)]
     cost_rounds: usize,
     /// --metrics-cost: the fixed rate both modes sustain.
     #[arg(long, default_value_t = 3000.0)]
     cost_rate: f64,
-    /// --metrics-cost: the saturating rate.
-    #[arg(long, default_value_t = 12000.0)]
+    /// --metrics-cost: a rate near saturation that both modes should still sustain cleanly.
+    #[arg(long, default_value_t = 10000.0)]
     cost_saturation_rate: f64,
     /// --metrics-cost: seconds per step.
     #[arg(long, default_value_t = 3.0)]
