@@ -73,6 +73,10 @@ enum Command {
         /// allowed), e.g. 127.1.0.0/26.
         #[arg(long, value_delimiter = ',')]
         egress: Option<Vec<String>>,
+        /// Record no metrics (as `[admin] metrics = false`): no histograms and no per-region,
+        /// per-method or upstream series; /metrics serves the accounting counters only.
+        #[arg(long)]
+        no_metrics: bool,
     },
     /// Percentiles and plots from HdrHistogram interval logs (the relay's or bench-load's).
     Hist(bundle_relay::metrics::hist::HistArgs),
@@ -101,6 +105,7 @@ fn main() {
             resolve,
             ca_file,
             egress,
+            no_metrics,
         } => {
             let mut overrides = Overrides {
                 ca_file,
@@ -122,6 +127,7 @@ fn main() {
                 check,
                 drain_ms,
                 hlog_dir.map(|d| (d, hlog_interval_s)),
+                no_metrics,
             ))
         }
         Command::Hist(args) => {
@@ -160,6 +166,7 @@ fn run(
     check: bool,
     drain_ms: u64,
     hlog: Option<(PathBuf, u64)>,
+    no_metrics: bool,
 ) -> i32 {
     let cfg = match path {
         Some(p) => Config::load_overridden(p, Resolve::Now, overrides),
@@ -189,7 +196,10 @@ fn run(
         println!("warning: {w}");
     }
     let spec = match Spec::from_config(&cfg) {
-        Ok(s) => s,
+        Ok(s) => Spec {
+            metrics: s.metrics && !no_metrics,
+            ..s
+        },
         Err(e) => {
             eprintln!("bundle-relay: {e}");
             return 2;
@@ -205,6 +215,13 @@ fn run(
             "region {}: {}:{} -> {:?} ({how}, {} ms per pair)",
             r.name, r.host, r.port, r.addrs, r.interval_ms
         );
+    }
+    if !spec.metrics && hlog.is_some() {
+        eprintln!(
+            "bundle-relay: --hlog-dir writes the metrics' histograms, which are off \
+             (--no-metrics or [admin] metrics = false)"
+        );
+        return 2;
     }
     match probe::check(&cfg) {
         Ok(report) => println!("{report}"),
@@ -263,6 +280,9 @@ fn run(
     }
     let metrics = relay.metrics();
     metrics.set_config_generation(1);
+    if !metrics.enabled() {
+        println!("metrics: off; /metrics serves the accounting counters only");
+    }
     let admin = match cfg.admin {
         Some(addr) => match Admin::start(addr, metrics.clone(), relay.pairs_fn()) {
             Ok(a) => {

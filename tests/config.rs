@@ -206,6 +206,27 @@ fn off_turns_a_listener_off() {
 }
 
 #[test]
+fn admin_metrics_is_on_by_default_and_false_turns_it_off_in_the_config_and_the_spec() {
+    let on = parse(&format!("{REGION}{EGRESS}")).unwrap();
+    assert!(on.metrics);
+    assert!(Config::embedded_default().metrics);
+    assert!(bundle_relay::relay::Spec::from_config(&on).unwrap().metrics);
+    let off = parse(&format!("[admin]\nmetrics = false\n{REGION}{EGRESS}")).unwrap();
+    assert!(!off.metrics);
+    assert_eq!(off.admin, Some("127.0.0.1:9464".parse().unwrap()));
+    assert!(
+        !bundle_relay::relay::Spec::from_config(&off)
+            .unwrap()
+            .metrics
+    );
+    let e = refused(&format!("[admin]\nmetrics = \"no\"\n{REGION}{EGRESS}"));
+    assert!(
+        e.contains("admin.metrics: invalid type: string \"no\", expected a boolean"),
+        "{e}"
+    );
+}
+
+#[test]
 fn fewer_sources_than_threads_loads_with_a_warning() {
     let c = parse(&format!("threads = 8\n{REGION}{EGRESS}")).unwrap();
     assert_eq!(c.warnings.len(), 1);

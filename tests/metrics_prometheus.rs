@@ -228,3 +228,110 @@ fn histograms_text_has_a_percentile_table_per_histogram() {
     m.dump_percentiles(&mut dumped).unwrap();
     assert_eq!(String::from_utf8(dumped).unwrap(), text);
 }
+
+/// Every recording call of [`recorded`], made on a registry with metrics off.
+fn recorded_with_metrics_off() -> Metrics {
+    let m = Metrics::with_switch(&regions(), 2, false);
+    for t in [m.thread(0), m.thread(1)] {
+        assert!(!t.enabled());
+        t.request(Method::SendBundle, ReqOutcome::Ok);
+        t.admitted(0);
+        t.delivered(0);
+        t.rejected(1);
+        t.expired(1);
+        t.failed(2);
+        t.set_in_flight(0, 1);
+        t.upstream_status(1, Code::RESOURCE_EXHAUSTED);
+        t.upstream_transport_error(2);
+        t.cooldown_started(1);
+        t.set_cooldowns_active(1, 4);
+        t.set_conn_states(0, [1, 0, 6, 0]);
+        t.reconnect(0);
+        t.set_arena(1000, 3);
+        t.set_intake_connections(2);
+        t.intake_refused();
+        t.record_overhead_ns(5_000);
+        t.record_delivery_ns(5_000);
+        t.record_limiter_wait_ns(5_000);
+        t.record_upstream_rtt_ns(1, 30_000_000);
+    }
+    m
+}
+
+#[test]
+fn with_metrics_off_every_recording_call_leaves_the_registry_empty() {
+    let m = recorded_with_metrics_off();
+    assert!(!m.enabled());
+    let s = m.snapshot();
+    assert_eq!(
+        s,
+        bundle_relay::metrics::Snapshot {
+            regions: vec![Default::default(); 3],
+            ..Default::default()
+        }
+    );
+    for id in m.hist_ids() {
+        assert_eq!(m.histogram(id).len(), 0, "{id:?}");
+        assert_eq!(m.histogram_sum_ns(id), 0, "{id:?}");
+    }
+    // Without the relay's accounting to read, there is nothing to check.
+    assert!(m.accounting().is_empty());
+}
+
+#[test]
+fn with_metrics_off_the_exposition_says_so_and_serves_the_relay_accounting_unlabelled() {
+    let m = recorded_with_metrics_off();
+    m.set_config_generation(2);
+    m.set_totals_source(Box::new(|| bundle_relay::relay::Totals {
+        requests: 12,
+        admitted: 10,
+        delivered: 7,
+        rejected: 1,
+        expired: 1,
+        in_flight: 1,
+        refused_cap: 2,
+        ..Default::default()
+    }));
+    let mut text = String::new();
+    m.render_prometheus(&mut text);
+    let e = metrics_support::check(&text).unwrap_or_else(|err| panic!("{err}\n{text}"));
+    assert!(text.contains("# metrics are disabled"), "{text}");
+    assert_eq!(e.value("bundle_relay_metrics_enabled", &[]), Some(0.0));
+    for (name, v) in [
+        ("bundle_relay_requests_total", 12.0),
+        ("bundle_relay_requests_refused_cap_total", 2.0),
+        ("bundle_relay_bundles_admitted_total", 10.0),
+        ("bundle_relay_bundles_delivered_total", 7.0),
+        ("bundle_relay_bundles_rejected_total", 1.0),
+        ("bundle_relay_bundles_expired_total", 1.0),
+        ("bundle_relay_bundles_failed_total", 0.0),
+        ("bundle_relay_bundles_in_flight", 1.0),
+        ("bundle_relay_config_generation", 2.0),
+    ] {
+        assert_eq!(e.value(name, &[]), Some(v), "{name}\n{text}");
+    }
+    assert!(
+        e.samples.iter().all(|s| s.labels.is_empty()),
+        "no per-region, per-method or histogram series: {text}"
+    );
+    assert_eq!(
+        m.accounting(),
+        vec![bundle_relay::metrics::Accounting {
+            region: "all".into(),
+            admitted: 10,
+            settled_or_held: 10,
+        }]
+    );
+    let mut h = String::new();
+    m.render_histograms(&mut h);
+    assert!(h.starts_with("# metrics are disabled"), "{h}");
+}
+
+#[test]
+fn with_metrics_on_the_exposition_says_so_too() {
+    let mut text = String::new();
+    recorded().render_prometheus(&mut text);
+    let e = metrics_support::check(&text).unwrap();
+    assert_eq!(e.value("bundle_relay_metrics_enabled", &[]), Some(1.0));
+    assert!(!text.contains("metrics are disabled"));
+}

@@ -20,6 +20,7 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use crate::demo::{self, DemoConfig, DemoReport, RelayKind, StepReport};
+use crate::table::{self, ratio, us};
 
 /// Issue 5's targets, as bundle-relay / baseline ratios.
 pub const THROUGHPUT_RATIO_MIN: f64 = 3.0;
@@ -30,9 +31,6 @@ pub const CPU_PER_BUNDLE_RATIO_MAX: f64 = 0.25;
 pub const STORM_RSS_GROWTH_MAX: f64 = 0.10;
 /// The storm step's engine fault: every source cools 30 s, half a second in.
 pub const STORM_FAULT: &str = "storm@500ms:fraction=1.0,retry_ms=30000";
-/// A process set whose CPU reaches this share of the machine's cores had no CPU to spare: the
-/// highest rate was bound by the CPU of all three processes together.
-const SATURATED_SHARE: f64 = 0.85;
 
 /// What `--compare` runs. The relay-independent parts of `base` (egress, connections, mixes,
 /// seed, relay threads, in-flight cap, relay executable, progress) apply to every step.
@@ -241,18 +239,6 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
     })
 }
 
-fn ratio(a: f64, b: f64) -> Option<f64> {
-    (a.is_finite() && b.is_finite() && b > 0.0).then(|| a / b)
-}
-
-fn us(v: f64) -> String {
-    if v >= 10_000.0 {
-        format!("{:.1} ms", v / 1000.0)
-    } else {
-        format!("{v:.0} µs")
-    }
-}
-
 fn mib(kb: u64) -> String {
     format!("{:.1} MiB", kb as f64 / 1024.0)
 }
@@ -412,89 +398,35 @@ pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<Row> {
     rows
 }
 
-/// At the sweep's highest rate: each process's CPU in cores and whether the machine had any to
-/// spare, so a reader knows when the bench tools, not the relay, set the ceiling.
+/// At the sweep's highest rate: each process's CPU and whether the machine had any to spare
+/// ([`demo::cpu_note`]).
 fn bottleneck_note(r: &RelayRuns, cores: usize) -> Option<String> {
     let s = r
         .sweep
         .steps
         .iter()
         .max_by(|a, b| a.rate_per_s.total_cmp(&b.rate_per_s))?;
-    let c = &s.cpu;
-    let total = c.relay_cores + c.engine_cores + c.load_cores;
-    let mut note = format!(
-        "{} at {:.0}/s offered ({:.0}/s sent): relay {:.2} cores, engine {:.2}, load {:.2}; {:.2} of {cores} cores busy",
-        r.relay,
-        s.rate_per_s,
-        s.load.achieved_rate_per_s,
-        c.relay_cores,
-        c.engine_cores,
-        c.load_cores,
-        total
-    );
-    if total >= SATURATED_SHARE * cores as f64 && c.relay_cores < 0.5 * total {
-        let _ = write!(
-            note,
-            " — the machine was saturated and the relay used {:.0}% of it: the bench tools (engine + load), not the relay, bound this rate",
-            100.0 * c.relay_cores / total
-        );
-    } else if total >= SATURATED_SHARE * cores as f64 {
-        let _ = write!(
-            note,
-            " — the machine was saturated, the relay the largest user"
-        );
-    }
-    Some(note)
+    Some(demo::cpu_note(&r.relay.to_string(), s, cores))
 }
 
 /// The table as text.
 pub fn render(report: &CompareReport) -> String {
-    let mut o = String::new();
     let headers = ["", "bundle-relay", "baseline", "ratio", "target", "met"];
-    let cells: Vec<[String; 6]> = report
+    let cells: Vec<Vec<String>> = report
         .rows
         .iter()
         .map(|r| {
-            [
+            vec![
                 r.metric.clone(),
                 r.bundle_relay.clone(),
                 r.baseline.clone(),
-                r.ratio.map_or("—".into(), |x| format!("{x:.2}×")),
+                table::times(r.ratio),
                 r.target.clone(),
-                match r.met {
-                    Some(true) => "met".into(),
-                    Some(false) => "NOT MET".into(),
-                    None => String::new(),
-                },
+                verdict(r.met),
             ]
         })
         .collect();
-    let mut widths = headers.map(|h| h.chars().count());
-    for row in &cells {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |o: &mut String, row: &[String]| {
-        let _ = write!(o, "|");
-        for (w, c) in widths.iter().zip(row) {
-            let pad = w - c.chars().count();
-            let _ = write!(o, " {c}{} |", " ".repeat(pad));
-        }
-        let _ = writeln!(o);
-    };
-    line(&mut o, &headers.map(String::from));
-    let _ = writeln!(
-        o,
-        "|{}",
-        widths
-            .iter()
-            .map(|w| format!("{}|", "-".repeat(w + 2)))
-            .collect::<String>()
-    );
-    for row in &cells {
-        line(&mut o, row);
-    }
+    let mut o = table::render(&headers, &cells);
     let _ = writeln!(o);
     for n in &report.bottleneck_notes {
         let _ = writeln!(o, "{n}");
@@ -517,6 +449,15 @@ pub fn render(report: &CompareReport) -> String {
     o
 }
 
+/// A target's verdict cell.
+pub fn verdict(met: Option<bool>) -> String {
+    match met {
+        Some(true) => "met".into(),
+        Some(false) => "NOT MET".into(),
+        None => String::new(),
+    }
+}
+
 pub fn write_json(report: &CompareReport, path: &std::path::Path) -> Result<(), String> {
     let json = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
     std::fs::write(path, json + "\n").map_err(|e| format!("writing {}: {e}", path.display()))
@@ -525,74 +466,7 @@ pub fn write_json(report: &CompareReport, path: &std::path::Path) -> Result<(), 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::demo::{CpuFigures, RelayMemory, RelayStats};
-    use crate::engine::EngineStats;
-    use crate::load::{Counts, LatencySummary, LoadSummary};
-
-    fn lat(p50: f64, p99: f64) -> LatencySummary {
-        LatencySummary {
-            count: 1000,
-            p50_us: p50,
-            p90_us: p50,
-            p99_us: p99,
-            p999_us: p99 * 2.0,
-            p9999_us: p99 * 2.0,
-            max_us: p99 * 3.0,
-            mean_us: p50,
-        }
-    }
-
-    /// A step at `rate` with `errors`, answer p99 `p99_us`, relay CPU `cpu_us` per bundle.
-    fn step(relay: RelayKind, rate: f64, errors: u64, p99_us: f64, cpu_us: f64) -> StepReport {
-        let scheduled = (rate * 3.0) as u64;
-        StepReport {
-            rate_per_s: rate,
-            duration_s: 3.0,
-            relay,
-            egress_addresses: 256,
-            pairs: 2048,
-            interval_ms: 10,
-            in_flight_max: 4096,
-            fds_needed: 0,
-            faults: Vec::new(),
-            answered_ok: scheduled - errors,
-            errors,
-            undelivered: 0,
-            error_fraction: errors as f64 / scheduled as f64,
-            delivered_per_s: rate,
-            load: LoadSummary {
-                targets: Vec::new(),
-                rate_per_s_requested: rate,
-                connections: 16,
-                pipeline_depth: 1,
-                threads: 1,
-                scheduled,
-                counts: Counts::default(),
-                unsent: 0,
-                elapsed_s: 3.0,
-                achieved_rate_per_s: rate,
-                by_status: Default::default(),
-                by_rpc_error: Default::default(),
-                result_ids_matching: scheduled - errors,
-                result_ids_differing: 0,
-                latency: lat(p99_us / 10.0, p99_us),
-            },
-            relay_stats: RelayStats::default(),
-            accounting_holds: true,
-            engine: EngineStats::default(),
-            storm_told: 0,
-            cpu: CpuFigures {
-                relay_us_per_delivered: cpu_us,
-                ..CpuFigures::default()
-            },
-            memory: Some(RelayMemory {
-                pid: 1,
-                rss_kb_at_load_start: 10_000,
-                rss_kb_max: 10_500,
-                hwm_kb: 11_000,
-            }),
-        }
-    }
+    use crate::demo::test_steps::step;
 
     /// `top` is the highest sweep rate with no errors; the sweep goes to 8,000/s.
     fn runs(relay: RelayKind, top: f64, p99_us: f64, cpu_us: f64) -> RelayRuns {

@@ -236,6 +236,7 @@ impl RunningRelay {
                 );
                 spec.threads = setup.threads.max(1);
                 spec.arena_slots = setup.in_flight_max;
+                spec.metrics = setup.metrics;
                 Relay::start(spec)
                     .map(RunningRelay::BundleRelay)
                     .map_err(|e| format!("bundle-relay: {e}"))
@@ -311,6 +312,13 @@ pub struct RelaySetup {
     /// bundle-relay's reactor threads; the baseline's runtime worker threads.
     pub threads: usize,
     pub in_flight_max: u32,
+    /// bundle-relay records metrics (`Spec::metrics`); the baseline ignores it.
+    #[serde(default = "metrics_on")]
+    pub metrics: bool,
+}
+
+fn metrics_on() -> bool {
+    true
 }
 
 /// The demo's configuration; `Default` is the no-argument run.
@@ -346,6 +354,8 @@ pub struct DemoConfig {
     /// This many of the egress addresses leave through SOCKS5 proxies (run in this process,
     /// each bound to one of those addresses) rather than from the relay directly.
     pub socks5: usize,
+    /// bundle-relay records metrics (the default); off, its request path skips them.
+    pub metrics: bool,
 }
 
 impl Default for DemoConfig {
@@ -369,6 +379,7 @@ impl Default for DemoConfig {
             relay_exe: None,
             tls: false,
             socks5: 0,
+            metrics: true,
         }
     }
 }
@@ -1297,6 +1308,7 @@ fn run_step(cfg: &DemoConfig, rate: f64, all: &[GeneratedBundle]) -> Result<Step
         interval_ms: cfg.interval_ms,
         threads: cfg.relay_threads,
         in_flight_max: cfg.in_flight_max,
+        metrics: cfg.metrics,
     };
     let stop_engine = |engine: EngineThread| {
         drop(engine.handle);
@@ -1519,6 +1531,39 @@ fn run_step(cfg: &DemoConfig, rate: f64, all: &[GeneratedBundle]) -> Result<Step
     })
 }
 
+/// A process set whose CPU reaches this share of the machine's cores had no CPU to spare: the
+/// step's rate was bound by the CPU of all three processes together.
+const SATURATED_SHARE: f64 = 0.85;
+
+/// Each process's CPU over a step in cores and whether the machine had any to spare, so a
+/// reader knows when the bench tools, not the relay, set the ceiling; `label` names the run.
+pub fn cpu_note(label: &str, s: &StepReport, cores: usize) -> String {
+    let c = &s.cpu;
+    let total = c.relay_cores + c.engine_cores + c.load_cores;
+    let mut note = format!(
+        "{label} at {:.0}/s offered ({:.0}/s sent): relay {:.2} cores, engine {:.2}, load {:.2}; {:.2} of {cores} cores busy",
+        s.rate_per_s,
+        s.load.achieved_rate_per_s,
+        c.relay_cores,
+        c.engine_cores,
+        c.load_cores,
+        total
+    );
+    if total >= SATURATED_SHARE * cores as f64 && c.relay_cores < 0.5 * total {
+        let _ = write!(
+            note,
+            " — the machine was saturated and the relay used {:.0}% of it: the bench tools (engine + load), not the relay, bound this rate",
+            100.0 * c.relay_cores / total
+        );
+    } else if total >= SATURATED_SHARE * cores as f64 {
+        let _ = write!(
+            note,
+            " — the machine was saturated, the relay the largest user"
+        );
+    }
+    note
+}
+
 /// utime + stime of a whole process (its exited threads included), in clock ticks.
 fn pid_ticks(pid: u32) -> u64 {
     read_stat(std::path::Path::new(&format!("/proc/{pid}/stat"))).map_or(0, |(_, t)| t)
@@ -1529,11 +1574,7 @@ fn mib(kb: u64) -> String {
 }
 
 fn fmt_us(us: f64) -> String {
-    if us >= 10_000.0 {
-        format!("{:.1} ms", us / 1000.0)
-    } else {
-        format!("{us:.0} µs")
-    }
+    crate::table::us(us)
 }
 
 /// The plain-text report.
@@ -1729,6 +1770,85 @@ pub fn parse_egress(s: &str) -> Result<Vec<IpAddr>, String> {
 pub fn write_json(report: &DemoReport, path: &std::path::Path) -> Result<(), String> {
     let json = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
     std::fs::write(path, json + "\n").map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+/// Step reports for the report builders' tests.
+#[cfg(test)]
+pub(crate) mod test_steps {
+    use super::{CpuFigures, RelayKind, RelayMemory, RelayStats, StepReport};
+    use crate::engine::EngineStats;
+    use crate::load::{Counts, LatencySummary, LoadSummary};
+
+    fn lat(p50: f64, p99: f64) -> LatencySummary {
+        LatencySummary {
+            count: 1000,
+            p50_us: p50,
+            p90_us: p50,
+            p99_us: p99,
+            p999_us: p99 * 2.0,
+            p9999_us: p99 * 2.0,
+            max_us: p99 * 3.0,
+            mean_us: p50,
+        }
+    }
+
+    /// A step at `rate` with `errors`, answer p99 `p99_us`, relay CPU `cpu_us` per bundle.
+    pub(crate) fn step(
+        relay: RelayKind,
+        rate: f64,
+        errors: u64,
+        p99_us: f64,
+        cpu_us: f64,
+    ) -> StepReport {
+        let scheduled = (rate * 3.0) as u64;
+        StepReport {
+            rate_per_s: rate,
+            duration_s: 3.0,
+            relay,
+            egress_addresses: 256,
+            pairs: 2048,
+            interval_ms: 10,
+            in_flight_max: 4096,
+            fds_needed: 0,
+            faults: Vec::new(),
+            answered_ok: scheduled - errors,
+            errors,
+            undelivered: 0,
+            error_fraction: errors as f64 / scheduled as f64,
+            delivered_per_s: rate,
+            load: LoadSummary {
+                targets: Vec::new(),
+                rate_per_s_requested: rate,
+                connections: 16,
+                pipeline_depth: 1,
+                threads: 1,
+                scheduled,
+                counts: Counts::default(),
+                unsent: 0,
+                elapsed_s: 3.0,
+                achieved_rate_per_s: rate,
+                by_status: Default::default(),
+                by_rpc_error: Default::default(),
+                result_ids_matching: scheduled - errors,
+                result_ids_differing: 0,
+                latency: lat(p99_us / 10.0, p99_us),
+            },
+            relay_stats: RelayStats::default(),
+            accounting_holds: true,
+            engine: EngineStats::default(),
+            storm_told: 0,
+            cpu: CpuFigures {
+                relay_us_per_delivered: cpu_us,
+                ..CpuFigures::default()
+            },
+            memory: Some(RelayMemory {
+                pid: 1,
+                rss_kb_at_load_start: 10_000,
+                rss_kb_max: 10_500,
+                hwm_kb: 11_000,
+            }),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@ pub mod searcher_grpc {
     include!(concat!(env!("OUT_DIR"), "/searcher.rs"));
 }
 
-pub mod ab;
 pub mod baseline;
 pub mod compare;
 pub mod demo;
@@ -16,5 +15,7 @@ pub mod load;
 pub mod null;
 pub mod sentlog;
 pub mod socks5;
+pub mod switch_cost;
+pub mod table;
 pub mod tag;
 pub mod txgen;

@@ -165,6 +165,7 @@ fn a_relay_process_reports_its_addresses_answers_stats_and_exits_cleanly_when_st
         in_flight_max: 64,
         socks5: Vec::new(),
         tls_ca_pem: None,
+        metrics: true,
     };
     let mut child = Command::new(env!("CARGO_BIN_EXE_bench-demo"))
         .args([demo::SERVE_RELAY_ARG, "bundle-relay", "--spec"])
@@ -268,29 +269,31 @@ fn tls_and_socks5_are_refused_for_the_baseline_and_socks5_must_leave_direct_sour
 }
 
 #[test]
-fn an_ab_run_alternates_plaintext_and_tls_and_tables_every_measure() {
-    use bundle_relay_bench::ab::{self, AbConfig};
-    let cfg = AbConfig {
-        rate_per_s: 200.0,
-        duration_s: 1.0,
+fn the_tls_cost_run_alternates_plaintext_and_tls_and_reports_the_difference() {
+    use bundle_relay_bench::switch_cost::{self, CostConfig, Switch};
+    let cfg = CostConfig {
         rounds: 1,
-        ..AbConfig::tls_cost(DemoConfig {
-            egress: demo::parse_egress("127.1.71.0/29").unwrap(),
-            ..tiny(vec![200.0])
-        })
+        fixed_rate_per_s: 200.0,
+        saturation_rate_per_s: 400.0,
+        duration_s: 1.0,
+        egress: demo::parse_egress("127.1.71.0/29").unwrap(),
+        ..CostConfig::new(
+            DemoConfig {
+                relay_exe: Some(env!("CARGO_BIN_EXE_bench-demo").into()),
+                ..tiny(vec![200.0])
+            },
+            Switch::Tls,
+        )
     };
-    let report = ab::run(&cfg).expect("both variants run");
-    assert_eq!((report.a.len(), report.b.len()), (1, 1));
+    let report = switch_cost::run(&cfg).expect("both modes run");
     assert!(report.failures().is_empty(), "{:?}", report.failures());
-    assert_eq!(report.a[0].relay_stats.delivered, 200);
-    assert_eq!(report.b[0].relay_stats.delivered, 200);
-    let text = ab::render(&report);
-    for row in [
-        "relay CPU per delivered bundle",
-        "answer latency p99",
-        "delivery latency p99",
-    ] {
-        assert!(text.contains(row), "{text}");
+    for runs in [&report.fixed, &report.saturation] {
+        let p = &runs.pairs[0];
+        assert_eq!(p.on.relay_stats.delivered, p.on.load.scheduled);
+        assert_eq!(p.off.relay_stats.delivered, p.off.load.scheduled);
     }
-    assert!(text.contains("TLS 1.3/plaintext h2"), "{text}");
+    let text = switch_cost::render(&report);
+    assert!(text.contains("TLS/plaintext"), "{text}");
+    assert!(text.contains("relay CPU per delivered bundle"), "{text}");
+    assert!(text.contains("TLS costs"), "{text}");
 }

@@ -1,6 +1,7 @@
 //! The relay's metrics as an operator scrapes them, during and after real load through
 //! bench-engine: the accounting identity holds in /metrics, the histogram counts match the
-//! requests, and /debug/pairs shows every pair.
+//! requests, and /debug/pairs shows every pair; with metrics off (`Spec::metrics`), /metrics
+//! says so and serves the accounting counters while nothing is recorded.
 
 mod relay_support;
 
@@ -9,6 +10,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use bundle_relay::admin::Admin;
+use bundle_relay::metrics::Metrics;
 use bundle_relay::relay::Relay;
 use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
 use relay_support::{bundles, run_load, spec, wait_for};
@@ -93,6 +95,91 @@ async fn scraped_counters_add_up_and_histograms_count_every_request() {
     assert!(pairs.contains("region 0: ready"), "{pairs}");
     let h = get(addr, "/debug/histograms");
     assert!(h.contains("Percentile"), "{h}");
+
+    admin.shutdown();
+    relay.shutdown(Duration::from_millis(200));
+    engine.shutdown().await;
+}
+
+/// Every histogram's recorded count and every per-thread counter's sum: all zero when nothing
+/// was recorded.
+fn recorded(m: &Metrics) -> (u64, u64) {
+    let hist: u64 = m
+        .hist_ids()
+        .into_iter()
+        .map(|id| m.histogram(id).len())
+        .sum();
+    let s = m.snapshot();
+    let counters: u64 = s.requests.iter().flatten().sum::<u64>()
+        + s.intake_connections
+        + s.arena_capacity
+        + s.regions
+            .iter()
+            .map(|r| {
+                r.admitted
+                    + r.delivered
+                    + r.upstream.iter().sum::<u64>()
+                    + r.conns.iter().sum::<u64>()
+                    + r.reconnects
+            })
+            .sum::<u64>();
+    (hist, counters)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_metrics_off_the_scrape_serves_the_accounting_and_nothing_is_recorded() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
+    ec.interval_ms = 10;
+    let engine = Engine::start(ec).await.unwrap();
+    let mut spec = spec(&engine.region_addrs(), "127.1.79.0/29", 10);
+    spec.metrics = false;
+    let relay = Relay::start(spec).unwrap();
+    let admin = Admin::start(
+        "127.0.0.1:0".parse().unwrap(),
+        relay.metrics(),
+        relay.pairs_fn(),
+    )
+    .unwrap();
+    let addr = admin.local_addr();
+    wait_for(&relay, "64 pairs up", Duration::from_secs(10), |t| {
+        t.pairs_up == 64
+    })
+    .await;
+
+    let target = relay.rotating_addr().unwrap();
+    let report = run_load(vec![target], 400.0, bundles(26, 0, 200)).await;
+    assert_eq!(report.summary.result_ids_matching, 200);
+    wait_for(
+        &relay,
+        "every bundle delivered",
+        Duration::from_secs(10),
+        |t| t.delivered == 200,
+    )
+    .await;
+    // Past one gauge-publishing sweep, which must publish nothing either.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+
+    let m = get(addr, "/metrics");
+    assert!(m.contains("\nbundle_relay_metrics_enabled 0\n"), "{m}");
+    assert!(m.contains("# metrics are disabled"), "{m}");
+    assert_eq!(sum(&m, "bundle_relay_requests_total"), 200, "{m}");
+    assert_eq!(sum(&m, "bundle_relay_bundles_admitted_total"), 200);
+    assert_eq!(sum(&m, "bundle_relay_bundles_delivered_total"), 200);
+    assert_eq!(sum(&m, "bundle_relay_bundles_in_flight"), 0);
+    assert_eq!(sum(&m, "bundle_relay_bundles_failed_total"), 0);
+    assert!(
+        !m.contains("_bucket") && !m.contains("region=\""),
+        "no histogram and no per-region series with metrics off: {m}"
+    );
+    let t = relay.totals();
+    assert_eq!((t.requests, t.admitted, t.delivered), (200, 200, 200));
+
+    let metrics = relay.metrics();
+    assert!(!metrics.enabled());
+    assert_eq!(recorded(&metrics), (0, 0));
+    assert_eq!(metrics.check_accounting(), Ok(()));
+    let h = get(addr, "/debug/histograms");
+    assert!(h.contains("metrics are disabled"), "{h}");
 
     admin.shutdown();
     relay.shutdown(Duration::from_millis(200));

@@ -49,6 +49,9 @@
 //!
 //! [admin]
 //! listen = "127.0.0.1:9464"    # admin/metrics listener; or "off"
+//! metrics = true               # record histograms and per-region/method series; false: the
+//!                              # request path skips them (and their clock reads), /metrics
+//!                              # serves only the accounting counters; read at start only
 //! ```
 //!
 //! Sources are the addresses (in order, each entry expanded) followed by the SOCKS5 proxies. A
@@ -174,6 +177,9 @@ pub struct Config {
     pub egress: Egress,
     /// Admin/metrics listener; default 127.0.0.1:9464.
     pub admin: Option<SocketAddr>,
+    /// Record metrics (`[admin] metrics`); default true. Read when the relay starts; a reload
+    /// keeps the running setting.
+    pub metrics: bool,
     /// Things that load but deserve the operator's attention (printed at startup).
     pub warnings: Vec<String>,
 }
@@ -469,6 +475,7 @@ impl Config {
                 handshakes_max: schema::HANDSHAKES_MAX_DEFAULT,
             },
             admin: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), ADMIN_PORT)),
+            metrics: true,
             warnings,
         }
     }

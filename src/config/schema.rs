@@ -144,6 +144,7 @@ enum FileConnect {
 #[serde(deny_unknown_fields)]
 struct FileAdmin {
     listen: Option<String>,
+    metrics: Option<bool>,
 }
 
 /// Collects the origin so every check is one line.
@@ -386,7 +387,9 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         }
     }
 
-    let admin = match file.admin.unwrap_or_default().listen {
+    let file_admin = file.admin.unwrap_or_default();
+    let metrics = file_admin.metrics.unwrap_or(true);
+    let admin = match file_admin.listen {
         Some(text) => cx.listen("admin.listen", &text)?,
         None => Some(SocketAddr::from(([127, 0, 0, 1], super::ADMIN_PORT))),
     };
@@ -425,6 +428,7 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         regions,
         egress,
         admin,
+        metrics,
         warnings,
     })
 }

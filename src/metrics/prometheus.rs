@@ -128,7 +128,17 @@ fn histogram(out: &mut String, m: &Metrics, id: HistId, labels: &[(&str, &str)],
     sample(out, &format!("{name}_count"), labels, cumulative);
 }
 
+/// The gauge that says whether the per-thread series below are recorded.
+const ENABLED_NAME: &str = "bundle_relay_metrics_enabled";
+const ENABLED_HELP: &str = "1 when histograms and per-region, per-method and upstream series are recorded ([admin] metrics).";
+
 pub(super) fn render(m: &Metrics, out: &mut String) {
+    family(out, ENABLED_NAME, "gauge", ENABLED_HELP);
+    sample(out, ENABLED_NAME, &[], u64::from(m.enabled()));
+    if !m.enabled() {
+        render_accounting(m, out);
+        return;
+    }
     let s = m.snapshot();
 
     let name = "bundle_relay_requests_total";
@@ -331,5 +341,104 @@ pub(super) fn render(m: &Metrics, out: &mut String) {
             &[("region", region)],
             &mut acc,
         );
+    }
+}
+
+/// Metrics off: the relay's own accounting counters, summed over threads (no labels: the
+/// threads do not count by region or method then), under the families' usual names so a
+/// `sum()` over them reads the same either way.
+fn render_accounting(m: &Metrics, out: &mut String) {
+    out.push_str(super::DISABLED_NOTE);
+    out.push('\n');
+    let generation: [(&str, &str, &str, u64); 1] = [(
+        "bundle_relay_config_generation",
+        "gauge",
+        "Configuration generation in force (bumped on each reload).",
+        m.config_generation(),
+    )];
+    let Some(t) = m.totals() else {
+        for (name, kind, help, v) in generation {
+            family(out, name, kind, help);
+            sample(out, name, &[], v);
+        }
+        return;
+    };
+    let singles: [(&str, &str, &str, u64); 12] = [
+        (
+            "bundle_relay_requests_total",
+            "counter",
+            "Intake requests answered.",
+            t.requests,
+        ),
+        (
+            "bundle_relay_requests_refused_cap_total",
+            "counter",
+            "Intake requests refused because a cap was reached (429).",
+            t.refused_cap,
+        ),
+        (
+            "bundle_relay_requests_invalid_total",
+            "counter",
+            "Intake requests answered with an error about the request itself.",
+            t.bad_requests,
+        ),
+        (
+            "bundle_relay_bundles_admitted_total",
+            "counter",
+            "Bundles that took an arena slot.",
+            t.admitted,
+        ),
+        (
+            "bundle_relay_bundles_delivered_total",
+            "counter",
+            "Bundles the block engine accepted.",
+            t.delivered,
+        ),
+        (
+            "bundle_relay_bundles_rejected_total",
+            "counter",
+            "Bundles the block engine refused.",
+            t.rejected,
+        ),
+        (
+            "bundle_relay_bundles_expired_total",
+            "counter",
+            "Bundles dropped unsent past their deadline.",
+            t.expired,
+        ),
+        (
+            "bundle_relay_bundles_failed_total",
+            "counter",
+            "Bundles lost to transport failures.",
+            t.failed,
+        ),
+        (
+            "bundle_relay_bundles_in_flight",
+            "gauge",
+            "Bundles admitted and not yet settled.",
+            t.in_flight,
+        ),
+        (
+            "bundle_relay_intake_connections",
+            "gauge",
+            "Intake (searcher) connections open now.",
+            t.intake_conns,
+        ),
+        (
+            "bundle_relay_intake_connections_refused_total",
+            "counter",
+            "Intake connections refused at the connection cap.",
+            t.intake_refused,
+        ),
+        (
+            "bundle_relay_cooldowns_started_total",
+            "counter",
+            "Pair cooldowns started (RESOURCE_EXHAUSTED and the like).",
+            t.cooldowns,
+        ),
+    ];
+    for (name, kind, help, v) in singles.into_iter().chain(generation) {
+        family(out, name, kind, help);
+        sample(out, name, &[], v);
     }
 }

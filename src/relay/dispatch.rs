@@ -583,9 +583,11 @@ impl Dispatcher {
                     started: now,
                     written: None,
                 });
-                let admitted_at = self.arena.get(slot).expect("held").meta.admitted_at;
-                self.metrics
-                    .record_limiter_wait_ns(self.rate.to_ns(now.since(admitted_at)));
+                if self.metrics.enabled() {
+                    let admitted_at = self.arena.get(slot).expect("held").meta.admitted_at;
+                    self.metrics
+                        .record_limiter_wait_ns(self.rate.to_ns(now.since(admitted_at)));
+                }
                 self.arena.get_mut(slot).expect("held").meta.attempts += 1;
                 self.mark_dirty(pair.0);
                 true
@@ -1100,6 +1102,9 @@ impl Dispatcher {
     /// Pair states, cooldowns and the arena, for the metrics gauges (they change slowly; the
     /// reactor publishes them on its sweep period).
     fn publish_gauges(&self) {
+        if !self.metrics.enabled() {
+            return;
+        }
         for r in 0..self.regions.len() {
             let c = self.limiter.counts(RegionId(r as u8));
             let up = c.ready + c.booked + c.cooling + c.held;
@@ -1251,10 +1256,12 @@ impl Dispatcher {
         };
         match fate {
             Fate::Delivered => {
-                let admitted_at = self.arena.get(slot).expect("held").meta.admitted_at;
-                let written = f.written.unwrap_or(now);
-                self.metrics
-                    .record_delivery_ns(self.rate.to_ns(written.since(admitted_at)));
+                if self.metrics.enabled() {
+                    let admitted_at = self.arena.get(slot).expect("held").meta.admitted_at;
+                    let written = f.written.unwrap_or(now);
+                    self.metrics
+                        .record_delivery_ns(self.rate.to_ns(written.since(admitted_at)));
+                }
                 self.end(slot, EndKind::Delivered)
             }
             Fate::Rejected => self.end(slot, EndKind::Rejected),

@@ -83,6 +83,9 @@ pub struct Spec {
     /// atomic load) and records the generation it runs on, so a reload reaches every thread
     /// without a lock or a message. `None` for a relay built from a [`Spec`] alone.
     pub live: Option<Arc<crate::config::Shared>>,
+    /// Record metrics (histograms, per-region and per-method counters); off, the request path
+    /// does none of that work and only the accounting counters ([`Stats`]) run.
+    pub metrics: bool,
 }
 
 /// Upstream HTTP/2 settings for a relay connection. The limiter holds a pair while its call
@@ -166,6 +169,7 @@ impl Spec {
             intake_conns_max: cfg.intake.connections_max,
             h2: upstream_h2_config(),
             live: None,
+            metrics: cfg.metrics,
         })
     }
 
@@ -192,6 +196,7 @@ impl Spec {
             intake_conns_max: 256,
             h2: upstream_h2_config(),
             live: None,
+            metrics: true,
         }
     }
 
@@ -442,7 +447,11 @@ impl Relay {
             })
             .collect();
         let names: Vec<String> = spec.regions.iter().map(|r| r.name.clone()).collect();
-        let metrics = Arc::new(crate::metrics::Metrics::new(&names, spec.threads));
+        let metrics = Arc::new(crate::metrics::Metrics::with_switch(
+            &names,
+            spec.threads,
+            spec.metrics,
+        ));
         let mut pairs_text = Vec::new();
         let stop = Arc::new(AtomicBool::new(false));
         let drain_deadline_ms = Arc::new(AtomicU64::new(5_000));
@@ -501,6 +510,14 @@ impl Relay {
         } else {
             Some(crate::egress::resolve::spawn(named, stop.clone()).map_err(StartError::Thread)?)
         };
+        let totals_of = stats.clone();
+        metrics.set_totals_source(Box::new(move || {
+            let mut t = Totals::default();
+            for s in &totals_of {
+                t.add(s);
+            }
+            t
+        }));
         for _ in 0..spec.threads {
             match ready_rx.recv() {
                 Ok(Ok(())) => {}

@@ -8,7 +8,8 @@
 //! bench-demo --egress 127.1.0.0/26 --interval-ms 100 --no-storm --fault rst@2s+1s:every=10
 //! bench-demo --compare --json compare.json      # bundle-relay vs baseline, one table
 //! bench-demo --tls --socks5 32                  # TLS to the engines, 32 of the 256 addresses via SOCKS5
-//! bench-demo --tls-cost                         # relay CPU per bundle, plaintext vs TLS, alternating rounds
+//! bench-demo --tls-cost                         # bundle-relay, TLS vs plaintext to the engines, one table
+//! bench-demo --metrics-cost                     # bundle-relay, metrics on vs off, one table
 //! ```
 //!
 //! The relay runs as a child process of this executable (`bench-demo --serve-relay KIND --spec
@@ -19,14 +20,15 @@
 //! connections.
 //!
 //! Exits 0 when every step's relay accounting holds and the engine saw no early send; 1 when
-//! either failed; 2 on a bad argument or a failure to start. `--compare` reports missed
-//! targets in its table without failing.
+//! either failed; 2 on a bad argument or a failure to start. `--compare` and `--metrics-cost`
+//! report missed targets in their tables without failing.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use bundle_relay_bench::compare::{self, CompareConfig};
 use bundle_relay_bench::demo::{self, DemoConfig, RelayKind};
+use bundle_relay_bench::switch_cost::{self, CostConfig, Switch};
 use bundle_relay_bench::txgen;
 use clap::Parser;
 
@@ -104,6 +106,23 @@ struct Args {
     storm_interval_ms: u64,
     #[arg(long, default_value_t = 5.0)]
     storm_duration_s: f64,
+    /// What bundle-relay's metrics cost: the same load with metrics on and off, alternating
+    /// rounds, at a fixed rate and at saturation, one table (`--rates`, `--duration-s`,
+    /// `--egress`, `--interval-ms` and the storm flags are not used).
+    #[arg(long)]
+    metrics_cost: bool,
+    /// --metrics-cost, --tls-cost: rounds of (on, off) pairs per load.
+    #[arg(long, default_value_t = 5)]
+    cost_rounds: usize,
+    /// --metrics-cost, --tls-cost: the fixed rate both modes sustain.
+    #[arg(long, default_value_t = 3000.0)]
+    cost_rate: f64,
+    /// --metrics-cost, --tls-cost: a rate near saturation that both modes should still sustain cleanly.
+    #[arg(long, default_value_t = 10000.0)]
+    cost_saturation_rate: f64,
+    /// --metrics-cost, --tls-cost: seconds per step.
+    #[arg(long, default_value_t = 3.0)]
+    cost_duration_s: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Also write the report as JSON here.
@@ -120,19 +139,11 @@ struct Args {
     /// per address) instead of from the relay directly.
     #[arg(long, default_value_t = 0)]
     socks5: usize,
-    /// Measure what TLS to the engines costs: plaintext and TLS steps alternating, one table
-    /// of medians and differences (relay CPU per delivered bundle above all).
+    /// What TLS to the engines costs: the same load over plaintext HTTP/2 and over TLS,
+    /// alternating rounds, at a fixed rate and at saturation, one table (the `--cost-*` flags
+    /// apply).
     #[arg(long)]
     tls_cost: bool,
-    /// Rounds of each variant in an A/B run (`--tls-cost`).
-    #[arg(long, default_value_t = 3)]
-    ab_rounds: usize,
-    /// Offered rate of each A/B step.
-    #[arg(long, default_value_t = 2000.0)]
-    ab_rate: f64,
-    /// Seconds of each A/B step.
-    #[arg(long, default_value_t = 4.0)]
-    ab_duration_s: f64,
 }
 
 /// `bench-demo --serve-relay KIND --spec JSON`: the relay process the demo starts.
@@ -205,8 +216,9 @@ fn main() -> ExitCode {
         relay_exe: None,
         tls: a.tls,
         socks5: a.socks5,
+        metrics: true,
     };
-    let cfg = if a.in_process && !a.compare && !a.tls_cost {
+    let cfg = if a.in_process && !a.compare && !a.tls_cost && !a.metrics_cost {
         cfg
     } else {
         match std::env::current_exe() {
@@ -217,31 +229,30 @@ fn main() -> ExitCode {
             Err(e) => return bad(format!("finding this executable to run the relay: {e}")),
         }
     };
-    if a.tls_cost {
-        let ab = bundle_relay_bench::ab::AbConfig {
-            rate_per_s: a.ab_rate,
-            duration_s: a.ab_duration_s,
-            rounds: a.ab_rounds,
-            ..bundle_relay_bench::ab::AbConfig::tls_cost(cfg)
+    if a.metrics_cost || a.tls_cost {
+        let switch = if a.tls_cost {
+            Switch::Tls
+        } else {
+            Switch::Metrics
         };
-        let report = match bundle_relay_bench::ab::run(&ab) {
+        let ccfg = CostConfig {
+            rounds: a.cost_rounds,
+            fixed_rate_per_s: a.cost_rate,
+            saturation_rate_per_s: a.cost_saturation_rate,
+            duration_s: a.cost_duration_s,
+            ..CostConfig::new(cfg, switch)
+        };
+        let report = match switch_cost::run(&ccfg) {
             Ok(r) => r,
             Err(e) => return bad(e),
         };
-        println!("{}", bundle_relay_bench::ab::render(&report));
+        println!("{}", switch_cost::render(&report));
         if let Some(p) = &a.json
-            && let Err(e) = bundle_relay_bench::ab::write_json(&report, p)
+            && let Err(e) = switch_cost::write_json(&report, p)
         {
             return bad(e);
         }
-        let failures = report.failures();
-        if failures.is_empty() {
-            return ExitCode::SUCCESS;
-        }
-        for f in failures {
-            eprintln!("bench-demo: FAILED: {f}");
-        }
-        return ExitCode::FAILURE;
+        return failed(report.failures());
     }
     if a.compare {
         let storm_egress = match demo::parse_egress(&a.storm_egress) {
@@ -268,14 +279,7 @@ fn main() -> ExitCode {
         {
             return bad(e);
         }
-        let failures = report.failures();
-        if failures.is_empty() {
-            return ExitCode::SUCCESS;
-        }
-        for f in failures {
-            eprintln!("bench-demo: FAILED: {f}");
-        }
-        return ExitCode::FAILURE;
+        return failed(report.failures());
     }
     let report = match demo::run(&cfg) {
         Ok(r) => r,
@@ -287,13 +291,16 @@ fn main() -> ExitCode {
             return bad(e);
         }
     }
-    let failures = report.failures();
+    failed(report.failures())
+}
+
+/// 0 with no failures; else each on stderr and 1.
+fn failed(failures: Vec<String>) -> ExitCode {
     if failures.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        for f in failures {
-            eprintln!("bench-demo: FAILED: {f}");
-        }
-        ExitCode::FAILURE
+        return ExitCode::SUCCESS;
     }
+    for f in failures {
+        eprintln!("bench-demo: FAILED: {f}");
+    }
+    ExitCode::FAILURE
 }
