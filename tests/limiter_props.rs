@@ -118,8 +118,11 @@ proptest! {
                 },
                 Op::Cooldown(p, t) => {
                     limiter.cooldown(PairId(p), Ticks(t), Instant(now));
-                    let c = &mut model.cooldown_until[p as usize];
-                    *c = (*c).max(now + t);
+                    // A zero Retry-After asks for nothing (the pair may send now).
+                    if t > 0 {
+                        let c = &mut model.cooldown_until[p as usize];
+                        *c = (*c).max(now + t);
+                    }
                 }
                 Op::Connection(p, s) => {
                     limiter.set_connection(PairId(p), s, Instant(now));
