@@ -458,11 +458,6 @@ pub fn verdict(met: Option<bool>) -> String {
     }
 }
 
-pub fn write_json(report: &CompareReport, path: &std::path::Path) -> Result<(), String> {
-    let json = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
-    std::fs::write(path, json + "\n").map_err(|e| format!("writing {}: {e}", path.display()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -756,30 +756,40 @@ struct EngineThread {
     join: std::thread::JoinHandle<EngineStats>,
 }
 
-fn start_engine(cfg: EngineConfig) -> Result<EngineThread, String> {
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let join = std::thread::Builder::new()
-        .name(ENGINE_THREAD.into())
+/// A thread named `name` running `f` on a single-threaded tokio runtime of its own.
+fn on_own_runtime<R: Send + 'static>(
+    name: &str,
+    f: impl FnOnce(tokio::runtime::Runtime) -> R + Send + 'static,
+) -> Result<std::thread::JoinHandle<R>, String> {
+    std::thread::Builder::new()
+        .name(name.into())
         .spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .expect("tokio runtime");
-            rt.block_on(async move {
-                let handle = match Engine::start(cfg).await {
-                    Ok(h) => Arc::new(h),
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(format!("engine: {e}")));
-                        return EngineStats::default();
-                    }
-                };
-                let _ = ready_tx.send(Ok(handle.clone()));
-                let _ = stop_rx.await;
-                sole_owner(handle).await.shutdown().await
-            })
+            f(rt)
         })
-        .map_err(|e| format!("spawning the engine thread: {e}"))?;
+        .map_err(|e| format!("spawning the {name} thread: {e}"))
+}
+
+fn start_engine(cfg: EngineConfig) -> Result<EngineThread, String> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let join = on_own_runtime(ENGINE_THREAD, move |rt| {
+        rt.block_on(async move {
+            let handle = match Engine::start(cfg).await {
+                Ok(h) => Arc::new(h),
+                Err(e) => {
+                    let _ = ready_tx.send(Err(format!("engine: {e}")));
+                    return EngineStats::default();
+                }
+            };
+            let _ = ready_tx.send(Ok(handle.clone()));
+            let _ = stop_rx.await;
+            sole_owner(handle).await.shutdown().await
+        })
+    })?;
     let handle = ready_rx
         .recv()
         .map_err(|_| "the engine thread died".to_string())??;
@@ -816,38 +826,31 @@ fn start_proxies(outbound: &[IpAddr]) -> Result<ProxyThread, String> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let outbound = outbound.to_vec();
-    std::thread::Builder::new()
-        .name("demo-socks5".into())
-        .spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("tokio runtime");
-            rt.block_on(async move {
-                let mut handles = Vec::new();
-                for ip in outbound {
-                    let cfg = crate::socks5::ProxyConfig {
-                        listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-                        outbound_source: Some(ip),
-                        ..crate::socks5::ProxyConfig::default()
-                    };
-                    match crate::socks5::Socks5Proxy::start(cfg).await {
-                        Ok(h) => handles.push(h),
-                        Err(e) => {
-                            let _ = ready_tx.send(Err(format!("SOCKS5 proxy: {e}")));
-                            return;
-                        }
+    on_own_runtime("demo-socks5", move |rt| {
+        rt.block_on(async move {
+            let mut handles = Vec::new();
+            for ip in outbound {
+                let cfg = crate::socks5::ProxyConfig {
+                    listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                    outbound_source: Some(ip),
+                    ..crate::socks5::ProxyConfig::default()
+                };
+                match crate::socks5::Socks5Proxy::start(cfg).await {
+                    Ok(h) => handles.push(h),
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(format!("SOCKS5 proxy: {e}")));
+                        return;
                     }
                 }
-                let _ = ready_tx.send(Ok(handles.iter().map(|h| h.local_addr()).collect()));
-                // Dropping the sender (the step ended) stops the proxies.
-                let _ = stop_rx.await;
-                for h in handles {
-                    h.shutdown().await;
-                }
-            })
+            }
+            let _ = ready_tx.send(Ok(handles.iter().map(|h| h.local_addr()).collect()));
+            // Dropping the sender (the step ended) stops the proxies.
+            let _ = stop_rx.await;
+            for h in handles {
+                h.shutdown().await;
+            }
         })
-        .map_err(|e| format!("spawning the SOCKS5 proxies' thread: {e}"))?;
+    })?;
     let addrs = ready_rx
         .recv()
         .map_err(|_| "the SOCKS5 proxies' thread died".to_string())??;
@@ -1767,7 +1770,8 @@ pub fn parse_egress(s: &str) -> Result<Vec<IpAddr>, String> {
 }
 
 /// Where `--json` writes.
-pub fn write_json(report: &DemoReport, path: &std::path::Path) -> Result<(), String> {
+/// Any report as pretty JSON in `path` (the demo's, `--compare`'s, the switch-cost runs').
+pub fn write_json(report: &impl Serialize, path: &std::path::Path) -> Result<(), String> {
     let json = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
     std::fs::write(path, json + "\n").map_err(|e| format!("writing {}: {e}", path.display()))
 }

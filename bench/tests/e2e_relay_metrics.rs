@@ -9,7 +9,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use bundle_relay::admin::Admin;
+use bundle_relay::admin::{Admin, AdminHandle};
 use bundle_relay::metrics::Metrics;
 use bundle_relay::relay::Relay;
 use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
@@ -34,6 +34,16 @@ fn sum(text: &str, family: &str) -> u64 {
         .sum()
 }
 
+/// The relay's admin listener on an ephemeral loopback port.
+fn admin_for(relay: &Relay) -> AdminHandle {
+    Admin::start(
+        "127.0.0.1:0".parse().unwrap(),
+        relay.metrics(),
+        relay.pairs_fn(),
+    )
+    .unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scraped_counters_add_up_and_histograms_count_every_request() {
     let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
@@ -41,12 +51,7 @@ async fn scraped_counters_add_up_and_histograms_count_every_request() {
     ec.faults = vec!["storm@500ms:fraction=0.25,retry_ms=2000".parse().unwrap()];
     let engine = Engine::start(ec).await.unwrap();
     let relay = Relay::start(spec(&engine.region_addrs(), "127.1.78.0/28", 10)).unwrap();
-    let admin = Admin::start(
-        "127.0.0.1:0".parse().unwrap(),
-        relay.metrics(),
-        relay.pairs_fn(),
-    )
-    .unwrap();
+    let admin = admin_for(&relay);
     let addr = admin.local_addr();
     wait_for(&relay, "128 pairs up", Duration::from_secs(10), |t| {
         t.pairs_up == 128
@@ -134,12 +139,7 @@ async fn with_metrics_off_the_scrape_serves_the_accounting_and_nothing_is_record
     let mut spec = spec(&engine.region_addrs(), "127.1.79.0/29", 10);
     spec.metrics = false;
     let relay = Relay::start(spec).unwrap();
-    let admin = Admin::start(
-        "127.0.0.1:0".parse().unwrap(),
-        relay.metrics(),
-        relay.pairs_fn(),
-    )
-    .unwrap();
+    let admin = admin_for(&relay);
     let addr = admin.local_addr();
     wait_for(&relay, "64 pairs up", Duration::from_secs(10), |t| {
         t.pairs_up == 64

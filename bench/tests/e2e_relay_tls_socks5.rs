@@ -158,26 +158,6 @@ async fn over_tls_every_bundle_arrives_and_reconnects_resume_their_sessions() {
     assert_eq!(stats.tls_handshake_failures, 0);
 }
 
-/// A TLS server that completes handshakes with `alpn` and then holds the connection open.
-async fn rustls_server(alpn: &[&[u8]]) -> (String, SocketAddr) {
-    let (ca, cfg) = tls_support::server_pki(&["engine.test"], alpn);
-    let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((sock, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                if let Ok(mut s) = acceptor.accept(sock).await {
-                    let mut b = [0u8; 64];
-                    let _ = tokio::io::AsyncReadExt::read(&mut s, &mut b).await;
-                }
-            });
-        }
-    });
-    (ca, addr)
-}
-
 /// Accepts connections and never says a word.
 async fn silent_server() -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -201,7 +181,7 @@ async fn each_tls_setup_failure_is_its_pairs_own_error_and_other_pairs_deliver()
     let ca = engine.ca_pem().unwrap().to_string();
     let addrs = engine.region_addrs();
     let (other_ca, _) = tls_support::server_pki(&["engine.test"], &[b"h2"]);
-    let (no_alpn_ca, no_alpn) = rustls_server(&[b"http/1.1"]).await;
+    let (no_alpn_ca, no_alpn) = tls_support::rustls_server(&[b"http/1.1"]).await;
     let silent = silent_server().await;
 
     let good = tls_region("ny", addrs[0].1, &ca);

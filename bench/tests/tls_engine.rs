@@ -119,37 +119,15 @@ fn bench_engine_under_a_name_it_does_not_have_is_a_name_mismatch() {
     rt.block_on(engine.shutdown());
 }
 
-/// A tokio-rustls server that completes handshakes with `alpn` and then holds the connection.
-fn rustls_server(rt: &tokio::runtime::Runtime, alpn: &[&[u8]]) -> (String, SocketAddr) {
-    let (ca, cfg) = server_pki(&["engine.test"], alpn);
-    let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    rt.spawn(async move {
-        while let Ok((sock, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                if let Ok(mut s) = acceptor.accept(sock).await {
-                    let mut b = [0u8; 64];
-                    let _ = tokio::io::AsyncReadExt::read(&mut s, &mut b).await;
-                }
-            });
-        }
-    });
-    (ca, addr)
-}
-
 #[test]
 fn a_server_without_alpn_h2_is_no_alpn_h2() {
     let rt = runtime();
-    let (ca, addr) = rustls_server(&rt, &[]);
+    let (ca, addr) = rt.block_on(tls_support::rustls_server(&[]));
     let cfg = tls::client_config_from_pem(ca.as_bytes()).unwrap();
     let e = handshake_to(addr, cfg.clone(), "engine.test").unwrap_err();
     assert_eq!(e, TlsError::NoAlpnH2 { negotiated: None });
 
-    let (ca, addr) = rustls_server(&rt, &[b"http/1.1"]);
+    let (ca, addr) = rt.block_on(tls_support::rustls_server(&[b"http/1.1"]));
     let cfg = tls::client_config_from_pem(ca.as_bytes()).unwrap();
     let e = handshake_to(addr, cfg, "engine.test").unwrap_err();
     assert_eq!(e, TlsError::NoAlpnH2 { negotiated: None }, "{e}");

@@ -242,17 +242,10 @@ fn main() -> ExitCode {
             duration_s: a.cost_duration_s,
             ..CostConfig::new(cfg, switch)
         };
-        let report = match switch_cost::run(&ccfg) {
-            Ok(r) => r,
-            Err(e) => return bad(e),
+        return match switch_cost::run(&ccfg) {
+            Ok(r) => finish(switch_cost::render(&r), &r, a.json.as_deref(), r.failures()),
+            Err(e) => bad(e),
         };
-        println!("{}", switch_cost::render(&report));
-        if let Some(p) = &a.json
-            && let Err(e) = switch_cost::write_json(&report, p)
-        {
-            return bad(e);
-        }
-        return failed(report.failures());
     }
     if a.compare {
         let storm_egress = match demo::parse_egress(&a.storm_egress) {
@@ -269,33 +262,32 @@ fn main() -> ExitCode {
             storm_duration_s: a.storm_duration_s,
             ..CompareConfig::new(cfg)
         };
-        let report = match compare::run(&ccfg) {
-            Ok(r) => r,
-            Err(e) => return bad(e),
+        return match compare::run(&ccfg) {
+            Ok(r) => finish(compare::render(&r), &r, a.json.as_deref(), r.failures()),
+            Err(e) => bad(e),
         };
-        println!("{}", compare::render(&report));
-        if let Some(p) = &a.json
-            && let Err(e) = compare::write_json(&report, p)
-        {
-            return bad(e);
-        }
-        return failed(report.failures());
     }
-    let report = match demo::run(&cfg) {
-        Ok(r) => r,
-        Err(e) => return bad(e),
-    };
-    println!("{}", demo::render(&report));
-    if let Some(p) = &a.json {
-        if let Err(e) = demo::write_json(&report, p) {
-            return bad(e);
-        }
+    match demo::run(&cfg) {
+        Ok(r) => finish(demo::render(&r), &r, a.json.as_deref(), r.failures()),
+        Err(e) => bad(e),
     }
-    failed(report.failures())
 }
 
-/// 0 with no failures; else each on stderr and 1.
-fn failed(failures: Vec<String>) -> ExitCode {
+/// Prints a report, writes it as JSON when asked, and exits 0 with no failures, else names
+/// each on stderr and exits 1 (2 when the JSON cannot be written).
+fn finish(
+    text: String,
+    report: &impl serde::Serialize,
+    json: Option<&std::path::Path>,
+    failures: Vec<String>,
+) -> ExitCode {
+    println!("{text}");
+    if let Some(p) = json
+        && let Err(e) = demo::write_json(report, p)
+    {
+        eprintln!("bench-demo: {e}");
+        return ExitCode::from(2);
+    }
     if failures.is_empty() {
         return ExitCode::SUCCESS;
     }

@@ -228,3 +228,24 @@ pub fn server_pki(names: &[&str], alpn: &[&[u8]]) -> (String, Arc<rustls::Server
     cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     (ca.pem(), Arc::new(cfg))
 }
+
+/// A tokio-rustls server for `engine.test` that completes handshakes offering `alpn` and then
+/// holds each connection open, on the caller's runtime; returns its CA (PEM) and address.
+pub async fn rustls_server(alpn: &[&[u8]]) -> (String, SocketAddr) {
+    let (ca, cfg) = server_pki(&["engine.test"], alpn);
+    let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                if let Ok(mut s) = acceptor.accept(sock).await {
+                    let mut b = [0u8; 64];
+                    let _ = tokio::io::AsyncReadExt::read(&mut s, &mut b).await;
+                }
+            });
+        }
+    });
+    (ca, addr)
+}
