@@ -129,61 +129,24 @@ impl std::str::FromStr for RelayKind {
     }
 }
 
-/// A relay's counters in one shape for every kind.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct RelayStats {
-    pub admitted: u64,
-    pub delivered: u64,
-    pub rejected: u64,
-    pub expired: u64,
-    pub failed: u64,
-    pub in_flight: u64,
-    pub retries: u64,
-    pub cooldowns: u64,
-    pub refused_cap: u64,
-    pub bad_requests: u64,
-    /// (egress, region) pairs whose connection is up (bundle-relay only; the baseline connects
-    /// lazily and reports 0).
-    pub pairs_up: u64,
-}
+/// A relay's counters in one shape for every kind: bundle-relay's own totals, the baseline's
+/// mapped onto them.
+pub type RelayStats = Totals;
 
-impl RelayStats {
-    /// admitted = delivered + rejected + expired + failed + in flight.
-    pub fn identity_holds(&self) -> bool {
-        self.admitted
-            == self.delivered + self.rejected + self.expired + self.failed + self.in_flight
-    }
-
-    fn from_baseline(s: crate::baseline::Stats) -> RelayStats {
-        RelayStats {
-            admitted: s.admitted,
-            delivered: s.delivered,
-            rejected: s.rejected,
-            expired: s.expired,
-            failed: s.failed,
-            in_flight: s.in_flight,
-            retries: s.retries,
-            cooldowns: s.cooldowns,
-            refused_cap: s.refused_cap,
-            bad_requests: s.bad_requests,
-            pairs_up: 0,
-        }
-    }
-
-    fn from_totals(t: Totals) -> RelayStats {
-        RelayStats {
-            admitted: t.admitted,
-            delivered: t.delivered,
-            rejected: t.rejected,
-            expired: t.expired,
-            failed: t.failed,
-            in_flight: t.in_flight,
-            retries: t.retries,
-            cooldowns: t.cooldowns,
-            refused_cap: t.refused_cap,
-            bad_requests: t.bad_requests,
-            pairs_up: t.pairs_up,
-        }
+/// The baseline's counters as [`Totals`] (it connects lazily: no pairs-up figure).
+fn totals_from_baseline(s: crate::baseline::Stats) -> Totals {
+    Totals {
+        admitted: s.admitted,
+        delivered: s.delivered,
+        rejected: s.rejected,
+        expired: s.expired,
+        failed: s.failed,
+        in_flight: s.in_flight,
+        retries: s.retries,
+        cooldowns: s.cooldowns,
+        refused_cap: s.refused_cap,
+        bad_requests: s.bad_requests,
+        ..Totals::default()
     }
 }
 
@@ -281,8 +244,8 @@ impl RunningRelay {
 
     pub fn stats(&self) -> RelayStats {
         match self {
-            RunningRelay::BundleRelay(r) => RelayStats::from_totals(r.totals()),
-            RunningRelay::Baseline(h) => RelayStats::from_baseline(h.stats()),
+            RunningRelay::BundleRelay(r) => r.totals(),
+            RunningRelay::Baseline(h) => totals_from_baseline(h.stats()),
         }
     }
 
@@ -290,9 +253,9 @@ impl RunningRelay {
         match self {
             RunningRelay::BundleRelay(r) => {
                 // Joins the reactor threads: blocking, on this runtime's only busy thread.
-                RelayStats::from_totals(r.shutdown(RELAY_DRAIN))
+                r.shutdown(RELAY_DRAIN)
             }
-            RunningRelay::Baseline(h) => RelayStats::from_baseline(h.shutdown().await),
+            RunningRelay::Baseline(h) => totals_from_baseline(h.shutdown().await),
         }
     }
 }

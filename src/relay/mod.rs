@@ -299,8 +299,10 @@ pub struct Stats {
     pub config_generation: Counter,
 }
 
-/// All threads' counters added up.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// All threads' counters added up (serializable, so a relay in another process can report
+/// them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Totals {
     pub requests: u64,
     pub admitted: u64,
