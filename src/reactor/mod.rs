@@ -79,10 +79,55 @@ struct Listener {
     armed: bool,
 }
 
-/// One bot connection.
-struct IntakeConn {
+/// What every socket the ring works on keeps: its fd, the generation stamped into each
+/// operation's `user_data`, and which operations are in flight (the fd is closed only when
+/// none is).
+struct Sock {
     fd: RawFd,
     generation: u32,
+    /// Operations in flight on `fd`.
+    ops: u32,
+    sending: bool,
+    recv_armed: bool,
+    closing: bool,
+}
+
+impl Sock {
+    const fn new() -> Sock {
+        Sock {
+            fd: -1,
+            generation: 0,
+            ops: 0,
+            sending: false,
+            recv_armed: false,
+            closing: false,
+        }
+    }
+
+    /// A multishot receive from the buffer ring, counted in flight.
+    fn recv(&mut self, kind: u64, index: u32) -> squeue::Entry {
+        self.recv_armed = true;
+        self.ops += 1;
+        opcode::RecvMulti::new(types::Fd(self.fd), BUFFER_GROUP)
+            .build()
+            .user_data(ud(kind, index, self.generation))
+    }
+
+    /// A send of `len` bytes at `ptr`, which must stay put until it completes; counted in
+    /// flight.
+    fn send(&mut self, kind: u64, index: u32, ptr: *const u8, len: u32) -> squeue::Entry {
+        self.sending = true;
+        self.ops += 1;
+        opcode::Send::new(types::Fd(self.fd), ptr, len)
+            .flags(libc::MSG_NOSIGNAL)
+            .build()
+            .user_data(ud(kind, index, self.generation))
+    }
+}
+
+/// One bot connection.
+struct IntakeConn {
+    s: Sock,
     live: bool,
     port: Port,
     input: Box<[u8]>,
@@ -90,11 +135,6 @@ struct IntakeConn {
     out: Box<[u8]>,
     out_head: usize,
     out_tail: usize,
-    sending: bool,
-    recv_armed: bool,
-    /// Operations in flight on `fd`.
-    ops: u32,
-    closing: bool,
     /// Close once the output is sent (an error answered, `Connection: close`, shutdown).
     close_after_send: bool,
     /// When the first byte of a not yet complete request arrived.
@@ -106,13 +146,8 @@ struct IntakeConn {
 
 /// One pair's socket.
 struct UpSock {
-    fd: RawFd,
-    generation: u32,
-    ops: u32,
-    sending: bool,
-    recv_armed: bool,
+    s: Sock,
     connecting: bool,
-    closing: bool,
     connect_started: Instant,
     /// Why the connect failed, for the pair's error.
     errno: i32,
@@ -223,8 +258,7 @@ impl Worker {
         let in_bytes = spec.http.head_bytes_max + spec.http.body_bytes_max;
         let conns: Box<[IntakeConn]> = (0..spec.intake_conns_max)
             .map(|_| IntakeConn {
-                fd: -1,
-                generation: 0,
+                s: Sock::new(),
                 live: false,
                 port: Port::Rotating,
                 input: vec![0u8; in_bytes].into_boxed_slice(),
@@ -232,10 +266,6 @@ impl Worker {
                 out: vec![0u8; INTAKE_OUT_BYTES].into_boxed_slice(),
                 out_head: 0,
                 out_tail: 0,
-                sending: false,
-                recv_armed: false,
-                ops: 0,
-                closing: false,
                 close_after_send: false,
                 partial_since: None,
                 continue_sent: false,
@@ -245,13 +275,8 @@ impl Worker {
         let free_conns = (0..spec.intake_conns_max).rev().collect();
         let ups = (0..d.pair_count())
             .map(|_| UpSock {
-                fd: -1,
-                generation: 0,
-                ops: 0,
-                sending: false,
-                recv_armed: false,
+                s: Sock::new(),
                 connecting: false,
-                closing: false,
                 connect_started: now,
                 errno: 0,
                 // SAFETY: all-zero is a valid sockaddr_storage.
@@ -468,19 +493,19 @@ impl Worker {
         socket::set_nodelay(fd);
         let port = self.listeners[i].port;
         let conn = &mut self.conns[c as usize];
-        conn.fd = fd;
+        conn.s.fd = fd;
         conn.live = true;
         conn.port = port;
         conn.in_len = 0;
         conn.out_head = 0;
         conn.out_tail = 0;
-        conn.sending = false;
-        conn.closing = false;
+        conn.s.sending = false;
+        conn.s.closing = false;
         conn.close_after_send = false;
         conn.partial_since = None;
         conn.continue_sent = false;
         conn.last_active = now;
-        conn.ops = 0;
+        conn.s.ops = 0;
         self.stats
             .intake_conns
             .store(self.stats.intake_conns.get() + 1);
@@ -491,14 +516,10 @@ impl Worker {
 
     fn arm_in_recv(&mut self, c: u32) {
         let conn = &mut self.conns[c as usize];
-        if conn.closing || conn.recv_armed {
+        if conn.s.closing || conn.s.recv_armed {
             return;
         }
-        conn.recv_armed = true;
-        conn.ops += 1;
-        let e = opcode::RecvMulti::new(types::Fd(conn.fd), BUFFER_GROUP)
-            .build()
-            .user_data(ud(OP_IN_RECV, c, conn.generation));
+        let e = conn.s.recv(OP_IN_RECV, c);
         self.push(e);
     }
 
@@ -506,10 +527,10 @@ impl Worker {
         let bid = cqueue::buffer_select(flags);
         let more = cqueue::more(flags);
         let conn = &mut self.conns[c as usize];
-        let current = conn.generation == generation && conn.live;
-        if !more && conn.generation == generation {
-            conn.recv_armed = false;
-            conn.ops -= 1;
+        let current = conn.s.generation == generation && conn.live;
+        if !more && conn.s.generation == generation {
+            conn.s.recv_armed = false;
+            conn.s.ops -= 1;
         }
         if !current {
             if let Some(b) = bid {
@@ -528,7 +549,7 @@ impl Worker {
             // EOF or error: nothing more from this client.
             self.close_conn(c);
         }
-        if !self.conns[c as usize].recv_armed && !self.conns[c as usize].closing {
+        if !self.conns[c as usize].s.recv_armed && !self.conns[c as usize].s.closing {
             self.arm_in_recv(c);
         }
         self.maybe_release_conn(c);
@@ -561,11 +582,11 @@ impl Worker {
         let mut pos = 0;
         loop {
             let conn = &mut self.conns[c as usize];
-            if conn.close_after_send || conn.closing {
+            if conn.close_after_send || conn.s.closing {
                 break;
             }
             if conn.out.len() - conn.out_tail < RESPONSE_BYTES_MAX {
-                if conn.sending || conn.out_head == 0 {
+                if conn.s.sending || conn.out_head == 0 {
                     break;
                 }
                 conn.out.copy_within(conn.out_head..conn.out_tail, 0);
@@ -678,7 +699,7 @@ impl Worker {
 
     fn flush_conn(&mut self, c: u32) {
         let conn = &mut self.conns[c as usize];
-        if conn.closing || conn.sending {
+        if conn.s.closing || conn.s.sending {
             return;
         }
         if conn.out_head == conn.out_tail {
@@ -687,27 +708,22 @@ impl Worker {
             }
             return;
         }
-        conn.sending = true;
-        conn.ops += 1;
-        let e = opcode::Send::new(
-            types::Fd(conn.fd),
+        let (ptr, len) = (
             conn.out[conn.out_head..].as_ptr(),
             (conn.out_tail - conn.out_head) as u32,
-        )
-        .flags(libc::MSG_NOSIGNAL)
-        .build()
-        .user_data(ud(OP_IN_SEND, c, conn.generation));
+        );
+        let e = conn.s.send(OP_IN_SEND, c, ptr, len);
         self.push(e);
     }
 
     fn on_in_send(&mut self, c: u32, generation: u32, res: i32, now: Instant) {
         let conn = &mut self.conns[c as usize];
-        if conn.generation != generation {
+        if conn.s.generation != generation {
             return;
         }
-        conn.sending = false;
-        conn.ops -= 1;
-        if !conn.live || conn.closing {
+        conn.s.sending = false;
+        conn.s.ops -= 1;
+        if !conn.live || conn.s.closing {
             self.maybe_release_conn(c);
             return;
         }
@@ -734,25 +750,25 @@ impl Worker {
     /// when the last one completes.
     fn close_conn(&mut self, c: u32) {
         let conn = &mut self.conns[c as usize];
-        if conn.closing || !conn.live {
+        if conn.s.closing || !conn.live {
             return;
         }
-        conn.closing = true;
+        conn.s.closing = true;
         // SAFETY: our fd; shutdown only ends its I/O.
-        unsafe { libc::shutdown(conn.fd, libc::SHUT_RDWR) };
+        unsafe { libc::shutdown(conn.s.fd, libc::SHUT_RDWR) };
         self.maybe_release_conn(c);
     }
 
     fn maybe_release_conn(&mut self, c: u32) {
         let conn = &mut self.conns[c as usize];
-        if !conn.live || !conn.closing || conn.ops > 0 {
+        if !conn.live || !conn.s.closing || conn.s.ops > 0 {
             return;
         }
         // SAFETY: no operation refers to the fd any more.
-        unsafe { libc::close(conn.fd) };
-        conn.fd = -1;
+        unsafe { libc::close(conn.s.fd) };
+        conn.s.fd = -1;
         conn.live = false;
-        conn.generation = conn.generation.wrapping_add(1);
+        conn.s.generation = conn.s.generation.wrapping_add(1);
         self.free_conns.push(c);
         self.stats
             .intake_conns
@@ -773,22 +789,22 @@ impl Worker {
                 Ok(fd) => {
                     let (addr, len) = socket::sockaddr(order.remote);
                     let u = &mut self.ups[p as usize];
-                    u.fd = fd;
+                    u.s.fd = fd;
                     u.addr = addr;
                     u.addr_len = len;
                     u.connecting = true;
-                    u.closing = false;
-                    u.sending = false;
-                    u.recv_armed = false;
+                    u.s.closing = false;
+                    u.s.sending = false;
+                    u.s.recv_armed = false;
                     u.connect_started = now;
-                    u.ops = 1;
+                    u.s.ops = 1;
                     let e = opcode::Connect::new(
                         types::Fd(fd),
                         (&u.addr as *const libc::sockaddr_storage).cast(),
                         len,
                     )
                     .build()
-                    .user_data(ud(OP_UP_CONNECT, p, u.generation));
+                    .user_data(ud(OP_UP_CONNECT, p, u.s.generation));
                     self.push(e);
                 }
                 Err(e) => {
@@ -801,13 +817,13 @@ impl Worker {
 
     fn on_up_connect(&mut self, p: u32, generation: u32, res: i32, now: Instant) {
         let u = &mut self.ups[p as usize];
-        if u.generation != generation {
+        if u.s.generation != generation {
             return;
         }
-        u.ops -= 1;
+        u.s.ops -= 1;
         u.connecting = false;
-        if res < 0 || u.closing {
-            u.closing = true;
+        if res < 0 || u.s.closing {
+            u.s.closing = true;
             u.errno = if res < 0 { -res } else { libc::ETIMEDOUT };
             self.release_up(p, now, false);
             return;
@@ -819,14 +835,10 @@ impl Worker {
 
     fn arm_up_recv(&mut self, p: u32) {
         let u = &mut self.ups[p as usize];
-        if u.closing || u.recv_armed || u.fd < 0 {
+        if u.s.closing || u.s.recv_armed || u.s.fd < 0 {
             return;
         }
-        u.recv_armed = true;
-        u.ops += 1;
-        let e = opcode::RecvMulti::new(types::Fd(u.fd), BUFFER_GROUP)
-            .build()
-            .user_data(ud(OP_UP_RECV, p, u.generation));
+        let e = u.s.recv(OP_UP_RECV, p);
         self.push(e);
     }
 
@@ -834,12 +846,12 @@ impl Worker {
         let bid = cqueue::buffer_select(flags);
         let more = cqueue::more(flags);
         let u = &mut self.ups[p as usize];
-        let current = u.generation == generation;
+        let current = u.s.generation == generation;
         if current && !more {
-            u.recv_armed = false;
-            u.ops -= 1;
+            u.s.recv_armed = false;
+            u.s.ops -= 1;
         }
-        if !current || u.closing {
+        if !current || u.s.closing {
             if let Some(b) = bid {
                 self.bufs.push(b);
             }
@@ -857,7 +869,7 @@ impl Worker {
             self.close_up(p, now);
             return;
         }
-        if !self.ups[p as usize].recv_armed {
+        if !self.ups[p as usize].s.recv_armed {
             self.arm_up_recv(p);
         }
     }
@@ -866,34 +878,27 @@ impl Worker {
         while let Some(pair) = self.d.poll_dirty() {
             let p = pair.0 as usize;
             let u = &self.ups[p];
-            if u.fd < 0 || u.sending || u.connecting || u.closing {
+            if u.s.fd < 0 || u.s.sending || u.connecting || u.s.closing {
                 continue;
             }
-            let (fd, generation) = (u.fd, u.generation);
             let data = self.d.transmit(pair, now);
             if data.is_empty() {
                 continue;
             }
             let (ptr, len) = (data.as_ptr(), data.len() as u32);
-            let u = &mut self.ups[p];
-            u.sending = true;
-            u.ops += 1;
-            let e = opcode::Send::new(types::Fd(fd), ptr, len)
-                .flags(libc::MSG_NOSIGNAL)
-                .build()
-                .user_data(ud(OP_UP_SEND, pair.0, generation));
+            let e = self.ups[p].s.send(OP_UP_SEND, pair.0, ptr, len);
             self.push(e);
         }
     }
 
     fn on_up_send(&mut self, p: u32, generation: u32, res: i32, now: Instant) {
         let u = &mut self.ups[p as usize];
-        if u.generation != generation {
+        if u.s.generation != generation {
             return;
         }
-        u.sending = false;
-        u.ops -= 1;
-        if u.closing {
+        u.s.sending = false;
+        u.s.ops -= 1;
+        if u.s.closing {
             self.release_up(p, now, true);
             return;
         }
@@ -912,18 +917,18 @@ impl Worker {
 
     fn close_up(&mut self, p: u32, now: Instant) {
         let u = &mut self.ups[p as usize];
-        if u.closing || u.fd < 0 {
+        if u.s.closing || u.s.fd < 0 {
             return;
         }
-        u.closing = true;
+        u.s.closing = true;
         if u.connecting {
-            let e = opcode::AsyncCancel::new(ud(OP_UP_CONNECT, p, u.generation))
+            let e = opcode::AsyncCancel::new(ud(OP_UP_CONNECT, p, u.s.generation))
                 .build()
                 .user_data(ud(OP_CANCEL, p, 0));
             self.push(e);
         } else {
             // SAFETY: our fd; shutdown ends its pending operations.
-            unsafe { libc::shutdown(u.fd, libc::SHUT_RDWR) };
+            unsafe { libc::shutdown(u.s.fd, libc::SHUT_RDWR) };
         }
         self.release_up(p, now, true);
     }
@@ -931,14 +936,14 @@ impl Worker {
     /// Closes the fd once no operation refers to it, and tells the dispatcher.
     fn release_up(&mut self, p: u32, now: Instant, was_connected: bool) {
         let u = &mut self.ups[p as usize];
-        if u.ops > 0 || u.fd < 0 {
+        if u.s.ops > 0 || u.s.fd < 0 {
             return;
         }
         // SAFETY: no operation refers to the fd any more.
-        unsafe { libc::close(u.fd) };
-        u.fd = -1;
-        u.closing = false;
-        u.generation = u.generation.wrapping_add(1);
+        unsafe { libc::close(u.s.fd) };
+        u.s.fd = -1;
+        u.s.closing = false;
+        u.s.generation = u.s.generation.wrapping_add(1);
         let connected =
             was_connected && self.d.link(PairId(p)) != crate::relay::dispatch::Link::Connecting;
         if connected {
@@ -954,14 +959,14 @@ impl Worker {
     fn sweep(&mut self, now: Instant) {
         for c in 0..self.conns.len() as u32 {
             let conn = &self.conns[c as usize];
-            if !conn.live || conn.closing {
+            if !conn.live || conn.s.closing {
                 continue;
             }
             let head_late = conn
                 .partial_since
                 .is_some_and(|t| now.since(t).0 > self.head_timeout);
             let idle = conn.in_len == 0
-                && !conn.sending
+                && !conn.s.sending
                 && now.since(conn.last_active).0 > self.idle_timeout;
             if head_late || idle {
                 self.close_conn(c);
@@ -969,7 +974,8 @@ impl Worker {
         }
         for p in 0..self.ups.len() as u32 {
             let u = &self.ups[p as usize];
-            if u.connecting && !u.closing && now.since(u.connect_started).0 > self.connect_timeout {
+            if u.connecting && !u.s.closing && now.since(u.connect_started).0 > self.connect_timeout
+            {
                 self.ups[p as usize].errno = libc::ETIMEDOUT;
                 self.close_up(p, now);
             }
@@ -1032,7 +1038,7 @@ impl Worker {
             let now = self.clock.now();
             self.reap(now);
             self.close_requested(now);
-            let busy = self.ups.iter().any(|u| u.fd >= 0)
+            let busy = self.ups.iter().any(|u| u.s.fd >= 0)
                 || self.conns.iter().any(|c| c.live)
                 || self.listeners.iter().any(|l| l.armed);
             if !busy || now.0 >= until.0 {
