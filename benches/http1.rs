@@ -1,13 +1,18 @@
 //! HTTP/1.1 intake: framing one request beside bare httparse on the same bytes (the framing
 //! rules' own cost is the difference), a re-parse of a head whose body has not arrived (what
-//! each partial receive costs), and writing a 200 answer.
+//! each partial receive costs), writing a 200 answer, and a request trickled one byte per
+//! receive (`trickle/`): through the intake connection ([`Conn`], linear in the request's
+//! length) beside framing the whole buffer again on every receive (quadratic), at four sizes.
 //!
 //! Run: `cargo bench --bench http1 -- --warm-up-time 1 --measurement-time 3`
+//! (one group: `cargo bench --bench http1 -- trickle/`)
 
 use std::hint::black_box;
 
+use bundle_relay::clock::{Instant, Ticks};
+use bundle_relay::http1::conn::{Conn, ConnConfig};
 use bundle_relay::http1::{HEADERS_MAX, Limits, parse, write_response};
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 
 /// python-requests' header set and order around a 1.6 KB sendBundle body.
 fn request() -> Vec<u8> {
@@ -67,5 +72,56 @@ fn bench(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench);
+/// A request of about `bytes` bytes: padding headers, then a short body.
+fn padded_request(bytes: usize) -> Vec<u8> {
+    let mut r = b"POST /api/v1/bundles HTTP/1.1\r\nHost: x\r\n".to_vec();
+    while r.len() + 40 < bytes {
+        // Long values: a head of 8 KB stays under the 64-field limit.
+        r.extend_from_slice(format!("X-Padding: {}\r\n", "a".repeat(150)).as_bytes());
+    }
+    r.extend_from_slice(b"Content-Length: 2\r\n\r\nok");
+    r
+}
+
+fn trickle(c: &mut Criterion) {
+    let cfg = ConnConfig {
+        limits: Limits::default(),
+        response_bytes_max: 256,
+        out_bytes: 1024,
+        head_timeout: Ticks(u64::MAX / 4),
+        idle_timeout: Ticks(u64::MAX / 4),
+        send_timeout: Ticks(u64::MAX / 4),
+    };
+    let mut g = c.benchmark_group("trickle");
+    for bytes in [1_024, 2_048, 4_096, 8_000] {
+        let req = padded_request(bytes);
+        g.throughput(Throughput::Bytes(req.len() as u64));
+        let mut conn = Conn::new(&cfg);
+        g.bench_with_input(BenchmarkId::new("conn", bytes), &req, |b, req| {
+            b.iter(|| {
+                conn.reset(Instant(0));
+                let mut answered = 0;
+                for byte in req.iter() {
+                    conn.handle_bytes(std::slice::from_ref(byte), Instant(1));
+                    answered += conn.serve(&cfg, Instant(1), |_, _| 0).requests;
+                }
+                assert_eq!(answered, 1);
+            })
+        });
+        g.bench_with_input(
+            BenchmarkId::new("reframe_each_receive", bytes),
+            &req,
+            |b, req| {
+                b.iter(|| {
+                    for end in 1..=req.len() {
+                        black_box(parse(black_box(&req[..end]), &cfg.limits).ok());
+                    }
+                })
+            },
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, trickle);
 criterion_main!(benches);

@@ -150,6 +150,27 @@ impl Budget {
             term("intake records", conns, reactor::INTAKE_RECORD_BYTES),
             term("intake input buffers", conns, intake_request_bytes as usize),
             term("intake output buffers", conns, reactor::INTAKE_OUT_BYTES),
+            // Per thread: a client-address table sized for every intake connection (the
+            // per-source cap), the log queue, and the submission backlog's room.
+            term(
+                "intake client tables",
+                threads,
+                reactor::Clients::allocation_bytes(intake_conns_per_thread as usize),
+            ),
+            term(
+                "log queues",
+                threads,
+                crate::log::LogQueue::allocation_bytes(),
+            ),
+            term(
+                "submission backlogs",
+                threads,
+                reactor::sq_entries_max(
+                    intake_conns_per_thread as usize,
+                    pairs.div_ceil(threads.max(1)) as usize,
+                    regions as usize + 1,
+                ) * std::mem::size_of::<io_uring::squeue::Entry>(),
+            ),
             // Per thread: the provided-buffer ring every receive lands in.
             term(
                 "receive buffer rings",

@@ -15,6 +15,7 @@ pub mod h2;
 pub mod http1;
 pub mod jsonrpc;
 pub mod limiter;
+pub mod log;
 pub mod metrics;
 pub mod probe;
 pub mod proto;

@@ -331,9 +331,18 @@ fn run(
     }
     let mut last = relay.totals();
     let mut ticks = 0u32;
+    let mut failed: Option<String> = None;
     while !STOP.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
         ticks += 1;
+        if let Err(why) = relay.health() {
+            // Half alive is worse than dead: the kernel keeps routing a share of new
+            // connections to the dead thread's listeners. Drain the rest and exit non-zero so
+            // the supervisor restarts the relay.
+            eprintln!("bundle-relay: {why}; stopping so the supervisor restarts the relay");
+            failed = Some(why);
+            break;
+        }
         if RELOAD.swap(false, Ordering::Relaxed) {
             match live.reload() {
                 Ok(g) => {
@@ -379,5 +388,13 @@ fn run(
         "stopped: admitted {} = delivered {} + rejected {} + expired {} + failed {} + in flight {}",
         t.admitted, t.delivered, t.rejected, t.expired, t.failed, t.in_flight
     );
+    if let Some(why) = failed {
+        eprintln!("bundle-relay: exiting with status {EXIT_THREAD_FAILED}: {why}");
+        return EXIT_THREAD_FAILED;
+    }
     if t.identity_holds() { 0 } else { 1 }
 }
+
+/// Exit status when a reactor thread died (EX_SOFTWARE from sysexits.h): the relay stopped
+/// itself so that its supervisor restarts it.
+const EXIT_THREAD_FAILED: i32 = 70;

@@ -89,10 +89,13 @@ fn minimal_file_gets_the_documented_defaults() {
 
 #[test]
 fn threads_default_to_available_cores() {
-    let c = parse(&format!("{REGION}{EGRESS}")).unwrap();
+    let c = parse(&format!(
+        "{REGION}[egress]\naddresses = [\"127.1.0.0/24\"]\n"
+    ))
+    .unwrap();
     assert_eq!(
         c.threads,
-        std::thread::available_parallelism().unwrap().get()
+        std::thread::available_parallelism().unwrap().get().min(256)
     );
 }
 
@@ -148,7 +151,7 @@ fn resolve_now_fills_addresses_from_the_system_resolver() {
 #[test]
 fn egress_entries_expand_in_order_cidr_single_range_and_ipv6() {
     let c = parse(&format!(
-        "{REGION}[egress]\naddresses = [\"127.1.0.0/30\", \"10.0.0.5\", \"127.1.1.1-127.1.1.3\", \"2001:db8::/127\"]\n"
+        "{REGION}connect = [\"127.0.0.15:10000\", \"[::1]:10000\"]\n[egress]\naddresses = [\"127.1.0.0/30\", \"10.0.0.5\", \"127.1.1.1-127.1.1.3\", \"2001:db8::/127\"]\n"
     ))
     .unwrap();
     let expected = vec![
@@ -227,25 +230,106 @@ fn admin_metrics_is_on_by_default_and_false_turns_it_off_in_the_config_and_the_s
 }
 
 #[test]
-fn fewer_sources_than_threads_loads_with_a_warning() {
-    let c = parse(&format!("threads = 8\n{REGION}{EGRESS}")).unwrap();
-    assert_eq!(c.warnings.len(), 1);
+fn fewer_sources_than_threads_is_refused_with_the_numbers() {
+    let e = refused(&format!("threads = 8\n{REGION}{EGRESS}"));
     assert!(
-        c.warnings[0].contains("4 sources for 8 threads"),
-        "{:?}",
-        c.warnings
+        e.contains("threads: 8 threads but 4 egress sources")
+            && e.contains("4 threads would own none")
+            && e.contains("set threads = 4"),
+        "{e}"
     );
 }
 
 #[test]
-fn sources_of_a_family_a_region_lacks_load_with_a_warning() {
-    let c = parse(&format!(
+fn threads_default_to_no_more_than_the_sources() {
+    let c = parse(&format!("{REGION}[egress]\naddresses = [\"127.1.0.1\"]\n")).unwrap();
+    assert_eq!(c.threads, 1, "one source: one thread, whatever the cores");
+}
+
+#[test]
+fn sources_of_a_family_a_region_lacks_are_refused_naming_both() {
+    let e = refused(&format!(
         "threads = 1\n{REGION}[egress]\naddresses = [\"10.0.0.1\", \"2001:db8::1-2001:db8::2\"]\n"
+    ));
+    assert!(
+        e.contains("region[0]: ny (127.0.0.15) has only IPv4 addresses")
+            && e.contains("2 egress sources are IPv6"),
+        "{e}"
+    );
+    // A SOCKS5 source reaches any family through its proxy.
+    parse(&format!(
+        "threads = 1\n{REGION}[egress]\nsocks5 = [{{ proxy = \"[::1]:1080\" }}]\n"
     ))
     .unwrap();
-    assert_eq!(
-        c.warnings,
-        vec!["region[0] (ny) has only IPv4 addresses: 2 IPv6 sources cannot reach it".to_string()]
+}
+
+#[test]
+fn millisecond_settings_are_bounded_with_their_reason() {
+    for (text, key, max) in [
+        (
+            "[intake]\nhead_timeout_ms = 18446744073709551615\n",
+            "intake.head_timeout_ms",
+            "60000",
+        ),
+        (
+            "[intake]\nidle_timeout_ms = 3600001\n",
+            "intake.idle_timeout_ms",
+            "3600000",
+        ),
+        (
+            "[intake]\nsend_timeout_ms = 60001\n",
+            "intake.send_timeout_ms",
+            "60000",
+        ),
+        (
+            "[egress]\naddresses = [\"127.1.0.0/30\"]\nreconnect_max_ms = 18446744073709551615\n",
+            "egress.reconnect_max_ms",
+            "600000",
+        ),
+        (
+            "[egress]\naddresses = [\"127.1.0.0/30\"]\nreconnect_min_ms = 600001\n",
+            "egress.reconnect_min_ms",
+            "600000",
+        ),
+        (
+            "[egress]\naddresses = [\"127.1.0.0/30\"]\nconnect_timeout_ms = 60001\n",
+            "egress.connect_timeout_ms",
+            "60000",
+        ),
+    ] {
+        let egress = if text.contains("[egress]") {
+            ""
+        } else {
+            EGRESS
+        };
+        let e = refused(&format!("{REGION}{egress}{text}"));
+        assert!(
+            e.contains(key) && e.contains(&format!("must be at most {max}")),
+            "{text}: {e}"
+        );
+    }
+    let e = refused(&format!(
+        "{REGION}interval_ms = 18446744073709551615\n{EGRESS}"
+    ));
+    assert!(
+        e.contains("region[0].interval_ms: must be at most 3600000"),
+        "{e}"
+    );
+}
+
+#[test]
+fn connections_per_source_default_to_a_quarter_of_the_table_and_fit_in_it() {
+    let c = parse(&format!(
+        "{REGION}{EGRESS}[intake]\nconnections_max = 100\n"
+    ))
+    .unwrap();
+    assert_eq!(c.intake.connections_per_source_max, 25);
+    let e = refused(&format!(
+        "{REGION}{EGRESS}[intake]\nconnections_max = 100\nconnections_per_source_max = 101\n"
+    ));
+    assert!(
+        e.contains("intake.connections_per_source_max: must be at most 100"),
+        "{e}"
     );
 }
 

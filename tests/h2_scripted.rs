@@ -4,8 +4,7 @@
 
 use bundle_relay::grpc::{self, CallConfig, Code, Method, Outcome};
 use bundle_relay::h2::conn::{
-    Config, ConnError, Connection, Event, Field, KEEPALIVE_INTERVAL_MS_MIN, StartError, StreamEnd,
-    StreamId,
+    Config, ConnError, Connection, Event, Field, StartError, StreamEnd, StreamId,
 };
 use bundle_relay::h2::frame::{self, Head, PREFACE, Reason};
 use bundle_relay::h2::hpack::{Decoder, Encoder, HeaderList};
@@ -406,33 +405,75 @@ fn ping_is_answered_with_the_same_payload() {
 }
 
 #[test]
-fn keepalive_is_off_by_default_and_never_below_five_minutes() {
+fn keepalive_pings_only_a_silent_peer_and_a_missing_ack_closes_the_connection() {
     let (c, _p) = open(Config::default(), &[]);
-    assert_eq!(c.poll_timeout(), None);
+    assert_eq!(c.poll_timeout(), None, "off by default");
     let cfg = Config {
         keepalive_interval_ms: Some(1_000),
+        keepalive_timeout_ms: 200,
         ..Config::default()
     };
     let (mut c, mut p) = open(cfg, &[]);
-    assert_eq!(c.poll_timeout(), Some(KEEPALIVE_INTERVAL_MS_MIN * MS));
-    let t = KEEPALIVE_INTERVAL_MS_MIN * MS;
-    c.handle_timeout(t);
-    let f = p.read(&mut c);
-    assert_eq!(f[0].kind, frame::PING);
-    // Answered: no timeout; the next ping is one interval later.
-    c.handle_bytes(t, &raw(frame::PING, frame::FLAG_ACK, 0, &f[0].payload));
-    assert_eq!(c.poll_timeout(), Some(2 * t));
-    // Unanswered: the connection is declared dead.
-    c.handle_timeout(2 * t);
+    assert_eq!(c.poll_timeout(), Some(1_000 * MS));
+    // A frame from the peer at 600 ms: the next PING waits a whole interval from there.
+    c.handle_bytes(600 * MS, &raw(frame::PING, 0, 0, b"peerping"));
     p.read(&mut c);
-    let deadline = c.poll_timeout().unwrap();
-    c.handle_timeout(deadline);
+    assert_eq!(c.poll_timeout(), Some(1_600 * MS));
+    c.handle_timeout(1_600 * MS);
+    let f = p.read(&mut c);
+    assert_eq!((f[0].kind, f[0].flags), (frame::PING, 0));
+    // Answered: the peer is alive, and it says so as an event.
+    c.handle_bytes(
+        1_650 * MS,
+        &raw(frame::PING, frame::FLAG_ACK, 0, &f[0].payload),
+    );
+    assert_eq!(events(&mut c), vec![Event::PingAcked]);
+    assert_eq!(c.poll_timeout(), Some(2_650 * MS));
+    // Unanswered: the connection is declared dead at the deadline.
+    c.handle_timeout(2_650 * MS);
+    p.read(&mut c);
+    assert_eq!(c.poll_timeout(), Some(2_850 * MS));
+    c.handle_timeout(2_850 * MS);
     assert_eq!(
         closed_with(&c),
         ConnError::Timeout {
-            what: "keepalive PING not acknowledged"
+            what: "PING not acknowledged"
         }
     );
+}
+
+#[test]
+fn a_ping_on_demand_goes_at_once_and_only_one_is_outstanding() {
+    let (mut c, mut p) = open(Config::default(), &[]);
+    c.ping(10 * MS, 50);
+    c.ping(11 * MS, 50);
+    let f = p.read(&mut c);
+    assert_eq!(f.iter().filter(|f| f.kind == frame::PING).count(), 1);
+    assert_eq!(c.poll_timeout(), Some(60 * MS));
+    c.handle_bytes(
+        20 * MS,
+        &raw(frame::PING, frame::FLAG_ACK, 0, &f[0].payload),
+    );
+    assert_eq!(events(&mut c), vec![Event::PingAcked]);
+    assert_eq!(c.poll_timeout(), None);
+}
+
+#[test]
+fn a_requests_end_offset_tells_whether_its_last_byte_was_sent() {
+    let (mut c, _p) = open(Config::default(), &[]);
+    let before = c.transmitted_total();
+    let id = get(&mut c, &[7; 100]).unwrap();
+    let end = c.request_end(id).expect("END_STREAM queued");
+    let queued = c.poll_transmit().len() as u64;
+    assert_eq!(end, before + queued, "the request is the last thing queued");
+    // Part of it leaves: not whole yet.
+    c.advance_transmit(queued as usize - 1);
+    assert!(c.transmitted_total() < end);
+    c.advance_transmit(1);
+    assert_eq!(c.transmitted_total(), end);
+    c.handle_transport_closed();
+    let resp = c.response(id).unwrap();
+    assert_eq!(resp.request_end, Some(end));
 }
 
 // ---- flow control ----

@@ -3,134 +3,17 @@
 //! region cannot be reached. The region here points at a closed port, so nothing is delivered
 //! and every admitted bundle must end expired.
 
+mod intake_support;
 mod wire_support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use bundle_relay::relay::{RegionSpec, Relay, Spec};
-use rand::SeedableRng;
-use rand::rngs::StdRng;
-use wire_support::{Shape, serialize, signed_tx};
-
-/// One region on a closed port (9, discard, is closed here: connects are refused and
-/// retried), one egress source per `sources`, a pinned port when `pinned`.
-fn nowhere(sources: &[&str], pinned: bool) -> Spec {
-    let region = RegionSpec {
-        interval_ms: 1_000,
-        pinned: pinned.then(|| "127.0.0.1:0".parse().unwrap()),
-        ..RegionSpec::plain("nowhere", "127.0.0.1:9".parse().unwrap())
-    };
-    Spec::local(
-        vec![region],
-        sources.iter().map(|s| s.parse().unwrap()).collect(),
-    )
-}
-
-fn start(max_age_ms: u64) -> Relay {
-    let mut spec = nowhere(&["127.0.0.1"], true);
-    spec.bundle_max_age_ms = max_age_ms;
-    spec.arena_slots = 64;
-    Relay::start(spec).unwrap()
-}
-
-fn connect(relay: &Relay) -> TcpStream {
-    let c = TcpStream::connect(relay.rotating_addr().unwrap()).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    c
-}
-
-fn post(path: &str, body: &str) -> Vec<u8> {
-    format!(
-        "POST {path} HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
-}
-
-/// Reads one response (head + Content-Length body).
-fn read_response(c: &mut TcpStream) -> (u16, String, String) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("Content-Length: "))
-                .map_or(0, |v| v.trim().parse().unwrap());
-            if buf.len() >= end + 4 + len {
-                let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned();
-                let status = head[9..12].parse().unwrap();
-                // Keep what belongs to the next response.
-                let rest = buf.split_off(end + 4 + len);
-                PENDING.with(|p| p.borrow_mut().extend(rest));
-                return (status, head, body);
-            }
-        }
-        let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
-        if !pending.is_empty() {
-            buf.extend(pending);
-            continue;
-        }
-        let n = c.read(&mut chunk).unwrap();
-        assert!(
-            n > 0,
-            "connection closed mid-response: {:?}",
-            String::from_utf8_lossy(&buf)
-        );
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
-thread_local! {
-    static PENDING: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-fn exchange(c: &mut TcpStream, req: &[u8]) -> (u16, String, String) {
-    c.write_all(req).unwrap();
-    read_response(c)
-}
-
-/// `n` really signed transactions (base64) and the bundle id Jito computes for them.
-fn bundle(seed: u64, n: usize) -> (Vec<String>, String, String) {
-    let mut rng = StdRng::seed_from_u64(seed);
-    let txs: Vec<_> = (0..n)
-        .map(|_| {
-            signed_tx(
-                &mut rng,
-                Shape {
-                    signers: 1,
-                    instructions: 1,
-                    accounts_per_ix: 2,
-                    data_len_max: 16,
-                    v0_tables: None,
-                },
-            )
-        })
-        .collect();
-    let sigs: Vec<[u8; 64]> = txs.iter().map(|t| t.signatures[0].into()).collect();
-    let id = bundle_relay::wire::bundle_id(&sigs).to_string();
-    let first_sig = bs58::encode(sigs[0]).into_string();
-    let encoded = txs
-        .iter()
-        .map(|t| base64::engine::general_purpose::STANDARD.encode(serialize(t)))
-        .collect();
-    (encoded, id, first_sig)
-}
-
-fn send_bundle_body(txs: &[String], id: u64) -> String {
-    let list = txs
-        .iter()
-        .map(|t| format!("\"{t}\""))
-        .collect::<Vec<_>>()
-        .join(",");
-    format!(
-        r#"{{"jsonrpc":"2.0","id":{id},"method":"sendBundle","params":[[{list}],{{"encoding":"base64"}}]}}"#
-    )
-}
+use bundle_relay::relay::Relay;
+use intake_support::{
+    bundle, connect, exchange, nowhere, post, read_response, send_bundle_body, start,
+};
 
 #[test]
 fn ping_answers_ok() {
@@ -372,23 +255,28 @@ fn lazy_connecting_opens_a_regions_pairs_on_its_first_bundle() {
 }
 
 #[test]
-fn slow_heads_and_idle_connections_are_cut_off() {
+fn a_slow_head_is_answered_408_then_closed_and_idle_connections_are_cut_off() {
     let mut spec = nowhere(&["127.0.0.1"], false);
     spec.head_timeout_ms = 200;
     spec.idle_timeout_ms = 400;
     let relay = Relay::start(spec).unwrap();
     let addr = relay.rotating_addr().unwrap();
 
-    // A head that never ends is cut off after its limit.
+    // A head that never ends is answered 408 after its limit, then closed.
     let mut slow = TcpStream::connect(addr).unwrap();
     slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     slow.write_all(b"POST /api/v1/bundles HTTP/1.1\r\nHost:")
         .unwrap();
     let started = Instant::now();
-    let mut buf = [0u8; 64];
-    assert_eq!(slow.read(&mut buf).unwrap_or(0), 0);
+    let (status, head, body) = read_response(&mut slow);
     let waited = started.elapsed();
+    assert_eq!(status, 408, "{head}");
+    assert!(head.contains("Connection: close"), "{head}");
+    assert!(body.contains("request head not received in time"), "{body}");
     assert!(waited >= Duration::from_millis(200), "{waited:?}");
+    let mut buf = [0u8; 64];
+    assert_eq!(slow.read(&mut buf).unwrap_or(0), 0, "closed after the 408");
+    assert_eq!(relay.totals().intake_head_timeouts, 1);
 
     // A kept-alive connection with nothing to say is closed after the idle limit, not before.
     let mut idle = connect(&relay);

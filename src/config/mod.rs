@@ -11,7 +11,8 @@
 //! count array indexes from 0 (`region[2].interval_ms`). A listen address may be `"off"`.
 //!
 //! ```toml
-//! threads = 8                  # reactor threads; default: available cores
+//! threads = 8                  # reactor threads; default: available cores, at most one per
+//!                              # egress source (fewer sources than threads is refused)
 //! pin_threads = true           # pin thread i to core i
 //! arena_slots = 65536          # total in-flight bundles, split evenly across threads
 //! bundle_max_age_ms = 2000     # older undelivered bundles are dropped as expired
@@ -21,9 +22,11 @@
 //! rotating = "127.0.0.1:8080"  # bundles go to the region whose pool can send soonest; or "off"
 //! head_bytes_max = 8192
 //! body_bytes_max = 65536
-//! head_timeout_ms = 5000
-//! idle_timeout_ms = 60000
+//! head_timeout_ms = 5000       # a request head must arrive within this (else 408)
+//! idle_timeout_ms = 60000      # a keep-alive connection with nothing to do is closed after it
+//! send_timeout_ms = 10000      # answers that make no progress into the socket this long: closed
 //! connections_max = 1024       # intake connections per thread
+//! connections_per_source_max = 256  # per client address per thread; default connections_max / 4
 //!
 //! [[region]]                   # 1 to 16 tables
 //! name = "frankfurt"           # required; a-z, 0-9, '-', '_'; unique
@@ -46,6 +49,9 @@
 //! reconnect_max_ms = 30000
 //! connect_timeout_ms = 5000
 //! handshakes_max = 256         # concurrent connects/handshakes per thread at startup
+//! ping_idle_ms = 30000         # HTTP/2 PING after this long without a frame (0: off)
+//! ping_timeout_ms = 2000       # a PING unanswered this long closes its connection
+//! tcp_user_timeout_ms = 5000   # sent data unacknowledged this long ends the connection
 //!
 //! [admin]
 //! listen = "127.0.0.1:9464"    # admin/metrics listener; or "off"
@@ -82,6 +88,7 @@ use std::path::{Path, PathBuf};
 pub use egress::SOURCES_MAX;
 pub use error::ConfigError;
 pub use host::host_addresses;
+pub use schema::stranded_sources;
 pub use snapshot::{Shared, Snapshot};
 
 /// Jito's mainnet regions (jito-facts.md section 2), in the order the embedded default numbers
@@ -106,6 +113,17 @@ pub const ROTATING_PORT: u16 = 8080;
 pub const PINNED_PORT_FIRST: u16 = 8081;
 /// Default admin/metrics port on 127.0.0.1 (Prometheus exporters' customary range).
 pub const ADMIN_PORT: u16 = 9464;
+
+/// An idle upstream connection is PINGed after this long without a frame from its engine, so a
+/// dead one is found before a bundle is sent into it. Engines that find this too often say so
+/// (GOAWAY ENHANCE_YOUR_CALM) and the relay backs off for that region, as gRPC clients do.
+pub const PING_IDLE_MS_DEFAULT: u64 = 30_000;
+/// A PING unanswered this long ends its connection: an engine a few milliseconds away that
+/// cannot answer within two seconds is not serving.
+pub const PING_TIMEOUT_MS_DEFAULT: u64 = 2_000;
+/// Data sent upstream and not acknowledged by the engine's kernel for this long ends the
+/// connection (`TCP_USER_TIMEOUT`), where without it TCP retransmits for many minutes.
+pub const TCP_USER_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 
 /// File descriptors kept free beyond pairs, intake, listeners and rings: stdio, the config file
 /// during a reload, resolver sockets, admin connections, log files.
@@ -197,8 +215,14 @@ pub struct Intake {
     pub head_timeout_ms: u64,
     /// An idle keep-alive connection is closed after this; default 60 s.
     pub idle_timeout_ms: u64,
+    /// A connection whose answers make no progress into the socket for this long (a client
+    /// that never reads) is closed; default 10 s.
+    pub send_timeout_ms: u64,
     /// Intake connections per thread; default 1,024.
     pub connections_max: u32,
+    /// Intake connections one client address may hold per thread; default a quarter of
+    /// `connections_max`.
+    pub connections_per_source_max: u32,
 }
 
 /// One block-engine region.
@@ -239,6 +263,12 @@ pub struct Egress {
     pub connect_timeout_ms: u64,
     /// Concurrent connects/handshakes per thread at startup; default 256.
     pub handshakes_max: u32,
+    /// HTTP/2 PING after this long without a frame from the engine (0: off); default 30 s.
+    pub ping_idle_ms: u64,
+    /// Every PING must be acknowledged within this; default 2 s.
+    pub ping_timeout_ms: u64,
+    /// `TCP_USER_TIMEOUT` of upstream sockets; default 5 s.
+    pub tcp_user_timeout_ms: u64,
 }
 
 /// One egress source: a local address to bind, or a SOCKS5 proxy to go through.
@@ -449,7 +479,7 @@ impl Config {
             })
             .collect();
         Config {
-            threads: schema::default_threads(),
+            threads: schema::default_threads_for(sources.len()),
             pin_threads: true,
             arena_slots: schema::ARENA_SLOTS_DEFAULT,
             bundle_max_age_ms: schema::BUNDLE_MAX_AGE_MS_DEFAULT,
@@ -463,7 +493,10 @@ impl Config {
                 body_bytes_max: schema::BODY_BYTES_MAX_DEFAULT,
                 head_timeout_ms: schema::HEAD_TIMEOUT_MS_DEFAULT,
                 idle_timeout_ms: schema::IDLE_TIMEOUT_MS_DEFAULT,
+                send_timeout_ms: schema::SEND_TIMEOUT_MS_DEFAULT,
                 connections_max: schema::CONNECTIONS_MAX_DEFAULT,
+                connections_per_source_max: schema::CONNECTIONS_MAX_DEFAULT
+                    / schema::CONNECTIONS_PER_SOURCE_SHARE_DEFAULT,
             },
             regions,
             egress: Egress {
@@ -473,6 +506,9 @@ impl Config {
                 reconnect_max_ms: schema::RECONNECT_MAX_MS_DEFAULT,
                 connect_timeout_ms: schema::CONNECT_TIMEOUT_MS_DEFAULT,
                 handshakes_max: schema::HANDSHAKES_MAX_DEFAULT,
+                ping_idle_ms: PING_IDLE_MS_DEFAULT,
+                ping_timeout_ms: PING_TIMEOUT_MS_DEFAULT,
+                tcp_user_timeout_ms: TCP_USER_TIMEOUT_MS_DEFAULT,
             },
             admin: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), ADMIN_PORT)),
             metrics: true,
@@ -528,21 +564,38 @@ impl Config {
         self.fd_budget().total()
     }
 
-    /// The sources thread `thread` owns, as indexes into `egress.sources`: an even split, the
-    /// first `sources % threads` threads taking one more. A source's pairs for every region
-    /// belong to its thread. Panics when `thread >= threads`.
+    /// The sources thread `thread` owns, as indexes into `egress.sources`: [`even_share`]. A
+    /// source's pairs for every region belong to its thread. Panics when `thread >= threads`.
     pub fn per_thread_sources(&self, thread: usize) -> Range<usize> {
         assert!(thread < self.threads, "thread {thread} of {}", self.threads);
-        let n = self.egress.sources.len();
-        let (base, extra) = (n / self.threads, n % self.threads);
-        let start = thread * base + thread.min(extra);
-        start..start + base + usize::from(thread < extra)
+        even_share(self.egress.sources.len(), self.threads, thread)
     }
 
     /// Arena slots thread `thread` owns: the same even split as sources.
     pub fn per_thread_arena_slots(&self, thread: usize) -> u32 {
         assert!(thread < self.threads, "thread {thread} of {}", self.threads);
-        let threads = self.threads as u32;
-        self.arena_slots / threads + u32::from((thread as u32) < self.arena_slots % threads)
+        even_share(self.arena_slots as usize, self.threads, thread).len() as u32
     }
+}
+
+/// Why `threads` reactor threads cannot share `sources` egress sources (fewer sources than
+/// threads): a thread sends only through the pairs it owns, so a thread without a source would
+/// answer bundles it can never send.
+pub fn too_few_sources(sources: usize, threads: usize) -> String {
+    format!(
+        "{threads} threads but {sources} egress sources: each thread sends only through the \
+         sources it owns, so {} threads would own none; give at least one source per thread, or \
+         set threads = {sources}",
+        threads - sources
+    )
+}
+
+/// Part `i` of `total` things split into `parts` contiguous runs as evenly as they go: the
+/// first `total % parts` runs take one more. The one split of sources and arena slots across
+/// reactor threads: with `total >= parts` every part is non-empty.
+pub fn even_share(total: usize, parts: usize, i: usize) -> Range<usize> {
+    assert!(parts > 0 && i < parts, "part {i} of {parts}");
+    let (base, extra) = (total / parts, total % parts);
+    let start = i * base + i.min(extra);
+    start..start + base + usize::from(i < extra)
 }

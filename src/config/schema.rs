@@ -38,12 +38,25 @@ pub const BODY_BYTES_MIN: usize = MAX_BUNDLE_TXS * (MAX_BASE58_LEN + 3) + 256;
 /// Bodies are read into fixed per-connection buffers.
 pub const BODY_BYTES_LIMIT: usize = 1024 * 1024;
 pub const HEAD_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+/// A head that takes over a minute to arrive is a client holding a slot, not a slow network.
+pub const HEAD_TIMEOUT_MS_MAX: u64 = 60_000;
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
+/// Bots keep connections warm every few seconds; an hour of silence is a dead peer.
+pub const IDLE_TIMEOUT_MS_MAX: u64 = 3_600_000;
+pub const SEND_TIMEOUT_MS_DEFAULT: u64 = crate::http1::SEND_TIMEOUT_MS_DEFAULT;
+/// An answer nobody reads for a minute pins a slot for nothing.
+pub const SEND_TIMEOUT_MS_MAX: u64 = 60_000;
 pub const CONNECTIONS_MAX_DEFAULT: u32 = 1_024;
 /// Per-thread connection tables are allocated at startup.
 pub const CONNECTIONS_MAX_LIMIT: u32 = 65_536;
+/// One source address may hold at most this share of a thread's connection table by default,
+/// so a single misbehaving host cannot lock every other client out.
+pub const CONNECTIONS_PER_SOURCE_SHARE_DEFAULT: u32 = 4;
 
 pub const INTERVAL_MS_DEFAULT: u64 = crate::limiter::DEFAULT_INTERVAL_MS;
+/// Jito's rule is one send per second; a pair that may send less than once an hour is a typo.
+/// The bound also keeps every interval far inside the limiter's tick arithmetic.
+pub const INTERVAL_MS_MAX: u64 = 3_600_000;
 pub const BURST_DEFAULT: u32 = 1;
 /// Jito's rule is 1 per interval; a burst in the thousands is a typo.
 pub const BURST_MAX: u32 = 1_000;
@@ -52,14 +65,36 @@ pub const REGION_NAME_BYTES_MAX: usize = 32;
 
 pub const RECONNECT_MIN_MS_DEFAULT: u64 = 100;
 pub const RECONNECT_MAX_MS_DEFAULT: u64 = 30_000;
+/// A pair that waits over ten minutes between attempts might as well be removed from the
+/// pool; the bound keeps back-off doubling far from overflow.
+pub const RECONNECT_MS_MAX: u64 = 600_000;
 pub const CONNECT_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+/// TCP gives up on a SYN after about two minutes; a connect and handshake that needs more
+/// than one will not carry bundles.
+pub const CONNECT_TIMEOUT_MS_MAX: u64 = 60_000;
 pub const HANDSHAKES_MAX_DEFAULT: u32 = 256;
+/// gRPC's own keepalive policy bounds how seldom a PING is useful; beyond it, turn it off (0).
+pub const PING_IDLE_MS_MAX: u64 = crate::h2::conn::KEEPALIVE_INTERVAL_MS_POLICY;
+/// A PING deadline beyond a minute finds a dead engine long after every call to it failed.
+pub const PING_TIMEOUT_MS_MAX: u64 = 60_000;
+/// Beyond ten minutes TCP's own retransmission gives up first; below 100 ms a busy host's
+/// scheduling delays would end healthy connections.
+pub const TCP_USER_TIMEOUT_MS_MIN: u64 = 100;
+pub const TCP_USER_TIMEOUT_MS_MAX: u64 = 600_000;
+/// More concurrent handshakes than a thread can own pairs is a typo.
+pub const HANDSHAKES_MAX_LIMIT: u32 = (SOURCES_MAX * MAX_REGIONS) as u32;
 /// RFC 1929: username and password are 1 to 255 bytes each.
 pub const SOCKS5_FIELD_BYTES_MAX: usize = 255;
 
 /// Threads when the config names none: one per available core.
 pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Threads when the config names none, for `sources` egress sources: one per available core,
+/// but no more than there are sources (a thread sends only through sources it owns).
+pub fn default_threads_for(sources: usize) -> usize {
+    default_threads().min(sources).max(1)
 }
 
 #[derive(Deserialize)]
@@ -85,7 +120,9 @@ struct FileIntake {
     body_bytes_max: Option<usize>,
     head_timeout_ms: Option<u64>,
     idle_timeout_ms: Option<u64>,
+    send_timeout_ms: Option<u64>,
     connections_max: Option<u32>,
+    connections_per_source_max: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -123,6 +160,9 @@ struct FileEgress {
     reconnect_max_ms: Option<u64>,
     connect_timeout_ms: Option<u64>,
     handshakes_max: Option<u32>,
+    ping_idle_ms: Option<u64>,
+    ping_timeout_ms: Option<u64>,
+    tcp_user_timeout_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -258,13 +298,19 @@ pub fn from_toml_with(
 }
 
 fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Config, ConfigError> {
-    let mut warnings = Vec::new();
-    let threads = cx.range(
-        "threads",
-        file.threads.unwrap_or_else(default_threads),
-        1,
-        THREADS_MAX,
-    )?;
+    let warnings = Vec::new();
+    // Egress first: the default thread count depends on how many sources there are.
+    let egress = build_egress(cx, file.egress.unwrap_or_default())?;
+    let threads = match file.threads {
+        None => default_threads_for(egress.sources.len()),
+        Some(t) => {
+            let t = cx.range("threads", t, 1, THREADS_MAX)?;
+            if egress.sources.len() < t {
+                return Err(cx.err("threads", super::too_few_sources(egress.sources.len(), t)));
+            }
+            t
+        }
+    };
     let arena_slots = cx.range(
         "arena_slots",
         file.arena_slots.unwrap_or(ARENA_SLOTS_DEFAULT),
@@ -294,6 +340,12 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
     )?;
 
     let fi = file.intake.unwrap_or_default();
+    let connections_max = cx.range(
+        "intake.connections_max",
+        fi.connections_max.unwrap_or(CONNECTIONS_MAX_DEFAULT),
+        1,
+        CONNECTIONS_MAX_LIMIT,
+    )?;
     let intake = Intake {
         rotating: match &fi.rotating {
             Some(text) => cx.listen("intake.rotating", text)?,
@@ -315,19 +367,27 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
             "intake.head_timeout_ms",
             fi.head_timeout_ms.unwrap_or(HEAD_TIMEOUT_MS_DEFAULT),
             1,
-            u64::MAX,
+            HEAD_TIMEOUT_MS_MAX,
         )?,
         idle_timeout_ms: cx.range(
             "intake.idle_timeout_ms",
             fi.idle_timeout_ms.unwrap_or(IDLE_TIMEOUT_MS_DEFAULT),
             1,
-            u64::MAX,
+            IDLE_TIMEOUT_MS_MAX,
         )?,
-        connections_max: cx.range(
-            "intake.connections_max",
-            fi.connections_max.unwrap_or(CONNECTIONS_MAX_DEFAULT),
+        send_timeout_ms: cx.range(
+            "intake.send_timeout_ms",
+            fi.send_timeout_ms.unwrap_or(SEND_TIMEOUT_MS_DEFAULT),
             1,
-            CONNECTIONS_MAX_LIMIT,
+            SEND_TIMEOUT_MS_MAX,
+        )?,
+        connections_max,
+        connections_per_source_max: cx.range(
+            "intake.connections_per_source_max",
+            fi.connections_per_source_max
+                .unwrap_or((connections_max / CONNECTIONS_PER_SOURCE_SHARE_DEFAULT).max(1)),
+            1,
+            connections_max,
         )?,
     };
 
@@ -355,35 +415,9 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         regions.push(region);
     }
 
-    let egress = build_egress(cx, file.egress.unwrap_or_default())?;
-    if egress.sources.len() < threads {
-        warnings.push(format!(
-            "egress: {} sources for {threads} threads: {} threads own no source and only hand \
-             bundles to others",
-            egress.sources.len(),
-            threads - egress.sources.len()
-        ));
-    }
-
-    // A source can only reach a region over its own address family.
     for (i, r) in regions.iter().enumerate() {
-        let v4 = r.addrs.iter().any(SocketAddr::is_ipv4);
-        let v6 = r.addrs.iter().any(SocketAddr::is_ipv6);
-        if !r.is_resolved() || (v4 && v6) {
-            continue;
-        }
-        let stranded = egress
-            .sources
-            .iter()
-            .filter(|s| matches!(s, Source::Local(ip) if ip.is_ipv4() != v4))
-            .count();
-        if stranded > 0 {
-            warnings.push(format!(
-                "region[{i}] ({}) has only {} addresses: {stranded} {} sources cannot reach it",
-                r.name,
-                if v4 { "IPv4" } else { "IPv6" },
-                if v4 { "IPv6" } else { "IPv4" },
-            ));
+        if let Some(why) = stranded_sources(r, &egress.sources) {
+            return Err(cx.err(format!("region[{i}]"), why));
         }
     }
 
@@ -431,6 +465,40 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         metrics,
         warnings,
     })
+}
+
+/// Why some of `sources` can never reach region `r`: a local source connects only within its
+/// own address family, so a region with no address of that family strands it (a SOCKS5 source
+/// connects to its proxy and reaches any family). `None` when every source can reach it, or
+/// while the region is unresolved.
+pub fn stranded_sources(r: &Region, sources: &[Source]) -> Option<String> {
+    if !r.is_resolved() {
+        return None;
+    }
+    let has = |v4: bool| r.addrs.iter().any(|a| a.is_ipv4() == v4);
+    for v4 in [true, false] {
+        if has(v4) {
+            continue;
+        }
+        let stranded = sources
+            .iter()
+            .filter(|s| matches!(s, Source::Local(ip) if ip.is_ipv4() == v4))
+            .count();
+        if stranded > 0 {
+            let (family, other) = if v4 {
+                ("IPv4", "IPv6")
+            } else {
+                ("IPv6", "IPv4")
+            };
+            return Some(format!(
+                "{} ({}) has only {other} addresses {:?}, but {stranded} egress sources are \
+                 {family}: give the region an {family} address (or `connect`) or remove those \
+                 sources",
+                r.name, r.host, r.addrs
+            ));
+        }
+    }
+    None
 }
 
 /// Two listen addresses that cannot both be bound: same port (not 0, which the kernel picks) and
@@ -527,7 +595,7 @@ fn build_region(
         &key("interval_ms"),
         fr.interval_ms.unwrap_or(INTERVAL_MS_DEFAULT),
         1,
-        u64::MAX,
+        INTERVAL_MS_MAX,
     )?;
     let burst = cx.range(
         &key("burst"),
@@ -661,9 +729,14 @@ fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
         "egress.reconnect_min_ms",
         fe.reconnect_min_ms.unwrap_or(RECONNECT_MIN_MS_DEFAULT),
         1,
-        u64::MAX,
+        RECONNECT_MS_MAX,
     )?;
-    let reconnect_max_ms = fe.reconnect_max_ms.unwrap_or(RECONNECT_MAX_MS_DEFAULT);
+    let reconnect_max_ms = cx.range(
+        "egress.reconnect_max_ms",
+        fe.reconnect_max_ms.unwrap_or(RECONNECT_MAX_MS_DEFAULT),
+        1,
+        RECONNECT_MS_MAX,
+    )?;
     if reconnect_max_ms < reconnect_min_ms {
         return Err(cx.err(
             "egress.reconnect_max_ms",
@@ -684,13 +757,32 @@ fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
             "egress.connect_timeout_ms",
             fe.connect_timeout_ms.unwrap_or(CONNECT_TIMEOUT_MS_DEFAULT),
             1,
-            u64::MAX,
+            CONNECT_TIMEOUT_MS_MAX,
         )?,
         handshakes_max: cx.range(
             "egress.handshakes_max",
             fe.handshakes_max.unwrap_or(HANDSHAKES_MAX_DEFAULT),
             1,
-            u32::MAX,
+            HANDSHAKES_MAX_LIMIT,
+        )?,
+        ping_idle_ms: cx.range(
+            "egress.ping_idle_ms",
+            fe.ping_idle_ms.unwrap_or(super::PING_IDLE_MS_DEFAULT),
+            0,
+            PING_IDLE_MS_MAX,
+        )?,
+        ping_timeout_ms: cx.range(
+            "egress.ping_timeout_ms",
+            fe.ping_timeout_ms.unwrap_or(super::PING_TIMEOUT_MS_DEFAULT),
+            1,
+            PING_TIMEOUT_MS_MAX,
+        )?,
+        tcp_user_timeout_ms: cx.range(
+            "egress.tcp_user_timeout_ms",
+            fe.tcp_user_timeout_ms
+                .unwrap_or(super::TCP_USER_TIMEOUT_MS_DEFAULT),
+            TCP_USER_TIMEOUT_MS_MIN,
+            TCP_USER_TIMEOUT_MS_MAX,
         )?,
     })
 }

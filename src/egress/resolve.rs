@@ -63,10 +63,17 @@ impl HostAddrs {
         })
     }
 
-    /// The address for the `i`-th connection: pairs spread over every address the name has.
-    pub fn pick(&self, i: u32) -> SocketAddr {
+    /// The address for the `i`-th connection: pairs spread over every address the name has of
+    /// the source's family (`Some(true)`: IPv4; `None`: any, for a proxy that dials it).
+    /// `None` when the name has no address of that family.
+    pub fn pick(&self, i: u32, v4: Option<bool>) -> Option<SocketAddr> {
         let a = self.addrs.load();
-        a[i as usize % a.len()]
+        let fits = |s: &&SocketAddr| v4.is_none_or(|v4| s.is_ipv4() == v4);
+        let n = a.iter().filter(fits).count();
+        if n == 0 {
+            return None;
+        }
+        a.iter().filter(fits).nth(i as usize % n).copied()
     }
 
     /// Every current address.
@@ -152,7 +159,26 @@ mod tests {
         let a: SocketAddr = "127.0.0.11:1".parse().unwrap();
         let b: SocketAddr = "127.0.0.12:1".parse().unwrap();
         let h = HostAddrs::fixed("x", vec![a, b]);
-        assert_eq!([h.pick(0), h.pick(1), h.pick(2)], [a, b, a]);
+        let picks: Vec<_> = (0..3).map(|i| h.pick(i, Some(true)).unwrap()).collect();
+        assert_eq!(picks, [a, b, a]);
+    }
+
+    #[test]
+    fn a_source_is_given_an_address_of_its_own_family_only() {
+        let v4: SocketAddr = "127.0.0.11:1".parse().unwrap();
+        let v6: SocketAddr = "[::1]:1".parse().unwrap();
+        let h = HostAddrs::fixed("x", vec![v6, v4]);
+        for i in 0..4 {
+            assert_eq!(h.pick(i, Some(true)), Some(v4));
+            assert_eq!(h.pick(i, Some(false)), Some(v6));
+        }
+        assert_eq!(
+            (0..2).map(|i| h.pick(i, None).unwrap()).collect::<Vec<_>>(),
+            [v6, v4],
+            "a proxy dials any family"
+        );
+        let only4 = HostAddrs::fixed("y", vec![v4]);
+        assert_eq!(only4.pick(0, Some(false)), None);
     }
 
     #[test]

@@ -11,12 +11,26 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 /// burst of bots reconnecting at once.
 pub const LISTEN_BACKLOG: i32 = 4096;
 
+/// Kernel keepalive on upstream sockets: probes after this long idle, this often, this many
+/// times. With [`upstream`]'s `TCP_USER_TIMEOUT` the kernel gives up once the user timeout has
+/// passed without an answer, so an idle connection to a vanished engine ends about
+/// `KEEPALIVE_IDLE_S` + the user timeout after its last packet, even with HTTP/2 PINGs off.
+pub const KEEPALIVE_IDLE_S: u64 = 10;
+pub const KEEPALIVE_INTERVAL_S: u64 = 1;
+pub const KEEPALIVE_PROBES: u32 = 3;
+
 /// A TCP socket bound to `local` (port chosen at connect time; unbound when `None`, for a
 /// connection to a SOCKS5 proxy), ready for the ring to connect to `remote`. `IP_BIND_ADDRESS_NO_PORT` defers the port choice to `connect`, so thousands of
 /// sockets bound to one address do not exhaust its ephemeral ports at bind time (the kernel
 /// then picks a port unique per 4-tuple). Nagle is off: a bundle is one write and waits for
-/// nothing.
-pub fn upstream(local: Option<IpAddr>, remote: SocketAddr) -> io::Result<RawFd> {
+/// nothing. Data the engine's kernel does not acknowledge within `user_timeout_ms` ends the
+/// connection (`TCP_USER_TIMEOUT`; TCP would otherwise retransmit into a black hole for many
+/// minutes), and idle connections are probed by the kernel's keepalive.
+pub fn upstream(
+    local: Option<IpAddr>,
+    remote: SocketAddr,
+    user_timeout_ms: u64,
+) -> io::Result<RawFd> {
     let domain = Domain::for_address(remote);
     let socket = Socket::new(
         domain,
@@ -30,6 +44,13 @@ pub fn upstream(local: Option<IpAddr>, remote: SocketAddr) -> io::Result<RawFd> 
         socket.bind(&SockAddr::from(SocketAddr::new(local, 0)))?;
     }
     socket.set_tcp_nodelay(true)?;
+    socket.set_tcp_user_timeout(Some(std::time::Duration::from_millis(user_timeout_ms)))?;
+    socket.set_tcp_keepalive(
+        &socket2::TcpKeepalive::new()
+            .with_time(std::time::Duration::from_secs(KEEPALIVE_IDLE_S))
+            .with_interval(std::time::Duration::from_secs(KEEPALIVE_INTERVAL_S))
+            .with_retries(KEEPALIVE_PROBES),
+    )?;
     Ok(socket.into_raw_fd())
 }
 
@@ -53,8 +74,16 @@ fn set_bind_address_no_port(socket: &Socket) -> io::Result<()> {
     }
 }
 
+/// Kernel send buffer of an intake connection (the kernel doubles it for its bookkeeping).
+/// A bot's answers are a few hundred bytes each, so this holds hundreds of unread answers;
+/// without a bound, autotuning lets each connection pin up to `tcp_wmem`'s maximum (4 MiB by
+/// default) of kernel memory for a client that does not read, before the send deadline can
+/// even start to run.
+pub const INTAKE_SNDBUF_BYTES: usize = 64 * 1024;
+
 /// A listening socket with `SO_REUSEPORT`, so each reactor thread binds its own on the same
-/// address and the kernel spreads connections across them.
+/// address and the kernel spreads connections across them. Accepted connections inherit its
+/// `TCP_NODELAY` and its send buffer ([`INTAKE_SNDBUF_BYTES`]).
 pub fn listener(addr: SocketAddr) -> io::Result<RawFd> {
     let socket = Socket::new(
         Domain::for_address(addr),
@@ -64,6 +93,7 @@ pub fn listener(addr: SocketAddr) -> io::Result<RawFd> {
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;
     socket.set_tcp_nodelay(true)?;
+    socket.set_send_buffer_size(INTAKE_SNDBUF_BYTES)?;
     socket.bind(&SockAddr::from(addr))?;
     socket.listen(LISTEN_BACKLOG)?;
     Ok(socket.into_raw_fd())
@@ -87,6 +117,14 @@ pub fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
     (storage, sa.len())
 }
 
+/// The peer address of an accepted socket (`None` if it is already gone).
+pub fn peer_ip(fd: RawFd) -> Option<IpAddr> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: borrowed only for the call; ManuallyDrop keeps the fd open.
+    let s = std::mem::ManuallyDrop::new(unsafe { Socket::from_raw_fd(fd) });
+    s.peer_addr().ok()?.as_socket().map(|a| a.ip())
+}
+
 /// `TCP_NODELAY` on an accepted socket (not inherited from the listener on every kernel).
 pub fn set_nodelay(fd: RawFd) {
     let one: libc::c_int = 1;
@@ -99,5 +137,33 @@ pub fn set_nodelay(fd: RawFd) {
             (&one as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::FromRawFd;
+
+    #[test]
+    fn upstream_sockets_carry_a_user_timeout_and_kernel_keepalive() {
+        let fd = upstream(
+            Some("127.0.0.1".parse().unwrap()),
+            "127.0.0.1:9".parse().unwrap(),
+            4_321,
+        )
+        .unwrap();
+        // SAFETY: a fresh fd we own, closed when `s` drops.
+        let s = unsafe { Socket::from_raw_fd(fd) };
+        assert_eq!(
+            s.tcp_user_timeout().unwrap(),
+            Some(std::time::Duration::from_millis(4_321))
+        );
+        assert!(s.keepalive().unwrap());
+        assert_eq!(
+            s.tcp_keepalive_time().unwrap(),
+            std::time::Duration::from_secs(KEEPALIVE_IDLE_S)
+        );
+        assert_eq!(s.tcp_keepalive_retries().unwrap(), KEEPALIVE_PROBES);
     }
 }

@@ -54,6 +54,12 @@ pub enum TransportError {
         after_ms: u64,
         stage: Stage,
     },
+    /// The engine refuses this source (gRPC PERMISSION_DENIED or UNAUTHENTICATED, with the
+    /// engine's message).
+    Refused {
+        code: u32,
+        message: String,
+    },
 }
 
 impl fmt::Display for TransportError {
@@ -74,6 +80,12 @@ impl fmt::Display for TransportError {
                     Stage::Tls => "the TLS handshake",
                     Stage::Open => "the connection setup",
                 }
+            ),
+            TransportError::Refused { code, message } => write!(
+                f,
+                "the engine refuses this source ({}: {message}); retried in {} s",
+                crate::grpc::Code(*code).name(),
+                crate::relay::dispatch::DENIED_RETRY_MS / 1_000
             ),
         }
     }
@@ -98,6 +110,9 @@ pub struct Transport {
     /// TLS waiting for the tunnel.
     tls_pending: Option<TlsTarget>,
     tls: Option<Box<TlsSession>>,
+    /// TLS record bytes reported sent: with the offsets the dispatcher records, whether a
+    /// request's last record reached the socket.
+    wire_sent: u64,
 }
 
 impl fmt::Debug for Transport {
@@ -120,6 +135,7 @@ impl Transport {
             socks,
             tls_pending: tls.cloned(),
             tls: None,
+            wire_sent: 0,
         };
         if t.socks.is_none() {
             t.start_tls()?;
@@ -257,7 +273,22 @@ impl Transport {
         }
         if let Some(t) = self.tls.as_deref_mut() {
             t.advance_transmit(n);
+            self.wire_sent += n as u64;
         }
+    }
+
+    /// TLS record bytes reported sent since the connection began.
+    pub fn wire_sent(&self) -> u64 {
+        self.wire_sent
+    }
+
+    /// TLS record bytes produced so far (sent, or waiting in the transmit buffer).
+    pub fn wire_produced(&self) -> u64 {
+        self.wire_sent
+            + self
+                .tls
+                .as_ref()
+                .map_or(0, |t| t.poll_transmit().len() as u64)
     }
 
     /// The socket ended: what that meant during setup (`None` once open).

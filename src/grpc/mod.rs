@@ -30,6 +30,27 @@ impl Method {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Code(pub u32);
 
+/// The gRPC spec's names of codes 0 to 16, by code.
+pub const CODE_NAMES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
 impl Code {
     pub const OK: Code = Code(0);
     pub const CANCELLED: Code = Code(1);
@@ -43,6 +64,14 @@ impl Code {
     pub const INTERNAL: Code = Code(13);
     pub const UNAVAILABLE: Code = Code(14);
     pub const UNAUTHENTICATED: Code = Code(16);
+
+    /// The name the gRPC spec gives the code (`PERMISSION_DENIED`); `OUT_OF_SPEC` beyond 16.
+    pub fn name(self) -> &'static str {
+        CODE_NAMES
+            .get(self.0 as usize)
+            .copied()
+            .unwrap_or("OUT_OF_SPEC")
+    }
 
     /// The gRPC spec's mapping for a reply without grpc-status (doc/http-grpc-status-mapping.md).
     pub fn from_http_status(status: u16) -> Code {

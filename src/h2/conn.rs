@@ -50,9 +50,10 @@ pub const STREAM_WINDOW_DEFAULT: u32 = 64 * 1024;
 pub const HEADER_TABLE_SIZE_DEFAULT: u32 = 4_096;
 /// Our SETTINGS must be acknowledged within this (RFC 9113 section 6.5.3 SETTINGS_TIMEOUT).
 pub const SETTINGS_ACK_TIMEOUT_MS_DEFAULT: u64 = 10_000;
-/// gRPC servers answer PINGs more often than every 5 minutes (without data) with GOAWAY
-/// ENHANCE_YOUR_CALM "too_many_pings"; a configured keepalive may not be shorter.
-pub const KEEPALIVE_INTERVAL_MS_MIN: u64 = 300_000;
+/// gRPC servers' default policy: a client that PINGs a connection without calls more often
+/// than this may be told GOAWAY ENHANCE_YOUR_CALM "too_many_pings". The owner of a connection
+/// chooses its keepalive (and backs it off when told so); this is the figure to back off to.
+pub const KEEPALIVE_INTERVAL_MS_POLICY: u64 = 300_000;
 /// How long a keepalive PING may stay unanswered before the connection counts as dead.
 pub const KEEPALIVE_TIMEOUT_MS_DEFAULT: u64 = 20_000;
 /// Bytes waiting to be sent: several full DATA frames plus control frames; when the socket
@@ -82,7 +83,8 @@ pub struct Config {
     pub frame_size_max: u32,
     pub header_table_size: u32,
     pub settings_ack_timeout_ms: u64,
-    /// `None`: no keepalive PINGs (the default). Clamped up to [`KEEPALIVE_INTERVAL_MS_MIN`].
+    /// A PING after this long without a frame from the peer (`None`: no keepalive PINGs, the
+    /// default); see [`KEEPALIVE_INTERVAL_MS_POLICY`].
     pub keepalive_interval_ms: Option<u64>,
     pub keepalive_timeout_ms: u64,
     pub transmit_bytes_max: usize,
@@ -204,6 +206,8 @@ pub enum Event {
     GoAway { last_stream: u32, reason: Reason },
     /// The connection is closed; send what remains in the transmit buffer, then drop it.
     Closed(ConnError),
+    /// The peer acknowledged our PING ([`Connection::ping`]): it is alive.
+    PingAcked,
 }
 
 /// Why a request could not start. Every variant is safe to retry (nothing was sent).
@@ -251,6 +255,8 @@ pub struct Field<'a> {
 pub struct Response<'a> {
     pub end: StreamEnd,
     pub request_sent: bool,
+    /// See [`Connection::request_end`].
+    pub request_end: Option<u64>,
     pub headers: &'a HeaderList,
     pub trailers: &'a HeaderList,
     pub body: &'a [u8],
@@ -261,6 +267,9 @@ struct Stream {
     id: u32,
     end: Option<StreamEnd>,
     request_sent: bool,
+    /// Once `request_sent`: the transmit stream's offset just past the request's last byte
+    /// (see [`Connection::transmitted_total`]).
+    request_end: u64,
     headers_received: bool,
     send_window: i64,
     recv_window: i64,
@@ -298,6 +307,8 @@ pub struct Connection {
     tx_tail: usize,
     /// `tx[tx_head..tx_tail]` is being sent by an asynchronous transport: do not move it.
     tx_pinned: bool,
+    /// Bytes of the transmit stream reported sent since the connection began.
+    tx_sent: u64,
     rx: Box<[u8]>,
     rx_len: usize,
     peer_settings_seen: bool,
@@ -324,7 +335,8 @@ pub struct Connection {
     header_out: Box<[u8]>,
     events: VecDeque<Event>,
     keepalive_interval_ns: Option<u64>,
-    keepalive_next_ns: u64,
+    /// When the last frame arrived: keepalive PINGs go only to a silent peer.
+    last_rx_ns: u64,
     ping_outstanding: Option<([u8; 8], u64)>,
     ping_counter: u64,
     control_window_start_ns: u64,
@@ -373,6 +385,7 @@ impl Connection {
                 id: 0,
                 end: None,
                 request_sent: false,
+                request_end: 0,
                 headers_received: false,
                 send_window: 0,
                 recv_window: 0,
@@ -387,14 +400,13 @@ impl Connection {
                 deadline_ns: None,
             })
             .collect();
-        let keepalive_interval_ns = cfg
-            .keepalive_interval_ms
-            .map(|v| ms(v.max(KEEPALIVE_INTERVAL_MS_MIN)));
+        let keepalive_interval_ns = cfg.keepalive_interval_ms.map(ms);
         let mut c = Connection {
             tx: vec![0; cfg.transmit_bytes_max].into_boxed_slice(),
             tx_head: 0,
             tx_tail: 0,
             tx_pinned: false,
+            tx_sent: 0,
             rx: vec![0; HEADER_LEN + cfg.frame_size_max as usize].into_boxed_slice(),
             rx_len: 0,
             state: State::Open,
@@ -422,7 +434,7 @@ impl Connection {
             header_out: vec![0; REQUEST_HEADER_BLOCK_BYTES_MAX].into_boxed_slice(),
             events: VecDeque::with_capacity(cfg.stream_slots + 8),
             keepalive_interval_ns,
-            keepalive_next_ns: now_ns + keepalive_interval_ns.unwrap_or(0),
+            last_rx_ns: now_ns,
             ping_outstanding: None,
             ping_counter: 0,
             control_window_start_ns: now_ns,
@@ -474,6 +486,7 @@ impl Connection {
     pub fn advance_transmit(&mut self, n: usize) {
         self.tx_pinned = false;
         self.tx_head += n;
+        self.tx_sent += n as u64;
         debug_assert!(self.tx_head <= self.tx_tail);
         if self.tx_head == self.tx_tail {
             self.tx_head = 0;
@@ -489,6 +502,46 @@ impl Connection {
         self.events.pop_front()
     }
 
+    /// Bytes of the transmit stream reported sent ([`Connection::advance_transmit`]) since
+    /// the connection began: with [`Connection::request_end`], whether a request's last byte
+    /// can have reached the peer.
+    pub fn transmitted_total(&self) -> u64 {
+        self.tx_sent
+    }
+
+    /// The transmit stream's offset just past stream `id`'s last request byte, once its
+    /// END_STREAM is queued. A gRPC unary call cannot have been processed before the peer had
+    /// that byte: while [`Connection::transmitted_total`] is below it, the call is safe to
+    /// send again.
+    pub fn request_end(&self, id: StreamId) -> Option<u64> {
+        let s = self.streams.iter().find(|s| s.id == id.0)?;
+        s.request_sent.then_some(s.request_end)
+    }
+
+    /// Sends a PING now (unless one is outstanding) that must be acknowledged within
+    /// `timeout_ms`: [`Event::PingAcked`] when it is, the connection closes with
+    /// [`ConnError::Timeout`] when it is not. For an owner that doubts the peer is alive.
+    pub fn ping(&mut self, now_ns: u64, timeout_ms: u64) {
+        if self.state == State::Closed || self.ping_outstanding.is_some() {
+            return;
+        }
+        self.ping_counter += 1;
+        let data = self.ping_counter.to_be_bytes();
+        if self.write_control(|b| frame::write_ping(b, false, data)) {
+            self.ping_outstanding = Some((data, now_ns + ms(timeout_ms)));
+        }
+    }
+
+    /// Changes the keepalive interval (see [`Config::keepalive_interval_ms`]).
+    pub fn set_keepalive(&mut self, interval_ms: Option<u64>) {
+        self.keepalive_interval_ns = interval_ms.map(ms);
+    }
+
+    /// When the last frame from the peer arrived.
+    pub fn last_received_ns(&self) -> u64 {
+        self.last_rx_ns
+    }
+
     /// The earliest time [`Connection::handle_timeout`] must be called.
     pub fn poll_timeout(&self) -> Option<u64> {
         if self.state == State::Closed {
@@ -499,11 +552,10 @@ impl Connection {
         if self.block_stream != 0 {
             min(self.block_deadline_ns);
         }
-        if self.keepalive_interval_ns.is_some() {
-            match self.ping_outstanding {
-                Some((_, deadline)) => min(deadline),
-                None => min(self.keepalive_next_ns),
-            }
+        match (self.ping_outstanding, self.keepalive_interval_ns) {
+            (Some((_, deadline)), _) => min(deadline),
+            (None, Some(interval)) => min(self.last_rx_ns + interval),
+            (None, None) => {}
         }
         for s in self.streams.iter().filter(|s| s.active()) {
             if let Some(d) = s.deadline_ns {
@@ -628,6 +680,12 @@ impl Connection {
                 .expect("space checked");
             self.tx_tail += n;
         }
+        if body_len == 0 {
+            let end = self.tx_sent + (self.tx_tail - self.tx_head) as u64;
+            if let Some(slot) = self.slot(id) {
+                self.streams[slot].request_end = end;
+            }
+        }
         self.flush_data();
         Ok(StreamId(id))
     }
@@ -638,6 +696,7 @@ impl Connection {
         Some(Response {
             end: s.end?,
             request_sent: s.request_sent,
+            request_end: s.request_sent.then_some(s.request_end),
             headers: &s.headers,
             trailers: &s.trailers,
             body: &s.body_in[..s.body_in_len],
@@ -688,26 +747,17 @@ impl Connection {
             self.conn_error(Reason::ENHANCE_YOUR_CALM, "header block left open too long");
             return;
         }
-        if let Some(interval) = self.keepalive_interval_ns {
-            match self.ping_outstanding {
-                Some((_, deadline)) if now_ns >= deadline => {
-                    self.close_with(ConnError::Timeout {
-                        what: "keepalive PING not acknowledged",
-                    });
-                    return;
-                }
-                Some(_) => {}
-                None if now_ns >= self.keepalive_next_ns => {
-                    self.ping_counter += 1;
-                    let data = self.ping_counter.to_be_bytes();
-                    if self.write_control(|b| frame::write_ping(b, false, data)) {
-                        self.ping_outstanding =
-                            Some((data, now_ns + ms(self.cfg.keepalive_timeout_ms)));
-                    }
-                    self.keepalive_next_ns = now_ns + interval;
-                }
-                None => {}
+        match (self.ping_outstanding, self.keepalive_interval_ns) {
+            (Some((_, deadline)), _) if now_ns >= deadline => {
+                self.close_with(ConnError::Timeout {
+                    what: "PING not acknowledged",
+                });
+                return;
             }
+            (None, Some(interval)) if now_ns >= self.last_rx_ns + interval => {
+                self.ping(now_ns, self.cfg.keepalive_timeout_ms);
+            }
+            _ => {}
         }
         for i in 0..self.streams.len() {
             let s = &self.streams[i];
@@ -775,6 +825,7 @@ impl Connection {
     // ---- frame handling ----
 
     fn on_frame(&mut self, now_ns: u64, head: Head, payload: &[u8]) {
+        self.last_rx_ns = now_ns;
         if self.block_stream != 0
             && (head.kind != frame::CONTINUATION || head.stream != self.block_stream)
         {
@@ -866,6 +917,7 @@ impl Connection {
             Frame::Ping { ack: true, data } => {
                 if self.ping_outstanding.is_some_and(|(d, _)| d == data) {
                     self.ping_outstanding = None;
+                    self.events.push_back(Event::PingAcked);
                 }
             }
             Frame::Ping { ack: false, data } => {
@@ -1216,6 +1268,9 @@ impl Connection {
             s.send_window -= n as i64;
             self.send_window -= n as i64;
             s.request_sent = last;
+            if last {
+                s.request_end = self.tx_sent + (self.tx_tail - self.tx_head) as u64;
+            }
         }
     }
 

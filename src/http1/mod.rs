@@ -65,6 +65,7 @@
 //! server without a reliable clock omit it, no Jito client reads it, and it would cost a clock
 //! read and a date format (or a per-second cache shared by the loop) on every answer.
 
+pub mod conn;
 pub mod fuzz;
 mod write;
 
@@ -81,6 +82,10 @@ pub const HEAD_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 /// A keep-alive connection with no request in progress is closed after this long. Bots keep
 /// connections warm with a request every few seconds; a minute frees slots held by the dead.
 pub const IDLE_TIMEOUT_MS_DEFAULT: u64 = 60_000;
+/// A connection whose answers make no progress into the socket for this long is closed: a
+/// client that never reads would otherwise pin its connection slot (and its output buffer)
+/// for as long as it stays connected.
+pub const SEND_TIMEOUT_MS_DEFAULT: u64 = 10_000;
 /// Most header fields in one head; the parser's array of field slots lives on the stack.
 pub const HEADERS_MAX: usize = 64;
 

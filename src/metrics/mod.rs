@@ -177,25 +177,7 @@ impl ReqOutcome {
 pub const CONN_STATES: [&str; 4] = ["down", "connecting", "up", "draining"];
 
 /// gRPC status names by code (0..=16), the `status` label of upstream calls.
-const GRPC_CODE_NAMES: [&str; 17] = [
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-];
+use crate::grpc::CODE_NAMES as GRPC_CODE_NAMES;
 /// Slot for a status code outside the gRPC spec's 0..=16.
 pub const STATUS_SLOT_OUT_OF_SPEC: usize = 17;
 /// Slot for a call that ended without a gRPC status (connection reset, GOAWAY, timeout).

@@ -135,6 +135,9 @@ const ENABLED_HELP: &str = "1 when histograms and per-region, per-method and ups
 pub(super) fn render(m: &Metrics, out: &mut String) {
     family(out, ENABLED_NAME, "gauge", ENABLED_HELP);
     sample(out, ENABLED_NAME, &[], u64::from(m.enabled()));
+    if let Some(t) = m.totals() {
+        render_defences(&t, out);
+    }
     if !m.enabled() {
         render_accounting(m, out);
         return;
@@ -341,6 +344,51 @@ pub(super) fn render(m: &Metrics, out: &mut String) {
             &[("region", region)],
             &mut acc,
         );
+    }
+}
+
+/// What the intake and the reactors did to protect themselves (counted by the relay's own
+/// counters, so they are served whether metrics are on or off).
+fn render_defences(t: &crate::relay::Totals, out: &mut String) {
+    let name = "bundle_relay_intake_connections_closed_total";
+    family(
+        out,
+        name,
+        "counter",
+        "Intake connections the relay closed on a deadline: a request head too slow (answered 408), a client that stopped reading its answers, or an idle connection.",
+    );
+    for (reason, v) in [
+        ("head_timeout", t.intake_head_timeouts),
+        ("send_timeout", t.intake_send_timeouts),
+        ("idle", t.intake_idle_closes),
+    ] {
+        sample(out, name, &[("reason", reason)], v);
+    }
+    let singles: [(&str, &str, u64); 4] = [
+        (
+            "bundle_relay_intake_connections_refused_per_source_total",
+            "Intake connections refused because their client address held its share of the table ([intake] connections_per_source_max).",
+            t.intake_refused_per_source,
+        ),
+        (
+            "bundle_relay_accept_errors_total",
+            "Accepts that failed (out of file descriptors or memory); the listener is re-armed from the reactor's sweep.",
+            t.accept_errors,
+        ),
+        (
+            "bundle_relay_ring_retries_total",
+            "io_uring_enter calls retried after EAGAIN or ENOMEM (memory pressure).",
+            t.ring_retries,
+        ),
+        (
+            "bundle_relay_log_lines_dropped_total",
+            "Log lines dropped because a reactor's log queue was full (stderr not keeping up).",
+            t.log_lines_dropped,
+        ),
+    ];
+    for (name, help, v) in singles {
+        family(out, name, "counter", help);
+        sample(out, name, &[], v);
     }
 }
 

@@ -14,25 +14,30 @@
 //! in flight; bytes produced meanwhile are appended behind it and sent when it completes.
 
 mod bufring;
+mod clients;
 
+use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
+use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::RawFd;
-use std::sync::Arc;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 
 use crate::clock::{Clock, Instant};
 use crate::egress::socket;
-use crate::http1;
+use crate::http1::conn::{Close, Conn, ConnConfig};
 use crate::limiter::PairId;
+use crate::log::LogQueue;
 use crate::metrics::{ReqOutcome, ThreadMetrics};
 use crate::relay::dispatch::Dispatcher;
 use crate::relay::intake::{self, Port, Verdict};
 use crate::relay::{Spec, StartError, Stats};
 
 use bufring::BufRing;
+pub use clients::Clients;
 
 /// Submission queue entries: enough for a burst of sends and re-arms per iteration; more are
 /// flushed early when the queue fills.
@@ -47,6 +52,15 @@ const BUFFER_GROUP: u16 = 0;
 const SWEEP_MS: u64 = 50;
 /// Longest sleep with nothing timed, so a stop request is seen promptly.
 const IDLE_WAKE_MS: u64 = 50;
+/// A listener whose accepts keep failing (out of file descriptors or memory) says so at most
+/// this often; the count in between goes into the line.
+const ACCEPT_ERROR_LOG_MS: u64 = 10_000;
+/// `io_uring_enter` failing for lack of memory is retried after this pause (and said at most
+/// every [`ACCEPT_ERROR_LOG_MS`]).
+const ENTER_RETRY_PAUSE_MS: u64 = 1;
+/// How long teardown waits for the kernel to finish every operation before it leaves their
+/// buffers allocated rather than free memory the kernel may still write.
+const TEARDOWN_WAIT_MS: u64 = 1_000;
 /// Room kept free in an intake connection's output for one more response; below it, the
 /// connection's pipelined requests wait until a send drains the buffer.
 const RESPONSE_BYTES_MAX: usize = intake::BODY_BYTES_MAX + 512;
@@ -125,23 +139,16 @@ impl Sock {
     }
 }
 
-/// One bot connection.
+/// One bot connection: its socket and its HTTP/1.1 state (all decisions are the latter's).
 struct IntakeConn {
     s: Sock,
     live: bool,
+    /// The client shut its write side: the receive is not re-armed.
+    eof: bool,
     port: Port,
-    input: Box<[u8]>,
-    in_len: usize,
-    out: Box<[u8]>,
-    out_head: usize,
-    out_tail: usize,
-    /// Close once the output is sent (an error answered, `Connection: close`, shutdown).
-    close_after_send: bool,
-    /// When the first byte of a not yet complete request arrived.
-    partial_since: Option<Instant>,
-    /// `100 Continue` was written for the request now arriving.
-    continue_sent: bool,
-    last_active: Instant,
+    /// The client's address (connections per address are capped).
+    peer: IpAddr,
+    http: Conn,
 }
 
 /// One pair's socket.
@@ -156,9 +163,12 @@ struct UpSock {
 }
 
 struct Worker {
-    thread: usize,
     ring: IoUring,
-    bufs: BufRing,
+    /// Dropped by hand: unregistered from the ring first, or leaked when the kernel may still
+    /// write into it (see [`Worker::teardown`]).
+    bufs: ManuallyDrop<BufRing>,
+    /// Entries the submission queue had no room for; submitted before the next wait.
+    backlog: VecDeque<squeue::Entry>,
     clock: Clock,
     d: Dispatcher,
     stats: Arc<Stats>,
@@ -169,11 +179,15 @@ struct Worker {
     listeners: Vec<Listener>,
     conns: Box<[IntakeConn]>,
     free_conns: Vec<u32>,
+    http_cfg: ConnConfig,
+    clients: Clients,
+    per_source_max: u32,
+    accept_error_logged: Option<Instant>,
+    accept_errors_unlogged: u64,
+    enter_error_logged: Option<Instant>,
     ups: Box<[UpSock]>,
-    limits: http1::Limits,
-    head_timeout: u64,
-    idle_timeout: u64,
     connect_timeout: u64,
+    tcp_user_timeout_ms: u64,
     next_sweep: Instant,
     stopping: bool,
     /// Pairs up at the last progress line, until every pair was up once.
@@ -182,33 +196,75 @@ struct Worker {
     live: Option<Arc<crate::config::Shared>>,
     config_generation: u64,
     cqes: Vec<(u64, i32, u32)>,
+    /// Operations may still be in flight at teardown: their memory is never freed.
+    leak: bool,
 }
 
-/// A thread's whole life: set up, run until stopped and drained, tear down.
-#[allow(clippy::too_many_arguments)]
-pub fn run_thread(
-    spec: &Spec,
-    t: usize,
-    listen_fds: Vec<(RawFd, Port)>,
-    stats: Arc<Stats>,
-    metrics: Arc<ThreadMetrics>,
-    pairs_text: Arc<Mutex<String>>,
-    stop: Arc<AtomicBool>,
-    drain_ms: Arc<AtomicU64>,
-    ready: Sender<Result<(), StartError>>,
-) {
+/// What a reactor thread needs from the relay that starts it.
+pub struct ThreadArgs {
+    pub spec: Arc<Spec>,
+    pub thread: usize,
+    pub listen_fds: Vec<(RawFd, Port)>,
+    pub stats: Arc<Stats>,
+    pub metrics: Arc<ThreadMetrics>,
+    pub pairs_text: Arc<Mutex<String>>,
+    pub stop: Arc<AtomicBool>,
+    pub drain_ms: Arc<AtomicU64>,
+    /// Answered once the thread runs (with its log queue, for the logging thread) or could
+    /// not start.
+    pub ready: Sender<Result<Arc<LogQueue>, StartError>>,
+    /// Why the thread ended, when it ended on its own (an unrecoverable ring error, a panic).
+    pub failure: Arc<Mutex<Option<String>>>,
+}
+
+/// A thread's whole life: set up, run until stopped and drained, tear down. An error the
+/// loop cannot recover from, or a panic, is recorded in `failure` for the relay's health check
+/// (a half-alive relay is worse than a dead one: the supervisor should restart it).
+pub fn run_thread(args: ThreadArgs) {
+    let ThreadArgs {
+        spec,
+        thread: t,
+        listen_fds,
+        stats,
+        metrics,
+        pairs_text,
+        stop,
+        drain_ms,
+        ready,
+        failure,
+    } = args;
     if spec.pin_threads {
         pin_to_cpu(t);
     }
-    let mut w = match Worker::new(spec, t, listen_fds, stats, metrics, pairs_text) {
+    let mut w = match Worker::new(&spec, t, listen_fds, stats, metrics, pairs_text) {
         Ok(w) => w,
         Err(e) => {
             let _ = ready.send(Err(e));
             return;
         }
     };
-    let _ = ready.send(Ok(()));
-    w.run(&stop, &drain_ms);
+    let _ = ready.send(Ok(w.d.log().clone()));
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.run(&stop, &drain_ms)));
+    let why = match outcome {
+        Ok(Ok(())) => None,
+        Ok(Err(why)) => Some(why),
+        Err(panic) => Some(format!(
+            "panicked: {}",
+            panic
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("(no message)")
+        )),
+    };
+    if let Some(why) = why {
+        // The kernel may still own buffers of a loop that did not end cleanly.
+        w.leak = true;
+        if let Ok(mut f) = failure.lock() {
+            *f = Some(format!("reactor thread relay-{t} {why}"));
+        }
+    }
     w.stats.stopped.store(1);
 }
 
@@ -255,21 +311,15 @@ impl Worker {
         let rate = clock.rate();
         let tspec = spec.thread(t);
         let d = Dispatcher::new(&tspec, rate, now, stats.clone(), metrics.clone());
-        let in_bytes = spec.http.head_bytes_max + spec.http.body_bytes_max;
+        let http_cfg = intake_config(spec, rate);
         let conns: Box<[IntakeConn]> = (0..spec.intake_conns_max)
             .map(|_| IntakeConn {
                 s: Sock::new(),
                 live: false,
+                eof: false,
                 port: Port::Rotating,
-                input: vec![0u8; in_bytes].into_boxed_slice(),
-                in_len: 0,
-                out: vec![0u8; INTAKE_OUT_BYTES].into_boxed_slice(),
-                out_head: 0,
-                out_tail: 0,
-                close_after_send: false,
-                partial_since: None,
-                continue_sent: false,
-                last_active: now,
+                peer: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                http: Conn::new(&http_cfg),
             })
             .collect();
         let free_conns = (0..spec.intake_conns_max).rev().collect();
@@ -284,10 +334,15 @@ impl Worker {
                 addr_len: 0,
             })
             .collect();
+        let ops_max = sq_entries_max(
+            spec.intake_conns_max as usize,
+            d.pair_count(),
+            listen_fds.len(),
+        );
         let mut w = Worker {
-            thread: t,
             ring,
-            bufs,
+            bufs: ManuallyDrop::new(bufs),
+            backlog: VecDeque::with_capacity(ops_max),
             clock,
             d,
             stats,
@@ -304,11 +359,15 @@ impl Worker {
                 .collect(),
             conns,
             free_conns,
+            http_cfg,
+            clients: Clients::new(spec.intake_conns_max as usize),
+            per_source_max: spec.intake_per_source_max.max(1),
+            accept_error_logged: None,
+            accept_errors_unlogged: 0,
+            enter_error_logged: None,
             ups,
-            limits: spec.http,
-            head_timeout: rate.from_ms(spec.head_timeout_ms).0,
-            idle_timeout: rate.from_ms(spec.idle_timeout_ms).0,
             connect_timeout: rate.from_ms(spec.connect_timeout_ms).0,
+            tcp_user_timeout_ms: spec.tcp_user_timeout_ms,
             next_sweep: now,
             stopping: false,
             progress: Some((0, now)),
@@ -316,6 +375,7 @@ impl Worker {
             live: spec.live.clone(),
             config_generation: 0,
             cqes: Vec::with_capacity(RING_ENTRIES as usize * 4),
+            leak: false,
         };
         for i in 0..w.listeners.len() {
             w.arm_accept(i);
@@ -323,15 +383,40 @@ impl Worker {
         Ok(w)
     }
 
+    /// Queues an entry. When the submission queue is full its entries are handed to the
+    /// kernel at once (no wait); if it is still full (the kernel is short of memory, or the
+    /// completion queue is overflowing) the entry waits in the backlog for the next
+    /// [`Worker::enter`], which reaps first. Nothing here loops on the kernel.
     fn push(&mut self, e: squeue::Entry) {
-        // SAFETY: every buffer and address an entry points to lives in `self` (boxed, never
-        // moved or freed while the operation is in flight: see the module docs).
-        while unsafe { self.ring.submission().push(&e) }.is_err() {
+        if self.backlog.is_empty() {
+            // SAFETY: every buffer and address an entry points to lives in `self` (boxed,
+            // never moved or freed while the operation is in flight: see the module docs).
+            if unsafe { self.ring.submission().push(&e) }.is_ok() {
+                return;
+            }
             let _ = self.ring.submit();
+            // SAFETY: as above.
+            if unsafe { self.ring.submission().push(&e) }.is_ok() {
+                return;
+            }
+        }
+        self.backlog.push_back(e);
+    }
+
+    /// Moves backlogged entries into the submission queue while it has room.
+    fn flush_backlog(&mut self) {
+        while let Some(e) = self.backlog.front() {
+            // SAFETY: as in `push`.
+            if unsafe { self.ring.submission().push(e) }.is_err() {
+                return;
+            }
+            self.backlog.pop_front();
         }
     }
 
-    fn run(&mut self, stop: &AtomicBool, drain_ms: &AtomicU64) {
+    /// Runs until stopped and drained (`Ok`), or until the ring fails in a way no retry
+    /// mends (`Err` with the reason).
+    fn run(&mut self, stop: &AtomicBool, drain_ms: &AtomicU64) -> Result<(), String> {
         let mut drain_until: Option<Instant> = None;
         loop {
             let now = self.clock.now();
@@ -354,12 +439,11 @@ impl Worker {
             self.start_connects(now);
             self.close_requested(now);
             self.flush_upstream(now);
-            while let Some(line) = self.d.poll_log() {
-                eprintln!("relay-{}: {line}", self.thread);
-            }
             if now.0 >= self.next_sweep.0 {
                 self.d.sweep(now);
                 self.sweep(now);
+                self.sweep_intake(now);
+                self.stats.log_lines_dropped.store(self.d.log().dropped());
                 self.flush_upstream(now);
                 self.close_requested(now);
                 self.next_sweep = now.after(self.clock.rate().from_ms(SWEEP_MS));
@@ -380,16 +464,22 @@ impl Worker {
                         self.d.abandon_all(now);
                     }
                     self.teardown();
-                    return;
+                    return Ok(());
                 }
             }
-            self.enter(now);
+            self.enter(now)?;
         }
     }
 
-    /// Submits everything queued and waits for a completion or the next deadline.
-    fn enter(&mut self, now: Instant) {
+    /// Submits everything queued and waits for a completion or the next deadline. Errors the
+    /// kernel returns under memory pressure (EAGAIN, ENOMEM) or with a full completion queue
+    /// (EBUSY) are retried on the next iteration; any other is the thread's end.
+    fn enter(&mut self, now: Instant) -> Result<(), String> {
         let rate = self.clock.rate();
+        if !self.backlog.is_empty() {
+            let _ = self.ring.submit();
+            self.flush_backlog();
+        }
         let mut deadline = self.next_sweep;
         if let Some(d) = self.d.next_deadline() {
             if d.0 < deadline.0 {
@@ -400,7 +490,8 @@ impl Worker {
         if idle.0 < deadline.0 {
             deadline = idle;
         }
-        let wait_ns = if self.ring.completion().is_empty() {
+        // Completions waiting, or entries still backlogged: come straight back.
+        let wait_ns = if self.ring.completion().is_empty() && self.backlog.is_empty() {
             rate.to_ns(deadline.since(now))
         } else {
             0
@@ -409,13 +500,30 @@ impl Worker {
             .sec(wait_ns / 1_000_000_000)
             .nsec((wait_ns % 1_000_000_000) as u32);
         let args = types::SubmitArgs::new().timespec(&ts);
-        match self.ring.submitter().submit_with_args(1, &args) {
-            Ok(_) => {}
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ETIME) | Some(libc::EINTR)) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
-                // The completion queue is full: reap before submitting more.
+        let e = match self.ring.submitter().submit_with_args(1, &args) {
+            Ok(_) => return Ok(()),
+            Err(e) => e,
+        };
+        match e.raw_os_error() {
+            Some(libc::ETIME) | Some(libc::EINTR) => Ok(()),
+            // The completion queue is full: the next iteration reaps before submitting more.
+            Some(libc::EBUSY) => Ok(()),
+            Some(libc::EAGAIN) | Some(libc::ENOMEM) => {
+                self.stats.ring_retries.bump();
+                let quiet = self
+                    .enter_error_logged
+                    .is_some_and(|at| now.since(at).0 < rate.from_ms(ACCEPT_ERROR_LOG_MS).0);
+                if !quiet {
+                    self.d.log().line(format_args!(
+                        "io_uring_enter: {e}; retrying ({} times so far)",
+                        self.stats.ring_retries.get()
+                    ));
+                    self.enter_error_logged = Some(now);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(ENTER_RETRY_PAUSE_MS));
+                Ok(())
             }
-            Err(e) => panic!("io_uring_enter failed: {e}"),
+            _ => Err(format!("stopped: io_uring_enter failed: {e}")),
         }
     }
 
@@ -469,11 +577,16 @@ impl Worker {
     fn on_accept(&mut self, i: usize, res: i32, flags: u32, now: Instant) {
         if !cqueue::more(flags) {
             self.listeners[i].armed = false;
-            if !self.stopping {
+            // After a connection the accept is re-armed at once; after an error (out of file
+            // descriptors or memory) from the sweep, so a failing listener cannot spin here.
+            if res >= 0 && !self.stopping {
                 self.arm_accept(i);
             }
         }
         if res < 0 {
+            if !self.stopping {
+                self.accept_failed(-res, now);
+            }
             return;
         }
         let fd = res as RawFd;
@@ -482,30 +595,41 @@ impl Worker {
             unsafe { libc::close(fd) };
             return;
         }
-        let Some(c) = self.free_conns.pop() else {
-            // Table full: refuse at once rather than queue a connection we cannot serve.
-            self.stats.intake_refused.bump();
-            self.metrics.intake_refused();
+        let Some(peer) = socket::peer_ip(fd) else {
+            // Gone before we looked.
             // SAFETY: a fresh fd we own.
             unsafe { libc::close(fd) };
             return;
         };
+        // A full table or a client at its share is refused at once rather than queued.
+        let refused = if self.free_conns.is_empty() {
+            self.metrics.intake_refused();
+            Some(&self.stats.intake_refused)
+        } else if self.clients.count(peer) >= self.per_source_max {
+            Some(&self.stats.intake_refused_per_source)
+        } else {
+            None
+        };
+        if let Some(counter) = refused {
+            counter.bump();
+            // SAFETY: a fresh fd we own.
+            unsafe { libc::close(fd) };
+            return;
+        }
+        let c = self.free_conns.pop().expect("checked above");
         socket::set_nodelay(fd);
+        self.clients.add(peer);
         let port = self.listeners[i].port;
         let conn = &mut self.conns[c as usize];
         conn.s.fd = fd;
-        conn.live = true;
-        conn.port = port;
-        conn.in_len = 0;
-        conn.out_head = 0;
-        conn.out_tail = 0;
+        conn.s.ops = 0;
         conn.s.sending = false;
         conn.s.closing = false;
-        conn.close_after_send = false;
-        conn.partial_since = None;
-        conn.continue_sent = false;
-        conn.last_active = now;
-        conn.s.ops = 0;
+        conn.live = true;
+        conn.eof = false;
+        conn.port = port;
+        conn.peer = peer;
+        conn.http.reset(now);
         self.stats
             .intake_conns
             .store(self.stats.intake_conns.get() + 1);
@@ -514,9 +638,28 @@ impl Worker {
         self.arm_in_recv(c);
     }
 
+    /// An accept failed: counted, logged at most every [`ACCEPT_ERROR_LOG_MS`], and the
+    /// listener re-armed from the sweep.
+    fn accept_failed(&mut self, errno: i32, now: Instant) {
+        self.stats.accept_errors.bump();
+        self.accept_errors_unlogged += 1;
+        let quiet = self
+            .accept_error_logged
+            .is_some_and(|at| now.since(at).0 < self.clock.rate().from_ms(ACCEPT_ERROR_LOG_MS).0);
+        if !quiet {
+            self.d.log().line(format_args!(
+                "accept failed: {} ({} times since the last line); the listener is re-armed every {SWEEP_MS} ms until it succeeds",
+                std::io::Error::from_raw_os_error(errno),
+                self.accept_errors_unlogged
+            ));
+            self.accept_errors_unlogged = 0;
+            self.accept_error_logged = Some(now);
+        }
+    }
+
     fn arm_in_recv(&mut self, c: u32) {
         let conn = &mut self.conns[c as usize];
-        if conn.s.closing || conn.s.recv_armed {
+        if conn.s.closing || conn.s.recv_armed || conn.eof {
             return;
         }
         let e = conn.s.recv(OP_IN_RECV, c);
@@ -541,179 +684,91 @@ impl Worker {
         }
         if res > 0 {
             let b = bid.expect("a multishot recv with data names its buffer");
-            self.intake_bytes(c, b, res as usize, now);
+            let conn = &mut self.conns[c as usize];
+            conn.http.handle_bytes(self.bufs.data(b, res as usize), now);
             self.bufs.push(b);
-        } else if res == -libc::ENOBUFS {
-            // The ring ran dry: buffers come back this iteration; re-arm below.
-        } else {
-            // EOF or error: nothing more from this client.
+            self.serve_conn(c, now);
+        } else if res == 0 {
+            // The client shut its write side. It may still read: what it sent whole is
+            // answered, then the connection closes (curl and HTTP/1.0-style clients do this).
+            let conn = &mut self.conns[c as usize];
+            conn.eof = true;
+            conn.http.handle_eof(now);
+            self.serve_conn(c, now);
+        } else if res != -libc::ENOBUFS {
+            // A reset or another error: nothing more can be read or sent.
             self.close_conn(c);
         }
-        if !self.conns[c as usize].s.recv_armed && !self.conns[c as usize].s.closing {
+        // ENOBUFS: the ring ran dry; its buffers come back this iteration, re-armed below.
+        let conn = &self.conns[c as usize];
+        if !conn.s.recv_armed && !conn.s.closing && conn.live {
             self.arm_in_recv(c);
         }
         self.maybe_release_conn(c);
     }
 
-    /// New bytes for a connection: requests are parsed straight from the ring buffer when
-    /// nothing is pending, otherwise appended to the connection's input first.
-    fn intake_bytes(&mut self, c: u32, bid: u16, len: usize, now: Instant) {
+    /// Answers every complete request the connection holds (while its output has room), then
+    /// sends what was written.
+    fn serve_conn(&mut self, c: u32, now: Instant) {
         let conn = &mut self.conns[c as usize];
-        conn.last_active = now;
-        let data_len = len;
-        if conn.in_len + data_len > conn.input.len() {
-            // More than the largest allowed request is pending: the limits reject it.
-            let err = http1::HttpError {
-                status: 413,
-                what: "request larger than the head and body limits together",
+        let port = conn.port;
+        let (d, stats, metrics, clock) = (&mut self.d, &self.stats, &self.metrics, &self.clock);
+        let served = conn.http.serve(&self.http_cfg, now, |req, out| {
+            let (n, verdict, method) = intake::handle(
+                d,
+                port,
+                req.method,
+                req.path,
+                req.query,
+                req.body,
+                req.keep_alive,
+                now,
+                out,
+            );
+            stats.requests.bump();
+            let outcome = match verdict {
+                Verdict::RefusedCap => {
+                    stats.refused_cap.bump();
+                    ReqOutcome::RefusedCap
+                }
+                Verdict::Invalid => {
+                    stats.bad_requests.bump();
+                    ReqOutcome::Invalid
+                }
+                Verdict::Admitted | Verdict::Answered => ReqOutcome::Ok,
             };
-            self.answer_error(c, &err);
-            return;
-        }
-        let start = conn.in_len;
-        conn.input[start..start + data_len].copy_from_slice(self.bufs.data(bid, data_len));
-        conn.in_len += data_len;
-        self.process_input(c, now);
-    }
-
-    /// Parses and answers every complete request in the connection's input, while the output
-    /// has room for another response.
-    fn process_input(&mut self, c: u32, now: Instant) {
-        let mut pos = 0;
-        loop {
-            let conn = &mut self.conns[c as usize];
-            if conn.close_after_send || conn.s.closing {
-                break;
+            metrics.request(method, outcome);
+            // Request read (this iteration's clock) to answer written: a clock read for the
+            // metric only, so none with metrics off.
+            if metrics.enabled() {
+                let done = clock.now();
+                metrics.record_overhead_ns(clock.rate().to_ns(done.since(now)));
             }
-            if conn.out.len() - conn.out_tail < RESPONSE_BYTES_MAX {
-                if conn.s.sending || conn.out_head == 0 {
-                    break;
-                }
-                conn.out.copy_within(conn.out_head..conn.out_tail, 0);
-                conn.out_tail -= conn.out_head;
-                conn.out_head = 0;
-                continue;
-            }
-            if pos == conn.in_len {
-                break;
-            }
-            match http1::frame(&conn.input[pos..conn.in_len], &self.limits) {
-                Ok(http1::Framed::NeedHead { .. }) => {
-                    if conn.partial_since.is_none() {
-                        conn.partial_since = Some(now);
-                    }
-                    break;
-                }
-                Ok(http1::Framed::NeedBody {
-                    expect_continue, ..
-                }) => {
-                    if conn.partial_since.is_none() {
-                        conn.partial_since = Some(now);
-                    }
-                    // A client that sent `Expect: 100-continue` waits for this before its
-                    // body (curl does for large bodies); once per request. The output has
-                    // room: a whole response's worth was checked above.
-                    if expect_continue && !conn.continue_sent {
-                        let n = http1::CONTINUE.len();
-                        conn.out[conn.out_tail..conn.out_tail + n].copy_from_slice(http1::CONTINUE);
-                        conn.out_tail += n;
-                        conn.continue_sent = true;
-                    }
-                    break;
-                }
-                Ok(http1::Framed::Request(req)) => {
-                    conn.partial_since = None;
-                    conn.continue_sent = false;
-                    let used = req.len;
-                    let keep_alive = req.keep_alive;
-                    let (path, query) = (req.path, req.query);
-                    let out = &mut conn.out[conn.out_tail..];
-                    let (n, verdict, method) = intake::handle(
-                        &mut self.d,
-                        conn.port,
-                        req.method,
-                        path,
-                        query,
-                        req.body,
-                        keep_alive,
-                        now,
-                        out,
-                    );
-                    let conn = &mut self.conns[c as usize];
-                    conn.out_tail += n;
-                    pos += used;
-                    self.stats.requests.bump();
-                    let outcome = match verdict {
-                        Verdict::RefusedCap => {
-                            self.stats.refused_cap.bump();
-                            ReqOutcome::RefusedCap
-                        }
-                        Verdict::Invalid => {
-                            self.stats.bad_requests.bump();
-                            ReqOutcome::Invalid
-                        }
-                        Verdict::Admitted | Verdict::Answered => ReqOutcome::Ok,
-                    };
-                    self.metrics.request(method, outcome);
-                    // Request read (this iteration's clock) to answer written: a clock read
-                    // for the metric only, so none with metrics off.
-                    if self.metrics.enabled() {
-                        let done = self.clock.now();
-                        self.metrics
-                            .record_overhead_ns(self.clock.rate().to_ns(done.since(now)));
-                    }
-                    if !keep_alive {
-                        self.conns[c as usize].close_after_send = true;
-                    }
-                }
-                Err(e) => {
-                    self.stats.bad_requests.bump();
-                    let conn = &mut self.conns[c as usize];
-                    let out = &mut conn.out[conn.out_tail..];
-                    if let Some(n) = http1::write_error(out, &e) {
-                        conn.out_tail += n;
-                    }
-                    conn.close_after_send = true;
-                    pos = conn.in_len;
-                }
-            }
-        }
-        let conn = &mut self.conns[c as usize];
-        if pos > 0 {
-            conn.input.copy_within(pos..conn.in_len, 0);
-            conn.in_len -= pos;
+            n
+        });
+        if served.error.is_some() {
+            self.stats.bad_requests.bump();
         }
         self.flush_conn(c);
     }
 
-    fn answer_error(&mut self, c: u32, err: &http1::HttpError) {
-        self.stats.bad_requests.bump();
-        let conn = &mut self.conns[c as usize];
-        if let Some(n) = http1::write_error(&mut conn.out[conn.out_tail..], err) {
-            conn.out_tail += n;
-        }
-        conn.in_len = 0;
-        conn.close_after_send = true;
-        self.flush_conn(c);
-    }
-
+    /// Sends the connection's pending output (one send in flight at a time), or closes it when
+    /// it is closing and owes nothing more.
     fn flush_conn(&mut self, c: u32) {
         let conn = &mut self.conns[c as usize];
-        if conn.s.closing || conn.s.sending {
+        if !conn.live || conn.s.closing || conn.s.sending {
             return;
         }
-        if conn.out_head == conn.out_tail {
-            if conn.close_after_send {
-                self.close_conn(c);
-            }
+        let data = conn.http.poll_transmit();
+        if !data.is_empty() {
+            let (ptr, len) = (data.as_ptr(), data.len() as u32);
+            let e = conn.s.send(OP_IN_SEND, c, ptr, len);
+            self.push(e);
             return;
         }
-        let (ptr, len) = (
-            conn.out[conn.out_head..].as_ptr(),
-            (conn.out_tail - conn.out_head) as u32,
-        );
-        let e = conn.s.send(OP_IN_SEND, c, ptr, len);
-        self.push(e);
+        if conn.http.poll_close().is_some() {
+            self.close_conn(c);
+        }
     }
 
     fn on_in_send(&mut self, c: u32, generation: u32, res: i32, now: Instant) {
@@ -732,22 +787,13 @@ impl Worker {
             self.maybe_release_conn(c);
             return;
         }
-        conn.out_head += res as usize;
-        if conn.out_head == conn.out_tail {
-            conn.out_head = 0;
-            conn.out_tail = 0;
-        }
-        conn.last_active = now;
-        if conn.in_len > 0 {
-            // Requests held back by a full output buffer.
-            self.process_input(c, now);
-        } else {
-            self.flush_conn(c);
-        }
+        conn.http.handle_sent(res as usize, now);
+        // Requests held back by a full output go now; then the rest is sent.
+        self.serve_conn(c, now);
     }
 
-    /// Stops a connection: shutdown wakes its operations; the fd is closed and the slot freed
-    /// when the last one completes.
+    /// Stops a connection now: shutdown wakes its operations; the fd is closed and the slot
+    /// freed when the last one completes.
     fn close_conn(&mut self, c: u32) {
         let conn = &mut self.conns[c as usize];
         if conn.s.closing || !conn.live {
@@ -769,12 +815,44 @@ impl Worker {
         conn.s.fd = -1;
         conn.live = false;
         conn.s.generation = conn.s.generation.wrapping_add(1);
+        let peer = conn.peer;
+        self.clients.remove(peer);
         self.free_conns.push(c);
         self.stats
             .intake_conns
             .store(self.stats.intake_conns.get().saturating_sub(1));
         self.metrics
             .set_intake_connections(self.stats.intake_conns.get());
+    }
+
+    /// Each connection's deadlines: a late head is answered 408 and closed, an idle one and
+    /// one whose client stopped reading are closed now.
+    fn sweep_intake(&mut self, now: Instant) {
+        for c in 0..self.conns.len() as u32 {
+            let conn = &mut self.conns[c as usize];
+            if !conn.live || conn.s.closing {
+                continue;
+            }
+            let Some(reason) = conn.http.handle_timeout(&self.http_cfg, now) else {
+                continue;
+            };
+            match reason {
+                Close::HeadTimeout => self.stats.intake_head_timeouts.bump(),
+                Close::SendTimeout => self.stats.intake_send_timeouts.bump(),
+                Close::Idle => self.stats.intake_idle_closes.bump(),
+                _ => {}
+            }
+            if reason.drains_output() {
+                self.flush_conn(c);
+            } else {
+                self.close_conn(c);
+            }
+        }
+        for i in 0..self.listeners.len() {
+            if !self.listeners[i].armed {
+                self.arm_accept(i);
+            }
+        }
     }
 
     // ---- upstream ----
@@ -785,7 +863,7 @@ impl Worker {
         }
         while let Some(order) = self.d.poll_connect(now) {
             let p = order.pair.0;
-            match socket::upstream(order.local, order.remote) {
+            match socket::upstream(order.local, order.remote, self.tcp_user_timeout_ms) {
                 Ok(fd) => {
                     let (addr, len) = socket::sockaddr(order.remote);
                     let u = &mut self.ups[p as usize];
@@ -825,7 +903,7 @@ impl Worker {
         if res < 0 || u.s.closing {
             u.s.closing = true;
             u.errno = if res < 0 { -res } else { libc::ETIMEDOUT };
-            self.release_up(p, now, false);
+            self.release_up(p, now);
             return;
         }
         self.d.connected(PairId(p), now);
@@ -856,7 +934,7 @@ impl Worker {
                 self.bufs.push(b);
             }
             if current {
-                self.release_up(p, now, true);
+                self.release_up(p, now);
             }
             return;
         }
@@ -898,15 +976,19 @@ impl Worker {
         }
         u.s.sending = false;
         u.s.ops -= 1;
+        // Bytes that reached the socket count even on a connection being closed: whether a
+        // request may have reached the engine depends on them.
+        if res > 0 {
+            self.d.transmitted(PairId(p), res as usize, now);
+        }
+        let u = &self.ups[p as usize];
         if u.s.closing {
-            self.release_up(p, now, true);
+            self.release_up(p, now);
             return;
         }
         if res < 0 {
             self.close_up(p, now);
-            return;
         }
-        self.d.transmitted(PairId(p), res as usize, now);
     }
 
     fn close_requested(&mut self, now: Instant) {
@@ -930,11 +1012,12 @@ impl Worker {
             // SAFETY: our fd; shutdown ends its pending operations.
             unsafe { libc::shutdown(u.s.fd, libc::SHUT_RDWR) };
         }
-        self.release_up(p, now, true);
+        self.release_up(p, now);
     }
 
-    /// Closes the fd once no operation refers to it, and tells the dispatcher.
-    fn release_up(&mut self, p: u32, now: Instant, was_connected: bool) {
+    /// Closes the fd once no operation refers to it, and tells the dispatcher (which knows
+    /// whether that ends a connect or a connection).
+    fn release_up(&mut self, p: u32, now: Instant) {
         let u = &mut self.ups[p as usize];
         if u.s.ops > 0 || u.s.fd < 0 {
             return;
@@ -944,34 +1027,14 @@ impl Worker {
         u.s.fd = -1;
         u.s.closing = false;
         u.s.generation = u.s.generation.wrapping_add(1);
-        let connected =
-            was_connected && self.d.link(PairId(p)) != crate::relay::dispatch::Link::Connecting;
-        if connected {
-            self.d.transport_closed(PairId(p), now);
-        } else {
-            let errno = std::mem::replace(&mut self.ups[p as usize].errno, 0);
-            self.d.connect_failed(PairId(p), now, errno);
-        }
+        let errno = std::mem::replace(&mut u.errno, 0);
+        self.d.socket_released(PairId(p), now, errno);
     }
 
     // ---- timers and shutdown ----
 
+    /// Upstream connects past their deadline.
     fn sweep(&mut self, now: Instant) {
-        for c in 0..self.conns.len() as u32 {
-            let conn = &self.conns[c as usize];
-            if !conn.live || conn.s.closing {
-                continue;
-            }
-            let head_late = conn
-                .partial_since
-                .is_some_and(|t| now.since(t).0 > self.head_timeout);
-            let idle = conn.in_len == 0
-                && !conn.s.sending
-                && now.since(conn.last_active).0 > self.idle_timeout;
-            if head_late || idle {
-                self.close_conn(c);
-            }
-        }
         for p in 0..self.ups.len() as u32 {
             let u = &self.ups[p as usize];
             if u.connecting && !u.s.closing && now.since(u.connect_started).0 > self.connect_timeout
@@ -992,19 +1055,17 @@ impl Worker {
         let up = self.stats.pairs_up.get();
         let total = self.d.pair_count() as u64;
         if up == total {
-            eprintln!(
-                "relay-{}: all {total} pairs up after {} ms",
-                self.thread,
+            self.d.log().line(format_args!(
+                "all {total} pairs up after {} ms",
                 rate.to_us(now.since(self.started)) / 1_000
-            );
+            ));
             self.progress = None;
         } else if up != last_up && now.since(last_at).0 >= rate.from_ms(1_000).0 {
-            eprintln!(
-                "relay-{}: {up} of {total} pairs up ({} connects, {} failures so far)",
-                self.thread,
+            self.d.log().line(format_args!(
+                "{up} of {total} pairs up ({} connects, {} failures so far)",
                 self.stats.connects.get(),
                 self.stats.connect_failures.get()
-            );
+            ));
             self.progress = Some((up, now));
         }
     }
@@ -1017,12 +1078,26 @@ impl Worker {
         }
         for c in 0..self.conns.len() as u32 {
             if self.conns[c as usize].live {
-                self.conns[c as usize].close_after_send = true;
+                self.conns[c as usize].http.begin_shutdown();
                 self.flush_conn(c);
             }
         }
     }
 
+    /// Operations the kernel still has: receives, sends, connects and accepts in flight.
+    fn ops_in_flight(&self) -> u64 {
+        let socks = self
+            .conns
+            .iter()
+            .map(|c| &c.s)
+            .chain(self.ups.iter().map(|u| &u.s));
+        socks.map(|s| u64::from(s.ops)).sum::<u64>()
+            + self.listeners.iter().filter(|l| l.armed).count() as u64
+    }
+
+    /// Closes everything and waits for the kernel to finish every operation, so no buffer
+    /// it may write into is freed. Whatever is still in flight after [`TEARDOWN_WAIT_MS`] keeps
+    /// its memory for the life of the process ([`Worker::leak`]).
     fn teardown(&mut self) {
         let now = self.clock.now();
         self.d.close_all(now);
@@ -1032,25 +1107,72 @@ impl Worker {
         for c in 0..self.conns.len() as u32 {
             self.close_conn(c);
         }
-        // Let every operation end before the fds and buffers go away.
-        let until = now.after(self.clock.rate().from_ms(1_000));
+        let until = now.after(self.clock.rate().from_ms(TEARDOWN_WAIT_MS));
         loop {
             let now = self.clock.now();
             self.reap(now);
             self.close_requested(now);
-            let busy = self.ups.iter().any(|u| u.s.fd >= 0)
-                || self.conns.iter().any(|c| c.live)
-                || self.listeners.iter().any(|l| l.armed);
-            if !busy || now.0 >= until.0 {
+            if self.ops_in_flight() == 0 || now.0 >= until.0 {
                 break;
             }
+            let _ = self.ring.submit();
+            self.flush_backlog();
             let ts = types::Timespec::new().nsec(5_000_000);
             let args = types::SubmitArgs::new().timespec(&ts);
             let _ = self.ring.submitter().submit_with_args(1, &args);
+        }
+        let left = self.ops_in_flight();
+        if left > 0 {
+            self.leak = true;
+            self.d.log().line(format_args!(
+                "{left} operations still in flight after {TEARDOWN_WAIT_MS} ms at shutdown: their buffers stay allocated"
+            ));
         }
         for l in &self.listeners {
             // SAFETY: our listening fd, no longer used.
             unsafe { libc::close(l.fd) };
         }
     }
+}
+
+impl Drop for Worker {
+    /// The receive buffers are unregistered from the ring before their memory goes (the
+    /// ring's own teardown in the kernel is asynchronous). When operations may still be in
+    /// flight, every buffer the kernel could write into is leaked instead of freed.
+    fn drop(&mut self) {
+        if self.leak {
+            std::mem::forget(std::mem::take(&mut self.conns));
+            std::mem::forget(std::mem::take(&mut self.ups));
+            self.d.forget_connections();
+            return;
+        }
+        if self
+            .ring
+            .submitter()
+            .unregister_buf_ring(BUFFER_GROUP)
+            .is_ok()
+        {
+            // SAFETY: dropped once, here; the kernel no longer refers to it.
+            unsafe { ManuallyDrop::drop(&mut self.bufs) };
+        }
+    }
+}
+
+/// The intake connection limits of a relay spec, in this thread's clock ticks.
+fn intake_config(spec: &Spec, rate: crate::clock::TickRate) -> ConnConfig {
+    ConnConfig {
+        limits: spec.http,
+        response_bytes_max: RESPONSE_BYTES_MAX,
+        out_bytes: INTAKE_OUT_BYTES,
+        head_timeout: rate.from_ms(spec.head_timeout_ms),
+        idle_timeout: rate.from_ms(spec.idle_timeout_ms),
+        send_timeout: rate.from_ms(spec.send_timeout_ms),
+    }
+}
+
+/// The most entries a thread can have queued at once, which sizes its backlog: per intake
+/// connection a receive and a send; per pair a connect (or its cancel), a receive and a send;
+/// per listener an accept.
+pub fn sq_entries_max(intake_conns: usize, pairs: usize, listeners: usize) -> usize {
+    2 * intake_conns + 3 * pairs + listeners
 }

@@ -26,8 +26,9 @@ use crate::egress::transport::{Stage, TlsTarget, Transport, TransportError};
 use crate::arena::{Arena, SlotHandle};
 use crate::clock::{Instant, TickRate, Ticks};
 use crate::grpc::{self, CallConfig, Outcome};
-use crate::h2::conn::{Connection, Event, StreamId};
+use crate::h2::conn::{Connection, Event, StreamEnd, StreamId};
 use crate::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, RegionId, RegionRate};
+use crate::log::LogQueue;
 
 use super::{Stats, ThreadSpec};
 use crate::grpc::Code;
@@ -42,6 +43,20 @@ pub const PAIR_STATE_BYTES: usize = std::mem::size_of::<Pair>();
 
 /// A connection this long up without trouble resets its reconnect back-off.
 const BACKOFF_RESET_MS: u64 = 10_000;
+
+/// A source the engine refused (PERMISSION_DENIED, UNAUTHENTICATED) tries again this much
+/// later: an operator fixes a key or an allow-list in minutes, and meanwhile the pair costs
+/// one call per attempt, not one bundle per interval.
+pub const DENIED_RETRY_MS: u64 = 300_000;
+
+/// A region goes silent when a call has waited this share of the call deadline with nothing
+/// at all received from the region meanwhile: well past any engine's normal answer, and early
+/// enough that few bundles follow it into the silence. Pausing a region loses no bundle (they
+/// wait, or expire counted), so an early verdict costs latency only.
+const SILENCE_SHARE_OF_TIMEOUT: u64 = 4;
+/// Probes of a silent region: the first soon, then doubling while unanswered.
+const PROBE_BACKOFF_MS_MIN: u64 = 100;
+const PROBE_BACKOFF_MS_MAX: u64 = 5_000;
 
 /// The same connection error of one region is logged again at most this often.
 const ERROR_RELOG_MS: u64 = 10_000;
@@ -131,34 +146,96 @@ impl TipCache {
     }
 }
 
-/// Where a pair's transport is.
+/// Where a pair's connection is. Every change goes through [`Dispatcher::set_link`], which
+/// derives from it everything that depends on it: the handshake slots in use, the pairs-up
+/// gauge and the limiter's view of the pair. So "opened", "up" and "in rotation" cannot drift
+/// apart, whichever way a connection ends.
+///
+/// ```text
+///   Down --poll_connect--> Connecting --connected--> Handshaking --tunnel/TLS done--+
+///    ^                         |        (plaintext) ------------------------------+ |
+///    |                         |                                                  v v
+///    |<--connect failed--------+        Closing <--fail/close-- Opened --SETTINGS--> InRotation
+///    |                                    |  ^                                      |  |
+///    +<--------socket released------------+  +------call ended-- Draining <--GOAWAY-+  |
+///                                            +------------------close requested--------+
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Link {
-    /// No socket; a connect is due at `retry_at` (queued in `reconnects`).
+    /// No socket; a connect is queued in `reconnects`.
     Down,
-    /// The reactor is connecting the socket.
+    /// The reactor is connecting the socket (holds a handshake slot).
     Connecting,
-    /// Connected; the SOCKS5 tunnel and/or TLS handshake are running.
+    /// Connected; the SOCKS5 tunnel and/or TLS handshake run (holds a handshake slot).
     Handshaking,
-    /// Connected; the HTTP/2 connection carries calls.
-    Up,
-    /// The dispatcher asked the reactor to close it; waiting for the fd to be released.
+    /// HTTP/2 started; waiting for the engine's SETTINGS.
+    Opened,
+    /// The engine's SETTINGS arrived: the pair takes calls (in the limiter's rotation).
+    InRotation,
+    /// No new calls (GOAWAY); closed once the call in flight ends.
+    Draining,
+    /// The reactor was asked to close the socket; waiting for it to be released.
     Closing,
+}
+
+impl Link {
+    /// A connect or handshake is in progress: it takes one of `handshakes_max` slots.
+    pub fn holds_handshake_slot(self) -> bool {
+        matches!(self, Link::Connecting | Link::Handshaking)
+    }
+
+    /// Counted in the pairs-up gauge and handed out by the limiter.
+    pub fn in_rotation(self) -> bool {
+        self == Link::InRotation
+    }
+
+    /// The limiter's view of the pair.
+    pub fn conn_state(self) -> ConnState {
+        match self {
+            Link::Down => ConnState::Down,
+            Link::Connecting | Link::Handshaking | Link::Opened => ConnState::Connecting,
+            Link::InRotation => ConnState::Up,
+            Link::Draining | Link::Closing => ConnState::Draining,
+        }
+    }
+}
+
+/// What a call in flight carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Call {
+    Bundle(SlotHandle),
+    /// GetTipAccounts, refreshing the cache.
+    Tips,
+    /// GetTipAccounts to a region gone silent: an answer (of any status) says its engine
+    /// processes calls again.
+    Probe,
 }
 
 /// A send in flight on a pair: the pair is held by the limiter until it ends.
 #[derive(Clone, Copy, Debug)]
 struct InFlight {
-    /// The bundle, or `None` for a GetTipAccounts call.
-    slot: Option<SlotHandle>,
+    call: Call,
     stream: StreamId,
     started: Instant,
     /// When the request's last byte went to the kernel: the bundle's delivery time if the
     /// engine then accepts it.
     written: Option<Instant>,
+    /// Through TLS: the ciphertext offset just past the record that carries the request's
+    /// last byte, once it was encrypted ([`Dispatcher::encrypt_pending`]).
+    wire_end: Option<u64>,
+}
+
+impl InFlight {
+    fn slot(&self) -> Option<SlotHandle> {
+        match self.call {
+            Call::Bundle(s) => Some(s),
+            Call::Tips | Call::Probe => None,
+        }
+    }
 }
 
 struct Pair {
+    /// Changed only by [`Dispatcher::set_link`].
     link: Link,
     conn: Option<Box<Connection>>,
     /// The SOCKS5 and TLS layers, for pairs that have them (`None`: plaintext straight to
@@ -174,13 +251,18 @@ struct Pair {
     /// Current reconnect back-off, ms (0: connect at once).
     backoff_ms: u64,
     up_since: Instant,
+    /// The current connection joined rotation (its loss is a disconnect, not a failed setup).
+    rotated: bool,
+    /// A call on the current connection went unanswered past its deadline: the connection is
+    /// closed, and the back-off keeps growing until a call is answered again.
+    timed_out: bool,
+    /// The engine refused this source (PERMISSION_DENIED, UNAUTHENTICATED): it reconnects
+    /// only after [`DENIED_RETRY_MS`].
+    denied: bool,
     /// Queued in `dirty` (has bytes to send).
     dirty: bool,
     /// Queued in `closing`.
     close_queued: bool,
-    /// In the limiter's rotation: the engine's SETTINGS arrived, so the connection is known
-    /// to be an HTTP/2 server that accepts calls.
-    in_rotation: bool,
 }
 
 /// What became of a bundle whose call ended.
@@ -191,6 +273,20 @@ enum Fate {
     Retry,
     Rejected,
     Failed,
+    /// The engine refused the source, not the bundle: the bundle goes to another pair.
+    Denied,
+}
+
+/// A region whose engine stopped answering: calls went unanswered for
+/// [`Dispatcher::silence_after`] with nothing at all received from it meanwhile.
+#[derive(Clone, Copy, Debug)]
+struct Silence {
+    since: Instant,
+    /// When the next probe call may go.
+    probe_at: Instant,
+    /// Back-off between probes, doubling while they go unanswered.
+    probe_backoff_ms: u64,
+    probe_in_flight: bool,
 }
 
 /// One region as the dispatcher sees it.
@@ -207,6 +303,13 @@ struct Region {
     fifo: VecDeque<SlotHandle>,
     /// Its pairs were queued to connect (at start when eager, on its first bundle when lazy).
     connect_requested: bool,
+    /// When anything last arrived from any of its connections.
+    last_rx: Instant,
+    /// Set while its engine is silent: no bundle is sent until a probe is answered.
+    silence: Option<Silence>,
+    /// HTTP/2 PING after this long without a frame (`None`: off); doubled, up to the gRPC
+    /// policy, when the engine says ENHANCE_YOUR_CALM.
+    keepalive_ms: Option<u64>,
 }
 
 /// A pair the reactor should connect now.
@@ -231,8 +334,9 @@ pub struct Dispatcher {
     /// Setup (connect + tunnel + TLS) deadline.
     setup_timeout: Ticks,
     setup_timeout_ms: u64,
-    /// Lines for the log (new per-region connection errors), taken by the reactor.
-    log: VecDeque<String>,
+    /// This thread's log lines (new per-region connection errors, a region's first TLS
+    /// session), written by the logging thread.
+    log: Arc<LogQueue>,
 
     /// (due tick, pair): pairs waiting to (re)connect.
     reconnects: BinaryHeap<Reverse<(u64, u32)>>,
@@ -253,6 +357,11 @@ pub struct Dispatcher {
     metrics: Arc<ThreadMetrics>,
     /// Bundles held per region (waiting or in flight), for the per-region gauge.
     held: [u64; crate::limiter::MAX_REGIONS],
+    /// A call outstanding this long with nothing received from its region meanwhile makes
+    /// the region silent (see [`Silence`]).
+    silence_after: Ticks,
+    /// Every PING must be acknowledged within this.
+    ping_timeout_ms: u64,
     tips: TipCache,
     tip_refresh: Ticks,
     tip_retry: Ticks,
@@ -300,6 +409,9 @@ impl Dispatcher {
                 tls_logged: false,
                 fifo: VecDeque::with_capacity(slots),
                 connect_requested: spec.connect_eagerly,
+                last_rx: now,
+                silence: None,
+                keepalive_ms: (spec.ping_idle_ms > 0).then_some(spec.ping_idle_ms),
             })
             .collect();
         let pairs = (0..pair_count)
@@ -313,9 +425,11 @@ impl Dispatcher {
                 in_flight: None,
                 backoff_ms: 0,
                 up_since: now,
+                rotated: false,
+                timed_out: false,
+                denied: false,
                 dirty: false,
                 close_queued: false,
-                in_rotation: false,
             })
             .collect();
         let mut reconnects = BinaryHeap::with_capacity(pair_count);
@@ -334,7 +448,7 @@ impl Dispatcher {
             sources: spec.sources.clone().into_boxed_slice(),
             setup_timeout: rate.from_ms(spec.connect_timeout_ms),
             setup_timeout_ms: spec.connect_timeout_ms,
-            log: VecDeque::new(),
+            log: LogQueue::new(&format!("relay-{}", spec.thread)),
             reconnects,
             connecting: 0,
             handshakes_max: spec.handshakes_max.max(1),
@@ -345,12 +459,18 @@ impl Dispatcher {
             upstream_timeout_ms: spec.upstream_timeout_ms,
             reconnect_min_ms: spec.reconnect_min_ms.max(1),
             reconnect_max_ms: spec.reconnect_max_ms.max(spec.reconnect_min_ms.max(1)),
-            h2: spec.h2.clone(),
+            h2: crate::h2::conn::Config {
+                keepalive_timeout_ms: spec.ping_timeout_ms,
+                ..spec.h2.clone()
+            },
             rotate: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (spec.thread as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
             stats,
             metrics,
             held: [0; crate::limiter::MAX_REGIONS],
+            silence_after: rate
+                .from_ms((spec.upstream_timeout_ms / SILENCE_SHARE_OF_TIMEOUT).max(1)),
+            ping_timeout_ms: spec.ping_timeout_ms,
             tips: TipCache::new(now),
             tip_refresh: rate.from_ms(TIP_REFRESH_MS),
             tip_retry: rate.from_ms(TIP_RETRY_MS),
@@ -391,6 +511,10 @@ impl Dispatcher {
         let mut best: Option<(u64, usize)> = None;
         for k in 0..n {
             let r = (self.rotate + k) % n;
+            // A silent region takes nothing new until its engine answers again.
+            if self.regions[r].silence.is_some() {
+                continue;
+            }
             // A region already holding a queue sends those first: count its backlog as time.
             let Some(at) = self.limiter.next_ready_at(RegionId(r as u8)) else {
                 continue;
@@ -452,8 +576,8 @@ impl Dispatcher {
         let n = self.regions.len();
         for k in 0..n {
             let r = (self.tip_region + k) % n;
-            if !self.regions[r].fifo.is_empty() {
-                continue; // bundles first
+            if !self.regions[r].fifo.is_empty() || self.regions[r].silence.is_some() {
+                continue; // bundles first; a silent region gets probes instead
             }
             let Acquire::Pair(pair) = self.limiter.acquire(RegionId(r as u8), now) else {
                 continue;
@@ -473,10 +597,11 @@ impl Dispatcher {
             });
             if let Some(Ok(stream)) = started {
                 self.pairs[pair.0 as usize].in_flight = Some(InFlight {
-                    slot: None,
+                    call: Call::Tips,
                     stream,
                     started: now,
                     written: None,
+                    wire_end: None,
                 });
                 self.tips.in_flight = true;
                 self.tips.due = now.after(self.tip_refresh);
@@ -497,6 +622,11 @@ impl Dispatcher {
     }
 
     fn dispatch_region(&mut self, r: usize, now: Instant) {
+        if self.regions[r].silence.is_some() {
+            self.probe_silent(r, now);
+            self.expire_waiting(r, now);
+            return;
+        }
         while let Some(&slot) = self.regions[r].fifo.front() {
             let admitted_at = self.arena.get(slot).expect("queued slot").meta.admitted_at;
             if now.since(admitted_at).0 > self.max_age.0 {
@@ -530,6 +660,139 @@ impl Dispatcher {
         if let Some(&slot) = self.regions[r].fifo.front() {
             let admitted_at = self.arena.get(slot).expect("queued slot").meta.admitted_at;
             self.wake_at(admitted_at.after(Ticks(self.max_age.0 + 1)));
+        }
+    }
+
+    /// A silent region's waiting bundles only expire (at the max age, counted): none is sent
+    /// until its engine answers again.
+    fn expire_waiting(&mut self, r: usize, now: Instant) {
+        while let Some(&slot) = self.regions[r].fifo.front() {
+            let admitted_at = self.arena.get(slot).expect("queued slot").meta.admitted_at;
+            if now.since(admitted_at).0 <= self.max_age.0 {
+                self.wake_at(admitted_at.after(Ticks(self.max_age.0 + 1)));
+                break;
+            }
+            self.regions[r].fifo.pop_front();
+            self.end(slot, EndKind::Expired);
+        }
+    }
+
+    /// A silent region gets one probe call at a time (GetTipAccounts, through the limiter like
+    /// any call), backing off while they go unanswered; any answer ends the silence.
+    fn probe_silent(&mut self, r: usize, now: Instant) {
+        let Some(sil) = self.regions[r].silence else {
+            return;
+        };
+        if sil.probe_in_flight {
+            return;
+        }
+        if now.0 < sil.probe_at.0 {
+            self.wake_at(sil.probe_at);
+            return;
+        }
+        let pair = match self.limiter.acquire(RegionId(r as u8), now) {
+            Acquire::Pair(pair) => pair,
+            Acquire::WaitUntil(at) => {
+                self.wake_at(at);
+                return;
+            }
+            Acquire::NoPairUp => return,
+        };
+        let now_ns = self.now_ns(now);
+        let timeout_ms = self.upstream_timeout_ms;
+        let started = self.pairs[pair.0 as usize].conn.as_deref_mut().map(|conn| {
+            grpc::start_call(
+                conn,
+                &self.regions[r].call,
+                now_ns,
+                grpc::Method::GetTipAccounts,
+                Some(timeout_ms),
+                |_| Some(0),
+            )
+        });
+        match started {
+            Some(Ok(stream)) => {
+                self.pairs[pair.0 as usize].in_flight = Some(InFlight {
+                    call: Call::Probe,
+                    stream,
+                    started: now,
+                    written: None,
+                    wire_end: None,
+                });
+                if let Some(sil) = self.regions[r].silence.as_mut() {
+                    sil.probe_in_flight = true;
+                }
+                self.mark_dirty(pair.0);
+            }
+            _ => {
+                self.limiter_done(pair, now);
+                self.request_close(pair.0, now);
+            }
+        }
+    }
+
+    /// Calls outstanding past [`Dispatcher::silence_after`] with nothing received from their
+    /// region meanwhile: the region goes silent (one log line), its connections are PINGed
+    /// (a dead one closes when its PING goes unanswered), and no bundle is sent to it until
+    /// a probe call is answered.
+    fn detect_silence(&mut self, now: Instant) {
+        for p in 0..self.pairs.len() {
+            let Some(f) = self.pairs[p].in_flight else {
+                continue;
+            };
+            // Bytes stuck unsent that long are as telling as an answer that does not come.
+            let written = f.written.unwrap_or(f.started);
+            if now.since(written).0 <= self.silence_after.0 {
+                continue;
+            }
+            let r = self.limiter.region_of(PairId(p as u32)).0 as usize;
+            if self.regions[r].silence.is_some() || self.regions[r].last_rx.0 >= written.0 {
+                continue;
+            }
+            self.regions[r].silence = Some(Silence {
+                since: written,
+                probe_at: now,
+                probe_backoff_ms: PROBE_BACKOFF_MS_MIN,
+                probe_in_flight: false,
+            });
+            self.stats.silences.bump();
+            let outstanding = (0..self.sources.len() as u32)
+                .filter(|&a| {
+                    let q = self.limiter.pair(a, RegionId(r as u8));
+                    self.pairs[q.0 as usize].in_flight.is_some()
+                })
+                .count();
+            self.log.line(format_args!(
+                "region {}: no answer and nothing else from its engine for {} ms with {outstanding} calls outstanding: no new bundles for it until it answers a probe",
+                self.regions[r].name,
+                self.rate.to_us(now.since(written)) / 1_000
+            ));
+            let now_ns = self.now_ns(now);
+            let ping_timeout_ms = self.ping_timeout_ms;
+            for a in 0..self.sources.len() as u32 {
+                let q = self.limiter.pair(a, RegionId(r as u8)).0;
+                if let Some(c) = self.pairs[q as usize].conn.as_deref_mut() {
+                    c.ping(now_ns, ping_timeout_ms);
+                    if !c.poll_transmit().is_empty() {
+                        self.mark_dirty(q);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Something arrived from region `r`: a silent region answers again.
+    fn heard_from(&mut self, r: usize, now: Instant, answered: bool) {
+        self.regions[r].last_rx = now;
+        if !answered {
+            return;
+        }
+        if let Some(sil) = self.regions[r].silence.take() {
+            self.log.line(format_args!(
+                "region {}: its engine answers again after {} ms of silence",
+                self.regions[r].name,
+                self.rate.to_us(now.since(sil.since)) / 1_000
+            ));
         }
     }
 
@@ -578,10 +841,11 @@ impl Dispatcher {
         match started {
             Ok(stream) => {
                 self.pairs[p].in_flight = Some(InFlight {
-                    slot: Some(slot),
+                    call: Call::Bundle(slot),
                     stream,
                     started: now,
                     written: None,
+                    wire_end: None,
                 });
                 if self.metrics.enabled() {
                     let admitted_at = self.arena.get(slot).expect("held").meta.admitted_at;
@@ -673,24 +937,75 @@ impl Dispatcher {
             }
         };
         let pair = PairId(p);
-        self.connecting += 1;
-        self.limiter
-            .set_connection(pair, ConnState::Connecting, now);
         let r = self.limiter.region_of(pair).0 as usize;
-        let target = self.regions[r].addrs.pick(p);
-        let st = &mut self.pairs[p as usize];
-        st.link = Link::Connecting;
-        st.setup_started = now;
-        st.target = target;
-        let (local, remote) = match &self.sources[self.limiter.address_of(pair) as usize] {
+        let source = &self.sources[self.limiter.address_of(pair) as usize];
+        // A local source reaches only engine addresses of its own family (a proxy reaches any).
+        let family = match source {
+            Source::Local(ip) => Some(ip.is_ipv4()),
+            Source::Socks5 { .. } => None,
+        };
+        let Some(target) = self.regions[r].addrs.pick(p, family) else {
+            // The region's name now resolves to no address of this family (checked at start,
+            // so only after a later lookup): try again later, with the reason on the pair.
+            self.note_error(
+                pair,
+                TransportError::Connect {
+                    errno: libc::EAFNOSUPPORT,
+                },
+                now,
+            );
+            self.stats.connect_failures.bump();
+            self.schedule_reconnect(pair, now);
+            return None;
+        };
+        let (local, remote) = match source {
             Source::Local(ip) => (Some(*ip), target),
             Source::Socks5 { proxy, .. } => (None, *proxy),
         };
+        self.set_link(pair, Link::Connecting, now);
+        let st = &mut self.pairs[p as usize];
+        st.setup_started = now;
+        st.target = target;
+        st.rotated = false;
+        st.timed_out = false;
         Some(ConnectOrder {
             pair,
             local,
             remote,
         })
+    }
+
+    /// Moves a pair to `new` and keeps what depends on its link right: handshake slots in use,
+    /// the pairs-up gauge and the limiter's rotation.
+    fn set_link(&mut self, pair: PairId, new: Link, now: Instant) {
+        let st = &mut self.pairs[pair.0 as usize];
+        let old = st.link;
+        if old == new {
+            return;
+        }
+        st.link = new;
+        if new.in_rotation() {
+            st.rotated = true;
+        }
+        match (old.holds_handshake_slot(), new.holds_handshake_slot()) {
+            (true, false) => self.connecting -= 1,
+            (false, true) => self.connecting += 1,
+            _ => {}
+        }
+        match (old.in_rotation(), new.in_rotation()) {
+            (true, false) => self.stats.pairs_up.store(self.stats.pairs_up.get() - 1),
+            (false, true) => self.stats.pairs_up.store(self.stats.pairs_up.get() + 1),
+            _ => {}
+        }
+        if old.conn_state() != new.conn_state() {
+            self.limiter.set_connection(pair, new.conn_state(), now);
+        }
+    }
+
+    /// Handshake slots in use: pairs connecting or handshaking (for tests of the state
+    /// bookkeeping).
+    pub fn handshakes_in_progress(&self) -> u32 {
+        self.connecting
     }
 
     /// The socket connected. Without a tunnel or TLS the HTTP/2 connection starts now
@@ -710,7 +1025,7 @@ impl Dispatcher {
                     Ok(s) => Some((*proxy, s)),
                     Err(error) => {
                         let proxy = *proxy;
-                        self.pairs[p].link = Link::Handshaking;
+                        self.set_link(pair, Link::Handshaking, now);
                         self.fail(pair, TransportError::Socks5 { proxy, error }, now);
                         return;
                     }
@@ -721,7 +1036,7 @@ impl Dispatcher {
             self.open(pair, now);
             return;
         }
-        self.pairs[p].link = Link::Handshaking;
+        self.set_link(pair, Link::Handshaking, now);
         match Transport::new(socks, self.regions[r].tls.as_ref()) {
             Ok(t) => {
                 self.pairs[p].transport = Some(Box::new(t));
@@ -734,15 +1049,16 @@ impl Dispatcher {
     /// Tunnel and TLS are done (or absent): HTTP/2 starts and the setup's handshake slot frees.
     fn open(&mut self, pair: PairId, now: Instant) {
         let p = pair.0 as usize;
-        self.connecting -= 1;
+        self.set_link(pair, Link::Opened, now);
         let now_ns = self.now_ns(now);
+        let r = self.limiter.region_of(pair).0 as usize;
+        let keepalive = self.regions[r].keepalive_ms;
         let h2 = &self.h2;
         let st = &mut self.pairs[p];
         st.conn
-            .get_or_insert_with(|| Box::new(Connection::new(h2.clone(), now_ns)));
-        st.link = Link::Up;
+            .get_or_insert_with(|| Box::new(Connection::new(h2.clone(), now_ns)))
+            .set_keepalive(keepalive);
         st.up_since = now;
-        st.in_rotation = false;
         st.last_error = None;
         self.stats.connects.bump();
         let target = st.target;
@@ -754,11 +1070,11 @@ impl Dispatcher {
             let r = self.limiter.region_of(pair).0 as usize;
             if !self.regions[r].tls_logged {
                 self.regions[r].tls_logged = true;
-                self.log.push_back(format!(
+                let version = tls.protocol_version();
+                self.log.line(format_args!(
                     "region {}: {} to {} ({}), ALPN h2",
                     self.regions[r].name,
-                    tls.protocol_version()
-                        .map_or("TLS".into(), |v| format!("{v:?}")),
+                    Versioned(version),
                     tls.server_name(),
                     target
                 ));
@@ -768,19 +1084,10 @@ impl Dispatcher {
     }
 
     /// Records why a pair's connection failed and has it closed; the reactor's release then
-    /// ends in [`Dispatcher::transport_closed`], which backs off and reconnects.
+    /// ends in [`Dispatcher::socket_released`], which backs off and reconnects.
     fn fail(&mut self, pair: PairId, error: TransportError, now: Instant) {
         self.note_error(pair, error, now);
-        let st = &mut self.pairs[pair.0 as usize];
-        if st.link == Link::Handshaking {
-            st.link = Link::Closing;
-            if !st.close_queued {
-                st.close_queued = true;
-                self.closing.push_back(pair.0);
-            }
-        } else {
-            self.request_close(pair.0, now);
-        }
+        self.request_close(pair.0, now);
     }
 
     /// Keeps a pair's error for /debug/pairs and queues a log line, once per region and error
@@ -795,7 +1102,7 @@ impl Dispatcher {
         };
         if fresh {
             let source = &self.sources[self.limiter.address_of(pair) as usize];
-            self.log.push_back(format!(
+            self.log.line(format_args!(
                 "region {}: pair {source} -> {}: {text}",
                 self.regions[r].name, self.pairs[pair.0 as usize].target
             ));
@@ -804,9 +1111,9 @@ impl Dispatcher {
         self.pairs[pair.0 as usize].last_error = Some(error);
     }
 
-    /// A line for the log (a new kind of connection error, a region's first TLS session).
-    pub fn poll_log(&mut self) -> Option<String> {
-        self.log.pop_front()
+    /// This thread's log queue (the reactor writes its own lines there too).
+    pub fn log(&self) -> &Arc<LogQueue> {
+        &self.log
     }
 
     /// Why the pair's last connection failed, until one succeeds.
@@ -818,9 +1125,11 @@ impl Dispatcher {
     /// again.
     pub fn connect_failed(&mut self, pair: PairId, now: Instant, errno: i32) {
         let p = pair.0 as usize;
-        debug_assert_eq!(self.pairs[p].link, Link::Connecting);
+        debug_assert!(matches!(
+            self.pairs[p].link,
+            Link::Connecting | Link::Closing
+        ));
         self.note_error(pair, TransportError::Connect { errno }, now);
-        self.connecting -= 1;
         self.stats.connect_failures.bump();
         let r = self.limiter.region_of(pair).0 as usize;
         self.regions[r].addrs.mark_stale();
@@ -831,8 +1140,8 @@ impl Dispatcher {
         let p = pair.0 as usize;
         self.metrics
             .reconnect(self.limiter.region_of(pair).0 as usize);
+        self.set_link(pair, Link::Down, now);
         let st = &mut self.pairs[p];
-        st.link = Link::Down;
         st.backoff_ms = if st.backoff_ms == 0 {
             self.reconnect_min_ms
         } else {
@@ -841,8 +1150,10 @@ impl Dispatcher {
         // Full jitter over the upper half: pairs that failed together do not retry together.
         let b = st.backoff_ms;
         let jitter = self.next_random() % (b / 2 + 1);
-        let wait = b / 2 + jitter;
-        self.limiter.set_connection(pair, ConnState::Down, now);
+        let mut wait = b / 2 + jitter;
+        if std::mem::take(&mut self.pairs[p].denied) {
+            wait = wait.max(DENIED_RETRY_MS);
+        }
         self.reconnects
             .push(Reverse((now.0 + self.rate.from_ms(wait).0, pair.0)));
     }
@@ -856,27 +1167,20 @@ impl Dispatcher {
     }
 
     /// The dispatcher wants this pair's connection closed (a protocol error, GOAWAY drained,
-    /// a call that could not start): out of rotation now, the reactor closes the socket.
+    /// a call that could not start or timed out, a failed handshake): out of rotation now, the
+    /// reactor closes the socket.
     fn request_close(&mut self, p: u32, now: Instant) {
+        let link = self.pairs[p as usize].link;
+        if matches!(link, Link::Down | Link::Connecting | Link::Closing) {
+            // No socket yet, or already closing (a connect in flight ends on its own).
+            return;
+        }
+        self.set_link(PairId(p), Link::Closing, now);
         let st = &mut self.pairs[p as usize];
-        if st.link == Link::Handshaking {
-            st.link = Link::Closing;
-            if !st.close_queued {
-                st.close_queued = true;
-                self.closing.push_back(p);
-            }
-            return;
-        }
-        if st.link != Link::Up {
-            return;
-        }
-        st.link = Link::Closing;
         if !st.close_queued {
             st.close_queued = true;
             self.closing.push_back(p);
         }
-        self.limiter
-            .set_connection(PairId(p), ConnState::Draining, now);
     }
 
     /// A pair whose socket the reactor should shut down and close.
@@ -886,61 +1190,82 @@ impl Dispatcher {
         Some(PairId(p))
     }
 
-    /// The reactor has released the pair's socket (peer closed, error, or our close): calls
-    /// still running end as the connection's loss decides, the pair backs off and reconnects.
+    /// The reactor released the pair's socket (its connect failed, the peer closed it, an
+    /// error, or our close). `errno` says why a connect failed. A connect that never completed
+    /// is a failed connect; anything later ends the connection: calls still running end as its
+    /// loss decides, and the pair backs off and reconnects.
+    pub fn socket_released(&mut self, pair: PairId, now: Instant, errno: i32) {
+        if self.pairs[pair.0 as usize].link == Link::Connecting {
+            self.connect_failed(pair, now, errno);
+        } else {
+            self.transport_closed(pair, now);
+        }
+    }
+
+    /// The pair's connection ended after its TCP connect (see [`Dispatcher::socket_released`]).
     pub fn transport_closed(&mut self, pair: PairId, now: Instant) {
         let p = pair.0 as usize;
         let r = self.limiter.region_of(pair).0 as usize;
         // Engines behind load balancers move: look the name up again before reconnecting.
         self.regions[r].addrs.mark_stale();
-        if self.pairs[p].conn.is_none() {
-            // The tunnel or TLS never finished: a failed setup, not a lost connection.
-            let closed = self.pairs[p]
-                .transport
-                .as_deref_mut()
-                .and_then(Transport::handle_transport_closed);
-            if self.pairs[p].last_error.is_none()
-                || closed.is_some() && self.pairs[p].link != Link::Closing
-            {
-                let error = closed.unwrap_or(TransportError::HandshakeTimeout {
-                    after_ms: self.setup_timeout_ms,
-                    stage: Stage::Open,
-                });
-                self.note_error(pair, error, now);
-            }
-            self.pairs[p].transport = None;
-            self.connecting -= 1;
-            self.stats.connect_failures.bump();
-            self.schedule_reconnect(pair, now);
-            return;
-        }
         if let Some(conn) = self.pairs[p].conn.as_deref_mut() {
             conn.handle_transport_closed();
         }
         self.drain_events(pair, now);
-        let st = &mut self.pairs[p];
-        if let Some(f) = st.in_flight.take() {
+        if let Some(f) = self.pairs[p].in_flight.take() {
             // The connection ended the stream without an event we could map: not sent for sure.
             self.limiter_done(pair, now);
-            match f.slot {
-                Some(slot) => self.requeue(slot, now),
-                None => self.tips.call_ended(now, self.tip_retry),
-            }
+            self.call_aborted(f.call, r, now);
         }
-        let st = &mut self.pairs[p];
-        let was_up = st.conn.take().is_some();
-        st.transport = None;
-        st.dirty = false;
-        if was_up {
-            self.stats
-                .pairs_up
-                .store(self.stats.pairs_up.get().saturating_sub(1));
+        if !self.pairs[p].rotated {
+            // It never joined rotation: a failed setup (tunnel, TLS, or HTTP/2 before the
+            // engine's SETTINGS), not a lost connection.
+            let closed = self.pairs[p]
+                .transport
+                .as_deref_mut()
+                .and_then(Transport::handle_transport_closed);
+            if self.pairs[p].last_error.is_none() || closed.is_some() {
+                let error = closed.unwrap_or(TransportError::HandshakeTimeout {
+                    after_ms: self.setup_timeout_ms,
+                    stage: self.pairs[p]
+                        .transport
+                        .as_deref()
+                        .map_or(Stage::Open, Transport::stage),
+                });
+                self.note_error(pair, error, now);
+            }
+            self.stats.connect_failures.bump();
+        } else {
             self.stats.disconnects.bump();
-            if now.since(st.up_since).0 >= self.rate.from_ms(BACKOFF_RESET_MS).0 {
+            let st = &mut self.pairs[p];
+            if !st.timed_out && now.since(st.up_since).0 >= self.rate.from_ms(BACKOFF_RESET_MS).0 {
                 st.backoff_ms = 0;
             }
         }
+        let st = &mut self.pairs[p];
+        st.conn = None;
+        st.transport = None;
+        st.dirty = false;
         self.schedule_reconnect(pair, now);
+    }
+
+    /// A call that will get no answer and whose request never left: a bundle goes back to its
+    /// FIFO, a tips refresh or a probe is tried again later.
+    fn call_aborted(&mut self, call: Call, r: usize, now: Instant) {
+        match call {
+            Call::Bundle(slot) => self.requeue(slot, now),
+            Call::Tips => self.tips.call_ended(now, self.tip_retry),
+            Call::Probe => self.probe_unanswered(r, now),
+        }
+    }
+
+    /// A probe of silent region `r` got no answer: the next waits twice as long.
+    fn probe_unanswered(&mut self, r: usize, now: Instant) {
+        if let Some(sil) = self.regions[r].silence.as_mut() {
+            sil.probe_in_flight = false;
+            sil.probe_at = now.after(self.rate.from_ms(sil.probe_backoff_ms));
+            sil.probe_backoff_ms = (sil.probe_backoff_ms * 2).min(PROBE_BACKOFF_MS_MAX);
+        }
     }
 
     // ---- bytes ----
@@ -986,9 +1311,20 @@ impl Dispatcher {
             if data.is_empty() {
                 return;
             }
+            let before = c.transmitted_total();
             match t.write_app(data) {
                 Ok(0) => return,
-                Ok(n) => c.advance_transmit(n),
+                Ok(n) => {
+                    c.advance_transmit(n);
+                    // Where the in-flight request's last byte lands in the ciphertext.
+                    if let Some(f) = st.in_flight.as_mut()
+                        && f.wire_end.is_none()
+                        && c.request_end(f.stream)
+                            .is_some_and(|end| end > before && end <= before + n as u64)
+                    {
+                        f.wire_end = Some(t.wire_produced());
+                    }
+                }
                 Err(e) => {
                     self.fail(pair, e, now);
                     return;
@@ -1027,6 +1363,8 @@ impl Dispatcher {
     pub fn received(&mut self, pair: PairId, bytes: &[u8], now: Instant) {
         let p = pair.0 as usize;
         let now_ns = self.now_ns(now);
+        let r = self.limiter.region_of(pair).0 as usize;
+        self.heard_from(r, now, false);
         if self.pairs[p].transport.is_some() {
             let h2 = &self.h2;
             let st = &mut self.pairs[p];
@@ -1057,11 +1395,8 @@ impl Dispatcher {
         if !conn.poll_transmit().is_empty() {
             self.mark_dirty(pair.0);
         }
-        let st = &mut self.pairs[p];
-        if ready && !st.in_rotation && st.link == Link::Up {
-            st.in_rotation = true;
-            self.limiter.set_connection(pair, ConnState::Up, now);
-            self.stats.pairs_up.store(self.stats.pairs_up.get() + 1);
+        if ready && self.pairs[p].link == Link::Opened {
+            self.set_link(pair, Link::InRotation, now);
         }
         self.drain_events(pair, now);
     }
@@ -1073,7 +1408,10 @@ impl Dispatcher {
         let now_ns = self.now_ns(now);
         for p in 0..self.pairs.len() {
             let st = &self.pairs[p];
-            if st.link == Link::Handshaking && now.since(st.setup_started).0 > self.setup_timeout.0
+            // Setup runs until the engine's SETTINGS: an engine that accepts and says nothing
+            // never joins rotation, and its pair tries again.
+            if matches!(st.link, Link::Handshaking | Link::Opened)
+                && now.since(st.setup_started).0 > self.setup_timeout.0
             {
                 let stage = st
                     .transport
@@ -1097,6 +1435,7 @@ impl Dispatcher {
                 self.drain_events(PairId(p as u32), now);
             }
         }
+        self.detect_silence(now);
     }
 
     /// Pair states, cooldowns and the arena, for the metrics gauges (they change slowly; the
@@ -1178,68 +1517,131 @@ impl Dispatcher {
             let Some(ev) = conn.poll_event() else { break };
             match ev {
                 Event::StreamEnded(id) => self.stream_ended(pair, id, now),
-                Event::GoAway { .. } => {
+                Event::GoAway { reason, .. } => {
+                    if reason == crate::h2::Reason::ENHANCE_YOUR_CALM {
+                        self.calm_down(pair);
+                    }
                     // No new calls here; the one in flight (if below last id) may still end.
                     if self.pairs[p].in_flight.is_none() {
                         self.request_close(pair.0, now);
-                    } else {
-                        self.limiter.set_connection(pair, ConnState::Draining, now);
-                        self.pairs[p].link = Link::Closing;
+                    } else if self.pairs[p].link == Link::InRotation {
+                        self.set_link(pair, Link::Draining, now);
                     }
                 }
                 Event::Closed(_) => self.request_close(pair.0, now),
+                // Only the silence check PINGs; an answered PING needs nothing more.
+                Event::PingAcked => {}
             }
         }
-        let st = &self.pairs[p];
-        if st.link == Link::Closing && st.in_flight.is_none() && !st.close_queued {
+        if self.pairs[p].link == Link::Draining && self.pairs[p].in_flight.is_none() {
             // A draining connection whose last call ended.
-            self.pairs[p].close_queued = true;
-            self.closing.push_back(pair.0);
+            self.request_close(pair.0, now);
+        }
+    }
+
+    /// The engine said ENHANCE_YOUR_CALM (gRPC servers do for PINGs they find too frequent):
+    /// the region's keepalive doubles, up to gRPC's policy, for its new connections.
+    fn calm_down(&mut self, pair: PairId) {
+        let r = self.limiter.region_of(pair).0 as usize;
+        let Some(ms) = self.regions[r].keepalive_ms else {
+            return;
+        };
+        let doubled = (ms * 2).min(crate::h2::conn::KEEPALIVE_INTERVAL_MS_POLICY);
+        if doubled != ms {
+            self.regions[r].keepalive_ms = Some(doubled);
+            self.log.line(format_args!(
+                "region {}: the engine asked for calm (GOAWAY ENHANCE_YOUR_CALM): idle PINGs now every {} ms",
+                self.regions[r].name, doubled
+            ));
+        }
+    }
+
+    /// Whether the request of call `f` (stream end offset `request_end`) can have reached the
+    /// engine whole: a gRPC unary call cannot be processed before its last byte arrived, so one
+    /// whose last byte (or, through TLS, the record carrying it) never reached the socket is
+    /// safe to send again.
+    fn request_left_whole(&self, p: usize, f: &InFlight, request_end: Option<u64>) -> bool {
+        let Some(end) = request_end else {
+            return false;
+        };
+        let st = &self.pairs[p];
+        match st.transport.as_deref() {
+            Some(t) if t.encrypts() => f.wire_end.is_some_and(|w| t.wire_sent() >= w),
+            _ => st
+                .conn
+                .as_deref()
+                .is_some_and(|c| c.transmitted_total() >= end),
         }
     }
 
     fn stream_ended(&mut self, pair: PairId, id: StreamId, now: Instant) {
         let p = pair.0 as usize;
-        let is_tips = self.pairs[p]
-            .in_flight
-            .is_some_and(|f| f.stream == id && f.slot.is_none());
+        let region = self.limiter.region_of(pair).0 as usize;
+        let f = self.pairs[p].in_flight.filter(|f| f.stream == id);
         let conn = self.pairs[p]
             .conn
-            .as_deref_mut()
+            .as_deref()
             .expect("events come from a connection");
-        let region = self.limiter.region_of(pair).0 as usize;
+        let mut answered = false;
+        let mut timed_out = false;
         let (fate, code) = match conn.response(id) {
-            Some(resp) => match grpc::outcome(&resp, grpc::RETRY_AFTER_MS_DEFAULT) {
-                Outcome::Ok(msg) => {
-                    if is_tips {
-                        self.tips.refresh(msg, now);
+            Some(resp) => {
+                answered = resp.end == StreamEnd::Complete;
+                timed_out = matches!(resp.end, StreamEnd::TimedOut { .. });
+                let request_end = resp.request_end;
+                match grpc::outcome(&resp, grpc::RETRY_AFTER_MS_DEFAULT) {
+                    Outcome::Ok(msg) => {
+                        if f.is_some_and(|f| f.call == Call::Tips) {
+                            self.tips.refresh(msg, now);
+                        }
+                        (Fate::Delivered, Some(Code::OK))
                     }
-                    (Fate::Delivered, Some(Code::OK))
+                    Outcome::RateLimited { retry_after_ms } => (
+                        Fate::Cooldown(retry_after_ms),
+                        Some(Code::RESOURCE_EXHAUSTED),
+                    ),
+                    Outcome::Retryable { .. } => (Fate::Retry, None),
+                    Outcome::Rejected { code, message } => {
+                        if code == Code::PERMISSION_DENIED || code == Code::UNAUTHENTICATED {
+                            let mut buf = [0u8; 128];
+                            let why = message.decode_into(&mut buf);
+                            self.source_denied(pair, code, why, now);
+                            (Fate::Denied, Some(code))
+                        } else {
+                            (Fate::Rejected, Some(code))
+                        }
+                    }
+                    Outcome::Unknown { .. } => match f {
+                        Some(f) if !self.request_left_whole(p, &f, request_end) => {
+                            (Fate::Retry, None)
+                        }
+                        _ => (Fate::Failed, None),
+                    },
                 }
-                Outcome::RateLimited { retry_after_ms } => (
-                    Fate::Cooldown(retry_after_ms),
-                    Some(Code::RESOURCE_EXHAUSTED),
-                ),
-                Outcome::Retryable { .. } => (Fate::Retry, None),
-                Outcome::Rejected { code, .. } => (Fate::Rejected, Some(code)),
-                Outcome::Unknown { .. } => (Fate::Failed, None),
-            },
+            }
             None => (Fate::Retry, None),
         };
         match code {
             Some(c) => self.metrics.upstream_status(region, c),
             None => self.metrics.upstream_transport_error(region),
         }
+        let conn = self.pairs[p]
+            .conn
+            .as_deref_mut()
+            .expect("events come from a connection");
         conn.release(id);
         if !conn.poll_transmit().is_empty() {
             self.mark_dirty(pair.0);
         }
-        let Some(f) = self.pairs[p].in_flight else {
+        if answered {
+            // The engine processes calls: a silent region is back, the back-off starts over.
+            self.heard_from(region, now, true);
+            self.pairs[p].backoff_ms = 0;
+            self.pairs[p].timed_out = false;
+        }
+        let Some(f) = f else {
             return;
         };
-        if f.stream != id {
-            return;
-        }
         self.pairs[p].in_flight = None;
         self.metrics
             .record_upstream_rtt_ns(region, self.rate.to_ns(now.since(f.started)));
@@ -1249,10 +1651,25 @@ impl Dispatcher {
             self.metrics.cooldown_started(region);
         }
         self.limiter_done(pair, now);
-        let Some(slot) = f.slot else {
-            // A tip-accounts call: its answer refreshes the cache; failures retry later.
-            self.tips.call_ended(now, self.tip_retry);
-            return;
+        if timed_out {
+            // No answer in time: the pair leaves rotation and reconnects, backing off further
+            // until a call is answered again, instead of losing a bundle per interval.
+            self.pairs[p].timed_out = true;
+            self.request_close(pair.0, now);
+        }
+        let slot = match f.call {
+            Call::Bundle(slot) => slot,
+            Call::Tips => {
+                // Its answer refreshed the cache; failures retry later.
+                self.tips.call_ended(now, self.tip_retry);
+                return;
+            }
+            Call::Probe => {
+                if !answered {
+                    self.probe_unanswered(region, now);
+                }
+                return;
+            }
         };
         match fate {
             Fate::Delivered => {
@@ -1266,8 +1683,22 @@ impl Dispatcher {
             }
             Fate::Rejected => self.end(slot, EndKind::Rejected),
             Fate::Failed => self.end(slot, EndKind::Failed),
-            Fate::Cooldown(_) | Fate::Retry => self.requeue(slot, now),
+            Fate::Cooldown(_) | Fate::Retry | Fate::Denied => self.requeue(slot, now),
         }
+    }
+
+    /// The engine refused this source itself (PERMISSION_DENIED, UNAUTHENTICATED): the pair
+    /// leaves rotation and comes back only after [`DENIED_RETRY_MS`], with one log line per
+    /// region and code; the bundle goes to another pair.
+    fn source_denied(&mut self, pair: PairId, code: Code, why: &[u8], now: Instant) {
+        let p = pair.0 as usize;
+        self.pairs[p].denied = true;
+        let error = TransportError::Refused {
+            code: code.0,
+            message: String::from_utf8_lossy(&why[..why.len().min(96)]).into_owned(),
+        };
+        self.note_error(pair, error, now);
+        self.request_close(pair.0, now);
     }
 
     // ---- shutdown and checks ----
@@ -1290,9 +1721,22 @@ impl Dispatcher {
                     c.release(f.stream);
                 }
                 self.limiter_done(PairId(p as u32), now);
-                if let Some(slot) = f.slot {
+                if let Some(slot) = f.slot() {
                     self.end(slot, EndKind::Failed);
                 }
+            }
+        }
+    }
+
+    /// Leaks every pair's connection buffers: the reactor could not confirm the kernel is done
+    /// reading and writing them (see the reactor's teardown).
+    pub fn forget_connections(&mut self) {
+        for p in self.pairs.iter_mut() {
+            if let Some(c) = p.conn.take() {
+                std::mem::forget(c);
+            }
+            if let Some(t) = p.transport.take() {
+                std::mem::forget(t);
             }
         }
     }
@@ -1318,6 +1762,18 @@ impl Dispatcher {
                 + s.expired.get()
                 + s.failed.get()
                 + self.arena.in_use() as u64
+    }
+}
+
+/// A TLS protocol version for a log line, without allocating.
+struct Versioned(Option<rustls::ProtocolVersion>);
+
+impl std::fmt::Display for Versioned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(v) => write!(f, "{v:?}"),
+            None => f.write_str("TLS"),
+        }
     }
 }
 

@@ -73,11 +73,22 @@ pub struct Spec {
     pub reconnect_max_ms: u64,
     pub connect_timeout_ms: u64,
     pub handshakes_max: u32,
+    /// HTTP/2 PING after this long without a frame from the engine (0: off).
+    pub ping_idle_ms: u64,
+    /// Every PING must be acknowledged within this.
+    pub ping_timeout_ms: u64,
+    /// `TCP_USER_TIMEOUT` of upstream sockets: sent data unacknowledged this long ends the
+    /// connection in the kernel.
+    pub tcp_user_timeout_ms: u64,
     pub http: http1::Limits,
     pub head_timeout_ms: u64,
     pub idle_timeout_ms: u64,
+    /// An intake connection whose answers make no progress this long is closed.
+    pub send_timeout_ms: u64,
     /// Intake connections per thread.
     pub intake_conns_max: u32,
+    /// Intake connections one client address may hold per thread.
+    pub intake_per_source_max: u32,
     pub h2: h2::conn::Config,
     /// The live configuration: each reactor thread loads it once per loop iteration (one
     /// atomic load) and records the generation it runs on, so a reload reaches every thread
@@ -118,6 +129,9 @@ impl Spec {
                     "region {}: host {} is not resolved",
                     r.name, r.host
                 ));
+            }
+            if let Some(why) = crate::config::stranded_sources(r, &cfg.egress.sources) {
+                return Err(format!("region {why}"));
             }
             let addrs = if r.literal {
                 HostAddrs::fixed(&r.name, r.addrs.clone())
@@ -160,13 +174,18 @@ impl Spec {
             reconnect_max_ms: cfg.egress.reconnect_max_ms,
             connect_timeout_ms: cfg.egress.connect_timeout_ms,
             handshakes_max: cfg.egress.handshakes_max,
+            ping_idle_ms: cfg.egress.ping_idle_ms,
+            ping_timeout_ms: cfg.egress.ping_timeout_ms,
+            tcp_user_timeout_ms: cfg.egress.tcp_user_timeout_ms,
             http: http1::Limits {
                 head_bytes_max: cfg.intake.head_bytes_max,
                 body_bytes_max: cfg.intake.body_bytes_max,
             },
             head_timeout_ms: cfg.intake.head_timeout_ms,
             idle_timeout_ms: cfg.intake.idle_timeout_ms,
+            send_timeout_ms: cfg.intake.send_timeout_ms,
             intake_conns_max: cfg.intake.connections_max,
+            intake_per_source_max: cfg.intake.connections_per_source_max,
             h2: upstream_h2_config(),
             live: None,
             metrics: cfg.metrics,
@@ -190,26 +209,32 @@ impl Spec {
             reconnect_max_ms: 30_000,
             connect_timeout_ms: 5_000,
             handshakes_max: 256,
+            ping_idle_ms: crate::config::PING_IDLE_MS_DEFAULT,
+            ping_timeout_ms: crate::config::PING_TIMEOUT_MS_DEFAULT,
+            tcp_user_timeout_ms: crate::config::TCP_USER_TIMEOUT_MS_DEFAULT,
             http: http1::Limits::default(),
             head_timeout_ms: http1::HEAD_TIMEOUT_MS_DEFAULT,
             idle_timeout_ms: http1::IDLE_TIMEOUT_MS_DEFAULT,
+            send_timeout_ms: http1::SEND_TIMEOUT_MS_DEFAULT,
             intake_conns_max: 256,
+            intake_per_source_max: 256,
             h2: upstream_h2_config(),
             live: None,
             metrics: true,
         }
     }
 
-    /// Thread `t`'s share: a contiguous range of sources and an equal slice of the arena.
+    /// Thread `t`'s share: a contiguous run of sources and of arena slots, split as the config
+    /// splits them ([`crate::config::even_share`]), so every thread owns pairs whenever there
+    /// are at least as many sources as threads ([`Relay::start`] refuses fewer).
     pub fn thread(&self, t: usize) -> ThreadSpec {
         let n = self.threads.max(1);
-        let per = self.sources.len().div_ceil(n);
-        let lo = (t * per).min(self.sources.len());
-        let hi = ((t + 1) * per).min(self.sources.len());
+        let sources = crate::config::even_share(self.sources.len(), n, t);
+        let slots = crate::config::even_share(self.arena_slots as usize, n, t);
         ThreadSpec {
             thread: t,
-            sources: self.sources[lo..hi].to_vec(),
-            arena_slots: (self.arena_slots / n as u32).max(1),
+            sources: self.sources[sources].to_vec(),
+            arena_slots: (slots.len() as u32).max(1),
             regions: self.regions.clone(),
             bundle_max_age_ms: self.bundle_max_age_ms,
             upstream_timeout_ms: self.upstream_timeout_ms,
@@ -218,6 +243,8 @@ impl Spec {
             reconnect_max_ms: self.reconnect_max_ms,
             handshakes_max: self.handshakes_max,
             connect_timeout_ms: self.connect_timeout_ms,
+            ping_idle_ms: self.ping_idle_ms,
+            ping_timeout_ms: self.ping_timeout_ms,
             h2: self.h2.clone(),
         }
     }
@@ -238,6 +265,10 @@ pub struct ThreadSpec {
     pub handshakes_max: u32,
     /// Connect, tunnel and TLS handshake together must finish within this.
     pub connect_timeout_ms: u64,
+    /// HTTP/2 PING after this long without a frame from the engine (0: off).
+    pub ping_idle_ms: u64,
+    /// Every PING must be acknowledged within this.
+    pub ping_timeout_ms: u64,
     pub h2: h2::conn::Config,
 }
 
@@ -287,7 +318,24 @@ pub struct Stats {
     pub pairs_up: Counter,
     /// Gauge.
     pub intake_conns: Counter,
+    /// Intake connections refused because the thread's table was full.
     pub intake_refused: Counter,
+    /// Intake connections refused because their client address held its share already.
+    pub intake_refused_per_source: Counter,
+    /// Accepts that failed (out of file descriptors or memory, mostly).
+    pub accept_errors: Counter,
+    /// Intake connections closed because a request head missed its deadline (after a 408).
+    pub intake_head_timeouts: Counter,
+    /// Intake connections closed because their client stopped reading answers.
+    pub intake_send_timeouts: Counter,
+    /// Intake connections closed after the idle deadline.
+    pub intake_idle_closes: Counter,
+    /// `io_uring_enter` calls retried after EAGAIN or ENOMEM.
+    pub ring_retries: Counter,
+    /// Times a region went silent (calls unanswered, nothing received) and was paused.
+    pub silences: Counter,
+    /// Log lines dropped because the thread's log queue was full.
+    pub log_lines_dropped: Counter,
     /// Gauge.
     pub arena_capacity: Counter,
     /// TLS sessions established, and how many of them resumed an earlier session.
@@ -321,6 +369,14 @@ pub struct Totals {
     pub pairs_up: u64,
     pub intake_conns: u64,
     pub intake_refused: u64,
+    pub intake_refused_per_source: u64,
+    pub accept_errors: u64,
+    pub intake_head_timeouts: u64,
+    pub intake_send_timeouts: u64,
+    pub intake_idle_closes: u64,
+    pub ring_retries: u64,
+    pub silences: u64,
+    pub log_lines_dropped: u64,
     pub arena_capacity: u64,
     pub tls_handshakes: u64,
     pub tls_resumed: u64,
@@ -351,6 +407,14 @@ impl Totals {
         self.pairs_up += s.pairs_up.get();
         self.intake_conns += s.intake_conns.get();
         self.intake_refused += s.intake_refused.get();
+        self.intake_refused_per_source += s.intake_refused_per_source.get();
+        self.accept_errors += s.accept_errors.get();
+        self.intake_head_timeouts += s.intake_head_timeouts.get();
+        self.intake_send_timeouts += s.intake_send_timeouts.get();
+        self.intake_idle_closes += s.intake_idle_closes.get();
+        self.ring_retries += s.ring_retries.get();
+        self.silences += s.silences.get();
+        self.log_lines_dropped += s.log_lines_dropped.get();
         self.arena_capacity += s.arena_capacity.get();
         self.tls_handshakes += s.tls_handshakes.get();
         self.tls_resumed += s.tls_resumed.get();
@@ -394,8 +458,12 @@ pub struct Relay {
     stop: Arc<AtomicBool>,
     drain_deadline_ms: Arc<AtomicU64>,
     threads: Vec<JoinHandle<()>>,
+    /// Why each thread ended on its own, if it did.
+    failures: Vec<Arc<std::sync::Mutex<Option<String>>>>,
     /// Looks region host names up again as connections end (only when some region has one).
     resolver: Option<JoinHandle<()>>,
+    /// Writes the reactors' log lines (they never write to stderr themselves).
+    logger: Option<crate::log::Logger>,
     rotating: Option<SocketAddr>,
     pinned: Vec<(String, SocketAddr)>,
 }
@@ -411,10 +479,9 @@ impl Relay {
             )));
         }
         if spec.sources.len() < spec.threads.max(1) {
-            return Err(StartError::Spec(format!(
-                "{} egress sources cannot be shared by {} threads: give at least one per thread",
+            return Err(StartError::Spec(crate::config::too_few_sources(
                 spec.sources.len(),
-                spec.threads.max(1)
+                spec.threads.max(1),
             )));
         }
         let mut spec = spec;
@@ -460,7 +527,8 @@ impl Relay {
         let spec = Arc::new(spec);
         let mut stats = Vec::new();
         let mut threads = Vec::new();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), StartError>>();
+        let mut failures = Vec::new();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         for t in 0..spec.threads {
             let st = Arc::new(Stats::default());
             stats.push(st.clone());
@@ -486,17 +554,23 @@ impl Relay {
                 }
                 v
             };
-            let (spec, stop, drain, ready) = (
-                spec.clone(),
-                stop.clone(),
-                drain_deadline_ms.clone(),
-                ready_tx.clone(),
-            );
+            let failure = Arc::new(std::sync::Mutex::new(None));
+            failures.push(failure.clone());
+            let args = crate::reactor::ThreadArgs {
+                spec: spec.clone(),
+                thread: t,
+                listen_fds: fds,
+                stats: st,
+                metrics: tm,
+                pairs_text: text,
+                stop: stop.clone(),
+                drain_ms: drain_deadline_ms.clone(),
+                ready: ready_tx.clone(),
+                failure,
+            };
             let handle = std::thread::Builder::new()
                 .name(format!("relay-{t}"))
-                .spawn(move || {
-                    crate::reactor::run_thread(&spec, t, fds, st, tm, text, stop, drain, ready);
-                })
+                .spawn(move || crate::reactor::run_thread(args))
                 .map_err(StartError::Thread)?;
             threads.push(handle);
         }
@@ -520,9 +594,10 @@ impl Relay {
             }
             t
         }));
+        let mut queues = Vec::with_capacity(spec.threads);
         for _ in 0..spec.threads {
             match ready_rx.recv() {
-                Ok(Ok(())) => {}
+                Ok(Ok(queue)) => queues.push(queue),
                 Ok(Err(e)) => {
                     stop.store(true, Ordering::Relaxed);
                     for t in threads {
@@ -536,6 +611,8 @@ impl Relay {
                 }
             }
         }
+        queues.sort_by(|a, b| a.prefix().cmp(b.prefix()));
+        let logger = crate::log::Logger::spawn(queues).map_err(StartError::Thread)?;
         Ok(Relay {
             stats,
             metrics,
@@ -543,10 +620,28 @@ impl Relay {
             stop,
             drain_deadline_ms,
             threads,
+            failures,
             resolver,
+            logger: Some(logger),
             rotating,
             pinned,
         })
+    }
+
+    /// Every reactor thread is running, or why one is not: it stopped on an error its loop
+    /// cannot recover from, or panicked. The relay is then half alive (the kernel still routes
+    /// a share of new connections to the dead thread's listeners), and its owner should stop it
+    /// and exit non-zero so a supervisor restarts it.
+    pub fn health(&self) -> Result<(), String> {
+        for (t, (failure, handle)) in self.failures.iter().zip(&self.threads).enumerate() {
+            if let Some(why) = failure.lock().ok().and_then(|f| f.clone()) {
+                return Err(why);
+            }
+            if handle.is_finished() && !self.stop.load(Ordering::Relaxed) {
+                return Err(format!("reactor thread relay-{t} exited"));
+            }
+        }
+        Ok(())
     }
 
     pub fn rotating_addr(&self) -> Option<SocketAddr> {
@@ -604,6 +699,9 @@ impl Relay {
         }
         if let Some(r) = self.resolver {
             let _ = r.join();
+        }
+        if let Some(l) = self.logger {
+            l.stop();
         }
         let mut t = Totals::default();
         for s in &stats {

@@ -1,0 +1,294 @@
+//! The intake connection state machine, without sockets: what it answers, when it holds
+//! requests back, what a half-closed client is still owed, and each deadline. A decision table
+//! in test names; the "handler" answers every request with a fixed body naming its path.
+
+use bundle_relay::clock::{Instant, Ticks};
+use bundle_relay::http1::conn::{Close, Conn, ConnConfig};
+use bundle_relay::http1::{Limits, Request, write_response};
+
+const MS: u64 = 1_000_000; // ticks are nanoseconds here
+
+fn cfg() -> ConnConfig {
+    ConnConfig {
+        limits: Limits::default(),
+        response_bytes_max: 256,
+        out_bytes: 1024,
+        head_timeout: Ticks(100 * MS),
+        idle_timeout: Ticks(1_000 * MS),
+        send_timeout: Ticks(300 * MS),
+    }
+}
+
+fn at(ms: u64) -> Instant {
+    Instant(ms * MS)
+}
+
+fn answer(req: &Request<'_>, out: &mut [u8]) -> usize {
+    write_response(out, 200, req.keep_alive, "text/plain", &[], req.path).unwrap()
+}
+
+fn ping(path: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").into_bytes()
+}
+
+/// Sends everything pending (as a socket that takes it all would) and returns it.
+fn drain(c: &mut Conn, now: Instant) -> String {
+    let out = String::from_utf8(c.poll_transmit().to_vec()).unwrap();
+    let n = out.len();
+    c.handle_sent(n, now);
+    out
+}
+
+fn answers(text: &str) -> Vec<&str> {
+    text.split("HTTP/1.1 ").filter(|s| !s.is_empty()).collect()
+}
+
+#[test]
+fn a_whole_request_is_answered_at_once_and_the_connection_stays_open() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(&ping("/a"), at(1));
+    let served = c.serve(&cfg, at(1), answer);
+    assert_eq!(served.requests, 1);
+    assert!(drain(&mut c, at(1)).ends_with("/a"));
+    assert_eq!(c.poll_close(), None);
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order_and_held_back_while_the_output_is_full() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    let all: Vec<u8> = (0..20).flat_map(|i| ping(&format!("/{i}"))).collect();
+    c.handle_bytes(&all, at(1));
+    let first = c.serve(&cfg, at(1), answer).requests;
+    assert!(first < 20, "held back: {first}");
+    let mut got = Vec::new();
+    let mut total = first;
+    while total < 20 {
+        // A send in flight pins the output: nothing more is answered until it completes.
+        let pending = c.poll_transmit().len();
+        assert_eq!(c.serve(&cfg, at(2), answer).requests, 0);
+        c.handle_sent(pending, at(2));
+        total += c.serve(&cfg, at(2), answer).requests;
+        got.push(pending);
+    }
+    let rest = drain(&mut c, at(3));
+    assert!(rest.ends_with("/19"), "{rest}");
+    assert_eq!(c.input_len(), 0);
+}
+
+#[test]
+fn a_request_split_at_every_byte_is_answered_exactly_once() {
+    let cfg = cfg();
+    let req = b"POST /api/v1/bundles HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello";
+    for split in 1..req.len() {
+        let mut c = Conn::new(&cfg);
+        c.reset(at(0));
+        c.handle_bytes(&req[..split], at(1));
+        assert_eq!(c.serve(&cfg, at(1), answer).requests, 0, "split {split}");
+        c.handle_bytes(&req[split..], at(2));
+        assert_eq!(c.serve(&cfg, at(2), answer).requests, 1, "split {split}");
+    }
+}
+
+#[test]
+fn a_head_trickled_one_byte_per_receive_is_parsed_a_logarithmic_number_of_times() {
+    let cfg = cfg();
+    let mut head = b"POST /api/v1/bundles HTTP/1.1\r\nHost: x\r\n".to_vec();
+    while head.len() < 7_000 {
+        // Long values keep the head under the 64-field limit.
+        head.extend_from_slice(format!("X-Padding: {}\r\n", "a".repeat(150)).as_bytes());
+    }
+    head.extend_from_slice(b"Content-Length: 2\r\n\r\nok");
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    for (i, b) in head.iter().enumerate() {
+        c.handle_bytes(std::slice::from_ref(b), at(1));
+        let served = c.serve(&cfg, at(1), answer);
+        assert_eq!(served.requests, u32::from(i == head.len() - 1));
+    }
+    let parses = c.head_parses();
+    assert!(
+        parses <= 30,
+        "{parses} head parses for a {}-byte request sent a byte at a time",
+        head.len()
+    );
+}
+
+#[test]
+fn expect_100_continue_is_written_once_before_the_body_and_never_after() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(
+        b"POST /x HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n",
+        at(1),
+    );
+    c.serve(&cfg, at(1), answer);
+    assert_eq!(drain(&mut c, at(1)), "HTTP/1.1 100 Continue\r\n\r\n");
+    c.handle_bytes(b"ab", at(2));
+    c.serve(&cfg, at(2), answer);
+    assert_eq!(drain(&mut c, at(2)), "", "once per request");
+    c.handle_bytes(b"cd", at(3));
+    assert_eq!(c.serve(&cfg, at(3), answer).requests, 1);
+    assert!(drain(&mut c, at(3)).starts_with("HTTP/1.1 200"));
+}
+
+#[test]
+fn half_closed_after_whole_requests_answers_them_all_then_closes() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    let all: Vec<u8> = (0..20).flat_map(|i| ping(&format!("/{i}"))).collect();
+    c.handle_bytes(&all, at(1));
+    c.handle_eof(at(1));
+    let mut total = c.serve(&cfg, at(1), answer).requests;
+    let mut text = String::new();
+    while c.poll_close().is_none() {
+        text.push_str(&drain(&mut c, at(2)));
+        total += c.serve(&cfg, at(2), answer).requests;
+    }
+    assert_eq!(total, 20);
+    assert_eq!(answers(&text).len(), 20, "{text}");
+    assert_eq!(c.poll_close(), Some(Close::Client));
+}
+
+#[test]
+fn half_closed_in_the_middle_of_a_request_closes_without_answering_it() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(b"GET /a HTTP/1.1\r\n\r\nGET /b HTT", at(1));
+    c.handle_eof(at(1));
+    assert_eq!(c.serve(&cfg, at(1), answer).requests, 1);
+    assert!(drain(&mut c, at(1)).ends_with("/a"));
+    assert_eq!(c.poll_close(), Some(Close::Client));
+}
+
+#[test]
+fn connection_close_is_answered_then_closed_and_what_follows_is_not_read() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(
+        b"GET /a HTTP/1.1\r\nConnection: close\r\n\r\nGET /b HTTP/1.1\r\n\r\n",
+        at(1),
+    );
+    assert_eq!(c.serve(&cfg, at(1), answer).requests, 1);
+    assert_eq!(c.closing(), Some(Close::Client));
+    assert_eq!(c.poll_close(), None, "the answer is owed first");
+    let text = drain(&mut c, at(1));
+    assert!(
+        text.contains("Connection: close") && text.ends_with("/a"),
+        "{text}"
+    );
+    assert_eq!(c.poll_close(), Some(Close::Client));
+}
+
+#[test]
+fn a_request_that_cannot_be_framed_is_answered_with_its_error_then_closed() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(
+        b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        at(1),
+    );
+    let served = c.serve(&cfg, at(1), answer);
+    assert_eq!(served.error.map(|e| e.status), Some(501));
+    assert!(drain(&mut c, at(1)).starts_with("HTTP/1.1 501"));
+    assert_eq!(c.poll_close(), Some(Close::BadRequest));
+}
+
+#[test]
+fn a_head_past_its_deadline_is_answered_408_then_closed() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(b"GET /a HTTP/1.1\r\nHo", at(10));
+    c.serve(&cfg, at(10), answer);
+    assert_eq!(c.handle_timeout(&cfg, at(110)), None, "not yet");
+    assert_eq!(c.handle_timeout(&cfg, at(111)), Some(Close::HeadTimeout));
+    let text = drain(&mut c, at(111));
+    assert!(text.starts_with("HTTP/1.1 408 Request Timeout"), "{text}");
+    assert_eq!(c.poll_close(), Some(Close::HeadTimeout));
+}
+
+#[test]
+fn an_idle_connection_is_closed_quietly_after_its_deadline() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(&ping("/a"), at(5));
+    c.serve(&cfg, at(5), answer);
+    drain(&mut c, at(6));
+    assert_eq!(c.handle_timeout(&cfg, at(1_006)), None);
+    assert_eq!(c.handle_timeout(&cfg, at(1_007)), Some(Close::Idle));
+    assert_eq!(c.poll_close(), Some(Close::Idle));
+    assert_eq!(c.poll_transmit(), b"");
+}
+
+#[test]
+fn output_that_makes_no_progress_past_the_send_deadline_closes_at_once() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(&ping("/a"), at(0));
+    c.serve(&cfg, at(0), answer);
+    let n = c.poll_transmit().len();
+    // Part of it goes out at 200 ms: the deadline runs from there.
+    c.handle_sent(10, at(200));
+    assert_eq!(
+        c.handle_timeout(&cfg, at(400)),
+        None,
+        "progress restarted the deadline"
+    );
+    let _ = n;
+    let _ = c.poll_transmit();
+    assert_eq!(c.handle_timeout(&cfg, at(501)), Some(Close::SendTimeout));
+    assert_eq!(
+        c.poll_close(),
+        Some(Close::SendTimeout),
+        "no draining: nothing moves"
+    );
+}
+
+#[test]
+fn requests_held_back_behind_a_stalled_output_are_covered_by_the_send_deadline() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    let all: Vec<u8> = (0..50).flat_map(|i| ping(&format!("/{i}"))).collect();
+    c.handle_bytes(&all, at(0));
+    c.serve(&cfg, at(0), answer);
+    let _ = c.poll_transmit(); // sent, never completes
+    assert_eq!(c.handle_timeout(&cfg, at(299)), None);
+    assert_eq!(c.handle_timeout(&cfg, at(301)), Some(Close::SendTimeout));
+}
+
+#[test]
+fn shutdown_sends_what_was_answered_and_reads_no_more() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(&ping("/a"), at(0));
+    c.serve(&cfg, at(0), answer);
+    c.begin_shutdown();
+    c.handle_bytes(&ping("/b"), at(1));
+    assert_eq!(c.serve(&cfg, at(1), answer).requests, 0);
+    assert!(drain(&mut c, at(1)).ends_with("/a"));
+    assert_eq!(c.poll_close(), Some(Close::Shutdown));
+}
+
+#[test]
+fn more_than_the_input_holds_is_refused_413_and_closed() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    let big = vec![b'a'; cfg.limits.request_bytes_max() + 1];
+    c.handle_bytes(&big, at(0));
+    assert!(drain(&mut c, at(0)).starts_with("HTTP/1.1 413"));
+    assert_eq!(c.poll_close(), Some(Close::BadRequest));
+}

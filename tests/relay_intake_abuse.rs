@@ -1,0 +1,314 @@
+//! The intake against clients that misbehave, over real sockets: a client that half-closes
+//! after sending still gets every answer it is owed; a client that never reads is closed at
+//! the send deadline; one address cannot take more than its share of the connection table;
+//! a listener out of file descriptors neither spins nor stays dead.
+
+mod intake_support;
+mod wire_support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bundle_relay::relay::Relay;
+use intake_support::{bundle, connect, nowhere, post, read_response, send_bundle_body};
+
+fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// curl and HTTP/1.0-style clients send their request and shut their write side: every
+/// bundle admitted from such a client is answered with its id before the connection closes.
+#[test]
+fn a_client_that_half_closes_after_sending_gets_an_answer_for_every_bundle() {
+    let mut spec = nowhere(&["127.0.0.1"], false);
+    spec.arena_slots = 256;
+    let relay = Relay::start(spec).unwrap();
+    let mut c = connect(&relay);
+    // Answers that take many sends (the tip accounts are about 600 bytes each), then bundles:
+    // everything is still being answered when the client's end-of-stream arrives.
+    let tips = r#"{"jsonrpc":"2.0","id":0,"method":"getTipAccounts","params":[]}"#;
+    let mut all = Vec::new();
+    for _ in 0..80 {
+        all.extend(post("/api/v1/bundles", tips));
+    }
+    let mut ids = Vec::new();
+    for i in 0..10u64 {
+        let (txs, id, _) = bundle(500 + i, 1);
+        all.extend(post("/api/v1/bundles", &send_bundle_body(&txs, i)));
+        ids.push(id);
+    }
+    c.write_all(&all).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    for _ in 0..80 {
+        let (status, _, body) = read_response(&mut c);
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            body.contains("96gYZGLnJYVFmbjzopPSU6QiEV5fGqZNyN9nmNhvrZU5"),
+            "{body}"
+        );
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let (status, _, body) = read_response(&mut c);
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            body,
+            format!(r#"{{"jsonrpc":"2.0","result":"{id}","id":{i}}}"#)
+        );
+    }
+    let mut rest = [0u8; 16];
+    assert_eq!(
+        c.read(&mut rest).unwrap(),
+        0,
+        "closed once everything was answered"
+    );
+    let t = relay.totals();
+    assert_eq!(t.admitted, 10, "{t:?}");
+    wait_until(
+        "the connection's slot to free",
+        Duration::from_secs(2),
+        || relay.totals().intake_conns == 0,
+    );
+    relay.shutdown(Duration::from_millis(100));
+}
+
+/// A client that pipelines requests and never reads its answers: once the socket stops taking
+/// them for the send deadline, the relay closes the connection and frees its slot.
+#[test]
+fn a_client_that_never_reads_is_closed_at_the_send_deadline() {
+    let mut spec = nowhere(&["127.0.0.1"], false);
+    spec.send_timeout_ms = 300;
+    spec.idle_timeout_ms = 60_000;
+    let relay = Relay::start(spec).unwrap();
+    let addr = relay.rotating_addr().unwrap();
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    // A small receive buffer, so the answers back up into the relay quickly.
+    sock.set_recv_buffer_size(4096).unwrap();
+    sock.connect(&addr.into()).unwrap();
+    let mut c: TcpStream = sock.into();
+    // Requests that fit the relay's input, whose answers (the tip accounts, about 600 bytes
+    // each) are more than the client's tiny receive buffer and the relay's send buffer hold.
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","params":[]}"#;
+    let one = post("/api/v1/bundles", body);
+    let count = 60_000 / one.len();
+    let requests: Vec<u8> = one
+        .iter()
+        .copied()
+        .cycle()
+        .take(one.len() * count)
+        .collect();
+    c.write_all(&requests).unwrap();
+    wait_until(
+        "the send deadline to close it",
+        Duration::from_secs(5),
+        || relay.totals().intake_send_timeouts == 1,
+    );
+    wait_until("the slot to free", Duration::from_secs(2), || {
+        relay.totals().intake_conns == 0
+    });
+    // The relay still serves others.
+    let mut other = connect(&relay);
+    other
+        .write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let (status, _, body) = read_response(&mut other);
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    relay.shutdown(Duration::from_millis(100));
+}
+
+/// One address opening connection after connection gets its share of the table and no more;
+/// the refused ones are closed at once and counted, and other clients still get in.
+#[test]
+fn one_client_address_cannot_take_more_than_its_share_of_the_table() {
+    let mut spec = nowhere(&["127.0.0.1"], false);
+    spec.intake_conns_max = 16;
+    spec.intake_per_source_max = 4;
+    let relay = Relay::start(spec).unwrap();
+    let addr = relay.rotating_addr().unwrap();
+    let from = |ip: &str| {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&SocketAddr::new(ip.parse().unwrap(), 0).into())
+            .unwrap();
+        s.connect(&addr.into()).unwrap();
+        let c: TcpStream = s.into();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c
+    };
+    let flood: Vec<TcpStream> = (0..10).map(|_| from("127.0.0.1")).collect();
+    wait_until(
+        "every flood connection to be accepted or refused",
+        Duration::from_secs(5),
+        || {
+            let t = relay.totals();
+            t.intake_conns + t.intake_refused_per_source == 10
+        },
+    );
+    let t = relay.totals();
+    assert_eq!(
+        (t.intake_conns, t.intake_refused_per_source),
+        (4, 6),
+        "{t:?}"
+    );
+    let mut served = 0;
+    for mut c in flood {
+        c.write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n").ok();
+        let mut buf = [0u8; 256];
+        if matches!(c.read(&mut buf), Ok(n) if n > 0) {
+            served += 1;
+        }
+    }
+    assert_eq!(served, 4, "only the share was served");
+    let mut other = from("127.0.0.2");
+    other
+        .write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let (status, _, body) = read_response(&mut other);
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    relay.shutdown(Duration::from_millis(100));
+}
+
+/// The child side of the next test: a relay in a process started with few file descriptors
+/// (io_uring reads the limit when an accept is prepared, so it is set before the relay starts).
+/// Run by the test below in a process of its own, so its limit touches no other test.
+#[test]
+fn child_relay_with_few_file_descriptors() {
+    if std::env::var_os("RELAY_FEW_FDS_CHILD").is_none() {
+        return;
+    }
+    let relay = Relay::start(nowhere(&["127.0.0.1"], false)).unwrap();
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: fills `limit`.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+    // The limit caps descriptor numbers, not their count: say how many numbers are free.
+    let open = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u64>().ok())
+        .filter(|&fd| fd < limit.rlim_cur)
+        .count() as u64;
+    println!(
+        "READY {} {}",
+        relay.rotating_addr().unwrap(),
+        limit.rlim_cur - open
+    );
+    let mut line = String::new();
+    let mut stdin = std::io::stdin().lock();
+    stdin.read_line(&mut line).unwrap(); // the parent's clients are connected
+    std::thread::sleep(Duration::from_millis(300));
+    let cpu = || {
+        // SAFETY: all-zero is a valid rusage, filled by the call.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: fills `u`.
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+        let ms = |t: libc::timeval| t.tv_sec as u64 * 1_000 + t.tv_usec as u64 / 1_000;
+        ms(u.ru_utime) + ms(u.ru_stime)
+    };
+    let (cpu0, err0) = (cpu(), relay.totals().accept_errors);
+    std::thread::sleep(Duration::from_millis(1_000));
+    let (cpu1, err1) = (cpu(), relay.totals().accept_errors);
+    println!(
+        "STATS accept_errors={} cpu_ms={} conns={}",
+        err1 - err0,
+        cpu1 - cpu0,
+        relay.totals().intake_conns
+    );
+    line.clear();
+    let _ = stdin.read_line(&mut line); // EOF: the parent is done
+    relay.shutdown(Duration::from_millis(100));
+}
+
+/// The child's open-file limit: the test harness and a relay fit, with a few to spare.
+const FEW_FDS: u64 = 32;
+
+/// Accepts failing for lack of file descriptors are counted and retried from the sweep, not
+/// re-armed in a loop that burns a core; once descriptors are free again the listener serves.
+#[test]
+fn accepts_failing_for_lack_of_file_descriptors_neither_spin_nor_stay_dead() {
+    use std::os::unix::process::CommandExt as _;
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "--exact",
+        "child_relay_with_few_file_descriptors",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("RELAY_FEW_FDS_CHILD", "1")
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let l = libc::rlimit {
+                rlim_cur: FEW_FDS,
+                rlim_max: FEW_FDS,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &l) == 0 {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        })
+    };
+    let mut child = cmd.spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut stdin = child.stdin.take().unwrap();
+    let line = |out: &mut BufReader<_>, prefix: &str| -> String {
+        let mut l = String::new();
+        loop {
+            l.clear();
+            assert!(
+                out.read_line(&mut l).unwrap() > 0,
+                "the child ended before {prefix}"
+            );
+            // libtest may print its "test name ... " before the child's own words.
+            if let Some(i) = l.find(prefix) {
+                return l[i + prefix.len()..].trim().to_string();
+            }
+        }
+    };
+    let ready = line(&mut out, "READY");
+    let (addr, free) = ready.split_once(' ').unwrap();
+    let addr: SocketAddr = addr.parse().unwrap();
+    let free: usize = free.parse().unwrap();
+    // More clients than the child has descriptors left: the rest wait in the backlog.
+    let count = free + 8;
+    let clients: Vec<TcpStream> = (0..count)
+        .map(|_| TcpStream::connect(addr).unwrap())
+        .collect();
+    stdin.write_all(b"go\n").unwrap();
+    let stats = line(&mut out, "STATS");
+    let field = |name: &str| -> u64 {
+        stats
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (errors, cpu_ms, conns) = (field("accept_errors"), field("cpu_ms"), field("conns"));
+    assert!((conns as usize) < count, "the limit bit: {stats}");
+    assert!(errors >= 1, "failed accepts are counted: {stats}");
+    // Re-armed from the 50 ms sweep: about 20 failures a second, not a loop.
+    assert!(errors <= 100, "accept re-armed in a loop: {stats}");
+    assert!(
+        cpu_ms < 300,
+        "the child burnt {cpu_ms} ms of CPU in one second: {stats}"
+    );
+    // Descriptors come back: the waiting clients and a new one are served.
+    drop(clients);
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let (status, _, body) = read_response(&mut c);
+    assert_eq!((status, body.as_str()), (200, "ok"));
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
