@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bundle_relay::admin::Admin;
+use bundle_relay::admin::{Admin, AdminOptions};
 use bundle_relay::budget::{Budget, BudgetInputs};
 use bundle_relay::clock::Clock;
 use bundle_relay::config::{Config, Overrides, Resolve, Shared};
@@ -284,11 +284,24 @@ fn run(
         println!("metrics: off; /metrics serves the accounting counters only");
     }
     let admin = match cfg.admin {
-        Some(addr) => match Admin::start(addr, metrics.clone(), relay.pairs_fn()) {
+        Some(addr) => match Admin::start_with(
+            addr,
+            metrics.clone(),
+            relay.pairs_fn(),
+            AdminOptions {
+                token: cfg.admin_token.clone(),
+                ..AdminOptions::default()
+            },
+        ) {
             Ok(a) => {
                 println!(
-                    "admin: http://{0}/metrics, /debug/histograms, /debug/pairs",
-                    a.local_addr()
+                    "admin: http://{0}/metrics, /debug/histograms, /debug/pairs{1}",
+                    a.local_addr(),
+                    if cfg.admin_token.is_some() {
+                        " (bearer token required on all but /ping)"
+                    } else {
+                        ""
+                    }
                 );
                 Some(a)
             }
@@ -329,6 +342,7 @@ fn run(
         libc::signal(libc::SIGUSR1, on_usr1 as *const () as libc::sighandler_t);
         libc::signal(libc::SIGHUP, on_hup as *const () as libc::sighandler_t);
     }
+    let mut admin_token = cfg.admin_token.clone();
     let mut last = relay.totals();
     let mut ticks = 0u32;
     let mut failed: Option<String> = None;
@@ -348,6 +362,29 @@ fn run(
                 Ok(g) => {
                     metrics.set_config_generation(g);
                     println!("config reloaded: generation {g}");
+                    // The token file is read again on reload so a token can be rotated
+                    // without a restart; the listen address stays as started.
+                    let token = live.load().config.admin_token.clone();
+                    if let Some(a) = &admin
+                        && token != admin_token
+                    {
+                        match (&admin_token, &token) {
+                            (_, None) if !a.local_addr().ip().to_canonical().is_loopback() => {
+                                println!(
+                                    "warning: admin: bearer token no longer required on {}: \
+                                     anyone who can reach it can read metrics and /debug",
+                                    a.local_addr()
+                                )
+                            }
+                            (_, None) => println!("admin: bearer token no longer required"),
+                            (None, Some(_)) => {
+                                println!("admin: bearer token now required on all but /ping")
+                            }
+                            (Some(_), Some(_)) => println!("admin: bearer token replaced"),
+                        }
+                        a.set_token(token.clone());
+                        admin_token = token;
+                    }
                 }
                 Err(e) => println!(
                     "config reload refused, generation {} kept: {e}",

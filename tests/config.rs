@@ -333,6 +333,47 @@ fn connections_per_source_default_to_a_quarter_of_the_table_and_fit_in_it() {
     );
 }
 
+#[test]
+fn admin_beyond_loopback_loads_with_a_warning_stronger_without_a_token() {
+    let with = |admin: &str| parse(&format!("threads = 1\n[admin]\n{admin}\n{REGION}{EGRESS}"));
+    for loopback in ["127.0.0.1:9464", "127.0.0.2:9464", "[::1]:9464", "off"] {
+        let c = with(&format!("listen = \"{loopback}\"")).unwrap();
+        assert_eq!(c.warnings, Vec::<String>::new(), "{loopback}");
+    }
+    for open in ["0.0.0.0:9464", "10.1.2.3:9464", "[::]:9464"] {
+        let c = with(&format!("listen = \"{open}\"")).unwrap();
+        assert_eq!(c.warnings.len(), 1, "{open}: {:?}", c.warnings);
+        let w = &c.warnings[0];
+        assert!(
+            w.contains(&format!("admin.listen {}", c.admin.unwrap())),
+            "{w}"
+        );
+        assert!(w.contains("is not a loopback address"), "{w}");
+        assert!(
+            w.contains("anyone who can reach it can read metrics and /debug"),
+            "{w}"
+        );
+        assert!(w.contains("admin.token_file is not set"), "{w}");
+    }
+    let dir = temp_dir("token-warning");
+    let token = dir.join("admin.token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let c = with(&format!(
+        "listen = \"0.0.0.0:9464\"\ntoken_file = \"{}\"",
+        token.display()
+    ))
+    .unwrap();
+    assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+    assert!(
+        c.warnings[0].contains("is not a loopback address"),
+        "{:?}",
+        c.warnings
+    );
+    assert!(c.warnings[0].contains("bearer token"), "{:?}", c.warnings);
+    assert!(!c.warnings[0].contains("anyone"), "{:?}", c.warnings);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 // ---- what is refused, and how it is said ----
 
 #[test]
@@ -894,6 +935,111 @@ fn a_missing_file_is_named() {
     );
 }
 
+#[test]
+fn rejects_a_missing_empty_or_unusable_token_file_naming_file_and_key() {
+    let dir = temp_dir("token-refused");
+    let load = |token_file: &str, content: Option<&[u8]>| {
+        let path = dir.join("relay.toml");
+        std::fs::write(
+            &path,
+            format!("[admin]\ntoken_file = \"{token_file}\"\n{REGION}{EGRESS}"),
+        )
+        .unwrap();
+        if let Some(content) = content {
+            std::fs::write(dir.join(token_file), content).unwrap();
+        }
+        Config::load_with(&path, Resolve::Deferred)
+            .unwrap_err()
+            .to_string()
+    };
+    let at = |name: &str| {
+        format!(
+            "{}: admin.token_file: {}",
+            dir.join("relay.toml").display(),
+            dir.join(name).display()
+        )
+    };
+    let e = load("missing.token", None);
+    assert!(
+        e.starts_with(&format!("{} cannot be read: ", at("missing.token"))),
+        "{e}"
+    );
+    for empty in [&b""[..], b"\n", b"  \t\r\n  \n"] {
+        let e = load("empty.token", Some(empty));
+        assert_eq!(
+            e,
+            format!(
+                "{} is empty: it must hold the bearer token",
+                at("empty.token")
+            )
+        );
+    }
+    let e = load("spaced.token", Some(b"two words\n"));
+    assert!(e.starts_with(&at("spaced.token")), "{e}");
+    assert!(e.contains("space"), "{e}");
+    assert!(!e.contains("two words"), "the token is never repeated: {e}");
+    let e = load("binary.token", Some(&[0xff, 0xfe, b'a']));
+    assert_eq!(
+        e,
+        format!(
+            "{} is not text: it must hold the bearer token",
+            at("binary.token")
+        )
+    );
+    let e = load("huge.token", Some(&[b'a'; 64 * 1024]));
+    assert!(e.starts_with(&at("huge.token")), "{e}");
+    assert!(e.contains("not a token file"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn token_file_is_read_relative_to_the_config_trimmed_never_printed_and_reread_on_reload() {
+    let dir = temp_dir("token-reload");
+    let path = dir.join("relay.toml");
+    std::fs::write(
+        &path,
+        format!("[admin]\ntoken_file = \"admin.token\"\n{REGION}{EGRESS}"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("admin.token"), "  first-s3cret\n").unwrap();
+    let shared = Shared::from_file(&path, Resolve::Now).unwrap();
+    let first = shared.load_full();
+    let token = first.config.admin_token.as_ref().expect("a token");
+    assert!(token.matches(b"first-s3cret"));
+    assert!(!token.matches(b"  first-s3cret\n"));
+    let shown = format!("{:?}", first.config);
+    assert!(!shown.contains("first-s3cret"), "{shown}");
+    assert!(
+        shown.contains("admin_token: Some(Token(<redacted>))"),
+        "{shown}"
+    );
+    assert_eq!(first.config.clone(), first.config);
+
+    std::fs::write(dir.join("admin.token"), "\n").unwrap();
+    assert!(shared.reload().is_err());
+    assert_eq!(
+        shared.load().generation,
+        1,
+        "an emptied token file is refused"
+    );
+    std::fs::write(dir.join("admin.token"), "second-s3cret").unwrap();
+    assert_eq!(shared.reload().unwrap(), 2);
+    let now = shared.load();
+    assert!(
+        now.config
+            .admin_token
+            .as_ref()
+            .unwrap()
+            .matches(b"second-s3cret")
+    );
+    assert_ne!(now.config, first.config);
+    assert_eq!(
+        parse(&format!("{REGION}{EGRESS}")).unwrap().admin_token,
+        None
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 // ---- the shared snapshot ----
 
 fn temp_dir(name: &str) -> PathBuf {
@@ -996,7 +1142,13 @@ const SOCKS_EGRESS: &str =
     "[egress]\naddresses = [\"10.9.0.0/30\"]\nsocks5 = [{ proxy = \"127.0.0.1:1080\" }]\n";
 
 fn overridden(text: &str, o: &Overrides) -> Result<Config, String> {
-    let dir = temp_dir("overrides");
+    // A folder per call: tests run in parallel, and one removing a shared folder would pull
+    // the file out from under another.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let dir = temp_dir(&format!(
+        "overrides-{}",
+        CALLS.fetch_add(1, Ordering::Relaxed)
+    ));
     let path = dir.join("relay.toml");
     std::fs::write(&path, text).unwrap();
     let r = Config::load_overridden(&path, Resolve::Now, o).map_err(|e| e.to_string());

@@ -1,4 +1,4 @@
-//! The admin listener: a plain blocking HTTP/1.1 server on its own thread, off the request
+//! The admin listener: a plain blocking HTTP/1.1 server on threads of its own, off the request
 //! path. It serves
 //!
 //! - `GET /metrics`: the Prometheus text format ([`Metrics::render_prometheus`]);
@@ -6,17 +6,37 @@
 //! - `GET /debug/pairs`: text from the callback the relay provides (pairs per region by state);
 //! - `GET /ping`: `pong`;
 //!
-//! 404 for any other path, 405 for any other method, 400 for a request it cannot read.
-//! One request per connection (`Connection: close`), one connection at a time: scrapes are
-//! rare and small, and a slow client is cut off by [`IO_TIMEOUT`]. Bind it to loopback (the
-//! default the relay uses) unless the network in front of it is trusted: it has no auth.
+//! 404 for any other path, 405 for any other method, 400 for a request it cannot read, 408 for
+//! one that did not arrive in time. One request per connection (`Connection: close`).
+//!
+//! # Slow clients
+//!
+//! Scrapes must keep working while something misbehaves, so no client can hold what another
+//! needs. An `admin` thread only accepts and hands connections to [`THREADS`] serving threads
+//! through a queue of [`QUEUE_MAX`]; a connection that finds the queue full is answered 503 with
+//! `Retry-After` at once, so a scraper learns it should retry instead of hanging. Each served
+//! connection has one [`REQUEST_DEADLINE`] for reading its head and writing its answer together:
+//! every read and write waits only for what is left of it, so a client trickling a byte at a
+//! time is cut off as surely as one that sends nothing. Up to `THREADS - 1` stalled clients cost
+//! a scrape nothing; past that, each costs it at most one deadline, and past the queue, a 503.
+//! Shutdown closes the connections being served instead of waiting out their deadlines.
+//!
+//! # Access
+//!
+//! With a [`Token`] (`[admin] token_file`), every request except `GET /ping` (a liveness probe
+//! reveals nothing) must carry `Authorization: Bearer <token>`; without it, or with another
+//! token, the answer is 401 with `WWW-Authenticate: Bearer`. The comparison takes the same time
+//! whatever the token holds, and the token is never printed. Without a token anyone who can
+//! reach the port reads metrics and `/debug`: bind it to loopback (the default) unless the
+//! network in front of it is trusted, which the config's warnings say at startup.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::Arc;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::metrics::Metrics;
 
@@ -24,21 +44,137 @@ use crate::metrics::Metrics;
 pub const ADDR_DEFAULT: &str = "127.0.0.1:9464";
 /// Largest request head read: an admin GET is a few hundred bytes.
 pub const REQUEST_HEAD_BYTES_MAX: usize = 8 * 1024;
-/// Read and write timeout of one admin connection, so a stalled client cannot hold the thread.
-pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Serving threads: a Prometheus HA pair and an operator's curl at once, with one thread to
+/// spare for a stalled client. Scrapes are rare and cheap; more threads would only let more
+/// stalled clients pile up.
+pub const THREADS: usize = 4;
+/// Accepted connections waiting for a serving thread. With every thread held by a stalled
+/// client a queued one waits at most one [`REQUEST_DEADLINE`], and that wait plus its answer
+/// still fits Prometheus's default 10 s scrape timeout; a longer queue would only make
+/// scrapers time out instead of getting a 503 they can act on.
+pub const QUEUE_MAX: usize = THREADS;
+/// Time one connection has to send its request head and take its answer, counted from when a
+/// serving thread takes it. An honest scrape needs milliseconds; half Prometheus's default
+/// scrape timeout lets a scraper that waited behind a stalled client still get its answer.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+/// A token must fit in a request head along with the rest of it.
+pub const TOKEN_BYTES_MAX: usize = 1024;
 
 /// How long, and how much, to read of a refused request's remaining bytes before closing.
 const DRAIN_TIMEOUT: Duration = Duration::from_millis(200);
 const DRAIN_BYTES_MAX: usize = 64 * 1024;
+/// Time given to a 408 or 503: a few hundred bytes into a fresh send buffer never wait, so
+/// this only bounds a client whose window is already shut.
+const REFUSAL_WRITE_TIMEOUT: Duration = Duration::from_millis(100);
+/// Pause after a failed accept: the usual cause (out of file descriptors) persists, and
+/// retrying at once would spin a core.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
+/// How long shutdown's wake-up connection may take to reach the blocked accept.
+const WAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Writes `/debug/pairs`'s text.
 pub type PairsFn = Box<dyn Fn(&mut String) + Send + Sync>;
 
+/// The bearer token the admin endpoints require: 1 to [`TOKEN_BYTES_MAX`] visible ASCII
+/// characters. Its `Debug` hides it, it has no `Display`, and equality is
+/// [`Token::matches`], so it neither leaks into logs nor through timing.
+#[derive(Clone)]
+pub struct Token(Box<[u8]>);
+
+impl Token {
+    /// Checks `text` as given (trim it first if it came from a file); the error says what is
+    /// wrong without repeating the token.
+    pub fn new(text: &str) -> Result<Token, String> {
+        if text.is_empty() {
+            return Err("the token is empty".into());
+        }
+        if text.len() > TOKEN_BYTES_MAX {
+            return Err(format!(
+                "the token is {} bytes; at most {TOKEN_BYTES_MAX} fit in a request head",
+                text.len()
+            ));
+        }
+        // Only these can travel in an `Authorization` header as they are.
+        if !text.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(
+                "the token has a space, control or non-ASCII character, which an \
+                 Authorization header cannot carry"
+                    .into(),
+            );
+        }
+        Ok(Token(text.as_bytes().into()))
+    }
+
+    /// Whether `presented` is this token, in time that depends only on `presented.len()`:
+    /// every byte is compared (no early exit), and a presented token of another length is
+    /// compared against the real one repeated, so neither its content nor its length shows.
+    pub fn matches(&self, presented: &[u8]) -> bool {
+        let want = &self.0;
+        let mut diff = want.len() ^ presented.len();
+        for (i, &p) in presented.iter().enumerate() {
+            diff |= usize::from(want[i % want.len()] ^ p);
+            // Keeps the optimiser from turning the loop into an early exit.
+            diff = std::hint::black_box(diff);
+        }
+        diff == 0
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<redacted>)")
+    }
+}
+
+impl PartialEq for Token {
+    fn eq(&self, other: &Token) -> bool {
+        self.matches(&other.0)
+    }
+}
+
+impl Eq for Token {}
+
+/// How the listener serves; [`Default`] is the production setting (the constants above, no
+/// token). Tests shorten the deadline.
+#[derive(Debug, Clone)]
+pub struct AdminOptions {
+    /// Serving threads, at least 1.
+    pub threads: usize,
+    /// Accepted connections waiting for a thread; 0 answers 503 unless a thread is idle.
+    pub queue: usize,
+    /// Time to read a request head and write its answer, together.
+    pub request_deadline: Duration,
+    /// Required on everything but `GET /ping` when set.
+    pub token: Option<Token>,
+}
+
+impl Default for AdminOptions {
+    fn default() -> AdminOptions {
+        AdminOptions {
+            threads: THREADS,
+            queue: QUEUE_MAX,
+            request_deadline: REQUEST_DEADLINE,
+            token: None,
+        }
+    }
+}
+
+/// What serving threads share.
+struct Shared {
+    metrics: Arc<Metrics>,
+    pairs: PairsFn,
+    token: RwLock<Option<Token>>,
+    stop: AtomicBool,
+    /// Per serving thread, a handle on the connection it is serving, so shutdown can close it.
+    serving: Vec<Mutex<Option<TcpStream>>>,
+}
+
 /// The running listener.
 pub struct AdminHandle {
     addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    join: Option<thread::JoinHandle<()>>,
+    shared: Arc<Shared>,
+    acceptor: Option<thread::JoinHandle<()>>,
+    workers: Vec<thread::JoinHandle<()>>,
 }
 
 impl AdminHandle {
@@ -46,26 +182,44 @@ impl AdminHandle {
         self.addr
     }
 
-    /// Stops accepting and joins the thread (after any request in progress).
+    /// Replaces the token (a config reload's new `token_file`); `None` opens every endpoint.
+    /// Requests already past their check keep their answer.
+    pub fn set_token(&self, token: Option<Token>) {
+        *self
+            .shared
+            .token
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = token;
+    }
+
+    /// Stops accepting, closes the connections being served, drops those still queued, and
+    /// joins every thread.
     pub fn shutdown(mut self) {
         self.stop_and_join();
     }
 
     fn stop_and_join(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the blocking accept; the loop sees the flag and ends.
-        let _ = TcpStream::connect_timeout(&self.addr, IO_TIMEOUT);
-        if let Some(j) = self.join.take() {
-            let _ = j.join();
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some(acceptor) = self.acceptor.take() {
+            // Wake the blocking accept; the loop sees the flag and ends, dropping the queue's
+            // sender so idle serving threads wake too.
+            let _ = TcpStream::connect_timeout(&self.addr, WAKE_TIMEOUT);
+            let _ = acceptor.join();
+        }
+        for slot in &self.shared.serving {
+            if let Some(s) = slot.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+        for w in self.workers.drain(..) {
+            let _ = w.join();
         }
     }
 }
 
 impl Drop for AdminHandle {
     fn drop(&mut self) {
-        if self.join.is_some() {
-            self.stop_and_join();
-        }
+        self.stop_and_join();
     }
 }
 
@@ -73,39 +227,146 @@ impl Drop for AdminHandle {
 pub struct Admin;
 
 impl Admin {
-    /// Binds `addr` (port 0 picks one) and serves on a thread named `admin`.
+    /// Binds `addr` (port 0 picks one) and serves with the production [`AdminOptions`].
     pub fn start(
         addr: SocketAddr,
         metrics: Arc<Metrics>,
         pairs: PairsFn,
     ) -> io::Result<AdminHandle> {
+        Admin::start_with(addr, metrics, pairs, AdminOptions::default())
+    }
+
+    /// Binds `addr` (port 0 picks one); a thread named `admin` accepts and threads named
+    /// `admin-1`.. serve.
+    pub fn start_with(
+        addr: SocketAddr,
+        metrics: Arc<Metrics>,
+        pairs: PairsFn,
+        options: AdminOptions,
+    ) -> io::Result<AdminHandle> {
+        if options.threads == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the admin listener needs at least one serving thread",
+            ));
+        }
         let listener = TcpListener::bind(addr)?;
         let addr = listener.local_addr()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let stop2 = Arc::clone(&stop);
-        let join = thread::Builder::new().name("admin".into()).spawn(move || {
+        let shared = Arc::new(Shared {
+            metrics,
+            pairs,
+            token: RwLock::new(options.token),
+            stop: AtomicBool::new(false),
+            serving: (0..options.threads).map(|_| Mutex::new(None)).collect(),
+        });
+        // From here a failed spawn drops the handle, which stops what did start.
+        let mut handle = AdminHandle {
+            addr,
+            shared: Arc::clone(&shared),
+            acceptor: None,
+            workers: Vec::with_capacity(options.threads),
+        };
+        let (tx, rx) = mpsc::sync_channel::<TcpStream>(options.queue);
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..options.threads {
+            let (shared, rx) = (Arc::clone(&shared), Arc::clone(&rx));
+            let deadline = options.request_deadline;
+            handle.workers.push(
+                thread::Builder::new()
+                    .name(format!("admin-{}", i + 1))
+                    .spawn(move || work(i, &shared, &rx, deadline))?,
+            );
+        }
+        let busy = format!(
+            "admin busy: {} connections served and {} waiting; retry\n",
+            options.threads, options.queue
+        );
+        handle.acceptor = Some(thread::Builder::new().name("admin".into()).spawn(move || {
             for conn in listener.incoming() {
-                if stop2.load(Ordering::SeqCst) {
+                if shared.stop.load(Ordering::SeqCst) {
                     break;
                 }
-                if let Ok(s) = conn {
-                    // A broken admin connection concerns only its client.
-                    let _ = serve(s, &metrics, &pairs);
+                match conn {
+                    Ok(s) => match tx.try_send(s) {
+                        Ok(()) => {}
+                        Err(TrySendError::Full(s)) => refuse_busy(s, &busy),
+                        Err(TrySendError::Disconnected(_)) => break,
+                    },
+                    Err(_) => thread::sleep(ACCEPT_ERROR_PAUSE),
                 }
             }
-        })?;
-        Ok(AdminHandle {
-            addr,
-            stop,
-            join: Some(join),
-        })
+        })?);
+        Ok(handle)
     }
 }
 
-/// Reads one request head; answers it.
-fn serve(mut s: TcpStream, metrics: &Metrics, pairs: &PairsFn) -> io::Result<()> {
-    s.set_read_timeout(Some(IO_TIMEOUT))?;
-    s.set_write_timeout(Some(IO_TIMEOUT))?;
+/// One serving thread: takes connections off the queue until it closes.
+fn work(i: usize, shared: &Shared, rx: &Mutex<Receiver<TcpStream>>, deadline: Duration) {
+    loop {
+        let next = rx.lock().unwrap_or_else(PoisonError::into_inner).recv();
+        let Ok(mut s) = next else { return };
+        {
+            // Under the slot's lock, so shutdown either sees this connection or we see it.
+            let mut slot = shared.serving[i]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if shared.stop.load(Ordering::SeqCst) {
+                continue;
+            }
+            *slot = s.try_clone().ok();
+        }
+        // A broken admin connection concerns only its client.
+        let _ = serve(&mut s, Instant::now() + deadline, shared);
+        *shared.serving[i]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
+/// A fast 503 from the accepting thread, which must never wait on a client.
+fn refuse_busy(mut s: TcpStream, body: &str) {
+    let answer = answer(
+        "503 Service Unavailable",
+        "text/plain",
+        "Retry-After: 1\r\n",
+        body,
+    );
+    if s.set_write_timeout(Some(REFUSAL_WRITE_TIMEOUT)).is_ok() {
+        let _ = s.write_all(answer.as_bytes());
+    }
+}
+
+/// What the client said about authorization.
+#[derive(Debug, PartialEq, Eq)]
+enum Presented<'a> {
+    Nothing,
+    NotBearer,
+    Bearer(&'a [u8]),
+}
+
+/// The first `Authorization` header of `head` (request line included).
+fn presented(head: &[u8]) -> Presented<'_> {
+    for line in head.split(|&b| b == b'\n').skip(1) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            continue;
+        };
+        if !line[..colon].eq_ignore_ascii_case(b"authorization") {
+            continue;
+        }
+        let value = line[colon + 1..].trim_ascii();
+        let scheme_end = value.iter().position(|&b| b == b' ').unwrap_or(value.len());
+        // RFC 9110: the scheme is case-insensitive.
+        if !value[..scheme_end].eq_ignore_ascii_case(b"bearer") {
+            return Presented::NotBearer;
+        }
+        return Presented::Bearer(value[scheme_end..].trim_ascii_start());
+    }
+    Presented::Nothing
+}
+
+/// Reads one request head by `deadline`; answers it by the same deadline.
+fn serve(s: &mut TcpStream, deadline: Instant, shared: &Shared) -> io::Result<()> {
     let mut buf = vec![0u8; REQUEST_HEAD_BYTES_MAX];
     let mut len = 0;
     let head_end = loop {
@@ -115,41 +376,66 @@ fn serve(mut s: TcpStream, metrics: &Metrics, pairs: &PairsFn) -> io::Result<()>
         if len == buf.len() {
             break None;
         }
-        let n = s.read(&mut buf[len..])?;
+        let Some(left) = left(deadline) else {
+            return refuse_late(s);
+        };
+        s.set_read_timeout(Some(left))?;
+        let n = match s.read(&mut buf[len..]) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return refuse_late(s);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
         if n == 0 {
             break None;
         }
         len += n;
     };
     let Some(head_end) = head_end else {
-        respond(
-            &mut s,
+        let a = answer(
             "400 Bad Request",
             "text/plain",
+            "",
             "request head unreadable\n",
-        )?;
-        return drain(&mut s);
+        );
+        write_by(s, a.as_bytes(), deadline)?;
+        return drain(s, deadline);
     };
-    let head = String::from_utf8_lossy(&buf[..head_end]);
-    let mut parts = head.lines().next().unwrap_or("").split(' ');
+    let head = &buf[..head_end];
+    let request_line = head.split(|&b| b == b'\r').next().unwrap_or(b"");
+    let request_line = String::from_utf8_lossy(request_line);
+    let mut parts = request_line.split(' ');
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
     if method != "GET" && method != "HEAD" {
-        respond(&mut s, "405 Method Not Allowed", "text/plain", "GET only\n")?;
-        return drain(&mut s);
+        let a = answer("405 Method Not Allowed", "text/plain", "", "GET only\n");
+        write_by(s, a.as_bytes(), deadline)?;
+        return drain(s, deadline);
+    }
+    if path != "/ping"
+        && let Some(refusal) = unauthorized(shared, presented(head))
+    {
+        return write_by(s, refusal.as_bytes(), deadline);
     }
     let mut body = String::new();
     let (status, ctype) = match path {
         "/metrics" => {
-            metrics.render_prometheus(&mut body);
+            shared.metrics.render_prometheus(&mut body);
             ("200 OK", "text/plain; version=0.0.4; charset=utf-8")
         }
         "/debug/histograms" => {
-            metrics.render_histograms(&mut body);
+            shared.metrics.render_histograms(&mut body);
             ("200 OK", "text/plain; charset=utf-8")
         }
         "/debug/pairs" => {
-            pairs(&mut body);
+            (shared.pairs)(&mut body);
             ("200 OK", "text/plain; charset=utf-8")
         }
         "/ping" => {
@@ -161,34 +447,162 @@ fn serve(mut s: TcpStream, metrics: &Metrics, pairs: &PairsFn) -> io::Result<()>
             ("404 Not Found", "text/plain")
         }
     };
+    let mut a = answer(status, ctype, "", &body);
     if method == "HEAD" {
-        body.clear();
+        a.truncate(a.len() - body.len());
     }
-    respond(&mut s, status, ctype, &body)
+    write_by(s, a.as_bytes(), deadline)
 }
 
-/// Reads what the client still sends (briefly) after an error answer, so closing the socket
-/// with unread bytes does not reset the connection before the client reads the answer.
-fn drain(s: &mut TcpStream) -> io::Result<()> {
-    s.shutdown(std::net::Shutdown::Write)?;
-    s.set_read_timeout(Some(DRAIN_TIMEOUT))?;
-    let mut sink = [0u8; 4096];
-    let mut left = DRAIN_BYTES_MAX;
-    while left > 0 {
-        match s.read(&mut sink) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => left = left.saturating_sub(n),
+/// The 401 answer when a token is required and `presented` is not it.
+fn unauthorized(shared: &Shared, presented: Presented<'_>) -> Option<String> {
+    let token = shared.token.read().unwrap_or_else(PoisonError::into_inner);
+    let token = token.as_ref()?;
+    let (challenge, body) = match presented {
+        Presented::Bearer(t) if token.matches(t) => return None,
+        Presented::Bearer(_) => ("Bearer error=\"invalid_token\"", "wrong bearer token\n"),
+        Presented::NotBearer => ("Bearer", "the Authorization header is not a Bearer token\n"),
+        Presented::Nothing => ("Bearer", "missing Authorization: Bearer <token>\n"),
+    };
+    Some(answer(
+        "401 Unauthorized",
+        "text/plain",
+        &format!("WWW-Authenticate: {challenge}\r\n"),
+        body,
+    ))
+}
+
+/// What is left until `deadline`; `None` once it has passed.
+fn left(deadline: Instant) -> Option<Duration> {
+    Some(deadline.saturating_duration_since(Instant::now())).filter(|d| !d.is_zero())
+}
+
+/// Writes all of `bytes` by `deadline`: each write waits only for what is left, so a client
+/// reading slowly cannot stretch the answer past it.
+fn write_by(s: &mut TcpStream, mut bytes: &[u8], deadline: Instant) -> io::Result<()> {
+    while !bytes.is_empty() {
+        let left = left(deadline).ok_or(io::ErrorKind::TimedOut)?;
+        s.set_write_timeout(Some(left))?;
+        match s.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(())
 }
 
-fn respond(s: &mut TcpStream, status: &str, ctype: &str, body: &str) -> io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
+/// A 408 to a client whose head did not arrive by the deadline, then close.
+fn refuse_late(s: &mut TcpStream) -> io::Result<()> {
+    let a = answer(
+        "408 Request Timeout",
+        "text/plain",
+        "",
+        "request head not received in time\n",
     );
-    s.write_all(head.as_bytes())?;
-    s.write_all(body.as_bytes())?;
-    s.flush()
+    s.set_write_timeout(Some(REFUSAL_WRITE_TIMEOUT))?;
+    s.write_all(a.as_bytes())
+}
+
+/// Reads what the client still sends (briefly, and not past `deadline`) after an error answer,
+/// so closing the socket with unread bytes does not reset the connection before the client
+/// reads the answer.
+fn drain(s: &mut TcpStream, deadline: Instant) -> io::Result<()> {
+    s.shutdown(Shutdown::Write)?;
+    let until = deadline.min(Instant::now() + DRAIN_TIMEOUT);
+    let mut sink = [0u8; 4096];
+    let mut left_bytes = DRAIN_BYTES_MAX;
+    while left_bytes > 0 {
+        let Some(wait) = left(until) else { break };
+        s.set_read_timeout(Some(wait))?;
+        match s.read(&mut sink) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => left_bytes = left_bytes.saturating_sub(n),
+        }
+    }
+    Ok(())
+}
+
+/// A whole answer, head and body, to go out in one write.
+fn answer(status: &str, ctype: &str, extra_headers: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{extra_headers}\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_matches_only_itself_whatever_the_length() {
+        let t = Token::new("s3cret-token").unwrap();
+        assert!(t.matches(b"s3cret-token"));
+        for wrong in [
+            &b""[..],
+            b"s3cret",
+            b"s3cret-token!",
+            b"s3cret-tokem",
+            b"S3cret-token",
+            b"s3cret-tokens3cret-token",
+        ] {
+            assert!(!t.matches(wrong), "{:?}", String::from_utf8_lossy(wrong));
+        }
+        assert_eq!(t, Token::new("s3cret-token").unwrap());
+        assert_ne!(t, Token::new("other").unwrap());
+    }
+
+    #[test]
+    fn token_refuses_what_a_header_cannot_carry_without_repeating_it() {
+        assert!(Token::new("").is_err());
+        for bad in ["with space", "tab\there", "nl\n", "caf\u{e9}"] {
+            let e = Token::new(bad).unwrap_err();
+            assert!(!e.contains(bad), "{e}");
+        }
+        let long = "x".repeat(TOKEN_BYTES_MAX + 1);
+        assert!(Token::new(&long).unwrap_err().contains("1025 bytes"));
+        assert!(Token::new(&long[1..]).is_ok());
+    }
+
+    #[test]
+    fn token_debug_is_redacted() {
+        let t = Token::new("hunter2").unwrap();
+        let shown = format!("{t:?} {:?}", Some(&t));
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("<redacted>"), "{shown}");
+    }
+
+    #[test]
+    fn authorization_header_is_found_case_insensitively_and_its_scheme_checked() {
+        let head = |h: &str| format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{h}");
+        assert_eq!(presented(head("").as_bytes()), Presented::Nothing);
+        assert_eq!(
+            presented(head("authorization:   bearer  abc ").as_bytes()),
+            Presented::Bearer(b"abc")
+        );
+        assert_eq!(
+            presented(head("Authorization: Bearer abc\r\nAuthorization: Bearer def").as_bytes()),
+            Presented::Bearer(b"abc")
+        );
+        assert_eq!(
+            presented(head("Authorization: Basic dTpw").as_bytes()),
+            Presented::NotBearer
+        );
+        assert_eq!(
+            presented(head("Authorization: Bearer").as_bytes()),
+            Presented::Bearer(b"")
+        );
+        assert_eq!(
+            presented(head("X-Authorization: Bearer abc").as_bytes()),
+            Presented::Nothing
+        );
+        // The request line is not a header.
+        assert_eq!(
+            presented(b"Authorization: Bearer abc\r\nHost: x"),
+            Presented::Nothing
+        );
+    }
 }

@@ -54,7 +54,9 @@
 //! tcp_user_timeout_ms = 5000   # sent data unacknowledged this long ends the connection
 //!
 //! [admin]
-//! listen = "127.0.0.1:9464"    # admin/metrics listener; or "off"
+//! listen = "127.0.0.1:9464"    # admin/metrics listener; or "off"; beyond loopback, a warning
+//! token_file = "admin.token"   # bearer token required on all but /ping, relative to the
+//!                              # config file's folder; read at every load and reload
 //! metrics = true               # record histograms and per-region/method series; false: the
 //!                              # request path skips them (and their clock reads), /metrics
 //!                              # serves only the accounting counters; read at start only
@@ -195,6 +197,9 @@ pub struct Config {
     pub egress: Egress,
     /// Admin/metrics listener; default 127.0.0.1:9464.
     pub admin: Option<SocketAddr>,
+    /// Bearer token every admin endpoint but `/ping` requires (`[admin] token_file`, read at
+    /// each load); `Debug` shows it redacted.
+    pub admin_token: Option<crate::admin::Token>,
     /// Record metrics (`[admin] metrics`); default true. Read when the relay starts; a reload
     /// keeps the running setting.
     pub metrics: bool,
@@ -406,7 +411,7 @@ impl Config {
     }
 
     /// Reads and validates a config file, resolving hosts as `resolve` says. Relative `ca_file`
-    /// paths are taken relative to the file's folder.
+    /// and `token_file` paths are taken relative to the file's folder.
     pub fn load_with(path: &Path, resolve: Resolve) -> Result<Config, ConfigError> {
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path)
@@ -428,8 +433,8 @@ impl Config {
         schema::from_toml_with(&text, &origin, base, resolve, overrides)
     }
 
-    /// Validates TOML text; `origin` names it in errors, relative `ca_file` paths are taken
-    /// relative to the current folder.
+    /// Validates TOML text; `origin` names it in errors, relative `ca_file` and `token_file`
+    /// paths are taken relative to the current folder.
     pub fn parse(text: &str, origin: &str, resolve: Resolve) -> Result<Config, ConfigError> {
         schema::from_toml(text, origin, Path::new(""), resolve)
     }
@@ -511,6 +516,7 @@ impl Config {
                 tcp_user_timeout_ms: TCP_USER_TIMEOUT_MS_DEFAULT,
             },
             admin: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), ADMIN_PORT)),
+            admin_token: None,
             metrics: true,
             warnings,
         }

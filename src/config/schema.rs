@@ -2,6 +2,7 @@
 //! [`Config`]: defaults, limits, expansion, and every cross-field rule.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 
@@ -10,6 +11,7 @@ use serde::Deserialize;
 use super::egress::{self, AddrRange, SOURCES_MAX};
 use super::error::{ConfigError, line_column};
 use super::{Config, ConnectMode, Egress, Intake, Overrides, Region, Resolve, Source};
+use crate::admin::{TOKEN_BYTES_MAX, Token};
 use crate::limiter::MAX_REGIONS;
 use crate::wire::{MAX_BASE58_LEN, MAX_BUNDLE_TXS};
 
@@ -85,6 +87,8 @@ pub const TCP_USER_TIMEOUT_MS_MAX: u64 = 600_000;
 pub const HANDSHAKES_MAX_LIMIT: u32 = (SOURCES_MAX * MAX_REGIONS) as u32;
 /// RFC 1929: username and password are 1 to 255 bytes each.
 pub const SOCKS5_FIELD_BYTES_MAX: usize = 255;
+/// Read no more of `[admin] token_file` than a token and its surrounding whitespace can take.
+const TOKEN_FILE_BYTES_MAX: u64 = TOKEN_BYTES_MAX as u64 + 256;
 
 /// Threads when the config names none: one per available core.
 pub fn default_threads() -> usize {
@@ -185,6 +189,7 @@ enum FileConnect {
 struct FileAdmin {
     listen: Option<String>,
     metrics: Option<bool>,
+    token_file: Option<std::path::PathBuf>,
 }
 
 /// Collects the origin so every check is one line.
@@ -298,7 +303,7 @@ pub fn from_toml_with(
 }
 
 fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Config, ConfigError> {
-    let warnings = Vec::new();
+    let mut warnings = Vec::new();
     // Egress first: the default thread count depends on how many sources there are.
     let egress = build_egress(cx, file.egress.unwrap_or_default())?;
     let threads = match file.threads {
@@ -427,6 +432,26 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         Some(text) => cx.listen("admin.listen", &text)?,
         None => Some(SocketAddr::from(([127, 0, 0, 1], super::ADMIN_PORT))),
     };
+    let admin_token = match &file_admin.token_file {
+        Some(path) => Some(read_token(cx, &base.join(path))?),
+        None => None,
+    };
+    if let Some(addr) = admin
+        && !addr.ip().to_canonical().is_loopback()
+    {
+        warnings.push(if admin_token.is_some() {
+            format!(
+                "admin.listen {addr} is not a loopback address: the admin endpoints are open to \
+                 the network, guarded by admin.token_file's bearer token (all but /ping)"
+            )
+        } else {
+            format!(
+                "admin.listen {addr} is not a loopback address and admin.token_file is not set: \
+                 anyone who can reach it can read metrics and /debug; listen on 127.0.0.1 or set \
+                 admin.token_file"
+            )
+        });
+    }
 
     // Listeners: every intake address and the admin one must be bindable together.
     let mut listeners: Vec<(String, SocketAddr)> = Vec::new();
@@ -462,6 +487,7 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         regions,
         egress,
         admin,
+        admin_token,
         metrics,
         warnings,
     })
@@ -499,6 +525,43 @@ pub fn stranded_sources(r: &Region, sources: &[Source]) -> Option<String> {
         }
     }
     None
+}
+
+/// The bearer token in `path`, surrounding whitespace (a trailing newline) trimmed. Errors name
+/// the file, never its content.
+fn read_token(cx: &Ctx<'_>, path: &Path) -> Result<Token, ConfigError> {
+    let key = "admin.token_file";
+    let mut bytes = Vec::new();
+    // Bounded: a path to the wrong file (or a device) must not be read whole.
+    std::fs::File::open(path)
+        .and_then(|f| f.take(TOKEN_FILE_BYTES_MAX + 1).read_to_end(&mut bytes))
+        .map_err(|e| cx.err(key, format!("{} cannot be read: {e}", path.display())))?;
+    if bytes.len() as u64 > TOKEN_FILE_BYTES_MAX {
+        return Err(cx.err(
+            key,
+            format!(
+                "{} is over {TOKEN_FILE_BYTES_MAX} bytes: not a token file",
+                path.display()
+            ),
+        ));
+    }
+    let text = std::str::from_utf8(&bytes).map_err(|_| {
+        cx.err(
+            key,
+            format!(
+                "{} is not text: it must hold the bearer token",
+                path.display()
+            ),
+        )
+    })?;
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(cx.err(
+            key,
+            format!("{} is empty: it must hold the bearer token", path.display()),
+        ));
+    }
+    Token::new(text).map_err(|why| cx.err(key, format!("{}: {why}", path.display())))
 }
 
 /// Two listen addresses that cannot both be bound: same port (not 0, which the kernel picks) and
