@@ -30,6 +30,7 @@ use crate::h2::conn::{Connection, Event, StreamEnd, StreamId};
 use crate::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, RegionId, RegionRate};
 use crate::log::LogQueue;
 
+use super::tips::{TIP_REFRESH_MS, TIP_RETRY_MS, TipCache};
 use super::{Stats, ThreadSpec};
 use crate::grpc::Code;
 use crate::metrics::ThreadMetrics;
@@ -60,91 +61,6 @@ const PROBE_BACKOFF_MS_MAX: u64 = 5_000;
 
 /// The same connection error of one region is logged again at most this often.
 const ERROR_RELOG_MS: u64 = 10_000;
-
-/// How often the tip accounts are asked of an engine (they change rarely).
-pub const TIP_REFRESH_MS: u64 = 300_000;
-/// After a failed or impossible refresh, try again this soon.
-const TIP_RETRY_MS: u64 = 5_000;
-/// Accounts kept from an answer, and the bytes of the JSON array they are rendered into.
-const TIP_ACCOUNTS_MAX: usize = 16;
-const TIP_JSON_BYTES: usize = TIP_ACCOUNTS_MAX * 48 + 2;
-
-/// The tip accounts answered to `getTipAccounts`, as JSON, refreshed from the engines.
-struct TipCache {
-    json: [u8; TIP_JSON_BYTES],
-    len: usize,
-    due: Instant,
-    in_flight: bool,
-    refreshed: u64,
-}
-
-impl TipCache {
-    fn new(now: Instant) -> TipCache {
-        let mut c = TipCache {
-            json: [0; TIP_JSON_BYTES],
-            len: 0,
-            due: now,
-            in_flight: false,
-            refreshed: 0,
-        };
-        let d = super::intake::TIP_ACCOUNTS_JSON;
-        c.json[..d.len()].copy_from_slice(d);
-        c.len = d.len();
-        c
-    }
-
-    fn json(&self) -> &[u8] {
-        &self.json[..self.len]
-    }
-
-    fn call_ended(&mut self, now: Instant, retry: Ticks) {
-        self.in_flight = false;
-        if self.due.0 <= now.0 {
-            self.due = now.after(retry);
-        }
-    }
-
-    /// `GetTipAccountsResponse { repeated string accounts = 1 }`: kept only if every account
-    /// is a plausible base58 public key, so a garbled answer never reaches a bot.
-    fn refresh(&mut self, msg: &[u8], now: Instant) {
-        let mut out = [0u8; TIP_JSON_BYTES];
-        let mut len = 1;
-        out[0] = b'[';
-        let mut rest = msg;
-        let mut count = 0;
-        while !rest.is_empty() {
-            if rest[0] != 0x0a || rest.len() < 2 || count == TIP_ACCOUNTS_MAX {
-                return;
-            }
-            let n = rest[1] as usize;
-            let Some(acct) = rest.get(2..2 + n) else {
-                return;
-            };
-            let base58 = |b: &u8| b.is_ascii_alphanumeric() && !b"0OIl".contains(b);
-            if !(32..=44).contains(&n) || !acct.iter().all(base58) {
-                return;
-            }
-            if count > 0 {
-                out[len] = b',';
-                len += 1;
-            }
-            out[len] = b'"';
-            out[len + 1..len + 1 + n].copy_from_slice(acct);
-            out[len + 1 + n] = b'"';
-            len += n + 2;
-            count += 1;
-            rest = &rest[2 + n..];
-        }
-        if count == 0 {
-            return;
-        }
-        out[len] = b']';
-        self.json = out;
-        self.len = len + 1;
-        self.refreshed += 1;
-        let _ = now;
-    }
-}
 
 /// Where a pair's connection is. Every change goes through [`Dispatcher::set_link`], which
 /// derives from it everything that depends on it: the handshake slots in use, the pairs-up
@@ -1592,7 +1508,7 @@ impl Dispatcher {
                 match grpc::outcome(&resp, grpc::RETRY_AFTER_MS_DEFAULT) {
                     Outcome::Ok(msg) => {
                         if f.is_some_and(|f| f.call == Call::Tips) {
-                            self.tips.refresh(msg, now);
+                            self.tips.refresh(msg);
                         }
                         (Fate::Delivered, Some(Code::OK))
                     }
@@ -1783,47 +1699,4 @@ enum EndKind {
     Rejected,
     Expired,
     Failed,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn answer(accounts: &[&str]) -> Vec<u8> {
-        let mut m = Vec::new();
-        for a in accounts {
-            m.push(0x0a);
-            m.push(a.len() as u8);
-            m.extend_from_slice(a.as_bytes());
-        }
-        m
-    }
-
-    const A: &str = "96gYZGLnJYVFmbjzopPSU6QiEV5fGqZNyN9nmNhvrZU5";
-    const B: &str = "HFqU5x63VTqvQss8hp11i4wVV8bD44PvwucfZ2bU7gRe";
-
-    #[test]
-    fn an_engines_tip_accounts_replace_the_builtin_list() {
-        let mut c = TipCache::new(Instant(0));
-        c.refresh(&answer(&[B, A]), Instant(1));
-        assert_eq!(c.json(), format!("[\"{B}\",\"{A}\"]").as_bytes());
-        assert_eq!(c.refreshed, 1);
-    }
-
-    #[test]
-    fn a_garbled_or_empty_answer_keeps_the_previous_list() {
-        let mut c = TipCache::new(Instant(0));
-        let before = c.json().to_vec();
-        for bad in [
-            answer(&[]),
-            answer(&["not base58 0OIl but long enough to pass the length"]),
-            answer(&["short"]),
-            vec![0x12, 2, b'a', b'b'],
-            vec![0x0a, 40, b'a'],
-        ] {
-            c.refresh(&bad, Instant(1));
-            assert_eq!(c.json(), &before[..], "{bad:?}");
-        }
-        assert_eq!(c.refreshed, 0);
-    }
 }

@@ -8,6 +8,7 @@
 
 pub mod dispatch;
 pub mod intake;
+pub mod tips;
 
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
