@@ -185,3 +185,36 @@ async fn refused_streams_throttling_and_goaway_lose_nothing() {
     relay.shutdown(Duration::from_millis(200));
     engine.shutdown().await;
 }
+
+/// Six sources on four threads: the split leaves every thread sources of its own, so the
+/// bundles each thread accepts (connections spread over threads by the kernel) all leave
+/// through its own pairs and none waits for pairs that do not exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bundles_accepted_on_every_thread_are_delivered_when_sources_do_not_divide_evenly() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
+    ec.interval_ms = 10;
+    let engine = Engine::start(ec).await.unwrap();
+    let mut s = spec(&engine.region_addrs(), "127.1.78.0/29", 10);
+    s.sources.truncate(6);
+    s.threads = 4;
+    s.bundle_max_age_ms = 1_000;
+    let relay = Relay::start(s).unwrap();
+    wait_for(&relay, "48 pairs up", Duration::from_secs(10), |t| {
+        t.pairs_up == 48
+    })
+    .await;
+    // Nine listeners, eight connections each: every thread accepts some of them.
+    let mut targets = vec![relay.rotating_addr().unwrap()];
+    targets.extend(relay.pinned_addrs().iter().map(|(_, a)| *a));
+    let report = run_load(targets, 200.0, bundles(26, 0, 400)).await;
+    assert_eq!(report.summary.result_ids_matching, 400);
+    let end = wait_for(&relay, "every bundle ended", Duration::from_secs(10), |t| {
+        t.in_flight == 0
+    })
+    .await;
+    assert!(end.identity_holds(), "{end:?}");
+    assert_eq!((end.delivered, end.expired), (400, 0), "{end:?}");
+    assert_eq!(engine.stats().early_sends, 0);
+    relay.shutdown(Duration::from_millis(200));
+    engine.shutdown().await;
+}

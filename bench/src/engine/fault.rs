@@ -18,6 +18,8 @@
 //! | `latency` | the answer waits `ms` more | `ms` (required), `every` |
 //! | `goaway` | at START every open connection gets GOAWAY; during `+DURATION` new connections get it at once | `mode` (`graceful` default, or `abrupt`) |
 //! | `close` | at START every open connection is closed (TCP FIN, no GOAWAY); during `+DURATION` new connections are closed at once | |
+//! | `blackhole` | at START every open connection goes silent: nothing more is read or written (no answers, no PING ACKs, no GOAWAY); connections accepted during `+DURATION` get nothing either, not even SETTINGS; when the window ends they are all dropped unread, as if the packets had never arrived | |
+//! | `deny` | sources picked by `fraction` (deterministic from `seed`) get `code` (PERMISSION_DENIED, or 16 UNAUTHENTICATED) for every SendBundle: the engine refuses the source, not the bundle | `fraction` (default 0.5), `seed`, `code` (7 or 16, default 7) |
 //!
 //! Every kind takes `region=NAME` to hit one region only. `every=N` hits the Nth, 2Nth, ...
 //! request that reaches the rule (default 1: all).
@@ -36,6 +38,8 @@ const STORM_FRACTION_DEFAULT: f64 = 0.5;
 const STORM_RETRY_MS_DEFAULT: u64 = 30_000;
 /// HTTP/2 INTERNAL_ERROR: what a proxy in front of a failing engine resets with.
 const RST_CODE_DEFAULT: u32 = 2;
+/// gRPC PERMISSION_DENIED: what an engine says to a source it does not accept.
+const DENY_CODE_DEFAULT: u32 = 7;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FaultKind {
@@ -46,10 +50,12 @@ pub enum FaultKind {
     Latency,
     GoAway,
     Close,
+    Blackhole,
+    Deny,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::Storm,
         FaultKind::Throttle,
         FaultKind::Rst,
@@ -57,6 +63,8 @@ impl FaultKind {
         FaultKind::Latency,
         FaultKind::GoAway,
         FaultKind::Close,
+        FaultKind::Blackhole,
+        FaultKind::Deny,
     ];
 
     pub fn name(self) -> &'static str {
@@ -68,6 +76,8 @@ impl FaultKind {
             FaultKind::Latency => "latency",
             FaultKind::GoAway => "goaway",
             FaultKind::Close => "close",
+            FaultKind::Blackhole => "blackhole",
+            FaultKind::Deny => "deny",
         }
     }
 
@@ -77,7 +87,10 @@ impl FaultKind {
 
     /// Connection faults fire at an instant on open connections; the rest act per request.
     pub fn is_connection_event(self) -> bool {
-        matches!(self, FaultKind::GoAway | FaultKind::Close)
+        matches!(
+            self,
+            FaultKind::GoAway | FaultKind::Close | FaultKind::Blackhole
+        )
     }
 }
 
@@ -147,7 +160,7 @@ impl std::str::FromStr for FaultSpec {
             .ok_or_else(|| e("expected KIND@START, e.g. rst@1s+2s".into()))?;
         let kind = FaultKind::parse(kind_s).ok_or_else(|| {
             e(format!(
-                "unknown kind `{kind_s}` (storm, throttle, rst, stall, latency, goaway, close)"
+                "unknown kind `{kind_s}` (storm, throttle, rst, stall, latency, goaway, close, blackhole, deny)"
             ))
         })?;
         let (start_s, dur_s) = match when.split_once('+') {
@@ -165,7 +178,11 @@ impl std::str::FromStr for FaultSpec {
             fraction: STORM_FRACTION_DEFAULT,
             retry_ms: STORM_RETRY_MS_DEFAULT,
             seed: None,
-            code: RST_CODE_DEFAULT,
+            code: if kind == FaultKind::Deny {
+                DENY_CODE_DEFAULT
+            } else {
+                RST_CODE_DEFAULT
+            },
             latency_ms: 0,
             abrupt: false,
             text: text.to_string(),
@@ -191,7 +208,7 @@ impl std::str::FromStr for FaultSpec {
                     }
                     true
                 }
-                ("fraction", FaultKind::Storm) => {
+                ("fraction", FaultKind::Storm | FaultKind::Deny) => {
                     spec.fraction = v
                         .parse::<f64>()
                         .ok()
@@ -203,12 +220,21 @@ impl std::str::FromStr for FaultSpec {
                     spec.retry_ms = num(v)?.max(1);
                     true
                 }
-                ("seed", FaultKind::Storm) => {
+                ("seed", FaultKind::Storm | FaultKind::Deny) => {
                     spec.seed = Some(num(v)?);
                     true
                 }
                 ("code", FaultKind::Rst) => {
                     spec.code = num(v)? as u32;
+                    true
+                }
+                ("code", FaultKind::Deny) => {
+                    spec.code = num(v)? as u32;
+                    if spec.code != 7 && spec.code != 16 {
+                        return Err(e(format!(
+                            "deny code `{v}` is not 7 (PERMISSION_DENIED) or 16 (UNAUTHENTICATED)"
+                        )));
+                    }
                     true
                 }
                 ("ms", FaultKind::Latency) => {
@@ -359,9 +385,18 @@ impl Faults {
 
     /// A connection fault whose window is open now, for a connection just accepted.
     pub fn on_connect(&self, region: usize, elapsed_ns: u64) -> Option<&FaultRule> {
+        self.rules.iter().find(|r| {
+            r.spec.kind.is_connection_event()
+                && r.spec.kind != FaultKind::Blackhole
+                && r.covers(region, elapsed_ns)
+        })
+    }
+
+    /// A black hole whose window is open now for this region.
+    pub fn blackhole(&self, region: usize, elapsed_ns: u64) -> Option<&FaultRule> {
         self.rules
             .iter()
-            .find(|r| r.spec.kind.is_connection_event() && r.covers(region, elapsed_ns))
+            .find(|r| r.spec.kind == FaultKind::Blackhole && r.covers(region, elapsed_ns))
     }
 }
 
@@ -386,6 +421,12 @@ mod tests {
         assert!(s.abrupt && s.start_ms == 1500);
         let s: FaultSpec = "stall@250ms+2m".parse().unwrap();
         assert_eq!((s.start_ms, s.duration_ms), (250, Some(120_000)));
+        let s: FaultSpec = "blackhole@1s+3s:region=ny".parse().unwrap();
+        assert!(s.kind.is_connection_event() && s.duration_ms == Some(3_000));
+        let s: FaultSpec = "deny@0s:fraction=0.25,code=16".parse().unwrap();
+        assert_eq!((s.kind, s.fraction, s.code), (FaultKind::Deny, 0.25, 16));
+        let s: FaultSpec = "deny@0s".parse().unwrap();
+        assert_eq!(s.code, 7);
     }
 
     #[test]
@@ -399,6 +440,7 @@ mod tests {
         assert!(err("latency@1s").contains("ms=N"));
         assert!(err("storm@1s:fraction=2").contains("between 0 and 1"));
         assert!(err("throttle@1s:every=0").contains("at least 1"));
+        assert!(err("deny@1s:code=3").contains("not 7 (PERMISSION_DENIED) or 16"));
     }
 
     #[test]

@@ -144,6 +144,12 @@ where
     let _guard = OpenGuard(&sh, region);
     let mut shutdown = sh.shutdown.subscribe();
     let mut events = sh.events.subscribe();
+    if let Some(rule) = sh.faults.blackhole(region, sh.elapsed_ns()) {
+        // Not even SETTINGS: the connection is held silent, then dropped unread.
+        rule.injected.fetch_add(1, Ordering::Relaxed);
+        silent_until(&sh, rule.end_ns(), &mut shutdown).await;
+        return;
+    }
     let mut conn = match h2::server::Builder::new()
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
         .handshake::<IO, Bytes>(io)
@@ -191,6 +197,12 @@ where
                         if rule.spec.kind == FaultKind::Close {
                             return; // dropping the connection closes the socket, no GOAWAY
                         }
+                        if rule.spec.kind == FaultKind::Blackhole {
+                            // Stop driving the connection: nothing read, nothing written
+                            // (answers of streams in progress included), then dropped.
+                            silent_until(&sh, rule.end_ns(), &mut shutdown).await;
+                            return;
+                        }
                         shut(&mut conn, rule.spec.abrupt);
                         closing = true;
                     }
@@ -200,6 +212,22 @@ where
             },
             _ = shutdown.changed() => return,
         }
+    }
+}
+
+/// Waits until `end_ns` (engine time; `u64::MAX`: until shutdown) without touching the
+/// connection, the engine's side of a black hole.
+async fn silent_until(sh: &Shared, end_ns: u64, shutdown: &mut watch::Receiver<bool>) {
+    let until = async {
+        if end_ns == u64::MAX {
+            std::future::pending::<()>().await
+        } else {
+            tokio::time::sleep_until(sh.start_instant + Duration::from_nanos(end_ns)).await
+        }
+    };
+    tokio::select! {
+        _ = until => {}
+        _ = shutdown.changed() => {}
     }
 }
 
@@ -421,6 +449,14 @@ async fn send_bundle(
     let c = &sh.counters;
     let reg = &sh.regions[region];
     inc(&c.send_bundle_calls);
+    // Refusing the caller comes before any rate rule, as an authenticating front end would.
+    if let Some(rule) = sh
+        .faults
+        .hit(FaultKind::Deny, region, elapsed_ns, Some((sh.seed, peer)))
+    {
+        let msg = format!("source {peer} is not allowed to send bundles");
+        return grpc::send_status(&mut respond, rule.spec.code, &msg);
+    }
     let gate = {
         let mut lim = reg.limiter.lock().expect("limiter lock");
         match lim.check(peer, now_ns) {

@@ -1,0 +1,136 @@
+//! bundle-relay against an engine that stops answering without saying so, and one that refuses
+//! some sources: end to end on loopback, bounded in count and time.
+//!
+//! A black hole (nothing read or written: no answers, no PING ACKs, no RST, no GOAWAY) costs
+//! only the calls the relay had sent into it before it noticed; from then on the region gets no
+//! bundle until its engine answers a probe, and it comes back by itself. A source the engine
+//! refuses leaves rotation with one call, not one bundle per interval.
+
+mod relay_support;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bundle_relay::relay::Relay;
+use bundle_relay_bench::engine::{Engine, EngineConfig, EngineHandle, MAINNET_REGIONS};
+use relay_support::{bundles, pinned, run_load, spec, wait_for};
+
+const SILENT: &str = MAINNET_REGIONS[0];
+
+async fn engine_uptime_past(engine: &EngineHandle, ms: u64) {
+    while engine.stats().uptime_ms < ms {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_engine_costs_only_the_calls_sent_before_the_relay_noticed() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
+    ec.interval_ms = 100;
+    ec.faults = vec![format!("blackhole@2s+3s:region={SILENT}").parse().unwrap()];
+    let engine = Engine::start(ec).await.unwrap();
+    let mut s = spec(&engine.region_addrs(), "127.1.80.0/28", 100);
+    s.upstream_timeout_ms = 1_000;
+    s.ping_timeout_ms = 300;
+    s.connect_timeout_ms = 1_000;
+    s.reconnect_max_ms = 1_000;
+    let relay = Relay::start(s).unwrap();
+    wait_for(&relay, "128 pairs up", Duration::from_secs(10), |t| {
+        t.pairs_up == 128
+    })
+    .await;
+    let silent_port = pinned(&relay, SILENT);
+
+    // Six seconds of load across the hole: the rotating port at 200/s, the silent region's own
+    // port at 20/s.
+    let rotating = tokio::spawn(run_load(
+        vec![relay.rotating_addr().unwrap()],
+        200.0,
+        bundles(30, 0, 1_200),
+    ));
+    let own = tokio::spawn(run_load(vec![silent_port], 20.0, bundles(30, 1_200, 120)));
+
+    // Inside the hole, once the relay has had time to notice: the losses stop growing.
+    engine_uptime_past(&engine, 2_800).await;
+    let noticed = relay.totals();
+    assert!(
+        noticed.failed <= 16,
+        "more calls lost than the region's 16 pairs had in flight: {noticed:?}"
+    );
+    engine_uptime_past(&engine, 4_900).await;
+    let late = relay.totals();
+    assert_eq!(
+        late.failed, noticed.failed,
+        "bundles kept going into the hole after it was noticed: {late:?}"
+    );
+    assert!(
+        late.silences >= 1,
+        "the region was never found silent: {late:?}"
+    );
+
+    let rotating = rotating.await.unwrap();
+    let own = own.await.unwrap();
+    assert_eq!(rotating.summary.result_ids_matching, 1_200);
+    assert_eq!(own.summary.result_ids_matching, 120);
+    // The region is back by itself: its pairs reconnected and it delivers again.
+    wait_for(&relay, "all pairs back", Duration::from_secs(15), |t| {
+        t.pairs_up == 128
+    })
+    .await;
+    let after = run_load(vec![silent_port], 50.0, bundles(30, 1_320, 50)).await;
+    assert_eq!(after.summary.result_ids_matching, 50);
+    let end = wait_for(&relay, "every bundle ended", Duration::from_secs(15), |t| {
+        t.in_flight == 0
+    })
+    .await;
+    assert!(end.identity_holds(), "{end:?}");
+    assert_eq!(end.admitted, 1_370, "{end:?}");
+    assert_eq!(end.failed, noticed.failed, "{end:?}");
+    // Every rotating-port bundle went elsewhere once the region was silent; the silent
+    // region's own bundles waited and expired, counted.
+    assert!(end.delivered >= 1_200 + 50 - end.failed, "{end:?}");
+    let es = engine.stats();
+    assert_eq!(es.early_sends, 0);
+    assert_eq!(es.duplicates, 0);
+    assert!(es.faults["blackhole"] > 0, "{:?}", es.faults);
+    relay.shutdown(Duration::from_millis(200));
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_the_engine_refuses_leaves_rotation_and_its_bundles_go_elsewhere() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..2]);
+    ec.interval_ms = 20;
+    ec.faults = vec!["deny@0s:fraction=0.25,seed=5".parse().unwrap()];
+    let engine = Engine::start(ec).await.unwrap();
+    let relay = Relay::start(spec(&engine.region_addrs(), "127.1.82.0/27", 20)).unwrap();
+    wait_for(&relay, "64 pairs up", Duration::from_secs(10), |t| {
+        t.pairs_up == 64
+    })
+    .await;
+    let targets: Vec<SocketAddr> = relay.pinned_addrs().iter().map(|(_, a)| *a).collect();
+    let report = run_load(targets, 300.0, bundles(31, 0, 900)).await;
+    assert_eq!(report.summary.result_ids_matching, 900);
+    let end = wait_for(&relay, "every bundle ended", Duration::from_secs(10), |t| {
+        t.in_flight == 0
+    })
+    .await;
+    assert!(end.identity_holds(), "{end:?}");
+    assert_eq!(
+        (end.delivered, end.failed, end.rejected),
+        (900, 0, 0),
+        "{end:?}"
+    );
+    let es = engine.stats();
+    let denied = es.faults["deny"];
+    // About a quarter of 64 pairs are refused, each once: then they are out of rotation.
+    assert!(
+        (1..=32).contains(&denied),
+        "refused calls {denied}: a refused pair kept being used"
+    );
+    assert!(end.pairs_up < 64, "refused pairs left rotation: {end:?}");
+    assert_eq!(es.accepted, 900);
+    assert_eq!(es.early_sends, 0);
+    relay.shutdown(Duration::from_millis(200));
+    engine.shutdown().await;
+}
