@@ -15,7 +15,7 @@ use base64::Engine as _;
 use bundle_relay::clock::{Instant, TickRate};
 use bundle_relay::h2::frame;
 use bundle_relay::http1;
-use bundle_relay::limiter::{ConnState, PairId};
+use bundle_relay::limiter::PairId;
 use bundle_relay::relay::dispatch::{Dispatcher, Link};
 use bundle_relay::relay::intake::{self, Port, Verdict};
 use bundle_relay::relay::{RegionSpec, Spec, Stats};
