@@ -405,7 +405,7 @@ fn ping_is_answered_with_the_same_payload() {
 }
 
 #[test]
-fn keepalive_pings_only_a_silent_peer_and_a_missing_ack_closes_the_connection() {
+fn keepalive_pings_only_a_silent_peer_and_tells_its_owner_of_a_missing_ack() {
     let (c, _p) = open(Config::default(), &[]);
     assert_eq!(c.poll_timeout(), None, "off by default");
     let cfg = Config {
@@ -429,17 +429,13 @@ fn keepalive_pings_only_a_silent_peer_and_a_missing_ack_closes_the_connection() 
     );
     assert_eq!(events(&mut c), vec![Event::PingAcked]);
     assert_eq!(c.poll_timeout(), Some(2_650 * MS));
-    // Unanswered: the connection is declared dead at the deadline.
+    // Unanswered: the owner is told at the deadline and decides; the connection stays open.
     c.handle_timeout(2_650 * MS);
     p.read(&mut c);
     assert_eq!(c.poll_timeout(), Some(2_850 * MS));
     c.handle_timeout(2_850 * MS);
-    assert_eq!(
-        closed_with(&c),
-        ConnError::Timeout {
-            what: "PING not acknowledged"
-        }
-    );
+    assert_eq!(events(&mut c), vec![Event::PingTimedOut]);
+    assert!(!c.is_closed());
 }
 
 #[test]
@@ -1237,4 +1233,29 @@ fn grpc_codes_map_to_outcomes() {
         assert!(got.starts_with(want), "grpc-status {code}: {got}");
     }
     assert_eq!(Code::from_http_status(429), Code::UNAVAILABLE);
+}
+
+#[test]
+fn a_reset_connection_starts_over_in_the_same_storage() {
+    let (mut c, mut p) = open(Config::default(), &[]);
+    let id = get(&mut c, b"one").unwrap();
+    p.read(&mut c);
+    c.handle_bytes(0, &reply_ok(id.0, b""));
+    c.handle_transport_closed();
+    c.reset(5 * MS);
+    assert!(!c.is_closed() && !c.is_ready());
+    assert!(
+        c.poll_transmit().starts_with(PREFACE),
+        "preface queued again"
+    );
+    assert_eq!(c.transmitted_total(), 0);
+    let mut p = Peer::new();
+    p.read(&mut c);
+    c.handle_bytes(5 * MS, &settings(&[]));
+    assert!(c.is_ready());
+    assert_eq!(
+        get(&mut c, b"two").unwrap(),
+        StreamId(1),
+        "stream ids start over"
+    );
 }

@@ -47,12 +47,15 @@ fn request(seed: u64) -> String {
     )
 }
 
-/// The engine's side of the HTTP/2 start: its SETTINGS, a generous window, and the ACK of ours.
+/// The engine's side of the HTTP/2 start: its SETTINGS, a generous window, the ACK of ours and
+/// of the PING a new connection sends.
 fn hello() -> Vec<u8> {
-    let mut h = vec![0u8; 9 + 13 + 9];
+    let mut h = vec![0u8; 9 + 13 + 9 + 17];
     frame::write_settings(&mut h, &[]).unwrap();
     frame::write_window_update(&mut h[9..], 0, 1 << 30).unwrap();
     h[22..31].copy_from_slice(&[0, 0, 0, frame::SETTINGS, frame::FLAG_ACK, 0, 0, 0, 0]);
+    // The answer to the PING a new connection sends (its first: payload 1).
+    frame::write_ping(&mut h[31..], true, 1u64.to_be_bytes()).unwrap();
     h
 }
 

@@ -189,8 +189,28 @@ impl RunningRelay {
                             ..RegionSpec::plain(name, *addr)
                         }
                     })
+                    .chain(setup.bad_tls_regions.iter().map(|(name, addr)| RegionSpec {
+                        interval_ms: setup.interval_ms,
+                        pinned: Some(any_port),
+                        tls: tls.clone().map(|config| TlsTarget {
+                            config,
+                            sni: "not-this-engine.example".into(),
+                        }),
+                        ..RegionSpec::plain(name, *addr)
+                    }))
                     .collect();
                 let mut spec = Spec::local(regions, setup.egress.clone());
+                if let Some(t) = &setup.tuning {
+                    spec.upstream_timeout_ms = t.upstream_timeout_ms;
+                    spec.ping_timeout_ms = t.ping_timeout_ms;
+                    spec.connect_timeout_ms = t.connect_timeout_ms;
+                    spec.reconnect_max_ms = t.reconnect_max_ms;
+                    spec.head_timeout_ms = t.head_timeout_ms;
+                    spec.send_timeout_ms = t.send_timeout_ms;
+                    spec.intake_conns_max = t.intake_conns_max;
+                    spec.intake_per_source_max = t.intake_per_source_max;
+                    spec.bundle_max_age_ms = t.bundle_max_age_ms;
+                }
                 spec.sources.extend(
                     setup
                         .socks5
@@ -278,6 +298,30 @@ pub struct RelaySetup {
     /// bundle-relay records metrics (`Spec::metrics`); the baseline ignores it.
     #[serde(default = "metrics_on")]
     pub metrics: bool,
+    /// bundle-relay's deadlines and limits, when a run sets them (the fault matrix).
+    #[serde(default)]
+    pub tuning: Option<RelayTuning>,
+    /// Further bundle-relay regions at these engines whose TLS name is wrong: every one of
+    /// their pairs fails its handshake (the fault matrix).
+    #[serde(default)]
+    pub bad_tls_regions: Vec<(String, SocketAddr)>,
+    /// Serve bundle-relay's admin endpoints (`/metrics`) on an ephemeral loopback port.
+    #[serde(default)]
+    pub admin: bool,
+}
+
+/// bundle-relay settings a run may change from [`Spec::local`]'s.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RelayTuning {
+    pub upstream_timeout_ms: u64,
+    pub ping_timeout_ms: u64,
+    pub connect_timeout_ms: u64,
+    pub reconnect_max_ms: u64,
+    pub head_timeout_ms: u64,
+    pub send_timeout_ms: u64,
+    pub intake_conns_max: u32,
+    pub intake_per_source_max: u32,
+    pub bundle_max_age_ms: u64,
 }
 
 fn metrics_on() -> bool {
@@ -713,10 +757,10 @@ const SAMPLER_THREAD: &str = "demo-cpu";
 /// bundle-relay names its reactor threads `relay-N`.
 const REACTOR_THREAD: &str = "relay-";
 
-struct EngineThread {
-    handle: Arc<EngineHandle>,
-    stop: tokio::sync::oneshot::Sender<()>,
-    join: std::thread::JoinHandle<EngineStats>,
+pub(crate) struct EngineThread {
+    pub(crate) handle: Arc<EngineHandle>,
+    pub(crate) stop: tokio::sync::oneshot::Sender<()>,
+    pub(crate) join: std::thread::JoinHandle<EngineStats>,
 }
 
 /// A thread named `name` running `f` on a single-threaded tokio runtime of its own.
@@ -736,7 +780,7 @@ fn on_own_runtime<R: Send + 'static>(
         .map_err(|e| format!("spawning the {name} thread: {e}"))
 }
 
-fn start_engine(cfg: EngineConfig) -> Result<EngineThread, String> {
+pub(crate) fn start_engine(cfg: EngineConfig) -> Result<EngineThread, String> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let (stop, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let join = on_own_runtime(ENGINE_THREAD, move |rt| {
@@ -823,7 +867,7 @@ fn start_proxies(outbound: &[IpAddr]) -> Result<ProxyThread, String> {
     })
 }
 
-struct RelayThread {
+pub(crate) struct RelayThread {
     handle: Arc<RunningRelay>,
     stop: tokio::sync::oneshot::Sender<()>,
     join: std::thread::JoinHandle<RelayStats>,
@@ -884,6 +928,9 @@ pub enum RelayLine {
     Ready {
         rotating: SocketAddr,
         pinned: Vec<SocketAddr>,
+        /// The admin listener, when the setup asked for one.
+        #[serde(default)]
+        admin: Option<SocketAddr>,
     },
     /// The answer to a `stats` line on stdin.
     Stats(RelayStats),
@@ -929,6 +976,7 @@ pub fn serve_relay(
         libc::signal(libc::SIGTERM, handler);
         libc::signal(libc::SIGINT, handler);
     }
+    let want_admin = setup.admin;
     let relay = match start_relay(kind, setup) {
         Ok(r) => r,
         Err(e) => {
@@ -936,9 +984,21 @@ pub fn serve_relay(
             return Err(e);
         }
     };
+    let admin = match &*relay.handle {
+        RunningRelay::BundleRelay(r) if want_admin => Some(
+            bundle_relay::admin::Admin::start(
+                SocketAddr::from(([127, 0, 0, 1], 0)),
+                r.metrics(),
+                r.pairs_fn(),
+            )
+            .map_err(|e| format!("admin listener: {e}"))?,
+        ),
+        _ => None,
+    };
     emit(&RelayLine::Ready {
         rotating: relay.handle.rotating_addr(),
         pinned: relay.handle.pinned_addrs(),
+        admin: admin.as_ref().map(|a| a.local_addr()),
     })?;
     let (tx, rx) = std::sync::mpsc::channel::<bool>();
     std::thread::Builder::new()
@@ -969,19 +1029,23 @@ pub fn serve_relay(
             }
         }
     }
+    if let Some(a) = admin {
+        a.shutdown();
+    }
     let last = relay.stop()?;
     emit(&RelayLine::Final(last))
 }
 
 /// The demo's side of a relay process.
-struct RelayChild {
+pub(crate) struct RelayChild {
     child: std::process::Child,
     io: Arc<Mutex<ChildIo>>,
     rotating: SocketAddr,
     pinned: Vec<SocketAddr>,
+    admin: Option<SocketAddr>,
 }
 
-struct ChildIo {
+pub(crate) struct ChildIo {
     stdin: Option<std::process::ChildStdin>,
     stdout: std::io::BufReader<std::process::ChildStdout>,
 }
@@ -1034,8 +1098,12 @@ impl RelayChild {
             stdout: std::io::BufReader::new(child.stdout.take().expect("piped")),
         };
         let ready = io.read_line();
-        let (rotating, pinned) = match ready {
-            Ok(RelayLine::Ready { rotating, pinned }) => (rotating, pinned),
+        let (rotating, pinned, admin) = match ready {
+            Ok(RelayLine::Ready {
+                rotating,
+                pinned,
+                admin,
+            }) => (rotating, pinned, admin),
             other => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -1051,6 +1119,7 @@ impl RelayChild {
             io: Arc::new(Mutex::new(io)),
             rotating,
             pinned,
+            admin,
         })
     }
 
@@ -1106,20 +1175,20 @@ impl Drop for RelayChild {
 }
 
 /// A relay started for one step: on threads of this process or as a process of its own.
-enum RelayRun {
+pub(crate) enum RelayRun {
     Thread(RelayThread),
     Child(RelayChild),
 }
 
 /// Reads a running relay's counters from any thread.
 #[derive(Clone)]
-enum RelayProbe {
+pub(crate) enum RelayProbe {
     Thread(Arc<RunningRelay>),
     Child(Arc<Mutex<ChildIo>>),
 }
 
 impl RelayProbe {
-    fn stats(&self) -> Result<RelayStats, String> {
+    pub(crate) fn stats(&self) -> Result<RelayStats, String> {
         match self {
             RelayProbe::Thread(h) => Ok(h.stats()),
             RelayProbe::Child(io) => io.lock().expect("relay io").stats(),
@@ -1128,42 +1197,50 @@ impl RelayProbe {
 }
 
 impl RelayRun {
-    fn start(cfg: &DemoConfig, setup: RelaySetup) -> Result<RelayRun, String> {
+    pub(crate) fn start(cfg: &DemoConfig, setup: RelaySetup) -> Result<RelayRun, String> {
         match &cfg.relay_exe {
             Some(exe) => RelayChild::spawn(exe, cfg.relay, &setup).map(RelayRun::Child),
             None => start_relay(cfg.relay, setup).map(RelayRun::Thread),
         }
     }
 
-    fn probe(&self) -> RelayProbe {
+    pub(crate) fn probe(&self) -> RelayProbe {
         match self {
             RelayRun::Thread(t) => RelayProbe::Thread(t.handle.clone()),
             RelayRun::Child(c) => RelayProbe::Child(c.io.clone()),
         }
     }
 
-    fn rotating_addr(&self) -> SocketAddr {
+    pub(crate) fn rotating_addr(&self) -> SocketAddr {
         match self {
             RelayRun::Thread(t) => t.handle.rotating_addr(),
             RelayRun::Child(c) => c.rotating,
         }
     }
 
-    fn pinned_addrs(&self) -> Vec<SocketAddr> {
+    pub(crate) fn pinned_addrs(&self) -> Vec<SocketAddr> {
         match self {
             RelayRun::Thread(t) => t.handle.pinned_addrs(),
             RelayRun::Child(c) => c.pinned.clone(),
         }
     }
 
-    fn pid(&self) -> Option<u32> {
+    /// The relay process's admin listener, when its setup asked for one.
+    pub(crate) fn admin_addr(&self) -> Option<SocketAddr> {
+        match self {
+            RelayRun::Thread(_) => None,
+            RelayRun::Child(c) => c.admin,
+        }
+    }
+
+    pub(crate) fn pid(&self) -> Option<u32> {
         match self {
             RelayRun::Thread(_) => None,
             RelayRun::Child(c) => Some(c.pid()),
         }
     }
 
-    fn stop(self) -> Result<RelayStats, String> {
+    pub(crate) fn stop(self) -> Result<RelayStats, String> {
         match self {
             RelayRun::Thread(t) => t.stop(),
             RelayRun::Child(c) => c.stop(),
@@ -1172,7 +1249,7 @@ impl RelayRun {
 }
 
 /// Waits until every (egress, region) pair of a bundle-relay is connected.
-fn wait_pairs_up(probe: &RelayProbe, want: u64) -> Result<(), String> {
+pub(crate) fn wait_pairs_up(probe: &RelayProbe, want: u64) -> Result<(), String> {
     let start = Instant::now();
     loop {
         let s = probe.stats()?;
@@ -1275,6 +1352,9 @@ fn run_step(cfg: &DemoConfig, rate: f64, all: &[GeneratedBundle]) -> Result<Step
         threads: cfg.relay_threads,
         in_flight_max: cfg.in_flight_max,
         metrics: cfg.metrics,
+        tuning: None,
+        bad_tls_regions: Vec::new(),
+        admin: false,
     };
     let stop_engine = |engine: EngineThread| {
         drop(engine.handle);

@@ -12,6 +12,7 @@ pub mod compare;
 pub mod demo;
 pub mod engine;
 pub mod load;
+pub mod matrix;
 pub mod null;
 pub mod sentlog;
 pub mod socks5;

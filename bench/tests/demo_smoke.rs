@@ -166,6 +166,9 @@ fn a_relay_process_reports_its_addresses_answers_stats_and_exits_cleanly_when_st
         socks5: Vec::new(),
         tls_ca_pem: None,
         metrics: true,
+        tuning: None,
+        bad_tls_regions: Vec::new(),
+        admin: false,
     };
     let mut child = Command::new(env!("CARGO_BIN_EXE_bench-demo"))
         .args([demo::SERVE_RELAY_ARG, "bundle-relay", "--spec"])
@@ -181,7 +184,9 @@ fn a_relay_process_reports_its_addresses_answers_stats_and_exits_cleanly_when_st
         serde_json::from_str::<RelayLine>(&l).unwrap_or_else(|e| panic!("{l:?}: {e}"))
     };
     match read() {
-        RelayLine::Ready { rotating, pinned } => {
+        RelayLine::Ready {
+            rotating, pinned, ..
+        } => {
             assert!(rotating.ip().is_loopback() && rotating.port() != 0);
             assert_eq!(pinned.len(), 8, "one pinned port per region");
         }

@@ -110,6 +110,8 @@ pub struct Transport {
     /// TLS waiting for the tunnel.
     tls_pending: Option<TlsTarget>,
     tls: Option<Box<TlsSession>>,
+    /// A previous connection's session whose buffers TLS starts in.
+    spare: Option<Box<TlsSession>>,
     /// TLS record bytes reported sent: with the offsets the dispatcher records, whether a
     /// request's last record reached the socket.
     wire_sent: u64,
@@ -131,10 +133,21 @@ impl Transport {
         socks: Option<(SocketAddr, Socks5)>,
         tls: Option<&TlsTarget>,
     ) -> Result<Transport, TransportError> {
+        Transport::reusing(socks, tls, None)
+    }
+
+    /// As [`Transport::new`], starting TLS in `spare`'s buffers (a session the pair's previous
+    /// connection used; see [`Transport::into_tls`]) instead of new ones.
+    pub fn reusing(
+        socks: Option<(SocketAddr, Socks5)>,
+        tls: Option<&TlsTarget>,
+        spare: Option<Box<TlsSession>>,
+    ) -> Result<Transport, TransportError> {
         let mut t = Transport {
             socks,
             tls_pending: tls.cloned(),
             tls: None,
+            spare,
             wire_sent: 0,
         };
         if t.socks.is_none() {
@@ -143,11 +156,25 @@ impl Transport {
         Ok(t)
     }
 
+    /// The TLS session's storage, for the pair's next connection.
+    pub fn into_tls(self) -> Option<Box<TlsSession>> {
+        self.tls.or(self.spare)
+    }
+
     fn start_tls(&mut self) -> Result<(), TransportError> {
         if let Some(target) = self.tls_pending.take() {
-            let session =
-                TlsSession::new(target.config, &target.sni).map_err(TransportError::Tls)?;
-            self.tls = Some(Box::new(session));
+            let session = match self.spare.take() {
+                Some(mut session) => {
+                    session
+                        .restart(target.config, &target.sni)
+                        .map_err(TransportError::Tls)?;
+                    session
+                }
+                None => Box::new(
+                    TlsSession::new(target.config, &target.sni).map_err(TransportError::Tls)?,
+                ),
+            };
+            self.tls = Some(session);
         }
         Ok(())
     }

@@ -208,6 +208,10 @@ pub enum Event {
     Closed(ConnError),
     /// The peer acknowledged our PING ([`Connection::ping`]): it is alive.
     PingAcked,
+    /// Our PING (keepalive or [`Connection::ping`]) went unanswered past its deadline. The
+    /// connection stays open: its owner decides (a call still running has its own deadline,
+    /// and closing now would lose it for certain).
+    PingTimedOut,
 }
 
 /// Why a request could not start. Every variant is safe to retry (nothing was sent).
@@ -298,6 +302,19 @@ enum State {
     Closed,
 }
 
+/// A connection's allocated storage, moved whole between [`Connection::new`] and
+/// [`Connection::reset`].
+struct Parts {
+    tx: Box<[u8]>,
+    rx: Box<[u8]>,
+    streams: Box<[Stream]>,
+    block: Box<[u8]>,
+    decoder: Decoder,
+    discard: HeaderList,
+    header_out: Box<[u8]>,
+    events: VecDeque<Event>,
+}
+
 /// A sans-IO HTTP/2 client connection.
 pub struct Connection {
     cfg: Config,
@@ -380,34 +397,90 @@ impl Connection {
         );
         assert!(cfg.conn_window as i64 <= WINDOW_MAX && cfg.stream_window as i64 <= WINDOW_MAX);
         assert!(cfg.transmit_bytes_max >= frame::FRAME_SIZE_MIN as usize);
-        let streams = (0..cfg.stream_slots)
-            .map(|_| Stream {
-                id: 0,
-                end: None,
-                request_sent: false,
-                request_end: 0,
-                headers_received: false,
-                send_window: 0,
-                recv_window: 0,
-                recv_unacked: 0,
-                body_out: vec![0; cfg.request_body_bytes_max].into_boxed_slice(),
-                body_out_len: 0,
-                body_out_sent: 0,
-                body_in: vec![0; cfg.response_body_bytes_max].into_boxed_slice(),
-                body_in_len: 0,
-                headers: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
-                trailers: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
-                deadline_ns: None,
-            })
-            .collect();
+        let parts = Parts {
+            tx: vec![0; cfg.transmit_bytes_max].into_boxed_slice(),
+            rx: vec![0; HEADER_LEN + cfg.frame_size_max as usize].into_boxed_slice(),
+            streams: (0..cfg.stream_slots)
+                .map(|_| Stream {
+                    id: 0,
+                    end: None,
+                    request_sent: false,
+                    request_end: 0,
+                    headers_received: false,
+                    send_window: 0,
+                    recv_window: 0,
+                    recv_unacked: 0,
+                    body_out: vec![0; cfg.request_body_bytes_max].into_boxed_slice(),
+                    body_out_len: 0,
+                    body_out_sent: 0,
+                    body_in: vec![0; cfg.response_body_bytes_max].into_boxed_slice(),
+                    body_in_len: 0,
+                    headers: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
+                    trailers: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
+                    deadline_ns: None,
+                })
+                .collect(),
+            block: vec![0; cfg.header_block_bytes_max].into_boxed_slice(),
+            decoder: Decoder::new(cfg.header_table_size as usize),
+            discard: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
+            header_out: vec![0; REQUEST_HEADER_BLOCK_BYTES_MAX].into_boxed_slice(),
+            events: VecDeque::with_capacity(cfg.stream_slots + 8),
+        };
+        Self::assemble(cfg, now_ns, parts)
+    }
+
+    /// Makes this a new connection begun at `now_ns` (preface and SETTINGS queued again) in
+    /// the storage of the old one: a pair that reconnects allocates nothing.
+    pub fn reset(&mut self, now_ns: u64) {
+        let mut parts = Parts {
+            tx: std::mem::take(&mut self.tx),
+            rx: std::mem::take(&mut self.rx),
+            streams: std::mem::take(&mut self.streams),
+            block: std::mem::take(&mut self.block),
+            decoder: std::mem::replace(&mut self.decoder, Decoder::placeholder()),
+            discard: std::mem::replace(&mut self.discard, HeaderList::new(0, 0)),
+            header_out: std::mem::take(&mut self.header_out),
+            events: std::mem::take(&mut self.events),
+        };
+        for s in parts.streams.iter_mut() {
+            s.id = 0;
+            s.end = None;
+            s.request_sent = false;
+            s.request_end = 0;
+            s.headers_received = false;
+            s.body_out_len = 0;
+            s.body_out_sent = 0;
+            s.body_in_len = 0;
+            s.headers.clear();
+            s.trailers.clear();
+            s.deadline_ns = None;
+        }
+        parts.decoder.reset();
+        parts.discard.clear();
+        parts.events.clear();
+        let cfg = self.cfg.clone();
+        *self = Self::assemble(cfg, now_ns, parts);
+    }
+
+    fn assemble(cfg: Config, now_ns: u64, parts: Parts) -> Self {
+        let Parts {
+            tx,
+            rx,
+            streams,
+            block,
+            decoder,
+            discard,
+            header_out,
+            events,
+        } = parts;
         let keepalive_interval_ns = cfg.keepalive_interval_ms.map(ms);
         let mut c = Connection {
-            tx: vec![0; cfg.transmit_bytes_max].into_boxed_slice(),
+            tx,
             tx_head: 0,
             tx_tail: 0,
             tx_pinned: false,
             tx_sent: 0,
-            rx: vec![0; HEADER_LEN + cfg.frame_size_max as usize].into_boxed_slice(),
+            rx,
             rx_len: 0,
             state: State::Open,
             peer_settings_seen: false,
@@ -423,16 +496,16 @@ impl Connection {
             next_stream_id: 1,
             goaway_last: None,
             goaway_reason: Reason::NO_ERROR,
-            block: vec![0; cfg.header_block_bytes_max].into_boxed_slice(),
+            block,
             block_len: 0,
             block_stream: 0,
             block_end_stream: false,
             block_frames: 0,
             block_deadline_ns: 0,
-            decoder: Decoder::new(cfg.header_table_size as usize),
-            discard: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
-            header_out: vec![0; REQUEST_HEADER_BLOCK_BYTES_MAX].into_boxed_slice(),
-            events: VecDeque::with_capacity(cfg.stream_slots + 8),
+            decoder,
+            discard,
+            header_out,
+            events,
             keepalive_interval_ns,
             last_rx_ns: now_ns,
             ping_outstanding: None,
@@ -519,8 +592,8 @@ impl Connection {
     }
 
     /// Sends a PING now (unless one is outstanding) that must be acknowledged within
-    /// `timeout_ms`: [`Event::PingAcked`] when it is, the connection closes with
-    /// [`ConnError::Timeout`] when it is not. For an owner that doubts the peer is alive.
+    /// `timeout_ms`: [`Event::PingAcked`] when it is, [`Event::PingTimedOut`] when it is not.
+    /// For an owner that doubts the peer is alive.
     pub fn ping(&mut self, now_ns: u64, timeout_ms: u64) {
         if self.state == State::Closed || self.ping_outstanding.is_some() {
             return;
@@ -749,10 +822,8 @@ impl Connection {
         }
         match (self.ping_outstanding, self.keepalive_interval_ns) {
             (Some((_, deadline)), _) if now_ns >= deadline => {
-                self.close_with(ConnError::Timeout {
-                    what: "PING not acknowledged",
-                });
-                return;
+                self.ping_outstanding = None;
+                self.events.push_back(Event::PingTimedOut);
             }
             (None, Some(interval)) if now_ns >= self.last_rx_ns + interval => {
                 self.ping(now_ns, self.cfg.keepalive_timeout_ms);

@@ -35,8 +35,10 @@ use super::{Stats, ThreadSpec};
 use crate::grpc::Code;
 use crate::metrics::ThreadMetrics;
 
-/// Sends of one bundle before it is given up as failed: each retry follows a refusal that
-/// said "not processed", so this only bounds a bundle that every pair keeps refusing.
+/// Sends of one bundle that engines refused unprocessed (REFUSED_STREAM, UNAVAILABLE, lost
+/// unsent) before it ends rejected: it bounds a bundle that every pair keeps refusing. A pair's
+/// own refusal (rate limited, source denied) is no attempt against the bundle: that one goes to
+/// another pair, bounded only by its age.
 pub const ATTEMPTS_MAX: u16 = 8;
 
 /// The dispatcher's record of one pair (the budget counts it).
@@ -154,6 +156,10 @@ struct Pair {
     /// Changed only by [`Dispatcher::set_link`].
     link: Link,
     conn: Option<Box<Connection>>,
+    /// The previous connection's HTTP/2 and TLS storage, reused by the next one: reconnects
+    /// allocate nothing of their own.
+    spare_conn: Option<Box<Connection>>,
+    spare_tls: Option<Box<crate::tls::TlsSession>>,
     /// The SOCKS5 and TLS layers, for pairs that have them (`None`: plaintext straight to
     /// the socket).
     transport: Option<Box<Transport>>,
@@ -169,6 +175,8 @@ struct Pair {
     up_since: Instant,
     /// The current connection joined rotation (its loss is a disconnect, not a failed setup).
     rotated: bool,
+    /// The engine answered a PING on the current connection: it reads and answers here.
+    answered_ping: bool,
     /// A call on the current connection went unanswered past its deadline: the connection is
     /// closed, and the back-off keeps growing until a call is answered again.
     timed_out: bool,
@@ -334,6 +342,8 @@ impl Dispatcher {
             .map(|_| Pair {
                 link: Link::Down,
                 conn: None,
+                spare_conn: None,
+                spare_tls: None,
                 transport: None,
                 setup_started: now,
                 target: SocketAddr::from(([0, 0, 0, 0], 0)),
@@ -342,6 +352,7 @@ impl Dispatcher {
                 backoff_ms: 0,
                 up_since: now,
                 rotated: false,
+                answered_ping: false,
                 timed_out: false,
                 denied: false,
                 dirty: false,
@@ -817,7 +828,8 @@ impl Dispatcher {
         if now.since(meta.admitted_at).0 > self.max_age.0 {
             self.end(slot, EndKind::Expired);
         } else if meta.attempts >= ATTEMPTS_MAX {
-            self.end(slot, EndKind::Failed);
+            // Never processed, by the engines' own word, however often it was tried.
+            self.end(slot, EndKind::Rejected);
         } else {
             self.stats.retries.bump();
             self.regions[meta.region as usize].fifo.push_front(slot);
@@ -883,6 +895,7 @@ impl Dispatcher {
         st.setup_started = now;
         st.target = target;
         st.rotated = false;
+        st.answered_ping = false;
         st.timed_out = false;
         Some(ConnectOrder {
             pair,
@@ -953,7 +966,8 @@ impl Dispatcher {
             return;
         }
         self.set_link(pair, Link::Handshaking, now);
-        match Transport::new(socks, self.regions[r].tls.as_ref()) {
+        let spare = self.pairs[p].spare_tls.take();
+        match Transport::reusing(socks, self.regions[r].tls.as_ref(), spare) {
             Ok(t) => {
                 self.pairs[p].transport = Some(Box::new(t));
                 self.mark_dirty(pair.0);
@@ -971,9 +985,15 @@ impl Dispatcher {
         let keepalive = self.regions[r].keepalive_ms;
         let h2 = &self.h2;
         let st = &mut self.pairs[p];
-        st.conn
-            .get_or_insert_with(|| Box::new(Connection::new(h2.clone(), now_ns)))
-            .set_keepalive(keepalive);
+        let spare = &mut st.spare_conn;
+        let conn = st
+            .conn
+            .get_or_insert_with(|| fresh_connection(spare, h2, now_ns));
+        conn.set_keepalive(keepalive);
+        // Rotation waits for this PING's answer too: an engine that sends SETTINGS and then
+        // neither reads nor answers (restarting, overloaded, a proxy with nothing behind it)
+        // never gets a bundle to lose.
+        conn.ping(now_ns, self.ping_timeout_ms);
         st.up_since = now;
         st.last_error = None;
         self.stats.connects.bump();
@@ -1159,8 +1179,14 @@ impl Dispatcher {
             }
         }
         let st = &mut self.pairs[p];
-        st.conn = None;
-        st.transport = None;
+        if let Some(c) = st.conn.take() {
+            st.spare_conn = Some(c);
+        }
+        if let Some(t) = st.transport.take()
+            && let Some(tls) = t.into_tls()
+        {
+            st.spare_tls = Some(tls);
+        }
         st.dirty = false;
         self.schedule_reconnect(pair, now);
     }
@@ -1285,9 +1311,9 @@ impl Dispatcher {
             let h2 = &self.h2;
             let st = &mut self.pairs[p];
             let t = st.transport.as_deref_mut().expect("checked");
-            let conn = &mut st.conn;
+            let (conn, spare) = (&mut st.conn, &mut st.spare_conn);
             let result = t.receive(bytes, &mut |plain| {
-                conn.get_or_insert_with(|| Box::new(Connection::new(h2.clone(), now_ns)))
+                conn.get_or_insert_with(|| fresh_connection(spare, h2, now_ns))
                     .handle_bytes(now_ns, plain);
             });
             let (open, pending) = (t.is_open(), !t.poll_transmit().is_empty());
@@ -1311,10 +1337,10 @@ impl Dispatcher {
         if !conn.poll_transmit().is_empty() {
             self.mark_dirty(pair.0);
         }
-        if ready && self.pairs[p].link == Link::Opened {
+        self.drain_events(pair, now);
+        if ready && self.pairs[p].answered_ping && self.pairs[p].link == Link::Opened {
             self.set_link(pair, Link::InRotation, now);
         }
-        self.drain_events(pair, now);
     }
 
     /// Runs every connection's timers (SETTINGS ack, call deadlines, keepalive). Called by the
@@ -1445,8 +1471,16 @@ impl Dispatcher {
                     }
                 }
                 Event::Closed(_) => self.request_close(pair.0, now),
-                // Only the silence check PINGs; an answered PING needs nothing more.
-                Event::PingAcked => {}
+                Event::PingAcked => self.pairs[p].answered_ping = true,
+                Event::PingTimedOut => {
+                    // Closing now would lose a call still running for certain; it has its own
+                    // deadline. Without one, the connection is closed and reconnects.
+                    if self.pairs[p].in_flight.is_none() {
+                        self.request_close(pair.0, now);
+                    } else if self.pairs[p].link == Link::InRotation {
+                        self.set_link(pair, Link::Draining, now);
+                    }
+                }
             }
         }
         if self.pairs[p].link == Link::Draining && self.pairs[p].in_flight.is_none() {
@@ -1599,7 +1633,13 @@ impl Dispatcher {
             }
             Fate::Rejected => self.end(slot, EndKind::Rejected),
             Fate::Failed => self.end(slot, EndKind::Failed),
-            Fate::Cooldown(_) | Fate::Retry | Fate::Denied => self.requeue(slot, now),
+            Fate::Cooldown(_) | Fate::Denied => {
+                // The pair was refused, not the bundle.
+                let meta = self.arena.get_mut(slot).expect("held").meta;
+                meta.attempts = meta.attempts.saturating_sub(1);
+                self.requeue(slot, now)
+            }
+            Fate::Retry => self.requeue(slot, now),
         }
     }
 
@@ -1654,6 +1694,8 @@ impl Dispatcher {
             if let Some(t) = p.transport.take() {
                 std::mem::forget(t);
             }
+            std::mem::forget(p.spare_conn.take());
+            std::mem::forget(p.spare_tls.take());
         }
     }
 
@@ -1678,6 +1720,22 @@ impl Dispatcher {
                 + s.expired.get()
                 + s.failed.get()
                 + self.arena.in_use() as u64
+    }
+}
+
+/// The HTTP/2 connection for a pair's new connection: in the storage of its previous one when
+/// there is one.
+fn fresh_connection(
+    spare: &mut Option<Box<Connection>>,
+    cfg: &crate::h2::conn::Config,
+    now_ns: u64,
+) -> Box<Connection> {
+    match spare.take() {
+        Some(mut c) => {
+            c.reset(now_ns);
+            c
+        }
+        None => Box::new(Connection::new(cfg.clone(), now_ns)),
     }
 }
 

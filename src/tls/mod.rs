@@ -317,6 +317,30 @@ impl TlsSession {
         Ok(s)
     }
 
+    /// Starts a new session (as [`TlsSession::new`]) in this one's buffers: a pair that
+    /// reconnects allocates only what rustls does for its handshake.
+    pub fn restart(&mut self, cfg: Arc<ClientConfig>, sni: &str) -> Result<(), TlsError> {
+        let name =
+            ServerName::try_from(sni.to_string()).map_err(|_| TlsError::InvalidServerName {
+                name: sni.to_string(),
+            })?;
+        self.conn = UnbufferedClientConnection::new(cfg, name)
+            .map_err(|e| TlsError::from_rustls(e, sni))?;
+        if &*self.sni != sni {
+            self.sni = sni.into();
+        }
+        self.incoming_len = 0;
+        self.plaintext_start = 0;
+        self.plaintext_end = 0;
+        self.transmit_start = 0;
+        self.transmit_end = 0;
+        self.handshake_done = false;
+        self.peer_closed = false;
+        self.paused_for_plaintext = false;
+        self.failed = None;
+        self.pump()
+    }
+
     /// Takes received ciphertext, as much as the incoming buffer holds, and decrypts what is
     /// complete. Returns the bytes taken; give the rest again after draining
     /// [`TlsSession::read_plaintext`]. An error is final for this session.

@@ -10,6 +10,7 @@
 //! bench-demo --tls --socks5 32                  # TLS to the engines, 32 of the 256 addresses via SOCKS5
 //! bench-demo --tls-cost                         # bundle-relay, TLS vs plaintext to the engines, one table
 //! bench-demo --metrics-cost                     # bundle-relay, metrics on vs off, one table
+//! bench-demo --faults                           # every fault at once, what the relay did, what was lost
 //! ```
 //!
 //! The relay runs as a child process of this executable (`bench-demo --serve-relay KIND --spec
@@ -144,6 +145,18 @@ struct Args {
     /// apply).
     #[arg(long)]
     tls_cost: bool,
+    /// The fault matrix: bundle-relay over TLS through an engine with a different fault on
+    /// every region (black hole, stalls, RST, GOAWAY, down-then-up, throttle, storm, latency,
+    /// a bad TLS name) while abusive clients hit the intake; one table per side and the
+    /// verdicts.
+    #[arg(long = "faults")]
+    faults_matrix: bool,
+    /// --faults: seconds of load.
+    #[arg(long, default_value_t = 12.0)]
+    faults_duration_s: f64,
+    /// --faults: the load's rate (the pool carries 640/s at the matrix's 400 ms interval).
+    #[arg(long, default_value_t = 500.0)]
+    faults_rate: f64,
 }
 
 /// `bench-demo --serve-relay KIND --spec JSON`: the relay process the demo starts.
@@ -218,7 +231,7 @@ fn main() -> ExitCode {
         socks5: a.socks5,
         metrics: true,
     };
-    let cfg = if a.in_process && !a.compare && !a.tls_cost && !a.metrics_cost {
+    let cfg = if a.in_process && !a.compare && !a.tls_cost && !a.metrics_cost && !a.faults_matrix {
         cfg
     } else {
         match std::env::current_exe() {
@@ -229,6 +242,24 @@ fn main() -> ExitCode {
             Err(e) => return bad(format!("finding this executable to run the relay: {e}")),
         }
     };
+    if a.faults_matrix {
+        let Some(exe) = cfg.relay_exe.clone() else {
+            return bad("--faults runs the relay in a process of its own".into());
+        };
+        let mut mcfg = bundle_relay_bench::matrix::MatrixConfig::new(exe);
+        mcfg.progress = !a.quiet;
+        mcfg.duration_s = a.faults_duration_s;
+        mcfg.rate_per_s = a.faults_rate;
+        return match bundle_relay_bench::matrix::run(&mcfg) {
+            Ok(r) => finish(
+                bundle_relay_bench::matrix::render(&r),
+                &r,
+                a.json.as_deref(),
+                r.failures(),
+            ),
+            Err(e) => bad(e),
+        };
+    }
     if a.metrics_cost || a.tls_cost {
         let switch = if a.tls_cost {
             Switch::Tls

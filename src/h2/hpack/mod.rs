@@ -365,6 +365,35 @@ impl Decoder {
         }
     }
 
+    /// Back to an empty dynamic table at its full size, as for a new connection; keeps its
+    /// storage.
+    pub fn reset(&mut self) {
+        let t = &mut self.table;
+        t.head = 0;
+        t.tail = 0;
+        t.first = 0;
+        t.count = 0;
+        t.size = 0;
+        t.size_max = self.table_size_limit;
+    }
+
+    /// A decoder with no storage, standing in while a real one is moved (allocates nothing).
+    pub fn placeholder() -> Self {
+        Self {
+            table: DynamicTable {
+                bytes: Box::default(),
+                head: 0,
+                tail: 0,
+                entries: Box::default(),
+                first: 0,
+                count: 0,
+                size: 0,
+                size_max: 0,
+            },
+            table_size_limit: 0,
+        }
+    }
+
     /// The dynamic table's current size in RFC 7541 units.
     pub fn table_size(&self) -> usize {
         self.table.size

@@ -1,0 +1,806 @@
+//! The fault matrix: bundle-relay (a process of its own) through bench-engine over TLS with
+//! every fault at once, one per region, under load near the pool's capacity, while abusive
+//! clients do their worst on the intake. Then the verdicts a searcher and an operator care
+//! about: every bundle accounted for exactly, nothing sent early, bundles lost only where an
+//! engine went silent and no more than it held at that instant, every legitimate client
+//! answered, and the relay's open files and memory back where they started.
+//!
+//! | region | fault |
+//! |---|---|
+//! | amsterdam | black hole: nothing read or written, no RST, no GOAWAY |
+//! | dublin | every third call stalled (no answer) for the window |
+//! | frankfurt | every fourth call refused with RST_STREAM REFUSED_STREAM |
+//! | london | graceful GOAWAY on every connection |
+//! | ny | every connection closed, no GOAWAY, new ones refused: down, then up |
+//! | slc | every third call: RESOURCE_EXHAUSTED "globally rate limited" |
+//! | singapore | Retry-After storm: half the sources told to wait 2 s |
+//! | tokyo | every answer 20 ms late |
+//! | badtls | a region whose TLS name is wrong: every handshake fails |
+//!
+//! Clients: pipelining clients that never read, clients trickling a head a byte at a time,
+//! clients that half-close after sending their bundles, and a flood of connections from one
+//! address.
+//!
+//! Run: `cargo run --release -p bundle-relay-bench --bin bench-demo -- --faults`.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::demo::{self, DemoConfig, RelayRun, RelaySetup, RelayStats, RelayTuning};
+use crate::engine::{EngineConfig, EngineStats, FaultSpec, MAINNET_REGIONS};
+use crate::load::{self, LoadConfig, LoadSummary};
+use crate::txgen::GeneratedBundle;
+
+/// The region whose TLS name is wrong.
+const BAD_TLS_REGION: &str = "badtls";
+/// Engine time by which every pair must be up; faults are scheduled from here.
+const LEAD_MS: u64 = 6_000;
+/// How long the relay may take to settle after the load: windows closed, pairs back up,
+/// bundles ended, abusive clients gone.
+const SETTLE_MAX: Duration = Duration::from_secs(30);
+/// Open files and memory are sampled this many times (the minimum counts): pairs of the
+/// bad-TLS region hold a socket for a moment on every retry.
+const SAMPLES: usize = 20;
+/// The relay's memory may end this much above where it started (allocator noise: TLS records,
+/// log lines) and still count as back.
+const RSS_SLACK_KB: u64 = 4 * 1024;
+
+/// One matrix run.
+#[derive(Clone, Debug)]
+pub struct MatrixConfig {
+    pub duration_s: f64,
+    pub rate_per_s: f64,
+    pub egress: Vec<IpAddr>,
+    pub interval_ms: u64,
+    pub relay_threads: usize,
+    /// `bench-demo`, which serves the relay in a process of its own.
+    pub relay_exe: std::path::PathBuf,
+    pub seed: u64,
+    pub slow_readers: usize,
+    pub tricklers: usize,
+    pub half_closers: usize,
+    /// Bundles each half-closing client sends before shutting its write side.
+    pub half_close_bundles: usize,
+    pub flood_connections: usize,
+    pub progress: bool,
+}
+
+impl MatrixConfig {
+    pub fn new(relay_exe: std::path::PathBuf) -> MatrixConfig {
+        MatrixConfig {
+            duration_s: 12.0,
+            rate_per_s: 500.0,
+            egress: demo::parse_egress("127.1.90.0/27").expect("literal"),
+            interval_ms: 400,
+            relay_threads: 2,
+            relay_exe,
+            seed: 7,
+            slow_readers: 4,
+            tricklers: 4,
+            half_closers: 8,
+            half_close_bundles: 20,
+            flood_connections: 300,
+            progress: true,
+        }
+    }
+
+    /// (source, region) pairs per region.
+    fn pairs_per_region(&self) -> u64 {
+        self.egress.len() as u64
+    }
+}
+
+/// One fault, its region, what the relay did, and what became of the region's bundles.
+#[derive(Clone, Debug, Serialize)]
+pub struct FaultRow {
+    pub fault: String,
+    pub region: String,
+    pub relay_did: String,
+    pub delivered: u64,
+    pub expired: u64,
+    pub failed: u64,
+    /// Bundles the fault could cost at most: the calls in flight when the engine went
+    /// silent. `Some(0)` where nothing may be lost.
+    pub lost_max: u64,
+}
+
+/// One abusive client kind and how the relay met it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClientRow {
+    pub clients: String,
+    pub relay_did: String,
+    pub ok: bool,
+}
+
+/// A verdict.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    pub what: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MatrixReport {
+    pub faults: Vec<FaultRow>,
+    pub clients: Vec<ClientRow>,
+    pub checks: Vec<Check>,
+    pub relay: RelayStats,
+    pub engine: EngineStats,
+    pub load: LoadSummary,
+    pub fds_start: u64,
+    pub fds_end: u64,
+    pub rss_kb_start: u64,
+    pub rss_kb_end: u64,
+}
+
+impl MatrixReport {
+    pub fn failures(&self) -> Vec<String> {
+        self.checks
+            .iter()
+            .filter(|c| !c.ok)
+            .map(|c| format!("{}: {}", c.what, c.detail))
+            .collect()
+    }
+}
+
+/// The engine's fault rules: one per region, timed from [`LEAD_MS`].
+fn fault_specs(cfg: &MatrixConfig) -> Vec<(String, String)> {
+    let d = (cfg.duration_s * 1_000.0) as u64;
+    let (l, a, w) = (LEAD_MS, d / 4, d * 3 / 10);
+    [
+        (0, format!("blackhole@{}ms+{w}ms", l + a)),
+        (1, format!("stall@{}ms+{w}ms:every=3", l + a)),
+        (2, format!("rst@{l}ms+{d}ms:every=4,code=7")),
+        (3, format!("goaway@{}ms", l + a)),
+        (4, format!("close@{}ms+{}ms", l + a, w / 2)),
+        (5, format!("throttle@{l}ms+{d}ms:every=3")),
+        (6, format!("storm@{}ms:fraction=0.5,retry_ms=2000", l + a)),
+        (7, format!("latency@{l}ms+{d}ms:ms=20")),
+    ]
+    .into_iter()
+    .map(|(r, f)| {
+        let region = MAINNET_REGIONS[r].to_string();
+        let sep = if f.contains(':') { ',' } else { ':' };
+        (region.clone(), format!("{f}{sep}region={region}"))
+    })
+    .collect()
+}
+
+fn say(cfg: &MatrixConfig, line: impl AsRef<str>) {
+    if cfg.progress {
+        eprintln!("bench-demo --faults: {}", line.as_ref());
+    }
+}
+
+/// Runs the matrix.
+pub fn run(cfg: &MatrixConfig) -> Result<MatrixReport, String> {
+    let load_count = (cfg.rate_per_s * cfg.duration_s).ceil() as u64;
+    let half = (cfg.half_closers * cfg.half_close_bundles) as u64;
+    let dcfg = DemoConfig {
+        seed: cfg.seed,
+        progress: cfg.progress,
+        ..DemoConfig::default()
+    };
+    let prepared = demo::generate(&dcfg, load_count + half)?;
+    let (load_bundles, half_bundles) = prepared.bundles.split_at(load_count as usize);
+
+    let specs = fault_specs(cfg);
+    let faults = specs
+        .iter()
+        .map(|(_, f)| f.parse::<FaultSpec>().map_err(|e| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let engine = demo::start_engine(EngineConfig {
+        interval_ms: cfg.interval_ms,
+        faults,
+        seed: cfg.seed,
+        port: 0,
+        tls: true,
+        ..EngineConfig::default()
+    })?;
+    let regions = engine.handle.region_addrs();
+    let bad_tls = vec![(BAD_TLS_REGION.to_string(), regions[regions.len() - 1].1)];
+    let per_source_max = 64;
+    let setup = RelaySetup {
+        regions: regions.clone(),
+        egress: cfg.egress.clone(),
+        socks5: Vec::new(),
+        tls_ca_pem: engine.handle.ca_pem().map(str::to_string),
+        interval_ms: cfg.interval_ms,
+        threads: cfg.relay_threads,
+        in_flight_max: 4096,
+        metrics: true,
+        tuning: Some(RelayTuning {
+            upstream_timeout_ms: 1_000,
+            ping_timeout_ms: 500,
+            connect_timeout_ms: 1_000,
+            reconnect_max_ms: 1_000,
+            head_timeout_ms: 1_000,
+            send_timeout_ms: 1_000,
+            intake_conns_max: 256,
+            intake_per_source_max: per_source_max,
+            bundle_max_age_ms: 2_000,
+        }),
+        bad_tls_regions: bad_tls,
+        admin: true,
+    };
+    let relay_cfg = DemoConfig {
+        relay_exe: Some(cfg.relay_exe.clone()),
+        ..dcfg
+    };
+    let relay = RelayRun::start(&relay_cfg, setup)?;
+    let outcome = drive(
+        cfg,
+        &engine,
+        &relay,
+        load_bundles,
+        half_bundles,
+        &specs,
+        per_source_max,
+    );
+    let last = relay.stop();
+    drop(engine.handle);
+    let _ = engine.stop.send(());
+    let engine_stats = engine
+        .join
+        .join()
+        .map_err(|_| "the engine thread panicked".to_string())?;
+    let mut report = outcome?;
+    let last = last?;
+    report.engine = engine_stats;
+    report.relay = last;
+    finish_checks(&mut report);
+    Ok(report)
+}
+
+/// What the run saw before the relay stopped.
+#[allow(clippy::too_many_arguments)]
+fn drive(
+    cfg: &MatrixConfig,
+    engine: &demo::EngineThread,
+    relay: &RelayRun,
+    load_bundles: &[GeneratedBundle],
+    half_bundles: &[GeneratedBundle],
+    specs: &[(String, String)],
+    per_source_max: u32,
+) -> Result<MatrixReport, String> {
+    let probe = relay.probe();
+    let good_pairs = cfg.pairs_per_region() * MAINNET_REGIONS.len() as u64;
+    demo::wait_pairs_up(&probe, good_pairs)?;
+    let pid = relay
+        .pid()
+        .ok_or("the matrix runs the relay as a process")?;
+    let admin = relay
+        .admin_addr()
+        .ok_or("the relay has no admin listener")?;
+    let (fds_start, rss_kb_start) = sample_process(pid);
+    let up_at = engine.handle.stats().uptime_ms;
+    if up_at >= LEAD_MS {
+        return Err(format!(
+            "the pool took until {up_at} ms of engine time to come up; the faults start at \
+             {LEAD_MS} ms"
+        ));
+    }
+    say(
+        cfg,
+        format!(
+            "{good_pairs} pairs up; {fds_start} open files, {} MiB",
+            rss_kb_start / 1024
+        ),
+    );
+    std::thread::sleep(Duration::from_millis(LEAD_MS - up_at));
+
+    let rotating = relay.rotating_addr();
+    let pinned = relay.pinned_addrs();
+    let mut targets = vec![rotating];
+    targets.extend(&pinned[..MAINNET_REGIONS.len()]);
+    let load_cfg = LoadConfig {
+        targets,
+        rate_per_s: cfg.rate_per_s,
+        duration: None,
+        requests: Some(load_bundles.len() as u64),
+        connections: 18,
+        timeout: Duration::from_secs(5),
+        progress: cfg.progress,
+        ..LoadConfig::default()
+    };
+    let abuse_at = Duration::from_secs_f64(cfg.duration_s / 5.0);
+    let report = std::thread::scope(|s| {
+        let load = s.spawn(|| load::run(&load_cfg, load_bundles));
+        std::thread::sleep(abuse_at);
+        say(cfg, "abusive clients start");
+        let slow = s.spawn(|| slow_readers(rotating, cfg.slow_readers));
+        let trickle = s.spawn(|| tricklers(rotating, cfg.tricklers));
+        let half = s.spawn(|| half_closers(rotating, cfg.half_closers, half_bundles));
+        let flood = s.spawn(|| flood(rotating, cfg.flood_connections));
+        let clients = (
+            slow.join().expect("slow readers"),
+            trickle.join().expect("tricklers"),
+            half.join().expect("half-closers"),
+            flood.join().expect("flood"),
+        );
+        (load.join().expect("load"), clients)
+    });
+    let (load_report, (slow_sent, trickle_408, half_answered, flood_open)) = report;
+    let load = load_report.map_err(|e| format!("load: {e}"))?.summary;
+    say(cfg, "load done; waiting for the relay to settle");
+    let settled = wait_settled(&probe, good_pairs);
+    let (fds_end, rss_kb_end) = sample_process(pid);
+    let stats = probe.stats()?;
+    let metrics = scrape(admin)?;
+
+    let mut faults = Vec::new();
+    let region_value = |family: &str, region: &str| -> u64 {
+        metrics
+            .get(&(family.to_string(), region.to_string()))
+            .copied()
+            .unwrap_or(0.0) as u64
+    };
+    for (region, spec) in specs {
+        let kind = spec.split('@').next().unwrap_or("");
+        let pairs = cfg.pairs_per_region();
+        let (did, lost_max) = match kind {
+            "blackhole" => (
+                format!(
+                    "region paused once silent ({} silences), probed until it answered, its \
+                     connections closed when PINGs went unanswered and reconnected",
+                    stats.silences
+                ),
+                pairs,
+            ),
+            "stall" => (
+                "calls unanswered past the 1 s deadline: their pairs reconnected".to_string(),
+                u64::MAX, // bounded by the engine's stalled calls, filled in below
+            ),
+            "rst" => (
+                "REFUSED_STREAM: the bundle sent again on another pair".to_string(),
+                0,
+            ),
+            "goaway" => (
+                "calls in flight finished, connections drained and reconnected".to_string(),
+                0,
+            ),
+            "close" => (
+                "pairs out of rotation while the region was down, back when it came up".to_string(),
+                pairs,
+            ),
+            "throttle" => (
+                "globally rate limited: the pair backed off, the bundle requeued".to_string(),
+                0,
+            ),
+            "storm" => (
+                format!(
+                    "Retry-After honoured on each told pair ({} cooldowns)",
+                    stats.cooldowns
+                ),
+                0,
+            ),
+            "latency" => ("answers 20 ms late: nothing to do".to_string(), 0),
+            _ => (String::new(), 0),
+        };
+        faults.push(FaultRow {
+            fault: spec.clone(),
+            region: region.clone(),
+            relay_did: did,
+            delivered: region_value("bundle_relay_bundles_delivered_total", region),
+            expired: region_value("bundle_relay_bundles_expired_total", region),
+            failed: region_value("bundle_relay_bundles_failed_total", region),
+            lost_max,
+        });
+    }
+    faults.push(FaultRow {
+        fault: "TLS name wrong for the region".into(),
+        region: BAD_TLS_REGION.into(),
+        relay_did: format!(
+            "each handshake failed, its pairs never joined rotation ({} failed setups in all)",
+            stats.connect_failures
+        ),
+        delivered: region_value("bundle_relay_bundles_delivered_total", BAD_TLS_REGION),
+        expired: region_value("bundle_relay_bundles_expired_total", BAD_TLS_REGION),
+        failed: region_value("bundle_relay_bundles_failed_total", BAD_TLS_REGION),
+        lost_max: 0,
+    });
+
+    let half_want = cfg.half_closers * cfg.half_close_bundles;
+    let clients = vec![
+        ClientRow {
+            clients: format!("{} pipelining clients that never read", cfg.slow_readers),
+            relay_did: format!(
+                "closed at the send deadline ({} closed, {slow_sent} requests sent)",
+                stats.intake_send_timeouts
+            ),
+            ok: stats.intake_send_timeouts >= cfg.slow_readers as u64,
+        },
+        ClientRow {
+            clients: format!(
+                "{} clients trickling a head one byte per 100 ms",
+                cfg.tricklers
+            ),
+            relay_did: format!(
+                "408 at the head deadline, then closed ({trickle_408} answered 408)"
+            ),
+            ok: trickle_408 == cfg.tricklers,
+        },
+        ClientRow {
+            clients: format!(
+                "{} clients sending {} bundles each, then half-closing",
+                cfg.half_closers, cfg.half_close_bundles
+            ),
+            relay_did: format!(
+                "every bundle answered before the close ({half_answered} of {half_want})"
+            ),
+            ok: half_answered == half_want,
+        },
+        ClientRow {
+            clients: format!("{} connections from one address", cfg.flood_connections),
+            relay_did: format!(
+                "{} refused at once past {per_source_max} per thread ({flood_open} held open)",
+                stats.intake_refused_per_source
+            ),
+            ok: stats.intake_refused_per_source > 0
+                && flood_open <= per_source_max as usize * cfg.relay_threads,
+        },
+    ];
+    let mut checks = vec![Check {
+        what: "the relay settled".into(),
+        ok: settled.is_ok(),
+        detail: settled.err().unwrap_or_default(),
+    }];
+    checks.push(Check {
+        what: "every load request answered".into(),
+        ok: load.counts.answered == load.counts.sent
+            && load.counts.errors == 0
+            && load.counts.timeouts == 0
+            && load.result_ids_matching == load.counts.sent,
+        detail: format!(
+            "sent {} answered {} errors {} timeouts {} ids matching {}",
+            load.counts.sent,
+            load.counts.answered,
+            load.counts.errors,
+            load.counts.timeouts,
+            load.result_ids_matching
+        ),
+    });
+    Ok(MatrixReport {
+        faults,
+        clients,
+        checks,
+        relay: stats,
+        engine: EngineStats::default(),
+        load,
+        fds_start,
+        fds_end,
+        rss_kb_start,
+        rss_kb_end,
+    })
+}
+
+/// Verdicts that need the engine's final counts and the relay's final totals.
+fn finish_checks(r: &mut MatrixReport) {
+    let stalled = r.engine.faults.get("stall").copied().unwrap_or(0);
+    for row in r.faults.iter_mut() {
+        if row.lost_max == u64::MAX {
+            row.lost_max = stalled;
+        }
+    }
+    let t = &r.relay;
+    let mut checks = vec![
+        Check {
+            what: "every bundle accounted for".into(),
+            ok: t.identity_holds() && t.in_flight == 0,
+            detail: format!(
+                "admitted {} = delivered {} + rejected {} + expired {} + failed {} + in flight {}",
+                t.admitted, t.delivered, t.rejected, t.expired, t.failed, t.in_flight
+            ),
+        },
+        Check {
+            what: "no early send at the engine".into(),
+            ok: r.engine.early_sends == 0,
+            detail: format!("{} early sends", r.engine.early_sends),
+        },
+        Check {
+            what: "no duplicate at the engine".into(),
+            ok: r.engine.duplicates == 0,
+            detail: format!("{} duplicates", r.engine.duplicates),
+        },
+    ];
+    for row in &r.faults {
+        checks.push(Check {
+            what: format!(
+                "{}: lost no more than it held when it went silent",
+                row.region
+            ),
+            ok: row.failed <= row.lost_max,
+            detail: format!("{} failed, at most {}", row.failed, row.lost_max),
+        });
+    }
+    for c in &r.clients {
+        checks.push(Check {
+            what: c.clients.clone(),
+            ok: c.ok,
+            detail: c.relay_did.clone(),
+        });
+    }
+    checks.push(Check {
+        what: "open files back to where they started".into(),
+        ok: r.fds_end <= r.fds_start,
+        detail: format!("{} at the start, {} at the end", r.fds_start, r.fds_end),
+    });
+    checks.push(Check {
+        what: "memory back to where it started".into(),
+        ok: r.rss_kb_end <= r.rss_kb_start + RSS_SLACK_KB,
+        detail: format!(
+            "{:.1} MiB at the start, {:.1} MiB at the end",
+            r.rss_kb_start as f64 / 1024.0,
+            r.rss_kb_end as f64 / 1024.0
+        ),
+    });
+    checks.append(&mut r.checks);
+    r.checks = checks;
+}
+
+/// The fewest open files and the least memory of the relay process over a second.
+fn sample_process(pid: u32) -> (u64, u64) {
+    let mut fds = u64::MAX;
+    let mut rss = u64::MAX;
+    for _ in 0..SAMPLES {
+        if let Ok(d) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
+            fds = fds.min(d.count() as u64);
+        }
+        if let Some((r, _)) = demo::read_mem_kb(pid) {
+            rss = rss.min(r);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (fds, rss)
+}
+
+/// Waits until every bundle ended, every good pair is back up and no intake connection is left.
+fn wait_settled(probe: &demo::RelayProbe, good_pairs: u64) -> Result<(), String> {
+    let deadline = Instant::now() + SETTLE_MAX;
+    loop {
+        let s = probe.stats()?;
+        if s.in_flight == 0 && s.pairs_up >= good_pairs && s.intake_conns == 0 {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(format!(
+                "after {} s: {} in flight, {} of {good_pairs} pairs up, {} intake connections",
+                SETTLE_MAX.as_secs(),
+                s.in_flight,
+                s.pairs_up,
+                s.intake_conns
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `(family, region) -> value` from the relay's /metrics.
+fn scrape(admin: SocketAddr) -> Result<BTreeMap<(String, String), f64>, String> {
+    let mut c = TcpStream::connect(admin).map_err(|e| format!("admin: {e}"))?;
+    c.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .map_err(|e| format!("admin: {e}"))?;
+    let mut text = String::new();
+    c.read_to_string(&mut text)
+        .map_err(|e| format!("admin: {e}"))?;
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((name, rest)) = line.split_once("{region=\"") else {
+            continue;
+        };
+        let Some((region, rest)) = rest.split_once('"') else {
+            continue;
+        };
+        if !rest.starts_with('}') {
+            continue;
+        }
+        if let Ok(v) = rest[1..].trim().parse::<f64>() {
+            out.insert((name.to_string(), region.to_string()), v);
+        }
+    }
+    Ok(out)
+}
+
+fn post(body: &str) -> Vec<u8> {
+    format!(
+        "POST /api/v1/bundles HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// Clients that pipeline tip-account requests (big answers) and never read: returns the
+/// requests they got out before the relay hung up.
+fn slow_readers(addr: SocketAddr, n: usize) -> usize {
+    let one = post(r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","params":[]}"#);
+    let burst: Vec<u8> = one.iter().copied().cycle().take(one.len() * 300).collect();
+    let conns: Vec<TcpStream> = (0..n)
+        .filter_map(|_| {
+            let s =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+            s.set_recv_buffer_size(4096).ok()?;
+            s.connect(&addr.into()).ok()?;
+            Some(s.into())
+        })
+        .collect();
+    let mut sent = 0;
+    for mut c in &conns {
+        if c.write_all(&burst).is_ok() {
+            sent += 300;
+        }
+    }
+    // Hold them, unread, until the relay gives up on them (its send deadline is 1 s).
+    std::thread::sleep(Duration::from_secs(3));
+    sent
+}
+
+/// Clients that send a request head one byte per 100 ms: how many got a 408.
+fn tricklers(addr: SocketAddr, n: usize) -> usize {
+    let head =
+        b"POST /api/v1/bundles HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\n";
+    let handles: Vec<_> = (0..n)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let Ok(mut c) = TcpStream::connect(addr) else {
+                    return false;
+                };
+                c.set_read_timeout(Some(Duration::from_millis(100))).ok();
+                let mut answer = Vec::new();
+                for b in head.iter().cycle().take(60) {
+                    if c.write_all(std::slice::from_ref(b)).is_err() {
+                        break;
+                    }
+                    let mut buf = [0u8; 512];
+                    match c.read(&mut buf) {
+                        Ok(0) => break,
+                        Ok(k) => answer.extend_from_slice(&buf[..k]),
+                        Err(_) => {}
+                    }
+                }
+                answer.starts_with(b"HTTP/1.1 408")
+            })
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| h.join().unwrap_or(false))
+        .filter(|ok| *ok)
+        .count()
+}
+
+/// Clients that send their bundles, shut their write side and read every answer: how many
+/// answers carried the right bundle id.
+fn half_closers(addr: SocketAddr, n: usize, bundles: &[GeneratedBundle]) -> usize {
+    let per = bundles.len() / n.max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = bundles
+            .chunks(per.max(1))
+            .take(n)
+            .map(|chunk| {
+                s.spawn(move || {
+                    let Ok(mut c) = TcpStream::connect(addr) else {
+                        return 0;
+                    };
+                    c.set_read_timeout(Some(Duration::from_secs(5))).ok();
+                    let all: Vec<u8> = chunk
+                        .iter()
+                        .flat_map(|b| b.request.iter().copied())
+                        .collect();
+                    if c.write_all(&all).is_err() || c.shutdown(Shutdown::Write).is_err() {
+                        return 0;
+                    }
+                    let mut text = Vec::new();
+                    let _ = c.read_to_end(&mut text);
+                    let text = String::from_utf8_lossy(&text);
+                    chunk
+                        .iter()
+                        .filter(|b| text.contains(b.bundle_id_str()))
+                        .count()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+    })
+}
+
+/// `n` connections from 127.3.0.1, held a second: how many the relay kept open.
+fn flood(addr: SocketAddr, n: usize) -> usize {
+    let from = SocketAddr::from(([127, 3, 0, 1], 0));
+    let conns: Vec<TcpStream> = (0..n)
+        .filter_map(|_| {
+            let s =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+            s.bind(&from.into()).ok()?;
+            s.connect(&addr.into()).ok()?;
+            Some(s.into())
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    // The refused ones read end-of-stream (or a reset); the ones held open time out waiting.
+    conns
+        .iter()
+        .filter(|c| {
+            c.set_read_timeout(Some(Duration::from_millis(20))).ok();
+            let mut b = [0u8; 1];
+            matches!(
+                (&mut &**c).read(&mut b),
+                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+            )
+        })
+        .count()
+}
+
+/// The report as text: the fault table, the client table, the verdicts.
+pub fn render(r: &MatrixReport) -> String {
+    let mut out = String::new();
+    let rows: Vec<Vec<String>> = r
+        .faults
+        .iter()
+        .map(|f| {
+            vec![
+                f.region.clone(),
+                f.fault.clone(),
+                f.relay_did.clone(),
+                f.delivered.to_string(),
+                f.expired.to_string(),
+                format!("{} (at most {})", f.failed, f.lost_max),
+            ]
+        })
+        .collect();
+    out.push_str(&crate::table::render(
+        &[
+            "region",
+            "fault",
+            "what the relay did",
+            "delivered",
+            "expired",
+            "lost",
+        ],
+        &rows,
+    ));
+    out.push('\n');
+    let rows: Vec<Vec<String>> = r
+        .clients
+        .iter()
+        .map(|c| vec![c.clients.clone(), c.relay_did.clone()])
+        .collect();
+    out.push_str(&crate::table::render(
+        &["clients", "what the relay did"],
+        &rows,
+    ));
+    out.push('\n');
+    let t = &r.relay;
+    out.push_str(&format!(
+        "relay: admitted {} = delivered {} + rejected {} + expired {} + failed {} + in flight {}; \
+         retries {}, cooldowns {}, silences {}, reconnects after loss {}; engine: {} accepted, {} \
+         early sends, {} duplicates\n",
+        t.admitted,
+        t.delivered,
+        t.rejected,
+        t.expired,
+        t.failed,
+        t.in_flight,
+        t.retries,
+        t.cooldowns,
+        t.silences,
+        t.disconnects,
+        r.engine.accepted,
+        r.engine.early_sends,
+        r.engine.duplicates
+    ));
+    for c in &r.checks {
+        out.push_str(&format!(
+            "{} {}: {}\n",
+            if c.ok { "ok  " } else { "FAIL" },
+            c.what,
+            c.detail
+        ));
+    }
+    out
+}
