@@ -1,8 +1,8 @@
 //! HTTP/1.1 intake, sans-IO: bytes in, one framed request (or "need more", or an error to
-//! answer) out; responses written into the caller's buffer. Only the reactor does I/O and keeps
-//! time: this module never reads a clock, never allocates and keeps no state between calls, so
-//! a connection's whole HTTP state is its receive buffer plus what the reactor tracks (whether
-//! it already sent `100 Continue`, when the head started arriving).
+//! answer) out; responses written into the caller's buffer. This file frames one request and
+//! keeps no state between calls; [`conn`] is one whole connection (its buffers, pipelining,
+//! `100 Continue`, deadlines and closing) built on it. Only the reactor does I/O and reads the
+//! clock: nothing here does either, and nothing allocates after a connection's buffers.
 //!
 //! The request head is parsed by `httparse`: it is the parser under hyper, kept up by its
 //! maintainers for years and fuzzed by many users, scans with SIMD (SSE4.2/AVX2 where the CPU
@@ -24,9 +24,10 @@
 //!   and unknown options while keeping one connection's buffer small. Over it: 413, decided
 //!   from the head, before any body byte is read.
 //! - [`HEADERS_MAX`] (64): the header array lives on the stack (2 KiB); more fields is 431.
-//! - [`HEAD_TIMEOUT_MS_DEFAULT`] and [`IDLE_TIMEOUT_MS_DEFAULT`] are enforced by the reactor,
-//!   which owns the clock; they are here so every intake limit is in one place. A client that
-//!   misses the head deadline gets [`HttpError::HEAD_TIMEOUT`] (408).
+//! - [`HEAD_TIMEOUT_MS_DEFAULT`], [`IDLE_TIMEOUT_MS_DEFAULT`] and [`SEND_TIMEOUT_MS_DEFAULT`]
+//!   are enforced by [`conn`] with the time the reactor gives it; they are here so every intake
+//!   limit is in one place. A client that misses the head deadline gets
+//!   [`HttpError::HEAD_TIMEOUT`] (408).
 //!
 //! How a caller drives it (see [`parse`], [`needed`] and [`frame`]):
 //! 1. Append received bytes to the connection's buffer and call [`parse`].
@@ -56,9 +57,9 @@
 //! | 3 | 1.09 µs | 0.79 µs | 1.08 µs | 216 ns |
 //!
 //! What the table supports: httparse is about two thirds of a framed request; the framing
-//! rules (a pass over the parsed fields) are the rest. A partial receive re-parses the head,
-//! so each receive that does not complete a request costs about one parse; a request arrives
-//! in one or two receives at these sizes.
+//! rules (a pass over the parsed fields) are the rest. [`conn`] calls this once when a request
+//! arrives whole, twice when its body follows its head, and a logarithmic number of times when
+//! its head trickles in (see its docs).
 //!
 //! Responses: [`write_response`] writes status line, `Content-Type`, `Content-Length`,
 //! `Connection` and the caller's extra headers. There is no `Date` header: RFC 9110 lets a
