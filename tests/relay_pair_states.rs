@@ -19,7 +19,7 @@ use bundle_relay::limiter::PairId;
 use bundle_relay::relay::dispatch::{Dispatcher, Link};
 use bundle_relay::relay::intake::{self, Port, Verdict};
 use bundle_relay::relay::{RegionSpec, Spec, Stats};
-use h2_support::{block, push_frame};
+use h2_support::{engine_hello as hello, ok_reply};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use wire_support::{Shape, serialize, signed_tx};
@@ -45,43 +45,6 @@ fn request(seed: u64) -> String {
     format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"sendBundle","params":[["{tx}"],{{"encoding":"base64"}}]}}"#
     )
-}
-
-/// The engine's side of the HTTP/2 start: its SETTINGS, a generous window, the ACK of ours and
-/// of the PING a new connection sends.
-fn hello() -> Vec<u8> {
-    let mut h = vec![0u8; 9 + 13 + 9 + 17];
-    frame::write_settings(&mut h, &[]).unwrap();
-    frame::write_window_update(&mut h[9..], 0, 1 << 30).unwrap();
-    h[22..31].copy_from_slice(&[0, 0, 0, frame::SETTINGS, frame::FLAG_ACK, 0, 0, 0, 0]);
-    // The answer to the PING a new connection sends (its first: payload 1).
-    frame::write_ping(&mut h[31..], true, 1u64.to_be_bytes()).unwrap();
-    h
-}
-
-/// The engine's OK answer on `stream`.
-fn ok_reply(stream: u32) -> Vec<u8> {
-    let mut reply = Vec::new();
-    let mut at = vec![push_frame(
-        &mut reply,
-        frame::HEADERS,
-        frame::FLAG_END_HEADERS,
-        &block(&[(b":status", b"200"), (b"content-type", b"application/grpc")]),
-    )];
-    let uuid = b"\x0a\x02id";
-    let mut msg = vec![0, 0, 0, 0, uuid.len() as u8];
-    msg.extend_from_slice(uuid);
-    at.push(push_frame(&mut reply, frame::DATA, 0, &msg));
-    at.push(push_frame(
-        &mut reply,
-        frame::HEADERS,
-        frame::FLAG_END_HEADERS | frame::FLAG_END_STREAM,
-        &block(&[(b"grpc-status", b"0")]),
-    ));
-    for a in at {
-        reply[a..a + 4].copy_from_slice(&stream.to_be_bytes());
-    }
-    reply
 }
 
 fn goaway() -> Vec<u8> {

@@ -18,7 +18,7 @@ use bundle_relay::relay::dispatch::Dispatcher;
 use bundle_relay::relay::intake::{self, Port, Verdict};
 use bundle_relay::relay::{RegionSpec, Spec, Stats};
 use counting_alloc::allocations;
-use h2_support::{block, push_frame};
+use h2_support::{block, engine_hello, push_frame};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use wire_support::{Shape, serialize, signed_tx};
@@ -50,12 +50,7 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
     d.connected(order.pair, now);
     let n = d.transmit(order.pair, now).len();
     d.transmitted(order.pair, n, now);
-    let mut hello = vec![0u8; 9 + 13 + 9 + 17];
-    frame::write_settings(&mut hello, &[]).unwrap();
-    frame::write_window_update(&mut hello[9..], 0, 1 << 30).unwrap();
-    hello[22..31].copy_from_slice(&[0, 0, 0, frame::SETTINGS, frame::FLAG_ACK, 0, 0, 0, 0]);
-    // The engine answers the PING a new connection sends before it joins rotation.
-    frame::write_ping(&mut hello[31..], true, 1u64.to_be_bytes()).unwrap();
+    let hello = engine_hello();
     d.received(order.pair, &hello, now);
     while let Some(p) = d.poll_dirty() {
         let n = d.transmit(p, now).len();

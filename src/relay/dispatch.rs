@@ -510,29 +510,9 @@ impl Dispatcher {
                 continue;
             };
             self.tip_region = r + 1;
-            let now_ns = self.now_ns(now);
-            let timeout_ms = self.upstream_timeout_ms;
-            let started = self.pairs[pair.0 as usize].conn.as_deref_mut().map(|conn| {
-                grpc::start_call(
-                    conn,
-                    &self.regions[r].call,
-                    now_ns,
-                    grpc::Method::GetTipAccounts,
-                    Some(timeout_ms),
-                    |_| Some(0),
-                )
-            });
-            if let Some(Ok(stream)) = started {
-                self.pairs[pair.0 as usize].in_flight = Some(InFlight {
-                    call: Call::Tips,
-                    stream,
-                    started: now,
-                    written: None,
-                    wire_end: None,
-                });
+            if self.start_tip_call(pair, r, Call::Tips, now) {
                 self.tips.in_flight = true;
                 self.tips.due = now.after(self.tip_refresh);
-                self.mark_dirty(pair.0);
             } else {
                 self.limiter_done(pair, now);
                 self.tips.due = now.after(self.tip_retry);
@@ -625,6 +605,19 @@ impl Dispatcher {
             }
             Acquire::NoPairUp => return,
         };
+        if self.start_tip_call(pair, r, Call::Probe, now) {
+            if let Some(sil) = self.regions[r].silence.as_mut() {
+                sil.probe_in_flight = true;
+            }
+        } else {
+            self.limiter_done(pair, now);
+            self.request_close(pair.0, now);
+        }
+    }
+
+    /// Starts a GetTipAccounts call (a cache refresh or a silent region's probe) on held
+    /// `pair` of region `r`; false when its connection cannot take a call.
+    fn start_tip_call(&mut self, pair: PairId, r: usize, call: Call, now: Instant) -> bool {
         let now_ns = self.now_ns(now);
         let timeout_ms = self.upstream_timeout_ms;
         let started = self.pairs[pair.0 as usize].conn.as_deref_mut().map(|conn| {
@@ -637,25 +630,18 @@ impl Dispatcher {
                 |_| Some(0),
             )
         });
-        match started {
-            Some(Ok(stream)) => {
-                self.pairs[pair.0 as usize].in_flight = Some(InFlight {
-                    call: Call::Probe,
-                    stream,
-                    started: now,
-                    written: None,
-                    wire_end: None,
-                });
-                if let Some(sil) = self.regions[r].silence.as_mut() {
-                    sil.probe_in_flight = true;
-                }
-                self.mark_dirty(pair.0);
-            }
-            _ => {
-                self.limiter_done(pair, now);
-                self.request_close(pair.0, now);
-            }
-        }
+        let Some(Ok(stream)) = started else {
+            return false;
+        };
+        self.pairs[pair.0 as usize].in_flight = Some(InFlight {
+            call,
+            stream,
+            started: now,
+            written: None,
+            wire_end: None,
+        });
+        self.mark_dirty(pair.0);
+        true
     }
 
     /// Calls outstanding past [`Dispatcher::silence_after`] with nothing received from their

@@ -23,3 +23,40 @@ pub fn block(fields: &[(&[u8], &[u8])]) -> Vec<u8> {
     out.truncate(pos);
     out
 }
+
+/// The engine's side of the HTTP/2 start: its SETTINGS, a generous window, the ACK of ours and
+/// of the PING a new connection sends.
+pub fn engine_hello() -> Vec<u8> {
+    let mut h = vec![0u8; 9 + 13 + 9 + 17];
+    frame::write_settings(&mut h, &[]).unwrap();
+    frame::write_window_update(&mut h[9..], 0, 1 << 30).unwrap();
+    h[22..31].copy_from_slice(&[0, 0, 0, frame::SETTINGS, frame::FLAG_ACK, 0, 0, 0, 0]);
+    // The answer to the PING a new connection sends (its first: payload 1).
+    frame::write_ping(&mut h[31..], true, 1u64.to_be_bytes()).unwrap();
+    h
+}
+
+/// The engine's OK answer on `stream`.
+pub fn ok_reply(stream: u32) -> Vec<u8> {
+    let mut reply = Vec::new();
+    let mut at = vec![push_frame(
+        &mut reply,
+        frame::HEADERS,
+        frame::FLAG_END_HEADERS,
+        &block(&[(b":status", b"200"), (b"content-type", b"application/grpc")]),
+    )];
+    let uuid = b"\x0a\x02id";
+    let mut msg = vec![0, 0, 0, 0, uuid.len() as u8];
+    msg.extend_from_slice(uuid);
+    at.push(push_frame(&mut reply, frame::DATA, 0, &msg));
+    at.push(push_frame(
+        &mut reply,
+        frame::HEADERS,
+        frame::FLAG_END_HEADERS | frame::FLAG_END_STREAM,
+        &block(&[(b"grpc-status", b"0")]),
+    ));
+    for a in at {
+        reply[a..a + 4].copy_from_slice(&stream.to_be_bytes());
+    }
+    reply
+}
