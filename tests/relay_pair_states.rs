@@ -6,6 +6,7 @@
 //! a request never written whole is sent again, not failed.
 
 mod h2_support;
+mod tls_support;
 mod wire_support;
 
 use std::collections::HashMap;
@@ -13,12 +14,14 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use bundle_relay::clock::{Instant, TickRate};
+use bundle_relay::egress::transport::{Stage, TlsTarget, TransportError};
 use bundle_relay::h2::frame;
 use bundle_relay::http1;
 use bundle_relay::limiter::PairId;
 use bundle_relay::relay::dispatch::{Dispatcher, Link};
 use bundle_relay::relay::intake::{self, Port, Verdict};
 use bundle_relay::relay::{RegionSpec, Spec, Stats};
+use bundle_relay::tls::{self, TlsError};
 use h2_support::{engine_hello as hello, ok_reply};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -323,4 +326,88 @@ fn a_timed_out_call_takes_its_pair_out_of_rotation_and_it_reconnects_later() {
     sim.reactor(true);
     assert_eq!(sim.d.link(PairId(0)), Link::Down);
     sim.check();
+}
+
+/// One pair to a TLS region, its TCP connect done and its ClientHello written; `engine` is
+/// what the engine does next.
+fn tls_setup_ending(engine: impl FnOnce(&mut Sim)) -> Option<TransportError> {
+    let ca = tls_support::pki(&["engine.test"]).ca_pem;
+    let mut sim = Sim::new(|s| {
+        s.sources.truncate(1);
+        s.connect_timeout_ms = 400;
+        s.regions[0].tls = Some(TlsTarget {
+            config: tls::client_config_from_pem(ca.as_bytes()).unwrap(),
+            sni: "engine.test".into(),
+        });
+    });
+    let order = sim.d.poll_connect(sim.now).unwrap();
+    sim.socks.insert(order.pair.0, Sock::Connected);
+    sim.d.connected(order.pair, sim.now);
+    sim.reactor(true);
+    assert_eq!(sim.d.link(order.pair), Link::Handshaking);
+    assert!(!sim.sent[&order.pair.0].is_empty(), "the ClientHello left");
+    engine(&mut sim);
+    sim.reactor(true);
+    assert_eq!(sim.d.link(order.pair), Link::Down);
+    sim.check();
+    sim.d.last_error(order.pair).cloned()
+}
+
+#[test]
+fn a_tls_engine_that_never_answers_is_reported_as_a_handshake_timeout() {
+    let error = tls_setup_ending(|sim| {
+        sim.now = Instant(sim.now.0 + 500 * MS);
+        sim.d.sweep(sim.now);
+    });
+    assert_eq!(
+        error,
+        Some(TransportError::HandshakeTimeout {
+            after_ms: 400,
+            stage: Stage::Tls
+        })
+    );
+}
+
+#[test]
+fn a_tls_engine_that_hangs_up_mid_handshake_is_reported_as_closing_it() {
+    let error = tls_setup_ending(|sim| sim.release(0));
+    assert_eq!(
+        error,
+        Some(TransportError::Tls(TlsError::PeerClosedDuringHandshake))
+    );
+}
+
+#[test]
+fn a_handshake_timeout_stays_the_reason_on_every_later_try() {
+    // The second try times out as the first did: the error names the timeout both times.
+    let ca = tls_support::pki(&["engine.test"]).ca_pem;
+    let mut sim = Sim::new(|s| {
+        s.sources.truncate(1);
+        s.connect_timeout_ms = 400;
+        s.reconnect_min_ms = 10;
+        s.reconnect_max_ms = 10;
+        s.regions[0].tls = Some(TlsTarget {
+            config: tls::client_config_from_pem(ca.as_bytes()).unwrap(),
+            sni: "engine.test".into(),
+        });
+    });
+    for attempt in 0..2 {
+        let order = sim.d.poll_connect(sim.now).expect("a connect is due");
+        sim.socks.insert(order.pair.0, Sock::Connected);
+        sim.d.connected(order.pair, sim.now);
+        sim.reactor(true);
+        sim.now = Instant(sim.now.0 + 500 * MS);
+        sim.d.sweep(sim.now);
+        sim.reactor(true);
+        assert_eq!(
+            sim.d.last_error(order.pair),
+            Some(&TransportError::HandshakeTimeout {
+                after_ms: 400,
+                stage: Stage::Tls
+            }),
+            "attempt {attempt}"
+        );
+        sim.now = Instant(sim.now.0 + 100 * MS);
+        sim.check();
+    }
 }

@@ -54,6 +54,11 @@ pub enum TransportError {
         after_ms: u64,
         stage: Stage,
     },
+    /// The engine (or something in front of it) closed the connection before it joined
+    /// rotation, with nothing the tunnel or TLS could name.
+    ClosedDuringSetup {
+        stage: Stage,
+    },
     /// The engine refuses this source (gRPC PERMISSION_DENIED or UNAUTHENTICATED, with the
     /// engine's message).
     Refused {
@@ -75,11 +80,12 @@ impl fmt::Display for TransportError {
             TransportError::HandshakeTimeout { after_ms, stage } => write!(
                 f,
                 "{} did not finish within {after_ms} ms",
-                match stage {
-                    Stage::Tunnel => "the SOCKS5 handshake",
-                    Stage::Tls => "the TLS handshake",
-                    Stage::Open => "the connection setup",
-                }
+                stage.describe()
+            ),
+            TransportError::ClosedDuringSetup { stage } => write!(
+                f,
+                "the engine closed the connection during {}",
+                stage.describe()
             ),
             TransportError::Refused { code, message } => write!(
                 f,
@@ -102,6 +108,17 @@ pub enum Stage {
     Tls,
     /// HTTP/2 may run.
     Open,
+}
+
+impl Stage {
+    /// The part of a connection's setup this stage is, for error texts.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Stage::Tunnel => "the SOCKS5 handshake",
+            Stage::Tls => "the TLS handshake",
+            Stage::Open => "the connection setup",
+        }
+    }
 }
 
 /// The SOCKS5 and TLS layers of one connection.

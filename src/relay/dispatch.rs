@@ -169,6 +169,9 @@ struct Pair {
     target: SocketAddr,
     /// Why the last connection attempt or connection failed, until one succeeds.
     last_error: Option<TransportError>,
+    /// `last_error` was recorded during the current attempt (not carried over from an
+    /// earlier one).
+    error_this_try: bool,
     in_flight: Option<InFlight>,
     /// Current reconnect back-off, ms (0: connect at once).
     backoff_ms: u64,
@@ -348,6 +351,7 @@ impl Dispatcher {
                 setup_started: now,
                 target: SocketAddr::from(([0, 0, 0, 0], 0)),
                 last_error: None,
+                error_this_try: false,
                 in_flight: None,
                 backoff_ms: 0,
                 up_since: now,
@@ -883,6 +887,7 @@ impl Dispatcher {
         st.rotated = false;
         st.answered_ping = false;
         st.timed_out = false;
+        st.error_this_try = false;
         Some(ConnectOrder {
             pair,
             local,
@@ -1030,7 +1035,9 @@ impl Dispatcher {
             ));
             self.regions[r].logged_error = Some((text, now));
         }
-        self.pairs[pair.0 as usize].last_error = Some(error);
+        let st = &mut self.pairs[pair.0 as usize];
+        st.last_error = Some(error);
+        st.error_this_try = true;
     }
 
     /// This thread's log queue (the reactor writes its own lines there too).
@@ -1127,6 +1134,8 @@ impl Dispatcher {
     /// The pair's connection ended after its TCP connect (see [`Dispatcher::socket_released`]).
     pub fn transport_closed(&mut self, pair: PairId, now: Instant) {
         let p = pair.0 as usize;
+        // We asked for this close (a deadline, a protocol error) rather than the engine.
+        let we_closed = self.pairs[p].link == Link::Closing;
         let r = self.limiter.region_of(pair).0 as usize;
         // Engines behind load balancers move: look the name up again before reconnecting.
         self.regions[r].addrs.mark_stale();
@@ -1146,14 +1155,14 @@ impl Dispatcher {
                 .transport
                 .as_deref_mut()
                 .and_then(Transport::handle_transport_closed);
-            if self.pairs[p].last_error.is_none() || closed.is_some() {
-                let error = closed.unwrap_or(TransportError::HandshakeTimeout {
-                    after_ms: self.setup_timeout_ms,
-                    stage: self.pairs[p]
-                        .transport
-                        .as_deref()
-                        .map_or(Stage::Open, Transport::stage),
-                });
+            // When we closed it, the reason was recorded then, and the tunnel or TLS seeing
+            // its socket go mid-handshake is our doing: keep the reason we gave.
+            if !(we_closed && self.pairs[p].error_this_try) {
+                let stage = self.pairs[p]
+                    .transport
+                    .as_deref()
+                    .map_or(Stage::Open, Transport::stage);
+                let error = closed.unwrap_or(TransportError::ClosedDuringSetup { stage });
                 self.note_error(pair, error, now);
             }
             self.stats.connect_failures.bump();
