@@ -11,7 +11,8 @@ use bundle_relay::clock::Clock;
 use bundle_relay::config::{Config, Overrides, Resolve, Shared};
 use bundle_relay::metrics::hlog::{HlogConfig, HlogWriter};
 use bundle_relay::probe;
-use bundle_relay::relay::{Relay, Spec};
+use bundle_relay::relay::Spec;
+use bundle_relay::runtime::Relay;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]

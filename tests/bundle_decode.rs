@@ -7,7 +7,8 @@ mod wire_support;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use bundle_relay::bundle::BundleBuf;
-use bundle_relay::jsonrpc::{CODE_INVALID_PARAMS, Call, parse_request};
+use bundle_relay::jito::code;
+use bundle_relay::jsonrpc::{Call, parse_request};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use sha2::{Digest, Sha256};
@@ -109,7 +110,7 @@ fn bad_transaction_is_invalid_params_naming_its_index_and_cause() {
     trailing.extend_from_slice(&[0, 0, 0]);
     strings[2] = STANDARD.encode(&trailing);
     let (code, message) = decode(&body(&strings, r#",{"encoding":"base64"}"#)).unwrap_err();
-    assert_eq!(code, CODE_INVALID_PARAMS);
+    assert_eq!(code, code::INVALID_PARAMS);
     assert!(
         message.starts_with("transaction 2: ") && message.contains("trailing"),
         "{message}"
@@ -122,7 +123,7 @@ fn wrong_encoding_is_invalid_params_naming_the_character() {
     // base64 text declared as base58: '+', '/', '=' or a 0/O/I/l are outside base58.
     let s = STANDARD.encode(&txs[0]) + "+";
     let (code, message) = decode(&body(&[s], r#",{"encoding":"base58"}"#)).unwrap_err();
-    assert_eq!(code, CODE_INVALID_PARAMS);
+    assert_eq!(code, code::INVALID_PARAMS);
     assert!(message.starts_with("transaction 0: "), "{message}");
 }
 
@@ -131,6 +132,6 @@ fn non_ascii_escape_is_refused_not_truncated() {
     let (code, message) =
         decode(br#"{"jsonrpc":"2.0","id":1,"method":"sendBundle","params":[["\u00e9AAAA"]]}"#)
             .unwrap_err();
-    assert_eq!(code, CODE_INVALID_PARAMS);
+    assert_eq!(code, code::INVALID_PARAMS);
     assert!(message.starts_with("transaction 0: "), "{message}");
 }

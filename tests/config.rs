@@ -7,9 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use bundle_relay::config::{
-    Config, ConnectMode, FD_SLACK, MAINNET_REGIONS, Overrides, Resolve, Shared, Source,
-};
+use bundle_relay::config::{Config, ConnectMode, FD_SLACK, Overrides, Resolve, Shared, Source};
+use bundle_relay::jito::MAINNET_REGIONS;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

@@ -1,9 +1,9 @@
 //! The request decision table: what each body is answered with.
 
+use bundle_relay::jito::code;
 use bundle_relay::jsonrpc::{
-    CODE_INTERNAL, CODE_INVALID_PARAMS, CODE_INVALID_REQUEST, CODE_METHOD_NOT_FOUND,
-    CODE_PARSE_ERROR, CODE_RATE_LIMITED, Call, ERROR_CAUSE_LEN_MAX, ErrorKind, Expected,
-    ID_LEN_MAX, MAX_DEPTH, Method, QUOTED_CHARS_MAX, Request, RpcError, parse_request,
+    Call, ERROR_CAUSE_LEN_MAX, ErrorKind, Expected, ID_LEN_MAX, MAX_DEPTH, Method,
+    QUOTED_CHARS_MAX, Request, RpcError, parse_request,
 };
 use bundle_relay::wire::{Encoding, MAX_BASE58_LEN, MAX_BASE64_LEN};
 
@@ -95,13 +95,13 @@ fn send_bundle_ignores_unknown_option_keys() {
 fn unknown_encoding_is_invalid_params_naming_it() {
     refused(
         &send_bundle(r#"[["AbC"],{"encoding":"base65"}]"#),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         r#"unsupported encoding "base65": use base58 or base64"#,
     );
     // Encodings Solana knows for other calls are still not transaction encodings here.
     refused(
         &send_bundle(r#"[["AbC"],{"encoding":"json"}]"#),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         r#"unsupported encoding "json": use base58 or base64"#,
     );
 }
@@ -110,7 +110,7 @@ fn unknown_encoding_is_invalid_params_naming_it() {
 fn unknown_encoding_with_quotes_and_controls_is_quoted_safely() {
     refused(
         &send_bundle(r#"[["AbC"],{"encoding":"a\"b\u0001"}]"#),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         r#"unsupported encoding "a\"b\u0001": use base58 or base64"#,
     );
 }
@@ -119,7 +119,7 @@ fn unknown_encoding_with_quotes_and_controls_is_quoted_safely() {
 fn encoding_that_is_not_a_string_is_invalid_params() {
     refused(
         &send_bundle(r#"[["AbC"],{"encoding":64}]"#),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         r#""encoding" must be a string, not a number"#,
     );
 }
@@ -128,7 +128,7 @@ fn encoding_that_is_not_a_string_is_invalid_params() {
 fn options_that_are_not_an_object_are_invalid_params_naming_the_index() {
     refused(
         &send_bundle(r#"[["AbC"],"base64"]"#),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "params[1] must be an options object, not a string",
     );
 }
@@ -144,12 +144,12 @@ fn five_transactions_are_accepted_in_order() {
 fn six_transactions_are_invalid_params_naming_the_count() {
     refused(
         &send_bundle(r#"[["a","b","c","d","e","f"]]"#),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "expected 1 to 5 transactions, got 6",
     );
     refused(
         &send_bundle(r#"[["a","b","c","d","e","f",7]]"#),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "expected 1 to 5 transactions, got 7",
     );
 }
@@ -158,7 +158,7 @@ fn six_transactions_are_invalid_params_naming_the_count() {
 fn zero_transactions_are_invalid_params_naming_the_count() {
     refused(
         &send_bundle("[[]]"),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "expected 1 to 5 transactions, got 0",
     );
 }
@@ -167,12 +167,12 @@ fn zero_transactions_are_invalid_params_naming_the_count() {
 fn non_string_transaction_is_invalid_params_naming_its_index() {
     refused(
         &send_bundle(r#"[["a","b","c",{"tx":1}]]"#),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "transaction 3 is not a string",
     );
     refused(
         &send_bundle(r#"[[null]]"#),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "transaction 0 is not a string",
     );
 }
@@ -181,7 +181,7 @@ fn non_string_transaction_is_invalid_params_naming_its_index() {
 fn transaction_list_that_is_not_an_array_is_invalid_params() {
     refused(
         &send_bundle(r#"["AbC"]"#),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "params[0] must be an array of transactions, not a string",
     );
 }
@@ -191,7 +191,7 @@ fn overlong_base64_transaction_is_invalid_params_naming_index_and_length() {
     let params = format!(r#"[["a","b","{}"],{{"encoding":"base64"}}]"#, tx(1700));
     refused(
         &send_bundle(&params),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "transaction 2 is 1700 characters; base64 allows at most 1644",
     );
 }
@@ -204,7 +204,7 @@ fn transactions_at_their_encoding_cap_are_accepted_and_one_more_is_not() {
         let over = format!(r#"[["{}"],{{"encoding":"{encoding}"}}]"#, tx(cap + 1));
         refused(
             &send_bundle(&over),
-            CODE_INVALID_PARAMS,
+            code::INVALID_PARAMS,
             &format!(
                 "transaction 0 is {} characters; {encoding} allows at most {cap}",
                 cap + 1
@@ -249,7 +249,7 @@ fn escaped_transaction_length_is_counted_after_unescaping() {
     let s = format!("{}{}", "\\/".repeat(200), tx(MAX_BASE64_LEN - 199));
     refused(
         &send_bundle(&format!(r#"[["{s}"],{{"encoding":"base64"}}]"#)),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "transaction 0 is 1645 characters; base64 allows at most 1644",
     );
 }
@@ -275,7 +275,7 @@ fn unescape_into_a_short_buffer_reports_the_length_needed() {
 fn send_bundle_with_three_params_is_invalid_params() {
     refused(
         &send_bundle(r#"[["a"],{},{}]"#),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "sendBundle expects [[transaction, ...], options] (1 to 2 params), got 3",
     );
 }
@@ -284,12 +284,12 @@ fn send_bundle_with_three_params_is_invalid_params() {
 fn send_bundle_without_params_is_invalid_params() {
     refused(
         r#"{"jsonrpc":"2.0","id":1,"method":"sendBundle"}"#,
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "sendBundle expects [[transaction, ...], options] (1 to 2 params), got 0",
     );
     refused(
         &send_bundle("[]"),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "sendBundle expects [[transaction, ...], options] (1 to 2 params), got 0",
     );
 }
@@ -298,7 +298,7 @@ fn send_bundle_without_params_is_invalid_params() {
 fn params_that_are_not_an_array_are_invalid_params() {
     refused(
         &send_bundle(r#"{"transactions":["a"]}"#),
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "sendBundle params must be an array, not an object",
     );
 }
@@ -338,7 +338,7 @@ fn send_transaction_without_options_defaults_to_base58() {
 fn send_transaction_with_a_non_string_is_invalid_params() {
     refused(
         r#"{"jsonrpc":"2.0","id":1,"method":"sendTransaction","params":[["AbC"]]}"#,
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "transaction 0 is not a string",
     );
 }
@@ -351,7 +351,7 @@ fn send_transaction_overlong_is_invalid_params() {
     );
     refused(
         &body,
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "transaction 0 is 1688 characters; base58 allows at most 1683",
     );
 }
@@ -372,7 +372,7 @@ fn get_tip_accounts_with_empty_or_absent_params_is_accepted() {
 fn get_tip_accounts_with_params_is_invalid_params() {
     refused(
         r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","params":[1]}"#,
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "getTipAccounts expects [], got 1 params",
     );
 }
@@ -404,7 +404,7 @@ fn bundle_status_methods_take_one_to_five_ids() {
 fn bundle_status_methods_refuse_six_ids_naming_the_count() {
     refused(
         r#"{"jsonrpc":"2.0","id":1,"method":"getBundleStatuses","params":[["a","b","c","d","e","f"]]}"#,
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "expected 1 to 5 bundle ids, got 6",
     );
 }
@@ -413,17 +413,17 @@ fn bundle_status_methods_refuse_six_ids_naming_the_count() {
 fn bundle_status_methods_refuse_non_string_ids_naming_the_index() {
     refused(
         r#"{"jsonrpc":"2.0","id":1,"method":"getInflightBundleStatuses","params":[["a",2]]}"#,
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "bundle id 1 is not a string",
     );
     refused(
         r#"{"jsonrpc":"2.0","id":1,"method":"getBundleStatuses","params":["a"]}"#,
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "params[0] must be an array of bundle ids, not a string",
     );
     refused(
         r#"{"jsonrpc":"2.0","id":1,"method":"getBundleStatuses","params":[["a"],["b"]]}"#,
-        CODE_INVALID_PARAMS,
+        code::INVALID_PARAMS,
         "getBundleStatuses expects [[bundle id, ...]], got 2 params",
     );
 }
@@ -463,7 +463,7 @@ fn object_array_and_bool_ids_are_invalid_request() {
     ] {
         let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"getTipAccounts"}}"#);
         let e = err(&body);
-        assert_eq!(e.code, CODE_INVALID_REQUEST);
+        assert_eq!(e.code, code::INVALID_REQUEST);
         assert_eq!(
             e.to_string(),
             format!("\"id\" must be a number, string or null, not {found}")
@@ -478,7 +478,7 @@ fn overlong_id_is_invalid_request() {
     let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"getTipAccounts"}}"#);
     refused(
         &body,
-        CODE_INVALID_REQUEST,
+        code::INVALID_REQUEST,
         &format!(
             "\"id\" is {} bytes of JSON; at most 128 allowed",
             ID_LEN_MAX + 1
@@ -506,7 +506,7 @@ fn errors_after_a_valid_id_carry_that_id() {
 #[test]
 fn batch_request_is_refused_with_invalid_request() {
     let e = err(r#"[{"jsonrpc":"2.0","id":1,"method":"getTipAccounts"}]"#);
-    assert_eq!(e.code, CODE_INVALID_REQUEST);
+    assert_eq!(e.code, code::INVALID_REQUEST);
     assert_eq!(e.kind, ErrorKind::Batch);
     assert_eq!(
         e.to_string(),
@@ -517,24 +517,24 @@ fn batch_request_is_refused_with_invalid_request() {
 
 #[test]
 fn invalid_json_inside_a_batch_is_a_parse_error() {
-    assert_eq!(err(r#"[{"jsonrpc":"2.0",}]"#).code, CODE_PARSE_ERROR);
+    assert_eq!(err(r#"[{"jsonrpc":"2.0",}]"#).code, code::PARSE_ERROR);
 }
 
 #[test]
 fn non_object_request_is_invalid_request() {
     refused(
         r#""sendBundle""#,
-        CODE_INVALID_REQUEST,
+        code::INVALID_REQUEST,
         "request must be a JSON object, not a string",
     );
     refused(
         "42",
-        CODE_INVALID_REQUEST,
+        code::INVALID_REQUEST,
         "request must be a JSON object, not a number",
     );
     refused(
         "null",
-        CODE_INVALID_REQUEST,
+        code::INVALID_REQUEST,
         "request must be a JSON object, not null",
     );
 }
@@ -543,13 +543,13 @@ fn non_object_request_is_invalid_request() {
 fn duplicate_top_level_key_is_invalid_request_naming_it() {
     refused(
         r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","method":"sendBundle"}"#,
-        CODE_INVALID_REQUEST,
+        code::INVALID_REQUEST,
         r#"duplicate member "method" in request"#,
     );
     // The same name written with an escape is the same key.
     refused(
         r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","p":1,"\u0070":2}"#,
-        CODE_INVALID_REQUEST,
+        code::INVALID_REQUEST,
         r#"duplicate member "p" in request"#,
     );
 }
@@ -558,7 +558,7 @@ fn duplicate_top_level_key_is_invalid_request_naming_it() {
 fn missing_jsonrpc_is_invalid_request() {
     refused(
         r#"{"id":1,"method":"getTipAccounts"}"#,
-        CODE_INVALID_REQUEST,
+        code::INVALID_REQUEST,
         r#"missing member "jsonrpc""#,
     );
 }
@@ -567,7 +567,7 @@ fn missing_jsonrpc_is_invalid_request() {
 fn jsonrpc_other_than_the_string_2_0_is_invalid_request() {
     for v in [r#""1.0""#, "2.0", "null", r#""2.00""#] {
         let body = format!(r#"{{"jsonrpc":{v},"id":1,"method":"getTipAccounts"}}"#);
-        refused(&body, CODE_INVALID_REQUEST, r#""jsonrpc" must be "2.0""#);
+        refused(&body, code::INVALID_REQUEST, r#""jsonrpc" must be "2.0""#);
     }
 }
 
@@ -575,17 +575,17 @@ fn jsonrpc_other_than_the_string_2_0_is_invalid_request() {
 fn missing_method_is_invalid_request() {
     refused(
         r#"{"jsonrpc":"2.0","id":1}"#,
-        CODE_INVALID_REQUEST,
+        code::INVALID_REQUEST,
         r#"missing member "method""#,
     );
-    refused("{}", CODE_INVALID_REQUEST, r#"missing member "jsonrpc""#);
+    refused("{}", code::INVALID_REQUEST, r#"missing member "jsonrpc""#);
 }
 
 #[test]
 fn method_that_is_not_a_string_is_invalid_request() {
     refused(
         r#"{"jsonrpc":"2.0","id":1,"method":["sendBundle"]}"#,
-        CODE_INVALID_REQUEST,
+        code::INVALID_REQUEST,
         r#""method" must be a string, not an array"#,
     );
 }
@@ -594,13 +594,13 @@ fn method_that_is_not_a_string_is_invalid_request() {
 fn unknown_method_is_method_not_found_naming_it() {
     refused(
         r#"{"jsonrpc":"2.0","id":1,"method":"getBalance","params":[]}"#,
-        CODE_METHOD_NOT_FOUND,
+        code::METHOD_NOT_FOUND,
         r#"method not found: "getBalance""#,
     );
     // Quotes, backslashes and control characters come back escaped, never raw.
     refused(
         r#"{"jsonrpc":"2.0","id":1,"method":"a\"b\\c\n\u0000"}"#,
-        CODE_METHOD_NOT_FOUND,
+        code::METHOD_NOT_FOUND,
         r#"method not found: "a\"b\\c\n\u0000""#,
     );
 }
@@ -611,7 +611,7 @@ fn long_unknown_method_name_is_cut_when_quoted() {
     let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{name}"}}"#);
     refused(
         &body,
-        CODE_METHOD_NOT_FOUND,
+        code::METHOD_NOT_FOUND,
         &format!("method not found: \"{}\"…", "m".repeat(QUOTED_CHARS_MAX)),
     );
 }
@@ -620,7 +620,7 @@ fn long_unknown_method_name_is_cut_when_quoted() {
 fn method_names_are_case_sensitive() {
     assert_eq!(
         err(r#"{"jsonrpc":"2.0","id":1,"method":"sendbundle"}"#).code,
-        CODE_METHOD_NOT_FOUND
+        code::METHOD_NOT_FOUND
     );
 }
 
@@ -680,13 +680,13 @@ fn invalid_json_is_a_parse_error_with_offset_and_expectation() {
     ];
     for &(body, offset, expected) in table {
         let e = err(body);
-        assert_eq!(e.code, CODE_PARSE_ERROR, "{body:?}");
+        assert_eq!(e.code, code::PARSE_ERROR, "{body:?}");
         assert_eq!(e.kind, ErrorKind::Parse { offset, expected }, "{body:?}");
         assert_eq!(e.id.raw(), b"null");
     }
     refused(
         r#"{"a":1 "b":2}"#,
-        CODE_PARSE_ERROR,
+        code::PARSE_ERROR,
         "parse error at byte 7: expected ',' or '}'",
     );
 }
@@ -694,7 +694,7 @@ fn invalid_json_is_a_parse_error_with_offset_and_expectation() {
 #[test]
 fn parse_error_beats_invalid_request_earlier_in_the_document() {
     let e = err(r#"{"jsonrpc":"1.0","id":{},"method":"x","method":"y", oops}"#);
-    assert_eq!(e.code, CODE_PARSE_ERROR);
+    assert_eq!(e.code, code::PARSE_ERROR);
 }
 
 #[test]
@@ -761,7 +761,7 @@ fn nesting_up_to_max_depth_is_accepted_and_deeper_is_a_parse_error() {
     );
     // Far deeper input neither recurses nor overflows the stack.
     let deep = "[".repeat(1_000_000);
-    assert_eq!(err(&deep).code, CODE_PARSE_ERROR);
+    assert_eq!(err(&deep).code, code::PARSE_ERROR);
 }
 
 // ---- errors from other layers ----
@@ -769,7 +769,7 @@ fn nesting_up_to_max_depth_is_accepted_and_deeper_is_a_parse_error() {
 #[test]
 fn invalid_transaction_renders_index_and_cause_as_invalid_params() {
     let e = RpcError::invalid_transaction(2, &"signature count 3 exceeds the 2 required signers");
-    assert_eq!(e.code, CODE_INVALID_PARAMS);
+    assert_eq!(e.code, code::INVALID_PARAMS);
     assert_eq!(
         e.to_string(),
         "transaction 2: signature count 3 exceeds the 2 required signers"
@@ -792,7 +792,7 @@ fn long_invalid_transaction_cause_is_cut_at_a_character_boundary() {
 #[test]
 fn rate_limited_uses_jitos_code_and_retry_after_wording() {
     let e = RpcError::rate_limited(1606);
-    assert_eq!(e.code, CODE_RATE_LIMITED);
+    assert_eq!(e.code, code::RATE_LIMITED);
     assert_eq!(e.code, -32097);
     assert!(e.to_string().ends_with("Retry after 1606ms"), "{e}");
 }
@@ -802,19 +802,19 @@ fn internal_error_is_32603_with_its_message() {
     let e = RpcError::internal("arena exhausted");
     assert_eq!(
         (e.code, e.to_string().as_str()),
-        (CODE_INTERNAL, "arena exhausted")
+        (code::INTERNAL, "arena exhausted")
     );
-    assert_eq!(CODE_INTERNAL, -32603);
+    assert_eq!(code::INTERNAL, -32603);
 }
 
 #[test]
 fn standard_codes_have_their_json_rpc_values() {
     assert_eq!(
         [
-            CODE_PARSE_ERROR,
-            CODE_INVALID_REQUEST,
-            CODE_METHOD_NOT_FOUND,
-            CODE_INVALID_PARAMS
+            code::PARSE_ERROR,
+            code::INVALID_REQUEST,
+            code::METHOD_NOT_FOUND,
+            code::INVALID_PARAMS
         ],
         [-32700, -32600, -32601, -32602]
     );

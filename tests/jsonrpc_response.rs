@@ -1,8 +1,9 @@
 //! Responses: what the writers produce reads back through serde_json with every field intact.
 
+use bundle_relay::jito::code;
 use bundle_relay::jsonrpc::{
-    CODE_INVALID_PARAMS, ERROR_CAUSE_LEN_MAX, ERROR_RESPONSE_LEN_MAX, ID_LEN_MAX, Id, Overflow,
-    RpcError, Writer, parse_request, write_error, write_result_raw, write_result_str,
+    ERROR_CAUSE_LEN_MAX, ERROR_RESPONSE_LEN_MAX, ID_LEN_MAX, Id, Overflow, RpcError, Writer,
+    parse_request, write_error, write_result_raw, write_result_str,
 };
 use serde_json::{Value, json};
 
@@ -129,7 +130,7 @@ fn error_messages_escape_quotes_backslashes_and_controls_and_pass_utf8_through()
     let err = RpcError::invalid_transaction(1, &cause);
     let (out, v) = error_response(Id::NULL, &err);
     assert_eq!(v["error"]["message"], format!("transaction 1: {cause}"));
-    assert_eq!(v["error"]["code"], CODE_INVALID_PARAMS);
+    assert_eq!(v["error"]["code"], code::INVALID_PARAMS);
     let text = std::str::from_utf8(&out).unwrap();
     assert!(
         text.contains(r#"bad \"sig\" \\ tab\there\u001f nul\u0000 — ü😀"#),

@@ -282,7 +282,7 @@ fn with_metrics_off_every_recording_call_leaves_the_registry_empty() {
 fn with_metrics_off_the_exposition_says_so_and_serves_the_relay_accounting_unlabelled() {
     let m = recorded_with_metrics_off();
     m.set_config_generation(2);
-    m.set_totals_source(Box::new(|| bundle_relay::relay::Totals {
+    m.set_totals_source(Box::new(|| bundle_relay::metrics::accounting::Totals {
         requests: 12,
         admitted: 10,
         delivered: 7,

@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use bundle_relay::relay::Relay;
+use bundle_relay::runtime::Relay;
 use intake_support::{
     bundle, connect, exchange, nowhere, post, read_response, send_bundle_body, start,
 };

@@ -11,7 +11,7 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bundle_relay::relay::Relay;
+use bundle_relay::runtime::Relay;
 use intake_support::{bundle, connect, nowhere, post, read_response, send_bundle_body};
 
 fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {

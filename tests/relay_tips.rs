@@ -117,14 +117,14 @@ fn check_fuzz_body(data: &[u8]) {
 #[test]
 fn the_fuzz_body_accepts_jitos_list() {
     let accounts: Vec<String> =
-        serde_json::from_slice(bundle_relay::relay::intake::TIP_ACCOUNTS_JSON).unwrap();
+        serde_json::from_slice(bundle_relay::jito::TIP_ACCOUNTS_JSON).unwrap();
     let msg = GetTipAccountsResponse {
         accounts: accounts.clone(),
     }
     .encode_to_vec();
     assert_eq!(
         tips::fuzz_answer(&msg),
-        Some(bundle_relay::relay::intake::TIP_ACCOUNTS_JSON.to_vec())
+        Some(bundle_relay::jito::TIP_ACCOUNTS_JSON.to_vec())
     );
     assert_eq!(decoded(&msg), Some(accounts));
 }

@@ -15,7 +15,7 @@ use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use bundle_relay::relay::Relay;
+use bundle_relay::runtime::Relay;
 
 /// A config for one thread, one unreachable region and no admin listener, on free ports.
 fn config(name: &str) -> std::path::PathBuf {

@@ -41,7 +41,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bundle_relay::egress::transport::TlsTarget;
-use bundle_relay::relay::{RegionSpec, Relay, Spec, Totals};
+use bundle_relay::metrics::accounting::Totals;
+use bundle_relay::relay::{RegionSpec, Spec};
+use bundle_relay::runtime::Relay;
 use serde::{Deserialize, Serialize};
 
 use crate::baseline::config::{self as bconfig, BaselineConfig};

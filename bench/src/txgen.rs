@@ -29,19 +29,8 @@ use sha2::{Digest, Sha256};
 
 use crate::tag::Tag;
 
-/// Jito's tip accounts (jito-facts.md, `getTipAccounts`).
-pub const TIP_ACCOUNTS: [&str; 8] = [
-    "96gYZGLnJYVFmbjzopPSU6QiEV5fGqZNyN9nmNhvrZU5",
-    "HFqU5x63VTqvQss8hp11i4wVV8bD44PvwucfZ2bU7gRe",
-    "Cw8CFyM9FkoMi7K7Crf6HNQqf4uEMzpKw6QNghXLvLkY",
-    "ADaUMid9yfUytqMBgopwjb2DTLSokTSzL1zt6iGPaS49",
-    "DfXygSm4jCyNCybVYYK6DwvWqjKee8pbDmJGcLWNDXjh",
-    "ADuUkR4vqLUMWXxW9gh6D6L8pMSawimctcNZ5pGwDcEt",
-    "DttWaMuVvTiduZRnguLF7jNxTgiMBZ1hyAumKUiL2KRL",
-    "3AVi9Tg9Uo68tJfuvoKvqKNWKkC5wPdSSdeBnizKZ6jT",
-];
-/// The engine drops bundles tipping less than this.
-pub const TIP_LAMPORTS_MIN: u64 = 1000;
+pub use bundle_relay::jito::{TIP_ACCOUNTS, TIP_LAMPORTS_MIN};
+
 /// `ComputeBudget111111111111111111111111111111`.
 pub const COMPUTE_BUDGET_PROGRAM: &str = "ComputeBudget111111111111111111111111111111";
 /// The system program's id is 32 zero bytes (`11111111111111111111111111111111`).

@@ -53,7 +53,7 @@ fn decode_tx_rejects_bad_input_naming_the_index() {
     ];
     for (s, encoding, want) in table {
         let e = rpc::decode_tx(3, s, encoding).unwrap_err();
-        assert_eq!(e.code, rpc::INVALID_PARAMS);
+        assert_eq!(e.code, rpc::code::INVALID_PARAMS);
         assert!(e.message.starts_with(want), "{s:?}: {}", e.message);
     }
     let long = "A".repeat(1645);
@@ -76,14 +76,14 @@ fn decode_tx_rejects_bad_input_naming_the_index() {
 
 #[test]
 fn envelope_errors_use_the_standard_codes() {
-    let table: [(&str, i64); 4] = [
-        ("not json", rpc::PARSE_ERROR),
+    let table: [(&str, i32); 4] = [
+        ("not json", rpc::code::PARSE_ERROR),
         (
             r#"{"jsonrpc":"1.0","id":1,"method":"sendBundle"}"#,
-            rpc::INVALID_REQUEST,
+            rpc::code::INVALID_REQUEST,
         ),
-        (r#"{"jsonrpc":"2.0","id":1}"#, rpc::INVALID_REQUEST),
-        (r#"[1,2]"#, rpc::PARSE_ERROR),
+        (r#"{"jsonrpc":"2.0","id":1}"#, rpc::code::INVALID_REQUEST),
+        (r#"[1,2]"#, rpc::code::PARSE_ERROR),
     ];
     for (body, code) in table {
         let Err((_, e)) = rpc::parse_request(body.as_bytes()) else {

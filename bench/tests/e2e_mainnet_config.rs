@@ -16,7 +16,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use bundle_relay::config::{Config, Overrides, Resolve, Source};
-use bundle_relay::relay::{Relay, Spec};
+use bundle_relay::relay::Spec;
+use bundle_relay::runtime::Relay;
 use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
 use relay_support::{bundles, pinned, run_load, wait_for};
 

@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use bundle_relay::relay::Relay;
+use bundle_relay::runtime::Relay;
 use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
 use bundle_relay_bench::load::{self, Outcome};
 use relay_support::{bundles, run_load, spec, wait_for};

@@ -7,7 +7,7 @@ mod relay_support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use bundle_relay::relay::Relay;
+use bundle_relay::runtime::Relay;
 use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
 use relay_support::{bundles, pinned, run_load, spec, wait_for};
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bundle_relay::admin::{Admin, AdminHandle};
 use bundle_relay::metrics::Metrics;
-use bundle_relay::relay::Relay;
+use bundle_relay::runtime::Relay;
 use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
 use relay_support::{bundles, run_load, spec, wait_for};
 

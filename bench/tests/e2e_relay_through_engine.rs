@@ -10,7 +10,7 @@ mod relay_support;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use bundle_relay::relay::Relay;
+use bundle_relay::runtime::Relay;
 use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
 use bundle_relay_bench::load::{self, LoadConfig, Outcome};
 use bundle_relay_bench::txgen::{self, TxGenConfig};

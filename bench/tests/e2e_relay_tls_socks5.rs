@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use bundle_relay::config::Source;
 use bundle_relay::egress::transport::TlsTarget;
-use bundle_relay::relay::{RegionSpec, Relay, Spec, Totals};
+use bundle_relay::metrics::accounting::Totals;
+use bundle_relay::relay::{RegionSpec, Spec};
+use bundle_relay::runtime::Relay;
 use bundle_relay::tls;
 use bundle_relay_bench::engine::{Engine, EngineConfig};
 use bundle_relay_bench::socks5::{ProxyConfig, ProxyHandle, Socks5Proxy};

@@ -88,27 +88,13 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 pub use egress::SOURCES_MAX;
+
+use crate::jito::{ENGINE_PORT, MAINNET_DOMAIN, MAINNET_REGIONS};
 pub use error::ConfigError;
 pub use host::host_addresses;
 pub use schema::stranded_sources;
 pub use snapshot::{Shared, Snapshot};
 
-/// Jito's mainnet regions (jito-facts.md section 2), in the order the embedded default numbers
-/// them: region i gets pinned intake port `PINNED_PORT_FIRST + i`.
-pub const MAINNET_REGIONS: [&str; 8] = [
-    "amsterdam",
-    "dublin",
-    "frankfurt",
-    "london",
-    "ny",
-    "slc",
-    "singapore",
-    "tokyo",
-];
-/// Domain under which each mainnet region's block engine lives.
-pub const MAINNET_DOMAIN: &str = "mainnet.block-engine.jito.wtf";
-/// Port of Jito's block engines (TLS, ALPN h2).
-pub const ENGINE_PORT: u16 = 443;
 /// The embedded default's rotating intake port on 127.0.0.1.
 pub const ROTATING_PORT: u16 = 8080;
 /// The embedded default's first pinned intake port (8081..8088 for the 8 regions).
@@ -474,7 +460,7 @@ impl Config {
                     tls: true,
                     sni: None,
                     ca_file: None,
-                    interval_ms: schema::INTERVAL_MS_DEFAULT,
+                    interval_ms: crate::jito::INTERVAL_MS_DEFAULT,
                     burst: schema::BURST_DEFAULT,
                     pinned: Some(SocketAddr::new(
                         IpAddr::V4(Ipv4Addr::LOCALHOST),

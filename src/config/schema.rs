@@ -55,7 +55,6 @@ pub const CONNECTIONS_MAX_LIMIT: u32 = 65_536;
 /// so a single misbehaving host cannot lock every other client out.
 pub const CONNECTIONS_PER_SOURCE_SHARE_DEFAULT: u32 = 4;
 
-pub const INTERVAL_MS_DEFAULT: u64 = crate::limiter::DEFAULT_INTERVAL_MS;
 /// Jito's rule is one send per second; a pair that may send less than once an hour is a typo.
 /// The bound also keeps every interval far inside the limiter's tick arithmetic.
 pub const INTERVAL_MS_MAX: u64 = 3_600_000;
@@ -271,7 +270,7 @@ pub fn from_toml_with(
     for (host, port, addr) in &overrides.resolve {
         let mut hit = false;
         for fr in file.region.iter_mut() {
-            if fr.host == *host && fr.port.unwrap_or(super::ENGINE_PORT) == *port {
+            if fr.host == *host && fr.port.unwrap_or(crate::jito::ENGINE_PORT) == *port {
                 fr.connect = Some(OneOrMany::One(addr.to_string()));
                 hit = true;
             }
@@ -616,11 +615,11 @@ fn build_region(
             format!("{:?} is not a host name or address", fr.host),
         ));
     }
-    let port = fr.port.unwrap_or(super::ENGINE_PORT);
+    let port = fr.port.unwrap_or(crate::jito::ENGINE_PORT);
     if port == 0 {
         return Err(cx.err(key("port"), "must be at least 1, got 0"));
     }
-    let tls = fr.tls.unwrap_or(port == super::ENGINE_PORT);
+    let tls = fr.tls.unwrap_or(port == crate::jito::ENGINE_PORT);
     if !tls {
         if fr.sni.is_some() {
             return Err(cx.err(key("sni"), "is set but tls is false"));
@@ -656,7 +655,7 @@ fn build_region(
     };
     let interval_ms = cx.range(
         &key("interval_ms"),
-        fr.interval_ms.unwrap_or(INTERVAL_MS_DEFAULT),
+        fr.interval_ms.unwrap_or(crate::jito::INTERVAL_MS_DEFAULT),
         1,
         INTERVAL_MS_MAX,
     )?;

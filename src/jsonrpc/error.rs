@@ -4,21 +4,8 @@ use core::fmt;
 
 use super::json_str::JsonStr;
 use super::{Id, MAX_DEPTH, Method};
+use crate::jito::code;
 use crate::wire::{Encoding, MAX_BUNDLE_TXS};
-
-/// Invalid JSON (JSON-RPC 2.0).
-pub const CODE_PARSE_ERROR: i32 = -32700;
-/// Valid JSON that is not a valid request object (JSON-RPC 2.0).
-pub const CODE_INVALID_REQUEST: i32 = -32600;
-/// The method does not exist (JSON-RPC 2.0).
-pub const CODE_METHOD_NOT_FOUND: i32 = -32601;
-/// The params do not fit the method (JSON-RPC 2.0); Jito also uses it for rejected bundles.
-pub const CODE_INVALID_PARAMS: i32 = -32602;
-/// Internal error (JSON-RPC 2.0), as Jito answers it.
-pub const CODE_INTERNAL: i32 = -32603;
-/// Jito's code for rate limited or congested (answered with HTTP 429). The relay uses it when
-/// it is full, so bots back off exactly as they do for the engine.
-pub const CODE_RATE_LIMITED: i32 = -32097;
 
 /// Longest wire-layer cause kept inside an [`RpcError`], in bytes of UTF-8. The wire layer's
 /// messages are one short sentence with a number or two; 80 bytes keeps the whole error within
@@ -308,7 +295,7 @@ impl ErrorKind<'_> {
     /// The JSON-RPC code this kind is answered with.
     pub const fn code(&self) -> i32 {
         match self {
-            ErrorKind::Parse { .. } => CODE_PARSE_ERROR,
+            ErrorKind::Parse { .. } => code::PARSE_ERROR,
             ErrorKind::Batch
             | ErrorKind::NotAnObject(_)
             | ErrorKind::DuplicateMember(_)
@@ -317,8 +304,8 @@ impl ErrorKind<'_> {
             | ErrorKind::WrongVersion
             | ErrorKind::MethodNotString(_)
             | ErrorKind::IdType(_)
-            | ErrorKind::IdTooLong { .. } => CODE_INVALID_REQUEST,
-            ErrorKind::MethodNotFound(_) => CODE_METHOD_NOT_FOUND,
+            | ErrorKind::IdTooLong { .. } => code::INVALID_REQUEST,
+            ErrorKind::MethodNotFound(_) => code::METHOD_NOT_FOUND,
             ErrorKind::ParamsNotArray { .. }
             | ErrorKind::ParamCount { .. }
             | ErrorKind::ListNotArray { .. }
@@ -328,9 +315,9 @@ impl ErrorKind<'_> {
             | ErrorKind::OptionsNotObject { .. }
             | ErrorKind::EncodingNotString(_)
             | ErrorKind::UnsupportedEncoding(_)
-            | ErrorKind::InvalidTransaction { .. } => CODE_INVALID_PARAMS,
-            ErrorKind::RateLimited { .. } => CODE_RATE_LIMITED,
-            ErrorKind::Internal(_) => CODE_INTERNAL,
+            | ErrorKind::InvalidTransaction { .. } => code::INVALID_PARAMS,
+            ErrorKind::RateLimited { .. } => code::RATE_LIMITED,
+            ErrorKind::Internal(_) => code::INTERNAL,
         }
     }
 }

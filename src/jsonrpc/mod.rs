@@ -44,9 +44,8 @@ mod scan;
 mod write;
 
 pub use error::{
-    CODE_INTERNAL, CODE_INVALID_PARAMS, CODE_INVALID_REQUEST, CODE_METHOD_NOT_FOUND,
-    CODE_PARSE_ERROR, CODE_RATE_LIMITED, ERROR_CAUSE_LEN_MAX, ErrorKind, Expected, InlineText,
-    JsonType, ListOf, QUOTED_CHARS_MAX, RpcError,
+    ERROR_CAUSE_LEN_MAX, ErrorKind, Expected, InlineText, JsonType, ListOf, QUOTED_CHARS_MAX,
+    RpcError,
 };
 pub use json_str::{BufferTooSmall, Bytes, JsonStr};
 pub use write::{

@@ -146,8 +146,6 @@
 
 use crate::clock::{Instant, TickRate, Ticks};
 
-/// Jito's default limit is one request per second per source IP per region.
-pub const DEFAULT_INTERVAL_MS: u64 = 1000;
 /// Widest wheel slot by default: the most a pair may be handed out late, against a 1 s interval
 /// (0.005 %) and a loop iteration of a few microseconds.
 pub const DEFAULT_SLOT_US_MAX: u64 = 50;
@@ -256,7 +254,10 @@ impl LimiterConfig {
     pub fn uniform(tick_rate: TickRate, addresses: u32, region_count: usize) -> LimiterConfig {
         LimiterConfig {
             addresses,
-            regions: vec![RegionRate::from_ms(tick_rate, DEFAULT_INTERVAL_MS, 1); region_count],
+            regions: vec![
+                RegionRate::from_ms(tick_rate, crate::jito::INTERVAL_MS_DEFAULT, 1);
+                region_count
+            ],
             slot_us_max: DEFAULT_SLOT_US_MAX,
             tick_rate,
         }

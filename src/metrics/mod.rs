@@ -59,6 +59,7 @@
 //! series but not a snapshot across series: the accounting identity
 //! ([`Metrics::check_accounting`]) holds exactly only when the reactors are quiet.
 
+pub mod accounting;
 pub mod atomic_hist;
 pub mod hist;
 pub mod hlog;
@@ -483,7 +484,7 @@ pub struct Snapshot {
 
 /// Reads the relay's own accounting (`relay::Stats` summed over threads), which runs whether
 /// metrics are on or off; a registry with metrics off renders it in their place.
-pub type TotalsFn = Box<dyn Fn() -> crate::relay::Totals + Send + Sync>;
+pub type TotalsFn = Box<dyn Fn() -> accounting::Totals + Send + Sync>;
 
 /// The registry: every thread's metrics, rendered merged.
 pub struct Metrics {
@@ -527,7 +528,7 @@ impl Metrics {
     }
 
     /// The relay's accounting counters, when a source is set.
-    pub fn totals(&self) -> Option<crate::relay::Totals> {
+    pub fn totals(&self) -> Option<accounting::Totals> {
         self.totals.get().map(|f| f())
     }
 

@@ -349,7 +349,7 @@ pub(super) fn render(m: &Metrics, out: &mut String) {
 
 /// What the intake and the reactors did to protect themselves (counted by the relay's own
 /// counters, so they are served whether metrics are on or off).
-fn render_defences(t: &crate::relay::Totals, out: &mut String) {
+fn render_defences(t: &super::accounting::Totals, out: &mut String) {
     let name = "bundle_relay_intake_connections_closed_total";
     family(
         out,

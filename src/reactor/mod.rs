@@ -31,10 +31,11 @@ use crate::egress::socket;
 use crate::http1::conn::{Close, Conn, ConnConfig};
 use crate::limiter::PairId;
 use crate::log::LogQueue;
+use crate::metrics::accounting::Stats;
 use crate::metrics::{ReqOutcome, ThreadMetrics};
+use crate::relay::Spec;
 use crate::relay::dispatch::Dispatcher;
 use crate::relay::intake::{self, Port, Verdict};
-use crate::relay::{Spec, StartError, Stats};
 
 use bufring::BufRing;
 pub use clients::Clients;
@@ -212,7 +213,7 @@ pub struct ThreadArgs {
     pub drain_ms: Arc<AtomicU64>,
     /// Answered once the thread runs (with its log queue, for the logging thread) or could
     /// not start.
-    pub ready: Sender<Result<Arc<LogQueue>, StartError>>,
+    pub ready: Sender<std::io::Result<Arc<LogQueue>>>,
     /// Why the thread ended, when it ended on its own (an unrecoverable ring error, a panic).
     pub failure: Arc<Mutex<Option<String>>>,
 }
@@ -302,10 +303,9 @@ impl Worker {
         stats: Arc<Stats>,
         metrics: Arc<ThreadMetrics>,
         pairs_text: Arc<Mutex<String>>,
-    ) -> Result<Worker, StartError> {
-        let ring = build_ring().map_err(StartError::Ring)?;
-        let bufs = BufRing::new(&ring, BUFFER_GROUP, RECV_BUFFERS, RECV_BUFFER_BYTES)
-            .map_err(StartError::Ring)?;
+    ) -> std::io::Result<Worker> {
+        let ring = build_ring()?;
+        let bufs = BufRing::new(&ring, BUFFER_GROUP, RECV_BUFFERS, RECV_BUFFER_BYTES)?;
         let clock = Clock::calibrate();
         let now = clock.now();
         let rate = clock.rate();

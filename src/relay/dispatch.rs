@@ -30,10 +30,11 @@ use crate::h2::conn::{Connection, Event, StreamEnd, StreamId};
 use crate::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, RegionId, RegionRate};
 use crate::log::LogQueue;
 
+use super::ThreadSpec;
 use super::tips::{TIP_REFRESH_MS, TIP_RETRY_MS, TipCache};
-use super::{Stats, ThreadSpec};
 use crate::grpc::Code;
 use crate::metrics::ThreadMetrics;
+use crate::metrics::accounting::Stats;
 
 /// Sends of one bundle that engines refused unprocessed (REFUSED_STREAM, UNAVAILABLE, lost
 /// unsent) before it ends rejected: it bounds a bundle that every pair keeps refusing. A pair's

@@ -20,10 +20,6 @@ pub const CAP_RETRY_AFTER_S: &[u8] = b"1";
 /// Room for any JSON-RPC body the relay writes (errors are capped well below this).
 pub const BODY_BYTES_MAX: usize = jsonrpc::ERROR_RESPONSE_LEN_MAX + 512;
 
-/// Jito's mainnet tip accounts (jito-facts.md): `getTipAccounts` is answered from this list
-/// until an engine's GetTipAccounts answer replaces it.
-pub const TIP_ACCOUNTS_JSON: &[u8] = b"[\"96gYZGLnJYVFmbjzopPSU6QiEV5fGqZNyN9nmNhvrZU5\",\"HFqU5x63VTqvQss8hp11i4wVV8bD44PvwucfZ2bU7gRe\",\"Cw8CFyM9FkoMi7K7Crf6HNQqf4uEMzpKw6QNghXLvLkY\",\"ADaUMid9yfUytqMBgopwjb2DTLSokTSzL1zt6iGPaS49\",\"DfXygSm4jCyNCybVYYK6DwvWqjKee8pbDmJGcLWNDXjh\",\"ADuUkR4vqLUMWXxW9gh6D6L8pMSawimctcNZ5pGwDcEt\",\"DttWaMuVvTiduZRnguLF7jNxTgiMBZ1hyAumKUiL2KRL\",\"3AVi9Tg9Uo68tJfuvoKvqKNWKkC5wPdSSdeBnizKZ6jT\"]";
-
 /// Which intake port a request came in on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Port {
@@ -138,7 +134,7 @@ pub fn handle(
         }
         Call::GetBundleStatuses { .. } | Call::GetInflightBundleStatuses { .. } => {
             let e = RpcError {
-                code: jsonrpc::CODE_METHOD_NOT_FOUND,
+                code: crate::jito::code::METHOD_NOT_FOUND,
                 kind: ErrorKind::Internal(
                     "bundle-relay does not track landing yet: ask a block engine's JSON-RPC for bundle statuses",
                 ),

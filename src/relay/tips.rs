@@ -65,7 +65,7 @@ impl TipCache {
             in_flight: false,
             refreshed: 0,
         };
-        let d = super::intake::TIP_ACCOUNTS_JSON;
+        let d = crate::jito::TIP_ACCOUNTS_JSON;
         c.json[..d.len()].copy_from_slice(d);
         c.len = d.len();
         c

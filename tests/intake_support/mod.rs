@@ -8,7 +8,8 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use base64::Engine as _;
-use bundle_relay::relay::{RegionSpec, Relay, Spec};
+use bundle_relay::relay::{RegionSpec, Spec};
+use bundle_relay::runtime::Relay;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 

@@ -6,17 +6,8 @@ use std::time::Duration;
 
 use tonic::transport::Endpoint;
 
-/// The eight mainnet block-engine regions, in Jito's alphabetical order.
-pub const MAINNET_REGIONS: [&str; 8] = [
-    "amsterdam",
-    "dublin",
-    "frankfurt",
-    "london",
-    "ny",
-    "slc",
-    "singapore",
-    "tokyo",
-];
+pub use bundle_relay::jito::MAINNET_REGIONS;
+
 /// Port of the synthetic engine's listeners (region i at 127.0.0.(11+i)).
 pub const ENGINE_PORT: u16 = 10000;
 /// Default egress pool: 64 loopback addresses.

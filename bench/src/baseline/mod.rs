@@ -362,7 +362,10 @@ async fn rpc_handler(
             return json_response(StatusCode::OK, result_body(id, &rpc::tip_accounts_json()));
         }
         other => {
-            let e = RpcError::new(rpc::METHOD_NOT_FOUND, format!("method not found: {other}"));
+            let e = RpcError::new(
+                rpc::code::METHOD_NOT_FOUND,
+                format!("method not found: {other}"),
+            );
             return rpc_error(shared, id, &e);
         }
     };
@@ -370,7 +373,7 @@ async fn rpc_handler(
     let Ok(permit) = shared.permits.clone().try_acquire_owned() else {
         shared.counters.refused_cap.fetch_add(1, Ordering::Relaxed);
         let e = RpcError::new(
-            rpc::RATE_LIMITED,
+            rpc::code::RATE_LIMITED,
             format!(
                 "in-flight cap reached: {} bundles in flight; retry after 1s",
                 shared.max_in_flight

@@ -13,42 +13,24 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use solana_transaction::versioned::VersionedTransaction;
 
-/// JSON-RPC 2.0 error codes used here, as Jito and the JSON-RPC spec use them.
-pub const PARSE_ERROR: i64 = -32700;
-pub const INVALID_REQUEST: i64 = -32600;
-pub const METHOD_NOT_FOUND: i64 = -32601;
-pub const INVALID_PARAMS: i64 = -32602;
-/// Jito's "rate limited" code, reused for the in-flight cap.
-pub const RATE_LIMITED: i64 = -32097;
-
-/// Jito's tip accounts (`getTipAccounts`), in Jito's order.
-pub const TIP_ACCOUNTS: [&str; 8] = [
-    "96gYZGLnJYVFmbjzopPSU6QiEV5fGqZNyN9nmNhvrZU5",
-    "HFqU5x63VTqvQss8hp11i4wVV8bD44PvwucfZ2bU7gRe",
-    "Cw8CFyM9FkoMi7K7Crf6HNQqf4uEMzpKw6QNghXLvLkY",
-    "ADaUMid9yfUytqMBgopwjb2DTLSokTSzL1zt6iGPaS49",
-    "DfXygSm4jCyNCybVYYK6DwvWqjKee8pbDmJGcLWNDXjh",
-    "ADuUkR4vqLUMWXxW9gh6D6L8pMSawimctcNZ5pGwDcEt",
-    "DttWaMuVvTiduZRnguLF7jNxTgiMBZ1hyAumKUiL2KRL",
-    "3AVi9Tg9Uo68tJfuvoKvqKNWKkC5wPdSSdeBnizKZ6jT",
-];
+pub use bundle_relay::jito::{TIP_ACCOUNTS, code};
 
 /// A JSON-RPC error: code and a message naming the problem.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RpcError {
-    pub code: i64,
+    pub code: i32,
     pub message: String,
 }
 
 impl RpcError {
-    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
+    pub fn new(code: i32, message: impl Into<String>) -> RpcError {
         RpcError {
             code,
             message: message.into(),
         }
     }
     fn params(message: impl Into<String>) -> RpcError {
-        RpcError::new(INVALID_PARAMS, message)
+        RpcError::new(code::INVALID_PARAMS, message)
     }
 }
 
@@ -82,7 +64,7 @@ pub fn parse_request(body: &[u8]) -> Result<Request<'_>, (&str, RpcError)> {
     let raw: RawRequest<'_> = serde_json::from_slice(body).map_err(|e| {
         (
             "null",
-            RpcError::new(PARSE_ERROR, format!("parse error: {e}")),
+            RpcError::new(code::PARSE_ERROR, format!("parse error: {e}")),
         )
     })?;
     let id = raw.id.map_or("null", RawValue::get);
@@ -90,7 +72,7 @@ pub fn parse_request(body: &[u8]) -> Result<Request<'_>, (&str, RpcError)> {
         return Err((
             id,
             RpcError::new(
-                INVALID_REQUEST,
+                code::INVALID_REQUEST,
                 "invalid request: \"jsonrpc\" must be \"2.0\"",
             ),
         ));
@@ -98,7 +80,7 @@ pub fn parse_request(body: &[u8]) -> Result<Request<'_>, (&str, RpcError)> {
     let Some(method) = raw.method else {
         return Err((
             id,
-            RpcError::new(INVALID_REQUEST, "invalid request: missing \"method\""),
+            RpcError::new(code::INVALID_REQUEST, "invalid request: missing \"method\""),
         ));
     };
     Ok(Request {

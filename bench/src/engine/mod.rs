@@ -52,37 +52,12 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
 use crate::sentlog::{self, SentLog};
+pub use bundle_relay::jito::{INTERVAL_MS_DEFAULT, MAINNET_REGIONS, TIP_ACCOUNTS};
 use fault::{FaultRule, Faults};
 use limiter::Limiter;
 use stats::{Counters, DupSet, Latency, get};
 use validate::Reject;
 
-/// Jito's mainnet regions, in the order the default layout numbers them.
-pub const MAINNET_REGIONS: [&str; 8] = [
-    "amsterdam",
-    "dublin",
-    "frankfurt",
-    "london",
-    "ny",
-    "slc",
-    "singapore",
-    "tokyo",
-];
-
-/// Jito's eight tip accounts (jito-facts.md section 1).
-pub const TIP_ACCOUNTS: [&str; 8] = [
-    "96gYZGLnJYVFmbjzopPSU6QiEV5fGqZNyN9nmNhvrZU5",
-    "HFqU5x63VTqvQss8hp11i4wVV8bD44PvwucfZ2bU7gRe",
-    "Cw8CFyM9FkoMi7K7Crf6HNQqf4uEMzpKw6QNghXLvLkY",
-    "ADaUMid9yfUytqMBgopwjb2DTLSokTSzL1zt6iGPaS49",
-    "DfXygSm4jCyNCybVYYK6DwvWqjKee8pbDmJGcLWNDXjh",
-    "ADuUkR4vqLUMWXxW9gh6D6L8pMSawimctcNZ5pGwDcEt",
-    "DttWaMuVvTiduZRnguLF7jNxTgiMBZ1hyAumKUiL2KRL",
-    "3AVi9Tg9Uo68tJfuvoKvqKNWKkC5wPdSSdeBnizKZ6jT",
-];
-
-/// Jito's default: one bundle per second per (source IP, region).
-pub const INTERVAL_MS_DEFAULT: u64 = 1_000;
 /// Default region i listens on 127.0.0.(11 + i).
 pub const BASE_IP_DEFAULT: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 11);
 pub const PORT_DEFAULT: u16 = 10_000;

@@ -429,13 +429,7 @@ enum Gate {
     Pass,
 }
 
-const THROTTLE_MESSAGE: &str = "Network congested. Endpoint is globally rate limited.";
-
-fn rate_limit_message(retry_ms: u64) -> String {
-    format!(
-        "Rate limit exceeded. Limit: 1 per second for txn requests. Back-off triggered: Retry after {retry_ms}ms"
-    )
-}
+use bundle_relay::jito::{GLOBAL_THROTTLE_MESSAGE as THROTTLE_MESSAGE, rate_limit_message};
 
 async fn send_bundle(
     sh: &Shared,

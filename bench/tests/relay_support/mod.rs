@@ -5,7 +5,9 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use bundle_relay::relay::{RegionSpec, Relay, Spec, Totals};
+use bundle_relay::metrics::accounting::Totals;
+use bundle_relay::relay::{RegionSpec, Spec};
+use bundle_relay::runtime::Relay;
 use bundle_relay_bench::baseline::config::parse_egress;
 use bundle_relay_bench::load::{self, LoadConfig};
 use bundle_relay_bench::txgen::{self, GeneratedBundle, TxGenConfig};

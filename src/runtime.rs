@@ -1,0 +1,311 @@
+//! The running relay: the handle that binds the listeners, starts one reactor thread per
+//! configured core, watches their health and stops them.
+//!
+//! [`Relay::start`] binds every listener (so errors surface before anything runs and port 0
+//! resolves once), then starts the reactor threads. Each thread owns a share of the egress
+//! sources (each source with all its regions), an arena slice and its own listeners
+//! (SO_REUSEPORT). Threads share nothing but their counters, which each thread writes alone
+//! and anyone may read.
+
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::egress::resolve::HostAddrs;
+use crate::egress::socket;
+use crate::metrics::accounting::{Stats, Totals};
+use crate::relay::{Spec, intake};
+
+/// A listener bound at start, handed to every thread (each binds its own with SO_REUSEPORT).
+#[derive(Clone, Copy, Debug)]
+pub struct ListenSpec {
+    pub addr: SocketAddr,
+    pub port: intake::Port,
+}
+
+/// Why the relay could not start.
+#[derive(Debug)]
+pub enum StartError {
+    Bind(SocketAddr, std::io::Error),
+    Ring(std::io::Error),
+    Thread(std::io::Error),
+    Spec(String),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
+            StartError::Ring(e) => write!(f, "cannot set up io_uring: {e}"),
+            StartError::Thread(e) => write!(f, "cannot start a reactor thread: {e}"),
+            StartError::Spec(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for StartError {}
+
+/// The running relay.
+pub struct Relay {
+    stats: Vec<Arc<Stats>>,
+    metrics: Arc<crate::metrics::Metrics>,
+    pairs_text: Vec<Arc<std::sync::Mutex<String>>>,
+    stop: Arc<AtomicBool>,
+    drain_deadline_ms: Arc<AtomicU64>,
+    threads: Vec<JoinHandle<()>>,
+    /// Why each thread ended on its own, if it did.
+    failures: Vec<Arc<std::sync::Mutex<Option<String>>>>,
+    /// Looks region host names up again as connections end (only when some region has one).
+    resolver: Option<JoinHandle<()>>,
+    /// Writes the reactors' log lines (they never write to stderr themselves).
+    logger: Option<crate::log::Logger>,
+    rotating: Option<SocketAddr>,
+    pinned: Vec<(String, SocketAddr)>,
+}
+
+impl Relay {
+    /// Binds the listeners and starts the reactor threads; returns once every thread runs.
+    pub fn start(spec: Spec) -> Result<Relay, StartError> {
+        if spec.regions.is_empty() || spec.regions.len() > crate::limiter::MAX_REGIONS {
+            return Err(StartError::Spec(format!(
+                "the relay needs 1 to {} regions, got {}",
+                crate::limiter::MAX_REGIONS,
+                spec.regions.len()
+            )));
+        }
+        if spec.sources.len() < spec.threads.max(1) {
+            return Err(StartError::Spec(crate::config::too_few_sources(
+                spec.sources.len(),
+                spec.threads.max(1),
+            )));
+        }
+        let mut spec = spec;
+        spec.threads = spec.threads.max(1);
+        // Bind once here so port 0 resolves to one port for all threads.
+        let mut listens = Vec::new();
+        let mut first_fds: Vec<RawFd> = Vec::new();
+        let mut wanted: Vec<(SocketAddr, intake::Port)> = Vec::new();
+        if let Some(a) = spec.rotating {
+            wanted.push((a, intake::Port::Rotating));
+        }
+        for (i, r) in spec.regions.iter().enumerate() {
+            if let Some(a) = r.pinned {
+                wanted.push((a, intake::Port::Pinned(i as u8)));
+            }
+        }
+        for (addr, port) in wanted {
+            let fd = socket::listener(addr).map_err(|e| StartError::Bind(addr, e))?;
+            let bound = socket::local_addr(fd).map_err(|e| StartError::Bind(addr, e))?;
+            first_fds.push(fd);
+            listens.push(ListenSpec { addr: bound, port });
+        }
+        let rotating = listens
+            .iter()
+            .find(|l| l.port == intake::Port::Rotating)
+            .map(|l| l.addr);
+        let pinned = listens
+            .iter()
+            .filter_map(|l| match l.port {
+                intake::Port::Pinned(r) => Some((spec.regions[r as usize].name.clone(), l.addr)),
+                intake::Port::Rotating => None,
+            })
+            .collect();
+        let names: Vec<String> = spec.regions.iter().map(|r| r.name.clone()).collect();
+        let metrics = Arc::new(crate::metrics::Metrics::with_switch(
+            &names,
+            spec.threads,
+            spec.metrics,
+        ));
+        let mut pairs_text = Vec::new();
+        let stop = Arc::new(AtomicBool::new(false));
+        let drain_deadline_ms = Arc::new(AtomicU64::new(5_000));
+        let spec = Arc::new(spec);
+        let mut stats = Vec::new();
+        let mut threads = Vec::new();
+        let mut failures = Vec::new();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        for t in 0..spec.threads {
+            let st = Arc::new(Stats::default());
+            stats.push(st.clone());
+            let tm = metrics.thread(t);
+            let text = Arc::new(std::sync::Mutex::new(String::new()));
+            pairs_text.push(text.clone());
+            let fds: Vec<(RawFd, intake::Port)> = if t == 0 {
+                first_fds
+                    .iter()
+                    .zip(&listens)
+                    .map(|(&fd, l)| (fd, l.port))
+                    .collect()
+            } else {
+                let mut v = Vec::new();
+                for l in &listens {
+                    match socket::listener(l.addr) {
+                        Ok(fd) => v.push((fd, l.port)),
+                        Err(e) => {
+                            stop.store(true, Ordering::Relaxed);
+                            return Err(StartError::Bind(l.addr, e));
+                        }
+                    }
+                }
+                v
+            };
+            let failure = Arc::new(std::sync::Mutex::new(None));
+            failures.push(failure.clone());
+            let args = crate::reactor::ThreadArgs {
+                spec: spec.clone(),
+                thread: t,
+                listen_fds: fds,
+                stats: st,
+                metrics: tm,
+                pairs_text: text,
+                stop: stop.clone(),
+                drain_ms: drain_deadline_ms.clone(),
+                ready: ready_tx.clone(),
+                failure,
+            };
+            let handle = std::thread::Builder::new()
+                .name(format!("relay-{t}"))
+                .spawn(move || crate::reactor::run_thread(args))
+                .map_err(StartError::Thread)?;
+            threads.push(handle);
+        }
+        drop(ready_tx);
+        let named: Vec<Arc<HostAddrs>> = spec
+            .regions
+            .iter()
+            .filter(|r| r.addrs.is_named())
+            .map(|r| r.addrs.clone())
+            .collect();
+        let resolver = if named.is_empty() {
+            None
+        } else {
+            Some(crate::egress::resolve::spawn(named, stop.clone()).map_err(StartError::Thread)?)
+        };
+        let totals_of = stats.clone();
+        metrics.set_totals_source(Box::new(move || {
+            let mut t = Totals::default();
+            for s in &totals_of {
+                t.add(s);
+            }
+            t
+        }));
+        let mut queues = Vec::with_capacity(spec.threads);
+        for _ in 0..spec.threads {
+            match ready_rx.recv() {
+                Ok(Ok(queue)) => queues.push(queue),
+                Ok(Err(e)) => {
+                    let e = StartError::Ring(e);
+                    stop.store(true, Ordering::Relaxed);
+                    for t in threads {
+                        let _ = t.join();
+                    }
+                    return Err(e);
+                }
+                Err(_) => {
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(StartError::Spec("a reactor thread died at start".into()));
+                }
+            }
+        }
+        queues.sort_by(|a, b| a.prefix().cmp(b.prefix()));
+        let logger = crate::log::Logger::spawn(queues).map_err(StartError::Thread)?;
+        Ok(Relay {
+            stats,
+            metrics,
+            pairs_text,
+            stop,
+            drain_deadline_ms,
+            threads,
+            failures,
+            resolver,
+            logger: Some(logger),
+            rotating,
+            pinned,
+        })
+    }
+
+    /// Every reactor thread is running, or why one is not: it stopped on an error its loop
+    /// cannot recover from, or panicked. The relay is then half alive (the kernel still routes
+    /// a share of new connections to the dead thread's listeners), and its owner should stop it
+    /// and exit non-zero so a supervisor restarts it.
+    pub fn health(&self) -> Result<(), String> {
+        for (t, (failure, handle)) in self.failures.iter().zip(&self.threads).enumerate() {
+            if let Some(why) = failure.lock().ok().and_then(|f| f.clone()) {
+                return Err(why);
+            }
+            if handle.is_finished() && !self.stop.load(Ordering::Relaxed) {
+                return Err(format!("reactor thread relay-{t} exited"));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn rotating_addr(&self) -> Option<SocketAddr> {
+        self.rotating
+    }
+
+    /// (region name, pinned intake address) for each region with a pinned port.
+    pub fn pinned_addrs(&self) -> &[(String, SocketAddr)] {
+        &self.pinned
+    }
+
+    /// Every thread's metrics, for the admin listener and histogram dumps.
+    pub fn metrics(&self) -> Arc<crate::metrics::Metrics> {
+        self.metrics.clone()
+    }
+
+    /// The admin's /debug/pairs: each thread's pairs by state, refreshed every second.
+    pub fn pairs_fn(&self) -> crate::admin::PairsFn {
+        let texts = self.pairs_text.clone();
+        Box::new(move |out: &mut String| {
+            for (t, text) in texts.iter().enumerate() {
+                out.push_str(&format!("thread {t}\n"));
+                if let Ok(text) = text.lock() {
+                    out.push_str(&text);
+                }
+            }
+        })
+    }
+
+    /// The config generation each thread runs on.
+    pub fn config_generations(&self) -> Vec<u64> {
+        self.stats
+            .iter()
+            .map(|s| s.config_generation.get())
+            .collect()
+    }
+
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        for s in &self.stats {
+            t.add(s);
+        }
+        t
+    }
+
+    /// Stops accepting, lets bundles in flight end for up to `drain`, counts the rest failed,
+    /// closes everything and returns the final counts.
+    pub fn shutdown(self, drain: Duration) -> Totals {
+        self.drain_deadline_ms
+            .store(drain.as_millis() as u64, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Release);
+        let stats = self.stats.clone();
+        for t in self.threads {
+            let _ = t.join();
+        }
+        if let Some(r) = self.resolver {
+            let _ = r.join();
+        }
+        if let Some(l) = self.logger {
+            l.stop();
+        }
+        let mut t = Totals::default();
+        for s in &stats {
+            t.add(s);
+        }
+        t
+    }
+}
