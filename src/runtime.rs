@@ -278,6 +278,12 @@ impl Relay {
             .collect()
     }
 
+    /// Each reactor thread's loop iterations so far: a count that stops moving between two
+    /// calls (the loop wakes at least every 50 ms) is a wedged thread.
+    pub fn thread_iterations(&self) -> Vec<u64> {
+        self.stats.iter().map(|s| s.iterations.get()).collect()
+    }
+
     pub fn totals(&self) -> Totals {
         let mut t = Totals::default();
         for s in &self.stats {

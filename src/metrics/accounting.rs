@@ -77,6 +77,9 @@ pub struct Stats {
     pub stopped: Counter,
     /// The config generation this thread last loaded (0: no live config).
     pub config_generation: Counter,
+    /// Loop iterations the thread has run: a thread whose count stops moving is wedged
+    /// (the loop wakes at least every sweep period, idle or not).
+    pub iterations: Counter,
 }
 
 /// All threads' counters added up (serializable, so a relay in another process can report

@@ -420,6 +420,7 @@ impl Worker {
         let mut drain_until: Option<Instant> = None;
         loop {
             let now = self.clock.now();
+            self.stats.iterations.bump();
             self.reap(now);
             if let Some(live) = &self.live {
                 // One atomic load an iteration; what a new generation changes is applied here,
