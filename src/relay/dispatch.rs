@@ -1648,6 +1648,7 @@ impl Dispatcher {
         let error = TransportError::Refused {
             code: code.0,
             message: String::from_utf8_lossy(&why[..why.len().min(96)]).into_owned(),
+            retry_ms: DENIED_RETRY_MS,
         };
         self.note_error(pair, error, now);
         self.request_close(pair.0, now);
