@@ -184,6 +184,33 @@ impl Transport {
         self.tls.or(self.spare)
     }
 
+    /// The connection ended: its TLS session's storage waits for the next one
+    /// ([`Transport::restart`]).
+    pub fn retire(&mut self) {
+        if let Some(t) = self.tls.take() {
+            self.spare = Some(t);
+        }
+        self.socks = None;
+        self.tls_pending = None;
+        self.wire_sent = 0;
+    }
+
+    /// As [`Transport::new`] for the pair's next connection, in this one's storage (its TLS
+    /// session restarts in the previous session's buffers).
+    pub fn restart(
+        &mut self,
+        socks: Option<(SocketAddr, Socks5)>,
+        tls: Option<&TlsTarget>,
+    ) -> Result<(), TransportError> {
+        self.retire();
+        self.socks = socks;
+        self.tls_pending = tls.cloned();
+        if self.socks.is_none() {
+            self.start_tls()?;
+        }
+        Ok(())
+    }
+
     fn start_tls(&mut self) -> Result<(), TransportError> {
         if let Some(target) = self.tls_pending.take() {
             let session = match self.spare.take() {

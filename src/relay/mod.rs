@@ -5,7 +5,12 @@
 
 pub mod dispatch;
 pub mod intake;
+mod links;
+mod observe;
+mod pairs;
+mod region;
 pub mod tips;
+mod upstream;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;

@@ -1,0 +1,655 @@
+//! One reactor thread's upstream connections, one per (source, region) pair: connecting
+//! (bound to the pair's source, or through its SOCKS5 proxy), the tunnel and TLS, HTTP/2's
+//! start, joining and leaving the limiter's rotation, back-off and reconnects, and moving each
+//! pair's bytes. Sans-IO and clock-free.
+//!
+//! It is NOT the calls on those connections (`upstream`: what to send, and what an answer
+//! means) and NOT the bundles (`dispatch`). A pair joins rotation only after the tunnel, the
+//! TLS handshake, the engine's SETTINGS and its answer to a PING: an engine that accepts
+//! connections and then drops them, or neither reads nor answers, never gets a bundle to
+//! lose. Every link change goes through [`Links::set_link`], which derives the pairs-up gauge
+//! and the limiter's view from it.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use crate::clock::{Instant, TickRate, Ticks};
+use crate::config::Source;
+use crate::egress::socks5::Socks5;
+use crate::egress::transport::TransportError;
+use crate::h2::Reason;
+use crate::limiter::{Limiter, LimiterConfig, PairId, RegionId, RegionRate};
+use crate::log::LogQueue;
+use crate::metrics::ThreadMetrics;
+use crate::metrics::accounting::Stats;
+
+use super::ThreadSpec;
+use super::pairs::{Link, Pair, Pairs};
+use super::region::Region;
+
+/// A connection this long up without trouble resets its reconnect back-off.
+const BACKOFF_RESET_MS: u64 = 10_000;
+
+/// A source the engine refused (PERMISSION_DENIED, UNAUTHENTICATED) tries again this much
+/// later: an operator fixes a key or an allow-list in minutes, and meanwhile the pair costs
+/// one call per attempt, not one bundle per interval.
+pub const DENIED_RETRY_MS: u64 = 300_000;
+
+/// A pair the reactor should connect now.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectOrder {
+    pub pair: PairId,
+    /// The source address to bind, or `None` to leave from the host's default address (to a
+    /// SOCKS5 proxy).
+    pub local: Option<IpAddr>,
+    /// The engine, or the proxy that tunnels to it.
+    pub remote: SocketAddr,
+}
+
+/// See the module docs.
+pub struct Links {
+    rate: TickRate,
+    limiter: Limiter,
+    regions: Box<[Region]>,
+    pairs: Pairs,
+    sources: Box<[Source]>,
+    /// Setup (connect + tunnel + TLS + SETTINGS + PING) deadline.
+    setup_timeout: Ticks,
+    setup_timeout_ms: u64,
+    reconnect_min_ms: u64,
+    reconnect_max_ms: u64,
+    h2: crate::h2::conn::Config,
+    /// Every PING must be acknowledged within this.
+    ping_timeout_ms: u64,
+    rng: u64,
+    /// This thread's log lines (new per-region connection errors, a region's first TLS
+    /// session, silences), written by the logging thread.
+    log: Arc<LogQueue>,
+    stats: Arc<Stats>,
+    metrics: Arc<ThreadMetrics>,
+}
+
+impl Links {
+    pub(super) fn new(
+        spec: &ThreadSpec,
+        rate: TickRate,
+        now: Instant,
+        stats: Arc<Stats>,
+        metrics: Arc<ThreadMetrics>,
+    ) -> Links {
+        let limiter = Limiter::new(
+            &LimiterConfig {
+                addresses: spec.sources.len() as u32,
+                regions: spec
+                    .regions
+                    .iter()
+                    .map(|r| RegionRate::from_ms(rate, r.interval_ms, r.burst.max(1)))
+                    .collect(),
+                slot_us_max: crate::limiter::DEFAULT_SLOT_US_MAX,
+                tick_rate: rate,
+            },
+            now,
+        );
+        let pair_count = limiter.pair_count();
+        Links {
+            rate,
+            limiter,
+            regions: spec
+                .regions
+                .iter()
+                .map(|r| Region::new(r, spec.connect_eagerly, spec.ping_idle_ms, now))
+                .collect(),
+            pairs: Pairs::new(pair_count, spec.handshakes_max, spec.connect_eagerly, now),
+            sources: spec.sources.clone().into_boxed_slice(),
+            setup_timeout: rate.from_ms(spec.connect_timeout_ms),
+            setup_timeout_ms: spec.connect_timeout_ms,
+            reconnect_min_ms: spec.reconnect_min_ms.max(1),
+            reconnect_max_ms: spec.reconnect_max_ms.max(spec.reconnect_min_ms.max(1)),
+            h2: crate::h2::conn::Config {
+                keepalive_timeout_ms: spec.ping_timeout_ms,
+                ..spec.h2.clone()
+            },
+            ping_timeout_ms: spec.ping_timeout_ms,
+            rng: 0x9E37_79B9_7F4A_7C15 ^ (spec.thread as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
+            log: LogQueue::new(&format!("relay-{}", spec.thread)),
+            stats,
+            metrics,
+        }
+    }
+
+    pub(super) fn rate(&self) -> TickRate {
+        self.rate
+    }
+
+    pub(super) fn limiter_mut(&mut self) -> &mut Limiter {
+        &mut self.limiter
+    }
+
+    pub(super) fn region(&self, r: usize) -> &Region {
+        &self.regions[r]
+    }
+
+    pub(super) fn region_mut(&mut self, r: usize) -> &mut Region {
+        &mut self.regions[r]
+    }
+
+    pub(super) fn regions(&self) -> &[Region] {
+        &self.regions
+    }
+
+    pub(super) fn sources(&self) -> usize {
+        self.sources.len()
+    }
+
+    pub(super) fn pair(&self, pair: PairId) -> &Pair {
+        self.pairs.get(pair)
+    }
+
+    pub(super) fn pair_mut(&mut self, pair: PairId) -> &mut Pair {
+        self.pairs.get_mut(pair)
+    }
+
+    pub(super) fn mark_dirty(&mut self, pair: PairId) {
+        self.pairs.mark_dirty(pair.0);
+    }
+
+    /// When the next queued connect is due.
+    pub(super) fn next_connect_at(&self) -> Option<Instant> {
+        self.pairs.next_connect_at()
+    }
+
+    /// Bytes arrived on `pair`: through the tunnel and TLS when it has them, into HTTP/2; the
+    /// connection opens HTTP/2 once its layers are done. False when the connection failed (it
+    /// is being closed) or has no HTTP/2 yet.
+    pub(super) fn receive(&mut self, pair: PairId, bytes: &[u8], now: Instant) -> bool {
+        let now_ns = self.now_ns(now);
+        let st = self.pairs.get_mut(pair);
+        if let Err(e) = st.stack.receive(bytes, &self.h2, now_ns) {
+            self.fail(pair, e, now);
+            return false;
+        }
+        if st.stack.layers_pending() {
+            self.pairs.mark_dirty(pair.0);
+        }
+        let st = self.pairs.get_mut(pair);
+        if st.stack.transport().is_some() && st.stack.is_open() && st.link() == Link::Handshaking {
+            self.open(pair, now);
+        }
+        let Some(conn) = self.pairs.get_mut(pair).stack.conn_mut() else {
+            return false;
+        };
+        if !conn.poll_transmit().is_empty() {
+            self.pairs.mark_dirty(pair.0);
+        }
+        true
+    }
+
+    /// The engine's SETTINGS came and it answered our PING (`ready`: HTTP/2 is ready and not
+    /// closed): an opened pair joins rotation.
+    pub(super) fn join_rotation_if_answered(&mut self, pair: PairId, ready: bool, now: Instant) {
+        let st = self.pairs.get(pair);
+        if ready && st.answered_ping && st.link() == Link::Opened {
+            self.set_link(pair, Link::InRotation, now);
+        }
+    }
+
+    /// A connection whose setup (tunnel, TLS, HTTP/2 until the engine's answers) outlasted the
+    /// connect timeout fails; true when it did.
+    pub(super) fn setup_overdue(&mut self, pair: PairId, now: Instant) -> bool {
+        let st = self.pairs.get(pair);
+        if !(matches!(st.link(), Link::Handshaking | Link::Opened)
+            && now.since(st.setup_started).0 > self.setup_timeout.0)
+        {
+            return false;
+        }
+        let error = TransportError::HandshakeTimeout {
+            after_ms: self.setup_timeout_ms,
+            stage: st.stack.stage(),
+        };
+        self.fail(pair, error, now);
+        true
+    }
+
+    /// The socket of a pair past its TCP connect ended; HTTP/2 has been told (its calls end as
+    /// the loss decides) and the call in flight settled. The pair backs off and reconnects; a
+    /// connection that never joined rotation is a failed setup with its reason on the pair.
+    /// `we_closed`: the close was ours (its reason was recorded then).
+    pub(super) fn connection_ended(&mut self, pair: PairId, we_closed: bool, now: Instant) {
+        if !self.pairs.get(pair).rotated {
+            let st = self.pairs.get_mut(pair);
+            let closed = st.stack.setup_closed();
+            // When we closed it, the reason was recorded then, and the tunnel or TLS seeing
+            // its socket go mid-handshake is our doing: keep the reason we gave.
+            if !(we_closed && st.error_this_try) {
+                let stage = st.stack.stage();
+                let error = closed.unwrap_or(TransportError::ClosedDuringSetup { stage });
+                self.note_error(pair, error, now);
+            }
+            self.stats.connect_failures.inc();
+        } else {
+            self.stats.disconnects.inc();
+            let reset = self.rate.from_ms(BACKOFF_RESET_MS);
+            let st = self.pairs.get_mut(pair);
+            if !st.timed_out && now.since(st.up_since).0 >= reset.0 {
+                st.backoff_ms = 0;
+            }
+        }
+        self.pairs.get_mut(pair).stack.retire();
+        self.pairs.clear_dirty(pair);
+        self.schedule_reconnect(pair, now);
+    }
+
+    /// GOAWAY from the engine: no new calls here (the one in flight, if below its last id, may
+    /// still end); ENHANCE_YOUR_CALM also slows the region's PINGs.
+    pub(super) fn goaway(&mut self, pair: PairId, reason: Reason, in_flight: bool, now: Instant) {
+        if reason == Reason::ENHANCE_YOUR_CALM {
+            self.calm_down(pair);
+        }
+        self.stop_calls(pair, in_flight, now);
+    }
+
+    /// Starts a gRPC call of `method` on held `pair`'s connection, its request body written by
+    /// `body`; `None` when the connection cannot take a call.
+    pub(super) fn start_call(
+        &mut self,
+        pair: PairId,
+        method: crate::grpc::Method,
+        timeout_ms: u64,
+        now: Instant,
+        body: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Option<crate::h2::conn::StreamId> {
+        let r = self.region_of(pair);
+        let now_ns = self.now_ns(now);
+        let call = &self.regions[r].call;
+        let conn = self.pairs.get_mut(pair).stack.conn_mut()?;
+        crate::grpc::start_call(conn, call, now_ns, method, Some(timeout_ms), body).ok()
+    }
+
+    /// PINGs every connection of region `r`: a dead one closes when its PING goes unanswered.
+    pub(super) fn ping_region(&mut self, r: usize, ping_timeout_ms: u64, now: Instant) {
+        let now_ns = self.now_ns(now);
+        for a in 0..self.sources.len() as u32 {
+            let q = self.limiter.pair(a, RegionId(r as u8));
+            if let Some(c) = self.pairs.get_mut(q).stack.conn_mut() {
+                c.ping(now_ns, ping_timeout_ms);
+                if !c.poll_transmit().is_empty() {
+                    self.pairs.mark_dirty(q.0);
+                }
+            }
+        }
+    }
+
+    /// One line per region (pairs by limiter state, `waiting[r]` bundles, when the region can
+    /// send next) and its failing pairs, for `/debug/pairs`.
+    pub(super) fn render_pairs(&mut self, waiting: &[usize], now: Instant, out: &mut String) {
+        // Pairs whose booking has passed are ready: say so rather than "booked, due now".
+        self.limiter.advance(now);
+        super::observe::render_pairs(
+            &mut self.limiter,
+            &self.regions,
+            waiting,
+            &self.pairs,
+            self.sources.len(),
+            self.rate,
+            now,
+            out,
+        );
+    }
+
+    /// A draining connection whose last call ended closes.
+    pub(super) fn close_if_drained(&mut self, pair: PairId, now: Instant) {
+        let st = self.pairs.get(pair);
+        if st.link() == Link::Draining && st.in_flight.is_none() {
+            self.request_close(pair, now);
+        }
+    }
+
+    pub(super) fn pair_count(&self) -> usize {
+        self.pairs.count()
+    }
+
+    pub(super) fn limiter(&self) -> &Limiter {
+        &self.limiter
+    }
+
+    pub(super) fn link(&self, pair: PairId) -> Link {
+        self.pairs.get(pair).link()
+    }
+
+    /// This thread's log queue (the reactor writes its own lines there too).
+    pub(super) fn log(&self) -> &Arc<LogQueue> {
+        &self.log
+    }
+
+    /// Why the pair's last connection failed, until one succeeds.
+    pub(super) fn last_error(&self, pair: PairId) -> Option<&TransportError> {
+        self.pairs.get(pair).last_error.as_ref()
+    }
+
+    /// Handshake slots in use: pairs connecting or handshaking.
+    pub(super) fn handshakes_in_progress(&self) -> u32 {
+        self.pairs.handshakes_in_progress()
+    }
+
+    pub(super) fn now_ns(&self, now: Instant) -> u64 {
+        self.rate.to_ns(Ticks(now.0))
+    }
+
+    pub(super) fn region_of(&self, pair: PairId) -> usize {
+        self.limiter.region_of(pair).0 as usize
+    }
+
+    /// Lazy connecting: a region's first bundle queues all its pairs to connect.
+    pub(super) fn connect_region(&mut self, r: usize, now: Instant) {
+        self.regions[r].connect_requested = true;
+        for a in 0..self.sources.len() as u32 {
+            let pair = self.limiter.pair(a, RegionId(r as u8));
+            if self.pairs.get(pair).link() == Link::Down {
+                self.pairs.queue_connect(pair, now.0);
+            }
+        }
+    }
+
+    /// A pair whose (re)connect is due, if the handshake budget allows one more.
+    pub(super) fn poll_connect(&mut self, now: Instant) -> Option<ConnectOrder> {
+        let pair = self.pairs.pop_due_connect(now)?;
+        let r = self.region_of(pair);
+        let source = &self.sources[self.limiter.address_of(pair) as usize];
+        // A local source reaches only engine addresses of its own family (a proxy reaches any).
+        let family = match source {
+            Source::Local(ip) => Some(ip.is_ipv4()),
+            Source::Socks5 { .. } => None,
+        };
+        let Some(target) = self.regions[r].addrs.pick(pair.0, family) else {
+            // The region's name now resolves to no address of this family (checked at start,
+            // so only after a later lookup): try again later, with the reason on the pair.
+            self.note_error(
+                pair,
+                TransportError::Connect {
+                    errno: libc::EAFNOSUPPORT,
+                },
+                now,
+            );
+            self.stats.connect_failures.inc();
+            self.schedule_reconnect(pair, now);
+            return None;
+        };
+        let (local, remote) = match source {
+            Source::Local(ip) => (Some(*ip), target),
+            Source::Socks5 { proxy, .. } => (None, *proxy),
+        };
+        self.set_link(pair, Link::Connecting, now);
+        let st = self.pairs.get_mut(pair);
+        st.setup_started = now;
+        st.target = target;
+        st.rotated = false;
+        st.answered_ping = false;
+        st.timed_out = false;
+        st.error_this_try = false;
+        Some(ConnectOrder {
+            pair,
+            local,
+            remote,
+        })
+    }
+
+    /// Moves a pair to `new` and derives what depends on its link: the pairs-up gauge and the
+    /// limiter's rotation (the pair table keeps the handshake slots).
+    pub(super) fn set_link(&mut self, pair: PairId, new: Link, now: Instant) {
+        let Some(old) = self.pairs.set_link(pair, new) else {
+            return;
+        };
+        match (old.in_rotation(), new.in_rotation()) {
+            (true, false) => self.stats.pairs_up.set(self.stats.pairs_up.get() - 1),
+            (false, true) => self.stats.pairs_up.set(self.stats.pairs_up.get() + 1),
+            _ => {}
+        }
+        if old.conn_state() != new.conn_state() {
+            self.limiter.set_connection(pair, new.conn_state(), now);
+        }
+    }
+
+    /// The socket connected. Without a tunnel or TLS the HTTP/2 connection starts now
+    /// (preface and SETTINGS queued); otherwise the SOCKS5 greeting or the TLS ClientHello goes
+    /// first and HTTP/2 starts once they are done. Either way the pair joins rotation only when
+    /// the engine's SETTINGS and PING answer arrive ([`Upstream::received`]).
+    pub(super) fn connected(&mut self, pair: PairId, now: Instant) {
+        debug_assert_eq!(self.pairs.get(pair).link(), Link::Connecting);
+        let r = self.region_of(pair);
+        let target = self.pairs.get(pair).target;
+        let socks = match &self.sources[self.limiter.address_of(pair) as usize] {
+            Source::Local(_) => None,
+            Source::Socks5 { proxy, auth } => {
+                let auth = auth.as_ref().map(|(u, pw)| (u.as_str(), pw.as_str()));
+                match Socks5::new(target, auth) {
+                    Ok(s) => Some((*proxy, s)),
+                    Err(error) => {
+                        let proxy = *proxy;
+                        self.set_link(pair, Link::Handshaking, now);
+                        self.fail(pair, TransportError::Socks5 { proxy, error }, now);
+                        return;
+                    }
+                }
+            }
+        };
+        let tls = self.regions[r].tls.as_ref();
+        match self.pairs.get_mut(pair).stack.connected(socks, tls) {
+            Ok(false) => self.open(pair, now),
+            Ok(true) => {
+                self.set_link(pair, Link::Handshaking, now);
+                self.pairs.mark_dirty(pair.0);
+            }
+            Err(e) => {
+                self.set_link(pair, Link::Handshaking, now);
+                self.fail(pair, e, now);
+            }
+        }
+    }
+
+    /// Tunnel and TLS are done (or absent): HTTP/2 starts and the setup's handshake slot frees.
+    pub(super) fn open(&mut self, pair: PairId, now: Instant) {
+        self.set_link(pair, Link::Opened, now);
+        let now_ns = self.now_ns(now);
+        let r = self.region_of(pair);
+        let keepalive = self.regions[r].keepalive_ms;
+        let ping_timeout_ms = self.ping_timeout_ms;
+        let st = self.pairs.get_mut(pair);
+        let conn = st.stack.open_h2(&self.h2, now_ns);
+        conn.set_keepalive(keepalive);
+        // Rotation waits for this PING's answer too: an engine that sends SETTINGS and then
+        // neither reads nor answers (restarting, overloaded, a proxy with nothing behind it)
+        // never gets a bundle to lose.
+        conn.ping(now_ns, ping_timeout_ms);
+        st.up_since = now;
+        st.last_error = None;
+        self.stats.connects.inc();
+        let target = st.target;
+        if let Some(tls) = st.stack.tls() {
+            self.stats.tls_handshakes.inc();
+            if tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                self.stats.tls_resumed.inc();
+            }
+            if !self.regions[r].tls_logged {
+                self.regions[r].tls_logged = true;
+                self.log.line(format_args!(
+                    "region {}: {} to {} ({}), ALPN h2",
+                    self.regions[r].name,
+                    Versioned(tls.protocol_version()),
+                    tls.server_name(),
+                    target
+                ));
+            }
+        }
+        self.pairs.mark_dirty(pair.0);
+    }
+
+    /// Records why a pair's connection failed and has it closed; the reactor's release then
+    /// ends in [`Upstream::socket_released`], which backs off and reconnects.
+    pub(super) fn fail(&mut self, pair: PairId, error: TransportError, now: Instant) {
+        self.note_error(pair, error, now);
+        self.request_close(pair, now);
+    }
+
+    /// Keeps a pair's error for /debug/pairs and queues a log line, once per region and error
+    /// text (again after a while if it persists).
+    pub(super) fn note_error(&mut self, pair: PairId, error: TransportError, now: Instant) {
+        let r = self.region_of(pair);
+        let text = error.to_string();
+        if self.regions[r].error_worth_logging(&text, now, self.rate) {
+            let source = &self.sources[self.limiter.address_of(pair) as usize];
+            self.log.line(format_args!(
+                "region {}: pair {source} -> {}: {text}",
+                self.regions[r].name,
+                self.pairs.get(pair).target
+            ));
+        }
+        let st = self.pairs.get_mut(pair);
+        st.last_error = Some(error);
+        st.error_this_try = true;
+    }
+
+    /// The TCP connect failed (refused, unreachable, timed out; `errno`): back off and try
+    /// again.
+    pub(super) fn connect_failed(&mut self, pair: PairId, now: Instant, errno: i32) {
+        self.note_error(pair, TransportError::Connect { errno }, now);
+        self.stats.connect_failures.inc();
+        let r = self.region_of(pair);
+        self.regions[r].addrs.mark_stale();
+        self.schedule_reconnect(pair, now);
+    }
+
+    pub(super) fn schedule_reconnect(&mut self, pair: PairId, now: Instant) {
+        self.metrics.reconnect(self.region_of(pair));
+        self.set_link(pair, Link::Down, now);
+        let (min, max) = (self.reconnect_min_ms, self.reconnect_max_ms);
+        let random = self.next_random();
+        let st = self.pairs.get_mut(pair);
+        st.backoff_ms = if st.backoff_ms == 0 {
+            min
+        } else {
+            (st.backoff_ms * 2).min(max)
+        };
+        // Full jitter over the upper half: pairs that failed together do not retry together.
+        let b = st.backoff_ms;
+        let mut wait = b / 2 + random % (b / 2 + 1);
+        if std::mem::take(&mut st.denied) {
+            wait = wait.max(DENIED_RETRY_MS);
+        }
+        self.pairs
+            .queue_connect(pair, now.0 + self.rate.from_ms(wait).0);
+    }
+
+    pub(super) fn next_random(&mut self) -> u64 {
+        // xorshift64*: reconnect jitter needs spread, not cryptographic quality.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// The pair's connection should close (a protocol error, GOAWAY drained, a call that could
+    /// not start or timed out, a failed handshake): out of rotation now, the reactor closes the
+    /// socket.
+    pub(super) fn request_close(&mut self, pair: PairId, now: Instant) {
+        let link = self.pairs.get(pair).link();
+        if matches!(link, Link::Down | Link::Connecting | Link::Closing) {
+            // No socket yet, or already closing (a connect in flight ends on its own).
+            return;
+        }
+        self.set_link(pair, Link::Closing, now);
+        self.pairs.queue_close(pair.0);
+    }
+
+    /// A pair whose socket the reactor should shut down and close.
+    pub(super) fn poll_close(&mut self) -> Option<PairId> {
+        self.pairs.poll_close()
+    }
+
+    /// A pair with bytes to send; the reactor calls [`Upstream::transmit`] for it.
+    pub(super) fn poll_dirty(&mut self) -> Option<PairId> {
+        self.pairs.poll_dirty()
+    }
+
+    /// The bytes to send on `pair` now, pinned until [`Upstream::transmitted`] (HTTP/2's
+    /// pending bytes are encrypted into TLS records first).
+    pub(super) fn transmit(&mut self, pair: PairId, now: Instant) -> &[u8] {
+        if let Err(e) = self.pairs.get_mut(pair).stack.encrypt_pending() {
+            self.fail(pair, e, now);
+        }
+        self.pairs.get_mut(pair).stack.transmit()
+    }
+
+    /// `n` bytes of the pinned transmit went out.
+    pub(super) fn transmitted(&mut self, pair: PairId, n: usize, now: Instant) {
+        let st = self.pairs.get_mut(pair);
+        let more = st.stack.transmitted(n);
+        if let Some(f) = st.in_flight.as_mut()
+            && !more
+            && f.written.is_none()
+        {
+            f.written = Some(now);
+        }
+        if more {
+            self.pairs.mark_dirty(pair.0);
+        }
+    }
+
+    /// No new calls on the pair's connection: closed now when idle, drained when a call runs.
+    pub(super) fn stop_calls(&mut self, pair: PairId, in_flight: bool, now: Instant) {
+        if !in_flight {
+            self.request_close(pair, now);
+        } else if self.pairs.get(pair).link() == Link::InRotation {
+            self.set_link(pair, Link::Draining, now);
+        }
+    }
+
+    /// The engine said ENHANCE_YOUR_CALM (gRPC servers do for PINGs they find too frequent):
+    /// the region's keepalive doubles, up to gRPC's policy, for its new connections.
+    pub(super) fn calm_down(&mut self, pair: PairId) {
+        let r = self.region_of(pair);
+        let Some(ms) = self.regions[r].keepalive_ms else {
+            return;
+        };
+        let doubled = (ms * 2).min(crate::h2::conn::KEEPALIVE_INTERVAL_MS_POLICY);
+        if doubled != ms {
+            self.regions[r].keepalive_ms = Some(doubled);
+            self.log.line(format_args!(
+                "region {}: the engine asked for calm (GOAWAY ENHANCE_YOUR_CALM): idle PINGs now every {} ms",
+                self.regions[r].name, doubled
+            ));
+        }
+    }
+
+    /// Leaks every pair's connection buffers: the reactor could not confirm the kernel is done
+    /// reading and writing them (see the reactor's teardown).
+    pub(super) fn forget_connections(&mut self) {
+        for p in self.pairs.iter_mut() {
+            p.stack.forget();
+        }
+    }
+
+    /// Every pair whose connection is up, for a graceful close at shutdown.
+    pub(super) fn close_all(&mut self, now: Instant) {
+        for p in 0..self.pairs.count() as u32 {
+            let pair = PairId(p);
+            if let Some(c) = self.pairs.get_mut(pair).stack.conn_mut() {
+                c.close();
+                self.pairs.mark_dirty(p);
+            }
+            self.request_close(pair, now);
+        }
+        self.pairs.clear_connects();
+    }
+}
+
+/// A TLS protocol version for a log line, without allocating.
+struct Versioned(Option<rustls::ProtocolVersion>);
+
+impl std::fmt::Display for Versioned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(v) => write!(f, "{v:?}"),
+            None => f.write_str("TLS"),
+        }
+    }
+}

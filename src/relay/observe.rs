@@ -1,0 +1,80 @@
+//! What a reactor thread's dispatcher shows of itself: the slowly changing gauges (pairs by
+//! state, cooldowns) published on the reactor's sweep, and the `/debug/pairs` text. Reads only;
+//! nothing here is on the request path.
+
+use std::fmt::Write as _;
+
+use crate::clock::{Instant, TickRate};
+use crate::limiter::{Limiter, RegionId};
+use crate::metrics::ThreadMetrics;
+
+use super::pairs::Pairs;
+use super::region::Region;
+
+/// Pair states and cooldowns per region, into the metrics gauges.
+pub fn publish_gauges(limiter: &Limiter, regions: usize, metrics: &ThreadMetrics) {
+    if !metrics.enabled() {
+        return;
+    }
+    for r in 0..regions {
+        let c = limiter.counts(RegionId(r as u8));
+        let up = c.ready + c.booked + c.cooling + c.held;
+        metrics.set_conn_states(
+            r,
+            [
+                c.down as u64,
+                c.connecting as u64,
+                up as u64,
+                c.draining as u64,
+            ],
+        );
+        metrics.set_cooldowns_active(r, c.cooling as u64);
+    }
+}
+
+/// One line per region: pairs by limiter state, bundles waiting (`waiting[r]`) and when the
+/// region can send next; then its failing pairs grouped by what went wrong. `limiter` should
+/// have been advanced to `now`, so pairs whose booking passed read as ready.
+#[allow(clippy::too_many_arguments)]
+pub fn render_pairs(
+    limiter: &mut Limiter,
+    regions: &[Region],
+    waiting: &[usize],
+    pairs: &Pairs,
+    sources: usize,
+    rate: TickRate,
+    now: Instant,
+    out: &mut String,
+) {
+    for (r, region) in regions.iter().enumerate() {
+        let c = limiter.counts(RegionId(r as u8));
+        let next = match limiter.next_ready_at(RegionId(r as u8)) {
+            Some(t) if t.0 <= now.0 => "now".to_string(),
+            Some(t) => format!("in {} us", rate.to_us(t.since(now))),
+            None => "never (no pair up)".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "region {r}: ready {} booked {} cooling {} held {} down {} connecting {} draining {}; waiting bundles {}; next send {next}",
+            c.ready, c.booked, c.cooling, c.held, c.down, c.connecting, c.draining, waiting[r]
+        );
+        let mut errors: Vec<(String, u32)> = Vec::new();
+        for a in 0..sources as u32 {
+            let pair = limiter.pair(a, RegionId(r as u8));
+            if let Some(e) = &pairs.get(pair).last_error {
+                let text = e.to_string();
+                match errors.iter_mut().find(|(t, _)| *t == text) {
+                    Some((_, n)) => *n += 1,
+                    None => errors.push((text, 1)),
+                }
+            }
+        }
+        for (text, n) in errors {
+            let _ = writeln!(
+                out,
+                "  region {r} ({}): {n} pairs failing: {text}",
+                region.name
+            );
+        }
+    }
+}

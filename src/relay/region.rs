@@ -1,0 +1,114 @@
+//! One block-engine region as a reactor thread's upstream sees it: its calls' settings, where
+//! its connections go, whether its engine went silent, and what of its errors was logged.
+//! Plain state; the decisions about it are the upstream's. Its waiting bundles are the
+//! dispatcher's.
+
+use std::sync::Arc;
+
+use crate::clock::{Instant, TickRate};
+use crate::egress::resolve::HostAddrs;
+use crate::egress::transport::TlsTarget;
+use crate::grpc::{self, CallConfig};
+
+use super::RegionSpec;
+
+/// Probes of a silent region: the first soon, then doubling while unanswered.
+pub const PROBE_BACKOFF_MS_MIN: u64 = 100;
+pub const PROBE_BACKOFF_MS_MAX: u64 = 5_000;
+
+/// The same connection error of one region is logged again at most this often.
+pub const ERROR_RELOG_MS: u64 = 10_000;
+
+/// A region whose engine stopped answering: calls went unanswered for the dispatcher's silence
+/// threshold with nothing at all received from it meanwhile.
+#[derive(Clone, Copy, Debug)]
+pub struct Silence {
+    pub since: Instant,
+    /// When the next probe call may go.
+    pub probe_at: Instant,
+    /// Back-off between probes, doubling while they go unanswered.
+    pub probe_backoff_ms: u64,
+    pub probe_in_flight: bool,
+}
+
+impl Silence {
+    /// Silent since `since`, the first probe due at `now`.
+    pub fn new(since: Instant, now: Instant) -> Silence {
+        Silence {
+            since,
+            probe_at: now,
+            probe_backoff_ms: PROBE_BACKOFF_MS_MIN,
+            probe_in_flight: false,
+        }
+    }
+
+    /// A probe got no answer: the next waits twice as long.
+    pub fn probe_unanswered(&mut self, now: Instant, rate: TickRate) {
+        self.probe_in_flight = false;
+        self.probe_at = now.after(rate.from_ms(self.probe_backoff_ms));
+        self.probe_backoff_ms = (self.probe_backoff_ms * 2).min(PROBE_BACKOFF_MS_MAX);
+    }
+}
+
+/// See the module docs.
+pub struct Region {
+    pub name: String,
+    pub call: CallConfig,
+    pub addrs: Arc<HostAddrs>,
+    pub tls: Option<TlsTarget>,
+    /// The last error logged for this region and when, so a thousand pairs failing alike log
+    /// one line (again after [`ERROR_RELOG_MS`] if it persists).
+    logged_error: Option<(String, Instant)>,
+    /// A line about this region's first TLS session was logged.
+    pub tls_logged: bool,
+    /// Its pairs were queued to connect (at start when eager, on its first bundle when lazy).
+    pub connect_requested: bool,
+    /// When anything last arrived from any of its connections.
+    pub last_rx: Instant,
+    /// Set while its engine is silent: no bundle is sent until a probe is answered.
+    pub silence: Option<Silence>,
+    /// HTTP/2 PING after this long without a frame (`None`: off); doubled, up to the gRPC
+    /// policy, when the engine says ENHANCE_YOUR_CALM.
+    pub keepalive_ms: Option<u64>,
+}
+
+impl Region {
+    pub fn new(
+        spec: &RegionSpec,
+        connect_eagerly: bool,
+        ping_idle_ms: u64,
+        now: Instant,
+    ) -> Region {
+        Region {
+            name: spec.name.clone(),
+            call: CallConfig {
+                scheme: if spec.tls.is_some() { "https" } else { "http" },
+                authority: spec.authority.clone(),
+                authorization: None,
+                retry_after_ms_default: grpc::RETRY_AFTER_MS_DEFAULT,
+            },
+            addrs: spec.addrs.clone(),
+            tls: spec.tls.clone(),
+            logged_error: None,
+            tls_logged: false,
+            connect_requested: connect_eagerly,
+            last_rx: now,
+            silence: None,
+            keepalive_ms: (ping_idle_ms > 0).then_some(ping_idle_ms),
+        }
+    }
+
+    /// Whether an error reading `text` should be logged now: it differs from the last one
+    /// logged, or that was [`ERROR_RELOG_MS`] ago. Remembers it when so.
+    pub fn error_worth_logging(&mut self, text: &str, now: Instant, rate: TickRate) -> bool {
+        let relog = rate.from_ms(ERROR_RELOG_MS);
+        let fresh = match &self.logged_error {
+            Some((t, at)) => t != text || now.since(*at).0 >= relog.0,
+            None => true,
+        };
+        if fresh {
+            self.logged_error = Some((text.to_string(), now));
+        }
+        fresh
+    }
+}

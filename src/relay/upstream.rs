@@ -1,0 +1,680 @@
+//! One reactor thread's upstream calls: which pair a call goes on, what each answer means,
+//! whether a region's engine went silent, and the tip-account refreshes. Sans-IO and
+//! clock-free; built on [`Links`], which keeps the connections those calls run on.
+//!
+//! Pacing is the limiter's: a pair is handed out by [`Upstream::acquire`], held while its call
+//! runs, and booked again from the answer (or from the answer plus the engine's Retry-After).
+//! It is NOT the bundles: which bundle goes next and how it is counted are the dispatcher's; a
+//! bundle call's end is reported as an [`Ended`] for the dispatcher to settle.
+//!
+//! A silent engine costs only what was already sent into it: when a call has waited a quarter
+//! of its deadline with nothing at all received from its region meanwhile, the region is paused
+//! (no bundle is sent to it), its connections are PINGed, and one probe call at a time asks
+//! whether its engine answers again.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::arena::SlotHandle;
+use crate::clock::{Instant, Ticks};
+use crate::egress::transport::TransportError;
+use crate::grpc::{self, Code, Outcome};
+use crate::h2::conn::{Event, StreamEnd, StreamId};
+use crate::limiter::{Acquire, Limiter, PairId, RegionId};
+use crate::log::LogQueue;
+use crate::metrics::ThreadMetrics;
+use crate::metrics::accounting::Stats;
+
+use super::ThreadSpec;
+use super::links::{ConnectOrder, DENIED_RETRY_MS, Links};
+use super::observe;
+use super::pairs::{Call, InFlight, Link};
+use super::region::Silence;
+use super::tips::{TIP_REFRESH_MS, TIP_RETRY_MS, TipCache};
+
+/// A region goes silent when a call has waited this share of the call deadline with nothing
+/// at all received from the region meanwhile: well past any engine's normal answer, and early
+/// enough that few bundles follow it into the silence. Pausing a region loses no bundle (they
+/// wait, or expire counted), so an early verdict costs latency only.
+const SILENCE_SHARE_OF_TIMEOUT: u64 = 4;
+
+/// What became of a bundle's call, for the dispatcher to settle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// The engine accepted it.
+    Delivered,
+    /// The engine told this pair to wait (the cooldown is applied): the bundle goes to another.
+    Cooldown,
+    /// Not processed, by the engine's word or because its request never left whole: send it
+    /// again (it counts as an attempt).
+    Retry,
+    /// Refused for good.
+    Rejected,
+    /// Lost after being fully sent: it may have been processed, so it is not sent again.
+    Failed,
+    /// The engine refused the source, not the bundle: it goes to another pair.
+    Denied,
+}
+
+/// A bundle call that ended.
+#[derive(Clone, Copy, Debug)]
+pub struct Ended {
+    pub slot: SlotHandle,
+    pub fate: Fate,
+    /// When the request's last byte went to the kernel, if it did.
+    pub written: Option<Instant>,
+}
+
+/// See the module docs.
+pub struct Upstream {
+    links: Links,
+    upstream_timeout_ms: u64,
+    /// A call outstanding this long with nothing received from its region meanwhile makes
+    /// the region silent (see [`Silence`]).
+    silence_after: Ticks,
+    ping_timeout_ms: u64,
+    tips: TipCache,
+    tip_refresh: Ticks,
+    tip_retry: Ticks,
+    tip_region: usize,
+    /// Earliest instant call work (a silent region's probe, a pair coming free) needs the
+    /// dispatcher again.
+    wake: Option<Instant>,
+    /// Bundle calls that ended, for the dispatcher (at most one per pair between drains).
+    ended: VecDeque<Ended>,
+    stats: Arc<Stats>,
+    metrics: Arc<ThreadMetrics>,
+}
+
+impl Upstream {
+    /// Everything a thread's upstream needs, allocated now.
+    pub fn new(
+        spec: &ThreadSpec,
+        rate: crate::clock::TickRate,
+        now: Instant,
+        stats: Arc<Stats>,
+        metrics: Arc<ThreadMetrics>,
+    ) -> Upstream {
+        let links = Links::new(spec, rate, now, stats.clone(), metrics.clone());
+        let pair_count = links.pair_count();
+        Upstream {
+            links,
+            upstream_timeout_ms: spec.upstream_timeout_ms,
+            silence_after: rate
+                .from_ms((spec.upstream_timeout_ms / SILENCE_SHARE_OF_TIMEOUT).max(1)),
+            ping_timeout_ms: spec.ping_timeout_ms,
+            tips: TipCache::new(now),
+            tip_refresh: rate.from_ms(TIP_REFRESH_MS),
+            tip_retry: rate.from_ms(TIP_RETRY_MS),
+            tip_region: spec.thread,
+            wake: None,
+            ended: VecDeque::with_capacity(pair_count),
+            stats,
+            metrics,
+        }
+    }
+
+    pub fn pair_count(&self) -> usize {
+        self.links.pair_count()
+    }
+
+    pub fn limiter(&self) -> &Limiter {
+        self.links.limiter()
+    }
+
+    pub fn link(&self, pair: PairId) -> Link {
+        self.links.link(pair)
+    }
+
+    /// This thread's log queue (the reactor writes its own lines there too).
+    pub fn log(&self) -> &Arc<LogQueue> {
+        self.links.log()
+    }
+
+    /// Why the pair's last connection failed, until one succeeds.
+    pub fn last_error(&self, pair: PairId) -> Option<&TransportError> {
+        self.links.last_error(pair)
+    }
+
+    /// Handshake slots in use: pairs connecting or handshaking.
+    pub fn handshakes_in_progress(&self) -> u32 {
+        self.links.handshakes_in_progress()
+    }
+
+    fn wake_at(&mut self, at: Instant) {
+        self.wake = Some(self.wake.map_or(at, |w| if at.0 < w.0 { at } else { w }));
+    }
+
+    /// When upstream work needs the dispatcher again at the latest: a connect due, a probe, a
+    /// pair coming free for a waiting bundle. Cleared by [`Upstream::begin_dispatch`].
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match (self.wake, self.links.next_connect_at()) {
+            (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// A new dispatching pass starts: the deadlines it needs are set again as it runs.
+    pub fn begin_dispatch(&mut self) {
+        self.wake = None;
+    }
+
+    // ---- pairs for calls ----
+
+    /// Region `r`'s engine went silent: nothing may be sent to it but probes.
+    pub fn is_silent(&self, r: usize) -> bool {
+        self.links.region(r).silence.is_some()
+    }
+
+    /// When region `r`'s pool can next send (`None`: no pair up).
+    pub fn next_ready_at(&mut self, r: usize) -> Option<Instant> {
+        self.links.limiter_mut().next_ready_at(RegionId(r as u8))
+    }
+
+    /// A pair of region `r` to send on now, held until its call ends; or when one will be
+    /// ready (the wake-up is noted); or none up (a lazily connecting region then connects).
+    pub fn acquire(&mut self, r: usize, now: Instant) -> Acquire {
+        let got = self.links.limiter_mut().acquire(RegionId(r as u8), now);
+        match got {
+            Acquire::WaitUntil(at) => self.wake_at(at),
+            Acquire::NoPairUp if !self.links.region(r).connect_requested => {
+                self.links.connect_region(r, now)
+            }
+            _ => {}
+        }
+        got
+    }
+
+    /// A bundle's call on held `pair`, its request the encoded `frame`; false when the
+    /// connection cannot take a call (closing, out of stream ids): the pair is given back and
+    /// leaves rotation, and the bundle should wait for another.
+    pub fn start_bundle(
+        &mut self,
+        pair: PairId,
+        slot: SlotHandle,
+        frame: &[u8],
+        now: Instant,
+    ) -> bool {
+        let timeout_ms = self.upstream_timeout_ms;
+        let started =
+            self.links
+                .start_call(pair, grpc::Method::SendBundle, timeout_ms, now, |buf| {
+                    let out = buf.get_mut(..frame.len())?;
+                    out.copy_from_slice(frame);
+                    Some(frame.len())
+                });
+        let Some(stream) = started else {
+            self.give_back_unused(pair, now);
+            return false;
+        };
+        self.call_started(pair, Call::Bundle(slot), stream, now);
+        true
+    }
+
+    fn call_started(&mut self, pair: PairId, call: Call, stream: StreamId, now: Instant) {
+        let st = self.links.pair_mut(pair);
+        st.in_flight = Some(InFlight {
+            call,
+            stream,
+            started: now,
+            written: None,
+        });
+        st.stack.track(stream);
+        self.links.mark_dirty(pair);
+    }
+
+    /// A held pair whose connection could not take the call: back to the limiter (its next
+    /// slot counts from now), out of rotation.
+    fn give_back_unused(&mut self, pair: PairId, now: Instant) {
+        self.links.limiter_mut().finish(pair, now);
+        self.links.request_close(pair, now);
+    }
+
+    // ---- tips and probes ----
+
+    /// The tip accounts as a JSON array: the engines' latest answer, Jito's published list
+    /// until one arrives.
+    pub fn tip_accounts_json(&self) -> &[u8] {
+        self.tips.json()
+    }
+
+    /// Asks one engine for the tip accounts when a refresh is due, on a pair the limiter hands
+    /// out like any other (a GetTipAccounts call counts against the pair's rate too). Regions
+    /// take turns; a region with bundles waiting (`busy`, bit per region) sends those first, a
+    /// silent one gets probes instead.
+    pub fn refresh_tips(&mut self, busy: u32, now: Instant) {
+        if now.0 < self.tips.due.0 || self.tips.in_flight {
+            return;
+        }
+        let n = self.links.regions().len();
+        for k in 0..n {
+            let r = (self.tip_region + k) % n;
+            if busy & (1 << r) != 0 || self.is_silent(r) {
+                continue;
+            }
+            let Acquire::Pair(pair) = self.links.limiter_mut().acquire(RegionId(r as u8), now)
+            else {
+                continue;
+            };
+            self.tip_region = r + 1;
+            if self.start_tip_call(pair, Call::Tips, now) {
+                self.tips.in_flight = true;
+                self.tips.due = now.after(self.tip_refresh);
+            } else {
+                self.links.limiter_mut().finish(pair, now);
+                self.tips.due = now.after(self.tip_retry);
+            }
+            return;
+        }
+        self.tips.due = now.after(self.tip_retry);
+    }
+
+    /// A silent region gets one probe call at a time (GetTipAccounts, through the limiter like
+    /// any call), backing off while they go unanswered; any answer ends the silence.
+    pub fn probe_silent(&mut self, r: usize, now: Instant) {
+        let Some(sil) = self.links.region(r).silence else {
+            return;
+        };
+        if sil.probe_in_flight {
+            return;
+        }
+        if now.0 < sil.probe_at.0 {
+            self.wake_at(sil.probe_at);
+            return;
+        }
+        let pair = match self.links.limiter_mut().acquire(RegionId(r as u8), now) {
+            Acquire::Pair(pair) => pair,
+            Acquire::WaitUntil(at) => {
+                self.wake_at(at);
+                return;
+            }
+            Acquire::NoPairUp => return,
+        };
+        if self.start_tip_call(pair, Call::Probe, now) {
+            if let Some(sil) = self.links.region_mut(r).silence.as_mut() {
+                sil.probe_in_flight = true;
+            }
+        } else {
+            self.give_back_unused(pair, now);
+        }
+    }
+
+    /// Starts a GetTipAccounts call (a cache refresh or a silent region's probe) on held
+    /// `pair`; false when its connection cannot take a call.
+    fn start_tip_call(&mut self, pair: PairId, call: Call, now: Instant) -> bool {
+        let timeout_ms = self.upstream_timeout_ms;
+        let started =
+            self.links
+                .start_call(pair, grpc::Method::GetTipAccounts, timeout_ms, now, |_| {
+                    Some(0)
+                });
+        let Some(stream) = started else {
+            return false;
+        };
+        self.call_started(pair, call, stream, now);
+        true
+    }
+
+    /// Calls outstanding past `silence_after` with nothing received from their region
+    /// meanwhile: the region goes silent (one log line), its connections are PINGed (a dead
+    /// one closes when its PING goes unanswered), and no bundle is sent to it until a probe
+    /// call is answered.
+    fn detect_silence(&mut self, now: Instant) {
+        let rate = self.links.rate();
+        for p in 0..self.links.pair_count() as u32 {
+            let pair = PairId(p);
+            let Some(f) = self.links.pair(pair).in_flight else {
+                continue;
+            };
+            // Bytes stuck unsent that long are as telling as an answer that does not come.
+            let written = f.written.unwrap_or(f.started);
+            if now.since(written).0 <= self.silence_after.0 {
+                continue;
+            }
+            let r = self.links.region_of(pair);
+            let region = self.links.region(r);
+            if region.silence.is_some() || region.last_rx.0 >= written.0 {
+                continue;
+            }
+            self.links.region_mut(r).silence = Some(Silence::new(written, now));
+            self.stats.silences.inc();
+            let outstanding = (0..self.links.sources() as u32)
+                .filter(|&a| {
+                    let q = self.links.limiter().pair(a, RegionId(r as u8));
+                    self.links.pair(q).in_flight.is_some()
+                })
+                .count();
+            self.links.log().line(format_args!(
+                "region {}: no answer and nothing else from its engine for {} ms with {outstanding} calls outstanding: no new bundles for it until it answers a probe",
+                self.links.region(r).name,
+                rate.to_us(now.since(written)) / 1_000
+            ));
+            self.links.ping_region(r, self.ping_timeout_ms, now);
+        }
+    }
+
+    /// Something arrived from region `r`; `answered`: a call was answered, so a silent region
+    /// is back.
+    fn heard_from(&mut self, r: usize, now: Instant, answered: bool) {
+        self.links.region_mut(r).last_rx = now;
+        if !answered {
+            return;
+        }
+        if let Some(sil) = self.links.region_mut(r).silence.take() {
+            self.links.log().line(format_args!(
+                "region {}: its engine answers again after {} ms of silence",
+                self.links.region(r).name,
+                self.links.rate().to_us(now.since(sil.since)) / 1_000
+            ));
+        }
+    }
+
+    fn probe_unanswered(&mut self, r: usize, now: Instant) {
+        let rate = self.links.rate();
+        if let Some(sil) = self.links.region_mut(r).silence.as_mut() {
+            sil.probe_unanswered(now, rate);
+        }
+    }
+
+    // ---- the reactor's events ----
+
+    /// A pair whose (re)connect is due, if the handshake budget allows one more.
+    pub fn poll_connect(&mut self, now: Instant) -> Option<ConnectOrder> {
+        self.links.poll_connect(now)
+    }
+
+    /// The pair's socket connected.
+    pub fn connected(&mut self, pair: PairId, now: Instant) {
+        self.links.connected(pair, now);
+    }
+
+    /// The pair's socket could not even be set up to connect (`errno`).
+    pub fn connect_failed(&mut self, pair: PairId, now: Instant, errno: i32) {
+        self.links.connect_failed(pair, now, errno);
+    }
+
+    /// A pair whose socket the reactor should shut down and close.
+    pub fn poll_close(&mut self) -> Option<PairId> {
+        self.links.poll_close()
+    }
+
+    /// The reactor released the pair's socket (its connect failed, the peer closed it, an
+    /// error, or our close). `errno` says why a connect failed. A connect that never completed
+    /// is a failed connect; anything later ends the connection: calls still running end as its
+    /// loss decides, and the pair backs off and reconnects.
+    pub fn socket_released(&mut self, pair: PairId, now: Instant, errno: i32) {
+        if self.links.link(pair) == Link::Connecting {
+            self.links.connect_failed(pair, now, errno);
+            return;
+        }
+        let r = self.links.region_of(pair);
+        let we_closed = self.links.link(pair) == Link::Closing;
+        // Engines behind load balancers move: look the name up again before reconnecting.
+        self.links.region(r).addrs.mark_stale();
+        self.links.pair_mut(pair).stack.h2_closed();
+        self.drain_events(pair, now);
+        if let Some(f) = self.links.pair_mut(pair).in_flight.take() {
+            // The connection ended the stream without an event we could map: not sent for sure.
+            self.links.limiter_mut().finish(pair, now);
+            self.call_aborted(f, r, now);
+        }
+        self.links.connection_ended(pair, we_closed, now);
+    }
+
+    /// A call that will get no answer and whose request never left: a bundle goes back to its
+    /// dispatcher to be sent again, a tips refresh or a probe is tried again later.
+    fn call_aborted(&mut self, f: InFlight, r: usize, now: Instant) {
+        match f.call {
+            Call::Bundle(slot) => self.ended.push_back(Ended {
+                slot,
+                fate: Fate::Retry,
+                written: f.written,
+            }),
+            Call::Tips => self.tips.call_ended(now, self.tip_retry),
+            Call::Probe => self.probe_unanswered(r, now),
+        }
+    }
+
+    /// A pair with bytes to send; the reactor calls [`Upstream::transmit`] for it.
+    pub fn poll_dirty(&mut self) -> Option<PairId> {
+        self.links.poll_dirty()
+    }
+
+    /// The bytes to send on `pair` now, pinned until [`Upstream::transmitted`].
+    pub fn transmit(&mut self, pair: PairId, now: Instant) -> &[u8] {
+        self.links.transmit(pair, now)
+    }
+
+    /// `n` bytes of the pinned transmit went out.
+    pub fn transmitted(&mut self, pair: PairId, n: usize, now: Instant) {
+        self.links.transmitted(pair, n, now);
+    }
+
+    /// Bytes arrived on `pair`: through its layers into HTTP/2, then whatever that ended.
+    pub fn received(&mut self, pair: PairId, bytes: &[u8], now: Instant) {
+        let r = self.links.region_of(pair);
+        self.heard_from(r, now, false);
+        if !self.links.receive(pair, bytes, now) {
+            return;
+        }
+        let ready = self
+            .links
+            .pair(pair)
+            .stack
+            .conn()
+            .is_some_and(|c| c.is_ready() && !c.is_closed());
+        self.drain_events(pair, now);
+        self.links.join_rotation_if_answered(pair, ready, now);
+    }
+
+    /// Runs every connection's timers (setup deadline, SETTINGS ack, call deadlines,
+    /// keepalive), then looks for silent regions. Called by the reactor on a coarse period:
+    /// these timers are seconds long.
+    pub fn sweep(&mut self, now: Instant) {
+        observe::publish_gauges(
+            self.links.limiter(),
+            self.links.regions().len(),
+            &self.metrics,
+        );
+        let now_ns = self.links.now_ns(now);
+        for p in 0..self.links.pair_count() as u32 {
+            let pair = PairId(p);
+            if self.links.setup_overdue(pair, now) {
+                continue;
+            }
+            let Some(conn) = self.links.pair_mut(pair).stack.conn_mut() else {
+                continue;
+            };
+            if conn.poll_timeout().is_some_and(|t| t <= now_ns) {
+                conn.handle_timeout(now_ns);
+                if !conn.poll_transmit().is_empty() {
+                    self.links.mark_dirty(pair);
+                }
+                self.drain_events(pair, now);
+            }
+        }
+        self.detect_silence(now);
+    }
+
+    /// One line per region (pairs by limiter state, `waiting[r]` bundles, when the region can
+    /// send next) and its failing pairs, for `/debug/pairs`.
+    pub fn render_pairs(&mut self, waiting: &[usize], now: Instant, out: &mut String) {
+        self.links.render_pairs(waiting, now, out);
+    }
+
+    fn drain_events(&mut self, pair: PairId, now: Instant) {
+        loop {
+            let Some(conn) = self.links.pair_mut(pair).stack.conn_mut() else {
+                return;
+            };
+            let Some(ev) = conn.poll_event() else { break };
+            let in_flight = self.links.pair(pair).in_flight.is_some();
+            match ev {
+                Event::StreamEnded(id) => self.stream_ended(pair, id, now),
+                Event::GoAway { reason, .. } => self.links.goaway(pair, reason, in_flight, now),
+                Event::Closed(_) => self.links.request_close(pair, now),
+                Event::PingAcked => self.links.pair_mut(pair).answered_ping = true,
+                // Closing now would lose a call still running for certain; it has its own
+                // deadline. Without one, the connection is closed and reconnects.
+                Event::PingTimedOut => self.links.stop_calls(pair, in_flight, now),
+            }
+        }
+        self.links.close_if_drained(pair, now);
+    }
+
+    fn stream_ended(&mut self, pair: PairId, id: StreamId, now: Instant) {
+        let region = self.links.region_of(pair);
+        let f = self.links.pair(pair).in_flight.filter(|f| f.stream == id);
+        let st = self.links.pair(pair);
+        let conn = st.stack.conn().expect("events come from a connection");
+        let mut answered = false;
+        let mut timed_out = false;
+        let mut denied: Option<(Code, [u8; 128], usize)> = None;
+        let mut cooldown_ms = None;
+        let (fate, code) = match conn.response(id) {
+            Some(resp) => {
+                answered = resp.end == StreamEnd::Complete;
+                timed_out = matches!(resp.end, StreamEnd::TimedOut { .. });
+                let request_end = resp.request_end;
+                match grpc::outcome(&resp, grpc::RETRY_AFTER_MS_DEFAULT) {
+                    Outcome::Ok(msg) => {
+                        if f.is_some_and(|f| f.call == Call::Tips) {
+                            self.tips.refresh(msg);
+                        }
+                        (Fate::Delivered, Some(Code::OK))
+                    }
+                    Outcome::RateLimited { retry_after_ms } => {
+                        cooldown_ms = Some(retry_after_ms);
+                        (Fate::Cooldown, Some(Code::RESOURCE_EXHAUSTED))
+                    }
+                    Outcome::Retryable { .. } => (Fate::Retry, None),
+                    Outcome::Rejected { code, message } => {
+                        if code == Code::PERMISSION_DENIED || code == Code::UNAUTHENTICATED {
+                            let mut buf = [0u8; 128];
+                            let len = message.decode_into(&mut buf).len();
+                            denied = Some((code, buf, len));
+                            (Fate::Denied, Some(code))
+                        } else {
+                            (Fate::Rejected, Some(code))
+                        }
+                    }
+                    Outcome::Unknown { .. } => match f {
+                        Some(f) if !st.stack.left_whole(f.stream, request_end) => {
+                            (Fate::Retry, None)
+                        }
+                        _ => (Fate::Failed, None),
+                    },
+                }
+            }
+            None => (Fate::Retry, None),
+        };
+        match code {
+            Some(c) => self.metrics.upstream_status(region, c),
+            None => self.metrics.upstream_transport_error(region),
+        }
+        if let Some((code, buf, len)) = denied {
+            self.source_denied(pair, code, &buf[..len], now);
+        }
+        let conn = self
+            .links
+            .pair_mut(pair)
+            .stack
+            .conn_mut()
+            .expect("events come from a connection");
+        conn.release(id);
+        if !conn.poll_transmit().is_empty() {
+            self.links.mark_dirty(pair);
+        }
+        if answered {
+            // The engine processes calls: a silent region is back, the back-off starts over.
+            self.heard_from(region, now, true);
+            let st = self.links.pair_mut(pair);
+            st.backoff_ms = 0;
+            st.timed_out = false;
+        }
+        let Some(f) = f else {
+            return;
+        };
+        self.links.pair_mut(pair).in_flight = None;
+        let rate = self.links.rate();
+        self.metrics
+            .record_upstream_rtt_ns(region, rate.to_ns(now.since(f.started)));
+        if let Some(ms) = cooldown_ms {
+            // The engine's wait, exactly, on this pair (still held: the cooldown is booked
+            // before the pair is given back).
+            self.links
+                .limiter_mut()
+                .cooldown(pair, rate.from_ms(ms), now);
+            self.stats.region(region).cooldowns.inc();
+        }
+        self.links.limiter_mut().finish(pair, now);
+        if timed_out {
+            // No answer in time: the pair leaves rotation and reconnects, backing off further
+            // until a call is answered again, instead of losing a bundle per interval.
+            self.links.pair_mut(pair).timed_out = true;
+            self.links.request_close(pair, now);
+        }
+        match f.call {
+            Call::Bundle(slot) => self.ended.push_back(Ended {
+                slot,
+                fate,
+                written: f.written,
+            }),
+            // Its answer refreshed the cache; failures retry later.
+            Call::Tips => self.tips.call_ended(now, self.tip_retry),
+            Call::Probe => {
+                if !answered {
+                    self.probe_unanswered(region, now);
+                }
+            }
+        }
+    }
+
+    /// The engine refused this source itself (PERMISSION_DENIED, UNAUTHENTICATED): the pair
+    /// leaves rotation and comes back only after [`DENIED_RETRY_MS`], with one log line per
+    /// region and code; the bundle goes to another pair.
+    fn source_denied(&mut self, pair: PairId, code: Code, why: &[u8], now: Instant) {
+        self.links.pair_mut(pair).denied = true;
+        let error = TransportError::Refused {
+            code: code.0,
+            message: String::from_utf8_lossy(&why[..why.len().min(96)]).into_owned(),
+            retry_ms: DENIED_RETRY_MS,
+        };
+        self.links.fail(pair, error, now);
+    }
+
+    /// A bundle call that ended, for the dispatcher to settle.
+    pub fn poll_ended(&mut self) -> Option<Ended> {
+        self.ended.pop_front()
+    }
+
+    // ---- shutdown ----
+
+    /// Shutdown's drain deadline passed: every call still running is given up; the bundles
+    /// they carried are returned for the dispatcher to count failed.
+    pub fn abandon_calls(&mut self, now: Instant, mut bundle: impl FnMut(SlotHandle)) {
+        for p in 0..self.links.pair_count() as u32 {
+            let pair = PairId(p);
+            let st = self.links.pair_mut(pair);
+            if let Some(f) = st.in_flight.take() {
+                if let Some(c) = st.stack.conn_mut() {
+                    c.release(f.stream);
+                }
+                self.links.limiter_mut().finish(pair, now);
+                if let Some(slot) = f.slot() {
+                    bundle(slot);
+                }
+            }
+        }
+    }
+
+    /// Leaks every pair's connection buffers (see the reactor's teardown).
+    pub fn forget_connections(&mut self) {
+        self.links.forget_connections();
+    }
+
+    /// Every pair whose connection is up, for a graceful close at shutdown.
+    pub fn close_all(&mut self, now: Instant) {
+        self.links.close_all(now);
+    }
+}
