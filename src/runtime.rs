@@ -15,8 +15,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::egress::resolve::HostAddrs;
-use crate::egress::socket;
 use crate::metrics::accounting::{Stats, Totals};
+use crate::reactor::socket;
 use crate::relay::{Spec, intake};
 
 /// A listener bound at start, handed to every thread (each binds its own with SO_REUSEPORT).

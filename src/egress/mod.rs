@@ -3,13 +3,12 @@
 //! through a SOCKS5 proxy whose CONNECT handshake runs before HTTP/2 (and TLS) start on the
 //! tunnel; each proxy counts as its own source address for the limiter.
 //!
-//! `socket` sets sockets up, `socks5` and `transport` are the sans-IO layers under HTTP/2
+//! `socks5` and `transport` are the sans-IO layers under HTTP/2
 //! (tunnel, then TLS), `stack` is one pair's whole byte stack (those layers and its HTTP/2
 //! connection, their storage kept across reconnects), `resolve` keeps each region's addresses
 //! current.
 
 pub mod resolve;
-pub mod socket;
 pub mod socks5;
 pub mod stack;
 pub mod transport;

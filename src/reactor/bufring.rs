@@ -7,6 +7,9 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use io_uring::IoUring;
 use io_uring::types::BufRingEntry;
 
+/// The buffer group every receive takes its buffer from.
+pub const BUFFER_GROUP: u16 = 0;
+
 /// A registered buffer ring: `count` buffers of `size` bytes, buffer group `group`.
 pub struct BufRing {
     ring: *mut BufRingEntry,

@@ -1,5 +1,5 @@
 //! Socket setup for upstream connections and intake listeners. Only setup: connecting,
-//! sending and receiving happen in the reactor's ring.
+//! accepting, sending and receiving happen in the ring.
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};

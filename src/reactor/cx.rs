@@ -1,0 +1,22 @@
+//! What every completion handler of a reactor thread works with: the ring to queue entries
+//! on, the receive buffers, the dispatcher that decides, the thread's counters and clock.
+//! Borrowed from the thread's worker for one handler call.
+
+use crate::clock::Clock;
+use crate::metrics::ThreadMetrics;
+use crate::metrics::accounting::Stats;
+use crate::relay::dispatch::Dispatcher;
+
+use super::bufring::BufRing;
+use super::ring::Ring;
+
+pub struct Cx<'a> {
+    pub ring: &'a mut Ring,
+    pub bufs: &'a mut BufRing,
+    pub d: &'a mut Dispatcher,
+    pub stats: &'a Stats,
+    pub metrics: &'a ThreadMetrics,
+    pub clock: &'a Clock,
+    /// The thread is stopping: nothing new is accepted or connected.
+    pub stopping: bool,
+}

@@ -1,0 +1,439 @@
+//! The thread's intake: its listeners (multishot accepts) and its table of bot connections,
+//! each a socket and its sans-IO HTTP/1.1 state (`http1::conn`, which decides everything about
+//! the connection: pipelining, `100 Continue`, output room, deadlines, when and why to close).
+//! This file only moves bytes and keeps the sockets' lifecycles.
+//!
+//! A full table, or a client address at its share of it, is refused at once rather than
+//! queued. An accept that fails (out of file descriptors or memory) is counted, logged at most
+//! every [`ACCEPT_ERROR_LOG_MS`], and re-armed from the sweep, never at once (that spun a core).
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::RawFd;
+
+use io_uring::{cqueue, opcode, types};
+
+use crate::clock::Instant;
+use crate::http1::conn::{Close, Conn, ConnConfig};
+use crate::metrics::ReqOutcome;
+use crate::relay::intake::{self, Port, Verdict};
+
+use super::clients::Clients;
+use super::cx::Cx;
+use super::op::{OP_ACCEPT, OP_IN_RECV, OP_IN_SEND, Sock, ud};
+use super::socket;
+
+/// A listener whose accepts keep failing says so at most this often; the count in between
+/// goes into the line.
+pub const ACCEPT_ERROR_LOG_MS: u64 = 10_000;
+/// Room kept free in an intake connection's output for one more response; below it, the
+/// connection's pipelined requests wait until a send drains the buffer.
+pub const RESPONSE_BYTES_MAX: usize = intake::BODY_BYTES_MAX + 512;
+pub const INTAKE_OUT_BYTES: usize = 4 * RESPONSE_BYTES_MAX;
+/// The reactor's record of one intake connection (the budget counts it).
+pub const INTAKE_RECORD_BYTES: usize = std::mem::size_of::<IntakeConn>();
+
+struct Listener {
+    fd: RawFd,
+    port: Port,
+    armed: bool,
+}
+
+/// One bot connection: its socket and its HTTP/1.1 state (all decisions are the latter's).
+struct IntakeConn {
+    s: Sock,
+    live: bool,
+    /// The client shut its write side: the receive is not re-armed.
+    eof: bool,
+    port: Port,
+    /// The client's address (connections per address are capped).
+    peer: IpAddr,
+    http: Conn,
+}
+
+/// See the module docs.
+pub struct Intake {
+    listeners: Vec<Listener>,
+    conns: Box<[IntakeConn]>,
+    free_conns: Vec<u32>,
+    http_cfg: ConnConfig,
+    clients: Clients,
+    per_source_max: u32,
+    accept_error_logged: Option<Instant>,
+    accept_errors_unlogged: u64,
+}
+
+impl Intake {
+    /// `conns_max` connection slots, each with its HTTP/1.1 buffers, allocated now; one client
+    /// address may hold `per_source_max` of them.
+    pub fn new(
+        listen_fds: Vec<(RawFd, Port)>,
+        conns_max: u32,
+        per_source_max: u32,
+        http_cfg: ConnConfig,
+    ) -> Intake {
+        Intake {
+            listeners: listen_fds
+                .into_iter()
+                .map(|(fd, port)| Listener {
+                    fd,
+                    port,
+                    armed: false,
+                })
+                .collect(),
+            conns: (0..conns_max)
+                .map(|_| IntakeConn {
+                    s: Sock::new(),
+                    live: false,
+                    eof: false,
+                    port: Port::Rotating,
+                    peer: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                    http: Conn::new(&http_cfg),
+                })
+                .collect(),
+            free_conns: (0..conns_max).rev().collect(),
+            http_cfg,
+            clients: Clients::new(conns_max as usize),
+            per_source_max: per_source_max.max(1),
+            accept_error_logged: None,
+            accept_errors_unlogged: 0,
+        }
+    }
+
+    /// Listeners whose multishot accept is not armed get one (at start, and from the sweep
+    /// after an accept error).
+    pub fn arm_accepts(&mut self, cx: &mut Cx) {
+        for i in 0..self.listeners.len() {
+            if !self.listeners[i].armed {
+                self.arm_accept(cx, i);
+            }
+        }
+    }
+
+    fn arm_accept(&mut self, cx: &mut Cx, i: usize) {
+        if cx.stopping {
+            return;
+        }
+        let l = &mut self.listeners[i];
+        l.armed = true;
+        let e = opcode::AcceptMulti::new(types::Fd(l.fd))
+            .build()
+            .user_data(ud(OP_ACCEPT, i as u32, 0));
+        cx.ring.push(e);
+    }
+
+    pub fn on_accept(&mut self, cx: &mut Cx, i: usize, res: i32, flags: u32, now: Instant) {
+        if !cqueue::more(flags) {
+            self.listeners[i].armed = false;
+            // After a connection the accept is re-armed at once; after an error (out of file
+            // descriptors or memory) from the sweep, so a failing listener cannot spin here.
+            if res >= 0 && !cx.stopping {
+                self.arm_accept(cx, i);
+            }
+        }
+        if res < 0 {
+            if !cx.stopping {
+                self.accept_failed(cx, -res, now);
+            }
+            return;
+        }
+        let fd = res as RawFd;
+        if cx.stopping {
+            // SAFETY: a fresh fd we own.
+            unsafe { libc::close(fd) };
+            return;
+        }
+        let Some(peer) = socket::peer_ip(fd) else {
+            // Gone before we looked.
+            // SAFETY: a fresh fd we own.
+            unsafe { libc::close(fd) };
+            return;
+        };
+        // A full table or a client at its share is refused at once rather than queued.
+        let refused = if self.free_conns.is_empty() {
+            Some(&cx.stats.intake_refused)
+        } else if self.clients.count(peer) >= self.per_source_max {
+            Some(&cx.stats.intake_refused_per_source)
+        } else {
+            None
+        };
+        if let Some(counter) = refused {
+            counter.inc();
+            // SAFETY: a fresh fd we own.
+            unsafe { libc::close(fd) };
+            return;
+        }
+        let c = self.free_conns.pop().expect("checked above");
+        socket::set_nodelay(fd);
+        self.clients.add(peer);
+        let port = self.listeners[i].port;
+        let conn = &mut self.conns[c as usize];
+        conn.s.open(fd);
+        conn.live = true;
+        conn.eof = false;
+        conn.port = port;
+        conn.peer = peer;
+        conn.http.reset(now);
+        cx.stats.intake_conns.set(cx.stats.intake_conns.get() + 1);
+        self.arm_recv(cx, c);
+    }
+
+    /// An accept failed: counted, logged at most every [`ACCEPT_ERROR_LOG_MS`], and the
+    /// listener re-armed from the sweep.
+    fn accept_failed(&mut self, cx: &mut Cx, errno: i32, now: Instant) {
+        cx.stats.accept_errors.inc();
+        self.accept_errors_unlogged += 1;
+        let quiet = self
+            .accept_error_logged
+            .is_some_and(|at| now.since(at).0 < cx.clock.rate().from_ms(ACCEPT_ERROR_LOG_MS).0);
+        if !quiet {
+            cx.d.log().line(format_args!(
+                "accept failed: {} ({} times since the last line); the listener is re-armed every {} ms until it succeeds",
+                std::io::Error::from_raw_os_error(errno),
+                self.accept_errors_unlogged,
+                super::SWEEP_MS
+            ));
+            self.accept_errors_unlogged = 0;
+            self.accept_error_logged = Some(now);
+        }
+    }
+
+    fn arm_recv(&mut self, cx: &mut Cx, c: u32) {
+        let conn = &mut self.conns[c as usize];
+        if conn.s.closing || conn.s.recv_armed || conn.eof {
+            return;
+        }
+        let e = conn.s.recv(OP_IN_RECV, c);
+        cx.ring.push(e);
+    }
+
+    pub fn on_recv(
+        &mut self,
+        cx: &mut Cx,
+        c: u32,
+        generation: u32,
+        res: i32,
+        flags: u32,
+        now: Instant,
+    ) {
+        let bid = cqueue::buffer_select(flags);
+        let more = cqueue::more(flags);
+        let conn = &mut self.conns[c as usize];
+        let current = conn.s.generation == generation && conn.live;
+        if !more && conn.s.generation == generation {
+            conn.s.recv_armed = false;
+            conn.s.ops -= 1;
+        }
+        if !current {
+            if let Some(b) = bid {
+                cx.bufs.push(b);
+            }
+            self.maybe_release(cx, c);
+            return;
+        }
+        if res > 0 {
+            let b = bid.expect("a multishot recv with data names its buffer");
+            let conn = &mut self.conns[c as usize];
+            conn.http.handle_bytes(cx.bufs.data(b, res as usize), now);
+            cx.bufs.push(b);
+            self.serve(cx, c, now);
+        } else if res == 0 {
+            // The client shut its write side. It may still read: what it sent whole is
+            // answered, then the connection closes (curl and HTTP/1.0-style clients do this).
+            let conn = &mut self.conns[c as usize];
+            conn.eof = true;
+            conn.http.handle_eof(now);
+            self.serve(cx, c, now);
+        } else if res != -libc::ENOBUFS {
+            // A reset or another error: nothing more can be read or sent.
+            self.close(cx, c);
+        }
+        // ENOBUFS: the ring ran dry; its buffers come back this iteration, re-armed below.
+        let conn = &self.conns[c as usize];
+        if !conn.s.recv_armed && !conn.s.closing && conn.live {
+            self.arm_recv(cx, c);
+        }
+        self.maybe_release(cx, c);
+    }
+
+    /// Answers every complete request the connection holds (while its output has room), then
+    /// sends what was written.
+    fn serve(&mut self, cx: &mut Cx, c: u32, now: Instant) {
+        let conn = &mut self.conns[c as usize];
+        let port = conn.port;
+        let (d, stats, metrics, clock) = (&mut *cx.d, cx.stats, cx.metrics, cx.clock);
+        let served = conn.http.serve(&self.http_cfg, now, |req, out| {
+            let (n, verdict, method) = intake::handle(
+                d,
+                port,
+                req.method,
+                req.path,
+                req.query,
+                req.body,
+                req.keep_alive,
+                now,
+                out,
+            );
+            stats.requests.inc();
+            let outcome = match verdict {
+                Verdict::RefusedCap => {
+                    stats.refused_cap.inc();
+                    ReqOutcome::RefusedCap
+                }
+                Verdict::Invalid => {
+                    stats.bad_requests.inc();
+                    ReqOutcome::Invalid
+                }
+                Verdict::Admitted | Verdict::Answered => ReqOutcome::Ok,
+            };
+            metrics.request(method, outcome);
+            // Request read (this iteration's clock) to answer written: a clock read for the
+            // metric only, so none with metrics off.
+            if metrics.enabled() {
+                let done = clock.now();
+                metrics.record_overhead_ns(clock.rate().to_ns(done.since(now)));
+            }
+            n
+        });
+        if served.error.is_some() {
+            cx.stats.bad_requests.inc();
+        }
+        self.flush(cx, c);
+    }
+
+    /// Sends the connection's pending output (one send in flight at a time), or closes it when
+    /// it is closing and owes nothing more.
+    fn flush(&mut self, cx: &mut Cx, c: u32) {
+        let conn = &mut self.conns[c as usize];
+        if !conn.live || conn.s.closing || conn.s.sending {
+            return;
+        }
+        let data = conn.http.poll_transmit();
+        if !data.is_empty() {
+            let (ptr, len) = (data.as_ptr(), data.len() as u32);
+            let e = conn.s.send(OP_IN_SEND, c, ptr, len);
+            cx.ring.push(e);
+            return;
+        }
+        if conn.http.poll_close().is_some() {
+            self.close(cx, c);
+        }
+    }
+
+    pub fn on_send(&mut self, cx: &mut Cx, c: u32, generation: u32, res: i32, now: Instant) {
+        let conn = &mut self.conns[c as usize];
+        if conn.s.generation != generation {
+            return;
+        }
+        conn.s.sending = false;
+        conn.s.ops -= 1;
+        if !conn.live || conn.s.closing {
+            self.maybe_release(cx, c);
+            return;
+        }
+        if res <= 0 {
+            self.close(cx, c);
+            self.maybe_release(cx, c);
+            return;
+        }
+        conn.http.handle_sent(res as usize, now);
+        // Requests held back by a full output go now; then the rest is sent.
+        self.serve(cx, c, now);
+    }
+
+    /// Stops a connection now: shutdown wakes its operations; the fd is closed and the slot
+    /// freed when the last one completes.
+    fn close(&mut self, cx: &mut Cx, c: u32) {
+        let conn = &mut self.conns[c as usize];
+        if conn.s.closing || !conn.live {
+            return;
+        }
+        conn.s.closing = true;
+        // SAFETY: our fd; shutdown only ends its I/O.
+        unsafe { libc::shutdown(conn.s.fd, libc::SHUT_RDWR) };
+        self.maybe_release(cx, c);
+    }
+
+    fn maybe_release(&mut self, cx: &mut Cx, c: u32) {
+        let conn = &mut self.conns[c as usize];
+        if !conn.live || !conn.s.closing || conn.s.ops > 0 {
+            return;
+        }
+        // SAFETY: no operation refers to the fd any more.
+        unsafe { libc::close(conn.s.fd) };
+        conn.s.closed();
+        conn.live = false;
+        let peer = conn.peer;
+        self.clients.remove(peer);
+        self.free_conns.push(c);
+        cx.stats
+            .intake_conns
+            .set(cx.stats.intake_conns.get().saturating_sub(1));
+    }
+
+    /// Each connection's deadlines: a late head is answered 408 and closed, an idle one and
+    /// one whose client stopped reading are closed now; listeners whose accept ended on an
+    /// error are re-armed.
+    pub fn sweep(&mut self, cx: &mut Cx, now: Instant) {
+        for c in 0..self.conns.len() as u32 {
+            let conn = &mut self.conns[c as usize];
+            if !conn.live || conn.s.closing {
+                continue;
+            }
+            let Some(reason) = conn.http.handle_timeout(&self.http_cfg, now) else {
+                continue;
+            };
+            match reason {
+                Close::HeadTimeout => cx.stats.intake_head_timeouts.inc(),
+                Close::SendTimeout => cx.stats.intake_send_timeouts.inc(),
+                Close::Idle => cx.stats.intake_idle_closes.inc(),
+                _ => {}
+            }
+            if reason.drains_output() {
+                self.flush(cx, c);
+            } else {
+                self.close(cx, c);
+            }
+        }
+        self.arm_accepts(cx);
+    }
+
+    /// Stops accepting, and has every connection finish what it owes and close.
+    pub fn begin_stop(&mut self, cx: &mut Cx) {
+        for l in &self.listeners {
+            // SAFETY: our listening fd: shutdown ends its multishot accept.
+            unsafe { libc::shutdown(l.fd, libc::SHUT_RDWR) };
+        }
+        for c in 0..self.conns.len() as u32 {
+            if self.conns[c as usize].live {
+                self.conns[c as usize].http.begin_shutdown();
+                self.flush(cx, c);
+            }
+        }
+    }
+
+    /// Closes every connection now (teardown).
+    pub fn close_all(&mut self, cx: &mut Cx) {
+        for c in 0..self.conns.len() as u32 {
+            self.close(cx, c);
+        }
+    }
+
+    /// Operations the kernel still has on intake sockets and listeners.
+    pub fn ops_in_flight(&self) -> u64 {
+        self.conns.iter().map(|c| u64::from(c.s.ops)).sum::<u64>()
+            + self.listeners.iter().filter(|l| l.armed).count() as u64
+    }
+
+    /// Closes the listening sockets (teardown, after their accepts ended).
+    pub fn close_listeners(&mut self) {
+        for l in &self.listeners {
+            // SAFETY: our listening fd, no longer used.
+            unsafe { libc::close(l.fd) };
+        }
+    }
+
+    /// Leaks the connections' buffers: the kernel may still write into them.
+    pub fn forget(&mut self) {
+        std::mem::forget(std::mem::take(&mut self.conns));
+    }
+}

@@ -1,0 +1,92 @@
+//! Operation lifecycles: every operation's `user_data` carries its kind, the index of the
+//! socket it belongs to and that socket's generation, and each socket counts its operations in
+//! flight. A socket's index is reused only after its last operation completed, and a
+//! completion whose generation is stale is recognised and dropped (its buffer still goes back
+//! to the ring).
+
+use std::os::fd::RawFd;
+
+use io_uring::{opcode, squeue, types};
+
+use super::bufring::BUFFER_GROUP;
+
+// user_data: kind in the top 8 bits, index in the next 24, generation in the low 32.
+pub const OP_ACCEPT: u64 = 1;
+pub const OP_IN_RECV: u64 = 2;
+pub const OP_IN_SEND: u64 = 3;
+pub const OP_UP_CONNECT: u64 = 4;
+pub const OP_UP_RECV: u64 = 5;
+pub const OP_UP_SEND: u64 = 6;
+pub const OP_CANCEL: u64 = 7;
+
+pub fn ud(kind: u64, index: u32, generation: u32) -> u64 {
+    (kind << 56) | ((index as u64 & 0xFF_FFFF) << 32) | generation as u64
+}
+
+/// (kind, index, generation) of a completion's `user_data`.
+pub fn ud_parts(u: u64) -> (u64, u32, u32) {
+    (u >> 56, ((u >> 32) & 0xFF_FFFF) as u32, u as u32)
+}
+
+/// What every socket the ring works on keeps: its fd, the generation stamped into each
+/// operation's `user_data`, and which operations are in flight (the fd is closed only when
+/// none is).
+pub struct Sock {
+    pub fd: RawFd,
+    pub generation: u32,
+    /// Operations in flight on `fd`.
+    pub ops: u32,
+    pub sending: bool,
+    pub recv_armed: bool,
+    pub closing: bool,
+}
+
+impl Sock {
+    pub const fn new() -> Sock {
+        Sock {
+            fd: -1,
+            generation: 0,
+            ops: 0,
+            sending: false,
+            recv_armed: false,
+            closing: false,
+        }
+    }
+
+    /// A fresh socket in this slot: `fd`, nothing in flight.
+    pub fn open(&mut self, fd: RawFd) {
+        self.fd = fd;
+        self.ops = 0;
+        self.sending = false;
+        self.recv_armed = false;
+        self.closing = false;
+    }
+
+    /// The fd is closed (no operation refers to it any more): the slot's next socket gets a
+    /// new generation, so a late completion for this one is known as stale.
+    pub fn closed(&mut self) {
+        self.fd = -1;
+        self.closing = false;
+        self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// A multishot receive from the buffer ring, counted in flight.
+    pub fn recv(&mut self, kind: u64, index: u32) -> squeue::Entry {
+        self.recv_armed = true;
+        self.ops += 1;
+        opcode::RecvMulti::new(types::Fd(self.fd), BUFFER_GROUP)
+            .build()
+            .user_data(ud(kind, index, self.generation))
+    }
+
+    /// A send of `len` bytes at `ptr`, which must stay put until it completes; counted in
+    /// flight.
+    pub fn send(&mut self, kind: u64, index: u32, ptr: *const u8, len: u32) -> squeue::Entry {
+        self.sending = true;
+        self.ops += 1;
+        opcode::Send::new(types::Fd(self.fd), ptr, len)
+            .flags(libc::MSG_NOSIGNAL)
+            .build()
+            .user_data(ud(kind, index, self.generation))
+    }
+}

@@ -1,0 +1,174 @@
+//! The thread's io_uring: submissions (with a backlog for entries the submission queue had no
+//! room for), one `io_uring_enter` per loop iteration that submits and waits together, and the
+//! completions of each iteration collected in one batch.
+
+use std::collections::VecDeque;
+
+use io_uring::{IoUring, squeue, types};
+
+use crate::clock::{Instant, TickRate};
+use crate::log::LogQueue;
+use crate::metrics::accounting::Stats;
+
+/// Submission queue entries: enough for a burst of sends and re-arms per iteration; more are
+/// flushed early when the queue fills.
+pub const RING_ENTRIES: u32 = 4096;
+/// Completion queue entries: room for the completions of every entry in flight.
+pub const CQ_ENTRIES: u32 = RING_ENTRIES * 4;
+/// A failing `io_uring_enter` says so at most this often; the count in between goes into the
+/// line.
+const ENTER_ERROR_LOG_MS: u64 = 10_000;
+/// `io_uring_enter` failing for lack of memory is retried after this pause.
+const ENTER_RETRY_PAUSE_MS: u64 = 1;
+
+/// One completion: `user_data`, result, flags.
+pub type Completion = (u64, i32, u32);
+
+/// See the module docs.
+pub struct Ring {
+    ring: IoUring,
+    /// Entries the submission queue had no room for; submitted before the next wait.
+    backlog: VecDeque<squeue::Entry>,
+    /// This iteration's completions (allocated at its bound, the completion queue's size).
+    cqes: Vec<Completion>,
+    enter_error_logged: Option<Instant>,
+}
+
+impl Ring {
+    /// A ring with SINGLE_ISSUER and DEFER_TASKRUN where the kernel has them (completions are
+    /// processed only when this thread enters the kernel: no interrupts mid-iteration), a
+    /// plain ring where it does not; `backlog_max` entries of room for what the submission
+    /// queue cannot take at once.
+    pub fn new(backlog_max: usize) -> std::io::Result<Ring> {
+        let ring = IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .setup_cqsize(CQ_ENTRIES)
+            .build(RING_ENTRIES)
+            .or_else(|_| {
+                IoUring::builder()
+                    .setup_cqsize(CQ_ENTRIES)
+                    .build(RING_ENTRIES)
+            })?;
+        Ok(Ring {
+            ring,
+            backlog: VecDeque::with_capacity(backlog_max),
+            cqes: Vec::with_capacity(CQ_ENTRIES as usize),
+            enter_error_logged: None,
+        })
+    }
+
+    /// The kernel ring (to register buffer rings with).
+    pub fn io_uring(&self) -> &IoUring {
+        &self.ring
+    }
+
+    /// Queues an entry. When the submission queue is full its entries are handed to the
+    /// kernel at once (no wait); if it is still full (the kernel is short of memory, or the
+    /// completion queue is overflowing) the entry waits in the backlog for the next
+    /// [`Ring::enter`], which reaps first. Nothing here loops on the kernel.
+    pub fn push(&mut self, e: squeue::Entry) {
+        if self.backlog.is_empty() {
+            // SAFETY: every buffer and address an entry points to lives in the reactor's
+            // records (boxed, never moved or freed while the operation is in flight).
+            if unsafe { self.ring.submission().push(&e) }.is_ok() {
+                return;
+            }
+            let _ = self.ring.submit();
+            // SAFETY: as above.
+            if unsafe { self.ring.submission().push(&e) }.is_ok() {
+                return;
+            }
+        }
+        self.backlog.push_back(e);
+    }
+
+    /// Moves backlogged entries into the submission queue while it has room.
+    fn flush_backlog(&mut self) {
+        while let Some(e) = self.backlog.front() {
+            // SAFETY: as in `push`.
+            if unsafe { self.ring.submission().push(e) }.is_err() {
+                return;
+            }
+            self.backlog.pop_front();
+        }
+    }
+
+    /// This iteration's completions, in arrival order; hand the batch back with
+    /// [`Ring::completions_done`] (it keeps its storage).
+    pub fn completions(&mut self) -> Vec<Completion> {
+        let mut batch = std::mem::take(&mut self.cqes);
+        batch.clear();
+        for c in self.ring.completion() {
+            batch.push((c.user_data(), c.result(), c.flags()));
+        }
+        batch
+    }
+
+    pub fn completions_done(&mut self, mut batch: Vec<Completion>) {
+        batch.clear();
+        self.cqes = batch;
+    }
+
+    /// Submits everything queued and waits for a completion or until `deadline`. Errors the
+    /// kernel returns under memory pressure (EAGAIN, ENOMEM) or with a full completion queue
+    /// (EBUSY) are retried on the next iteration (counted, and said at most every
+    /// [`ENTER_ERROR_LOG_MS`]); any other is the thread's end.
+    pub fn enter(
+        &mut self,
+        now: Instant,
+        deadline: Instant,
+        rate: TickRate,
+        stats: &Stats,
+        log: &LogQueue,
+    ) -> Result<(), String> {
+        if !self.backlog.is_empty() {
+            let _ = self.ring.submit();
+            self.flush_backlog();
+        }
+        // Completions waiting, or entries still backlogged: come straight back.
+        let wait_ns = if self.ring.completion().is_empty() && self.backlog.is_empty() {
+            rate.to_ns(deadline.since(now))
+        } else {
+            0
+        };
+        let ts = types::Timespec::new()
+            .sec(wait_ns / 1_000_000_000)
+            .nsec((wait_ns % 1_000_000_000) as u32);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        let e = match self.ring.submitter().submit_with_args(1, &args) {
+            Ok(_) => return Ok(()),
+            Err(e) => e,
+        };
+        match e.raw_os_error() {
+            Some(libc::ETIME) | Some(libc::EINTR) => Ok(()),
+            // The completion queue is full: the next iteration reaps before submitting more.
+            Some(libc::EBUSY) => Ok(()),
+            Some(libc::EAGAIN) | Some(libc::ENOMEM) => {
+                stats.ring_retries.inc();
+                let quiet = self
+                    .enter_error_logged
+                    .is_some_and(|at| now.since(at).0 < rate.from_ms(ENTER_ERROR_LOG_MS).0);
+                if !quiet {
+                    log.line(format_args!(
+                        "io_uring_enter: {e}; retrying ({} times so far)",
+                        stats.ring_retries.get()
+                    ));
+                    self.enter_error_logged = Some(now);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(ENTER_RETRY_PAUSE_MS));
+                Ok(())
+            }
+            _ => Err(format!("stopped: io_uring_enter failed: {e}")),
+        }
+    }
+
+    /// Submits what is queued and waits up to 5 ms for a completion (teardown's loop).
+    pub fn wait_briefly(&mut self) {
+        let _ = self.ring.submit();
+        self.flush_backlog();
+        let ts = types::Timespec::new().nsec(5_000_000);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        let _ = self.ring.submitter().submit_with_args(1, &args);
+    }
+}

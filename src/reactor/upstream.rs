@@ -1,0 +1,270 @@
+//! The thread's upstream sockets, one per (source, region) pair: connecting each through the
+//! ring (bound to its source address), receiving into the buffer ring, one send in flight per
+//! socket, and closing. What the bytes mean, and when a pair connects or closes, is the
+//! dispatcher's; it is told when a socket is released, never asked for its state.
+
+use std::os::fd::RawFd;
+
+use io_uring::{cqueue, opcode, types};
+
+use crate::clock::Instant;
+use crate::limiter::PairId;
+
+use super::cx::Cx;
+use super::op::{OP_CANCEL, OP_UP_CONNECT, OP_UP_RECV, OP_UP_SEND, Sock, ud};
+use super::socket;
+
+/// The reactor's record of one pair's socket (the budget counts it).
+pub const PAIR_SOCKET_BYTES: usize = std::mem::size_of::<UpSock>();
+
+/// One pair's socket.
+struct UpSock {
+    s: Sock,
+    connecting: bool,
+    connect_started: Instant,
+    /// Why the connect failed, for the pair's error.
+    errno: i32,
+    /// The address the connect points at (the kernel reads it until the connect completes).
+    addr: libc::sockaddr_storage,
+}
+
+/// See the module docs.
+pub struct UpSocks {
+    ups: Box<[UpSock]>,
+    /// Connects still pending this long (ticks) are given up.
+    connect_timeout: u64,
+    tcp_user_timeout_ms: u64,
+}
+
+impl UpSocks {
+    pub fn new(pairs: usize, connect_timeout: u64, tcp_user_timeout_ms: u64, now: Instant) -> Self {
+        UpSocks {
+            ups: (0..pairs)
+                .map(|_| UpSock {
+                    s: Sock::new(),
+                    connecting: false,
+                    connect_started: now,
+                    errno: 0,
+                    // SAFETY: all-zero is a valid sockaddr_storage.
+                    addr: unsafe { std::mem::zeroed() },
+                })
+                .collect(),
+            connect_timeout,
+            tcp_user_timeout_ms,
+        }
+    }
+
+    /// Starts every connect the dispatcher has due.
+    pub fn start_connects(&mut self, cx: &mut Cx, now: Instant) {
+        if cx.stopping {
+            return;
+        }
+        while let Some(order) = cx.d.poll_connect(now) {
+            let p = order.pair.0;
+            match socket::upstream(order.local, order.remote, self.tcp_user_timeout_ms) {
+                Ok(fd) => self.connect(cx, p, fd, order.remote, now),
+                Err(e) => {
+                    cx.d.connect_failed(order.pair, now, e.raw_os_error().unwrap_or(libc::EINVAL))
+                }
+            }
+        }
+    }
+
+    fn connect(
+        &mut self,
+        cx: &mut Cx,
+        p: u32,
+        fd: RawFd,
+        remote: std::net::SocketAddr,
+        now: Instant,
+    ) {
+        let (addr, len) = socket::sockaddr(remote);
+        let u = &mut self.ups[p as usize];
+        u.s.open(fd);
+        u.addr = addr;
+        u.connecting = true;
+        u.connect_started = now;
+        u.s.ops = 1;
+        let e = opcode::Connect::new(
+            types::Fd(fd),
+            (&u.addr as *const libc::sockaddr_storage).cast(),
+            len,
+        )
+        .build()
+        .user_data(ud(OP_UP_CONNECT, p, u.s.generation));
+        cx.ring.push(e);
+    }
+
+    pub fn on_connect(&mut self, cx: &mut Cx, p: u32, generation: u32, res: i32, now: Instant) {
+        let u = &mut self.ups[p as usize];
+        if u.s.generation != generation {
+            return;
+        }
+        u.s.ops -= 1;
+        u.connecting = false;
+        if res < 0 || u.s.closing {
+            u.s.closing = true;
+            u.errno = if res < 0 { -res } else { libc::ETIMEDOUT };
+            self.release(cx, p, now);
+            return;
+        }
+        cx.d.connected(PairId(p), now);
+        self.arm_recv(cx, p);
+        self.flush(cx, now);
+    }
+
+    fn arm_recv(&mut self, cx: &mut Cx, p: u32) {
+        let u = &mut self.ups[p as usize];
+        if u.s.closing || u.s.recv_armed || u.s.fd < 0 {
+            return;
+        }
+        let e = u.s.recv(OP_UP_RECV, p);
+        cx.ring.push(e);
+    }
+
+    pub fn on_recv(
+        &mut self,
+        cx: &mut Cx,
+        p: u32,
+        generation: u32,
+        res: i32,
+        flags: u32,
+        now: Instant,
+    ) {
+        let bid = cqueue::buffer_select(flags);
+        let more = cqueue::more(flags);
+        let u = &mut self.ups[p as usize];
+        let current = u.s.generation == generation;
+        if current && !more {
+            u.s.recv_armed = false;
+            u.s.ops -= 1;
+        }
+        if !current || u.s.closing {
+            if let Some(b) = bid {
+                cx.bufs.push(b);
+            }
+            if current {
+                self.release(cx, p, now);
+            }
+            return;
+        }
+        if res > 0 {
+            let b = bid.expect("a multishot recv with data names its buffer");
+            cx.d.received(PairId(p), cx.bufs.data(b, res as usize), now);
+            cx.bufs.push(b);
+        } else if res != -libc::ENOBUFS {
+            self.close(cx, p, now);
+            return;
+        }
+        if !self.ups[p as usize].s.recv_armed {
+            self.arm_recv(cx, p);
+        }
+    }
+
+    /// Sends what every pair with bytes to send has (one send in flight per socket).
+    pub fn flush(&mut self, cx: &mut Cx, now: Instant) {
+        while let Some(pair) = cx.d.poll_dirty() {
+            let p = pair.0 as usize;
+            let u = &self.ups[p];
+            if u.s.fd < 0 || u.s.sending || u.connecting || u.s.closing {
+                continue;
+            }
+            let data = cx.d.transmit(pair, now);
+            if data.is_empty() {
+                continue;
+            }
+            let (ptr, len) = (data.as_ptr(), data.len() as u32);
+            let e = self.ups[p].s.send(OP_UP_SEND, pair.0, ptr, len);
+            cx.ring.push(e);
+        }
+    }
+
+    pub fn on_send(&mut self, cx: &mut Cx, p: u32, generation: u32, res: i32, now: Instant) {
+        let u = &mut self.ups[p as usize];
+        if u.s.generation != generation {
+            return;
+        }
+        u.s.sending = false;
+        u.s.ops -= 1;
+        // Bytes that reached the socket count even on a connection being closed: whether a
+        // request may have reached the engine depends on them.
+        if res > 0 {
+            cx.d.transmitted(PairId(p), res as usize, now);
+        }
+        if self.ups[p as usize].s.closing {
+            self.release(cx, p, now);
+            return;
+        }
+        if res < 0 {
+            self.close(cx, p, now);
+        }
+    }
+
+    /// Closes every socket the dispatcher asked to close.
+    pub fn close_requested(&mut self, cx: &mut Cx, now: Instant) {
+        while let Some(pair) = cx.d.poll_close() {
+            self.close(cx, pair.0, now);
+        }
+    }
+
+    fn close(&mut self, cx: &mut Cx, p: u32, now: Instant) {
+        let u = &mut self.ups[p as usize];
+        if u.s.closing || u.s.fd < 0 {
+            return;
+        }
+        u.s.closing = true;
+        if u.connecting {
+            let e = opcode::AsyncCancel::new(ud(OP_UP_CONNECT, p, u.s.generation))
+                .build()
+                .user_data(ud(OP_CANCEL, p, 0));
+            cx.ring.push(e);
+        } else {
+            // SAFETY: our fd; shutdown ends its pending operations.
+            unsafe { libc::shutdown(u.s.fd, libc::SHUT_RDWR) };
+        }
+        self.release(cx, p, now);
+    }
+
+    /// Closes the fd once no operation refers to it, and tells the dispatcher (which knows
+    /// whether that ends a connect or a connection).
+    fn release(&mut self, cx: &mut Cx, p: u32, now: Instant) {
+        let u = &mut self.ups[p as usize];
+        if u.s.ops > 0 || u.s.fd < 0 {
+            return;
+        }
+        // SAFETY: no operation refers to the fd any more.
+        unsafe { libc::close(u.s.fd) };
+        u.s.closed();
+        let errno = std::mem::replace(&mut u.errno, 0);
+        cx.d.socket_released(PairId(p), now, errno);
+    }
+
+    /// Connects past their deadline are given up (ETIMEDOUT).
+    pub fn sweep(&mut self, cx: &mut Cx, now: Instant) {
+        for p in 0..self.ups.len() as u32 {
+            let u = &self.ups[p as usize];
+            if u.connecting && !u.s.closing && now.since(u.connect_started).0 > self.connect_timeout
+            {
+                self.ups[p as usize].errno = libc::ETIMEDOUT;
+                self.close(cx, p, now);
+            }
+        }
+    }
+
+    /// Closes every socket now (teardown).
+    pub fn close_all(&mut self, cx: &mut Cx, now: Instant) {
+        for p in 0..self.ups.len() as u32 {
+            self.close(cx, p, now);
+        }
+    }
+
+    /// Operations the kernel still has on pair sockets.
+    pub fn ops_in_flight(&self) -> u64 {
+        self.ups.iter().map(|u| u64::from(u.s.ops)).sum()
+    }
+
+    /// Leaks the sockets' records: the kernel may still read a connect's address.
+    pub fn forget(&mut self) {
+        std::mem::forget(std::mem::take(&mut self.ups));
+    }
+}
