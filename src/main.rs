@@ -231,22 +231,7 @@ fn run(
             return 2;
         }
     }
-    let budget = Budget::new(BudgetInputs {
-        arena_slots: spec.arena_slots as u64,
-        addresses: spec.sources.len() as u64,
-        regions: spec.regions.len() as u64,
-        threads: spec.threads as u64,
-        intake_conns_per_thread: spec.intake_conns_max as u64,
-        intake_request_bytes: (spec.http.head_bytes_max + spec.http.body_bytes_max) as u64,
-        tls_pairs: spec.regions.iter().filter(|r| r.tls.is_some()).count() as u64
-            * spec.sources.len() as u64,
-        socks5_pairs: spec
-            .sources
-            .iter()
-            .filter(|s| matches!(s, bundle_relay::config::Source::Socks5 { .. }))
-            .count() as u64
-            * spec.regions.len() as u64,
-    });
+    let budget = Budget::new(BudgetInputs::of(&spec));
     println!("{budget}");
     println!(
         "{} threads, {} sources x {} regions = {} pairs, {} open files needed",

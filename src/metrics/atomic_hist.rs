@@ -62,6 +62,9 @@ const LINE_COUNTS: usize = 16;
 #[repr(align(128))]
 struct Line([AtomicU64; LINE_COUNTS]);
 
+/// Bytes one recording histogram holds (its bucket array).
+pub const ALLOCATION_BYTES: usize = COUNTS_LEN / LINE_COUNTS * std::mem::size_of::<Line>();
+
 /// One histogram, written by one thread only.
 pub struct AtomicHist {
     lines: Box<[Line]>,
@@ -80,6 +83,15 @@ impl AtomicHist {
             lines: (0..COUNTS_LEN / LINE_COUNTS)
                 .map(|_| Line(Default::default()))
                 .collect(),
+            sum_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// A histogram that records nothing and holds no buckets, for metrics turned off (its
+    /// owner never records into it; it reads as empty).
+    pub fn off() -> AtomicHist {
+        AtomicHist {
+            lines: Box::new([]),
             sum_ns: AtomicU64::new(0),
         }
     }

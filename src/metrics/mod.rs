@@ -78,4 +78,4 @@ pub use labels::{
 };
 pub use percentiles::write_percentile_distribution;
 pub use registry::{Accounting, DISABLED_NOTE, Metrics, RegionSnapshot, Snapshot};
-pub use thread::{Gauge, RegionMetrics, ThreadMetrics};
+pub use thread::{Gauge, HISTS_PER_THREAD, RegionMetrics, ThreadMetrics};

@@ -14,7 +14,10 @@ use crate::jsonrpc;
 /// A value that goes up and down, set by its owner thread only: the same single-writer cell.
 pub type Gauge = Counter;
 
-#[derive(Default)]
+/// Histograms a thread keeps besides its per-region ones: overhead, delivery, limiter wait.
+pub const HISTS_PER_THREAD: usize = 3;
+
+/// One thread's metrics of one region.
 #[repr(align(128))]
 pub struct RegionMetrics {
     pub upstream: [Counter; STATUS_SLOTS],
@@ -39,15 +42,44 @@ pub struct ThreadMetrics {
 }
 
 impl ThreadMetrics {
+    /// A thread's metrics for `regions` regions; with `enabled` false its histograms hold no
+    /// buckets (nothing is recorded into them), so metrics off costs no memory either.
     pub(super) fn new(regions: usize, enabled: bool) -> ThreadMetrics {
+        let hist = || {
+            if enabled {
+                AtomicHist::new()
+            } else {
+                AtomicHist::off()
+            }
+        };
         ThreadMetrics {
             enabled,
             requests: Default::default(),
-            overhead: AtomicHist::new(),
-            delivery: AtomicHist::new(),
-            limiter_wait: AtomicHist::new(),
-            regions: (0..regions).map(|_| RegionMetrics::default()).collect(),
+            overhead: hist(),
+            delivery: hist(),
+            limiter_wait: hist(),
+            regions: (0..regions)
+                .map(|_| RegionMetrics {
+                    upstream: Default::default(),
+                    cooldowns_active: Gauge::default(),
+                    conns: Default::default(),
+                    reconnects: Counter::default(),
+                    upstream_rtt: hist(),
+                })
+                .collect(),
         }
+    }
+
+    /// The heap bytes one thread's metrics hold beyond the record itself, for `regions`
+    /// regions (the budget counts them): its region records and, recording, one histogram per
+    /// measure.
+    pub const fn allocation_bytes(regions: usize, enabled: bool) -> usize {
+        let hists = if enabled {
+            (HISTS_PER_THREAD + regions) * super::atomic_hist::ALLOCATION_BYTES
+        } else {
+            0
+        };
+        regions * std::mem::size_of::<RegionMetrics>() + hists
     }
 
     /// An intake request answered.

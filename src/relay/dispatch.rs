@@ -29,6 +29,10 @@ use super::upstream::{Ended, Fate, Upstream};
 pub use super::links::{ConnectOrder, DENIED_RETRY_MS};
 pub use super::pairs::{Link, PAIR_STATE_BYTES};
 
+/// Room each pair has in the upstream's queues (to connect, to send, to close, ended calls).
+pub const PAIR_QUEUE_BYTES: usize =
+    super::pairs::QUEUE_BYTES_PER_PAIR + super::upstream::ENDED_BYTES_PER_PAIR;
+
 /// Sends of one bundle that engines refused unprocessed (REFUSED_STREAM, UNAVAILABLE, lost
 /// unsent) before it ends rejected: it bounds a bundle that every pair keeps refusing. A pair's
 /// own refusal (rate limited, source denied) is no attempt against the bundle: that one goes to

@@ -147,6 +147,10 @@ impl Pair {
 /// The dispatcher's record of one pair, in bytes (the budget counts it).
 pub const PAIR_STATE_BYTES: usize = std::mem::size_of::<Pair>();
 
+/// Room each pair has in the table's queues: to connect, with bytes to send, to close.
+pub const QUEUE_BYTES_PER_PAIR: usize =
+    std::mem::size_of::<Reverse<(u64, u32)>>() + 2 * std::mem::size_of::<u32>();
+
 /// See the module docs.
 pub struct Pairs {
     pairs: Box<[Pair]>,

@@ -65,6 +65,9 @@ pub struct Ended {
     pub written: Option<Instant>,
 }
 
+/// Room each pair has in the queue of ended bundle calls (the budget counts it).
+pub const ENDED_BYTES_PER_PAIR: usize = std::mem::size_of::<Ended>();
+
 /// See the module docs.
 pub struct Upstream {
     links: Links,
