@@ -18,6 +18,7 @@ pub mod jsonrpc;
 pub mod limiter;
 pub mod log;
 pub mod metrics;
+pub mod notify;
 pub mod probe;
 pub mod proto;
 pub mod reactor;

@@ -8,8 +8,9 @@ use std::time::Duration;
 use bundle_relay::admin::{Admin, AdminOptions};
 use bundle_relay::budget::{Budget, BudgetInputs};
 use bundle_relay::clock::Clock;
-use bundle_relay::config::{Config, Overrides, Resolve, Shared};
+use bundle_relay::config::{Config, ConnectMode, Overrides, Resolve, Shared};
 use bundle_relay::metrics::hlog::{HlogConfig, HlogWriter};
+use bundle_relay::notify::{self, Notifier};
 use bundle_relay::probe;
 use bundle_relay::relay::Spec;
 use bundle_relay::runtime::Relay;
@@ -78,6 +79,11 @@ enum Command {
         /// per-method or upstream series; /metrics serves the accounting counters only.
         #[arg(long)]
         no_metrics: bool,
+        /// Under systemd (Type=notify), READY=1 is sent once the listeners are open and this
+        /// share of the (source, region) pairs is up; until then STATUS= says how many are.
+        /// With `connect = "lazy"` pairs open on first use and only the listeners count.
+        #[arg(long, default_value_t = READY_PAIRS_PERCENT_DEFAULT, value_parser = clap::value_parser!(u8).range(0..=100))]
+        ready_pairs_percent: u8,
     },
     /// Percentiles and plots from HdrHistogram interval logs (the relay's or bench-load's).
     Hist(bundle_relay::metrics::hist::HistArgs),
@@ -107,6 +113,7 @@ fn main() {
             ca_file,
             egress,
             no_metrics,
+            ready_pairs_percent,
         } => {
             let mut overrides = Overrides {
                 ca_file,
@@ -129,6 +136,7 @@ fn main() {
                 drain_ms,
                 hlog_dir.map(|d| (d, hlog_interval_s)),
                 no_metrics,
+                ready_pairs_percent,
             ))
         }
         Command::Hist(args) => {
@@ -168,7 +176,36 @@ fn run(
     drain_ms: u64,
     hlog: Option<(PathBuf, u64)>,
     no_metrics: bool,
+    ready_pairs_percent: u8,
 ) -> i32 {
+    // A unit that names a notify socket or a watchdog we cannot use is a broken unit: say so
+    // before anything starts rather than be restarted for never reporting ready.
+    let notifier = match Notifier::from_env() {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("bundle-relay: {e}");
+            return 2;
+        }
+    };
+    let watchdog = match notify::watchdog_period() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("bundle-relay: {e}");
+            return 2;
+        }
+    };
+    if let Some(period) = watchdog
+        && period < WATCHDOG_PERIOD_MIN
+    {
+        eprintln!(
+            "bundle-relay: the watchdog period ({} ms) is below {} ms: a reactor loop wakes only \
+             every 50 ms when idle, so progress cannot be told from a stall; set WatchdogSec= to \
+             1s or more",
+            period.as_millis(),
+            WATCHDOG_PERIOD_MIN.as_millis()
+        );
+        return 2;
+    }
     let cfg = match path {
         Some(p) => Config::load_overridden(p, Resolve::Now, overrides),
         None if *overrides != Overrides::default() => {
@@ -260,6 +297,8 @@ fn run(
         println!("config and host check passed");
         return 0;
     }
+    let spec_pairs = spec.sources.len() * spec.regions.len();
+    let lazy = cfg.egress.connect == ConnectMode::Lazy;
     let live = Arc::new(
         Shared::new(cfg.clone(), path.map(Path::to_path_buf), Resolve::Now)
             .with_overrides(overrides.clone()),
@@ -344,6 +383,25 @@ fn run(
         libc::signal(libc::SIGHUP, on_hup as *const () as libc::sighandler_t);
     }
     let mut admin_token = cfg.admin_token.clone();
+    let pairs_total = (spec_pairs) as u64;
+    let ready_at = if lazy {
+        0
+    } else {
+        (pairs_total * u64::from(ready_pairs_percent)).div_ceil(100)
+    };
+    let mut ready = false;
+    let mut status_up = u64::MAX;
+    let mut progress = notify::Progress::default();
+    let mut next_ping = std::time::Instant::now();
+    let mut stuck_reported = false;
+    let mut notify_failed = false;
+    let mut say = |what: &str, r: std::io::Result<()>| {
+        if let Err(e) = r
+            && !std::mem::replace(&mut notify_failed, true)
+        {
+            eprintln!("bundle-relay: telling the service manager {what} failed: {e}");
+        }
+    };
     let mut last = relay.totals();
     let mut ticks = 0u32;
     let mut failed: Option<String> = None;
@@ -358,8 +416,62 @@ fn run(
             failed = Some(why);
             break;
         }
+        if let Some(period) = watchdog
+            && std::time::Instant::now() >= next_ping
+        {
+            // Pinged at half the period, and only when every reactor loop moved since the
+            // last ping: a thread stuck in a syscall or a loop stops the pings, and systemd
+            // restarts the relay once the period passes.
+            next_ping = std::time::Instant::now() + period / 2;
+            match progress.check(&relay.thread_iterations()) {
+                Ok(()) => {
+                    say("WATCHDOG=1", notifier.watchdog());
+                    if std::mem::replace(&mut stuck_reported, false) {
+                        println!("watchdog: every reactor thread is making progress again");
+                    }
+                }
+                Err(stuck) if !stuck_reported => {
+                    stuck_reported = true;
+                    let names: Vec<String> = stuck.iter().map(|t| format!("relay-{t}")).collect();
+                    eprintln!(
+                        "bundle-relay: watchdog: reactor thread {} made no progress in {} ms; \
+                         withholding the ping (systemd restarts the relay after {} ms)",
+                        names.join(", "),
+                        (period / 2).as_millis(),
+                        period.as_millis()
+                    );
+                    say(
+                        "STATUS=",
+                        notifier.status(&format!("stalled: reactor thread {}", names.join(", "))),
+                    );
+                }
+                Err(_) => {}
+            }
+        }
+        if !ready {
+            let up = relay.totals().pairs_up;
+            if up >= ready_at {
+                ready = true;
+                let line = if lazy {
+                    format!("ready: listening; pairs connect on first use ({pairs_total} pairs)")
+                } else {
+                    format!("ready: listening, {up} of {pairs_total} pairs up")
+                };
+                println!("{line}");
+                say("READY=1", notifier.ready(&line));
+            } else if up != status_up {
+                status_up = up;
+                say(
+                    "STATUS=",
+                    notifier.status(&format!(
+                        "{up} of {pairs_total} pairs up (ready at {ready_at}, {ready_pairs_percent}%)"
+                    )),
+                );
+            }
+        }
         if RELOAD.swap(false, Ordering::Relaxed) {
-            match live.reload() {
+            say("RELOADING=1", notifier.reloading());
+            let outcome = match live.reload() {
                 Ok(g) => {
                     metrics.set_config_generation(g);
                     println!("config reloaded: generation {g}");
@@ -386,11 +498,23 @@ fn run(
                         a.set_token(token.clone());
                         admin_token = token;
                     }
+                    format!("config reloaded: generation {g}")
                 }
-                Err(e) => println!(
-                    "config reload refused, generation {} kept: {e}",
-                    live.load().generation
-                ),
+                Err(e) => {
+                    let line = format!(
+                        "config reload refused, generation {} kept: {e}",
+                        live.load().generation
+                    );
+                    println!("{line}");
+                    line
+                }
+            };
+            // READY=1 ends the reload for the manager either way: a refused reload leaves the
+            // relay serving on the last good config, and the status says which.
+            if ready {
+                say("READY=1", notifier.ready(&outcome));
+            } else {
+                say("STATUS=", notifier.status(&outcome));
             }
         }
         if DUMP.swap(false, Ordering::Relaxed) {
@@ -398,7 +522,7 @@ fn run(
         }
         if ticks % 100 == 0 {
             let t = relay.totals();
-            println!(
+            let line = format!(
                 "admitted {} (+{}), delivered {}, in flight {}, expired {}, failed {}, refused at cap {}, pairs up {}",
                 t.admitted,
                 t.admitted - last.admitted,
@@ -409,10 +533,19 @@ fn run(
                 t.refused_cap,
                 t.pairs_up
             );
+            println!("{line}");
+            if ready {
+                say("STATUS=", notifier.status(&line));
+            }
             last = t;
         }
     }
-    println!("stopping: no new connections; draining bundles in flight for up to {drain_ms} ms");
+    let line = format!(
+        "stopping: no new connections; draining {} bundles in flight for up to {drain_ms} ms",
+        relay.totals().in_flight
+    );
+    println!("{line}");
+    say("STOPPING=1", notifier.stopping(&line));
     let t = relay.shutdown(Duration::from_millis(drain_ms));
     if let Some(a) = admin {
         a.shutdown();
@@ -436,3 +569,12 @@ fn run(
 /// Exit status when a reactor thread died (EX_SOFTWARE from sysexits.h): the relay stopped
 /// itself so that its supervisor restarts it.
 const EXIT_THREAD_FAILED: i32 = 70;
+
+/// The default share of pairs that must be up before READY=1: most of the pool, so a restart
+/// under load does not serve from a pool still connecting, yet not all of it, so one region
+/// that is down (one of eight is 12.5%) does not hold a start back until systemd gives up.
+const READY_PAIRS_PERCENT_DEFAULT: u8 = 85;
+
+/// The shortest watchdog period the pings can mean anything at: the supervision loop runs every
+/// 100 ms and an idle reactor loop every 50 ms, so half a period must cover several of both.
+const WATCHDOG_PERIOD_MIN: Duration = Duration::from_millis(1_000);
