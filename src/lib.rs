@@ -7,6 +7,7 @@ pub mod admin;
 pub mod arena;
 pub mod budget;
 pub mod bundle;
+pub mod check_host;
 pub mod clock;
 pub mod config;
 pub mod egress;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use bundle_relay::admin::{Admin, AdminOptions};
 use bundle_relay::budget::{Budget, BudgetInputs};
+use bundle_relay::check_host;
 use bundle_relay::clock::Clock;
 use bundle_relay::config::{Config, ConnectMode, Overrides, Resolve, Shared};
 use bundle_relay::metrics::hlog::{HlogConfig, HlogWriter};
@@ -87,6 +88,30 @@ enum Command {
     },
     /// Percentiles and plots from HdrHistogram interval logs (the relay's or bench-load's).
     Hist(bundle_relay::metrics::hist::HistArgs),
+    /// Compare this host with what a config needs and with sysctl/99-bundle-relay.conf: one
+    /// line per check (ok / warn / fail, found, wanted, the fix); exit status 1 on any fail.
+    CheckHost {
+        /// The config to hold the host to (limits, egress addresses, reactor cores); without
+        /// it, only the host-wide checks run.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// A sysctl.d file to compare with instead of the shipped one.
+        #[arg(long)]
+        sysctl: Option<PathBuf>,
+        /// Read proc/ and sys/ under this folder instead of / (a container's or a saved view).
+        #[arg(long, default_value = "/")]
+        root: PathBuf,
+    },
+    /// Print the `ip` commands that make a config's egress addresses local: one local route per
+    /// CIDR block (default), or one address per line on an interface.
+    EgressIp {
+        /// The config whose [egress] addresses to put on this host.
+        #[arg(long)]
+        config: PathBuf,
+        /// Put each address on this interface instead of one local route per block on lo.
+        #[arg(long, value_name = "DEV")]
+        interface: Option<String>,
+    },
 }
 
 fn main() {
@@ -139,6 +164,14 @@ fn main() {
                 ready_pairs_percent,
             ))
         }
+        Command::CheckHost {
+            config,
+            sysctl,
+            root,
+        } => std::process::exit(check_host(config.as_deref(), sysctl.as_deref(), root)),
+        Command::EgressIp { config, interface } => {
+            std::process::exit(egress_ip(&config, interface.as_deref()))
+        }
         Command::Hist(args) => {
             if let Err(e) = bundle_relay::metrics::hist::run(&args) {
                 eprintln!("bundle-relay hist: {e}");
@@ -146,6 +179,71 @@ fn main() {
             }
         }
     }
+}
+
+fn check_host(config: Option<&Path>, sysctl: Option<&Path>, root: PathBuf) -> i32 {
+    let cfg = match config.map(|p| Config::load_with(p, Resolve::Deferred)) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
+            eprintln!("bundle-relay check-host: {e}");
+            return 2;
+        }
+    };
+    let sysctl_text = match sysctl {
+        None => check_host::sysctl::SHIPPED.to_string(),
+        Some(p) => match std::fs::read_to_string(p) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("bundle-relay check-host: cannot read {}: {e}", p.display());
+                return 2;
+            }
+        },
+    };
+    let checks = check_host::run(&check_host::Inputs::host(root, cfg, sysctl_text));
+    for c in &checks {
+        println!("{c}");
+    }
+    let count = |l| checks.iter().filter(|c| c.level == l).count();
+    println!(
+        "{} ok, {} warn, {} fail",
+        count(check_host::Level::Ok),
+        count(check_host::Level::Warn),
+        count(check_host::Level::Fail)
+    );
+    if check_host::passed(&checks) { 0 } else { 1 }
+}
+
+fn egress_ip(config: &Path, interface: Option<&str>) -> i32 {
+    let cfg = match Config::load_with(config, Resolve::Deferred) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("bundle-relay egress-ip: {e}");
+            return 2;
+        }
+    };
+    let addrs: Vec<std::net::IpAddr> = cfg
+        .egress
+        .sources
+        .iter()
+        .filter_map(|s| match s {
+            bundle_relay::config::Source::Local(ip) => Some(*ip),
+            bundle_relay::config::Source::Socks5 { .. } => None,
+        })
+        .collect();
+    let (method, dev) = match interface {
+        Some(d) => (check_host::egress::Method::Interface, d),
+        None => (check_host::egress::Method::LocalRoute, "lo"),
+    };
+    println!(
+        "# {} egress addresses of {}; run as root (| sh), and have the network route them here",
+        addrs.len(),
+        config.display()
+    );
+    for line in check_host::egress::commands(&addrs, method, dev) {
+        println!("{line}");
+    }
+    0
 }
 
 /// Set by SIGTERM and SIGINT.

@@ -66,7 +66,11 @@ fn scratch_root(name: &str) -> PathBuf {
     for e in std::fs::read_dir("/lib/systemd/system").unwrap() {
         let e = e.unwrap();
         if e.file_type().unwrap().is_file() {
-            std::fs::copy(e.path(), root.join("lib/systemd/system").join(e.file_name())).unwrap();
+            std::fs::copy(
+                e.path(),
+                root.join("lib/systemd/system").join(e.file_name()),
+            )
+            .unwrap();
         }
     }
     root
@@ -130,10 +134,21 @@ fn the_units_promise_what_the_relay_does() {
     for name in UNITS {
         let u = unit(name);
         assert_eq!(values(&u, "Type"), ["notify"], "{name}");
-        assert_eq!(values(&u, "NotifyAccess"), ["all"], "{name}: the takeover's child");
-        assert_eq!(values(&u, "ExecReload"), ["/bin/kill -HUP $MAINPID"], "{name}");
+        assert_eq!(
+            values(&u, "NotifyAccess"),
+            ["all"],
+            "{name}: the takeover's child"
+        );
+        assert_eq!(
+            values(&u, "ExecReload"),
+            ["/bin/kill -HUP $MAINPID"],
+            "{name}"
+        );
         let watchdog: u64 = values(&u, "WatchdogSec")[0].parse().unwrap();
-        assert!(watchdog >= 1, "{name}: the relay refuses a period under 1 s");
+        assert!(
+            watchdog >= 1,
+            "{name}: the relay refuses a period under 1 s"
+        );
         let filter = values(&u, "SystemCallFilter").join(" ");
         for call in ["io_uring_setup", "io_uring_enter", "io_uring_register"] {
             assert!(filter.contains(call), "{name} must allow {call}: {filter}");
