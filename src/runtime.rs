@@ -128,7 +128,7 @@ impl Relay {
         let mut failures = Vec::new();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         for t in 0..spec.threads {
-            let st = Arc::new(Stats::default());
+            let st = metrics.stats(t);
             stats.push(st.clone());
             let tm = metrics.thread(t);
             let text = Arc::new(std::sync::Mutex::new(String::new()));
@@ -184,14 +184,7 @@ impl Relay {
         } else {
             Some(crate::egress::resolve::spawn(named, stop.clone()).map_err(StartError::Thread)?)
         };
-        let totals_of = stats.clone();
-        metrics.set_totals_source(Box::new(move || {
-            let mut t = Totals::default();
-            for s in &totals_of {
-                t.add(s);
-            }
-            t
-        }));
+
         let mut queues = Vec::with_capacity(spec.threads);
         for _ in 0..spec.threads {
             match ready_rx.recv() {
@@ -285,11 +278,7 @@ impl Relay {
     }
 
     pub fn totals(&self) -> Totals {
-        let mut t = Totals::default();
-        for s in &self.stats {
-            t.add(s);
-        }
-        t
+        self.metrics.totals()
     }
 
     /// Stops accepting, lets bundles in flight end for up to `drain`, counts the rest failed,
@@ -308,10 +297,6 @@ impl Relay {
         if let Some(l) = self.logger {
             l.stop();
         }
-        let mut t = Totals::default();
-        for s in &stats {
-            t.add(s);
-        }
-        t
+        Totals::of(stats.iter().map(|s| &**s))
     }
 }

@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bundle_relay::admin::{ADDR_DEFAULT, Admin, AdminHandle, AdminOptions, Token};
-use bundle_relay::metrics::{Method, Metrics, ReqOutcome};
+use bundle_relay::jsonrpc::Method;
+use bundle_relay::metrics::{Metrics, ReqOutcome};
 
 fn start() -> (Arc<Metrics>, AdminHandle) {
     start_with(None)
@@ -72,8 +73,8 @@ fn get(addr: SocketAddr, path: &str) -> (String, String, String) {
 fn metrics_endpoint_serves_the_prometheus_text_of_live_counters() {
     let (m, h) = start();
     let tm = m.thread(1);
-    tm.request(Method::SendBundle, ReqOutcome::Ok);
-    tm.request(Method::SendBundle, ReqOutcome::Ok);
+    tm.request(Some(Method::SendBundle), ReqOutcome::Ok);
+    tm.request(Some(Method::SendBundle), ReqOutcome::Ok);
     tm.record_overhead_ns(12_000);
     let (status, headers, body) = get(h.local_addr(), "/metrics");
     assert_eq!(status, "HTTP/1.1 200 OK");
@@ -89,7 +90,7 @@ fn metrics_endpoint_serves_the_prometheus_text_of_live_counters() {
         Some(1.0)
     );
     // A second scrape sees what was recorded since.
-    tm.request(Method::SendBundle, ReqOutcome::Ok);
+    tm.request(Some(Method::SendBundle), ReqOutcome::Ok);
     let (_, _, body) = get(h.local_addr(), "/metrics?x=1");
     let e = metrics_support::check(&body).unwrap();
     assert_eq!(e.value("bundle_relay_requests_total", &sb), Some(3.0));
@@ -163,24 +164,25 @@ fn scrapes_during_load_are_monotonic_and_add_up_at_rest() {
     let stop = Arc::new(AtomicBool::new(false));
     let workers: Vec<_> = (0..threads)
         .map(|t| {
-            let tm = m.thread(t);
+            let (tm, st) = (m.thread(t), m.stats(t));
             std::thread::spawn(move || {
                 let mut held = [0u64; 2];
                 for i in 0..BUNDLES_PER_THREAD {
                     let r = (i % 2) as usize;
-                    tm.request(Method::SendBundle, ReqOutcome::Ok);
+                    tm.request(Some(Method::SendBundle), ReqOutcome::Ok);
                     tm.record_overhead_ns(5_000 + i % 1_000);
-                    tm.admitted(r);
+                    let bundles = st.region(r);
+                    bundles.admitted.inc();
                     held[r] += 1;
-                    tm.set_in_flight(r, held[r]);
+                    bundles.in_flight.set(held[r]);
                     if i % 3 != 0 {
                         if i % 7 == 0 {
-                            tm.rejected(r);
+                            bundles.rejected.inc();
                         } else {
-                            tm.delivered(r);
+                            bundles.delivered.inc();
                         }
                         held[r] -= 1;
-                        tm.set_in_flight(r, held[r]);
+                        bundles.in_flight.set(held[r]);
                     }
                 }
             })

@@ -183,10 +183,10 @@ fn resolve(
     mods: &BTreeMap<Vec<String>, PathBuf>,
 ) -> Option<Vec<String>> {
     let mut segs: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
-    let mut base: Vec<String> = match segs.first()? {
-        &"crate" => Vec::new(),
-        &"self" => from.to_vec(),
-        &"super" => {
+    let mut base: Vec<String> = match *segs.first()? {
+        "crate" => Vec::new(),
+        "self" => from.to_vec(),
+        "super" => {
             let mut b = from.to_vec();
             b.pop();
             b

@@ -11,7 +11,8 @@ use bundle_relay::metrics::atomic_hist::{
     self, COUNTS_LEN, HIGHEST_NS, index_of, new_histogram, value_at,
 };
 use bundle_relay::metrics::{
-    HistId, Method, Metrics, ReqOutcome, STATUS_SLOT_TRANSPORT, STATUS_SLOTS, Snapshot, status_slot,
+    HistId, METHODS, Metrics, ReqOutcome, STATUS_SLOT_TRANSPORT, STATUS_SLOTS, Snapshot,
+    status_slot,
 };
 use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
@@ -43,6 +44,7 @@ fn latency(rng: &mut StdRng) -> u64 {
 
 fn run_thread(m: &Metrics, t: usize) -> Expected {
     let tm = m.thread(t);
+    let st = m.stats(t);
     let nregions = m.region_names().len();
     let ids = m.hist_ids();
     let mut rng = StdRng::seed_from_u64(SEED ^ t as u64);
@@ -58,30 +60,30 @@ fn run_thread(m: &Metrics, t: usize) -> Expected {
         let r = rng.random_range(0..nregions);
         match rng.random_range(0..14u32) {
             0 => {
-                let method = Method::ALL[rng.random_range(0..6)];
+                let method = METHODS[rng.random_range(0..METHODS.len())];
                 let outcome = ReqOutcome::ALL[rng.random_range(0..4)];
                 tm.request(method, outcome);
-                e.snap.requests[method as usize][outcome as usize] += 1;
+                e.snap.requests[bundle_relay::metrics::method_slot(method)][outcome as usize] += 1;
             }
             1 => {
-                tm.admitted(r);
-                e.snap.regions[r].admitted += 1;
+                st.region(r).admitted.inc();
+                e.snap.regions[r].bundles.admitted += 1;
             }
             2 => {
-                tm.delivered(r);
-                e.snap.regions[r].delivered += 1;
+                st.region(r).delivered.inc();
+                e.snap.regions[r].bundles.delivered += 1;
             }
             3 => {
-                tm.rejected(r);
-                e.snap.regions[r].rejected += 1;
+                st.region(r).rejected.inc();
+                e.snap.regions[r].bundles.rejected += 1;
             }
             4 => {
-                tm.expired(r);
-                e.snap.regions[r].expired += 1;
+                st.region(r).expired.inc();
+                e.snap.regions[r].bundles.expired += 1;
             }
             5 => {
-                tm.failed(r);
-                e.snap.regions[r].failed += 1;
+                st.region(r).failed.inc();
+                e.snap.regions[r].bundles.failed += 1;
             }
             6 => {
                 let code = Code(rng.random_range(0..20));
@@ -93,15 +95,15 @@ fn run_thread(m: &Metrics, t: usize) -> Expected {
                 e.snap.regions[r].upstream[STATUS_SLOT_TRANSPORT] += 1;
             }
             8 => {
-                tm.cooldown_started(r);
-                e.snap.regions[r].cooldowns_started += 1;
+                st.region(r).cooldowns.inc();
+                e.snap.regions[r].bundles.cooldowns += 1;
             }
             9 => {
                 tm.reconnect(r);
                 e.snap.regions[r].reconnects += 1;
             }
             10 => {
-                tm.intake_refused();
+                st.intake_refused.inc();
                 e.snap.intake_refused += 1;
             }
             _ => {
@@ -123,17 +125,18 @@ fn run_thread(m: &Metrics, t: usize) -> Expected {
         let states = [t as u64, 1, 2 + r as u64, 3];
         tm.set_conn_states(r, states);
         tm.set_cooldowns_active(r, r as u64 + 1);
-        tm.set_in_flight(r, 2);
+        st.region(r).in_flight.set(2);
         for (a, s) in e.snap.regions[r].conns.iter_mut().zip(states) {
             *a += s;
         }
         e.snap.regions[r].cooldowns_active += r as u64 + 1;
-        e.snap.regions[r].in_flight += 2;
+        e.snap.regions[r].bundles.in_flight += 2;
+        // Slots held are the bundles in flight, every region's together.
+        e.snap.arena_in_use += 2;
     }
-    tm.set_arena(1024, 10 + t as u64);
-    tm.set_intake_connections(5);
+    st.arena_capacity.set(1024);
+    st.intake_conns.set(5);
     e.snap.arena_capacity += 1024;
-    e.snap.arena_in_use += 10 + t as u64;
     e.snap.intake_connections += 5;
     e
 }
@@ -166,7 +169,10 @@ fn counters_and_histograms_merge_across_threads_exactly() {
                     assert!(b >= a, "a request counter went backwards");
                 }
                 for (a, b) in last.regions.iter().zip(&s.regions) {
-                    assert!(b.admitted >= a.admitted && b.delivered >= a.delivered);
+                    assert!(
+                        b.bundles.admitted >= a.bundles.admitted
+                            && b.bundles.delivered >= a.bundles.delivered
+                    );
                     for k in 0..STATUS_SLOTS {
                         assert!(b.upstream[k] >= a.upstream[k]);
                     }
@@ -206,16 +212,17 @@ fn counters_and_histograms_merge_across_threads_exactly() {
         want.arena_capacity += e.snap.arena_capacity;
         want.arena_in_use += e.snap.arena_in_use;
         for (w, r) in want.regions.iter_mut().zip(&e.snap.regions) {
-            w.admitted += r.admitted;
-            w.delivered += r.delivered;
-            w.rejected += r.rejected;
-            w.expired += r.expired;
-            w.failed += r.failed;
-            w.in_flight += r.in_flight;
+            let (wb, rb) = (&mut w.bundles, &r.bundles);
+            wb.admitted += rb.admitted;
+            wb.delivered += rb.delivered;
+            wb.rejected += rb.rejected;
+            wb.expired += rb.expired;
+            wb.failed += rb.failed;
+            wb.in_flight += rb.in_flight;
+            wb.cooldowns += rb.cooldowns;
             for k in 0..STATUS_SLOTS {
                 w.upstream[k] += r.upstream[k];
             }
-            w.cooldowns_started += r.cooldowns_started;
             w.cooldowns_active += r.cooldowns_active;
             for k in 0..4 {
                 w.conns[k] += r.conns[k];
@@ -278,17 +285,18 @@ fn values_above_a_minute_are_recorded_as_a_minute_and_summed_as_they_were() {
 #[test]
 fn accounting_identity_holds_when_every_admitted_bundle_is_settled_or_held() {
     let m = Metrics::new(&regions(), 2);
-    let (a, b) = (m.thread(0), m.thread(1));
+    let (a, b) = (m.stats(0), m.stats(1));
+    let (a, b) = (a.region(1), b.region(1));
     for _ in 0..10 {
-        a.admitted(1);
+        a.admitted.inc();
     }
-    a.delivered(1);
-    a.delivered(1);
-    b.rejected(1);
-    b.expired(1);
-    a.failed(1);
-    a.set_in_flight(1, 3);
-    b.set_in_flight(1, 2);
+    a.delivered.inc();
+    a.delivered.inc();
+    b.rejected.inc();
+    b.expired.inc();
+    a.failed.inc();
+    a.in_flight.set(3);
+    b.in_flight.set(2);
     assert_eq!(m.check_accounting(), Ok(()));
     let acc = &m.accounting()[1];
     assert_eq!((acc.admitted, acc.settled_or_held), (10, 10));
@@ -297,10 +305,11 @@ fn accounting_identity_holds_when_every_admitted_bundle_is_settled_or_held() {
 #[test]
 fn accounting_check_names_the_region_that_does_not_add_up() {
     let m = Metrics::new(&regions(), 1);
-    let t = m.thread(0);
-    t.admitted(2);
-    t.admitted(2);
-    t.delivered(2);
+    let st = m.stats(0);
+    let t = st.region(2);
+    t.admitted.inc();
+    t.admitted.inc();
+    t.delivered.inc();
     let err = m.check_accounting().unwrap_err();
     assert!(err.contains("region ny"), "{err}");
     assert!(

@@ -300,7 +300,7 @@ fn a_bundle_whose_request_never_left_whole_is_sent_again_when_its_connection_die
     for part in [|_| 0, |n: usize| n / 2, |n: usize| n - 1] {
         let mut sim = one_bundle_part_written(part);
         sim.release(0);
-        assert_eq!(sim.stats.failed.get(), 0, "{:?}", sim.stats);
+        assert_eq!(sim.stats.totals().failed, 0, "{:?}", sim.stats);
         assert_eq!(sim.stats.retries.get(), 1);
         assert_eq!(sim.d.in_flight(), 1, "waiting for a pair again");
         sim.check();
@@ -311,7 +311,7 @@ fn a_bundle_whose_request_never_left_whole_is_sent_again_when_its_connection_die
 fn a_bundle_written_whole_and_then_lost_is_counted_failed() {
     let mut sim = one_bundle_part_written(|n| n);
     sim.release(0);
-    assert_eq!(sim.stats.failed.get(), 1, "{:?}", sim.stats);
+    assert_eq!(sim.stats.totals().failed, 1, "{:?}", sim.stats);
     assert_eq!(sim.d.in_flight(), 0);
     sim.check();
 }
@@ -321,7 +321,11 @@ fn a_timed_out_call_takes_its_pair_out_of_rotation_and_it_reconnects_later() {
     let mut sim = one_bundle_part_written(|n| n);
     sim.now = Instant(sim.now.0 + 500 * MS);
     sim.d.sweep(sim.now);
-    assert_eq!(sim.stats.failed.get(), 1, "written whole, then no answer");
+    assert_eq!(
+        sim.stats.totals().failed,
+        1,
+        "written whole, then no answer"
+    );
     assert_eq!(sim.d.link(PairId(0)), Link::Closing);
     assert_eq!(sim.stats.pairs_up.get(), 0);
     sim.reactor(true);

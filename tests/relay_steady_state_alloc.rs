@@ -147,7 +147,7 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
         one(&mut d, now, &mut reply);
     }
     assert_eq!(allocations() - before, 0, "allocations in {CALLS} requests");
-    assert_eq!(stats.delivered.get(), 10 + CALLS as u64);
+    assert_eq!(stats.totals().delivered, 10 + CALLS as u64);
     // The metrics saw it all too (recorded without allocating).
     assert_eq!(metrics.check_accounting(), Ok(()));
     assert!(d.check_accounting());

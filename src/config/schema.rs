@@ -10,8 +10,12 @@ use serde::Deserialize;
 
 use super::egress::{self, AddrRange, SOURCES_MAX};
 use super::error::{ConfigError, line_column};
-use super::{Config, ConnectMode, Egress, Intake, Overrides, Region, Resolve, Source};
-use crate::admin::{TOKEN_BYTES_MAX, Token};
+use super::model::{
+    ADMIN_PORT, Config, ConnectMode, Egress, Intake, Overrides, PING_IDLE_MS_DEFAULT,
+    PING_TIMEOUT_MS_DEFAULT, ROTATING_PORT, Region, Resolve, Source, TCP_USER_TIMEOUT_MS_DEFAULT,
+    too_few_sources,
+};
+use super::token::{TOKEN_BYTES_MAX, Token};
 use crate::limiter::MAX_REGIONS;
 use crate::wire::{MAX_BASE58_LEN, MAX_BUNDLE_TXS};
 
@@ -310,7 +314,7 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         Some(t) => {
             let t = cx.range("threads", t, 1, THREADS_MAX)?;
             if egress.sources.len() < t {
-                return Err(cx.err("threads", super::too_few_sources(egress.sources.len(), t)));
+                return Err(cx.err("threads", too_few_sources(egress.sources.len(), t)));
             }
             t
         }
@@ -353,7 +357,7 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
     let intake = Intake {
         rotating: match &fi.rotating {
             Some(text) => cx.listen("intake.rotating", text)?,
-            None => Some(SocketAddr::from(([127, 0, 0, 1], super::ROTATING_PORT))),
+            None => Some(SocketAddr::from(([127, 0, 0, 1], ROTATING_PORT))),
         },
         head_bytes_max: cx.range(
             "intake.head_bytes_max",
@@ -429,7 +433,7 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
     let metrics = file_admin.metrics.unwrap_or(true);
     let admin = match file_admin.listen {
         Some(text) => cx.listen("admin.listen", &text)?,
-        None => Some(SocketAddr::from(([127, 0, 0, 1], super::ADMIN_PORT))),
+        None => Some(SocketAddr::from(([127, 0, 0, 1], ADMIN_PORT))),
     };
     let admin_token = match &file_admin.token_file {
         Some(path) => Some(read_token(cx, &base.join(path))?),
@@ -829,20 +833,20 @@ fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
         )?,
         ping_idle_ms: cx.range(
             "egress.ping_idle_ms",
-            fe.ping_idle_ms.unwrap_or(super::PING_IDLE_MS_DEFAULT),
+            fe.ping_idle_ms.unwrap_or(PING_IDLE_MS_DEFAULT),
             0,
             PING_IDLE_MS_MAX,
         )?,
         ping_timeout_ms: cx.range(
             "egress.ping_timeout_ms",
-            fe.ping_timeout_ms.unwrap_or(super::PING_TIMEOUT_MS_DEFAULT),
+            fe.ping_timeout_ms.unwrap_or(PING_TIMEOUT_MS_DEFAULT),
             1,
             PING_TIMEOUT_MS_MAX,
         )?,
         tcp_user_timeout_ms: cx.range(
             "egress.tcp_user_timeout_ms",
             fe.tcp_user_timeout_ms
-                .unwrap_or(super::TCP_USER_TIMEOUT_MS_DEFAULT),
+                .unwrap_or(TCP_USER_TIMEOUT_MS_DEFAULT),
             TCP_USER_TIMEOUT_MS_MIN,
             TCP_USER_TIMEOUT_MS_MAX,
         )?,

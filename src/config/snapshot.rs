@@ -5,7 +5,8 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwap, Guard};
 
-use super::{Config, ConfigError, Overrides, Resolve};
+use super::error::ConfigError;
+use super::model::{Config, Overrides, Resolve};
 
 /// One immutable configuration and where it came from.
 #[derive(Debug)]

@@ -64,6 +64,8 @@ pub enum TransportError {
     Refused {
         code: u32,
         message: String,
+        /// When the pair asks again.
+        retry_ms: u64,
     },
 }
 
@@ -87,11 +89,15 @@ impl fmt::Display for TransportError {
                 "the engine closed the connection during {}",
                 stage.describe()
             ),
-            TransportError::Refused { code, message } => write!(
+            TransportError::Refused {
+                code,
+                message,
+                retry_ms,
+            } => write!(
                 f,
                 "the engine refuses this source ({}: {message}); retried in {} s",
                 crate::grpc::Code(*code).name(),
-                crate::relay::dispatch::DENIED_RETRY_MS / 1_000
+                retry_ms / 1_000
             ),
         }
     }

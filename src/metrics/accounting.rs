@@ -1,23 +1,38 @@
-//! The relay's accounting: how many bundles were admitted and how each ended, and what the
-//! intake and the upstream connections did, per thread. Each counter has one writer (its
-//! reactor thread) and any number of readers; [`Totals`] adds the threads up.
+//! The relay's accounting: how many bundles each region admitted and how each ended, and what
+//! the intake and the upstream connections did, per reactor thread. It runs whether metrics
+//! are on or off: it is what the relay promises (`admitted = delivered + rejected + expired +
+//! failed + in flight`), and every bundle end is counted here once, nowhere else.
+//!
+//! Each counter has one writer (its reactor thread) and any number of readers. [`Totals`] adds
+//! the threads up. The field lists below are written once: the per-thread counters, the
+//! serializable sums and the adding-up all come from them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A counter written by one thread only: a plain load and store, no read-modify-write, so the
-/// owner never waits on a contended cache line; readers see a recent value.
+use crate::limiter::MAX_REGIONS;
+
+/// A count or a gauge written by one thread only: a plain load and store, no read-modify-write,
+/// so the owner never waits on a contended cache line (on x86, a `mov` pair); readers see a
+/// recent value.
 #[derive(Debug, Default)]
 pub struct Counter(AtomicU64);
 
 impl Counter {
     #[inline]
-    pub fn bump(&self) {
-        self.0
-            .store(self.0.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    pub fn inc(&self) {
+        self.add(1);
     }
 
     #[inline]
-    pub fn store(&self, v: u64) {
+    pub fn add(&self, n: u64) {
+        self.0.store(
+            self.0.load(Ordering::Relaxed).wrapping_add(n),
+            Ordering::Relaxed,
+        );
+    }
+
+    #[inline]
+    pub fn set(&self, v: u64) {
         self.0.store(v, Ordering::Relaxed);
     }
 
@@ -27,132 +42,182 @@ impl Counter {
     }
 }
 
-/// One thread's counters, on cache lines of their own.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-pub struct Stats {
-    pub requests: Counter,
-    pub admitted: Counter,
-    pub delivered: Counter,
-    pub rejected: Counter,
-    pub expired: Counter,
-    pub failed: Counter,
-    /// Gauge: arena slots held.
-    pub in_flight: Counter,
-    pub retries: Counter,
-    pub cooldowns: Counter,
-    pub refused_cap: Counter,
-    pub bad_requests: Counter,
-    pub connects: Counter,
-    pub connect_failures: Counter,
-    pub disconnects: Counter,
-    /// Gauge: pairs whose connection is up.
-    pub pairs_up: Counter,
-    /// Gauge.
-    pub intake_conns: Counter,
-    /// Intake connections refused because the thread's table was full.
-    pub intake_refused: Counter,
-    /// Intake connections refused because their client address held its share already.
-    pub intake_refused_per_source: Counter,
-    /// Accepts that failed (out of file descriptors or memory, mostly).
-    pub accept_errors: Counter,
-    /// Intake connections closed because a request head missed its deadline (after a 408).
-    pub intake_head_timeouts: Counter,
-    /// Intake connections closed because their client stopped reading answers.
-    pub intake_send_timeouts: Counter,
-    /// Intake connections closed after the idle deadline.
-    pub intake_idle_closes: Counter,
-    /// `io_uring_enter` calls retried after EAGAIN or ENOMEM.
-    pub ring_retries: Counter,
-    /// Times a region went silent (calls unanswered, nothing received) and was paused.
-    pub silences: Counter,
-    /// Log lines dropped because the thread's log queue was full.
-    pub log_lines_dropped: Counter,
-    /// Gauge.
-    pub arena_capacity: Counter,
-    /// TLS sessions established, and how many of them resumed an earlier session.
-    pub tls_handshakes: Counter,
-    pub tls_resumed: Counter,
-    /// Set when the thread has exited its loop.
-    pub stopped: Counter,
-    /// The config generation this thread last loaded (0: no live config).
-    pub config_generation: Counter,
-    /// Loop iterations the thread has run: a thread whose count stops moving is wedged
-    /// (the loop wakes at least every sweep period, idle or not).
-    pub iterations: Counter,
+/// Writes the counter types from one list of fields: what a thread counts per region, what it
+/// counts for itself, and their serializable sums.
+macro_rules! accounting {
+    (
+        region { $($(#[$rm:meta])* $r:ident,)* }
+        thread { $($(#[$tm:meta])* $t:ident,)* }
+    ) => {
+        /// One thread's counts for one region.
+        #[derive(Debug, Default)]
+        pub struct RegionCounts {
+            $($(#[$rm])* pub $r: Counter,)*
+        }
+
+        /// One region's counts, added up over threads.
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+        #[serde(default)]
+        pub struct RegionTotals {
+            $($(#[$rm])* pub $r: u64,)*
+        }
+
+        impl RegionTotals {
+            /// Adds one thread's counts of this region.
+            pub fn add(&mut self, c: &RegionCounts) {
+                $(self.$r += c.$r.get();)*
+            }
+        }
+
+        /// One thread's counters, on cache lines of their own.
+        #[derive(Debug, Default)]
+        #[repr(align(128))]
+        pub struct Stats {
+            regions: [RegionCounts; MAX_REGIONS],
+            $($(#[$tm])* pub $t: Counter,)*
+            /// Set when the thread has exited its loop.
+            pub stopped: Counter,
+            /// The config generation this thread last loaded (0: no live config).
+            pub config_generation: Counter,
+            /// Loop iterations the thread has run: a thread whose count stops moving is wedged
+            /// (the loop wakes at least every sweep period, idle or not).
+            pub iterations: Counter,
+        }
+
+        /// Every thread's counters added up, every region's too (serializable, so a relay in
+        /// another process can report them).
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+        #[serde(default)]
+        pub struct Totals {
+            $($(#[$rm])* pub $r: u64,)*
+            $($(#[$tm])* pub $t: u64,)*
+        }
+
+        impl Totals {
+            /// Adds one thread's counters, all its regions together.
+            pub fn add(&mut self, s: &Stats) {
+                for c in &s.regions {
+                    $(self.$r += c.$r.get();)*
+                }
+                $(self.$t += s.$t.get();)*
+            }
+        }
+    };
 }
 
-/// All threads' counters added up (serializable, so a relay in another process can report
-/// them).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
-pub struct Totals {
-    pub requests: u64,
-    pub admitted: u64,
-    pub delivered: u64,
-    pub rejected: u64,
-    pub expired: u64,
-    pub failed: u64,
-    pub in_flight: u64,
-    pub retries: u64,
-    pub cooldowns: u64,
-    pub refused_cap: u64,
-    pub bad_requests: u64,
-    pub connects: u64,
-    pub connect_failures: u64,
-    pub disconnects: u64,
-    pub pairs_up: u64,
-    pub intake_conns: u64,
-    pub intake_refused: u64,
-    pub intake_refused_per_source: u64,
-    pub accept_errors: u64,
-    pub intake_head_timeouts: u64,
-    pub intake_send_timeouts: u64,
-    pub intake_idle_closes: u64,
-    pub ring_retries: u64,
-    pub silences: u64,
-    pub log_lines_dropped: u64,
-    pub arena_capacity: u64,
-    pub tls_handshakes: u64,
-    pub tls_resumed: u64,
+accounting! {
+    region {
+        /// Bundles that took an arena slot, bound for this region.
+        admitted,
+        /// Bundles the engine accepted.
+        delivered,
+        /// Bundles the engine refused for good (or refused unprocessed too often).
+        rejected,
+        /// Bundles older than the max age before an engine took them.
+        expired,
+        /// Bundles lost after being fully sent, or still held when shutdown's drain ended.
+        failed,
+        /// Gauge: bundles admitted and not yet ended.
+        in_flight,
+        /// Pair cooldowns started (the engine's Retry-After).
+        cooldowns,
+    }
+    thread {
+        /// Intake requests answered.
+        requests,
+        /// Bundles sent again after an attempt the engine did not process.
+        retries,
+        /// Requests refused at the in-flight cap (429).
+        refused_cap,
+        /// Requests answered with an error about the request itself.
+        bad_requests,
+        connects,
+        connect_failures,
+        disconnects,
+        /// Gauge: pairs whose connection is in rotation.
+        pairs_up,
+        /// Gauge: intake connections open.
+        intake_conns,
+        /// Intake connections refused because the thread's table was full.
+        intake_refused,
+        /// Intake connections refused because their client address held its share already.
+        intake_refused_per_source,
+        /// Accepts that failed (out of file descriptors or memory, mostly).
+        accept_errors,
+        /// Intake connections closed because a request head missed its deadline (after a 408).
+        intake_head_timeouts,
+        /// Intake connections closed because their client stopped reading answers.
+        intake_send_timeouts,
+        /// Intake connections closed after the idle deadline.
+        intake_idle_closes,
+        /// `io_uring_enter` calls retried after EAGAIN or ENOMEM.
+        ring_retries,
+        /// Times a region went silent (calls unanswered, nothing received) and was paused.
+        silences,
+        /// Log lines dropped because the thread's log queue was full.
+        log_lines_dropped,
+        /// Gauge: arena slots the thread owns.
+        arena_capacity,
+        /// TLS sessions established, and how many of them resumed an earlier session.
+        tls_handshakes,
+        tls_resumed,
+    }
+}
+
+impl Stats {
+    /// This thread's counts for region `r`.
+    #[inline]
+    pub fn region(&self, r: usize) -> &RegionCounts {
+        &self.regions[r]
+    }
+
+    /// This thread's counters, its regions added up.
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::default();
+        t.add(self);
+        t
+    }
 }
 
 impl Totals {
+    /// The sums over every thread's counters.
+    pub fn of<'a>(threads: impl IntoIterator<Item = &'a Stats>) -> Totals {
+        let mut t = Totals::default();
+        for s in threads {
+            t.add(s);
+        }
+        t
+    }
+
     /// admitted = delivered + rejected + expired + failed + in flight.
     pub fn identity_holds(&self) -> bool {
         self.admitted
             == self.delivered + self.rejected + self.expired + self.failed + self.in_flight
     }
+}
 
-    /// Adds one thread's counters.
-    pub fn add(&mut self, s: &Stats) {
-        self.requests += s.requests.get();
-        self.admitted += s.admitted.get();
-        self.delivered += s.delivered.get();
-        self.rejected += s.rejected.get();
-        self.expired += s.expired.get();
-        self.failed += s.failed.get();
-        self.in_flight += s.in_flight.get();
-        self.retries += s.retries.get();
-        self.cooldowns += s.cooldowns.get();
-        self.refused_cap += s.refused_cap.get();
-        self.bad_requests += s.bad_requests.get();
-        self.connects += s.connects.get();
-        self.connect_failures += s.connect_failures.get();
-        self.disconnects += s.disconnects.get();
-        self.pairs_up += s.pairs_up.get();
-        self.intake_conns += s.intake_conns.get();
-        self.intake_refused += s.intake_refused.get();
-        self.intake_refused_per_source += s.intake_refused_per_source.get();
-        self.accept_errors += s.accept_errors.get();
-        self.intake_head_timeouts += s.intake_head_timeouts.get();
-        self.intake_send_timeouts += s.intake_send_timeouts.get();
-        self.intake_idle_closes += s.intake_idle_closes.get();
-        self.ring_retries += s.ring_retries.get();
-        self.silences += s.silences.get();
-        self.log_lines_dropped += s.log_lines_dropped.get();
-        self.arena_capacity += s.arena_capacity.get();
-        self.tls_handshakes += s.tls_handshakes.get();
-        self.tls_resumed += s.tls_resumed.get();
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn totals_add_every_region_and_every_thread() {
+        let (a, b) = (Stats::default(), Stats::default());
+        a.region(0).admitted.add(3);
+        a.region(0).delivered.add(2);
+        a.region(0).in_flight.set(1);
+        b.region(5).admitted.inc();
+        b.region(5).expired.inc();
+        b.requests.add(7);
+        let t = Totals::of([&a, &b]);
+        assert_eq!(
+            (t.admitted, t.delivered, t.expired, t.in_flight),
+            (4, 2, 1, 1)
+        );
+        assert_eq!(t.requests, 7);
+        assert!(t.identity_holds());
+        let mut r = RegionTotals::default();
+        r.add(b.region(5));
+        assert_eq!((r.admitted, r.expired), (1, 1));
     }
 }

@@ -29,7 +29,8 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 
-use super::{HistId, Metrics};
+use super::labels::HistId;
+use super::registry::Metrics;
 
 /// Default rotation size: a day of 11 histograms every 10 s stays in a few files of this size.
 pub const ROTATE_BYTES_DEFAULT: u64 = 64 * 1024 * 1024;

@@ -12,7 +12,10 @@
 use std::fmt::Write as _;
 
 use super::atomic_hist::{COUNTS_LEN, index_of};
-use super::{CONN_STATES, HistId, Method, Metrics, ReqOutcome, STATUS_SLOTS, status_label};
+use super::labels::{
+    CONN_STATES, HistId, METHODS, ReqOutcome, STATUS_SLOTS, method_label, method_slot, status_label,
+};
+use super::registry::{DISABLED_NOTE, Metrics};
 
 /// `le` bounds: (ns, label in seconds).
 const LE_BOUNDS: [(u64, &str); 24] = [
@@ -41,16 +44,6 @@ const LE_BOUNDS: [(u64, &str); 24] = [
     (30_000_000_000, "30"),
     (60_000_000_000, "60"),
 ];
-
-/// Prometheus family name of a histogram.
-pub(super) fn hist_name(id: HistId) -> &'static str {
-    match id {
-        HistId::Overhead => "bundle_relay_relay_overhead_seconds",
-        HistId::Delivery => "bundle_relay_delivery_latency_seconds",
-        HistId::LimiterWait => "bundle_relay_limiter_wait_seconds",
-        HistId::UpstreamRtt(_) => "bundle_relay_upstream_round_trip_seconds",
-    }
-}
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
@@ -101,7 +94,7 @@ fn per_region(
 }
 
 fn histogram(out: &mut String, m: &Metrics, id: HistId, labels: &[(&str, &str)], acc: &mut [u64]) {
-    let name = hist_name(id);
+    let name = id.family_name();
     m.histogram_counts(id, acc);
     let bucket = format!("{name}_bucket");
     let mut cumulative = 0u64;
@@ -132,12 +125,17 @@ fn histogram(out: &mut String, m: &Metrics, id: HistId, labels: &[(&str, &str)],
 const ENABLED_NAME: &str = "bundle_relay_metrics_enabled";
 const ENABLED_HELP: &str = "1 when histograms and per-region, per-method and upstream series are recorded ([admin] metrics).";
 
-pub(super) fn render(m: &Metrics, out: &mut String) {
+impl Metrics {
+    /// The Prometheus text exposition format 0.0.4 of every metric.
+    pub fn render_prometheus(&self, out: &mut String) {
+        render(self, out);
+    }
+}
+
+fn render(m: &Metrics, out: &mut String) {
     family(out, ENABLED_NAME, "gauge", ENABLED_HELP);
     sample(out, ENABLED_NAME, &[], u64::from(m.enabled()));
-    if let Some(t) = m.totals() {
-        render_defences(&t, out);
-    }
+    render_defences(&m.totals(), out);
     if !m.enabled() {
         render_accounting(m, out);
         return;
@@ -151,13 +149,16 @@ pub(super) fn render(m: &Metrics, out: &mut String) {
         "counter",
         "Intake requests answered, by JSON-RPC method and outcome.",
     );
-    for method in Method::ALL {
+    for method in METHODS {
         for outcome in ReqOutcome::ALL {
             sample(
                 out,
                 name,
-                &[("method", method.label()), ("outcome", outcome.label())],
-                s.requests[method as usize][outcome as usize],
+                &[
+                    ("method", method_label(method)),
+                    ("outcome", outcome.label()),
+                ],
+                s.requests[method_slot(method)][outcome as usize],
             );
         }
     }
@@ -169,7 +170,7 @@ pub(super) fn render(m: &Metrics, out: &mut String) {
         "bundle_relay_bundles_admitted_total",
         "counter",
         "Bundles that took an arena slot, by region.",
-        |r| regions[r].admitted,
+        |r| regions[r].bundles.admitted,
     );
     per_region(
         out,
@@ -177,7 +178,7 @@ pub(super) fn render(m: &Metrics, out: &mut String) {
         "bundle_relay_bundles_delivered_total",
         "counter",
         "Bundles the block engine accepted, by region.",
-        |r| regions[r].delivered,
+        |r| regions[r].bundles.delivered,
     );
     per_region(
         out,
@@ -185,7 +186,7 @@ pub(super) fn render(m: &Metrics, out: &mut String) {
         "bundle_relay_bundles_rejected_total",
         "counter",
         "Bundles the block engine refused, by region.",
-        |r| regions[r].rejected,
+        |r| regions[r].bundles.rejected,
     );
     per_region(
         out,
@@ -193,7 +194,7 @@ pub(super) fn render(m: &Metrics, out: &mut String) {
         "bundle_relay_bundles_expired_total",
         "counter",
         "Bundles dropped unsent past their deadline, by region.",
-        |r| regions[r].expired,
+        |r| regions[r].bundles.expired,
     );
     per_region(
         out,
@@ -201,7 +202,7 @@ pub(super) fn render(m: &Metrics, out: &mut String) {
         "bundle_relay_bundles_failed_total",
         "counter",
         "Bundles lost to transport failures, by region.",
-        |r| regions[r].failed,
+        |r| regions[r].bundles.failed,
     );
     per_region(
         out,
@@ -209,7 +210,7 @@ pub(super) fn render(m: &Metrics, out: &mut String) {
         "bundle_relay_bundles_in_flight",
         "gauge",
         "Bundles admitted and not yet settled, by region.",
-        |r| regions[r].in_flight,
+        |r| regions[r].bundles.in_flight,
     );
 
     let name = "bundle_relay_upstream_calls_total";
@@ -236,7 +237,7 @@ pub(super) fn render(m: &Metrics, out: &mut String) {
         "bundle_relay_cooldowns_started_total",
         "counter",
         "Pair cooldowns started (RESOURCE_EXHAUSTED and the like), by region.",
-        |r| regions[r].cooldowns_started,
+        |r| regions[r].bundles.cooldowns,
     );
     per_region(
         out,
@@ -326,13 +327,13 @@ pub(super) fn render(m: &Metrics, out: &mut String) {
         ),
     ];
     for (id, help) in plain {
-        family(out, hist_name(id), "histogram", help);
+        family(out, id.family_name(), "histogram", help);
         histogram(out, m, id, &[], &mut acc);
     }
     let id0 = HistId::UpstreamRtt(0);
     family(
         out,
-        hist_name(id0),
+        id0.family_name(),
         "histogram",
         "Upstream round trip: request written to response complete, by region.",
     );
@@ -396,7 +397,7 @@ fn render_defences(t: &super::accounting::Totals, out: &mut String) {
 /// threads do not count by region or method then), under the families' usual names so a
 /// `sum()` over them reads the same either way.
 fn render_accounting(m: &Metrics, out: &mut String) {
-    out.push_str(super::DISABLED_NOTE);
+    out.push_str(DISABLED_NOTE);
     out.push('\n');
     let generation: [(&str, &str, &str, u64); 1] = [(
         "bundle_relay_config_generation",
@@ -404,13 +405,7 @@ fn render_accounting(m: &Metrics, out: &mut String) {
         "Configuration generation in force (bumped on each reload).",
         m.config_generation(),
     )];
-    let Some(t) = m.totals() else {
-        for (name, kind, help, v) in generation {
-            family(out, name, kind, help);
-            sample(out, name, &[], v);
-        }
-        return;
-    };
+    let t = m.totals();
     let singles: [(&str, &str, &str, u64); 12] = [
         (
             "bundle_relay_requests_total",

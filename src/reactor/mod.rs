@@ -266,7 +266,7 @@ pub fn run_thread(args: ThreadArgs) {
             *f = Some(format!("reactor thread relay-{t} {why}"));
         }
     }
-    w.stats.stopped.store(1);
+    w.stats.stopped.set(1);
 }
 
 fn pin_to_cpu(t: usize) {
@@ -420,7 +420,7 @@ impl Worker {
         let mut drain_until: Option<Instant> = None;
         loop {
             let now = self.clock.now();
-            self.stats.iterations.bump();
+            self.stats.iterations.inc();
             self.reap(now);
             if let Some(live) = &self.live {
                 // One atomic load an iteration; what a new generation changes is applied here,
@@ -428,7 +428,7 @@ impl Worker {
                 let generation = live.load().generation;
                 if generation != self.config_generation {
                     self.config_generation = generation;
-                    self.stats.config_generation.store(generation);
+                    self.stats.config_generation.set(generation);
                 }
             }
             if stop.load(Ordering::Acquire) && !self.stopping {
@@ -444,7 +444,7 @@ impl Worker {
                 self.d.sweep(now);
                 self.sweep(now);
                 self.sweep_intake(now);
-                self.stats.log_lines_dropped.store(self.d.log().dropped());
+                self.stats.log_lines_dropped.set(self.d.log().dropped());
                 self.flush_upstream(now);
                 self.close_requested(now);
                 self.next_sweep = now.after(self.clock.rate().from_ms(SWEEP_MS));
@@ -510,7 +510,7 @@ impl Worker {
             // The completion queue is full: the next iteration reaps before submitting more.
             Some(libc::EBUSY) => Ok(()),
             Some(libc::EAGAIN) | Some(libc::ENOMEM) => {
-                self.stats.ring_retries.bump();
+                self.stats.ring_retries.inc();
                 let quiet = self
                     .enter_error_logged
                     .is_some_and(|at| now.since(at).0 < rate.from_ms(ACCEPT_ERROR_LOG_MS).0);
@@ -604,7 +604,6 @@ impl Worker {
         };
         // A full table or a client at its share is refused at once rather than queued.
         let refused = if self.free_conns.is_empty() {
-            self.metrics.intake_refused();
             Some(&self.stats.intake_refused)
         } else if self.clients.count(peer) >= self.per_source_max {
             Some(&self.stats.intake_refused_per_source)
@@ -612,7 +611,7 @@ impl Worker {
             None
         };
         if let Some(counter) = refused {
-            counter.bump();
+            counter.inc();
             // SAFETY: a fresh fd we own.
             unsafe { libc::close(fd) };
             return;
@@ -633,16 +632,14 @@ impl Worker {
         conn.http.reset(now);
         self.stats
             .intake_conns
-            .store(self.stats.intake_conns.get() + 1);
-        self.metrics
-            .set_intake_connections(self.stats.intake_conns.get());
+            .set(self.stats.intake_conns.get() + 1);
         self.arm_in_recv(c);
     }
 
     /// An accept failed: counted, logged at most every [`ACCEPT_ERROR_LOG_MS`], and the
     /// listener re-armed from the sweep.
     fn accept_failed(&mut self, errno: i32, now: Instant) {
-        self.stats.accept_errors.bump();
+        self.stats.accept_errors.inc();
         self.accept_errors_unlogged += 1;
         let quiet = self
             .accept_error_logged
@@ -726,14 +723,14 @@ impl Worker {
                 now,
                 out,
             );
-            stats.requests.bump();
+            stats.requests.inc();
             let outcome = match verdict {
                 Verdict::RefusedCap => {
-                    stats.refused_cap.bump();
+                    stats.refused_cap.inc();
                     ReqOutcome::RefusedCap
                 }
                 Verdict::Invalid => {
-                    stats.bad_requests.bump();
+                    stats.bad_requests.inc();
                     ReqOutcome::Invalid
                 }
                 Verdict::Admitted | Verdict::Answered => ReqOutcome::Ok,
@@ -748,7 +745,7 @@ impl Worker {
             n
         });
         if served.error.is_some() {
-            self.stats.bad_requests.bump();
+            self.stats.bad_requests.inc();
         }
         self.flush_conn(c);
     }
@@ -821,9 +818,7 @@ impl Worker {
         self.free_conns.push(c);
         self.stats
             .intake_conns
-            .store(self.stats.intake_conns.get().saturating_sub(1));
-        self.metrics
-            .set_intake_connections(self.stats.intake_conns.get());
+            .set(self.stats.intake_conns.get().saturating_sub(1));
     }
 
     /// Each connection's deadlines: a late head is answered 408 and closed, an idle one and
@@ -838,9 +833,9 @@ impl Worker {
                 continue;
             };
             match reason {
-                Close::HeadTimeout => self.stats.intake_head_timeouts.bump(),
-                Close::SendTimeout => self.stats.intake_send_timeouts.bump(),
-                Close::Idle => self.stats.intake_idle_closes.bump(),
+                Close::HeadTimeout => self.stats.intake_head_timeouts.inc(),
+                Close::SendTimeout => self.stats.intake_send_timeouts.inc(),
+                Close::Idle => self.stats.intake_idle_closes.inc(),
                 _ => {}
             }
             if reason.drains_output() {

@@ -283,8 +283,6 @@ pub struct Dispatcher {
     rng: u64,
     stats: Arc<Stats>,
     metrics: Arc<ThreadMetrics>,
-    /// Bundles held per region (waiting or in flight), for the per-region gauge.
-    held: [u64; crate::limiter::MAX_REGIONS],
     /// A call outstanding this long with nothing received from its region meanwhile makes
     /// the region silent (see [`Silence`]).
     silence_after: Ticks,
@@ -370,7 +368,7 @@ impl Dispatcher {
                 reconnects.push(Reverse((now.0, p)));
             }
         }
-        stats.arena_capacity.store(slots as u64);
+        stats.arena_capacity.set(slots as u64);
         Dispatcher {
             rate,
             arena: Arena::new(spec.arena_slots),
@@ -399,7 +397,6 @@ impl Dispatcher {
             rng: 0x9E37_79B9_7F4A_7C15 ^ (spec.thread as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
             stats,
             metrics,
-            held: [0; crate::limiter::MAX_REGIONS],
             silence_after: rate
                 .from_ms((spec.upstream_timeout_ms / SILENCE_SHARE_OF_TIMEOUT).max(1)),
             ping_timeout_ms: spec.ping_timeout_ms,
@@ -481,12 +478,9 @@ impl Dispatcher {
     pub fn enqueue(&mut self, slot: SlotHandle, region: u8) {
         self.arena.get_mut(slot).expect("held").meta.region = region;
         self.regions[region as usize].fifo.push_back(slot);
-        self.stats.admitted.bump();
-        self.metrics.admitted(region as usize);
-        self.held[region as usize] += 1;
-        self.metrics
-            .set_in_flight(region as usize, self.held[region as usize]);
-        self.stats.in_flight.store(self.arena.in_use() as u64);
+        let counts = self.stats.region(region as usize);
+        counts.admitted.inc();
+        counts.in_flight.inc();
     }
 
     // ---- dispatching ----
@@ -673,7 +667,7 @@ impl Dispatcher {
                 probe_backoff_ms: PROBE_BACKOFF_MS_MIN,
                 probe_in_flight: false,
             });
-            self.stats.silences.bump();
+            self.stats.silences.inc();
             let outstanding = (0..self.sources.len() as u32)
                 .filter(|&a| {
                     let q = self.limiter.pair(a, RegionId(r as u8));
@@ -789,28 +783,15 @@ impl Dispatcher {
     /// Ends a bundle: counts it and frees its slot.
     fn end(&mut self, slot: SlotHandle, kind: EndKind) {
         let r = self.arena.get(slot).expect("held").meta.region as usize;
+        let counts = self.stats.region(r);
         match kind {
-            EndKind::Delivered => {
-                self.stats.delivered.bump();
-                self.metrics.delivered(r);
-            }
-            EndKind::Rejected => {
-                self.stats.rejected.bump();
-                self.metrics.rejected(r);
-            }
-            EndKind::Expired => {
-                self.stats.expired.bump();
-                self.metrics.expired(r);
-            }
-            EndKind::Failed => {
-                self.stats.failed.bump();
-                self.metrics.failed(r);
-            }
+            EndKind::Delivered => counts.delivered.inc(),
+            EndKind::Rejected => counts.rejected.inc(),
+            EndKind::Expired => counts.expired.inc(),
+            EndKind::Failed => counts.failed.inc(),
         }
-        self.held[r] -= 1;
-        self.metrics.set_in_flight(r, self.held[r]);
+        counts.in_flight.set(counts.in_flight.get() - 1);
         self.arena.release(slot).expect("a bundle ends once");
-        self.stats.in_flight.store(self.arena.in_use() as u64);
     }
 
     /// Puts a bundle back at the head of its region's FIFO (it is the oldest there).
@@ -822,7 +803,7 @@ impl Dispatcher {
             // Never processed, by the engines' own word, however often it was tried.
             self.end(slot, EndKind::Rejected);
         } else {
-            self.stats.retries.bump();
+            self.stats.retries.inc();
             self.regions[meta.region as usize].fifo.push_front(slot);
         }
     }
@@ -873,7 +854,7 @@ impl Dispatcher {
                 },
                 now,
             );
-            self.stats.connect_failures.bump();
+            self.stats.connect_failures.inc();
             self.schedule_reconnect(pair, now);
             return None;
         };
@@ -914,8 +895,8 @@ impl Dispatcher {
             _ => {}
         }
         match (old.in_rotation(), new.in_rotation()) {
-            (true, false) => self.stats.pairs_up.store(self.stats.pairs_up.get() - 1),
-            (false, true) => self.stats.pairs_up.store(self.stats.pairs_up.get() + 1),
+            (true, false) => self.stats.pairs_up.set(self.stats.pairs_up.get() - 1),
+            (false, true) => self.stats.pairs_up.set(self.stats.pairs_up.get() + 1),
             _ => {}
         }
         if old.conn_state() != new.conn_state() {
@@ -988,12 +969,12 @@ impl Dispatcher {
         conn.ping(now_ns, self.ping_timeout_ms);
         st.up_since = now;
         st.last_error = None;
-        self.stats.connects.bump();
+        self.stats.connects.inc();
         let target = st.target;
         if let Some(tls) = st.transport.as_deref().and_then(Transport::tls) {
-            self.stats.tls_handshakes.bump();
+            self.stats.tls_handshakes.inc();
             if tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
-                self.stats.tls_resumed.bump();
+                self.stats.tls_resumed.inc();
             }
             let r = self.limiter.region_of(pair).0 as usize;
             if !self.regions[r].tls_logged {
@@ -1060,7 +1041,7 @@ impl Dispatcher {
             Link::Connecting | Link::Closing
         ));
         self.note_error(pair, TransportError::Connect { errno }, now);
-        self.stats.connect_failures.bump();
+        self.stats.connect_failures.inc();
         let r = self.limiter.region_of(pair).0 as usize;
         self.regions[r].addrs.mark_stale();
         self.schedule_reconnect(pair, now);
@@ -1166,9 +1147,9 @@ impl Dispatcher {
                 let error = closed.unwrap_or(TransportError::ClosedDuringSetup { stage });
                 self.note_error(pair, error, now);
             }
-            self.stats.connect_failures.bump();
+            self.stats.connect_failures.inc();
         } else {
-            self.stats.disconnects.bump();
+            self.stats.disconnects.inc();
             let st = &mut self.pairs[p];
             if !st.timed_out && now.since(st.up_since).0 >= self.rate.from_ms(BACKOFF_RESET_MS).0 {
                 st.backoff_ms = 0;
@@ -1396,8 +1377,6 @@ impl Dispatcher {
             );
             self.metrics.set_cooldowns_active(r, c.cooling as u64);
         }
-        self.metrics
-            .set_arena(self.arena.capacity() as u64, self.arena.in_use() as u64);
     }
 
     /// One line per region: pairs by limiter state and when the region can send next.
@@ -1593,8 +1572,7 @@ impl Dispatcher {
             .record_upstream_rtt_ns(region, self.rate.to_ns(now.since(f.started)));
         if let Fate::Cooldown(ms) = fate {
             self.limiter.cooldown(pair, self.rate.from_ms(ms), now);
-            self.stats.cooldowns.bump();
-            self.metrics.cooldown_started(region);
+            self.stats.region(region).cooldowns.inc();
         }
         self.limiter_done(pair, now);
         if timed_out {
@@ -1648,6 +1626,7 @@ impl Dispatcher {
         let error = TransportError::Refused {
             code: code.0,
             message: String::from_utf8_lossy(&why[..why.len().min(96)]).into_owned(),
+            retry_ms: DENIED_RETRY_MS,
         };
         self.note_error(pair, error, now);
         self.request_close(pair.0, now);
@@ -1707,15 +1686,11 @@ impl Dispatcher {
         self.reconnects.clear();
     }
 
-    /// admitted = delivered + rejected + expired + failed + in flight.
+    /// admitted = delivered + rejected + expired + failed + in flight, with in flight the
+    /// arena's own count of slots held, and each region's in-flight gauge adding up to it.
     pub fn check_accounting(&self) -> bool {
-        let s = &self.stats;
-        s.admitted.get()
-            == s.delivered.get()
-                + s.rejected.get()
-                + s.expired.get()
-                + s.failed.get()
-                + self.arena.in_use() as u64
+        let t = self.stats.totals();
+        t.identity_holds() && t.in_flight == u64::from(self.arena.in_use())
     }
 }
 

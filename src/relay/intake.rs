@@ -9,7 +9,6 @@ use crate::clock::Instant;
 use crate::grpc;
 use crate::http1;
 use crate::jsonrpc::{self, Call, ErrorKind, Id, RpcError};
-use crate::metrics::Method as MetricMethod;
 use crate::wire::{self, SIGNATURE_BASE58_MAX_LEN};
 
 use super::dispatch::Dispatcher;
@@ -69,8 +68,8 @@ pub fn handle(
     keep_alive: bool,
     now: Instant,
     out: &mut [u8],
-) -> (usize, Verdict, MetricMethod) {
-    let method_seen = core::cell::Cell::new(MetricMethod::Other);
+) -> (usize, Verdict, Option<jsonrpc::Method>) {
+    let method_seen = core::cell::Cell::new(None);
     let reply = |out: &mut [u8], status, ctype, extra: &[(&str, &[u8])], body: &[u8], v| {
         let n = http1::write_response(out, status, keep_alive, ctype, extra, body)
             .expect("intake output buffer holds any response");
@@ -111,13 +110,7 @@ pub fn handle(
         }
     };
     let id = request.id;
-    method_seen.set(match request.method() {
-        jsonrpc::Method::SendBundle => MetricMethod::SendBundle,
-        jsonrpc::Method::SendTransaction => MetricMethod::SendTransaction,
-        jsonrpc::Method::GetTipAccounts => MetricMethod::GetTipAccounts,
-        jsonrpc::Method::GetBundleStatuses => MetricMethod::GetBundleStatuses,
-        jsonrpc::Method::GetInflightBundleStatuses => MetricMethod::GetInflightBundleStatuses,
-    });
+    method_seen.set(Some(request.method()));
     let call = request.call;
     let (transactions, encoding, single) = match &call {
         Call::SendBundle {

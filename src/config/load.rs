@@ -1,0 +1,134 @@
+//! Where a [`Config`] comes from: a file, TOML text, or the embedded default (Jito mainnet).
+//! Each path runs the whole of `schema`'s checks; nothing here is on the request path.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
+
+use super::error::ConfigError;
+use super::host::host_addresses;
+use super::model::{
+    ADMIN_PORT, Config, ConnectMode, Egress, Intake, Overrides, PING_IDLE_MS_DEFAULT,
+    PING_TIMEOUT_MS_DEFAULT, PINNED_PORT_FIRST, ROTATING_PORT, Region, Resolve, Source,
+    TCP_USER_TIMEOUT_MS_DEFAULT,
+};
+use super::schema;
+use crate::jito::{ENGINE_PORT, MAINNET_DOMAIN, MAINNET_REGIONS};
+
+impl Config {
+    /// Reads, validates and resolves a config file ([`Resolve::Now`]).
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        Config::load_with(path, Resolve::Now)
+    }
+
+    /// Reads and validates a config file, resolving hosts as `resolve` says. Relative `ca_file`
+    /// and `token_file` paths are taken relative to the file's folder.
+    pub fn load_with(path: &Path, resolve: Resolve) -> Result<Config, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(&origin, "", format!("cannot read the file: {e}")))?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        schema::from_toml(&text, &origin, base, resolve)
+    }
+
+    /// As [`Config::load_with`], with command-line [`Overrides`] applied before validation.
+    pub fn load_overridden(
+        path: &Path,
+        resolve: Resolve,
+        overrides: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(&origin, "", format!("cannot read the file: {e}")))?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        schema::from_toml_with(&text, &origin, base, resolve, overrides)
+    }
+
+    /// Validates TOML text; `origin` names it in errors, relative `ca_file` and `token_file`
+    /// paths are taken relative to the current folder.
+    pub fn parse(text: &str, origin: &str, resolve: Resolve) -> Result<Config, ConfigError> {
+        schema::from_toml(text, origin, Path::new(""), resolve)
+    }
+
+    /// Jito mainnet: the 8 regions of [`MAINNET_REGIONS`] over TLS on 443, hosts unresolved (no
+    /// network needed to load), pinned intake ports 8081..8088 and rotating 8080 on 127.0.0.1,
+    /// admin 127.0.0.1:9464, and egress = this host's own addresses ([`host_addresses`]). With no
+    /// such address it falls back to 127.0.0.1, with a warning in [`Config::warnings`].
+    pub fn embedded_default() -> Config {
+        let mut warnings = Vec::new();
+        let sources = match host_addresses() {
+            Ok(addrs) if !addrs.is_empty() => addrs.into_iter().map(Source::Local).collect(),
+            found => {
+                let why = match found {
+                    Err(e) => format!("listing interfaces failed: {e}"),
+                    Ok(_) => "no interface has a non-loopback address".to_string(),
+                };
+                warnings.push(format!(
+                    "egress: {why}; falling back to 127.0.0.1, which cannot reach Jito's block \
+                     engines — give [egress] addresses in a config file"
+                ));
+                vec![Source::Local(IpAddr::V4(Ipv4Addr::LOCALHOST))]
+            }
+        };
+        let regions = MAINNET_REGIONS
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let host = format!("{name}.{MAINNET_DOMAIN}");
+                Region {
+                    name: name.to_string(),
+                    authority: Region::default_authority(&host, ENGINE_PORT),
+                    host,
+                    port: ENGINE_PORT,
+                    addrs: Vec::new(),
+                    literal: false,
+                    tls: true,
+                    sni: None,
+                    ca_file: None,
+                    interval_ms: crate::jito::INTERVAL_MS_DEFAULT,
+                    burst: schema::BURST_DEFAULT,
+                    pinned: Some(SocketAddr::new(
+                        IpAddr::V4(Ipv4Addr::LOCALHOST),
+                        PINNED_PORT_FIRST + i as u16,
+                    )),
+                }
+            })
+            .collect();
+        Config {
+            threads: schema::default_threads_for(sources.len()),
+            pin_threads: true,
+            arena_slots: schema::ARENA_SLOTS_DEFAULT,
+            bundle_max_age_ms: schema::BUNDLE_MAX_AGE_MS_DEFAULT,
+            upstream_timeout_ms: schema::UPSTREAM_TIMEOUT_MS_DEFAULT,
+            intake: Intake {
+                rotating: Some(SocketAddr::new(
+                    IpAddr::V4(Ipv4Addr::LOCALHOST),
+                    ROTATING_PORT,
+                )),
+                head_bytes_max: schema::HEAD_BYTES_MAX_DEFAULT,
+                body_bytes_max: schema::BODY_BYTES_MAX_DEFAULT,
+                head_timeout_ms: schema::HEAD_TIMEOUT_MS_DEFAULT,
+                idle_timeout_ms: schema::IDLE_TIMEOUT_MS_DEFAULT,
+                send_timeout_ms: schema::SEND_TIMEOUT_MS_DEFAULT,
+                connections_max: schema::CONNECTIONS_MAX_DEFAULT,
+                connections_per_source_max: schema::CONNECTIONS_MAX_DEFAULT
+                    / schema::CONNECTIONS_PER_SOURCE_SHARE_DEFAULT,
+            },
+            regions,
+            egress: Egress {
+                sources,
+                connect: ConnectMode::Eager,
+                reconnect_min_ms: schema::RECONNECT_MIN_MS_DEFAULT,
+                reconnect_max_ms: schema::RECONNECT_MAX_MS_DEFAULT,
+                connect_timeout_ms: schema::CONNECT_TIMEOUT_MS_DEFAULT,
+                handshakes_max: schema::HANDSHAKES_MAX_DEFAULT,
+                ping_idle_ms: PING_IDLE_MS_DEFAULT,
+                ping_timeout_ms: PING_TIMEOUT_MS_DEFAULT,
+                tcp_user_timeout_ms: TCP_USER_TIMEOUT_MS_DEFAULT,
+            },
+            admin: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), ADMIN_PORT)),
+            admin_token: None,
+            metrics: true,
+            warnings,
+        }
+    }
+}

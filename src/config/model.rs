@@ -1,0 +1,391 @@
+//! What a configuration is: the [`Config`] value and its parts, the defaults the embedded
+//! configuration uses, and the arithmetic on it (pairs, file descriptors, the split across
+//! threads). Reading and checking files is `schema`'s job, not this file's.
+
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::ops::Range;
+use std::path::PathBuf;
+
+use super::error::ConfigError;
+use super::token::Token;
+use crate::jito::ENGINE_PORT;
+
+/// The embedded default's rotating intake port on 127.0.0.1.
+pub const ROTATING_PORT: u16 = 8080;
+/// The embedded default's first pinned intake port (8081..8088 for the 8 regions).
+pub const PINNED_PORT_FIRST: u16 = 8081;
+/// Default admin/metrics port on 127.0.0.1 (Prometheus exporters' customary range).
+pub const ADMIN_PORT: u16 = 9464;
+
+/// An idle upstream connection is PINGed after this long without a frame from its engine, so a
+/// dead one is found before a bundle is sent into it. Engines that find this too often say so
+/// (GOAWAY ENHANCE_YOUR_CALM) and the relay backs off for that region, as gRPC clients do.
+pub const PING_IDLE_MS_DEFAULT: u64 = 30_000;
+/// A PING unanswered this long ends its connection: an engine a few milliseconds away that
+/// cannot answer within two seconds is not serving.
+pub const PING_TIMEOUT_MS_DEFAULT: u64 = 2_000;
+/// Data sent upstream and not acknowledged by the engine's kernel for this long ends the
+/// connection (`TCP_USER_TIMEOUT`), where without it TCP retransmits for many minutes.
+pub const TCP_USER_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+
+/// File descriptors kept free beyond pairs, intake, listeners and rings: stdio, the config file
+/// during a reload, resolver sockets, admin connections, log files.
+pub const FD_SLACK: u64 = 64;
+
+/// How the loader treats region host names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolve {
+    /// Resolve every region host now (std `ToSocketAddrs`); a host that does not resolve is an
+    /// error naming it.
+    Now,
+    /// Leave hosts unresolved (empty `addrs`) unless given literally; the relay resolves later.
+    Deferred,
+}
+
+/// Changes the command line makes to a config file before it is checked: run a production
+/// config unchanged against stand-in engines (`--resolve`, `--ca-file`) from local addresses
+/// (`--egress`). Each applied override is listed in [`Config::warnings`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    /// `(host, port, address)`: regions dialling `host:port` connect to `address` instead of
+    /// resolving it; SNI, certificate checks and `:authority` still use the host name.
+    pub resolve: Vec<(String, u16, SocketAddr)>,
+    /// Every TLS region trusts only this CA (PEM).
+    pub ca_file: Option<PathBuf>,
+    /// Replaces `[egress] addresses` (and drops `socks5`) with these entries.
+    pub egress: Option<Vec<String>>,
+}
+
+impl Overrides {
+    /// Parses one `--resolve HOST:PORT:ADDRESS` (ADDRESS an `IP:PORT`, `[IPv6]:PORT` allowed).
+    pub fn parse_resolve(text: &str) -> Result<(String, u16, SocketAddr), String> {
+        let mut parts = text.splitn(3, ':');
+        let (Some(host), Some(port), Some(addr)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(format!(
+                "{text:?}: expected HOST:PORT:ADDRESS, e.g. ny.mainnet.block-engine.jito.wtf:443:127.0.0.15:10000"
+            ));
+        };
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("{text:?}: {port:?} is not a port"))?;
+        let addr: SocketAddr = addr
+            .parse()
+            .map_err(|_| format!("{text:?}: {addr:?} is not an IP:PORT address"))?;
+        if host.is_empty() {
+            return Err(format!("{text:?}: the host is empty"));
+        }
+        Ok((host.to_string(), port, addr))
+    }
+}
+
+/// The whole configuration. Immutable once built; shared through [`Shared`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Reactor threads; default: available cores.
+    pub threads: usize,
+    /// Pin reactor thread i to core i; default true.
+    pub pin_threads: bool,
+    /// Total in-flight cap, split evenly across threads; default 65,536.
+    pub arena_slots: u32,
+    /// Bundles older than this are dropped as expired; default 2,000 ms.
+    pub bundle_max_age_ms: u64,
+    /// Deadline of one SendBundle call; default 1,000 ms.
+    pub upstream_timeout_ms: u64,
+    pub intake: Intake,
+    /// 1 to [`crate::limiter::MAX_REGIONS`] regions, names unique.
+    pub regions: Vec<Region>,
+    pub egress: Egress,
+    /// Admin/metrics listener; default 127.0.0.1:9464.
+    pub admin: Option<SocketAddr>,
+    /// Bearer token every admin endpoint but `/ping` requires (`[admin] token_file`, read at
+    /// each load); `Debug` shows it redacted.
+    pub admin_token: Option<Token>,
+    /// Record metrics (`[admin] metrics`); default true. Read when the relay starts; a reload
+    /// keeps the running setting.
+    pub metrics: bool,
+    /// Things that load but deserve the operator's attention (printed at startup).
+    pub warnings: Vec<String>,
+}
+
+/// The HTTP intake: listeners and per-connection limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Intake {
+    /// Listener whose bundles go to the region whose pool can send soonest; default 127.0.0.1:8080.
+    pub rotating: Option<SocketAddr>,
+    /// Request head limit; default 8 KiB.
+    pub head_bytes_max: usize,
+    /// Request body limit; default 64 KiB.
+    pub body_bytes_max: usize,
+    /// Time allowed for a request head to arrive; default 5 s.
+    pub head_timeout_ms: u64,
+    /// An idle keep-alive connection is closed after this; default 60 s.
+    pub idle_timeout_ms: u64,
+    /// A connection whose answers make no progress into the socket for this long (a client
+    /// that never reads) is closed; default 10 s.
+    pub send_timeout_ms: u64,
+    /// Intake connections per thread; default 1,024.
+    pub connections_max: u32,
+    /// Intake connections one client address may hold per thread; default a quarter of
+    /// `connections_max`.
+    pub connections_per_source_max: u32,
+}
+
+/// One block-engine region.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Region {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    /// Where to connect. Empty means "not resolved yet" (see [`Region::resolve`]).
+    pub addrs: Vec<SocketAddr>,
+    /// `addrs` were given literally (`connect`, or an IP host): never looked up again.
+    pub literal: bool,
+    pub tls: bool,
+    /// TLS server name override (default: `host`).
+    pub sni: Option<String>,
+    /// Extra trusted CA (PEM) for tests and private engines.
+    pub ca_file: Option<PathBuf>,
+    /// HTTP/2 `:authority`; default host, plus `:port` unless 443.
+    pub authority: String,
+    /// Pacing interval per (source, region) pair; default 1,000 ms.
+    pub interval_ms: u64,
+    /// Sends allowed back to back per interval; default 1.
+    pub burst: u32,
+    /// Intake listener whose bundles all go to this region.
+    pub pinned: Option<SocketAddr>,
+}
+
+/// The egress pool and how its connections are opened.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Egress {
+    /// Addresses (entries expanded, in order), then SOCKS5 proxies.
+    pub sources: Vec<Source>,
+    pub connect: ConnectMode,
+    /// Jittered exponential reconnect backoff bounds; default 100 ms and 30 s.
+    pub reconnect_min_ms: u64,
+    pub reconnect_max_ms: u64,
+    /// One connect (and its handshakes); default 5 s.
+    pub connect_timeout_ms: u64,
+    /// Concurrent connects/handshakes per thread at startup; default 256.
+    pub handshakes_max: u32,
+    /// HTTP/2 PING after this long without a frame from the engine (0: off); default 30 s.
+    pub ping_idle_ms: u64,
+    /// Every PING must be acknowledged within this; default 2 s.
+    pub ping_timeout_ms: u64,
+    /// `TCP_USER_TIMEOUT` of upstream sockets; default 5 s.
+    pub tcp_user_timeout_ms: u64,
+}
+
+/// One egress source: a local address to bind, or a SOCKS5 proxy to go through.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum Source {
+    Local(IpAddr),
+    Socks5 {
+        proxy: SocketAddr,
+        /// RFC 1929 username and password.
+        auth: Option<(String, String)>,
+    },
+}
+
+impl std::fmt::Debug for Source {
+    // The password never reaches a log line.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Local(ip) => write!(f, "Local({ip})"),
+            Source::Socks5 { proxy, auth: None } => write!(f, "Socks5({proxy})"),
+            Source::Socks5 {
+                proxy,
+                auth: Some((user, _)),
+            } => {
+                write!(f, "Socks5({user}:<redacted>@{proxy})")
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Local(ip) => write!(f, "{ip}"),
+            Source::Socks5 { proxy, auth: None } => write!(f, "socks5://{proxy}"),
+            Source::Socks5 {
+                proxy,
+                auth: Some((user, _)),
+            } => write!(f, "socks5://{user}@{proxy}"),
+        }
+    }
+}
+
+/// When pair connections are opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectMode {
+    /// Every (source, region) connection at startup, `handshakes_max` at a time per thread.
+    Eager,
+    /// A pair's connection on its first use.
+    Lazy,
+}
+
+/// The file descriptors a config needs, term by term (see [`Config::fds_needed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FdBudget {
+    /// One upstream connection per (source, region) pair.
+    pub pairs: u64,
+    /// `intake.connections_max` × threads.
+    pub intake: u64,
+    /// Each thread's own listener per intake address (SO_REUSEPORT).
+    pub listeners: u64,
+    /// The admin listener.
+    pub admin: u64,
+    /// One io_uring per thread.
+    pub rings: u64,
+    /// [`FD_SLACK`].
+    pub slack: u64,
+}
+
+impl FdBudget {
+    pub fn total(&self) -> u64 {
+        self.pairs + self.intake + self.listeners + self.admin + self.rings + self.slack
+    }
+}
+
+impl std::fmt::Display for FdBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} pairs + {} intake connections + {} listeners + {} admin + {} rings + {} slack",
+            self.pairs, self.intake, self.listeners, self.admin, self.rings, self.slack
+        )
+    }
+}
+
+impl Region {
+    /// True once `addrs` holds where to connect.
+    pub fn is_resolved(&self) -> bool {
+        !self.addrs.is_empty()
+    }
+
+    /// Resolves `host:port` with the system resolver when `addrs` is empty; a no-op otherwise.
+    /// A host that does not resolve (or resolves to nothing) is an error naming it.
+    pub fn resolve(&mut self) -> Result<(), ConfigError> {
+        if self.is_resolved() {
+            return Ok(());
+        }
+        let key = format!("region {:?} host", self.name);
+        let fail = |why: String| {
+            ConfigError::new(
+                "<resolve>",
+                key.clone(),
+                format!("host {:?} does not resolve: {why}", self.host),
+            )
+        };
+        let addrs: Vec<SocketAddr> = (self.host.as_str(), self.port)
+            .to_socket_addrs()
+            .map_err(|e| fail(e.to_string()))?
+            .collect();
+        if addrs.is_empty() {
+            return Err(fail("no addresses".into()));
+        }
+        self.addrs = addrs;
+        Ok(())
+    }
+
+    /// The default `:authority` for a host and port: the host, plus `:port` unless 443.
+    pub fn default_authority(host: &str, port: u16) -> String {
+        let host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host.to_string()
+        };
+        if port == ENGINE_PORT {
+            host
+        } else {
+            format!("{host}:{port}")
+        }
+    }
+}
+
+impl Config {
+    /// Resolves every unresolved region (see [`Region::resolve`]); errors name the region.
+    pub fn resolve(&mut self) -> Result<(), ConfigError> {
+        for (i, region) in self.regions.iter_mut().enumerate() {
+            region.resolve().map_err(|mut e| {
+                e.key = format!("region[{i}].host");
+                e
+            })?;
+        }
+        Ok(())
+    }
+
+    /// True when every region has addresses to connect to.
+    pub fn is_resolved(&self) -> bool {
+        self.regions.iter().all(Region::is_resolved)
+    }
+
+    /// (source, region) pairs: sources × regions.
+    pub fn pairs(&self) -> usize {
+        self.egress.sources.len() * self.regions.len()
+    }
+
+    /// Intake listening addresses: the rotating one, then each region's pinned one.
+    pub fn intake_listeners(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        self.intake
+            .rotating
+            .into_iter()
+            .chain(self.regions.iter().filter_map(|r| r.pinned))
+    }
+
+    /// The file descriptors this config needs, term by term.
+    pub fn fd_budget(&self) -> FdBudget {
+        let threads = self.threads as u64;
+        FdBudget {
+            pairs: self.pairs() as u64,
+            intake: self.intake.connections_max as u64 * threads,
+            listeners: self.intake_listeners().count() as u64 * threads,
+            admin: self.admin.is_some() as u64,
+            rings: threads,
+            slack: FD_SLACK,
+        }
+    }
+
+    /// Total file descriptors needed: one per pair + intake `connections_max` × threads + one
+    /// listener per intake address per thread + admin + one ring per thread + [`FD_SLACK`].
+    pub fn fds_needed(&self) -> u64 {
+        self.fd_budget().total()
+    }
+
+    /// The sources thread `thread` owns, as indexes into `egress.sources`: [`even_share`]. A
+    /// source's pairs for every region belong to its thread. Panics when `thread >= threads`.
+    pub fn per_thread_sources(&self, thread: usize) -> Range<usize> {
+        assert!(thread < self.threads, "thread {thread} of {}", self.threads);
+        even_share(self.egress.sources.len(), self.threads, thread)
+    }
+
+    /// Arena slots thread `thread` owns: the same even split as sources.
+    pub fn per_thread_arena_slots(&self, thread: usize) -> u32 {
+        assert!(thread < self.threads, "thread {thread} of {}", self.threads);
+        even_share(self.arena_slots as usize, self.threads, thread).len() as u32
+    }
+}
+
+/// Why `threads` reactor threads cannot share `sources` egress sources (fewer sources than
+/// threads): a thread sends only through the pairs it owns, so a thread without a source would
+/// answer bundles it can never send.
+pub fn too_few_sources(sources: usize, threads: usize) -> String {
+    format!(
+        "{threads} threads but {sources} egress sources: each thread sends only through the \
+         sources it owns, so {} threads would own none; give at least one source per thread, or \
+         set threads = {sources}",
+        threads - sources
+    )
+}
+
+/// Part `i` of `total` things split into `parts` contiguous runs as evenly as they go: the
+/// first `total % parts` runs take one more. The one split of sources and arena slots across
+/// reactor threads: with `total >= parts` every part is non-empty.
+pub fn even_share(total: usize, parts: usize, i: usize) -> Range<usize> {
+    assert!(parts > 0 && i < parts, "part {i} of {parts}");
+    let (base, extra) = (total / parts, total % parts);
+    let start = i * base + i.min(extra);
+    start..start + base + usize::from(i < extra)
+}
