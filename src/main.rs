@@ -85,6 +85,13 @@ enum Command {
         /// With `connect = "lazy"` pairs open on first use and only the listeners count.
         #[arg(long, default_value_t = READY_PAIRS_PERCENT_DEFAULT, value_parser = clap::value_parser!(u8).range(0..=100))]
         ready_pairs_percent: u8,
+        /// Take over from the relay running as PID, without a refused connection: bind the
+        /// same listeners (SO_REUSEPORT), bring the pool up, then listen, tell the service
+        /// manager this is the main process (MAINPID=, READY=1) and send PID SIGQUIT, on which
+        /// it stops listening and drains. SIGUSR2 to a running relay starts its own binary
+        /// (as now on disk) this way.
+        #[arg(long, value_name = "PID")]
+        takeover: Option<i32>,
     },
     /// Percentiles and plots from HdrHistogram interval logs (the relay's or bench-load's).
     Hist(bundle_relay::metrics::hist::HistArgs),
@@ -139,6 +146,7 @@ fn main() {
             egress,
             no_metrics,
             ready_pairs_percent,
+            takeover,
         } => {
             let mut overrides = Overrides {
                 ca_file,
@@ -162,6 +170,7 @@ fn main() {
                 hlog_dir.map(|d| (d, hlog_interval_s)),
                 no_metrics,
                 ready_pairs_percent,
+                takeover,
             ))
         }
         Command::CheckHost {
@@ -260,6 +269,85 @@ extern "C" fn on_hup(_: libc::c_int) {
     RELOAD.store(true, Ordering::Relaxed);
 }
 
+/// Set by SIGUSR2: start this binary (as now on disk) to take over from this process.
+static UPGRADE: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_usr2(_: libc::c_int) {
+    UPGRADE.store(true, Ordering::Relaxed);
+}
+
+/// Set by SIGQUIT from the process that took over: stop listening, drain, exit 0.
+static QUIT: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_quit(_: libc::c_int) {
+    QUIT.store(true, Ordering::Relaxed);
+}
+
+/// The command line again without a `--takeover PID` of its own (a relay that took over once
+/// and is upgraded again).
+fn without_takeover(args: &[std::ffi::OsString]) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut skip = false;
+    for a in args {
+        if std::mem::replace(&mut skip, false) {
+            continue;
+        }
+        if a == "--takeover" {
+            skip = true;
+        } else if !a.to_string_lossy().starts_with("--takeover=") {
+            out.push(a.clone());
+        }
+    }
+    out
+}
+
+/// The admin listener on `addr`; while the port is still held (by a process being taken over,
+/// which frees it when told to drain) retried every 50 ms for up to `wait`.
+fn start_admin(
+    addr: std::net::SocketAddr,
+    cfg: &Config,
+    relay: &Relay,
+    wait: Duration,
+) -> Result<bundle_relay::admin::AdminHandle, String> {
+    let until = std::time::Instant::now() + wait;
+    loop {
+        let started = Admin::start_with(
+            addr,
+            relay.metrics(),
+            relay.pairs_fn(),
+            AdminOptions {
+                token: cfg.admin_token.clone(),
+                ..AdminOptions::default()
+            },
+        );
+        match started {
+            Ok(a) => {
+                println!(
+                    "admin: http://{0}/metrics, /debug/histograms, /debug/pairs{1}",
+                    a.local_addr(),
+                    if cfg.admin_token.is_some() {
+                        " (bearer token required on all but /ping)"
+                    } else {
+                        ""
+                    }
+                );
+                return Ok(a);
+            }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AddrInUse
+                    && std::time::Instant::now() < until =>
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot listen on {addr} for the admin endpoints: {e}"
+                ));
+            }
+        }
+    }
+}
+
 /// Set by SIGUSR1: print every histogram's percentile distribution.
 static DUMP: AtomicBool = AtomicBool::new(false);
 
@@ -275,7 +363,12 @@ fn run(
     hlog: Option<(PathBuf, u64)>,
     no_metrics: bool,
     ready_pairs_percent: u8,
+    takeover: Option<i32>,
 ) -> i32 {
+    // Read now: once a package upgrade replaced the binary, /proc/self/exe names the deleted
+    // old file, while this path names the new one.
+    let exe = std::env::current_exe().ok();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     // A unit that names a notify socket or a watchdog we cannot use is a broken unit: say so
     // before anything starts rather than be restarted for never reporting ready.
     let notifier = match Notifier::from_env() {
@@ -285,6 +378,14 @@ fn run(
             return 2;
         }
     };
+    // The manager set WATCHDOG_PID to the process being taken over: the period is this one's
+    // once it becomes the main process.
+    if let Some(old) = takeover
+        && std::env::var(notify::WATCHDOG_PID_ENV).ok() == Some(old.to_string())
+    {
+        // SAFETY: single-threaded here: no thread reads the environment concurrently.
+        unsafe { std::env::set_var(notify::WATCHDOG_PID_ENV, std::process::id().to_string()) };
+    }
     let watchdog = match notify::watchdog_period() {
         Ok(w) => w,
         Err(e) => {
@@ -403,7 +504,11 @@ fn run(
     );
     let mut spec = spec;
     spec.live = Some(live.clone());
-    let relay = match Relay::start(spec) {
+    let started = match takeover {
+        Some(_) => Relay::start_unlistened(spec),
+        None => Relay::start(spec),
+    };
+    let relay = match started {
         Ok(r) => r,
         Err(e) => {
             eprintln!("bundle-relay: {e}");
@@ -421,36 +526,20 @@ fn run(
     if !metrics.enabled() {
         println!("metrics: off; /metrics serves the accounting counters only");
     }
-    let admin = match cfg.admin {
-        Some(addr) => match Admin::start_with(
-            addr,
-            metrics.clone(),
-            relay.pairs_fn(),
-            AdminOptions {
-                token: cfg.admin_token.clone(),
-                ..AdminOptions::default()
-            },
-        ) {
-            Ok(a) => {
-                println!(
-                    "admin: http://{0}/metrics, /debug/histograms, /debug/pairs{1}",
-                    a.local_addr(),
-                    if cfg.admin_token.is_some() {
-                        " (bearer token required on all but /ping)"
-                    } else {
-                        ""
-                    }
-                );
-                Some(a)
-            }
+    // Taking over, the admin port is the old process's until it is told to drain.
+    let mut admin = None;
+    if takeover.is_none()
+        && let Some(addr) = cfg.admin
+    {
+        match start_admin(addr, &cfg, &relay, Duration::ZERO) {
+            Ok(a) => admin = Some(a),
             Err(e) => {
-                eprintln!("bundle-relay: cannot listen on {addr} for the admin endpoints: {e}");
+                eprintln!("bundle-relay: {e}");
                 relay.shutdown(Duration::from_millis(drain_ms));
                 return 2;
             }
-        },
-        None => None,
-    };
+        }
+    }
     let hlog = match hlog {
         Some((dir, secs)) => {
             let cfg = HlogConfig::new(&dir, Duration::from_secs(secs.max(1)));
@@ -479,7 +568,12 @@ fn run(
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGUSR1, on_usr1 as *const () as libc::sighandler_t);
         libc::signal(libc::SIGHUP, on_hup as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGUSR2, on_usr2 as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGQUIT, on_quit as *const () as libc::sighandler_t);
     }
+    let mut successor: Option<std::process::Child> = None;
+    let mut taken_over = false;
+    let takeover_deadline = std::time::Instant::now() + TAKEOVER_READY_WAIT;
     let mut admin_token = cfg.admin_token.clone();
     let pairs_total = (spec_pairs) as u64;
     let ready_at = if lazy {
@@ -493,6 +587,9 @@ fn run(
     let mut next_ping = std::time::Instant::now();
     let mut stuck_reported = false;
     let mut notify_failed = false;
+    // A process taking over says nothing to the manager until it is the main process (a
+    // STOPPING=1 from it would stop the unit); one taken over says nothing after.
+    notifier.set_muted(takeover.is_some());
     let mut say = |what: &str, r: std::io::Result<()>| {
         if let Err(e) = r
             && !std::mem::replace(&mut notify_failed, true)
@@ -514,7 +611,9 @@ fn run(
             failed = Some(why);
             break;
         }
+        // A process taking over pings only once it is the main process.
         if let Some(period) = watchdog
+            && (ready || takeover.is_none())
             && std::time::Instant::now() >= next_ping
         {
             // Pinged at half the period, and only when every reactor loop moved since the
@@ -555,8 +654,43 @@ fn run(
                 } else {
                     format!("ready: listening, {up} of {pairs_total} pairs up")
                 };
-                println!("{line}");
-                say("READY=1", notifier.ready(&line));
+                match takeover {
+                    None => {
+                        println!("{line}");
+                        say("READY=1", notifier.ready(&line));
+                    }
+                    Some(old) => {
+                        // Listen first, so someone always listens; then become the main
+                        // process and let the old one close its listeners and drain.
+                        if let Err(e) = relay.listen() {
+                            eprintln!("bundle-relay: takeover: {e}; pid {old} keeps serving");
+                            failed = Some(e.to_string());
+                            break;
+                        }
+                        println!("{line}; taking over from pid {old}");
+                        notifier.set_muted(false);
+                        say("MAINPID=", notifier.main_pid_ready(&line));
+                        // SAFETY: a signal to the process we take over from.
+                        unsafe { libc::kill(old, libc::SIGQUIT) };
+                        if let Some(addr) = cfg.admin {
+                            match start_admin(addr, &cfg, &relay, ADMIN_TAKEOVER_WAIT) {
+                                Ok(a) => admin = Some(a),
+                                Err(e) => eprintln!("bundle-relay: {e}; serving without it"),
+                            }
+                        }
+                    }
+                }
+            } else if let Some(old) = takeover
+                && std::time::Instant::now() >= takeover_deadline
+            {
+                let why = format!(
+                    "takeover: {up} of {pairs_total} pairs up after {} s, {ready_at} wanted; \
+                     pid {old} keeps serving",
+                    TAKEOVER_READY_WAIT.as_secs()
+                );
+                eprintln!("bundle-relay: {why}");
+                failed = Some(why);
+                break;
             } else if up != status_up {
                 status_up = up;
                 say(
@@ -566,6 +700,53 @@ fn run(
                     )),
                 );
             }
+        }
+        if QUIT.swap(false, Ordering::Relaxed) {
+            // The process we started (or an operator's `run --takeover`) listens now: it is
+            // the service manager's main process, so nothing more is said to the manager.
+            println!("taken over: closing the listeners and draining");
+            notifier.set_muted(true);
+            taken_over = true;
+            break;
+        }
+        if UPGRADE.swap(false, Ordering::Relaxed) {
+            match (&successor, &exe) {
+                (Some(c), _) => println!("upgrade: pid {} is already taking over", c.id()),
+                (None, None) => eprintln!("bundle-relay: upgrade: this binary's path is unknown"),
+                (None, Some(_)) if !ready => println!("upgrade: refused until this relay is ready"),
+                (None, Some(exe)) => {
+                    let mut cmd = std::process::Command::new(exe);
+                    cmd.args(without_takeover(&args))
+                        .arg("--takeover")
+                        .arg(std::process::id().to_string());
+                    match cmd.spawn() {
+                        Ok(c) => {
+                            let line = format!(
+                                "upgrade: started {} as pid {}; serving until it is ready",
+                                exe.display(),
+                                c.id()
+                            );
+                            println!("{line}");
+                            say("STATUS=", notifier.status(&line));
+                            successor = Some(c);
+                        }
+                        Err(e) => {
+                            eprintln!("bundle-relay: upgrade: cannot start {}: {e}", exe.display())
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(c) = &mut successor
+            && let Ok(Some(status)) = c.try_wait()
+        {
+            let line = format!(
+                "upgrade failed: pid {} exited ({status}); still serving",
+                c.id()
+            );
+            eprintln!("bundle-relay: {line}");
+            say("STATUS=", notifier.status(&line));
+            successor = None;
         }
         if RELOAD.swap(false, Ordering::Relaxed) {
             say("RELOADING=1", notifier.reloading());
@@ -643,7 +824,14 @@ fn run(
         relay.totals().in_flight
     );
     println!("{line}");
-    say("STOPPING=1", notifier.stopping(&line));
+    if taken_over {
+        // Free the admin port for the process that took over.
+        if let Some(a) = admin.take() {
+            a.shutdown();
+        }
+    } else {
+        say("STOPPING=1", notifier.stopping(&line));
+    }
     let t = relay.shutdown(Duration::from_millis(drain_ms));
     if let Some(a) = admin {
         a.shutdown();
@@ -676,3 +864,9 @@ const READY_PAIRS_PERCENT_DEFAULT: u8 = 85;
 /// The shortest watchdog period the pings can mean anything at: the supervision loop runs every
 /// 100 ms and an idle reactor loop every 50 ms, so half a period must cover several of both.
 const WATCHDOG_PERIOD_MIN: Duration = Duration::from_millis(1_000);
+
+/// How long a process taking over waits for its pool before giving up (the old one serves on).
+const TAKEOVER_READY_WAIT: Duration = Duration::from_secs(60);
+
+/// How long a process that took over retries the admin port the old one is freeing.
+const ADMIN_TAKEOVER_WAIT: Duration = Duration::from_secs(5);

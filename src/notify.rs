@@ -25,6 +25,8 @@ pub const WATCHDOG_PID_ENV: &str = "WATCHDOG_PID";
 /// A connection to the service manager's notification socket, or nothing (not under systemd).
 pub struct Notifier {
     target: Option<(UnixDatagram, SocketAddr)>,
+    /// Sends nothing while set: a process is not (or no longer) the unit's main process.
+    muted: std::cell::Cell<bool>,
 }
 
 impl Notifier {
@@ -32,7 +34,10 @@ impl Notifier {
     /// but unusable value is an error naming it, so a broken unit is not mistaken for no unit.
     pub fn from_env() -> io::Result<Notifier> {
         match std::env::var_os(NOTIFY_SOCKET_ENV) {
-            None => Ok(Notifier { target: None }),
+            None => Ok(Notifier {
+                target: None,
+                muted: Default::default(),
+            }),
             Some(name) => {
                 let name = name.to_string_lossy().into_owned();
                 Notifier::to(&name).map_err(|e| {
@@ -58,7 +63,14 @@ impl Notifier {
         let sock = UnixDatagram::unbound()?;
         Ok(Notifier {
             target: Some((sock, addr)),
+            muted: Default::default(),
         })
+    }
+
+    /// While muted every send is a no-op: a process taking over is not the main process until
+    /// it says MAINPID=, and one taken over no longer is.
+    pub fn set_muted(&self, muted: bool) {
+        self.muted.set(muted);
     }
 
     /// True under a service manager that listens.
@@ -69,6 +81,9 @@ impl Notifier {
     /// Sends one message (`KEY=VALUE` lines). A send that fails is returned: the caller says so
     /// once, since a manager that stopped listening is not a reason to stop serving.
     pub fn send(&self, message: &str) -> io::Result<()> {
+        if self.muted.get() {
+            return Ok(());
+        }
         match &self.target {
             None => Ok(()),
             Some((sock, addr)) => sock.send_to_addr(message.as_bytes(), addr).map(|_| ()),

@@ -51,6 +51,12 @@ const BUFFER_GROUP: u16 = 0;
 /// Connection timers (HTTP/2 SETTINGS, call deadlines, intake head and idle limits) are
 /// seconds long; checking them this often is precise enough and costs one pass per period.
 const SWEEP_MS: u64 = 50;
+/// While draining, a client connection with nothing in progress is closed after this long; one
+/// that sends a request meanwhile gets its answer with `Connection: close`. Long enough that a
+/// client under load sends its next request (and learns to reconnect) rather than race the
+/// close; short enough that a stop is not held up by idle keep-alive clients.
+pub const DRAIN_IDLE_GRACE_MS: u64 = 1_000;
+
 /// Longest sleep with nothing timed, so a stop request is seen promptly.
 const IDLE_WAKE_MS: u64 = 50;
 /// A listener whose accepts keep failing (out of file descriptors or memory) says so at most
@@ -199,6 +205,9 @@ struct Worker {
     cqes: Vec<(u64, i32, u32)>,
     /// Operations may still be in flight at teardown: their memory is never freed.
     leak: bool,
+    /// The listeners are listening: accepts are armed only once this is set (a process taking
+    /// over brings its pool up before it listens).
+    accepting: Arc<AtomicBool>,
 }
 
 /// What a reactor thread needs from the relay that starts it.
@@ -216,6 +225,8 @@ pub struct ThreadArgs {
     pub ready: Sender<std::io::Result<Arc<LogQueue>>>,
     /// Why the thread ended, when it ended on its own (an unrecoverable ring error, a panic).
     pub failure: Arc<Mutex<Option<String>>>,
+    /// Set once the listening sockets listen (see [`Worker::arm_accept`]).
+    pub accepting: Arc<AtomicBool>,
 }
 
 /// A thread's whole life: set up, run until stopped and drained, tear down. An error the
@@ -233,11 +244,12 @@ pub fn run_thread(args: ThreadArgs) {
         drain_ms,
         ready,
         failure,
+        accepting,
     } = args;
     if spec.pin_threads {
         pin_to_cpu(t);
     }
-    let mut w = match Worker::new(&spec, t, listen_fds, stats, metrics, pairs_text) {
+    let mut w = match Worker::new(&spec, t, listen_fds, stats, metrics, pairs_text, accepting) {
         Ok(w) => w,
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -269,12 +281,24 @@ pub fn run_thread(args: ThreadArgs) {
     w.stats.stopped.set(1);
 }
 
+/// Pins the calling thread to the `t`-th CPU it may run on (so a unit's `CPUAffinity=2-15`
+/// puts thread 0 on CPU 2), wrapping around when there are more threads than CPUs.
 fn pin_to_cpu(t: usize) {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // SAFETY: a zeroed cpu_set_t with one bit set, for the calling thread.
+    // SAFETY: zeroed cpu_set_t values, filled by the kernel or with one bit set, for the
+    // calling thread.
     unsafe {
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) != 0 {
+            return;
+        }
+        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &allowed))
+            .collect();
+        if cpus.is_empty() {
+            return;
+        }
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(t % cpus, &mut set);
+        libc::CPU_SET(cpus[t % cpus.len()], &mut set);
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
 }
@@ -303,6 +327,7 @@ impl Worker {
         stats: Arc<Stats>,
         metrics: Arc<ThreadMetrics>,
         pairs_text: Arc<Mutex<String>>,
+        accepting: Arc<AtomicBool>,
     ) -> std::io::Result<Worker> {
         let ring = build_ring()?;
         let bufs = BufRing::new(&ring, BUFFER_GROUP, RECV_BUFFERS, RECV_BUFFER_BYTES)?;
@@ -376,6 +401,7 @@ impl Worker {
             config_generation: 0,
             cqes: Vec::with_capacity(RING_ENTRIES as usize * 4),
             leak: false,
+            accepting,
         };
         for i in 0..w.listeners.len() {
             w.arm_accept(i);
@@ -432,7 +458,7 @@ impl Worker {
                 }
             }
             if stop.load(Ordering::Acquire) && !self.stopping {
-                self.begin_stop();
+                self.begin_stop(now);
                 let ms = drain_ms.load(Ordering::Relaxed);
                 drain_until = Some(now.after(self.clock.rate().from_ms(ms)));
             }
@@ -459,7 +485,9 @@ impl Worker {
                 }
             }
             if let Some(until) = drain_until {
-                let done = self.d.in_flight() == 0;
+                // Done when every admitted bundle ended and every client connection got its
+                // last answer (or sat idle through the grace).
+                let done = self.d.in_flight() == 0 && self.conns.iter().all(|c| !c.live);
                 if done || now.0 >= until.0 {
                     if !done {
                         self.d.abandon_all(now);
@@ -563,8 +591,10 @@ impl Worker {
 
     // ---- intake ----
 
+    /// Arms listener `i`'s multishot accept, unless stopping or not listening yet (then the
+    /// sweep arms it once the relay listens).
     fn arm_accept(&mut self, i: usize) {
-        if self.stopping {
+        if self.stopping || !self.accepting.load(Ordering::Acquire) {
             return;
         }
         let l = &mut self.listeners[i];
@@ -1066,15 +1096,19 @@ impl Worker {
         }
     }
 
-    fn begin_stop(&mut self) {
+    /// Stops accepting (a listener closed with its queue still holding connections hands them
+    /// to another listener of its SO_REUSEPORT group when `net.ipv4.tcp_migrate_req` is 1) and
+    /// starts draining every client connection ([`Conn::begin_drain`]).
+    fn begin_stop(&mut self, now: Instant) {
         self.stopping = true;
+        let idle_until = now.after(self.clock.rate().from_ms(DRAIN_IDLE_GRACE_MS));
         for l in &self.listeners {
             // SAFETY: our listening fd: shutdown ends its multishot accept.
             unsafe { libc::shutdown(l.fd, libc::SHUT_RDWR) };
         }
         for c in 0..self.conns.len() as u32 {
             if self.conns[c as usize].live {
-                self.conns[c as usize].http.begin_shutdown();
+                self.conns[c as usize].http.begin_drain(idle_until);
                 self.flush_conn(c);
             }
         }
