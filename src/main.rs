@@ -165,12 +165,14 @@ fn main() {
             std::process::exit(run(
                 config.as_deref(),
                 &overrides,
-                check,
-                drain_ms,
-                hlog_dir.map(|d| (d, hlog_interval_s)),
-                no_metrics,
-                ready_pairs_percent,
-                takeover,
+                RunFlags {
+                    check,
+                    drain_ms,
+                    hlog: hlog_dir.map(|d| (d, hlog_interval_s)),
+                    no_metrics,
+                    ready_pairs_percent,
+                    takeover,
+                },
             ))
         }
         Command::CheckHost {
@@ -355,16 +357,25 @@ extern "C" fn on_usr1(_: libc::c_int) {
     DUMP.store(true, Ordering::Relaxed);
 }
 
-fn run(
-    path: Option<&Path>,
-    overrides: &Overrides,
+/// `run`'s flags beyond the config and its overrides.
+struct RunFlags {
     check: bool,
     drain_ms: u64,
     hlog: Option<(PathBuf, u64)>,
     no_metrics: bool,
     ready_pairs_percent: u8,
     takeover: Option<i32>,
-) -> i32 {
+}
+
+fn run(path: Option<&Path>, overrides: &Overrides, flags: RunFlags) -> i32 {
+    let RunFlags {
+        check,
+        drain_ms,
+        hlog,
+        no_metrics,
+        ready_pairs_percent,
+        takeover,
+    } = flags;
     // Read now: once a package upgrade replaced the binary, /proc/self/exe names the deleted
     // old file, while this path names the new one.
     let exe = std::env::current_exe().ok();

@@ -69,14 +69,23 @@ fn the_package_installs_the_relay_its_units_sysctl_config_and_user_into_a_scratc
         "./etc/bundle-relay/bundle-relay.toml",
         "./usr/share/doc/bundle-relay/copyright",
     ] {
-        assert!(listing.contains(path), "{path} not in the package:\n{listing}");
+        assert!(
+            listing.contains(path),
+            "{path} not in the package:\n{listing}"
+        );
     }
 
     let root = dir.join("root");
     for d in ["var/lib/dpkg/info", "var/lib/dpkg/updates", "etc"] {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
-    for f in ["var/lib/dpkg/status", "etc/passwd", "etc/group", "etc/shadow", "etc/gshadow"] {
+    for f in [
+        "var/lib/dpkg/status",
+        "etc/passwd",
+        "etc/group",
+        "etc/shadow",
+        "etc/gshadow",
+    ] {
         std::fs::write(root.join(f), "").unwrap();
     }
     // The scratch root has no libc6 or systemd packages: their dependencies are forced.
@@ -106,7 +115,11 @@ fn the_package_installs_the_relay_its_units_sysctl_config_and_user_into_a_scratc
         .find(|l| l.starts_with("bundle-relay:"))
         .and_then(|l| l.split(':').nth(2)?.parse().ok())
         .unwrap();
-    assert_eq!(config.gid(), gid, "the config is readable by the relay's group");
+    assert_eq!(
+        config.gid(),
+        gid,
+        "the config is readable by the relay's group"
+    );
     let installed = root.join("usr/bin/bundle-relay");
     let version = run(Command::new(&installed).arg("--version"));
     assert!(version.starts_with("bundle-relay "), "{version}");
