@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use bundle_relay::admin::{Admin, AdminOptions};
 use bundle_relay::budget::{Budget, BudgetInputs};
+use bundle_relay::check_host;
 use bundle_relay::clock::Clock;
-use bundle_relay::config::{Config, Overrides, Resolve, Shared};
+use bundle_relay::config::{Config, ConnectMode, Overrides, Resolve, Shared};
 use bundle_relay::metrics::hlog::{HlogConfig, HlogWriter};
+use bundle_relay::notify::{self, Notifier};
 use bundle_relay::probe;
 use bundle_relay::relay::Spec;
 use bundle_relay::runtime::Relay;
@@ -78,9 +80,45 @@ enum Command {
         /// per-method or upstream series; /metrics serves the accounting counters only.
         #[arg(long)]
         no_metrics: bool,
+        /// Under systemd (Type=notify), READY=1 is sent once the listeners are open and this
+        /// share of the (source, region) pairs is up; until then STATUS= says how many are.
+        /// With `connect = "lazy"` pairs open on first use and only the listeners count.
+        #[arg(long, default_value_t = READY_PAIRS_PERCENT_DEFAULT, value_parser = clap::value_parser!(u8).range(0..=100))]
+        ready_pairs_percent: u8,
+        /// Take over from the relay running as PID, without a refused connection: bind the
+        /// same listeners (SO_REUSEPORT), bring the pool up, then listen, tell the service
+        /// manager this is the main process (MAINPID=, READY=1) and send PID SIGQUIT, on which
+        /// it stops listening and drains. SIGUSR2 to a running relay starts its own binary
+        /// (as now on disk) this way.
+        #[arg(long, value_name = "PID")]
+        takeover: Option<i32>,
     },
     /// Percentiles and plots from HdrHistogram interval logs (the relay's or bench-load's).
     Hist(bundle_relay::metrics::hist::HistArgs),
+    /// Compare this host with what a config needs and with sysctl/99-bundle-relay.conf: one
+    /// line per check (ok / warn / fail, found, wanted, the fix); exit status 1 on any fail.
+    CheckHost {
+        /// The config to hold the host to (limits, egress addresses, reactor cores); without
+        /// it, only the host-wide checks run.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// A sysctl.d file to compare with instead of the shipped one.
+        #[arg(long)]
+        sysctl: Option<PathBuf>,
+        /// Read proc/ and sys/ under this folder instead of / (a container's or a saved view).
+        #[arg(long, default_value = "/")]
+        root: PathBuf,
+    },
+    /// Print the `ip` commands that make a config's egress addresses local: one local route per
+    /// CIDR block (default), or one address per line on an interface.
+    EgressIp {
+        /// The config whose [egress] addresses to put on this host.
+        #[arg(long)]
+        config: PathBuf,
+        /// Put each address on this interface instead of one local route per block on lo.
+        #[arg(long, value_name = "DEV")]
+        interface: Option<String>,
+    },
 }
 
 fn main() {
@@ -107,6 +145,8 @@ fn main() {
             ca_file,
             egress,
             no_metrics,
+            ready_pairs_percent,
+            takeover,
         } => {
             let mut overrides = Overrides {
                 ca_file,
@@ -125,11 +165,23 @@ fn main() {
             std::process::exit(run(
                 config.as_deref(),
                 &overrides,
-                check,
-                drain_ms,
-                hlog_dir.map(|d| (d, hlog_interval_s)),
-                no_metrics,
+                RunFlags {
+                    check,
+                    drain_ms,
+                    hlog: hlog_dir.map(|d| (d, hlog_interval_s)),
+                    no_metrics,
+                    ready_pairs_percent,
+                    takeover,
+                },
             ))
+        }
+        Command::CheckHost {
+            config,
+            sysctl,
+            root,
+        } => std::process::exit(check_host(config.as_deref(), sysctl.as_deref(), root)),
+        Command::EgressIp { config, interface } => {
+            std::process::exit(egress_ip(&config, interface.as_deref()))
         }
         Command::Hist(args) => {
             if let Err(e) = bundle_relay::metrics::hist::run(&args) {
@@ -138,6 +190,71 @@ fn main() {
             }
         }
     }
+}
+
+fn check_host(config: Option<&Path>, sysctl: Option<&Path>, root: PathBuf) -> i32 {
+    let cfg = match config.map(|p| Config::load_with(p, Resolve::Deferred)) {
+        None => None,
+        Some(Ok(c)) => Some(c),
+        Some(Err(e)) => {
+            eprintln!("bundle-relay check-host: {e}");
+            return 2;
+        }
+    };
+    let sysctl_text = match sysctl {
+        None => check_host::sysctl::SHIPPED.to_string(),
+        Some(p) => match std::fs::read_to_string(p) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("bundle-relay check-host: cannot read {}: {e}", p.display());
+                return 2;
+            }
+        },
+    };
+    let checks = check_host::run(&check_host::Inputs::host(root, cfg, sysctl_text));
+    for c in &checks {
+        println!("{c}");
+    }
+    let count = |l| checks.iter().filter(|c| c.level == l).count();
+    println!(
+        "{} ok, {} warn, {} fail",
+        count(check_host::Level::Ok),
+        count(check_host::Level::Warn),
+        count(check_host::Level::Fail)
+    );
+    if check_host::passed(&checks) { 0 } else { 1 }
+}
+
+fn egress_ip(config: &Path, interface: Option<&str>) -> i32 {
+    let cfg = match Config::load_with(config, Resolve::Deferred) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("bundle-relay egress-ip: {e}");
+            return 2;
+        }
+    };
+    let addrs: Vec<std::net::IpAddr> = cfg
+        .egress
+        .sources
+        .iter()
+        .filter_map(|s| match s {
+            bundle_relay::config::Source::Local(ip) => Some(*ip),
+            bundle_relay::config::Source::Socks5 { .. } => None,
+        })
+        .collect();
+    let (method, dev) = match interface {
+        Some(d) => (check_host::egress::Method::Interface, d),
+        None => (check_host::egress::Method::LocalRoute, "lo"),
+    };
+    println!(
+        "# {} egress addresses of {}; run as root (| sh), and have the network route them here",
+        addrs.len(),
+        config.display()
+    );
+    for line in check_host::egress::commands(&addrs, method, dev) {
+        println!("{line}");
+    }
+    0
 }
 
 /// Set by SIGTERM and SIGINT.
@@ -154,6 +271,85 @@ extern "C" fn on_hup(_: libc::c_int) {
     RELOAD.store(true, Ordering::Relaxed);
 }
 
+/// Set by SIGUSR2: start this binary (as now on disk) to take over from this process.
+static UPGRADE: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_usr2(_: libc::c_int) {
+    UPGRADE.store(true, Ordering::Relaxed);
+}
+
+/// Set by SIGQUIT from the process that took over: stop listening, drain, exit 0.
+static QUIT: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_quit(_: libc::c_int) {
+    QUIT.store(true, Ordering::Relaxed);
+}
+
+/// The command line again without a `--takeover PID` of its own (a relay that took over once
+/// and is upgraded again).
+fn without_takeover(args: &[std::ffi::OsString]) -> Vec<std::ffi::OsString> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut skip = false;
+    for a in args {
+        if std::mem::replace(&mut skip, false) {
+            continue;
+        }
+        if a == "--takeover" {
+            skip = true;
+        } else if !a.to_string_lossy().starts_with("--takeover=") {
+            out.push(a.clone());
+        }
+    }
+    out
+}
+
+/// The admin listener on `addr`; while the port is still held (by a process being taken over,
+/// which frees it when told to drain) retried every 50 ms for up to `wait`.
+fn start_admin(
+    addr: std::net::SocketAddr,
+    cfg: &Config,
+    relay: &Relay,
+    wait: Duration,
+) -> Result<bundle_relay::admin::AdminHandle, String> {
+    let until = std::time::Instant::now() + wait;
+    loop {
+        let started = Admin::start_with(
+            addr,
+            relay.metrics(),
+            relay.pairs_fn(),
+            AdminOptions {
+                token: cfg.admin_token.clone(),
+                ..AdminOptions::default()
+            },
+        );
+        match started {
+            Ok(a) => {
+                println!(
+                    "admin: http://{0}/metrics, /debug/histograms, /debug/pairs{1}",
+                    a.local_addr(),
+                    if cfg.admin_token.is_some() {
+                        " (bearer token required on all but /ping)"
+                    } else {
+                        ""
+                    }
+                );
+                return Ok(a);
+            }
+            Err(e)
+                if e.kind() == std::io::ErrorKind::AddrInUse
+                    && std::time::Instant::now() < until =>
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot listen on {addr} for the admin endpoints: {e}"
+                ));
+            }
+        }
+    }
+}
+
 /// Set by SIGUSR1: print every histogram's percentile distribution.
 static DUMP: AtomicBool = AtomicBool::new(false);
 
@@ -161,14 +357,65 @@ extern "C" fn on_usr1(_: libc::c_int) {
     DUMP.store(true, Ordering::Relaxed);
 }
 
-fn run(
-    path: Option<&Path>,
-    overrides: &Overrides,
+/// `run`'s flags beyond the config and its overrides.
+struct RunFlags {
     check: bool,
     drain_ms: u64,
     hlog: Option<(PathBuf, u64)>,
     no_metrics: bool,
-) -> i32 {
+    ready_pairs_percent: u8,
+    takeover: Option<i32>,
+}
+
+fn run(path: Option<&Path>, overrides: &Overrides, flags: RunFlags) -> i32 {
+    let RunFlags {
+        check,
+        drain_ms,
+        hlog,
+        no_metrics,
+        ready_pairs_percent,
+        takeover,
+    } = flags;
+    // Read now: once a package upgrade replaced the binary, /proc/self/exe names the deleted
+    // old file, while this path names the new one.
+    let exe = std::env::current_exe().ok();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    // A unit that names a notify socket or a watchdog we cannot use is a broken unit: say so
+    // before anything starts rather than be restarted for never reporting ready.
+    let notifier = match Notifier::from_env() {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("bundle-relay: {e}");
+            return 2;
+        }
+    };
+    // The manager set WATCHDOG_PID to the process being taken over: the period is this one's
+    // once it becomes the main process.
+    if let Some(old) = takeover
+        && std::env::var(notify::WATCHDOG_PID_ENV).ok() == Some(old.to_string())
+    {
+        // SAFETY: single-threaded here: no thread reads the environment concurrently.
+        unsafe { std::env::set_var(notify::WATCHDOG_PID_ENV, std::process::id().to_string()) };
+    }
+    let watchdog = match notify::watchdog_period() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("bundle-relay: {e}");
+            return 2;
+        }
+    };
+    if let Some(period) = watchdog
+        && period < WATCHDOG_PERIOD_MIN
+    {
+        eprintln!(
+            "bundle-relay: the watchdog period ({} ms) is below {} ms: a reactor loop wakes only \
+             every 50 ms when idle, so progress cannot be told from a stall; set WatchdogSec= to \
+             1s or more",
+            period.as_millis(),
+            WATCHDOG_PERIOD_MIN.as_millis()
+        );
+        return 2;
+    }
     let cfg = match path {
         Some(p) => Config::load_overridden(p, Resolve::Now, overrides),
         None if *overrides != Overrides::default() => {
@@ -245,13 +492,19 @@ fn run(
         println!("config and host check passed");
         return 0;
     }
+    let spec_pairs = spec.sources.len() * spec.regions.len();
+    let lazy = cfg.egress.connect == ConnectMode::Lazy;
     let live = Arc::new(
         Shared::new(cfg.clone(), path.map(Path::to_path_buf), Resolve::Now)
             .with_overrides(overrides.clone()),
     );
     let mut spec = spec;
     spec.live = Some(live.clone());
-    let relay = match Relay::start(spec) {
+    let started = match takeover {
+        Some(_) => Relay::start_unlistened(spec),
+        None => Relay::start(spec),
+    };
+    let relay = match started {
         Ok(r) => r,
         Err(e) => {
             eprintln!("bundle-relay: {e}");
@@ -269,36 +522,20 @@ fn run(
     if !metrics.enabled() {
         println!("metrics: off; /metrics serves the accounting counters only");
     }
-    let admin = match cfg.admin {
-        Some(addr) => match Admin::start_with(
-            addr,
-            metrics.clone(),
-            relay.pairs_fn(),
-            AdminOptions {
-                token: cfg.admin_token.clone(),
-                ..AdminOptions::default()
-            },
-        ) {
-            Ok(a) => {
-                println!(
-                    "admin: http://{0}/metrics, /debug/histograms, /debug/pairs{1}",
-                    a.local_addr(),
-                    if cfg.admin_token.is_some() {
-                        " (bearer token required on all but /ping)"
-                    } else {
-                        ""
-                    }
-                );
-                Some(a)
-            }
+    // Taking over, the admin port is the old process's until it is told to drain.
+    let mut admin = None;
+    if takeover.is_none()
+        && let Some(addr) = cfg.admin
+    {
+        match start_admin(addr, &cfg, &relay, Duration::ZERO) {
+            Ok(a) => admin = Some(a),
             Err(e) => {
-                eprintln!("bundle-relay: cannot listen on {addr} for the admin endpoints: {e}");
+                eprintln!("bundle-relay: {e}");
                 relay.shutdown(Duration::from_millis(drain_ms));
                 return 2;
             }
-        },
-        None => None,
-    };
+        }
+    }
     let hlog = match hlog {
         Some((dir, secs)) => {
             let cfg = HlogConfig::new(&dir, Duration::from_secs(secs.max(1)));
@@ -327,8 +564,35 @@ fn run(
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGUSR1, on_usr1 as *const () as libc::sighandler_t);
         libc::signal(libc::SIGHUP, on_hup as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGUSR2, on_usr2 as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGQUIT, on_quit as *const () as libc::sighandler_t);
     }
+    let mut successor: Option<std::process::Child> = None;
+    let mut taken_over = false;
+    let takeover_deadline = std::time::Instant::now() + TAKEOVER_READY_WAIT;
     let mut admin_token = cfg.admin_token.clone();
+    let pairs_total = (spec_pairs) as u64;
+    let ready_at = if lazy {
+        0
+    } else {
+        (pairs_total * u64::from(ready_pairs_percent)).div_ceil(100)
+    };
+    let mut ready = false;
+    let mut status_up = u64::MAX;
+    let mut progress = notify::Progress::default();
+    let mut next_ping = std::time::Instant::now();
+    let mut stuck_reported = false;
+    let mut notify_failed = false;
+    // A process taking over says nothing to the manager until it is the main process (a
+    // STOPPING=1 from it would stop the unit); one taken over says nothing after.
+    notifier.set_muted(takeover.is_some());
+    let mut say = |what: &str, r: std::io::Result<()>| {
+        if let Err(e) = r
+            && !std::mem::replace(&mut notify_failed, true)
+        {
+            eprintln!("bundle-relay: telling the service manager {what} failed: {e}");
+        }
+    };
     let mut last = relay.totals();
     let mut ticks = 0u32;
     let mut failed: Option<String> = None;
@@ -343,8 +607,146 @@ fn run(
             failed = Some(why);
             break;
         }
+        // A process taking over pings only once it is the main process.
+        if let Some(period) = watchdog
+            && (ready || takeover.is_none())
+            && std::time::Instant::now() >= next_ping
+        {
+            // Pinged at half the period, and only when every reactor loop moved since the
+            // last ping: a thread stuck in a syscall or a loop stops the pings, and systemd
+            // restarts the relay once the period passes.
+            next_ping = std::time::Instant::now() + period / 2;
+            match progress.check(&relay.thread_iterations()) {
+                Ok(()) => {
+                    say("WATCHDOG=1", notifier.watchdog());
+                    if std::mem::replace(&mut stuck_reported, false) {
+                        println!("watchdog: every reactor thread is making progress again");
+                    }
+                }
+                Err(stuck) if !stuck_reported => {
+                    stuck_reported = true;
+                    let names: Vec<String> = stuck.iter().map(|t| format!("relay-{t}")).collect();
+                    eprintln!(
+                        "bundle-relay: watchdog: reactor thread {} made no progress in {} ms; \
+                         withholding the ping (systemd restarts the relay after {} ms)",
+                        names.join(", "),
+                        (period / 2).as_millis(),
+                        period.as_millis()
+                    );
+                    say(
+                        "STATUS=",
+                        notifier.status(&format!("stalled: reactor thread {}", names.join(", "))),
+                    );
+                }
+                Err(_) => {}
+            }
+        }
+        if !ready {
+            let up = relay.totals().pairs_up;
+            if up >= ready_at {
+                ready = true;
+                let line = if lazy {
+                    format!("ready: listening; pairs connect on first use ({pairs_total} pairs)")
+                } else {
+                    format!("ready: listening, {up} of {pairs_total} pairs up")
+                };
+                match takeover {
+                    None => {
+                        println!("{line}");
+                        say("READY=1", notifier.ready(&line));
+                    }
+                    Some(old) => {
+                        // Listen first, so someone always listens; then become the main
+                        // process and let the old one close its listeners and drain.
+                        if let Err(e) = relay.listen() {
+                            eprintln!("bundle-relay: takeover: {e}; pid {old} keeps serving");
+                            failed = Some(e.to_string());
+                            break;
+                        }
+                        println!("{line}; taking over from pid {old}");
+                        notifier.set_muted(false);
+                        say("MAINPID=", notifier.main_pid_ready(&line));
+                        // SAFETY: a signal to the process we take over from.
+                        unsafe { libc::kill(old, libc::SIGQUIT) };
+                        if let Some(addr) = cfg.admin {
+                            match start_admin(addr, &cfg, &relay, ADMIN_TAKEOVER_WAIT) {
+                                Ok(a) => admin = Some(a),
+                                Err(e) => eprintln!("bundle-relay: {e}; serving without it"),
+                            }
+                        }
+                    }
+                }
+            } else if let Some(old) = takeover
+                && std::time::Instant::now() >= takeover_deadline
+            {
+                let why = format!(
+                    "takeover: {up} of {pairs_total} pairs up after {} s, {ready_at} wanted; \
+                     pid {old} keeps serving",
+                    TAKEOVER_READY_WAIT.as_secs()
+                );
+                eprintln!("bundle-relay: {why}");
+                failed = Some(why);
+                break;
+            } else if up != status_up {
+                status_up = up;
+                say(
+                    "STATUS=",
+                    notifier.status(&format!(
+                        "{up} of {pairs_total} pairs up (ready at {ready_at}, {ready_pairs_percent}%)"
+                    )),
+                );
+            }
+        }
+        if QUIT.swap(false, Ordering::Relaxed) {
+            // The process we started (or an operator's `run --takeover`) listens now: it is
+            // the service manager's main process, so nothing more is said to the manager.
+            println!("taken over: closing the listeners and draining");
+            notifier.set_muted(true);
+            taken_over = true;
+            break;
+        }
+        if UPGRADE.swap(false, Ordering::Relaxed) {
+            match (&successor, &exe) {
+                (Some(c), _) => println!("upgrade: pid {} is already taking over", c.id()),
+                (None, None) => eprintln!("bundle-relay: upgrade: this binary's path is unknown"),
+                (None, Some(_)) if !ready => println!("upgrade: refused until this relay is ready"),
+                (None, Some(exe)) => {
+                    let mut cmd = std::process::Command::new(exe);
+                    cmd.args(without_takeover(&args))
+                        .arg("--takeover")
+                        .arg(std::process::id().to_string());
+                    match cmd.spawn() {
+                        Ok(c) => {
+                            let line = format!(
+                                "upgrade: started {} as pid {}; serving until it is ready",
+                                exe.display(),
+                                c.id()
+                            );
+                            println!("{line}");
+                            say("STATUS=", notifier.status(&line));
+                            successor = Some(c);
+                        }
+                        Err(e) => {
+                            eprintln!("bundle-relay: upgrade: cannot start {}: {e}", exe.display())
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(c) = &mut successor
+            && let Ok(Some(status)) = c.try_wait()
+        {
+            let line = format!(
+                "upgrade failed: pid {} exited ({status}); still serving",
+                c.id()
+            );
+            eprintln!("bundle-relay: {line}");
+            say("STATUS=", notifier.status(&line));
+            successor = None;
+        }
         if RELOAD.swap(false, Ordering::Relaxed) {
-            match live.reload() {
+            say("RELOADING=1", notifier.reloading());
+            let outcome = match live.reload() {
                 Ok(g) => {
                     metrics.set_config_generation(g);
                     println!("config reloaded: generation {g}");
@@ -371,11 +773,23 @@ fn run(
                         a.set_token(token.clone());
                         admin_token = token;
                     }
+                    format!("config reloaded: generation {g}")
                 }
-                Err(e) => println!(
-                    "config reload refused, generation {} kept: {e}",
-                    live.load().generation
-                ),
+                Err(e) => {
+                    let line = format!(
+                        "config reload refused, generation {} kept: {e}",
+                        live.load().generation
+                    );
+                    println!("{line}");
+                    line
+                }
+            };
+            // READY=1 ends the reload for the manager either way: a refused reload leaves the
+            // relay serving on the last good config, and the status says which.
+            if ready {
+                say("READY=1", notifier.ready(&outcome));
+            } else {
+                say("STATUS=", notifier.status(&outcome));
             }
         }
         if DUMP.swap(false, Ordering::Relaxed) {
@@ -383,7 +797,7 @@ fn run(
         }
         if ticks % 100 == 0 {
             let t = relay.totals();
-            println!(
+            let line = format!(
                 "admitted {} (+{}), delivered {}, in flight {}, expired {}, failed {}, refused at cap {}, pairs up {}",
                 t.admitted,
                 t.admitted - last.admitted,
@@ -394,10 +808,26 @@ fn run(
                 t.refused_cap,
                 t.pairs_up
             );
+            println!("{line}");
+            if ready {
+                say("STATUS=", notifier.status(&line));
+            }
             last = t;
         }
     }
-    println!("stopping: no new connections; draining bundles in flight for up to {drain_ms} ms");
+    let line = format!(
+        "stopping: no new connections; draining {} bundles in flight for up to {drain_ms} ms",
+        relay.totals().in_flight
+    );
+    println!("{line}");
+    if taken_over {
+        // Free the admin port for the process that took over.
+        if let Some(a) = admin.take() {
+            a.shutdown();
+        }
+    } else {
+        say("STOPPING=1", notifier.stopping(&line));
+    }
     let t = relay.shutdown(Duration::from_millis(drain_ms));
     if let Some(a) = admin {
         a.shutdown();
@@ -421,3 +851,18 @@ fn run(
 /// Exit status when a reactor thread died (EX_SOFTWARE from sysexits.h): the relay stopped
 /// itself so that its supervisor restarts it.
 const EXIT_THREAD_FAILED: i32 = 70;
+
+/// The default share of pairs that must be up before READY=1: most of the pool, so a restart
+/// under load does not serve from a pool still connecting, yet not all of it, so one region
+/// that is down (one of eight is 12.5%) does not hold a start back until systemd gives up.
+const READY_PAIRS_PERCENT_DEFAULT: u8 = 85;
+
+/// The shortest watchdog period the pings can mean anything at: the supervision loop runs every
+/// 100 ms and an idle reactor loop every 50 ms, so half a period must cover several of both.
+const WATCHDOG_PERIOD_MIN: Duration = Duration::from_millis(1_000);
+
+/// How long a process taking over waits for its pool before giving up (the old one serves on).
+const TAKEOVER_READY_WAIT: Duration = Duration::from_secs(60);
+
+/// How long a process that took over retries the admin port the old one is freeing.
+const ADMIN_TAKEOVER_WAIT: Duration = Duration::from_secs(5);

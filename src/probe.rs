@@ -6,6 +6,8 @@
 //! provided-buffer ring; and `RLIMIT_NOFILE` against [`Config::fds_needed`], raising the soft
 //! limit to the hard one when that is enough. Every problem is collected, so one run lists all.
 //!
+//! [`ring_facts`] and [`limits`] report the same facts without refusing, for `check-host`.
+//!
 //! Cost: a few syscalls and at most two 8-entry rings, once at startup.
 
 use std::fmt;
@@ -167,6 +169,43 @@ pub fn check(cfg: &Config) -> Result<ProbeReport, ProbeError> {
         memlock_soft,
         memlock_hard,
     })
+}
+
+/// What the kernel's io_uring offers this process, found by creating a ring (and registering a
+/// provided-buffer ring on it) as the relay will: for `check-host`, which reports rather than
+/// refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RingFacts {
+    pub kernel: String,
+    pub ring: RingSetup,
+    pub features: Vec<&'static str>,
+    /// `Err` with why when a provided-buffer ring does not register.
+    pub buf_ring: Result<(), String>,
+}
+
+/// Creates a probe ring and reports what it has, or the problem (with its fix) that stops it.
+pub fn ring_facts() -> Result<RingFacts, Problem> {
+    let io_uring_disabled = read_io_uring_disabled(Path::new(IO_URING_DISABLED_PATH));
+    if io_uring_disabled == Some(2) {
+        return Err(Problem::IoUringDisabled);
+    }
+    let memlock = rlimit(libc::RLIMIT_MEMLOCK).unwrap_or((0, 0));
+    let (r, ring) =
+        create_ring().map_err(|e| classify_ring_error(&e, io_uring_disabled, memlock))?;
+    Ok(RingFacts {
+        kernel: kernel_release(),
+        ring,
+        features: features(&r),
+        buf_ring: register_buf_ring(&r).map_err(|e| describe(&e)),
+    })
+}
+
+/// `RLIMIT_NOFILE` and `RLIMIT_MEMLOCK` as `(soft, hard)` each (`u64::MAX`: unlimited).
+pub fn limits() -> ((u64, u64), (u64, u64)) {
+    (
+        rlimit(libc::RLIMIT_NOFILE).unwrap_or((0, 0)),
+        rlimit(libc::RLIMIT_MEMLOCK).unwrap_or((0, 0)),
+    )
 }
 
 /// Reads the `kernel.io_uring_disabled` sysctl at `path`: `None` when the file is absent or holds

@@ -64,11 +64,34 @@ pub struct Relay {
     logger: Option<crate::log::Logger>,
     rotating: Option<SocketAddr>,
     pinned: Vec<(String, SocketAddr)>,
+    /// Every thread's listening sockets, for [`Relay::listen`].
+    listen_fds: Vec<(RawFd, SocketAddr)>,
+    accepting: Arc<AtomicBool>,
+}
+
+/// A listener for `addr`, listening now or only bound (see [`Relay::start_unlistened`]).
+fn bind(addr: SocketAddr, listen_now: bool) -> std::io::Result<RawFd> {
+    if listen_now {
+        socket::listener(addr)
+    } else {
+        socket::bound_listener(addr)
+    }
 }
 
 impl Relay {
     /// Binds the listeners and starts the reactor threads; returns once every thread runs.
     pub fn start(spec: Spec) -> Result<Relay, StartError> {
+        Relay::start_with(spec, true)
+    }
+
+    /// As [`Relay::start`], with the listeners bound but not listening until
+    /// [`Relay::listen`]: a process taking over from another brings its pool up first, and
+    /// only then joins the listeners' SO_REUSEPORT groups.
+    pub fn start_unlistened(spec: Spec) -> Result<Relay, StartError> {
+        Relay::start_with(spec, false)
+    }
+
+    fn start_with(spec: Spec, listen_now: bool) -> Result<Relay, StartError> {
         if spec.regions.is_empty() || spec.regions.len() > crate::limiter::MAX_REGIONS {
             return Err(StartError::Spec(format!(
                 "the relay needs 1 to {} regions, got {}",
@@ -97,7 +120,7 @@ impl Relay {
             }
         }
         for (addr, port) in wanted {
-            let fd = socket::listener(addr).map_err(|e| StartError::Bind(addr, e))?;
+            let fd = bind(addr, listen_now).map_err(|e| StartError::Bind(addr, e))?;
             let bound = socket::local_addr(fd).map_err(|e| StartError::Bind(addr, e))?;
             first_fds.push(fd);
             listens.push(ListenSpec { addr: bound, port });
@@ -121,6 +144,8 @@ impl Relay {
         ));
         let mut pairs_text = Vec::new();
         let stop = Arc::new(AtomicBool::new(false));
+        let accepting = Arc::new(AtomicBool::new(listen_now));
+        let mut listen_fds: Vec<(RawFd, SocketAddr)> = Vec::new();
         let drain_deadline_ms = Arc::new(AtomicU64::new(5_000));
         let spec = Arc::new(spec);
         let mut stats = Vec::new();
@@ -142,7 +167,7 @@ impl Relay {
             } else {
                 let mut v = Vec::new();
                 for l in &listens {
-                    match socket::listener(l.addr) {
+                    match bind(l.addr, listen_now) {
                         Ok(fd) => v.push((fd, l.port)),
                         Err(e) => {
                             stop.store(true, Ordering::Relaxed);
@@ -152,6 +177,11 @@ impl Relay {
                 }
                 v
             };
+            listen_fds.extend(
+                fds.iter()
+                    .map(|&(fd, _)| fd)
+                    .zip(listens.iter().map(|l| l.addr)),
+            );
             let failure = Arc::new(std::sync::Mutex::new(None));
             failures.push(failure.clone());
             let args = crate::reactor::ThreadArgs {
@@ -165,6 +195,7 @@ impl Relay {
                 drain_ms: drain_deadline_ms.clone(),
                 ready: ready_tx.clone(),
                 failure,
+                accepting: accepting.clone(),
             };
             let handle = std::thread::Builder::new()
                 .name(format!("relay-{t}"))
@@ -217,6 +248,8 @@ impl Relay {
             logger: Some(logger),
             rotating,
             pinned,
+            listen_fds,
+            accepting,
         })
     }
 
@@ -233,6 +266,20 @@ impl Relay {
                 return Err(format!("reactor thread relay-{t} exited"));
             }
         }
+        Ok(())
+    }
+
+    /// Starts listening on the sockets [`Relay::start_unlistened`] bound; the reactors arm
+    /// their accepts within one sweep (50 ms), connections meanwhile wait in the backlog. A
+    /// no-op when already listening.
+    pub fn listen(&self) -> Result<(), StartError> {
+        if self.accepting.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        for &(fd, addr) in &self.listen_fds {
+            socket::listen(fd).map_err(|e| StartError::Bind(addr, e))?;
+        }
+        self.accepting.store(true, Ordering::Release);
         Ok(())
     }
 

@@ -16,7 +16,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("metrics", &["metrics"]),
     ("config", &["config"]),
     ("relay core (sans-IO)", &["relay"]),
-    ("I/O shell", &["reactor", "admin", "probe"]),
+    ("I/O shell", &["reactor", "admin", "probe", "notify"]),
     ("runtime", &["runtime", "budget"]),
     ("tools", &["hist", "fuzz", "check_host"]),
 ];

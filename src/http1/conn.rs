@@ -140,6 +140,9 @@ pub struct Conn {
     stalled_since: Option<Instant>,
     /// Times httparse ran on this connection's requests (see [`Conn::head_parses`]).
     parses: u32,
+    /// The relay is draining: each answer says `Connection: close` and ends the connection,
+    /// and one with nothing in progress at this instant is closed.
+    drain_until: Option<Instant>,
 }
 
 impl Conn {
@@ -161,6 +164,7 @@ impl Conn {
             last_active: Instant(0),
             stalled_since: None,
             parses: 0,
+            drain_until: None,
         }
     }
 
@@ -183,6 +187,7 @@ impl Conn {
         self.last_active = now;
         self.stalled_since = None;
         self.parses = 0;
+        self.drain_until = None;
     }
 
     // ---- inputs ----
@@ -246,6 +251,17 @@ impl Conn {
         }
     }
 
+    /// The relay is draining (stopping, or handing its listeners to a new process): every
+    /// request already sent or still to come is answered, the next answer with
+    /// `Connection: close` so the client opens its next connection elsewhere, and then the
+    /// connection closes. One with nothing in progress is closed at `idle_until`: closing it at
+    /// once would race a request the client may be sending right now.
+    pub fn begin_drain(&mut self, idle_until: Instant) {
+        if !matches!(self.state, State::Closing(_)) {
+            self.drain_until = Some(idle_until);
+        }
+    }
+
     /// Handles every complete request at the front of the input while the output has room
     /// for another answer: `answer` gets the request and the output's free space and returns
     /// the bytes it wrote there. Also writes `100 Continue` when a client waits for it, and
@@ -283,7 +299,10 @@ impl Conn {
                     }
                     break;
                 }
-                Ok(Front::Whole(request)) => {
+                Ok(Front::Whole(mut request)) => {
+                    if self.drain_until.is_some() {
+                        request.keep_alive = false;
+                    }
                     let (len, keep_alive) = (request.len, request.keep_alive);
                     let n = answer(&request, &mut self.out[self.out_tail..]);
                     self.note_output(n, now);
@@ -349,6 +368,14 @@ impl Conn {
             self.state = State::Closing(Close::HeadTimeout);
             return Some(Close::HeadTimeout);
         }
+        if let Some(until) = self.drain_until
+            && self.in_start == self.in_len
+            && self.out_head == self.out_tail
+            && now.0 >= until.0
+        {
+            self.state = State::Closing(Close::Shutdown);
+            return Some(Close::Shutdown);
+        }
         if self.in_start == self.in_len
             && self.out_head == self.out_tail
             && now.since(self.last_active).0 > cfg.idle_timeout.0
@@ -404,6 +431,9 @@ impl Conn {
                 min(s.after(Ticks(cfg.head_timeout.0 + 1)));
             }
             min(self.last_active.after(Ticks(cfg.idle_timeout.0 + 1)));
+            if let Some(until) = self.drain_until {
+                min(until);
+            }
         }
         t
     }

@@ -19,4 +19,7 @@ pub struct Cx<'a> {
     pub clock: &'a Clock,
     /// The thread is stopping: nothing new is accepted or connected.
     pub stopping: bool,
+    /// The listeners listen: accepts may be armed (a process taking over brings its pool up
+    /// first).
+    pub accepting: bool,
 }

@@ -109,8 +109,10 @@ impl Intake {
         }
     }
 
+    /// Arms listener `i`'s multishot accept, unless stopping or not listening yet (then the
+    /// sweep arms it once the relay listens).
     fn arm_accept(&mut self, cx: &mut Cx, i: usize) {
-        if cx.stopping {
+        if cx.stopping || !cx.accepting {
             return;
         }
         let l = &mut self.listeners[i];
@@ -397,18 +399,26 @@ impl Intake {
         self.arm_accepts(cx);
     }
 
-    /// Stops accepting, and has every connection finish what it owes and close.
-    pub fn begin_stop(&mut self, cx: &mut Cx) {
+    /// Stops accepting (a listener closed with its queue still holding connections hands them
+    /// to another listener of its SO_REUSEPORT group when `net.ipv4.tcp_migrate_req` is 1) and
+    /// starts draining every client connection ([`Conn::begin_drain`]): idle ones close at
+    /// `idle_until`.
+    pub fn begin_stop(&mut self, cx: &mut Cx, idle_until: Instant) {
         for l in &self.listeners {
             // SAFETY: our listening fd: shutdown ends its multishot accept.
             unsafe { libc::shutdown(l.fd, libc::SHUT_RDWR) };
         }
         for c in 0..self.conns.len() as u32 {
             if self.conns[c as usize].live {
-                self.conns[c as usize].http.begin_shutdown();
+                self.conns[c as usize].http.begin_drain(idle_until);
                 self.flush(cx, c);
             }
         }
+    }
+
+    /// No client connection is open.
+    pub fn is_empty(&self) -> bool {
+        self.conns.iter().all(|c| !c.live)
     }
 
     /// Closes every connection now (teardown).

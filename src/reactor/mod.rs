@@ -57,6 +57,11 @@ pub const RECV_BUFFER_BYTES: usize = 16 * 1024;
 /// Connection timers (HTTP/2 SETTINGS, call deadlines, intake head and idle limits) are
 /// seconds long; checking them this often is precise enough and costs one pass per period.
 const SWEEP_MS: u64 = 50;
+/// While draining, a client connection with nothing in progress is closed after this long; one
+/// that sends a request meanwhile gets its answer with `Connection: close`. Long enough that a
+/// client under load sends its next request (and learns to reconnect) rather than race the
+/// close; short enough that a stop is not held up by idle keep-alive clients.
+pub const DRAIN_IDLE_GRACE_MS: u64 = 1_000;
 /// Longest sleep with nothing timed, so a stop request is seen promptly.
 const IDLE_WAKE_MS: u64 = 50;
 /// How long teardown waits for the kernel to finish every operation before it leaves their
@@ -78,6 +83,8 @@ pub struct ThreadArgs {
     pub ready: Sender<std::io::Result<Arc<LogQueue>>>,
     /// Why the thread ended, when it ended on its own (an unrecoverable ring error, a panic).
     pub failure: Arc<Mutex<Option<String>>>,
+    /// Set once the listening sockets listen (see [`Worker::arm_accept`]).
+    pub accepting: Arc<AtomicBool>,
 }
 
 /// A thread's whole life: set up, run until stopped and drained, tear down. An error the
@@ -95,11 +102,12 @@ pub fn run_thread(args: ThreadArgs) {
         drain_ms,
         ready,
         failure,
+        accepting,
     } = args;
     if spec.pin_threads {
         pin_to_cpu(t);
     }
-    let mut w = match Worker::new(&spec, t, listen_fds, stats, metrics, pairs_text) {
+    let mut w = match Worker::new(&spec, t, listen_fds, stats, metrics, pairs_text, accepting) {
         Ok(w) => w,
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -131,12 +139,24 @@ pub fn run_thread(args: ThreadArgs) {
     w.stats.stopped.set(1);
 }
 
+/// Pins the calling thread to the `t`-th CPU it may run on (so a unit's `CPUAffinity=2-15`
+/// puts thread 0 on CPU 2), wrapping around when there are more threads than CPUs.
 fn pin_to_cpu(t: usize) {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // SAFETY: a zeroed cpu_set_t with one bit set, for the calling thread.
+    // SAFETY: zeroed cpu_set_t values, filled by the kernel or with one bit set, for the
+    // calling thread.
     unsafe {
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) != 0 {
+            return;
+        }
+        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &allowed))
+            .collect();
+        if cpus.is_empty() {
+            return;
+        }
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(t % cpus, &mut set);
+        libc::CPU_SET(cpus[t % cpus.len()], &mut set);
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
 }
@@ -165,6 +185,9 @@ struct Worker {
     config_generation: u64,
     /// Operations may still be in flight at teardown: their memory is never freed.
     leak: bool,
+    /// The listeners are listening: accepts are armed only once this is set (a process taking
+    /// over brings its pool up before it listens).
+    accepting: Arc<AtomicBool>,
 }
 
 /// Borrows what a completion handler works with from the worker's fields, leaving `intake`
@@ -179,6 +202,7 @@ macro_rules! cx {
             metrics: &$w.metrics,
             clock: &$w.clock,
             stopping: $w.stopping,
+            accepting: $w.accepting.load(Ordering::Acquire),
         }
     };
 }
@@ -191,6 +215,7 @@ impl Worker {
         stats: Arc<Stats>,
         metrics: Arc<ThreadMetrics>,
         pairs_text: Arc<Mutex<String>>,
+        accepting: Arc<AtomicBool>,
     ) -> std::io::Result<Worker> {
         let clock = Clock::calibrate();
         let now = clock.now();
@@ -239,6 +264,7 @@ impl Worker {
             live: spec.live.clone(),
             config_generation: 0,
             leak: false,
+            accepting,
         };
         w.intake.arm_accepts(&mut cx!(w));
         Ok(w)
@@ -263,7 +289,8 @@ impl Worker {
             }
             if stop.load(Ordering::Acquire) && !self.stopping {
                 self.stopping = true;
-                self.intake.begin_stop(&mut cx!(self));
+                let idle_until = now.after(self.clock.rate().from_ms(DRAIN_IDLE_GRACE_MS));
+                self.intake.begin_stop(&mut cx!(self), idle_until);
                 let ms = drain_ms.load(Ordering::Relaxed);
                 drain_until = Some(now.after(self.clock.rate().from_ms(ms)));
             }
@@ -273,7 +300,9 @@ impl Worker {
                 self.sweep(now);
             }
             if let Some(until) = drain_until {
-                let done = self.d.in_flight() == 0;
+                // Done when every admitted bundle ended and every client connection got its
+                // last answer (or sat idle through the grace).
+                let done = self.d.in_flight() == 0 && self.intake.is_empty();
                 if done || now.0 >= until.0 {
                     if !done {
                         self.d.abandon_all(now);

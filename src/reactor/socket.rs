@@ -85,6 +85,19 @@ pub const INTAKE_SNDBUF_BYTES: usize = 64 * 1024;
 /// address and the kernel spreads connections across them. Accepted connections inherit its
 /// `TCP_NODELAY` and its send buffer ([`INTAKE_SNDBUF_BYTES`]).
 pub fn listener(addr: SocketAddr) -> io::Result<RawFd> {
+    let fd = bound_listener(addr)?;
+    if let Err(e) = listen(fd) {
+        // SAFETY: the fd we just made, not handed out.
+        unsafe { libc::close(fd) };
+        return Err(e);
+    }
+    Ok(fd)
+}
+
+/// As [`listener`], bound but not yet listening: it joins its SO_REUSEPORT group (and gets
+/// connections) only at [`listen`]. A process taking over from another binds its ports at
+/// start, so a port it cannot have is an error then, and listens once its pool is up.
+pub fn bound_listener(addr: SocketAddr) -> io::Result<RawFd> {
     let socket = Socket::new(
         Domain::for_address(addr),
         Type::STREAM.nonblocking().cloexec(),
@@ -95,8 +108,16 @@ pub fn listener(addr: SocketAddr) -> io::Result<RawFd> {
     socket.set_tcp_nodelay(true)?;
     socket.set_send_buffer_size(INTAKE_SNDBUF_BYTES)?;
     socket.bind(&SockAddr::from(addr))?;
-    socket.listen(LISTEN_BACKLOG)?;
     Ok(socket.into_raw_fd())
+}
+
+/// `listen(2)` on a socket from [`bound_listener`], with [`LISTEN_BACKLOG`].
+pub fn listen(fd: RawFd) -> io::Result<()> {
+    // SAFETY: listen on a socket fd we own.
+    if unsafe { libc::listen(fd, LISTEN_BACKLOG) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The address a listening fd is bound to (its port when it was bound to port 0).

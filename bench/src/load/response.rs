@@ -9,6 +9,8 @@ pub struct Answer {
     /// Whether `"result":"<s>"` equals the expected bundle id; `None` when there is no string
     /// result.
     pub result_matches: Option<bool>,
+    /// The server said `Connection: close`: it reads nothing more on this connection.
+    pub close: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,7 +36,14 @@ pub fn parse(buf: &[u8], expected_id: &[u8]) -> Result<Option<(usize, Answer)>, 
     };
     let status = resp.code.ok_or(FrameError::Malformed)?;
     let mut len = None;
+    let mut close = false;
     for h in resp.headers.iter() {
+        if h.name.eq_ignore_ascii_case("connection") {
+            close |= h
+                .value
+                .split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"));
+        }
         if h.name.eq_ignore_ascii_case("content-length") {
             len = std::str::from_utf8(h.value)
                 .ok()
@@ -55,6 +64,7 @@ pub fn parse(buf: &[u8], expected_id: &[u8]) -> Result<Option<(usize, Answer)>, 
             status,
             rpc_error: rpc_error_code(body),
             result_matches: string_result(body).map(|r| r == expected_id),
+            close,
         },
     )))
 }
@@ -93,6 +103,15 @@ mod tests {
     }
 
     #[test]
+    fn connection_close_is_seen_among_the_tokens() {
+        let r = b"HTTP/1.1 200 OK\r\nConnection: keep-alive, Close\r\nContent-Length: 2\r\n\r\n{}";
+        let (_, a) = parse(r, b"abc").unwrap().unwrap();
+        assert!(a.close);
+        let (_, a) = parse(&resp("200 OK", "{}"), b"abc").unwrap().unwrap();
+        assert!(!a.close);
+    }
+
+    #[test]
     fn a_matching_result_is_recognised() {
         let r = resp("200 OK", r#"{"jsonrpc":"2.0","result":"abc","id":1}"#);
         let (n, a) = parse(&r, b"abc").unwrap().unwrap();
@@ -102,7 +121,8 @@ mod tests {
             Answer {
                 status: 200,
                 rpc_error: None,
-                result_matches: Some(true)
+                result_matches: Some(true),
+                close: false
             }
         );
         assert_eq!(

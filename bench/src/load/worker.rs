@@ -358,7 +358,14 @@ impl Worker<'_> {
                 Ok(Some((n, answer))) => {
                     used += n;
                     let f = c.inflight.pop_front().expect("front exists");
+                    let close = answer.close;
                     self.complete(ci, f, answer, now);
+                    if close {
+                        // The server reads nothing more here (RFC 9112 9.6): open a new
+                        // connection now; requests pipelined behind this answer are lost.
+                        self.fail(ci, Outcome::Error, now);
+                        return true;
+                    }
                 }
                 Ok(None) => break,
                 Err(_) => return false,

@@ -1,0 +1,298 @@
+//! `bundle-relay check-host`: this host against what a config needs and what
+//! `sysctl/99-bundle-relay.conf` sets, one line per check (ok / warn / fail, the value found,
+//! the value wanted, the command that fixes it).
+//!
+//! What it is: a report an operator reads before starting the relay, and that provisioning can
+//! gate on (the exit status is non-zero when any check fails). What it is NOT: the startup
+//! probe (`probe`), which refuses to start on what would break the relay and fixes the one
+//! thing it may (the soft open-file limit); and it changes nothing on the host.
+//!
+//! Checked: io_uring (allowed, the ring the relay wants, its features, provided-buffer rings),
+//! the open-file and locked-memory limits against the config's budget, every egress address
+//! local and bindable, each sysctl of the shipped file, the clocksource and an invariant TSC,
+//! the CPU frequency governor, transparent huge pages, and where the host sets them, isolated
+//! cores and the interrupts on the reactor cores. Every read goes through [`Inputs::root`], so
+//! tests run it against fake `/proc` and `/sys` trees; io_uring and binding are tried for real.
+//! A `fail` is what stops the relay or makes it drop work; a `warn` costs latency or restarts.
+
+pub mod egress;
+pub mod host;
+mod report;
+pub mod sysctl;
+
+pub use report::{Check, Level};
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use crate::config::{Config, Source};
+use crate::probe::{Problem, RingFacts, RingSetup};
+
+/// What the checks read. [`Inputs::host`] gathers the running host's; tests build their own.
+pub struct Inputs {
+    /// Where `proc/` and `sys/` are read from: `/` on the host.
+    pub root: PathBuf,
+    /// The config to hold the host to; without one, only the host-wide checks run.
+    pub config: Option<Config>,
+    /// The sysctl.d text to compare with ([`sysctl::SHIPPED`] unless given).
+    pub sysctl: String,
+    /// What creating an io_uring found.
+    pub ring: Result<RingFacts, Problem>,
+    /// `RLIMIT_NOFILE` and `RLIMIT_MEMLOCK`, `(soft, hard)` each.
+    pub nofile: (u64, u64),
+    pub memlock: (u64, u64),
+    /// The CPUs this process may run on, in order: reactor thread i runs on the i-th.
+    pub cpus: Vec<usize>,
+}
+
+impl Inputs {
+    /// The running host's facts, under `root`.
+    pub fn host(root: PathBuf, config: Option<Config>, sysctl: String) -> Inputs {
+        let (nofile, memlock) = crate::probe::limits();
+        Inputs {
+            root,
+            config,
+            sysctl,
+            ring: crate::probe::ring_facts(),
+            nofile,
+            memlock,
+            cpus: allowed_cpus(),
+        }
+    }
+}
+
+/// Every check, in report order. An unreadable sysctl file is itself a failed check.
+pub fn run(inputs: &Inputs) -> Vec<Check> {
+    let mut out = Vec::new();
+    ring(&inputs.ring, &mut out);
+    if let Some(cfg) = &inputs.config {
+        limits(cfg, inputs, &mut out);
+        egress_addresses(cfg, &mut out);
+    }
+    match sysctl::parse(&inputs.sysctl) {
+        Ok(wanted) => {
+            let mut checks = sysctl::checks(&inputs.root, &wanted);
+            if let Some(cfg) = &inputs.config {
+                nr_open_for(cfg, &mut checks);
+            }
+            out.extend(checks);
+        }
+        Err(e) => out.push(Check::new(
+            Level::Fail,
+            "sysctl file",
+            e,
+            "key = value lines",
+            "",
+        )),
+    }
+    out.extend(host::clock(&inputs.root));
+    out.push(host::governor(&inputs.root));
+    out.extend(host::thp(&inputs.root));
+    let threads = inputs
+        .config
+        .as_ref()
+        .map_or(inputs.cpus.len(), |c| c.threads);
+    let reactor: Vec<usize> = inputs.cpus.iter().copied().take(threads).collect();
+    out.extend(host::cores(&inputs.root, &reactor));
+    out
+}
+
+/// True when no check failed.
+pub fn passed(checks: &[Check]) -> bool {
+    checks.iter().all(|c| c.level != Level::Fail)
+}
+
+fn ring(ring: &Result<RingFacts, Problem>, out: &mut Vec<Check>) {
+    match ring {
+        Err(problem) => out.push(Check::new(
+            Level::Fail,
+            "io_uring",
+            "refused",
+            "a ring",
+            problem.to_string(),
+        )),
+        Ok(facts) => {
+            out.push(Check::new(
+                Level::Ok,
+                "io_uring",
+                format!("allowed (kernel {})", facts.kernel),
+                "allowed",
+                "",
+            ));
+            out.push(match &facts.ring {
+                RingSetup::SingleIssuerDeferTaskrun => Check::new(
+                    Level::Ok,
+                    "io_uring ring",
+                    "single issuer + deferred task running",
+                    "single issuer + deferred task running",
+                    "",
+                ),
+                RingSetup::Plain { why } => Check::new(
+                    Level::Warn,
+                    "io_uring ring",
+                    format!("plain ({why})"),
+                    "single issuer + deferred task running",
+                    "Linux 6.1 or later: completions then run only when a reactor enters the kernel",
+                ),
+            });
+            let missing: Vec<&str> = ["nodrop", "fast_poll", "ext_arg"]
+                .into_iter()
+                .filter(|f| !facts.features.contains(f))
+                .collect();
+            out.push(Check::new(
+                if missing.is_empty() {
+                    Level::Ok
+                } else {
+                    Level::Warn
+                },
+                "io_uring features",
+                facts.features.join(" "),
+                "nodrop fast_poll ext_arg (at least)",
+                "Linux 6.1 or later",
+            ));
+            out.push(match &facts.buf_ring {
+                Ok(()) => Check::new(
+                    Level::Ok,
+                    "provided-buffer ring",
+                    "registers",
+                    "registers",
+                    "",
+                ),
+                Err(e) => Check::new(
+                    Level::Fail,
+                    "provided-buffer ring",
+                    e.clone(),
+                    "registers",
+                    "Linux 5.19 or later (6.1+ recommended)",
+                ),
+            });
+        }
+    }
+}
+
+fn count(n: u64) -> String {
+    if n == u64::MAX {
+        "unlimited".into()
+    } else {
+        n.to_string()
+    }
+}
+
+/// Locked memory the relay pins: one provided-buffer ring per thread, its entries rounded up to
+/// whole pages (ring memory itself is charged to the cgroup since Linux 5.12).
+pub fn memlock_needed(threads: usize) -> u64 {
+    let entries_bytes = crate::reactor::RECV_BUFFERS as u64
+        * std::mem::size_of::<io_uring::types::BufRingEntry>() as u64;
+    threads as u64 * entries_bytes.div_ceil(4096) * 4096
+}
+
+fn limits(cfg: &Config, inputs: &Inputs, out: &mut Vec<Check>) {
+    let fds = cfg.fd_budget();
+    let needed = fds.total();
+    let (soft, hard) = inputs.nofile;
+    let found = format!("soft {}, hard {}", count(soft), count(hard));
+    let wanted = format!("{needed} ({fds})");
+    let fix = format!("LimitNOFILE={needed} (or more) in the unit, or ulimit -n {needed}");
+    out.push(if hard < needed {
+        Check::new(Level::Fail, "open files", found, wanted, fix)
+    } else if soft < needed {
+        Check::new(
+            Level::Ok,
+            "open files",
+            format!("{found} (the relay raises the soft limit)"),
+            wanted,
+            "",
+        )
+    } else {
+        Check::new(Level::Ok, "open files", found, wanted, "")
+    });
+    let need = memlock_needed(cfg.threads);
+    let (soft, hard) = inputs.memlock;
+    out.push(Check::new(
+        if soft >= need { Level::Ok } else { Level::Fail },
+        "locked memory",
+        format!("soft {}, hard {} bytes", count(soft), count(hard)),
+        format!(
+            "at least {need} bytes ({} threads x one provided-buffer ring)",
+            cfg.threads
+        ),
+        format!(
+            "LimitMEMLOCK={need} (or more) in the unit, or ulimit -l {}",
+            need / 1024
+        ),
+    ));
+}
+
+/// `fs.nr_open` caps every process's open-file limit: it must hold what the config needs.
+fn nr_open_for(cfg: &Config, checks: &mut [Check]) {
+    let needed = cfg.fds_needed();
+    if let Some(c) = checks.iter_mut().find(|c| c.name == "fs.nr_open")
+        && let Ok(found) = c.found.parse::<u64>()
+        && found < needed
+    {
+        c.level = Level::Fail;
+        c.wanted = format!("{} and at least the config's {needed} open files", c.wanted);
+    }
+}
+
+fn egress_addresses(cfg: &Config, out: &mut Vec<Check>) {
+    let local: Vec<IpAddr> = cfg
+        .egress
+        .sources
+        .iter()
+        .filter_map(|s| match s {
+            Source::Local(ip) => Some(*ip),
+            Source::Socks5 { .. } => None,
+        })
+        .collect();
+    if local.is_empty() {
+        return;
+    }
+    let bad = egress::unbindable(&local);
+    let total = local.len();
+    if bad.is_empty() {
+        out.push(Check::new(
+            Level::Ok,
+            "egress addresses",
+            format!("{total} of {total} local and bindable"),
+            "every one",
+            "",
+        ));
+        return;
+    }
+    let shown: Vec<String> = bad
+        .iter()
+        .take(4)
+        .map(|(a, e)| format!("{a} ({e})"))
+        .collect();
+    let first = bad[0].0;
+    out.push(Check::new(
+        Level::Fail,
+        "egress addresses",
+        format!(
+            "{} of {total} not bindable: {}{}",
+            bad.len(),
+            shown.join(", "),
+            if bad.len() > 4 { ", …" } else { "" }
+        ),
+        "every one local and bindable",
+        format!(
+            "bundle-relay egress-ip --config FILE | sh (one local route per block, e.g. ip route \
+             replace local {first}/32 dev lo)"
+        ),
+    ));
+}
+
+/// The CPUs this process may run on, in order.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity fills the set we own.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}

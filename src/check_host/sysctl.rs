@@ -1,0 +1,133 @@
+//! The shipped `sysctl/99-bundle-relay.conf`, read as the table of what the host should have,
+//! and each running value compared with it by the rule its key needs.
+
+use std::path::Path;
+
+use super::report::{Check, Level};
+
+/// The file the package installs in `/etc/sysctl.d/`, compiled in so `check-host` compares
+/// with exactly what ships.
+pub const SHIPPED: &str = include_str!("../../sysctl/99-bundle-relay.conf");
+
+/// Where the package installs it (the fix of every sysctl line names it).
+pub const INSTALLED_PATH: &str = "/etc/sysctl.d/99-bundle-relay.conf";
+
+/// How a running value is held to the file's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// The same value.
+    Exactly,
+    /// Every field at least the file's (one number, or a `min default max` triple).
+    AtLeast,
+    /// At most the file's.
+    AtMost,
+    /// A `low high` range that covers the file's.
+    Covers,
+}
+
+/// The rule for `key` and what a miss costs: a miss on a key the relay cannot run without is a
+/// fail, on anything else a warning.
+pub fn rule(key: &str) -> (Rule, Level) {
+    match key {
+        "kernel.io_uring_disabled" => (Rule::Exactly, Level::Fail),
+        "net.ipv4.tcp_migrate_req" | "net.ipv4.tcp_tw_reuse" => (Rule::Exactly, Level::Warn),
+        "net.ipv4.ip_local_port_range" => (Rule::Covers, Level::Warn),
+        "vm.swappiness" => (Rule::AtMost, Level::Warn),
+        _ => (Rule::AtLeast, Level::Warn),
+    }
+}
+
+/// The `key = value` lines of a sysctl.d file, comments and blanks skipped, in order. A line
+/// that is not `key = value` is an error naming it.
+pub fn parse(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let Some((k, v)) = line.split_once('=') else {
+            return Err(format!("line {}: {line:?} is not \"key = value\"", i + 1));
+        };
+        out.push((k.trim().to_string(), normalise(v)));
+    }
+    Ok(out)
+}
+
+/// Whitespace-separated fields joined by one space (the kernel prints tabs).
+fn normalise(v: &str) -> String {
+    v.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn numbers(v: &str) -> Option<Vec<i64>> {
+    v.split_whitespace().map(|f| f.parse().ok()).collect()
+}
+
+/// Whether `found` satisfies `wanted` under `rule`.
+pub fn holds(rule: Rule, found: &str, wanted: &str) -> bool {
+    let (f, w) = (normalise(found), normalise(wanted));
+    match rule {
+        Rule::Exactly => f == w,
+        _ => {
+            let (Some(f), Some(w)) = (numbers(&f), numbers(&w)) else {
+                return f == w;
+            };
+            if f.len() != w.len() {
+                return false;
+            }
+            match rule {
+                Rule::AtLeast => f.iter().zip(&w).all(|(f, w)| f >= w),
+                Rule::AtMost => f.iter().zip(&w).all(|(f, w)| f <= w),
+                Rule::Covers => f.len() == 2 && f[0] <= w[0] && f[1] >= w[1],
+                Rule::Exactly => unreachable!(),
+            }
+        }
+    }
+}
+
+/// One check per key of `wanted` against the values under `root`'s `proc/sys`.
+pub fn checks(root: &Path, wanted: &[(String, String)]) -> Vec<Check> {
+    wanted
+        .iter()
+        .map(|(key, want)| {
+            let path = root.join("proc/sys").join(key.replace('.', "/"));
+            let (rule, miss) = rule(key);
+            let wanted_text = match rule {
+                Rule::Exactly => want.clone(),
+                Rule::AtLeast => format!("at least {want}"),
+                Rule::AtMost => format!("at most {want}"),
+                Rule::Covers => format!("covering {want}"),
+            };
+            let fix = format!(
+                "sysctl -w {key}=\"{want}\" (for good: install {INSTALLED_PATH}, then sysctl --system)"
+            );
+            match std::fs::read_to_string(&path) {
+                Ok(found) => {
+                    let found = normalise(&found);
+                    let level = if holds(rule, &found, want) {
+                        Level::Ok
+                    } else {
+                        miss
+                    };
+                    Check::new(level, key, found, wanted_text, fix)
+                }
+                // io_uring_disabled and tcp_migrate_req are newer than some kernels: absent
+                // io_uring_disabled means always allowed; absent migration means none.
+                Err(_) if key == "kernel.io_uring_disabled" => Check::new(
+                    Level::Ok,
+                    key,
+                    "absent (kernel before 6.6: io_uring always allowed)",
+                    wanted_text,
+                    "",
+                ),
+                Err(e) => Check::new(
+                    miss,
+                    key,
+                    format!("unreadable ({e})"),
+                    wanted_text,
+                    "a kernel without this setting: see HARDWARE.md for the version wanted",
+                ),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,403 @@
+//! `bundle-relay check-host` against fake `/proc` and `/sys` trees: each check reads what a
+//! tuned host and an untuned one would show, and says ok, warn or fail with the value found,
+//! the value wanted and the fix; the command's exit status is non-zero only on a fail. The
+//! egress address helper prints the fewest local routes for a config's addresses.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use bundle_relay::check_host::{self, Check, Inputs, Level, egress, sysctl};
+use bundle_relay::config::{Config, Resolve};
+use bundle_relay::probe::{Problem, RingFacts, RingSetup};
+
+struct Tree(PathBuf);
+
+impl Tree {
+    fn new(name: &str) -> Tree {
+        let root = std::env::temp_dir().join(format!("br-host-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        Tree(root)
+    }
+
+    fn put(&self, rel: &str, text: &str) -> &Tree {
+        let p = self.0.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, format!("{text}\n")).unwrap();
+        self
+    }
+
+    /// Every sysctl of the shipped file at its wanted value (or `over`'s).
+    fn sysctls(&self, over: &[(&str, &str)]) -> &Tree {
+        for (k, v) in sysctl::parse(sysctl::SHIPPED).unwrap() {
+            let v = over
+                .iter()
+                .find(|(ok, _)| *ok == k)
+                .map_or(v, |(_, ov)| ov.to_string());
+            self.put(&format!("proc/sys/{}", k.replace('.', "/")), &v);
+        }
+        self
+    }
+
+    /// A tuned host: tsc, invariant, performance, THP madvise, cores 2-3 isolated, the NIC's
+    /// interrupt on core 0.
+    fn tuned(&self) -> &Tree {
+        self.sysctls(&[])
+            .put(
+                "sys/devices/system/clocksource/clocksource0/current_clocksource",
+                "tsc",
+            )
+            .put(
+                "proc/cpuinfo",
+                "processor\t: 0\nflags\t\t: fpu tsc constant_tsc nonstop_tsc rdtscp",
+            )
+            .put(
+                "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
+                "performance",
+            )
+            .put(
+                "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
+                "performance",
+            )
+            .put(
+                "sys/kernel/mm/transparent_hugepage/enabled",
+                "always [madvise] never",
+            )
+            .put(
+                "sys/kernel/mm/transparent_hugepage/defrag",
+                "always defer defer+madvise [madvise] never",
+            )
+            .put("sys/devices/system/cpu/isolated", "2-3")
+            .put("proc/irq/40/smp_affinity_list", "0")
+            .put("proc/irq/40/eth0-rx-0/.keep", "")
+            // No device behind irq 41: its affinity does not matter.
+            .put("proc/irq/41/smp_affinity_list", "0-3")
+    }
+}
+
+impl Drop for Tree {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn config(threads: usize, egress: &str) -> Config {
+    Config::parse(
+        &format!(
+            "threads = {threads}\n[[region]]\nname = \"r\"\nhost = \"127.0.0.1\"\nport = 9\n\
+             [egress]\naddresses = [{egress}]\n"
+        ),
+        "test.toml",
+        Resolve::Deferred,
+    )
+    .unwrap()
+}
+
+fn inputs(root: &Path, cfg: Option<Config>) -> Inputs {
+    Inputs {
+        root: root.to_path_buf(),
+        config: cfg,
+        sysctl: sysctl::SHIPPED.to_string(),
+        ring: Ok(RingFacts {
+            kernel: "6.8.0".into(),
+            ring: RingSetup::SingleIssuerDeferTaskrun,
+            features: vec!["nodrop", "fast_poll", "ext_arg"],
+            buf_ring: Ok(()),
+        }),
+        nofile: (1 << 20, 1 << 20),
+        memlock: (8 << 20, 8 << 20),
+        cpus: vec![2, 3, 0, 1],
+    }
+}
+
+fn find<'a>(checks: &'a [Check], name: &str) -> &'a Check {
+    checks
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no check {name}: {checks:#?}"))
+}
+
+#[test]
+fn a_tuned_host_passes_every_check() {
+    let t = Tree::new("tuned");
+    t.tuned();
+    let checks = check_host::run(&inputs(&t.0, Some(config(2, "\"127.1.90.0/30\""))));
+    let not_ok: Vec<String> = checks
+        .iter()
+        .filter(|c| c.level != Level::Ok)
+        .map(|c| c.to_string())
+        .collect();
+    assert!(not_ok.is_empty(), "{not_ok:#?}");
+    assert!(check_host::passed(&checks));
+    assert_eq!(
+        find(&checks, "egress addresses").found,
+        "4 of 4 local and bindable"
+    );
+    assert_eq!(find(&checks, "isolated cores").found, "2-3");
+    // One line per sysctl of the shipped file, each ok.
+    let keys = sysctl::parse(sysctl::SHIPPED).unwrap();
+    for (k, _) in &keys {
+        assert_eq!(find(&checks, k).level, Level::Ok, "{k}");
+    }
+}
+
+#[test]
+fn each_sysctl_is_held_to_its_rule_and_a_miss_names_the_fix() {
+    let t = Tree::new("sysctl");
+    t.tuned();
+    t.sysctls(&[
+        ("net.core.somaxconn", "8192"),                 // more is fine
+        ("net.ipv4.tcp_max_syn_backlog", "1024"),       // less is not
+        ("net.ipv4.tcp_rmem", "4096 131072 1048576"),   // one field short
+        ("net.ipv4.ip_local_port_range", "1024 65535"), // wider covers
+        ("net.ipv4.tcp_migrate_req", "0"),              // exactly 1
+        ("vm.swappiness", "0"),                         // at most 1
+        ("kernel.io_uring_disabled", "2"),              // the relay cannot run
+    ]);
+    let checks = check_host::run(&inputs(&t.0, None));
+    let level = |k| find(&checks, k).level;
+    assert_eq!(level("net.core.somaxconn"), Level::Ok);
+    assert_eq!(level("net.ipv4.tcp_max_syn_backlog"), Level::Warn);
+    assert_eq!(level("net.ipv4.tcp_rmem"), Level::Warn);
+    assert_eq!(level("net.ipv4.ip_local_port_range"), Level::Ok);
+    assert_eq!(level("net.ipv4.tcp_migrate_req"), Level::Warn);
+    assert_eq!(level("vm.swappiness"), Level::Ok);
+    assert_eq!(level("kernel.io_uring_disabled"), Level::Fail);
+    assert!(!check_host::passed(&checks));
+    assert_eq!(
+        find(&checks, "net.ipv4.tcp_migrate_req").to_string(),
+        "warn net.ipv4.tcp_migrate_req: found 0; wanted 1; fix: sysctl -w \
+         net.ipv4.tcp_migrate_req=\"1\" (for good: install /etc/sysctl.d/99-bundle-relay.conf, \
+         then sysctl --system)"
+    );
+    assert_eq!(
+        find(&checks, "net.ipv4.tcp_rmem").wanted,
+        "at least 4096 131072 4194304"
+    );
+}
+
+#[test]
+fn an_untuned_host_gets_a_warning_per_latency_cost_with_its_fix() {
+    let t = Tree::new("untuned");
+    t.sysctls(&[])
+        .put(
+            "sys/devices/system/clocksource/clocksource0/current_clocksource",
+            "hpet",
+        )
+        .put(
+            "proc/cpuinfo",
+            "processor\t: 0\nflags\t\t: fpu tsc constant_tsc",
+        )
+        .put(
+            "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
+            "powersave",
+        )
+        .put(
+            "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
+            "performance",
+        )
+        .put(
+            "sys/kernel/mm/transparent_hugepage/enabled",
+            "[always] madvise never",
+        )
+        .put(
+            "sys/kernel/mm/transparent_hugepage/defrag",
+            "[always] defer defer+madvise madvise never",
+        )
+        .put("proc/irq/40/smp_affinity_list", "0-3")
+        .put("proc/irq/40/eth0-rx-0/.keep", "");
+    let mut i = inputs(&t.0, None);
+    i.cpus = vec![0, 1, 2, 3];
+    let checks = check_host::run(&i);
+    let c = find(&checks, "clocksource");
+    assert_eq!((c.level, c.found.as_str()), (Level::Warn, "hpet"));
+    assert!(c.fix.contains("current_clocksource"), "{c}");
+    let c = find(&checks, "invariant TSC");
+    assert_eq!(
+        (c.level, c.found.as_str()),
+        (Level::Warn, "constant_tsc, no nonstop_tsc")
+    );
+    let c = find(&checks, "cpu frequency governor");
+    assert_eq!(
+        (c.level, c.found.as_str()),
+        (Level::Warn, "powersave on cpus 0")
+    );
+    assert!(
+        c.fix.starts_with("cpupower frequency-set -g performance"),
+        "{c}"
+    );
+    assert_eq!(find(&checks, "transparent hugepages").level, Level::Warn);
+    assert_eq!(
+        find(&checks, "transparent hugepage defrag").level,
+        Level::Warn
+    );
+    let c = find(&checks, "irq affinity");
+    assert_eq!(c.level, Level::Warn);
+    assert_eq!(
+        c.found,
+        "1 interrupts may run on the reactor cores (40 on 0-3)"
+    );
+    // Warnings cost latency, not correctness: the host still passes.
+    assert!(check_host::passed(&checks));
+}
+
+#[test]
+fn reactor_cores_outside_the_isolated_ones_are_named_with_the_cpu_affinity_to_set() {
+    let t = Tree::new("isolated");
+    t.tuned()
+        .put("proc/irq/42/smp_affinity_list", "3")
+        .put("proc/irq/42/nvme0q1/.keep", "");
+    let mut i = inputs(&t.0, Some(config(2, "\"127.1.91.0/30\"")));
+    i.cpus = vec![0, 1, 2, 3];
+    let checks = check_host::run(&i);
+    let c = find(&checks, "isolated cores");
+    assert_eq!(c.level, Level::Warn);
+    assert_eq!(c.wanted, "reactor cores 0-1 among them");
+    assert!(c.fix.starts_with("CPUAffinity=2-3 in the unit"), "{c}");
+    let c = find(&checks, "irq affinity");
+    assert_eq!(
+        c.found,
+        "1 interrupts may run on the isolated cores (42 on 3)"
+    );
+}
+
+#[test]
+fn limits_below_the_config_and_addresses_not_on_the_host_fail() {
+    let t = Tree::new("limits");
+    t.tuned();
+    // 198.51.100.0/30 is documentation space: no host has it.
+    let cfg = config(2, "\"127.1.92.0/30\", \"198.51.100.0/30\"");
+    let needed = cfg.fds_needed();
+    let mut i = inputs(&t.0, Some(cfg));
+    i.nofile = (1024, needed - 1);
+    i.memlock = (16_384, 16_384);
+    let checks = check_host::run(&i);
+    let c = find(&checks, "open files");
+    assert_eq!(c.level, Level::Fail);
+    assert!(
+        c.fix
+            .starts_with(&format!("LimitNOFILE={needed} (or more) in the unit")),
+        "{c}"
+    );
+    let c = find(&checks, "locked memory");
+    assert_eq!(c.level, Level::Fail, "2 threads pin 32 KiB: {c}");
+    assert!(c.fix.starts_with("LimitMEMLOCK=32768"), "{c}");
+    let c = find(&checks, "egress addresses");
+    assert_eq!(c.level, Level::Fail);
+    assert!(
+        c.found.starts_with("4 of 8 not bindable: 198.51.100.0 ("),
+        "{c}"
+    );
+    assert!(
+        c.fix
+            .starts_with("bundle-relay egress-ip --config FILE | sh"),
+        "{c}"
+    );
+}
+
+#[test]
+fn io_uring_refused_is_a_fail_with_the_probe_s_cause_and_fix() {
+    let t = Tree::new("ring");
+    t.tuned();
+    let mut i = inputs(&t.0, None);
+    i.ring = Err(Problem::IoUringDisabled);
+    let checks = check_host::run(&i);
+    let c = find(&checks, "io_uring");
+    assert_eq!(c.level, Level::Fail);
+    assert!(
+        c.fix.contains("sysctl -w kernel.io_uring_disabled=0"),
+        "{c}"
+    );
+}
+
+#[test]
+fn egress_addresses_become_the_fewest_aligned_local_routes() {
+    let ips = |s: &[&str]| -> Vec<IpAddr> { s.iter().map(|a| a.parse().unwrap()).collect() };
+    let mut many: Vec<IpAddr> = (0..4096u32)
+        .map(|i| IpAddr::V4((0x0a14_0000 + i).into()))
+        .collect();
+    many.reverse();
+    assert_eq!(
+        egress::commands(&many, egress::Method::LocalRoute, "lo"),
+        ["ip -4 route replace local 10.20.0.0/20 dev lo"]
+    );
+    assert_eq!(
+        egress::commands(
+            &ips(&[
+                "198.51.100.10",
+                "198.51.100.11",
+                "198.51.100.12",
+                "2001:db8::1"
+            ]),
+            egress::Method::LocalRoute,
+            "lo"
+        ),
+        [
+            "ip -4 route replace local 198.51.100.10/31 dev lo",
+            "ip -4 route replace local 198.51.100.12/32 dev lo",
+            "ip -6 route replace local 2001:db8::1/128 dev lo",
+        ]
+    );
+    assert_eq!(
+        egress::commands(
+            &ips(&["10.0.0.2", "10.0.0.1"]),
+            egress::Method::Interface,
+            "eth0"
+        ),
+        [
+            "ip -4 addr replace 10.0.0.1/32 dev eth0",
+            "ip -4 addr replace 10.0.0.2/32 dev eth0",
+        ]
+    );
+}
+
+#[test]
+fn the_command_exits_non_zero_on_a_fail_and_zero_on_warnings() {
+    let t = Tree::new("cli");
+    t.tuned();
+    let dir = &t.0;
+    let cfg = dir.join("relay.toml");
+    let write = |egress: &str| {
+        std::fs::write(
+            &cfg,
+            format!(
+                "threads = 1\n[[region]]\nname = \"r\"\nhost = \"127.0.0.1\"\nport = 9\n\
+                 [egress]\naddresses = [{egress}]\n"
+            ),
+        )
+        .unwrap()
+    };
+    let run = || {
+        Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+            .args(["check-host", "--root"])
+            .arg(dir)
+            .arg("--config")
+            .arg(&cfg)
+            .output()
+            .unwrap()
+    };
+    write("\"127.1.93.0/30\"");
+    let out = run();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.lines().last().unwrap().ends_with(" 0 fail"), "{text}");
+    write("\"192.0.2.1\"");
+    let out = run();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("fail egress addresses: found 1 of 1 not bindable: 192.0.2.1")),
+        "{text}"
+    );
+    let routes = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["egress-ip", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&routes.stdout).lines().nth(1),
+        Some("ip -4 route replace local 192.0.2.1/32 dev lo")
+    );
+}

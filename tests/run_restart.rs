@@ -1,0 +1,279 @@
+//! A restart under load loses nothing: bench-load sends bundles over keep-alive connections and
+//! another client opens a fresh connection per request, both through a takeover (SIGUSR2: the
+//! relay starts its own binary, which binds the same listeners, brings its pool up, listens and
+//! tells the old process to drain). Counted: every request answered 200 with its bundle id, no
+//! connection refused or reset, every bundle accepted once by bench-engine, and the two
+//! processes' accounting adds up to what was sent.
+//!
+//! Needs the bench tools built beside the relay (`cargo test --workspace` builds them; alone:
+//! `cargo build -p bundle-relay-bench --bin bench-engine --bin bench-load`).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn tool(name: &str) -> PathBuf {
+    let p = Path::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .parent()
+        .unwrap()
+        .join(name);
+    assert!(
+        p.exists(),
+        "{} is missing: cargo build -p bundle-relay-bench --bin bench-engine --bin bench-load",
+        p.display()
+    );
+    p
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Every line the relays print (the new process inherits the old one's stdout).
+fn collect(child: &mut Child) -> Arc<Mutex<Vec<String>>> {
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let out = child.stdout.take().unwrap();
+    let l = lines.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            l.lock().unwrap().push(line);
+        }
+    });
+    lines
+}
+
+fn wait_line(lines: &Mutex<Vec<String>>, pat: &str, limit: Duration) -> String {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(l) = lines.lock().unwrap().iter().find(|l| l.contains(pat)) {
+            return l.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no line with {pat:?}:\n{}",
+            lines.lock().unwrap().join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
+    let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    c.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut out = String::new();
+    c.read_to_string(&mut out)?;
+    Ok(out)
+}
+
+fn json_u64(text: &str, key: &str) -> u64 {
+    let at = text
+        .find(&format!("\"{key}\":"))
+        .unwrap_or_else(|| panic!("{key} in {text}"));
+    text[at + key.len() + 3..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_takeover_under_load_refuses_no_connection_and_leaves_no_request_unanswered() {
+    let (engine_bin, load_bin) = (tool("bench-engine"), tool("bench-load"));
+    let dir = std::env::temp_dir().join(format!("br-restart-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (intake, engine_port, stats) = (free_port(), free_port(), free_port());
+    let config = dir.join("relay.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "threads = 2\npin_threads = false\narena_slots = 4096\n\
+             [intake]\nrotating = \"127.0.0.1:{intake}\"\nconnections_max = 128\n\
+             [[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.41\"\nport = {engine_port}\n\
+             tls = false\ninterval_ms = 50\n\
+             [egress]\naddresses = [\"127.1.95.0/28\"]\n[admin]\nlisten = \"off\"\n"
+        ),
+    )
+    .unwrap();
+    let mut engine = Command::new(&engine_bin)
+        .args([
+            "--regions",
+            "amsterdam",
+            "--base-ip",
+            "127.0.0.41",
+            "--interval-ms",
+            "50",
+        ])
+        .args(["--port", &engine_port.to_string()])
+        .args(["--stats-addr", &format!("127.0.0.1:{stats}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut old = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let lines = collect(&mut old);
+    wait_line(
+        &lines,
+        "ready: listening, 16 of 16 pairs up",
+        Duration::from_secs(20),
+    );
+
+    // A client opening a new connection per request, through the whole switch.
+    let addr: SocketAddr = format!("127.0.0.1:{intake}").parse().unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let (fresh_ok, fresh_failed) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(Mutex::new(Vec::new())),
+    );
+    let churn = {
+        let (done, ok, failed) = (done.clone(), fresh_ok.clone(), fresh_failed.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                match http_get(addr, "/ping") {
+                    Ok(r) if r.starts_with("HTTP/1.1 200") && r.ends_with("ok") => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Ok(r) => failed.lock().unwrap().push(format!("answer {r:?}")),
+                    Err(e) => failed.lock().unwrap().push(e.to_string()),
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    let load_json = dir.join("load.json");
+    let load = Command::new(&load_bin)
+        .args([
+            "--target",
+            &addr.to_string(),
+            "--rate",
+            "250",
+            "--duration-s",
+            "5",
+        ])
+        .args(["--connections", "8", "--quiet", "--json"])
+        .arg(&load_json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1_500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(old.id() as i32, libc::SIGUSR2) };
+    let started = wait_line(&lines, "upgrade: started", Duration::from_secs(5));
+    let new_pid: i32 = started
+        .split("as pid ")
+        .nth(1)
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    wait_line(&lines, "taking over from pid", Duration::from_secs(20));
+    wait_line(
+        &lines,
+        "taken over: closing the listeners",
+        Duration::from_secs(5),
+    );
+    let old_status = {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(s) = old.try_wait().unwrap() {
+                break s.code();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the old process did not finish draining"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let load_out = load.wait_with_output().unwrap();
+    done.store(true, Ordering::Relaxed);
+    churn.join().unwrap();
+    // SAFETY: the process that took over (our grandchild).
+    unsafe { libc::kill(new_pid, libc::SIGTERM) };
+    let stopped = {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let n = lines
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| l.starts_with("stopped: admitted "))
+                .count();
+            if n == 2 {
+                break lines.lock().unwrap().clone();
+            }
+            assert!(Instant::now() < deadline, "the new process did not stop");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let engine_stats = http_get(format!("127.0.0.1:{stats}").parse().unwrap(), "/stats").unwrap();
+    let _ = engine.kill();
+    let _ = engine.wait();
+
+    let summary = std::fs::read_to_string(&load_json).unwrap_or_else(|_| {
+        panic!(
+            "bench-load wrote no summary: {}",
+            String::from_utf8_lossy(&load_out.stderr)
+        )
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(old_status, Some(0));
+    let scheduled = json_u64(&summary, "scheduled");
+    assert_eq!(scheduled, 1_250);
+    for (key, want) in [
+        ("answered", scheduled),
+        ("result_ids_matching", scheduled),
+        ("errors", 0),
+        ("timeouts", 0),
+        ("unsent", 0),
+    ] {
+        assert_eq!(json_u64(&summary, key), want, "{key}: {summary}");
+    }
+    let failed = fresh_failed.lock().unwrap();
+    assert!(failed.is_empty(), "fresh connections failed: {failed:?}");
+    assert!(
+        fresh_ok.load(Ordering::Relaxed) > 100,
+        "the churn client ran"
+    );
+    // Both processes' books, and the engine's: every bundle delivered once.
+    let admitted: u64 = stopped
+        .iter()
+        .filter_map(|l| l.strip_prefix("stopped: admitted "))
+        .map(|l| {
+            assert!(l.contains("+ expired 0 + failed 0 + in flight 0"), "{l}");
+            l.split(' ').next().unwrap().parse::<u64>().unwrap()
+        })
+        .sum();
+    assert_eq!(admitted, scheduled, "{stopped:?}");
+    let body = &engine_stats[engine_stats.find('{').unwrap()..];
+    assert_eq!(json_u64(body, "accepted"), scheduled, "{body}");
+    assert_eq!(json_u64(body, "duplicates"), 0, "{body}");
+    eprintln!(
+        "early sends at the engine across the switch: {} (re-sent on another pair)",
+        json_u64(body, "early_sends")
+    );
+}

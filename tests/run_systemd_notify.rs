@@ -1,0 +1,310 @@
+//! `bundle-relay run` under a service manager, for real: the test plays systemd's side of the
+//! notify protocol (a datagram socket named in `NOTIFY_SOCKET`, a period in `WATCHDOG_USEC`),
+//! and an engine that accepts the relay's connections and answers their HTTP/2 start, so the
+//! pool comes up. It checks what a unit with `Type=notify` and `WatchdogSec=` relies on:
+//! STATUS while the pool comes up, READY once it is, RELOADING … READY around a reload with the
+//! outcome, WATCHDOG pings, STOPPING with the drain; and that a wedged reactor thread stops the
+//! pings (strace delays one `io_uring_enter` of the running binary by seconds).
+//!
+//! The wedge test needs `strace` (Debian's package; `.ci/run` installs it).
+
+mod h2_support;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// An engine that answers every connection's HTTP/2 start and then only reads: enough for
+/// the relay's pairs to join rotation.
+fn engine() -> std::net::SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            std::thread::spawn(move || {
+                let _ = c.write_all(&h2_support::engine_hello());
+                let mut buf = [0u8; 4096];
+                while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}
+
+struct Run {
+    dir: PathBuf,
+    sock: UnixDatagram,
+    config: PathBuf,
+}
+
+impl Run {
+    /// A scratch folder with the notify socket and a config: one thread, four sources, one
+    /// region at `engine`.
+    fn new(name: &str, engine: std::net::SocketAddr, sources: &str) -> Run {
+        let dir = std::env::temp_dir().join(format!("br-notify-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = UnixDatagram::bind(dir.join("notify")).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let config = dir.join("relay.toml");
+        std::fs::write(&config, config_text(engine, sources)).unwrap();
+        Run { dir, sock, config }
+    }
+
+    fn command(&self, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        c.env("NOTIFY_SOCKET", self.dir.join("notify"))
+            .env("WATCHDOG_USEC", "1000000")
+            .env_remove("WATCHDOG_PID")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    /// Every message until `until` says it is done, or `limit` passes.
+    fn read_until(
+        &self,
+        log: &mut Vec<(Instant, String)>,
+        limit: Duration,
+        until: impl Fn(&str) -> bool,
+    ) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut buf = [0u8; 4096];
+        while Instant::now() < deadline {
+            if let Ok(n) = self.sock.recv(&mut buf) {
+                let m = String::from_utf8_lossy(&buf[..n]).into_owned();
+                let done = until(&m);
+                log.push((Instant::now(), m));
+                if done {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn config_text(engine: std::net::SocketAddr, sources: &str) -> String {
+    format!(
+        "threads = 1\npin_threads = false\narena_slots = 64\n\
+         [intake]\nrotating = \"127.0.0.1:0\"\nconnections_max = 16\n\
+         [[region]]\nname = \"local\"\nhost = \"{}\"\nport = {}\ntls = false\n\
+         [egress]\naddresses = [\"{sources}\"]\n[admin]\nlisten = \"off\"\n",
+        engine.ip(),
+        engine.port()
+    )
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, sig) };
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s.code();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    None
+}
+
+fn stderr_of(child: &mut Child) -> String {
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    err
+}
+
+fn messages(log: &[(Instant, String)]) -> String {
+    log.iter()
+        .map(|(_, m)| m.replace('\n', " | "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn status_ready_reloading_watchdog_and_stopping_reach_the_manager_in_order() {
+    let run = Run::new("order", engine(), "127.1.80.0/30");
+    let mut child = run
+        .command(Path::new(env!("CARGO_BIN_EXE_bundle-relay")))
+        .args(["run", "--config"])
+        .arg(&run.config)
+        .spawn()
+        .unwrap();
+    let mut log = Vec::new();
+    let ready = run.read_until(&mut log, Duration::from_secs(20), |m| {
+        m.starts_with("READY=1")
+    });
+    assert!(ready, "no READY=1:\n{}\n{}", messages(&log), {
+        let _ = child.kill();
+        stderr_of(&mut child)
+    });
+    let ready_msg = &log.last().unwrap().1;
+    assert!(
+        ready_msg.contains("STATUS=ready: listening, 4 of 4 pairs up"),
+        "{ready_msg}"
+    );
+    let before: Vec<&String> = log[..log.len() - 1].iter().map(|(_, m)| m).collect();
+    assert!(
+        before
+            .iter()
+            .all(|m| m.starts_with("STATUS=") || m == &"WATCHDOG=1"),
+        "only STATUS and pings before READY:\n{}",
+        messages(&log)
+    );
+    assert!(
+        before
+            .iter()
+            .filter(|m| m.starts_with("STATUS="))
+            .all(|m| m.contains(" of 4 pairs up (ready at 4, 85%)")),
+        "{}",
+        messages(&log)
+    );
+
+    // Pings at half the period while every thread moves.
+    let mark = log.len();
+    run.read_until(&mut log, Duration::from_millis(1_600), |_| false);
+    let pings = log[mark..]
+        .iter()
+        .filter(|(_, m)| m == "WATCHDOG=1")
+        .count();
+    assert!(pings >= 2, "pings in 1.6 s: {pings}\n{}", messages(&log));
+
+    // A good reload, then a refused one: RELOADING=1, then READY=1 with the outcome.
+    signal(&child, libc::SIGHUP);
+    let mark = log.len();
+    assert!(run.read_until(&mut log, Duration::from_secs(5), |m| {
+        m.starts_with("READY=1")
+    }));
+    let reload: Vec<&str> = log[mark..]
+        .iter()
+        .map(|(_, m)| m.as_str())
+        .filter(|m| *m != "WATCHDOG=1")
+        .collect();
+    assert!(
+        reload[0].starts_with("RELOADING=1\nMONOTONIC_USEC="),
+        "{reload:?}"
+    );
+    assert_eq!(
+        reload[1], "READY=1\nSTATUS=config reloaded: generation 2",
+        "{reload:?}"
+    );
+    std::fs::write(&run.config, "threads = \"many\"\n").unwrap();
+    signal(&child, libc::SIGHUP);
+    let mark = log.len();
+    assert!(run.read_until(&mut log, Duration::from_secs(5), |m| {
+        m.starts_with("READY=1")
+    }));
+    let refused = &log.last().unwrap().1;
+    assert!(
+        log[mark..]
+            .iter()
+            .any(|(_, m)| m.starts_with("RELOADING=1")),
+        "{}",
+        messages(&log)
+    );
+    assert!(
+        refused.starts_with("READY=1\nSTATUS=config reload refused, generation 2 kept: ")
+            && refused.contains("threads"),
+        "{refused}"
+    );
+
+    signal(&child, libc::SIGTERM);
+    let mark = log.len();
+    assert!(run.read_until(&mut log, Duration::from_secs(5), |m| {
+        m.starts_with("STOPPING=1")
+    }));
+    let stopping = &log.last().unwrap().1;
+    assert!(
+        stopping.starts_with("STOPPING=1\nSTATUS=stopping: no new connections; draining 0 bundles"),
+        "{stopping}"
+    );
+    assert!(
+        log[mark..log.len() - 1]
+            .iter()
+            .all(|(_, m)| m == "WATCHDOG=1"),
+        "{}",
+        messages(&log)
+    );
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(10)), Some(0));
+}
+
+#[test]
+fn a_wedged_reactor_thread_stops_the_watchdog_pings_until_it_moves_again() {
+    let strace = Command::new("strace").arg("-V").output();
+    assert!(
+        strace.is_ok_and(|o| o.status.success()),
+        "this test needs strace (apt-get install strace)"
+    );
+    let run = Run::new("wedge", engine(), "127.1.81.0/30");
+    // The reactor's 120th io_uring_enter (a few seconds in: an idle loop enters every 50 ms)
+    // sleeps 3 s before entering the kernel: its thread makes no progress meanwhile.
+    let mut child = run
+        .command(Path::new("strace"))
+        .args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=io_uring_enter"])
+        .args(["-e", "inject=io_uring_enter:delay_enter=3000000:when=120"])
+        .arg(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--config"])
+        .arg(&run.config)
+        .spawn()
+        .unwrap();
+    let mut log = Vec::new();
+    run.read_until(&mut log, Duration::from_secs(14), |_| false);
+    let relay_pid = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<i32>().ok());
+    if let Some(pid) = relay_pid {
+        // SAFETY: signalling our own grandchild (strace does not pass signals on).
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    let status = wait_exit(&mut child, Duration::from_secs(10));
+    let err = stderr_of(&mut child);
+    let pings: Vec<Instant> = log
+        .iter()
+        .filter(|(_, m)| m == "WATCHDOG=1")
+        .map(|(t, _)| *t)
+        .collect();
+    let gaps: Vec<u128> = pings
+        .windows(2)
+        .map(|w| w[1].duration_since(w[0]).as_millis())
+        .collect();
+    let longest = gaps.iter().copied().max().unwrap_or(0);
+    assert!(
+        longest >= 2_000,
+        "pings kept coming while the thread was wedged: gaps {gaps:?} ms\n{err}"
+    );
+    let after = gaps.iter().rposition(|&g| g == longest).unwrap();
+    assert!(
+        gaps[after + 1..].len() >= 2,
+        "pings resumed once the thread moved: gaps {gaps:?} ms\n{err}"
+    );
+    assert!(
+        err.contains(
+            "watchdog: reactor thread relay-0 made no progress in 500 ms; withholding the ping"
+        ),
+        "{err}"
+    );
+    assert!(
+        log.iter()
+            .any(|(_, m)| m == "STATUS=stalled: reactor thread relay-0"),
+        "{}",
+        messages(&log)
+    );
+    assert_eq!(status, Some(0), "{err}");
+}

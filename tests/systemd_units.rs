@@ -1,0 +1,182 @@
+//! The shipped systemd units, checked by systemd's own tools and against the relay they start:
+//! `systemd-analyze verify` finds nothing to say about either unit (installed in a scratch root
+//! with the binary they name), `systemd-analyze security` scores them as the README says, and
+//! what the units promise (notify, watchdog, reload by SIGHUP, io_uring's calls allowed, enough
+//! open files for a large config) matches the relay.
+//!
+//! Needs `systemd-analyze` (Debian's `systemd` package; `.ci/run` installs it). Where it is
+//! absent the two tests that run it say so and pass, except under CI (`CI` set), where they
+//! fail; the rest need nothing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use bundle_relay::config::{Config, Overrides, Resolve};
+
+const UNITS: [&str; 2] = ["bundle-relay.service", "bundle-relay@.service"];
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn unit(name: &str) -> String {
+    std::fs::read_to_string(repo().join("systemd").join(name)).unwrap()
+}
+
+/// Every value `key` has in `text` (a key may repeat, as SystemCallFilter does).
+fn values<'a>(text: &'a str, key: &str) -> Vec<&'a str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+        .collect()
+}
+
+fn systemd_analyze() -> bool {
+    let found = Command::new("systemd-analyze")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        // CI installs it (.ci/run): missing there is a broken CI, not a reason to skip.
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI=true but systemd-analyze is missing: .ci/run installs Debian's systemd package"
+        );
+        eprintln!("skipped: systemd-analyze is not installed (apt-get install systemd)");
+    }
+    found
+}
+
+/// A root holding the units, the binary and `kill` where the units name them, and the host's
+/// own system units (the targets ours are ordered against).
+fn scratch_root(name: &str) -> PathBuf {
+    let root = std::env::temp_dir().join(format!("br-units-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    for d in ["usr/bin", "bin", "etc/systemd/system", "lib/systemd/system"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::copy(
+        env!("CARGO_BIN_EXE_bundle-relay"),
+        root.join("usr/bin/bundle-relay"),
+    )
+    .unwrap();
+    std::fs::copy("/bin/kill", root.join("bin/kill")).unwrap();
+    for u in UNITS {
+        std::fs::write(root.join("etc/systemd/system").join(u), unit(u)).unwrap();
+    }
+    for e in std::fs::read_dir("/lib/systemd/system").unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(
+                e.path(),
+                root.join("lib/systemd/system").join(e.file_name()),
+            )
+            .unwrap();
+        }
+    }
+    root
+}
+
+#[test]
+fn systemd_analyze_verify_finds_nothing_to_say_about_either_unit() {
+    if !systemd_analyze() {
+        return;
+    }
+    let root = scratch_root("verify");
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(format!("--root={}", root.display()))
+        .args(["bundle-relay.service", "bundle-relay@main.service"])
+        .output()
+        .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&root);
+    assert!(out.status.success() && said.trim().is_empty(), "{said}");
+}
+
+#[test]
+fn systemd_analyze_security_scores_both_units_as_the_readme_says() {
+    if !systemd_analyze() {
+        return;
+    }
+    let root = scratch_root("security");
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    for name in ["bundle-relay.service", "bundle-relay@main.service"] {
+        let out = Command::new("systemd-analyze")
+            .args(["security", "--offline=yes", "--no-pager"])
+            .arg(format!("--root={}", root.display()))
+            .arg(name)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let score = text
+            .lines()
+            .find_map(|l| l.split("Overall exposure level for ").nth(1))
+            .and_then(|l| l.split(": ").nth(1))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no score for {name}:\n{text}"));
+        let value: f64 = score.parse().unwrap();
+        assert!(value <= 2.0, "{name} exposure {score}:\n{text}");
+        let claim = format!("`systemd-analyze security` exposure level {score}");
+        assert!(
+            readme.contains(&claim),
+            "README should say \"{claim}\" for {name}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn the_units_promise_what_the_relay_does() {
+    for name in UNITS {
+        let u = unit(name);
+        assert_eq!(values(&u, "Type"), ["notify"], "{name}");
+        assert_eq!(
+            values(&u, "NotifyAccess"),
+            ["all"],
+            "{name}: the takeover's child"
+        );
+        assert_eq!(
+            values(&u, "ExecReload"),
+            ["/bin/kill -HUP $MAINPID"],
+            "{name}"
+        );
+        let watchdog: u64 = values(&u, "WatchdogSec")[0].parse().unwrap();
+        assert!(
+            watchdog >= 1,
+            "{name}: the relay refuses a period under 1 s"
+        );
+        let filter = values(&u, "SystemCallFilter").join(" ");
+        for call in ["io_uring_setup", "io_uring_enter", "io_uring_register"] {
+            assert!(filter.contains(call), "{name} must allow {call}: {filter}");
+        }
+        assert_eq!(values(&u, "CapabilityBoundingSet"), [""], "{name}");
+        assert_eq!(values(&u, "User"), ["bundle-relay"], "{name}");
+        let exec = values(&u, "ExecStart")[0];
+        assert!(exec.starts_with("/usr/bin/bundle-relay run --config /etc/bundle-relay/"));
+    }
+}
+
+#[test]
+fn limit_nofile_holds_4096_addresses_by_8_regions_on_16_threads() {
+    let over = Overrides {
+        egress: Some(vec!["10.0.0.0/20".into()]),
+        ..Overrides::default()
+    };
+    let mut cfg = Config::load_overridden(
+        &repo().join("configs/mainnet.toml"),
+        Resolve::Deferred,
+        &over,
+    )
+    .unwrap();
+    cfg.threads = 16;
+    let needed = cfg.fds_needed();
+    assert_eq!(needed, 49_377, "the unit's comment does this sum");
+    for name in UNITS {
+        let limit: u64 = values(&unit(name), "LimitNOFILE")[0].parse().unwrap();
+        assert!(limit >= needed, "{name}: LimitNOFILE {limit} < {needed}");
+    }
+}
