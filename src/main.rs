@@ -80,7 +80,7 @@ enum Command {
         no_metrics: bool,
     },
     /// Percentiles and plots from HdrHistogram interval logs (the relay's or bench-load's).
-    Hist(bundle_relay::metrics::hist::HistArgs),
+    Hist(bundle_relay::hist::HistArgs),
 }
 
 fn main() {
@@ -132,7 +132,7 @@ fn main() {
             ))
         }
         Command::Hist(args) => {
-            if let Err(e) = bundle_relay::metrics::hist::run(&args) {
+            if let Err(e) = bundle_relay::hist::run(&args) {
                 eprintln!("bundle-relay hist: {e}");
                 std::process::exit(2);
             }

@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bundle_relay::metrics::hist::{self, HistArgs, Unit};
+use bundle_relay::hist::{self, HistArgs, Unit, plot};
+use bundle_relay::metrics::Metrics;
 use bundle_relay::metrics::hlog::{HlogConfig, HlogWriter};
-use bundle_relay::metrics::{Metrics, plot};
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;

@@ -61,9 +61,7 @@
 
 pub mod accounting;
 pub mod atomic_hist;
-pub mod hist;
 pub mod hlog;
-pub mod plot;
 mod prometheus;
 
 use std::fmt::Write as _;

@@ -1,18 +1,14 @@
-//! `bundle-relay hist FILE.hlog …`: percentile distributions of HdrHistogram interval logs,
-//! this relay's (tagged, one tag per histogram) and bench-load's (untagged) alike.
+//! Reading HdrHistogram interval logs and selecting their intervals: this relay's (tagged, one
+//! tag per histogram) and bench-load's (untagged) alike. Not the output.
 //!
 //! Time: `--from`/`--to` are seconds since each log's start: its `StartTime` header if it has
 //! one, else its first interval. An interval is taken when its start lies in `[from, to)`.
 //! Interval timestamps are read as the Java `HistogramLogReader` reads them: deltas from
 //! `BaseTime` when there is one; deltas from `StartTime` when they are more than a year
 //! smaller than it; seconds since the epoch otherwise.
-//!
-//! Output: one distribution per tag (untagged intervals form their own group), each merged over
-//! every selected interval of every file, values in `--unit`. `--plot out.png` draws each
-//! file's distribution per tag as one line on the usual 1/(1−p) log axis.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -20,62 +16,10 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 
-use super::plot;
-use super::write_percentile_distribution;
+use super::args::HistArgs;
 
 /// Seconds in a year: the Java reader's threshold between delta and absolute timestamps.
 const YEAR_S: f64 = 365.25 * 24.0 * 3600.0;
-
-/// Unit of printed and plotted values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Unit {
-    Ns,
-    Us,
-    Ms,
-    S,
-}
-
-impl Unit {
-    pub fn ns(self) -> f64 {
-        match self {
-            Unit::Ns => 1.0,
-            Unit::Us => 1e3,
-            Unit::Ms => 1e6,
-            Unit::S => 1e9,
-        }
-    }
-    pub fn label(self) -> &'static str {
-        match self {
-            Unit::Ns => "ns",
-            Unit::Us => "us",
-            Unit::Ms => "ms",
-            Unit::S => "s",
-        }
-    }
-}
-
-/// Arguments of `bundle-relay hist`.
-#[derive(clap::Args, Clone, Debug)]
-pub struct HistArgs {
-    /// Interval logs (.hlog); several are merged.
-    #[arg(required = true)]
-    pub files: Vec<PathBuf>,
-    /// Only intervals starting this many seconds or more after each log's start.
-    #[arg(long)]
-    pub from: Option<f64>,
-    /// Only intervals starting less than this many seconds after each log's start.
-    #[arg(long)]
-    pub to: Option<f64>,
-    /// Only histograms with this tag (e.g. relay_overhead, upstream_round_trip.frankfurt).
-    #[arg(long)]
-    pub tag: Option<String>,
-    /// Unit of the printed values (the logs hold nanoseconds).
-    #[arg(long, value_enum, default_value = "us")]
-    pub unit: Unit,
-    /// Also draw the percentile distributions into this PNG file.
-    #[arg(long)]
-    pub plot: Option<PathBuf>,
-}
 
 /// One tag's merged histogram, and the same per file (for the plot).
 pub struct TagGroup {
@@ -199,58 +143,10 @@ pub fn load(args: &HistArgs) -> Result<Vec<TagGroup>, String> {
     Ok(groups)
 }
 
-fn display_files(files: &[PathBuf]) -> String {
+pub fn display_files(files: &[PathBuf]) -> String {
     files
         .iter()
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// The text `run` prints.
-pub fn render(args: &HistArgs, groups: &[TagGroup], out: &mut String) {
-    for g in groups {
-        let _ = writeln!(
-            out,
-            "# tag {}: {} intervals from {}, values in {}",
-            g.tag.as_deref().unwrap_or("(untagged)"),
-            g.intervals,
-            display_files(&args.files),
-            args.unit.label()
-        );
-        write_percentile_distribution(&g.merged, args.unit.ns(), out);
-        out.push('\n');
-    }
-}
-
-fn file_label(p: &Path) -> String {
-    p.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| p.display().to_string())
-}
-
-/// `bundle-relay hist`: prints the distributions; writes the plot if asked.
-pub fn run(args: &HistArgs) -> Result<(), String> {
-    let groups = load(args)?;
-    let mut out = String::new();
-    render(args, &groups, &mut out);
-    print!("{out}");
-    if let Some(png) = &args.plot {
-        let mut series = Vec::new();
-        for g in &groups {
-            for (fi, h) in &g.per_file {
-                let mut label = file_label(&args.files[*fi]);
-                if let Some(t) = &g.tag {
-                    label.push(' ');
-                    label.push_str(t);
-                }
-                series.push(plot::Series::of_histogram(label, h));
-            }
-        }
-        let title = "latency by percentile";
-        plot::write_png(png, title, args.unit, &series)
-            .map_err(|e| format!("writing {}: {e}", png.display()))?;
-        eprintln!("plot written to {}", png.display());
-    }
-    Ok(())
 }
