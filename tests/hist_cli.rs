@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use bundle_relay::hist::figure::Kind;
 use bundle_relay::hist::{self, HistArgs, Unit, plot};
 use bundle_relay::metrics::Metrics;
 use bundle_relay::metrics::hlog::{HlogConfig, HlogWriter};
@@ -55,6 +56,7 @@ fn args(files: Vec<PathBuf>) -> HistArgs {
         tag: None,
         unit: Unit::Us,
         plot: None,
+        plot_over_time: None,
     }
 }
 
@@ -238,7 +240,7 @@ fn plot_draws_one_line_per_input_log_into_a_valid_png() {
     a.plot = Some(png.clone());
     hist::run(&a).unwrap();
     let (w, h, rgb) = decode_png(&std::fs::read(&png).unwrap());
-    assert_eq!((w, h), (plot::WIDTH_PX, plot::HEIGHT_PX));
+    assert_eq!((w, h), plot::image_size_px(Kind::Distribution, 1));
     let count = |c: [u8; 3]| rgb.chunks_exact(3).filter(|p| *p == c).count();
     // Each input's line is drawn in its own colour, long enough to be a line, not a legend key.
     for (i, c) in plot::PALETTE.iter().take(2).enumerate() {

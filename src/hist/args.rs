@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-/// Unit of printed and plotted values.
+/// Unit of printed values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Unit {
     Ns,
@@ -46,10 +46,16 @@ pub struct HistArgs {
     /// Only histograms with this tag (e.g. relay_overhead, upstream_round_trip.frankfurt).
     #[arg(long)]
     pub tag: Option<String>,
-    /// Unit of the printed values (the logs hold nanoseconds).
+    /// Unit of the printed values (the logs hold nanoseconds; the plots label each tick in
+    /// the unit that suits it).
     #[arg(long, value_enum, default_value = "us")]
     pub unit: Unit,
-    /// Also draw the percentile distributions into this PNG file.
+    /// Also draw the percentile distributions into this PNG file: a panel per kind of measure
+    /// (relay overhead, delivery, limiter wait, upstream round trip by region), log scales.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Also draw latency over time into this PNG file: each interval's p50, p99 and max, a
+    /// panel per tag.
+    #[arg(long, value_name = "PLOT")]
+    pub plot_over_time: Option<PathBuf>,
 }

@@ -1,56 +1,48 @@
 //! `bundle-relay hist FILE.hlog …`: percentile distributions of HdrHistogram interval logs,
-//! this relay's (tagged, one tag per histogram) and bench-load's (untagged) alike. A tool on
-//! top of the relay, never on its request path.
+//! this relay's (tagged, one tag per histogram) and bench-load's (untagged) alike, as text and
+//! as pictures. A tool beside the relay, never on its request path; it reads logs, not a live
+//! relay (that is `/debug/histograms`).
 //!
 //! Output: one distribution per tag (untagged intervals form their own group), each merged over
-//! every selected interval of every file, values in `--unit`. `--plot out.png` draws each
-//! file's distribution per tag as one line on the usual 1/(1−p) log axis.
+//! every selected interval of every file, values in `--unit`. `--plot out.png` draws them, a
+//! panel per kind of measure; `--plot-over-time out.png` draws each interval's p50, p99 and
+//! max, a panel per tag (`figure` says what each picture holds).
 //!
-//! Files, one job each: `args` (the command line), `read` (reading logs, selecting
-//! intervals), `text` (the printed distributions), `plot` (the chart), `canvas` (the raster
-//! and its font), `png` (the encoder).
+//! Files, one job each: `args` (the command line), `read` (reading logs, selecting intervals,
+//! grouping files into runs), `text` (the printed distributions), `figure` (what a picture
+//! shows), `axis` (scales and ticks), `format` (numbers and times), `plot` (how a picture
+//! looks), `canvas` (the raster), `font` (the glyphs), `png` (the encoder).
 
 mod args;
-mod canvas;
+mod axis;
+pub mod canvas;
+pub mod figure;
+pub mod font;
+mod format;
 pub mod plot;
 mod png;
 mod read;
 mod text;
 
-use std::path::Path;
-
 pub use args::{HistArgs, Unit};
-pub use read::{TagGroup, load};
+pub use read::{IntervalSummary, Loaded, Run, TagGroup, load, read};
 pub use text::render;
 
-fn file_label(p: &Path) -> String {
-    p.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| p.display().to_string())
-}
-
-/// `bundle-relay hist`: prints the distributions; writes the plot if asked.
+/// `bundle-relay hist`: prints the distributions; writes the plots asked for.
 pub fn run(args: &HistArgs) -> Result<(), String> {
-    let groups = load(args)?;
+    let loaded = read(args)?;
     let mut out = String::new();
-    render(args, &groups, &mut out);
+    render(args, &loaded.groups, &mut out);
     print!("{out}");
     if let Some(png) = &args.plot {
-        let mut series = Vec::new();
-        for g in &groups {
-            for (fi, h) in &g.per_file {
-                let mut label = file_label(&args.files[*fi]);
-                if let Some(t) = &g.tag {
-                    label.push(' ');
-                    label.push_str(t);
-                }
-                series.push(plot::Series::of_histogram(label, h));
-            }
-        }
-        let title = "latency by percentile";
-        plot::write_png(png, title, args.unit, &series)
+        plot::write_png(png, &figure::distribution(&loaded, args))
             .map_err(|e| format!("writing {}: {e}", png.display()))?;
         eprintln!("plot written to {}", png.display());
+    }
+    if let Some(png) = &args.plot_over_time {
+        plot::write_png(png, &figure::over_time(&loaded, args))
+            .map_err(|e| format!("writing {}: {e}", png.display()))?;
+        eprintln!("plot over time written to {}", png.display());
     }
     Ok(())
 }
