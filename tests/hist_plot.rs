@@ -3,42 +3,20 @@
 //! axes, legends that name the region (and the files once, in the title), a dot per interval
 //! over time. The PNGs are decoded with the `png` crate, not by the code that wrote them.
 
+mod hist_support;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use bundle_relay::hist::canvas::{Canvas, TextStyle};
-use bundle_relay::hist::{self, HistArgs, Unit, figure, plot};
+use bundle_relay::hist::{self, figure, plot};
 use bundle_relay::metrics::Metrics;
 use bundle_relay::metrics::hlog::{HlogConfig, HlogWriter};
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
-
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "bundle-relay-{name}-{}-{}",
-        std::process::id(),
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn args(files: Vec<PathBuf>) -> HistArgs {
-    HistArgs {
-        files,
-        from: None,
-        to: None,
-        tag: None,
-        unit: Unit::Us,
-        plot: None,
-        plot_over_time: None,
-    }
-}
+use hist_support::{Cli, args, tempdir};
 
 const T0_EPOCH_S: u64 = 1_764_460_800;
 
@@ -458,12 +436,6 @@ fn over_time_gives_each_tag_with_values_a_panel() {
         fig.facts
     );
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[derive(clap::Parser)]
-struct Cli {
-    #[command(flatten)]
-    hist: HistArgs,
 }
 
 #[test]

@@ -79,48 +79,27 @@ const LINE_PX: f64 = 2.5;
 const DASH_PX: (f64, f64) = (9.0, 5.0);
 const DOT_RADIUS_PX: f64 = 2.5;
 
+const fn style(size_px: f32, weight: Weight, colour: [u8; 3]) -> TextStyle {
+    TextStyle {
+        size_px,
+        weight,
+        colour,
+    }
+}
+
 /// The title's text.
-pub const TITLE: TextStyle = TextStyle {
-    size_px: 26.0,
-    weight: Weight::Bold,
-    colour: BLACK,
-};
-const FACTS: TextStyle = TextStyle {
-    size_px: 17.0,
-    weight: Weight::Regular,
-    colour: MUTED,
-};
-const PANEL_TITLE: TextStyle = TextStyle {
-    size_px: 19.0,
-    weight: Weight::Bold,
-    colour: BLACK,
-};
-const TICK: TextStyle = TextStyle {
-    size_px: 15.0,
-    weight: Weight::Regular,
-    colour: BLACK,
-};
-const AXIS_TITLE: TextStyle = TextStyle {
-    size_px: 15.0,
-    weight: Weight::Regular,
-    colour: MUTED,
-};
+pub const TITLE: TextStyle = style(26.0, Weight::Bold, BLACK);
+const FACTS: TextStyle = style(17.0, Weight::Regular, MUTED);
+const PANEL_TITLE: TextStyle = style(19.0, Weight::Bold, BLACK);
+const TICK: TextStyle = style(15.0, Weight::Regular, BLACK);
+const AXIS_TITLE: TextStyle = style(15.0, Weight::Regular, MUTED);
 /// A legend's series names and figures.
-pub const LEGEND: TextStyle = TextStyle {
-    size_px: 15.0,
-    weight: Weight::Regular,
-    colour: BLACK,
-};
-const LEGEND_HEADER: TextStyle = TextStyle {
-    size_px: 14.0,
-    weight: Weight::Bold,
-    colour: MUTED,
-};
-const NOTE: TextStyle = TextStyle {
-    size_px: 17.0,
-    weight: Weight::Regular,
-    colour: MUTED,
-};
+pub const LEGEND: TextStyle = style(15.0, Weight::Regular, BLACK);
+const LEGEND_HEADER: TextStyle = style(14.0, Weight::Bold, MUTED);
+/// A legend row without figures ("no values", "and 3 more").
+const LEGEND_NOTE: TextStyle = style(15.0, Weight::Regular, MUTED);
+/// A panel with nothing to draw says so.
+const NOTE: TextStyle = style(17.0, Weight::Regular, MUTED);
 
 /// Over time: how many panels share a row.
 fn columns(kind: Kind, panels: usize) -> usize {
@@ -444,20 +423,14 @@ impl LegendTable {
                     }
                 }
                 None => {
-                    c.text_right(rights[3], top, "no values", NOTE_SMALL);
+                    c.text_right(rights[3], top, "no values", LEGEND_NOTE);
                 }
             }
         }
         if shown < p.series.len() {
             let top = y + (shown as i32 + 1) * LEGEND_ROW_PX;
             let more = format!("and {} more", p.series.len() - shown);
-            c.text(x + LEGEND_SWATCH_PX, top, &more, NOTE_SMALL);
+            c.text(x + LEGEND_SWATCH_PX, top, &more, LEGEND_NOTE);
         }
     }
 }
-
-const NOTE_SMALL: TextStyle = TextStyle {
-    size_px: 15.0,
-    weight: Weight::Regular,
-    colour: MUTED,
-};
