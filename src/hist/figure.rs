@@ -147,7 +147,7 @@ fn measure_title(m: &Measure, values: u64) -> String {
             let _ = write!(t, " ({named} tags)");
         }
     }
-    let _ = write!(t, " · {} values", format::count(values));
+    let _ = write!(t, " · {}", format::counted(values, "value"));
     t
 }
 
@@ -300,9 +300,9 @@ pub fn over_time(loaded: &Loaded, args: &HistArgs) -> Figure {
                 intervals.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
                 let _ = write!(
                     title,
-                    " · {} values in {} intervals",
-                    format::count(values),
-                    format::count(intervals.len() as u64)
+                    " · {} in {}",
+                    format::counted(values, "value"),
+                    format::counted(intervals.len() as u64, "interval")
                 );
                 let series = vec![
                     Series {
@@ -443,15 +443,15 @@ fn facts(loaded: &Loaded, args: &HistArgs) -> String {
     let length = lengths.get(lengths.len() / 2).copied().unwrap_or(0.0);
     let _ = write!(
         out,
-        " · {} intervals of {}",
-        format::count(intervals as u64),
+        " · {} of {}",
+        format::counted(intervals as u64, "interval"),
         format::span(length)
     );
     let values: u64 = loaded.groups.iter().map(|g| g.merged.len()).sum();
     let tags = loaded.groups.iter().filter(|g| g.tag.is_some()).count();
-    let _ = write!(out, " · {} values", format::count(values));
+    let _ = write!(out, " · {}", format::counted(values, "value"));
     if tags > 0 {
-        let _ = write!(out, " in {tags} tags");
+        let _ = write!(out, " in {}", format::counted(tags as u64, "tag"));
     }
     let mut picked = Vec::new();
     if let Some(f) = args.from {

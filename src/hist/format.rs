@@ -47,6 +47,12 @@ pub fn count(n: u64) -> String {
     out
 }
 
+/// `n` things: "1 interval", "6,000 values".
+pub fn counted(n: u64, thing: &str) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("{} {thing}{s}", count(n))
+}
+
 /// A length of time for prose: "0.5 s", "4 s", "2 min 5 s", "3 h 20 min".
 pub fn span(s: f64) -> String {
     if s < 10.0 {
@@ -130,6 +136,8 @@ mod tests {
         assert_eq!(count(6_000), "6,000");
         assert_eq!(count(999), "999");
         assert_eq!(count(1_234_567), "1,234,567");
+        assert_eq!(counted(1, "tag"), "1 tag");
+        assert_eq!(counted(6_000, "value"), "6,000 values");
         assert_eq!(span(4.0), "4 s");
         assert_eq!(span(125.0), "2 min 5 s");
         assert_eq!(span(7_200.0), "2 h");
