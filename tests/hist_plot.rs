@@ -25,10 +25,15 @@ const T0_EPOCH_S: u64 = 1_764_460_800;
 /// magnitude apart (frankfurt 2–5 ms, ny 33–43 ms, tokyo 110–170 ms, tails clear of the grid
 /// lines), no delivery.
 fn relay_logs(dir: &Path) -> Vec<PathBuf> {
+    relay_logs_from(dir, T0_EPOCH_S)
+}
+
+/// [`relay_logs`] of a relay started at `t0_epoch_s`.
+fn relay_logs_from(dir: &Path, t0_epoch_s: u64) -> Vec<PathBuf> {
     let regions = vec!["frankfurt".to_string(), "ny".into(), "tokyo".into()];
     let m = Arc::new(Metrics::new(&regions, 1));
     let tm = m.thread(0);
-    let t0 = UNIX_EPOCH + Duration::from_secs(T0_EPOCH_S);
+    let t0 = UNIX_EPOCH + Duration::from_secs(t0_epoch_s);
     let cfg = HlogConfig {
         rotate_bytes: 1,
         ..HlogConfig::new(dir, Duration::from_secs(1))
@@ -375,6 +380,34 @@ fn two_logs_share_a_panel_and_their_legend_names_each_by_its_file() {
     assert_eq!(img.occurrences("before", plot::LEGEND), 1);
     assert_eq!(img.occurrences("after", plot::LEGEND), 1);
     assert_eq!(img.occurrences("BEFORE", plot::LEGEND), 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn relay_runs_compared_are_named_by_when_they_started() {
+    let dir = tempdir("hist-plot-runs");
+    let mut files = relay_logs_from(&dir, T0_EPOCH_S);
+    files.extend(relay_logs_from(&dir, T0_EPOCH_S + 600));
+    let a = args(files);
+    let loaded = hist::read(&a).unwrap();
+    assert_eq!(loaded.runs.len(), 2);
+    let f = figure::distribution(&loaded, &a);
+    let labels: Vec<&str> = f.panels[3]
+        .series
+        .iter()
+        .map(|s| s.label.as_str())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "00:00:00 · frankfurt",
+            "00:10:00 · frankfurt",
+            "00:00:00 · ny",
+            "00:10:00 · ny",
+            "00:00:00 · tokyo",
+            "00:10:00 · tokyo"
+        ]
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -13,8 +13,9 @@
 //! - [`over_time`]: one panel per tag and run; p50, p99 and max of each interval at the
 //!   interval's middle, on one time axis for all panels of a run.
 //!
-//! Legends name a series by what tells it apart in its panel (the region; the run when several
-//! were read); the file names appear once, in the title.
+//! Legends name a series by what tells it apart in its panel: the region, and the run when
+//! several were read (by the part of its name the others lack; a relay run by its start time);
+//! the file names appear once, in the title.
 
 use std::fmt::Write as _;
 
@@ -188,6 +189,7 @@ pub fn percentile_points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
 
 /// One panel per kind of measure, one distribution per tag and run.
 pub fn distribution(loaded: &Loaded, args: &HistArgs) -> Figure {
+    let run_labels = run_labels(loaded);
     let mut panels = Vec::new();
     for m in measures(&loaded.groups) {
         let mut pieces = Vec::new();
@@ -202,7 +204,7 @@ pub fn distribution(loaded: &Loaded, args: &HistArgs) -> Figure {
         for (i, (run, member, h)) in pieces.iter().enumerate() {
             let mut parts = Vec::new();
             if several_runs {
-                parts.push(loaded.runs[*run].name.clone());
+                parts.push(run_labels[*run].clone());
             }
             if let Some(n) = member {
                 parts.push(n.clone());
@@ -271,12 +273,13 @@ pub fn over_time(loaded: &Loaded, args: &HistArgs) -> Figure {
         })
         .collect();
     let several_runs = loaded.runs.len() > 1;
+    let run_labels = run_labels(loaded);
     let mut panels = Vec::new();
     let mut empty = Vec::new();
     for m in measures(&loaded.groups) {
         for (gi, member) in &m.members {
             let g = &loaded.groups[*gi];
-            for (ri, run) in loaded.runs.iter().enumerate() {
+            for ri in 0..loaded.runs.len() {
                 let mut intervals: Vec<&IntervalSummary> = g
                     .timeline
                     .iter()
@@ -291,7 +294,7 @@ pub fn over_time(loaded: &Loaded, args: &HistArgs) -> Figure {
                     let _ = write!(title, " · {n}");
                 }
                 if several_runs {
-                    let _ = write!(title, " · {}", run.name);
+                    let _ = write!(title, " · {}", run_labels[ri]);
                 }
                 if values == 0 {
                     empty.push(title);
@@ -348,6 +351,46 @@ pub fn over_time(loaded: &Loaded, args: &HistArgs) -> Figure {
         title: format!("Latency over time: {}", runs_line(loaded, args)),
         facts,
         panels,
+    }
+}
+
+/// How legends and panel titles tell runs apart: their names less the start all of them share
+/// (up to a `.`, `-`, `_` or `/`). What is left of a relay run's name is its start in Unix
+/// seconds, shown as the UTC time it is (the date too when the runs span days).
+fn run_labels(loaded: &Loaded) -> Vec<String> {
+    let names: Vec<&str> = loaded.runs.iter().map(|r| r.name.as_str()).collect();
+    if names.len() < 2 {
+        return names.iter().map(|n| n.to_string()).collect();
+    }
+    let mut cut = 0;
+    for (i, ch) in names[0].char_indices() {
+        let end = i + ch.len_utf8();
+        if !names.iter().all(|n| n.get(..end) == Some(&names[0][..end])) {
+            break;
+        }
+        if matches!(ch, '.' | '-' | '_' | '/') {
+            cut = end;
+        }
+    }
+    let rests: Vec<&str> = names.iter().map(|n| &n[cut..]).collect();
+    if rests.iter().any(|r| r.is_empty()) {
+        return names.iter().map(|n| n.to_string()).collect();
+    }
+    let starts: Option<Vec<String>> = rests
+        .iter()
+        .zip(&loaded.runs)
+        .map(|(rest, run)| {
+            let secs: f64 = rest.parse::<u64>().ok()? as f64;
+            let t0 = run.start_epoch_s.filter(|t| (t - secs).abs() < 1.0)?;
+            Some(format::utc(t0))
+        })
+        .collect();
+    match starts {
+        Some(s) if s.iter().all(|d| d[..10] == s[0][..10]) => {
+            s.iter().map(|d| d[11..].to_string()).collect()
+        }
+        Some(s) => s,
+        None => rests.iter().map(|r| r.to_string()).collect(),
     }
 }
 

@@ -43,6 +43,9 @@ const Y_LABELS_PX: i32 = 80;
 /// Between a plot and its legend table.
 const LEGEND_GAP_PX: i32 = 32;
 const LEGEND_ROW_PX: i32 = 24;
+/// Rows of a legend with more series than [`LEGEND_ROW_PX`] rows fit (runs compared region by
+/// region), set in [`LEGEND_COMPACT`].
+const LEGEND_ROW_COMPACT_PX: i32 = 18;
 const LEGEND_SWATCH_PX: i32 = 34;
 const LEGEND_COLUMN_GAP_PX: i32 = 20;
 /// The longest series name a legend shows whole.
@@ -95,6 +98,7 @@ const TICK: TextStyle = style(15.0, Weight::Regular, BLACK);
 const AXIS_TITLE: TextStyle = style(15.0, Weight::Regular, MUTED);
 /// A legend's series names and figures.
 pub const LEGEND: TextStyle = style(15.0, Weight::Regular, BLACK);
+const LEGEND_COMPACT: TextStyle = style(13.0, Weight::Regular, BLACK);
 const LEGEND_HEADER: TextStyle = style(14.0, Weight::Bold, MUTED);
 /// A legend row without figures ("no values", "and 3 more").
 const LEGEND_NOTE: TextStyle = style(15.0, Weight::Regular, MUTED);
@@ -389,13 +393,16 @@ impl LegendTable {
                 .sum::<i32>()
     }
 
-    /// Rows that fit beside a plot, with the heading.
-    fn rows_max() -> usize {
-        (DISTRIBUTION_PLOT_PX / LEGEND_ROW_PX - 1) as usize
-    }
-
     fn draw(&self, c: &mut Canvas, p: &Panel, x: i32, y: i32) {
-        let ascent = canvas::ascent_px(LEGEND);
+        // Rows that fit beside the plot, the heading's included.
+        let fit_rows = |row_px: i32| (DISTRIBUTION_PLOT_PX / row_px - 1) as usize;
+        let (row_px, text) = if p.series.len() <= fit_rows(LEGEND_ROW_PX) {
+            (LEGEND_ROW_PX, LEGEND)
+        } else {
+            (LEGEND_ROW_COMPACT_PX, LEGEND_COMPACT)
+        };
+        let rows = fit_rows(row_px);
+        let ascent = canvas::ascent_px(text);
         let mut right = x + LEGEND_SWATCH_PX + self.label_px;
         let mut rights = [0; 4];
         for (r, w) in rights.iter_mut().zip(self.numbers_px) {
@@ -405,21 +412,20 @@ impl LegendTable {
         for (h, r) in LEGEND_HEADINGS.iter().zip(rights) {
             c.text_right(r, y, h, LEGEND_HEADER);
         }
-        let rows = LegendTable::rows_max();
         let shown = if p.series.len() > rows {
             rows - 1
         } else {
             p.series.len()
         };
         for (i, s) in p.series.iter().take(shown).enumerate() {
-            let top = y + (i as i32 + 1) * LEGEND_ROW_PX;
+            let top = y + (i as i32 + 1) * row_px;
             swatch(c, s, x, top + ascent / 2 + 2);
-            let label = fit(&s.label, LEGEND, self.label_px);
-            c.text(x + LEGEND_SWATCH_PX, top, &label, LEGEND);
+            let label = fit(&s.label, text, self.label_px);
+            c.text(x + LEGEND_SWATCH_PX, top, &label, text);
             match legend_numbers(s) {
                 Some(n) => {
                     for (t, r) in n.iter().zip(rights) {
-                        c.text_right(r, top, t, LEGEND);
+                        c.text_right(r, top, t, text);
                     }
                 }
                 None => {
@@ -428,7 +434,7 @@ impl LegendTable {
             }
         }
         if shown < p.series.len() {
-            let top = y + (shown as i32 + 1) * LEGEND_ROW_PX;
+            let top = y + (shown as i32 + 1) * row_px;
             let more = format!("and {} more", p.series.len() - shown);
             c.text(x + LEGEND_SWATCH_PX, top, &more, LEGEND_NOTE);
         }
