@@ -38,8 +38,9 @@ pub struct LatencyAxis {
 const LATENCY_HEADROOM: f64 = 1.3;
 /// Up to this many decades, the 2 and 5 steps are labelled too.
 const LATENCY_LABEL_125_DECADES_MAX: f64 = 2.5;
-/// Fraction of the axis the zero band takes.
-const ZERO_BAND: f64 = 0.07;
+/// Fraction of the axis the zero band takes: room for its label below the lowest step's on
+/// the shortest plot.
+const ZERO_BAND: f64 = 0.1;
 
 impl LatencyAxis {
     /// The axis that holds `values_ns`.
