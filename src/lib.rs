@@ -13,6 +13,7 @@ pub mod config;
 pub mod egress;
 pub mod grpc;
 pub mod h2;
+pub mod hist;
 pub mod http1;
 pub mod jito;
 pub mod jsonrpc;

@@ -94,7 +94,7 @@ enum Command {
         takeover: Option<i32>,
     },
     /// Percentiles and plots from HdrHistogram interval logs (the relay's or bench-load's).
-    Hist(bundle_relay::metrics::hist::HistArgs),
+    Hist(bundle_relay::hist::HistArgs),
     /// Compare this host with what a config needs and with sysctl/99-bundle-relay.conf: one
     /// line per check (ok / warn / fail, found, wanted, the fix); exit status 1 on any fail.
     CheckHost {
@@ -184,7 +184,7 @@ fn main() {
             std::process::exit(egress_ip(&config, interface.as_deref()))
         }
         Command::Hist(args) => {
-            if let Err(e) = bundle_relay::metrics::hist::run(&args) {
+            if let Err(e) = bundle_relay::hist::run(&args) {
                 eprintln!("bundle-relay hist: {e}");
                 std::process::exit(2);
             }

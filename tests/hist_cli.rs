@@ -2,30 +2,21 @@
 //! delta timestamps, max in ms, bounds to an hour) and of the relay's own (tagged, rotated),
 //! merged, by time range and tag, and plotted to a PNG.
 
+mod hist_support;
+
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
-use bundle_relay::metrics::hist::{self, HistArgs, Unit};
+use bundle_relay::hist::figure::Kind;
+use bundle_relay::hist::{self, Unit, plot};
+use bundle_relay::metrics::Metrics;
 use bundle_relay::metrics::hlog::{HlogConfig, HlogWriter};
-use bundle_relay::metrics::{Metrics, plot};
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
-
-fn tempdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "bundle-relay-{name}-{}-{}",
-        std::process::id(),
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use hist_support::{Cli, args, tempdir};
 
 /// An interval log written the way bench/src/load/mod.rs writes one: bounds 1 ns .. 1 h,
 /// StartTime, MaxValueDivisor 1e6, a comment, untagged one-second intervals at 0, 1, 2, … s.
@@ -44,17 +35,6 @@ fn bench_load_style_log(path: &Path, intervals: u64, per_interval: u64) {
         h.record_n((i + 1) * 10_000, per_interval).unwrap();
         w.write_histogram(&h, Duration::from_secs(i), Duration::from_secs(1), None)
             .unwrap();
-    }
-}
-
-fn args(files: Vec<PathBuf>) -> HistArgs {
-    HistArgs {
-        files,
-        from: None,
-        to: None,
-        tag: None,
-        unit: Unit::Us,
-        plot: None,
     }
 }
 
@@ -238,7 +218,7 @@ fn plot_draws_one_line_per_input_log_into_a_valid_png() {
     a.plot = Some(png.clone());
     hist::run(&a).unwrap();
     let (w, h, rgb) = decode_png(&std::fs::read(&png).unwrap());
-    assert_eq!((w, h), (plot::WIDTH_PX, plot::HEIGHT_PX));
+    assert_eq!((w, h), plot::image_size_px(Kind::Distribution, 1));
     let count = |c: [u8; 3]| rgb.chunks_exact(3).filter(|p| *p == c).count();
     // Each input's line is drawn in its own colour, long enough to be a line, not a legend key.
     for (i, c) in plot::PALETTE.iter().take(2).enumerate() {
@@ -248,12 +228,6 @@ fn plot_draws_one_line_per_input_log_into_a_valid_png() {
     // Text is drawn (black pixels beyond the two axes' lines).
     assert!(count([0, 0, 0]) > 5_000);
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[derive(clap::Parser)]
-struct Cli {
-    #[command(flatten)]
-    hist: HistArgs,
 }
 
 #[test]

@@ -62,11 +62,9 @@
 
 pub mod accounting;
 pub mod atomic_hist;
-pub mod hist;
 pub mod hlog;
 mod labels;
 mod percentiles;
-pub mod plot;
 mod prometheus;
 mod registry;
 mod thread;

@@ -1,15 +1,17 @@
-//! `bundle-relay hist FILE.hlog …`: percentile distributions of HdrHistogram interval logs,
-//! this relay's (tagged, one tag per histogram) and bench-load's (untagged) alike.
+//! Reading HdrHistogram interval logs and selecting their intervals: this relay's (tagged, one
+//! tag per histogram) and bench-load's (untagged) alike. Not the output.
+//!
+//! What comes out: per tag, the merged histogram, the same per file, and each selected
+//! interval's count, p50, p99 and max (the over-time view; whole histograms per interval would
+//! hold a day of the relay's logs in gigabytes). Files are grouped into runs: the rotated files
+//! of one relay (`{prefix}.{start}.{seq:05}.hlog`, one `StartTime`) are one run, any other
+//! file is a run of its own.
 //!
 //! Time: `--from`/`--to` are seconds since each log's start: its `StartTime` header if it has
 //! one, else its first interval. An interval is taken when its start lies in `[from, to)`.
 //! Interval timestamps are read as the Java `HistogramLogReader` reads them: deltas from
 //! `BaseTime` when there is one; deltas from `StartTime` when they are more than a year
 //! smaller than it; seconds since the epoch otherwise.
-//!
-//! Output: one distribution per tag (untagged intervals form their own group), each merged over
-//! every selected interval of every file, values in `--unit`. `--plot out.png` draws each
-//! file's distribution per tag as one line on the usual 1/(1−p) log axis.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -20,62 +22,10 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 
-use super::plot;
-use super::write_percentile_distribution;
+use super::args::HistArgs;
 
 /// Seconds in a year: the Java reader's threshold between delta and absolute timestamps.
 const YEAR_S: f64 = 365.25 * 24.0 * 3600.0;
-
-/// Unit of printed and plotted values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Unit {
-    Ns,
-    Us,
-    Ms,
-    S,
-}
-
-impl Unit {
-    pub fn ns(self) -> f64 {
-        match self {
-            Unit::Ns => 1.0,
-            Unit::Us => 1e3,
-            Unit::Ms => 1e6,
-            Unit::S => 1e9,
-        }
-    }
-    pub fn label(self) -> &'static str {
-        match self {
-            Unit::Ns => "ns",
-            Unit::Us => "us",
-            Unit::Ms => "ms",
-            Unit::S => "s",
-        }
-    }
-}
-
-/// Arguments of `bundle-relay hist`.
-#[derive(clap::Args, Clone, Debug)]
-pub struct HistArgs {
-    /// Interval logs (.hlog); several are merged.
-    #[arg(required = true)]
-    pub files: Vec<PathBuf>,
-    /// Only intervals starting this many seconds or more after each log's start.
-    #[arg(long)]
-    pub from: Option<f64>,
-    /// Only intervals starting less than this many seconds after each log's start.
-    #[arg(long)]
-    pub to: Option<f64>,
-    /// Only histograms with this tag (e.g. relay_overhead, upstream_round_trip.frankfurt).
-    #[arg(long)]
-    pub tag: Option<String>,
-    /// Unit of the printed values (the logs hold nanoseconds).
-    #[arg(long, value_enum, default_value = "us")]
-    pub unit: Unit,
-    /// Also draw the percentile distributions into this PNG file.
-    #[arg(long)]
-    pub plot: Option<PathBuf>,
-}
 
 /// One tag's merged histogram, and the same per file (for the plot).
 pub struct TagGroup {
@@ -85,6 +35,49 @@ pub struct TagGroup {
     pub intervals: usize,
     /// (file index, histogram of that file's selected intervals).
     pub per_file: Vec<(usize, Histogram<u64>)>,
+    /// Every selected interval, in file then log order.
+    pub timeline: Vec<IntervalSummary>,
+}
+
+/// One selected interval's figures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntervalSummary {
+    pub file: usize,
+    /// Seconds since its log's start.
+    pub start_s: f64,
+    pub length_s: f64,
+    pub count: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+}
+
+/// The files of one writer's run, which share one time axis.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Run {
+    /// The file name without `.hlog` (and without a rotation's sequence number), unique among
+    /// the runs read.
+    pub name: String,
+    /// Indexes into the files read.
+    pub files: Vec<usize>,
+    /// When its time axis starts, seconds since the epoch, if its log says.
+    pub start_epoch_s: Option<f64>,
+}
+
+/// Everything read: per tag (first-seen order), and the runs the files form.
+pub struct Loaded {
+    pub groups: Vec<TagGroup>,
+    pub runs: Vec<Run>,
+}
+
+impl Loaded {
+    /// The run file `file` belongs to.
+    pub fn run_of(&self, file: usize) -> usize {
+        self.runs
+            .iter()
+            .position(|r| r.files.contains(&file))
+            .expect("every file is in a run")
+    }
 }
 
 fn empty() -> Histogram<u64> {
@@ -99,12 +92,18 @@ fn secs(d: Duration) -> f64 {
 /// Reads `files` and merges the intervals that `args` selects, grouped by tag in first-seen
 /// order.
 pub fn load(args: &HistArgs) -> Result<Vec<TagGroup>, String> {
+    read(args).map(|l| l.groups)
+}
+
+/// [`load`], with the runs the files form.
+pub fn read(args: &HistArgs) -> Result<Loaded, String> {
     if let (Some(f), Some(t)) = (args.from, args.to) {
         if t <= f {
             return Err(format!("--to {t} must be greater than --from {f}"));
         }
     }
     let mut groups: Vec<TagGroup> = Vec::new();
+    let mut starts: Vec<Option<f64>> = Vec::new();
     let mut deserializer = Deserializer::new();
     for (fi, path) in args.files.iter().enumerate() {
         let bytes = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
@@ -160,6 +159,7 @@ pub fn load(args: &HistArgs) -> Result<Vec<TagGroup>, String> {
                         merged: empty(),
                         intervals: 0,
                         per_file: Vec::new(),
+                        timeline: Vec::new(),
                     });
                     groups.len() - 1
                 }
@@ -169,6 +169,15 @@ pub fn load(args: &HistArgs) -> Result<Vec<TagGroup>, String> {
                 .add(&h)
                 .map_err(|e| format!("{}: merging: {e:?}", path.display()))?;
             g.intervals += 1;
+            g.timeline.push(IntervalSummary {
+                file: fi,
+                start_s: offset,
+                length_s: secs(ilh.duration()),
+                count: h.len(),
+                p50_ns: h.value_at_quantile(0.5),
+                p99_ns: h.value_at_quantile(0.99),
+                max_ns: h.max(),
+            });
             let pf = match g.per_file.iter().position(|(f, _)| *f == fi) {
                 Some(i) => i,
                 None => {
@@ -181,6 +190,8 @@ pub fn load(args: &HistArgs) -> Result<Vec<TagGroup>, String> {
                 .add(&h)
                 .map_err(|e| format!("{}: merging: {e:?}", path.display()))?;
         }
+        // A reference under a year from the epoch is a log of deltas with no date.
+        starts.push(start_time.or(first_abs).filter(|t| *t >= YEAR_S));
     }
     if groups.is_empty() {
         let mut why = String::from("no interval matches");
@@ -196,61 +207,80 @@ pub fn load(args: &HistArgs) -> Result<Vec<TagGroup>, String> {
         let _ = write!(why, " in {}", display_files(&args.files));
         return Err(why);
     }
-    Ok(groups)
+    let runs = runs(&args.files, &starts);
+    Ok(Loaded { groups, runs })
 }
 
-fn display_files(files: &[PathBuf]) -> String {
+/// The run a file's name says it belongs to, and whether it is one rotation of it:
+/// `bundle-relay.1764460800.00003.hlog` is a rotation of `bundle-relay.1764460800`, `load.hlog`
+/// is the whole of `load`.
+fn run_name(path: &Path) -> (String, bool) {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string());
+    let stem = name.strip_suffix(".hlog").unwrap_or(&name);
+    match stem.rsplit_once('.') {
+        Some((run, seq))
+            if !run.is_empty() && seq.len() == 5 && seq.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            (run.to_string(), true)
+        }
+        _ => (stem.to_string(), false),
+    }
+}
+
+/// Groups files into runs: the same run name and the same start. Runs whose names collide
+/// (the same file name in two folders) are told apart by their folder, then by a number.
+fn runs(files: &[PathBuf], starts: &[Option<f64>]) -> Vec<Run> {
+    let mut out: Vec<Run> = Vec::new();
+    let mut keys: Vec<(String, Option<f64>, Option<PathBuf>)> = Vec::new();
+    for (fi, path) in files.iter().enumerate() {
+        let (name, rotated) = run_name(path);
+        // Rotations share a run with their siblings in one folder; any other file is its own.
+        let home = if rotated {
+            path.parent().map(Path::to_path_buf)
+        } else {
+            Some(path.clone())
+        };
+        let key = (name.clone(), starts[fi], home);
+        match keys.iter().position(|k| *k == key) {
+            Some(i) => out[i].files.push(fi),
+            None => {
+                keys.push(key);
+                out.push(Run {
+                    name,
+                    files: vec![fi],
+                    start_epoch_s: starts[fi],
+                });
+            }
+        }
+    }
+    for i in 0..out.len() {
+        let clashes = out.iter().filter(|r| r.name == out[i].name).count();
+        if clashes > 1 {
+            let folder = files[out[i].files[0]]
+                .parent()
+                .and_then(Path::file_name)
+                .map(|d| d.to_string_lossy().into_owned());
+            if let Some(d) = folder {
+                out[i].name = format!("{d}/{}", out[i].name);
+            }
+        }
+    }
+    for i in 0..out.len() {
+        let before = out[..i].iter().filter(|r| r.name == out[i].name).count();
+        if before > 0 {
+            out[i].name = format!("{} #{}", out[i].name, before + 1);
+        }
+    }
+    out
+}
+
+pub fn display_files(files: &[PathBuf]) -> String {
     files
         .iter()
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// The text `run` prints.
-pub fn render(args: &HistArgs, groups: &[TagGroup], out: &mut String) {
-    for g in groups {
-        let _ = writeln!(
-            out,
-            "# tag {}: {} intervals from {}, values in {}",
-            g.tag.as_deref().unwrap_or("(untagged)"),
-            g.intervals,
-            display_files(&args.files),
-            args.unit.label()
-        );
-        write_percentile_distribution(&g.merged, args.unit.ns(), out);
-        out.push('\n');
-    }
-}
-
-fn file_label(p: &Path) -> String {
-    p.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| p.display().to_string())
-}
-
-/// `bundle-relay hist`: prints the distributions; writes the plot if asked.
-pub fn run(args: &HistArgs) -> Result<(), String> {
-    let groups = load(args)?;
-    let mut out = String::new();
-    render(args, &groups, &mut out);
-    print!("{out}");
-    if let Some(png) = &args.plot {
-        let mut series = Vec::new();
-        for g in &groups {
-            for (fi, h) in &g.per_file {
-                let mut label = file_label(&args.files[*fi]);
-                if let Some(t) = &g.tag {
-                    label.push(' ');
-                    label.push_str(t);
-                }
-                series.push(plot::Series::of_histogram(label, h));
-            }
-        }
-        let title = "latency by percentile";
-        plot::write_png(png, title, args.unit, &series)
-            .map_err(|e| format!("writing {}: {e}", png.display()))?;
-        eprintln!("plot written to {}", png.display());
-    }
-    Ok(())
 }

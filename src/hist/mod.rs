@@ -1,0 +1,48 @@
+//! `bundle-relay hist FILE.hlog …`: percentile distributions of HdrHistogram interval logs,
+//! this relay's (tagged, one tag per histogram) and bench-load's (untagged) alike, as text and
+//! as pictures. A tool beside the relay, never on its request path; it reads logs, not a live
+//! relay (that is `/debug/histograms`).
+//!
+//! Output: one distribution per tag (untagged intervals form their own group), each merged over
+//! every selected interval of every file, values in `--unit`. `--plot out.png` draws them, a
+//! panel per kind of measure; `--plot-over-time out.png` draws each interval's p50, p99 and
+//! max, a panel per tag (`figure` says what each picture holds).
+//!
+//! Files, one job each: `args` (the command line), `read` (reading logs, selecting intervals,
+//! grouping files into runs), `text` (the printed distributions), `figure` (what a picture
+//! shows), `axis` (scales and ticks), `format` (numbers and times), `plot` (how a picture
+//! looks), `canvas` (the raster), `font` (the glyphs), `png` (the encoder).
+
+mod args;
+mod axis;
+pub mod canvas;
+pub mod figure;
+pub mod font;
+mod format;
+pub mod plot;
+mod png;
+mod read;
+mod text;
+
+pub use args::{HistArgs, Unit};
+pub use read::{IntervalSummary, Loaded, Run, TagGroup, load, read};
+pub use text::render;
+
+/// `bundle-relay hist`: prints the distributions; writes the plots asked for.
+pub fn run(args: &HistArgs) -> Result<(), String> {
+    let loaded = read(args)?;
+    let mut out = String::new();
+    render(args, &loaded.groups, &mut out);
+    print!("{out}");
+    if let Some(png) = &args.plot {
+        plot::write_png(png, &figure::distribution(&loaded, args))
+            .map_err(|e| format!("writing {}: {e}", png.display()))?;
+        eprintln!("plot written to {}", png.display());
+    }
+    if let Some(png) = &args.plot_over_time {
+        plot::write_png(png, &figure::over_time(&loaded, args))
+            .map_err(|e| format!("writing {}: {e}", png.display()))?;
+        eprintln!("plot over time written to {}", png.display());
+    }
+    Ok(())
+}
