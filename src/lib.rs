@@ -10,6 +10,7 @@ pub mod bundle;
 pub mod clock;
 pub mod config;
 pub mod egress;
+pub mod fuzz;
 pub mod grpc;
 pub mod h2;
 pub mod http1;

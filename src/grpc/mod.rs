@@ -5,8 +5,8 @@
 //! send buffer ([`encode_send_bundle`]); a test checks it byte for byte against prost. No
 //! function here allocates.
 
-use crate::h2::conn::{Connection, Field, Response, StartError, StreamEnd, StreamId};
 use crate::h2::hpack::HeaderList;
+use crate::h2::{Connection, Field, Reason, Response, StartError, StreamEnd, StreamId};
 
 /// Method paths (jito-facts.md section 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -321,7 +321,7 @@ pub fn outcome<'a>(resp: &Response<'a>, retry_after_ms_default: u64) -> Outcome<
             reason,
             request_sent,
         } => {
-            if reason == crate::h2::Reason::REFUSED_STREAM {
+            if reason == Reason::REFUSED_STREAM {
                 return Outcome::Retryable {
                     why: "REFUSED_STREAM",
                 };

@@ -170,6 +170,11 @@ impl HeaderList {
         }
     }
 
+    /// Bytes [`HeaderList::new`] allocates for these capacities.
+    pub fn allocation_bytes(bytes_max: usize, fields_max: usize) -> usize {
+        bytes_max + fields_max * std::mem::size_of::<(u32, u32, u32)>()
+    }
+
     pub fn clear(&mut self) {
         self.bytes_len = 0;
         self.fields_len = 0;
@@ -281,12 +286,22 @@ impl DynamicTable {
             bytes: vec![0; capacity].into_boxed_slice(),
             head: 0,
             tail: 0,
-            entries: vec![(0, 0, 0); capacity / ENTRY_OVERHEAD + 1].into_boxed_slice(),
+            entries: vec![(0, 0, 0); Self::entries_for(capacity)].into_boxed_slice(),
             first: 0,
             count: 0,
             size: 0,
             size_max: capacity,
         }
+    }
+
+    fn allocation_bytes(capacity: usize) -> usize {
+        capacity + Self::entries_for(capacity) * std::mem::size_of::<(u32, u32, u32)>()
+    }
+
+    /// Entry slots for a table of `capacity` bytes: every entry costs at least
+    /// [`ENTRY_OVERHEAD`].
+    fn entries_for(capacity: usize) -> usize {
+        capacity / ENTRY_OVERHEAD + 1
     }
 
     /// Entry `i` (0 = newest) as (name, value).
@@ -363,6 +378,11 @@ impl Decoder {
             table: DynamicTable::new(table_size_max),
             table_size_limit: table_size_max,
         }
+    }
+
+    /// Bytes [`Decoder::new`] allocates for a table of `table_size_max` bytes.
+    pub fn allocation_bytes(table_size_max: usize) -> usize {
+        DynamicTable::allocation_bytes(table_size_max)
     }
 
     /// Back to an empty dynamic table at its full size, as for a new connection; keeps its
