@@ -23,7 +23,10 @@
 
 use crate::clock::{Instant, Ticks};
 
-use super::{CONTINUE, Framed, HttpError, Limits, Request, frame, write_error};
+use super::error::HttpError;
+use super::limits::Limits;
+use super::request::{Framed, Request, frame};
+use super::write::{CONTINUE, ERROR_RESPONSE_LEN_MAX, write_error};
 
 /// A connection's limits, shared by every connection of a reactor thread.
 #[derive(Clone, Copy, Debug)]
@@ -340,7 +343,7 @@ impl Conn {
             && now.since(since).0 > cfg.head_timeout.0
         {
             self.drop_input();
-            if self.room_for(super::ERROR_RESPONSE_LEN_MAX)
+            if self.room_for(ERROR_RESPONSE_LEN_MAX)
                 && let Some(n) =
                     write_error(&mut self.out[self.out_tail..], &HttpError::HEAD_TIMEOUT)
             {
@@ -428,7 +431,7 @@ impl Conn {
 
     fn refuse(&mut self, e: &HttpError, now: Instant) {
         self.drop_input();
-        if self.room_for(super::ERROR_RESPONSE_LEN_MAX)
+        if self.room_for(ERROR_RESPONSE_LEN_MAX)
             && let Some(n) = write_error(&mut self.out[self.out_tail..], e)
         {
             self.note_output(n, now);

@@ -3,10 +3,10 @@
 //! `cargo test`. Whatever the bytes, framing must not panic and must stay inside the buffer
 //! and the limits, and every answer must be a well-formed HTTP response.
 
-use super::{
-    ERROR_RESPONSE_LEN_MAX, Framed, HttpError, Limits, Needed, frame, needed, parse, write_error,
-    write_response,
-};
+use super::error::HttpError;
+use super::limits::Limits;
+use super::request::{Framed, Needed, frame, needed, parse};
+use super::write::{ERROR_RESPONSE_LEN_MAX, write_error, write_response};
 
 /// The first byte picks the limits (low nibble: head, high nibble: body; 0 means the
 /// default), so small limits are reached too; the rest is the receive buffer.
