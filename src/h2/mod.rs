@@ -26,4 +26,5 @@ pub use config::Config;
 pub use conn::{Connection, Event};
 pub use error::{Blame, ConnError, StartError, StreamEnd};
 pub use frame::Reason;
+pub use hpack::HeaderList;
 pub use stream::{Field, Response, StreamId};
