@@ -27,6 +27,7 @@ use super::config::{
 use super::frame::{self, Frame, FrameError, HEADER_LEN, Head, Reason, WINDOW_MAX};
 use super::hpack::{self, Decoder, Encoder, HeaderList, HpackError};
 use super::stream::{STREAM_ID_MAX, State as StreamState, Streams};
+use super::transmit::Transmit;
 
 const NS_PER_MS: u64 = 1_000_000;
 const NS_PER_S: u64 = 1_000_000_000;
@@ -74,13 +75,7 @@ struct Parts {
 pub struct Connection {
     cfg: Config,
     phase: Phase,
-    tx: Box<[u8]>,
-    tx_head: usize,
-    tx_tail: usize,
-    /// `tx[tx_head..tx_tail]` is being sent by an asynchronous transport: do not move it.
-    tx_pinned: bool,
-    /// Bytes of the transmit stream reported sent since the connection began.
-    tx_sent: u64,
+    tx: Transmit,
     rx: Box<[u8]>,
     rx_len: usize,
     peer_settings_seen: bool,
@@ -163,7 +158,7 @@ impl Connection {
     /// the storage of the old one: a pair that reconnects allocates nothing.
     pub fn reset(&mut self, now_ns: u64) {
         let mut parts = Parts {
-            tx: std::mem::take(&mut self.tx),
+            tx: self.tx.take_storage(),
             rx: std::mem::take(&mut self.rx),
             streams: std::mem::take(&mut self.streams),
             block: std::mem::take(&mut self.block),
@@ -193,11 +188,7 @@ impl Connection {
         } = parts;
         let keepalive_interval_ns = cfg.keepalive_interval_ms.map(ms);
         let mut c = Connection {
-            tx,
-            tx_head: 0,
-            tx_tail: 0,
-            tx_pinned: false,
-            tx_sent: 0,
+            tx: Transmit::over(tx),
             rx,
             rx_len: 0,
             phase: Phase::Open,
@@ -233,8 +224,12 @@ impl Connection {
             error: None,
             cfg,
         };
-        c.tx[..24].copy_from_slice(frame::PREFACE);
-        c.tx_tail = 24;
+        let preface = c.tx.append(|b| {
+            b.get_mut(..frame::PREFACE.len())?
+                .copy_from_slice(frame::PREFACE);
+            Some(frame::PREFACE.len())
+        });
+        assert!(preface, "tx holds the preface");
         let settings = [
             (frame::SETTINGS_HEADER_TABLE_SIZE, c.cfg.header_table_size),
             (frame::SETTINGS_ENABLE_PUSH, 0),
@@ -245,14 +240,12 @@ impl Connection {
                 c.cfg.header_list_bytes_max as u32,
             ),
         ];
-        let n =
-            frame::write_settings(&mut c.tx[c.tx_tail..], &settings).expect("tx holds SETTINGS");
-        c.tx_tail += n;
+        let written = c.tx.append(|b| frame::write_settings(b, &settings));
+        assert!(written, "tx holds SETTINGS");
         if c.cfg.conn_window > frame::WINDOW_DEFAULT {
             let inc = c.cfg.conn_window - frame::WINDOW_DEFAULT;
-            let n = frame::write_window_update(&mut c.tx[c.tx_tail..], 0, inc)
-                .expect("tx holds WINDOW_UPDATE");
-            c.tx_tail += n;
+            let written = c.tx.append(|b| frame::write_window_update(b, 0, inc));
+            assert!(written, "tx holds WINDOW_UPDATE");
             c.recv_window += inc as i64;
         }
         c
@@ -262,27 +255,19 @@ impl Connection {
 
     /// Bytes to send now (empty when there are none).
     pub fn poll_transmit(&self) -> &[u8] {
-        &self.tx[self.tx_head..self.tx_tail]
+        self.tx.pending()
     }
 
     /// For a transport that sends asynchronously (io_uring): the bytes to send now, which stay
     /// where they are until [`Connection::advance_transmit`] reports the send. Until then the
     /// transmit buffer is only appended to, never compacted, so the kernel reads what we meant.
     pub fn pin_transmit(&mut self) -> &[u8] {
-        self.tx_pinned = true;
-        &self.tx[self.tx_head..self.tx_tail]
+        self.tx.pin()
     }
 
     /// `n` bytes of [`Connection::poll_transmit`] were sent (this also ends a pin).
     pub fn advance_transmit(&mut self, n: usize) {
-        self.tx_pinned = false;
-        self.tx_head += n;
-        self.tx_sent += n as u64;
-        debug_assert!(self.tx_head <= self.tx_tail);
-        if self.tx_head == self.tx_tail {
-            self.tx_head = 0;
-            self.tx_tail = 0;
-        }
+        self.tx.advance(n);
         // Room freed: request bodies held back by a full buffer may continue.
         if self.phase != Phase::Closed {
             self.flush_data();
@@ -297,7 +282,7 @@ impl Connection {
     /// the connection began: with [`Connection::request_end`], whether a request's last byte
     /// can have reached the peer.
     pub fn transmitted_total(&self) -> u64 {
-        self.tx_sent
+        self.tx.sent_total()
     }
 
     /// The transmit stream's offset just past stream `id`'s last request byte, once its
@@ -426,7 +411,7 @@ impl Connection {
         }
         let frame_max = self.peer_frame_size_max as usize;
         let frames = len.div_ceil(frame_max).max(1);
-        if self.tx_free() < len + frames * HEADER_LEN {
+        if self.tx.free() < len + frames * HEADER_LEN {
             return Err(StartError::TransmitFull);
         }
         let s = &mut self.streams[slot];
@@ -440,7 +425,7 @@ impl Connection {
             body_len,
             deadline_ns,
         );
-        self.tx_compact();
+        self.tx.compact();
         for (i, chunk) in self.header_out[..len]
             .chunks(frame_max)
             .chain(
@@ -459,12 +444,11 @@ impl Connection {
             if i == 0 && body_len == 0 {
                 flags |= frame::FLAG_END_STREAM;
             }
-            let n = frame::write(&mut self.tx[self.tx_tail..], kind, flags, id, chunk)
-                .expect("space checked");
-            self.tx_tail += n;
+            let written = self.tx.append(|b| frame::write(b, kind, flags, id, chunk));
+            assert!(written, "space checked");
         }
         if body_len == 0 {
-            let end = self.transmit_offset();
+            let end = self.tx.queued_end();
             self.streams[slot].close_local(end);
         }
         self.flush_data();
@@ -1010,10 +994,10 @@ impl Connection {
             if !matches!(self.streams[i].state, StreamState::Open { .. }) {
                 continue;
             }
-            self.tx_compact();
+            self.tx.compact();
             let s = &self.streams[i];
             let remaining = s.body_out_len - s.body_out_sent;
-            let room = (self.tx.len() - self.tx_tail).saturating_sub(HEADER_LEN);
+            let room = self.tx.room().saturating_sub(HEADER_LEN);
             let n = (remaining as i64)
                 .min(self.send_window)
                 .min(s.send_window)
@@ -1025,7 +1009,7 @@ impl Connection {
             let n = n as usize;
             let last = n == remaining;
             let s = &mut self.streams[i];
-            let out = &mut self.tx[self.tx_tail..];
+            let out = self.tx.spare();
             frame::Head {
                 len: n as u32,
                 kind: frame::DATA,
@@ -1035,50 +1019,20 @@ impl Connection {
             .write(out);
             out[HEADER_LEN..HEADER_LEN + n]
                 .copy_from_slice(&s.body_out[s.body_out_sent..s.body_out_sent + n]);
-            self.tx_tail += HEADER_LEN + n;
+            self.tx.commit(HEADER_LEN + n);
             s.body_out_sent += n;
             s.send_window -= n as i64;
             self.send_window -= n as i64;
             if last {
-                let end = self.transmit_offset();
+                let end = self.tx.queued_end();
                 self.streams[i].close_local(end);
             }
         }
     }
 
-    /// The transmit stream's offset just past the bytes queued so far.
-    fn transmit_offset(&self) -> u64 {
-        self.tx_sent + (self.tx_tail - self.tx_head) as u64
-    }
-
-    fn tx_free(&self) -> usize {
-        if self.tx_pinned {
-            self.tx.len() - self.tx_tail
-        } else {
-            self.tx.len() - (self.tx_tail - self.tx_head)
-        }
-    }
-
-    fn tx_compact(&mut self) {
-        if self.tx_head > 0 && !self.tx_pinned {
-            self.tx.copy_within(self.tx_head..self.tx_tail, 0);
-            self.tx_tail -= self.tx_head;
-            self.tx_head = 0;
-        }
-    }
-
     /// Appends a control frame; false when the transmit buffer is full.
     fn write_control(&mut self, w: impl FnOnce(&mut [u8]) -> Option<usize>) -> bool {
-        if self.tx.len() - self.tx_tail < 64 {
-            self.tx_compact();
-        }
-        match w(&mut self.tx[self.tx_tail..]) {
-            Some(n) => {
-                self.tx_tail += n;
-                true
-            }
-            None => false,
-        }
+        self.tx.append_control(w)
     }
 
     fn write_rst(&mut self, stream: u32, reason: Reason) {
