@@ -4,7 +4,8 @@
 //! buffer, whatever the bytes.
 //!
 //! Only bodies within this layer live here; the connection driven with gRPC calls in flight
-//! spans two layers and is in [`crate::fuzz`].
+//! spans two layers and is in [`crate::fuzz`]. NOT part of the relay: nothing on the request
+//! path calls them.
 
 use super::frame::{self, HEADER_LEN, Head};
 use super::hpack::{Decoder, HeaderList, huffman_decode};

@@ -1,7 +1,8 @@
 //! One intake connection as a sans-IO state machine: bytes in, answers out, timers, and when
 //! to close. The reactor moves the bytes and keeps the clock; everything a connection decides
 //! (pipelining, `100 Continue`, output room, the head, idle and send deadlines, what a
-//! half-closed client is still owed) is decided here, so it is tested without sockets.
+//! half-closed client is still owed) is decided here, so it is tested without sockets. It is
+//! NOT the framing of one request ([`super::request`]) and does no I/O of its own.
 //!
 //! A connection owns two fixed buffers: its input (one whole request at most, so a request
 //! split across receives needs no special case) and its output (several answers). A request

@@ -1,5 +1,6 @@
 //! The reason phrases of the statuses the relay sends, shared by the response writer and the
-//! errors' `Display`.
+//! errors' `Display`. NOT a table of every status: others get an empty phrase, which RFC 9112
+//! allows.
 
 /// The reason phrase for the statuses the relay sends; empty for others (RFC 9112 allows an
 /// empty reason, and clients ignore it).

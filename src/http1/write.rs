@@ -1,4 +1,5 @@
-//! Response heads and bodies written into the caller's buffer.
+//! Response heads and bodies written into the caller's buffer. It is NOT where a status is
+//! chosen (the caller's) and it writes no `Date` header (see the module docs of `http1`).
 
 use super::error::HttpError;
 use super::status::reason;

@@ -1,4 +1,6 @@
-//! JSON-RPC errors that render their precise message without allocating.
+//! JSON-RPC errors that render their precise message without allocating. This file says what
+//! each error is and how it reads; it is NOT where errors are found (`parse.rs`, `scan.rs`)
+//! or written into a response (`write.rs`).
 
 use core::fmt;
 

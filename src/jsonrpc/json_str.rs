@@ -1,4 +1,6 @@
 //! A JSON string as it sits in the request body: the bytes between the quotes, still escaped.
+//! It is NOT a decoded string: escapes are read only when a caller compares, counts or copies
+//! it out.
 
 use core::fmt;
 

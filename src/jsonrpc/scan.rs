@@ -1,4 +1,5 @@
 //! The strict RFC 8259 scanner: checks a whole document in one pass without building anything.
+//! It is NOT the request parser: `parse.rs` drives it and walks what it checked.
 //!
 //! Beyond RFC 8259's grammar it rejects what serde_json rejects, so both agree on every
 //! document below [`DEPTH_MAX`]: lone `\u` surrogates (RFC 8259 leaves their meaning undefined;

@@ -1,4 +1,5 @@
-//! Responses written into a caller's fixed buffer.
+//! Responses written into a caller's fixed buffer. NOT a JSON serializer: only the answer
+//! shapes the relay sends, in Solana's field order.
 
 use core::fmt;
 

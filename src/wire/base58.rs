@@ -1,4 +1,5 @@
-//! Base58 (Bitcoin alphabet) decoding of one transaction, without allocation.
+//! Base58 (Bitcoin alphabet) decoding of one transaction, without allocation. Decoding only:
+//! signatures are encoded for the bundle id by five8 (`bundle_id.rs`).
 //!
 //! Base58 is a positional number in base 58, so decoding is a big-number conversion and costs
 //! O(n²) in the string length. The `bs58` crate does that conversion one output byte at a time

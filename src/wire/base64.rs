@@ -1,5 +1,5 @@
 //! Standard base64 (RFC 4648 alphabet, `=` padding) decoding of one transaction, without
-//! allocation.
+//! allocation. Decoding only: the relay never writes base64.
 //!
 //! Accepts exactly what `base64::engine::general_purpose::STANDARD` accepts, which is what Solana
 //! RPC decodes with: the length is a multiple of four, padding is canonical (one or two `=` that

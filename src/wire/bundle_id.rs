@@ -1,7 +1,7 @@
 //! Jito's bundle id: SHA-256 over the base58 first signatures of the bundle's transactions, in
 //! order, joined with ",", shown as lowercase hex. Computed without allocation: each signature is
 //! base58-encoded into a stack buffer (five8, Firedancer's fixed-size encoder) and streamed into
-//! the hasher.
+//! the hasher. It is NOT a check of the bundle: the signatures are hashed as they are.
 
 use core::fmt;
 

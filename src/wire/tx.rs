@@ -1,4 +1,6 @@
-//! Zero-copy structural validator of one serialized `VersionedTransaction`.
+//! Zero-copy structural validator of one serialized `VersionedTransaction`. It is NOT a
+//! deserializer and NOT a signature check: it builds no transaction, verifies no signature,
+//! and reads only the facts the relay needs ([`TxInfo`]).
 //!
 //! The verdict is exactly the Solana crates' verdict: bincode (fixed-width integers, rejecting
 //! trailing bytes, limited to [`PACKET_DATA_SIZE`]) deserialization of
