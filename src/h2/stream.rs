@@ -31,7 +31,7 @@
 //!                  idle
 //! ```
 //!
-//! Both open states also track the peer's half ([`Remote`]): before its response HEADERS, or
+//! Both open states also track the peer's half (`Remote`): before its response HEADERS, or
 //! after them (a further header block is the trailers and must carry END_STREAM).
 //!
 //! This file holds a slot's storage and its state; it is NOT where frames are read or written:

@@ -363,7 +363,7 @@ impl<'a> RpcError<'a> {
         })
     }
 
-    /// -32097 in Jito's wording, so bots that parse "Retry after <N>ms" keep working.
+    /// -32097 in Jito's wording, so bots that parse `"Retry after <N>ms"` keep working.
     pub const fn rate_limited(retry_after_ms: u64) -> RpcError<'a> {
         RpcError::new(ErrorKind::RateLimited { retry_after_ms })
     }
