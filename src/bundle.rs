@@ -8,26 +8,26 @@
 use crate::arena::SlotMut;
 use crate::jsonrpc::{JsonStr, RpcError};
 use crate::wire::{
-    self, BundleId, Encoding, MAX_BASE58_LEN, MAX_BASE64_LEN, MAX_BUNDLE_TXS, PACKET_DATA_SIZE,
+    self, BASE58_LEN_MAX, BASE64_LEN_MAX, BUNDLE_TXS_MAX, BundleId, Encoding, PACKET_DATA_SIZE,
     TxInfo,
 };
 
 /// The longest transaction string any encoding allows: the size of the stack buffer an escaped
 /// string (`\/` in base64) is unescaped into.
-const ENCODED_LEN_MAX: usize = if MAX_BASE58_LEN > MAX_BASE64_LEN {
-    MAX_BASE58_LEN
+const ENCODED_LEN_MAX: usize = if BASE58_LEN_MAX > BASE64_LEN_MAX {
+    BASE58_LEN_MAX
 } else {
-    MAX_BASE64_LEN
+    BASE64_LEN_MAX
 };
 
-/// Up to [`MAX_BUNDLE_TXS`] transactions in their wire form, with what the relay needs of each.
+/// Up to [`BUNDLE_TXS_MAX`] transactions in their wire form, with what the relay needs of each.
 /// Sized for the worst case so it can live in a preallocated slot.
 #[derive(Clone)]
 pub struct BundleBuf {
-    txs: [[u8; PACKET_DATA_SIZE]; MAX_BUNDLE_TXS],
-    lens: [u16; MAX_BUNDLE_TXS],
+    txs: [[u8; PACKET_DATA_SIZE]; BUNDLE_TXS_MAX],
+    lens: [u16; BUNDLE_TXS_MAX],
     count: u8,
-    first_signatures: [[u8; 64]; MAX_BUNDLE_TXS],
+    first_signatures: [[u8; 64]; BUNDLE_TXS_MAX],
 }
 
 impl core::fmt::Debug for BundleBuf {
@@ -47,10 +47,10 @@ impl Default for BundleBuf {
 impl BundleBuf {
     pub const fn new() -> BundleBuf {
         BundleBuf {
-            txs: [[0; PACKET_DATA_SIZE]; MAX_BUNDLE_TXS],
-            lens: [0; MAX_BUNDLE_TXS],
+            txs: [[0; PACKET_DATA_SIZE]; BUNDLE_TXS_MAX],
+            lens: [0; BUNDLE_TXS_MAX],
             count: 0,
-            first_signatures: [[0; 64]; MAX_BUNDLE_TXS],
+            first_signatures: [[0; 64]; BUNDLE_TXS_MAX],
         }
     }
 
@@ -98,7 +98,7 @@ impl BundleBuf {
     ) -> Result<BundleId, RpcError<'r>> {
         self.count = 0;
         assert!(
-            (1..=MAX_BUNDLE_TXS).contains(&transactions.len()),
+            (1..=BUNDLE_TXS_MAX).contains(&transactions.len()),
             "the JSON-RPC layer checks the transaction count"
         );
         for (i, text) in transactions.iter().enumerate() {
@@ -130,10 +130,10 @@ pub fn decode_into_slot<'r>(
 ) -> Result<Decoded, RpcError<'r>> {
     slot.meta.tx_count = 0;
     assert!(
-        (1..=MAX_BUNDLE_TXS).contains(&transactions.len()),
+        (1..=BUNDLE_TXS_MAX).contains(&transactions.len()),
         "the JSON-RPC layer checks the transaction count"
     );
-    let mut sigs = [[0u8; 64]; MAX_BUNDLE_TXS];
+    let mut sigs = [[0u8; 64]; BUNDLE_TXS_MAX];
     for (i, text) in transactions.iter().enumerate() {
         let region: &mut [u8; PACKET_DATA_SIZE] = slot
             .tx_region(i)

@@ -11,6 +11,7 @@ pub mod check_host;
 pub mod clock;
 pub mod config;
 pub mod egress;
+pub mod fuzz;
 pub mod grpc;
 pub mod h2;
 pub mod hist;

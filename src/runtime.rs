@@ -92,10 +92,10 @@ impl Relay {
     }
 
     fn start_with(spec: Spec, listen_now: bool) -> Result<Relay, StartError> {
-        if spec.regions.is_empty() || spec.regions.len() > crate::limiter::MAX_REGIONS {
+        if spec.regions.is_empty() || spec.regions.len() > crate::limiter::REGIONS_MAX {
             return Err(StartError::Spec(format!(
                 "the relay needs 1 to {} regions, got {}",
-                crate::limiter::MAX_REGIONS,
+                crate::limiter::REGIONS_MAX,
                 spec.regions.len()
             )));
         }

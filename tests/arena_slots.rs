@@ -7,7 +7,7 @@ use bundle_relay::arena::{
 };
 use bundle_relay::clock::Instant;
 use bundle_relay::proto::{bundle, packet, searcher, shared};
-use bundle_relay::wire::{MAX_BUNDLE_TXS, PACKET_DATA_SIZE};
+use bundle_relay::wire::{BUNDLE_TXS_MAX, PACKET_DATA_SIZE};
 use proptest::prelude::*;
 use prost::Message;
 
@@ -74,12 +74,12 @@ fn a_slot_holds_a_bundle_and_starts_fresh_for_the_next() {
     {
         let mut slot = arena.get_mut(h).unwrap();
         assert_eq!(slot.meta.admitted_at, Instant(42));
-        for i in 0..MAX_BUNDLE_TXS {
+        for i in 0..BUNDLE_TXS_MAX {
             let len = PACKET_DATA_SIZE - i;
             slot.tx_region(i)[..len].fill(i as u8 + 1);
             slot.meta.tx_len[i] = len as u16;
         }
-        slot.meta.tx_count = MAX_BUNDLE_TXS as u8;
+        slot.meta.tx_count = BUNDLE_TXS_MAX as u8;
         slot.meta.bundle_id = [7; 32];
         slot.meta.region = 3;
         slot.meta.attempts = 2;
@@ -88,7 +88,7 @@ fn a_slot_holds_a_bundle_and_starts_fresh_for_the_next() {
         assert_eq!(slot.tx(4).len(), PACKET_DATA_SIZE - 4);
     }
     let slot = arena.get(h).unwrap();
-    for i in 0..MAX_BUNDLE_TXS {
+    for i in 0..BUNDLE_TXS_MAX {
         assert_eq!(slot.tx(i).len(), PACKET_DATA_SIZE - i);
         assert!(slot.tx(i).iter().all(|&b| b == i as u8 + 1));
     }
@@ -104,7 +104,7 @@ fn a_slot_holds_a_bundle_and_starts_fresh_for_the_next() {
 }
 
 fn largest_send_bundle(header: Option<shared::Header>) -> searcher::SendBundleRequest {
-    let packets = (0..MAX_BUNDLE_TXS)
+    let packets = (0..BUNDLE_TXS_MAX)
         .map(|i| packet::Packet {
             data: vec![i as u8; PACKET_DATA_SIZE],
             meta: Some(packet::Meta {

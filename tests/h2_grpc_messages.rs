@@ -48,7 +48,7 @@ proptest! {
 fn five_largest_transactions_fit_the_default_request_buffer() {
     let txs = vec![vec![0xab; 1232]; 5];
     let mut out =
-        vec![0; bundle_relay::h2::conn::REQUEST_BODY_BYTES_MAX_DEFAULT - grpc::PREFIX_LEN];
+        vec![0; bundle_relay::h2::config::REQUEST_BODY_BYTES_MAX_DEFAULT - grpc::PREFIX_LEN];
     let n = grpc::encode_send_bundle(txs.iter().map(|t| t.as_slice()), &mut out).unwrap();
     assert_eq!(&out[..n], prost_send_bundle(&txs).as_slice());
     assert!(

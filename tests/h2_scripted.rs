@@ -3,11 +3,11 @@
 //! error, never a panic or an unbounded buffer.
 
 use bundle_relay::grpc::{self, CallConfig, Code, Method, Outcome};
-use bundle_relay::h2::conn::{
-    Config, ConnError, Connection, Event, Field, StartError, StreamEnd, StreamId,
-};
 use bundle_relay::h2::frame::{self, Head, PREFACE, Reason};
 use bundle_relay::h2::hpack::{Decoder, Encoder, HeaderList};
+use bundle_relay::h2::{
+    Config, ConnError, Connection, Event, Field, StartError, StreamEnd, StreamId,
+};
 
 const MS: u64 = 1_000_000;
 

@@ -7,8 +7,8 @@ use counting_alloc::allocations;
 use h2_support::{block, push_frame};
 
 use bundle_relay::grpc::{self, CallConfig, Method, Outcome};
-use bundle_relay::h2::conn::{Config, Connection, Event};
 use bundle_relay::h2::frame;
+use bundle_relay::h2::{Config, Connection, Event};
 
 const CALLS: u32 = 1_000;
 

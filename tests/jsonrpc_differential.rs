@@ -4,7 +4,7 @@
 //!
 //! Two known, documented differences are excluded: serde_json refuses numbers beyond `f64`
 //! ("number out of range") which RFC 8259's grammar allows, and the two nesting limits differ
-//! (ours is `MAX_DEPTH`, serde_json's 128).
+//! (ours is `DEPTH_MAX`, serde_json's 128).
 
 use bundle_relay::jsonrpc::{
     Call, ERROR_RESPONSE_LEN_MAX, ErrorKind, Expected, parse_request, write_error,

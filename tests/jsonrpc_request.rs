@@ -2,10 +2,10 @@
 
 use bundle_relay::jito::code;
 use bundle_relay::jsonrpc::{
-    Call, ERROR_CAUSE_LEN_MAX, ErrorKind, Expected, ID_LEN_MAX, MAX_DEPTH, Method,
+    Call, DEPTH_MAX, ERROR_CAUSE_LEN_MAX, ErrorKind, Expected, ID_LEN_MAX, Method,
     QUOTED_CHARS_MAX, Request, RpcError, parse_request,
 };
-use bundle_relay::wire::{Encoding, MAX_BASE58_LEN, MAX_BASE64_LEN};
+use bundle_relay::wire::{BASE58_LEN_MAX, BASE64_LEN_MAX, Encoding};
 
 fn ok(body: &str) -> Request<'_> {
     match parse_request(body.as_bytes()) {
@@ -198,7 +198,7 @@ fn overlong_base64_transaction_is_invalid_params_naming_index_and_length() {
 
 #[test]
 fn transactions_at_their_encoding_cap_are_accepted_and_one_more_is_not() {
-    for (encoding, cap) in [("base64", MAX_BASE64_LEN), ("base58", MAX_BASE58_LEN)] {
+    for (encoding, cap) in [("base64", BASE64_LEN_MAX), ("base58", BASE58_LEN_MAX)] {
         let at = format!(r#"[["{}"],{{"encoding":"{encoding}"}}]"#, tx(cap));
         ok(&send_bundle(&at));
         let over = format!(r#"[["{}"],{{"encoding":"{encoding}"}}]"#, tx(cap + 1));
@@ -223,7 +223,7 @@ fn escaped_slash_in_base64_is_unescaped() {
     let t = transactions.as_slice()[0];
     assert!(t.has_escapes());
     assert_eq!(t.raw(), br"ab\/cd+ef\/==");
-    let mut buf = [0u8; MAX_BASE64_LEN];
+    let mut buf = [0u8; BASE64_LEN_MAX];
     assert_eq!(t.unescape_into(&mut buf).unwrap(), b"ab/cd+ef/==");
     assert_eq!(t.unescaped_len(), 11);
 }
@@ -243,10 +243,10 @@ fn unescaped_transaction_uses_the_raw_fast_path() {
 #[test]
 fn escaped_transaction_length_is_counted_after_unescaping() {
     // 1644 characters, 200 of them written as "\/": 1844 raw bytes, still within base64's cap.
-    let s = format!("{}{}", "\\/".repeat(200), tx(MAX_BASE64_LEN - 200));
+    let s = format!("{}{}", "\\/".repeat(200), tx(BASE64_LEN_MAX - 200));
     let body = send_bundle(&format!(r#"[["{s}"],{{"encoding":"base64"}}]"#));
     ok(&body);
-    let s = format!("{}{}", "\\/".repeat(200), tx(MAX_BASE64_LEN - 199));
+    let s = format!("{}{}", "\\/".repeat(200), tx(BASE64_LEN_MAX - 199));
     refused(
         &send_bundle(&format!(r#"[["{s}"],{{"encoding":"base64"}}]"#)),
         code::INVALID_PARAMS,
@@ -347,7 +347,7 @@ fn send_transaction_with_a_non_string_is_invalid_params() {
 fn send_transaction_overlong_is_invalid_params() {
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"sendTransaction","params":["{}"]}}"#,
-        tx(MAX_BASE58_LEN + 5)
+        tx(BASE58_LEN_MAX + 5)
     );
     refused(
         &body,
@@ -749,13 +749,13 @@ fn nesting_up_to_max_depth_is_accepted_and_deeper_is_a_parse_error() {
         )
     };
     // The request object is one level.
-    ok(&nest(MAX_DEPTH - 1));
-    let body = nest(MAX_DEPTH);
+    ok(&nest(DEPTH_MAX - 1));
+    let body = nest(DEPTH_MAX);
     let e = err(&body);
     assert_eq!(
         e.kind,
         ErrorKind::Parse {
-            offset: body.find('[').unwrap() + MAX_DEPTH - 1,
+            offset: body.find('[').unwrap() + DEPTH_MAX - 1,
             expected: Expected::ShallowerNesting
         }
     );

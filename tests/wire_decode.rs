@@ -6,7 +6,7 @@ mod wire_support;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use bundle_relay::wire::{
-    DecodeError, Encoding, MAX_BASE58_LEN, MAX_BASE64_LEN, PACKET_DATA_SIZE, WireError, decode,
+    BASE58_LEN_MAX, BASE64_LEN_MAX, DecodeError, Encoding, PACKET_DATA_SIZE, WireError, decode,
     decode_and_validate,
 };
 use rand::rngs::StdRng;
@@ -73,7 +73,7 @@ fn base64_known_answers() {
 
 #[test]
 fn base58_string_over_the_cap_is_rejected_before_its_characters_are_read() {
-    let text = "0".repeat(MAX_BASE58_LEN + 1);
+    let text = "0".repeat(BASE58_LEN_MAX + 1);
     let err = decoded(Encoding::Base58, &text).unwrap_err();
     assert_eq!(
         err,
@@ -91,7 +91,7 @@ fn base58_string_over_the_cap_is_rejected_before_its_characters_are_read() {
 
 #[test]
 fn base64_string_over_the_cap_is_rejected_before_its_characters_are_read() {
-    let text = "!".repeat(MAX_BASE64_LEN + 4);
+    let text = "!".repeat(BASE64_LEN_MAX + 4);
     let err = decoded(Encoding::Base64, &text).unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -182,7 +182,7 @@ fn base64_with_nonzero_bits_after_the_last_byte_is_rejected() {
 #[test]
 fn decoded_length_over_1232_bytes_is_rejected_naming_the_length() {
     let text = STANDARD.encode([1u8; 1233]);
-    assert!(text.len() <= MAX_BASE64_LEN);
+    assert!(text.len() <= BASE64_LEN_MAX);
     let err = decoded(Encoding::Base64, &text).unwrap_err();
     assert_eq!(
         err,
@@ -199,7 +199,7 @@ fn decoded_length_over_1232_bytes_is_rejected_naming_the_length() {
     let mut bytes = [1u8; 1233];
     bytes[..20].fill(0);
     let text = bs58::encode(bytes).into_string();
-    assert!(text.len() <= MAX_BASE58_LEN);
+    assert!(text.len() <= BASE58_LEN_MAX);
     assert_eq!(
         decoded(Encoding::Base58, &text).unwrap_err(),
         DecodeError::DecodedTooLong {
@@ -225,10 +225,10 @@ fn a_full_1232_byte_packet_decodes_in_both_encodings() {
     rng.fill_bytes(&mut bytes);
     bytes[0] = 0xff;
     let b58 = bs58::encode(bytes).into_string();
-    assert!(b58.len() <= MAX_BASE58_LEN);
+    assert!(b58.len() <= BASE58_LEN_MAX);
     assert_eq!(decoded(Encoding::Base58, &b58).unwrap(), bytes);
     let b64 = STANDARD.encode(bytes);
-    assert_eq!(b64.len(), MAX_BASE64_LEN);
+    assert_eq!(b64.len(), BASE64_LEN_MAX);
     assert_eq!(decoded(Encoding::Base64, &b64).unwrap(), bytes);
 }
 
@@ -310,7 +310,7 @@ fn base58_agrees_with_the_bs58_crate() {
         let theirs = bs58::decode(&text)
             .into_vec()
             .ok()
-            .filter(|v| text.len() <= MAX_BASE58_LEN && v.len() <= PACKET_DATA_SIZE);
+            .filter(|v| text.len() <= BASE58_LEN_MAX && v.len() <= PACKET_DATA_SIZE);
         let mut out = [0u8; PACKET_DATA_SIZE];
         let ours = decode(Encoding::Base58, &text, &mut out).map(|n| out[..n].to_vec());
         assert_eq!(
@@ -331,7 +331,7 @@ fn base64_agrees_with_the_base64_standard_engine() {
         let theirs = STANDARD
             .decode(&text)
             .ok()
-            .filter(|v| text.len() <= MAX_BASE64_LEN && v.len() <= PACKET_DATA_SIZE);
+            .filter(|v| text.len() <= BASE64_LEN_MAX && v.len() <= PACKET_DATA_SIZE);
         let mut out = [0u8; PACKET_DATA_SIZE];
         let ours = decode(Encoding::Base64, &text, &mut out).map(|n| out[..n].to_vec());
         assert_eq!(

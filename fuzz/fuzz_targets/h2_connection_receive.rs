@@ -1,5 +1,5 @@
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    bundle_relay::h2::fuzz::connection_receive(data);
+    bundle_relay::fuzz::h2_connection_receive(data);
 });

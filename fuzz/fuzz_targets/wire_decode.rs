@@ -4,14 +4,14 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use bundle_relay::wire::{Encoding, MAX_BASE58_LEN, MAX_BASE64_LEN, PACKET_DATA_SIZE, decode};
+use bundle_relay::wire::{Encoding, BASE58_LEN_MAX, BASE64_LEN_MAX, PACKET_DATA_SIZE, decode};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let mut out = [0u8; PACKET_DATA_SIZE];
 
     let ours = decode(Encoding::Base58, data, &mut out).map(|n| out[..n].to_vec());
-    let theirs = if data.len() <= MAX_BASE58_LEN {
+    let theirs = if data.len() <= BASE58_LEN_MAX {
         bs58::decode(data)
             .into_vec()
             .ok()
@@ -25,6 +25,6 @@ fuzz_target!(|data: &[u8]| {
     let theirs = STANDARD
         .decode(data)
         .ok()
-        .filter(|v| data.len() <= MAX_BASE64_LEN && v.len() <= PACKET_DATA_SIZE);
+        .filter(|v| data.len() <= BASE64_LEN_MAX && v.len() <= PACKET_DATA_SIZE);
     assert_eq!(ours.ok(), theirs, "base64");
 });

@@ -3,7 +3,7 @@
 //! [`Arena::acquire`] fails at once and the intake answers 429 instead of growing memory
 //! (seed 000's relay reached 75 GB without such a cap).
 //!
-//! A slot holds one bundle: up to [`MAX_BUNDLE_TXS`] transactions of at most
+//! A slot holds one bundle: up to [`BUNDLE_TXS_MAX`] transactions of at most
 //! [`PACKET_DATA_SIZE`] bytes each (the decoder writes them in place), their metadata, and room
 //! for the bundle's complete upstream DATA frame ([`FRAME_BYTES_MAX`], computed below from the
 //! protobuf encoding rules). Slot memory is three flat arrays (metadata, transaction bytes,
@@ -17,7 +17,7 @@
 use std::fmt;
 
 use crate::clock::Instant;
-use crate::wire::{MAX_BUNDLE_TXS, PACKET_DATA_SIZE};
+use crate::wire::{BUNDLE_TXS_MAX, PACKET_DATA_SIZE};
 
 /// Bytes of a protobuf varint holding `v`.
 pub const fn varint_len(v: u64) -> usize {
@@ -42,7 +42,7 @@ const TIMESTAMP_BYTES_MAX: usize = (1 + 10) + (1 + 10);
 pub const HEADER_BYTES_MAX: usize = len_field(TIMESTAMP_BYTES_MAX);
 /// `bundle.Bundle { header = 2; repeated packets = 3 }` with five max-size packets.
 pub const BUNDLE_BYTES_MAX: usize =
-    len_field(HEADER_BYTES_MAX) + MAX_BUNDLE_TXS * len_field(PACKET_BYTES_MAX);
+    len_field(HEADER_BYTES_MAX) + BUNDLE_TXS_MAX * len_field(PACKET_BYTES_MAX);
 /// `searcher.SendBundleRequest { bundle = 1 }`: the gRPC message.
 pub const SEND_BUNDLE_BYTES_MAX: usize = len_field(BUNDLE_BYTES_MAX);
 /// gRPC length prefix: 1 byte compressed flag + 4 bytes big-endian length.
@@ -61,7 +61,7 @@ const _: () = assert!(
 const _: () = assert!(FRAME_BYTES_MAX <= u16::MAX as usize);
 
 /// Transaction bytes of one slot: each transaction has its own fixed 1232-byte region.
-pub const TX_BYTES_PER_SLOT: usize = MAX_BUNDLE_TXS * PACKET_DATA_SIZE;
+pub const TX_BYTES_PER_SLOT: usize = BUNDLE_TXS_MAX * PACKET_DATA_SIZE;
 /// Bytes of one slot's metadata record.
 pub const SLOT_META_BYTES: usize = std::mem::size_of::<SlotMeta>();
 /// Bytes one slot costs in all.
@@ -115,7 +115,7 @@ impl std::error::Error for StaleHandle {}
 pub struct BundleMeta {
     pub tx_count: u8,
     /// Length of each transaction, in its fixed region of the slot.
-    pub tx_len: [u16; MAX_BUNDLE_TXS],
+    pub tx_len: [u16; BUNDLE_TXS_MAX],
     /// SHA-256 bundle id (Jito's, hex-encoded only when answering).
     pub bundle_id: [u8; 32],
     pub region: u8,
@@ -172,8 +172,8 @@ impl SlotMut<'_> {
     /// The fixed [`PACKET_DATA_SIZE`]-byte region of transaction `i`, for decoding in place.
     pub fn tx_region(&mut self, i: usize) -> &mut [u8] {
         assert!(
-            i < MAX_BUNDLE_TXS,
-            "a bundle holds at most {MAX_BUNDLE_TXS} transactions"
+            i < BUNDLE_TXS_MAX,
+            "a bundle holds at most {BUNDLE_TXS_MAX} transactions"
         );
         let start = i * PACKET_DATA_SIZE;
         &mut self.txs[start..start + PACKET_DATA_SIZE]

@@ -93,7 +93,7 @@ pub struct Config {
     /// Deadline of one SendBundle call; default 1,000 ms.
     pub upstream_timeout_ms: u64,
     pub intake: Intake,
-    /// 1 to [`crate::limiter::MAX_REGIONS`] regions, names unique.
+    /// 1 to [`crate::limiter::REGIONS_MAX`] regions, names unique.
     pub regions: Vec<Region>,
     pub egress: Egress,
     /// Admin/metrics listener; default 127.0.0.1:9464.

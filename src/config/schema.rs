@@ -16,8 +16,8 @@ use super::model::{
     too_few_sources,
 };
 use super::token::{TOKEN_BYTES_MAX, Token};
-use crate::limiter::MAX_REGIONS;
-use crate::wire::{MAX_BASE58_LEN, MAX_BUNDLE_TXS};
+use crate::limiter::REGIONS_MAX;
+use crate::wire::{BASE58_LEN_MAX, BUNDLE_TXS_MAX};
 
 pub const ARENA_SLOTS_DEFAULT: u32 = 65_536;
 /// Each slot costs `arena::SLOT_BYTES` (~13 KiB) at startup; 2^22 slots is ~50 GiB, past which a
@@ -40,7 +40,7 @@ pub const HEAD_BYTES_LIMIT: usize = 64 * 1024;
 pub const BODY_BYTES_MAX_DEFAULT: usize = 64 * 1024;
 /// The largest valid sendBundle: 5 base58 transactions, quoted and comma-separated, plus the
 /// JSON-RPC envelope. A smaller limit would refuse valid bundles.
-pub const BODY_BYTES_MIN: usize = MAX_BUNDLE_TXS * (MAX_BASE58_LEN + 3) + 256;
+pub const BODY_BYTES_MIN: usize = BUNDLE_TXS_MAX * (BASE58_LEN_MAX + 3) + 256;
 /// Bodies are read into fixed per-connection buffers.
 pub const BODY_BYTES_LIMIT: usize = 1024 * 1024;
 pub const HEAD_TIMEOUT_MS_DEFAULT: u64 = 5_000;
@@ -87,7 +87,7 @@ pub const PING_TIMEOUT_MS_MAX: u64 = 60_000;
 pub const TCP_USER_TIMEOUT_MS_MIN: u64 = 100;
 pub const TCP_USER_TIMEOUT_MS_MAX: u64 = 600_000;
 /// More concurrent handshakes than a thread can own pairs is a typo.
-pub const HANDSHAKES_MAX_LIMIT: u32 = (SOURCES_MAX * MAX_REGIONS) as u32;
+pub const HANDSHAKES_MAX_LIMIT: u32 = (SOURCES_MAX * REGIONS_MAX) as u32;
 /// RFC 1929: username and password are 1 to 255 bytes each.
 pub const SOCKS5_FIELD_BYTES_MAX: usize = 255;
 /// Read no more of `[admin] token_file` than a token and its surrounding whitespace can take.
@@ -402,11 +402,11 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
     if file.region.is_empty() {
         return Err(cx.err("region", "at least one [[region]] table is required"));
     }
-    if file.region.len() > MAX_REGIONS {
+    if file.region.len() > REGIONS_MAX {
         return Err(cx.err(
             "region",
             format!(
-                "at most {MAX_REGIONS} regions are allowed, got {}",
+                "at most {REGIONS_MAX} regions are allowed, got {}",
                 file.region.len()
             ),
         ));

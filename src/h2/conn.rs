@@ -1,5 +1,5 @@
-//! The client connection: preface and SETTINGS, a fixed table of streams, flow control at both
-//! levels, keepalive, GOAWAY draining, header blocks with CONTINUATION.
+//! The client connection's state machine: preface and SETTINGS, frames in and out, flow
+//! control at both levels, keepalive, GOAWAY draining, header blocks with CONTINUATION.
 //!
 //! Driving it (quinn-proto style): feed received bytes with [`Connection::handle_bytes`], the
 //! clock with [`Connection::handle_timeout`] at [`Connection::poll_timeout`], a dead socket with
@@ -9,193 +9,28 @@
 //!
 //! A request's outcome is a [`StreamEnd`] that says whether the request may have been
 //! processed, which is what decides whether it is safe to send again.
+//!
+//! This file is NOT where the limits ([`super::config`]), the error types ([`super::error`]) or
+//! a stream's states and storage ([`super::stream`]) are defined; they are re-exported here so
+//! `h2::conn::…` names the whole connection API.
 
 use std::collections::VecDeque;
 
+pub use super::config::{Config, KEEPALIVE_INTERVAL_MS_POLICY};
+pub use super::error::{Blame, ConnError, StartError, StreamEnd};
+pub use super::stream::{Field, Response, StreamId};
+
+use super::config::{
+    CONTROL_FRAMES_PER_SECOND_MAX, HEADER_BLOCK_FRAMES_MAX, HEADER_FIELDS_MAX,
+    REQUEST_HEADER_BLOCK_BYTES_MAX,
+};
 use super::frame::{self, Frame, FrameError, HEADER_LEN, Head, Reason, WINDOW_MAX};
 use super::hpack::{self, Decoder, Encoder, HeaderList, HpackError};
-
-/// Requests in flight per connection. The relay sends about one bundle per second per
-/// (source, region) pair, so a handful suffices; 16 leaves room for GetTipAccounts and leader
-/// queries beside bundles.
-pub const STREAM_SLOTS_DEFAULT: usize = 16;
-/// A SendBundle of five 1232-byte transactions is 6,240 bytes of packet data plus about 60
-/// bytes of protobuf framing and the 5-byte gRPC prefix; 8 KiB holds it with room to spare.
-pub const REQUEST_BODY_BYTES_MAX_DEFAULT: usize = 8 * 1024;
-/// The largest searcher response (GetTipAccounts: 8 base58 keys) is under 512 bytes; 16 KiB
-/// also holds one full default-size DATA frame.
-pub const RESPONSE_BODY_BYTES_MAX_DEFAULT: usize = 16 * 1024;
-/// Decoded response header or trailer lists: gRPC replies carry a few short fields; Envoy adds
-/// a few more. Advertised as SETTINGS_MAX_HEADER_LIST_SIZE.
-pub const HEADER_LIST_BYTES_MAX_DEFAULT: usize = 8 * 1024;
-/// Fields per decoded list; 64 is far beyond any gRPC reply and bounds the field table.
-pub const HEADER_FIELDS_MAX: usize = 64;
-/// A compressed header block (HEADERS plus CONTINUATIONs) can never usefully exceed the
-/// decoded list it expands to, so it gets the same cap.
-pub const HEADER_BLOCK_BYTES_MAX_DEFAULT: usize = HEADER_LIST_BYTES_MAX_DEFAULT;
-/// Frames in one header block: a CONTINUATION flood of empty frames would otherwise hold the
-/// connection forever within the byte cap.
-pub const HEADER_BLOCK_FRAMES_MAX: u32 = 16;
-/// A header block must complete within this: peers send a block in one write.
-pub const HEADER_BLOCK_OPEN_MS_DEFAULT: u64 = 1_000;
-/// Our encoded request header block: the fields are about 200 bytes, an authorization token
-/// about 1 KiB.
-pub const REQUEST_HEADER_BLOCK_BYTES_MAX: usize = 4 * 1024;
-/// Our connection receive window: responses are small, but many may arrive at once.
-pub const CONN_WINDOW_DEFAULT: u32 = 1 << 20;
-/// Our stream receive window; the stream is credited as data is copied out, so a response
-/// larger than this still flows, up to the response body cap.
-pub const STREAM_WINDOW_DEFAULT: u32 = 64 * 1024;
-/// HPACK dynamic table we offer the peer (the RFC default).
-pub const HEADER_TABLE_SIZE_DEFAULT: u32 = 4_096;
-/// Our SETTINGS must be acknowledged within this (RFC 9113 section 6.5.3 SETTINGS_TIMEOUT).
-pub const SETTINGS_ACK_TIMEOUT_MS_DEFAULT: u64 = 10_000;
-/// gRPC servers' default policy: a client that PINGs a connection without calls more often
-/// than this may be told GOAWAY ENHANCE_YOUR_CALM "too_many_pings". The owner of a connection
-/// chooses its keepalive (and backs it off when told so); this is the figure to back off to.
-pub const KEEPALIVE_INTERVAL_MS_POLICY: u64 = 300_000;
-/// How long a keepalive PING may stay unanswered before the connection counts as dead.
-pub const KEEPALIVE_TIMEOUT_MS_DEFAULT: u64 = 20_000;
-/// Bytes waiting to be sent: several full DATA frames plus control frames; when the socket
-/// cannot take them the reactor stops feeding requests.
-pub const TRANSMIT_BYTES_MAX_DEFAULT: usize = 64 * 1024;
-/// PINGs and SETTINGS from the peer per second before we call it a flood (each costs us an
-/// ACK); legitimate peers send a few.
-pub const CONTROL_FRAMES_PER_SECOND_MAX: u32 = 128;
+use super::stream::{STREAM_ID_MAX, State as StreamState, Streams};
+use super::transmit::Transmit;
 
 const NS_PER_MS: u64 = 1_000_000;
 const NS_PER_S: u64 = 1_000_000_000;
-/// Stream ids are 31 bits; client ids are odd.
-const STREAM_ID_MAX: u32 = (1 << 31) - 1;
-
-/// Connection limits, each sized once here.
-#[derive(Clone, Debug)]
-pub struct Config {
-    pub stream_slots: usize,
-    pub request_body_bytes_max: usize,
-    pub response_body_bytes_max: usize,
-    pub header_list_bytes_max: usize,
-    pub header_block_bytes_max: usize,
-    pub header_block_open_ms: u64,
-    pub conn_window: u32,
-    pub stream_window: u32,
-    /// Our SETTINGS_MAX_FRAME_SIZE; also sizes the receive buffer.
-    pub frame_size_max: u32,
-    pub header_table_size: u32,
-    pub settings_ack_timeout_ms: u64,
-    /// A PING after this long without a frame from the peer (`None`: no keepalive PINGs, the
-    /// default); see [`KEEPALIVE_INTERVAL_MS_POLICY`].
-    pub keepalive_interval_ms: Option<u64>,
-    pub keepalive_timeout_ms: u64,
-    pub transmit_bytes_max: usize,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            stream_slots: STREAM_SLOTS_DEFAULT,
-            request_body_bytes_max: REQUEST_BODY_BYTES_MAX_DEFAULT,
-            response_body_bytes_max: RESPONSE_BODY_BYTES_MAX_DEFAULT,
-            header_list_bytes_max: HEADER_LIST_BYTES_MAX_DEFAULT,
-            header_block_bytes_max: HEADER_BLOCK_BYTES_MAX_DEFAULT,
-            header_block_open_ms: HEADER_BLOCK_OPEN_MS_DEFAULT,
-            conn_window: CONN_WINDOW_DEFAULT,
-            stream_window: STREAM_WINDOW_DEFAULT,
-            frame_size_max: frame::FRAME_SIZE_MIN,
-            header_table_size: HEADER_TABLE_SIZE_DEFAULT,
-            settings_ack_timeout_ms: SETTINGS_ACK_TIMEOUT_MS_DEFAULT,
-            keepalive_interval_ms: None,
-            keepalive_timeout_ms: KEEPALIVE_TIMEOUT_MS_DEFAULT,
-            transmit_bytes_max: TRANSMIT_BYTES_MAX_DEFAULT,
-        }
-    }
-}
-
-/// A client stream id (odd, increasing).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct StreamId(pub u32);
-
-/// Who ended a connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Blame {
-    /// The peer broke the protocol or stopped answering.
-    Peer,
-    /// The peer ended it politely (GOAWAY).
-    PeerShutdown,
-    /// The network or TLS layer.
-    Transport,
-    /// We did.
-    Local,
-}
-
-/// Who broke the connection, and how. Whether each request on it may be retried is carried
-/// by its own [`StreamEnd`], since that depends on how far the request got.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ConnError {
-    /// The peer broke RFC 9113 or HPACK; we sent GOAWAY with `reason`.
-    PeerProtocol { reason: Reason, what: &'static str },
-    /// The peer sent GOAWAY and every stream it accepted has finished.
-    GoAway { reason: Reason },
-    /// The peer did not acknowledge our SETTINGS or keepalive PING in time.
-    Timeout { what: &'static str },
-    /// The transport (TCP or TLS) ended.
-    TransportClosed,
-    /// We closed it.
-    Local,
-}
-
-impl ConnError {
-    pub fn blame(&self) -> Blame {
-        match self {
-            ConnError::PeerProtocol { .. } | ConnError::Timeout { .. } => Blame::Peer,
-            ConnError::GoAway { .. } => Blame::PeerShutdown,
-            ConnError::TransportClosed => Blame::Transport,
-            ConnError::Local => Blame::Local,
-        }
-    }
-}
-
-/// How a stream ended. `request_sent` says whether our END_STREAM was queued, i.e. whether
-/// the peer may have received and processed the whole request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StreamEnd {
-    /// END_STREAM received: the response (headers, body, trailers) is complete.
-    Complete,
-    /// The peer reset the stream.
-    Reset { reason: Reason, request_sent: bool },
-    /// Above GOAWAY's last-stream-id: the peer never processed it.
-    NotProcessed,
-    /// The connection ended first.
-    ConnectionLost {
-        error: ConnError,
-        request_sent: bool,
-    },
-    /// Its deadline passed; we reset it with CANCEL.
-    TimedOut { request_sent: bool },
-    /// The peer broke the protocol on this stream; we reset it with `reason`.
-    PeerError {
-        reason: Reason,
-        what: &'static str,
-        request_sent: bool,
-    },
-}
-
-impl StreamEnd {
-    /// Whether sending the request again cannot duplicate it.
-    pub fn retry_safe(&self) -> bool {
-        match *self {
-            StreamEnd::Complete => false,
-            StreamEnd::NotProcessed => true,
-            StreamEnd::Reset {
-                reason,
-                request_sent,
-            } => reason == Reason::REFUSED_STREAM || !request_sent,
-            StreamEnd::ConnectionLost { request_sent, .. }
-            | StreamEnd::TimedOut { request_sent }
-            | StreamEnd::PeerError { request_sent, .. } => !request_sent,
-        }
-    }
-}
 
 /// Something the owner must act on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,88 +49,9 @@ pub enum Event {
     PingTimedOut,
 }
 
-/// Why a request could not start. Every variant is safe to retry (nothing was sent).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StartError {
-    /// Closed or draining after GOAWAY: use another connection.
-    NotAccepting,
-    /// The peer's MAX_CONCURRENT_STREAMS or our slot table is full: wait for a stream to end.
-    ConcurrencyLimit,
-    /// The transmit buffer cannot take the HEADERS now: send first, then retry.
-    TransmitFull,
-    /// Stream ids are exhausted: use a new connection.
-    StreamIdsExhausted,
-    /// The request headers exceed our encoder buffer or the peer's MAX_HEADER_LIST_SIZE.
-    HeadersTooLarge,
-    /// The body writer found the request body buffer too small.
-    BodyTooLarge,
-}
-
-impl StartError {
-    /// Always true: a request that did not start sent nothing.
-    pub fn retry_safe(&self) -> bool {
-        true
-    }
-
-    /// Whether this connection can take the request later (as opposed to needing another).
-    pub fn wait_here(&self) -> bool {
-        matches!(
-            self,
-            StartError::ConcurrencyLimit | StartError::TransmitFull
-        )
-    }
-}
-
-/// A header field to send.
-#[derive(Clone, Copy, Debug)]
-pub struct Field<'a> {
-    pub name: &'a [u8],
-    pub value: &'a [u8],
-    /// Sent never-indexed (RFC 7541 section 6.2.3), e.g. authorization.
-    pub sensitive: bool,
-}
-
-/// A finished stream's response, borrowed from its slot.
-pub struct Response<'a> {
-    pub end: StreamEnd,
-    pub request_sent: bool,
-    /// See [`Connection::request_end`].
-    pub request_end: Option<u64>,
-    pub headers: &'a HeaderList,
-    pub trailers: &'a HeaderList,
-    pub body: &'a [u8],
-}
-
-struct Stream {
-    /// 0: free slot.
-    id: u32,
-    end: Option<StreamEnd>,
-    request_sent: bool,
-    /// Once `request_sent`: the transmit stream's offset just past the request's last byte
-    /// (see [`Connection::transmitted_total`]).
-    request_end: u64,
-    headers_received: bool,
-    send_window: i64,
-    recv_window: i64,
-    recv_unacked: u32,
-    body_out: Box<[u8]>,
-    body_out_len: usize,
-    body_out_sent: usize,
-    body_in: Box<[u8]>,
-    body_in_len: usize,
-    headers: HeaderList,
-    trailers: HeaderList,
-    deadline_ns: Option<u64>,
-}
-
-impl Stream {
-    fn active(&self) -> bool {
-        self.id != 0 && self.end.is_none()
-    }
-}
-
+/// The connection's own state (its streams have theirs, [`super::stream`]).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum State {
+enum Phase {
     Open,
     /// GOAWAY received: existing streams finish, no new ones.
     Draining,
@@ -307,7 +63,7 @@ enum State {
 struct Parts {
     tx: Box<[u8]>,
     rx: Box<[u8]>,
-    streams: Box<[Stream]>,
+    streams: Streams,
     block: Box<[u8]>,
     decoder: Decoder,
     discard: HeaderList,
@@ -318,14 +74,8 @@ struct Parts {
 /// A sans-IO HTTP/2 client connection.
 pub struct Connection {
     cfg: Config,
-    state: State,
-    tx: Box<[u8]>,
-    tx_head: usize,
-    tx_tail: usize,
-    /// `tx[tx_head..tx_tail]` is being sent by an asynchronous transport: do not move it.
-    tx_pinned: bool,
-    /// Bytes of the transmit stream reported sent since the connection began.
-    tx_sent: u64,
+    phase: Phase,
+    tx: Transmit,
     rx: Box<[u8]>,
     rx_len: usize,
     peer_settings_seen: bool,
@@ -337,7 +87,7 @@ pub struct Connection {
     send_window: i64,
     recv_window: i64,
     recv_unacked: u32,
-    streams: Box<[Stream]>,
+    streams: Streams,
     next_stream_id: u32,
     goaway_last: Option<u32>,
     goaway_reason: Reason,
@@ -369,21 +119,15 @@ impl Connection {
     /// Bytes [`Connection::new`] allocates for `cfg`: its buffers, stream table, HPACK tables
     /// and event queue (the budget counts one per upstream connection).
     pub fn allocation_bytes(cfg: &Config) -> usize {
-        let field = std::mem::size_of::<(u32, u32, u32)>();
-        let header_list = cfg.header_list_bytes_max + HEADER_FIELDS_MAX * field;
-        let stream = std::mem::size_of::<Stream>()
-            + cfg.request_body_bytes_max
-            + cfg.response_body_bytes_max
-            + 2 * header_list;
-        let table = cfg.header_table_size as usize;
-        let decoder = table + (table / hpack::ENTRY_OVERHEAD + 1) * field;
+        let header_list =
+            HeaderList::allocation_bytes(cfg.header_list_bytes_max, HEADER_FIELDS_MAX);
         std::mem::size_of::<Connection>()
             + cfg.transmit_bytes_max
             + HEADER_LEN
             + cfg.frame_size_max as usize
-            + cfg.stream_slots * stream
+            + Streams::allocation_bytes(cfg)
             + cfg.header_block_bytes_max
-            + decoder
+            + Decoder::allocation_bytes(cfg.header_table_size as usize)
             + header_list
             + REQUEST_HEADER_BLOCK_BYTES_MAX
             + (cfg.stream_slots + 8) * std::mem::size_of::<Event>()
@@ -400,26 +144,7 @@ impl Connection {
         let parts = Parts {
             tx: vec![0; cfg.transmit_bytes_max].into_boxed_slice(),
             rx: vec![0; HEADER_LEN + cfg.frame_size_max as usize].into_boxed_slice(),
-            streams: (0..cfg.stream_slots)
-                .map(|_| Stream {
-                    id: 0,
-                    end: None,
-                    request_sent: false,
-                    request_end: 0,
-                    headers_received: false,
-                    send_window: 0,
-                    recv_window: 0,
-                    recv_unacked: 0,
-                    body_out: vec![0; cfg.request_body_bytes_max].into_boxed_slice(),
-                    body_out_len: 0,
-                    body_out_sent: 0,
-                    body_in: vec![0; cfg.response_body_bytes_max].into_boxed_slice(),
-                    body_in_len: 0,
-                    headers: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
-                    trailers: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
-                    deadline_ns: None,
-                })
-                .collect(),
+            streams: Streams::new(&cfg),
             block: vec![0; cfg.header_block_bytes_max].into_boxed_slice(),
             decoder: Decoder::new(cfg.header_table_size as usize),
             discard: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
@@ -433,7 +158,7 @@ impl Connection {
     /// the storage of the old one: a pair that reconnects allocates nothing.
     pub fn reset(&mut self, now_ns: u64) {
         let mut parts = Parts {
-            tx: std::mem::take(&mut self.tx),
+            tx: self.tx.take_storage(),
             rx: std::mem::take(&mut self.rx),
             streams: std::mem::take(&mut self.streams),
             block: std::mem::take(&mut self.block),
@@ -442,19 +167,7 @@ impl Connection {
             header_out: std::mem::take(&mut self.header_out),
             events: std::mem::take(&mut self.events),
         };
-        for s in parts.streams.iter_mut() {
-            s.id = 0;
-            s.end = None;
-            s.request_sent = false;
-            s.request_end = 0;
-            s.headers_received = false;
-            s.body_out_len = 0;
-            s.body_out_sent = 0;
-            s.body_in_len = 0;
-            s.headers.clear();
-            s.trailers.clear();
-            s.deadline_ns = None;
-        }
+        parts.streams.clear();
         parts.decoder.reset();
         parts.discard.clear();
         parts.events.clear();
@@ -475,14 +188,10 @@ impl Connection {
         } = parts;
         let keepalive_interval_ns = cfg.keepalive_interval_ms.map(ms);
         let mut c = Connection {
-            tx,
-            tx_head: 0,
-            tx_tail: 0,
-            tx_pinned: false,
-            tx_sent: 0,
+            tx: Transmit::over(tx),
             rx,
             rx_len: 0,
-            state: State::Open,
+            phase: Phase::Open,
             peer_settings_seen: false,
             settings_ack_deadline_ns: Some(now_ns + ms(cfg.settings_ack_timeout_ms)),
             peer_streams_max: u32::MAX,
@@ -515,8 +224,12 @@ impl Connection {
             error: None,
             cfg,
         };
-        c.tx[..24].copy_from_slice(frame::PREFACE);
-        c.tx_tail = 24;
+        let preface = c.tx.append(|b| {
+            b.get_mut(..frame::PREFACE.len())?
+                .copy_from_slice(frame::PREFACE);
+            Some(frame::PREFACE.len())
+        });
+        assert!(preface, "tx holds the preface");
         let settings = [
             (frame::SETTINGS_HEADER_TABLE_SIZE, c.cfg.header_table_size),
             (frame::SETTINGS_ENABLE_PUSH, 0),
@@ -527,14 +240,12 @@ impl Connection {
                 c.cfg.header_list_bytes_max as u32,
             ),
         ];
-        let n =
-            frame::write_settings(&mut c.tx[c.tx_tail..], &settings).expect("tx holds SETTINGS");
-        c.tx_tail += n;
+        let written = c.tx.append(|b| frame::write_settings(b, &settings));
+        assert!(written, "tx holds SETTINGS");
         if c.cfg.conn_window > frame::WINDOW_DEFAULT {
             let inc = c.cfg.conn_window - frame::WINDOW_DEFAULT;
-            let n = frame::write_window_update(&mut c.tx[c.tx_tail..], 0, inc)
-                .expect("tx holds WINDOW_UPDATE");
-            c.tx_tail += n;
+            let written = c.tx.append(|b| frame::write_window_update(b, 0, inc));
+            assert!(written, "tx holds WINDOW_UPDATE");
             c.recv_window += inc as i64;
         }
         c
@@ -544,29 +255,21 @@ impl Connection {
 
     /// Bytes to send now (empty when there are none).
     pub fn poll_transmit(&self) -> &[u8] {
-        &self.tx[self.tx_head..self.tx_tail]
+        self.tx.pending()
     }
 
     /// For a transport that sends asynchronously (io_uring): the bytes to send now, which stay
     /// where they are until [`Connection::advance_transmit`] reports the send. Until then the
     /// transmit buffer is only appended to, never compacted, so the kernel reads what we meant.
     pub fn pin_transmit(&mut self) -> &[u8] {
-        self.tx_pinned = true;
-        &self.tx[self.tx_head..self.tx_tail]
+        self.tx.pin()
     }
 
     /// `n` bytes of [`Connection::poll_transmit`] were sent (this also ends a pin).
     pub fn advance_transmit(&mut self, n: usize) {
-        self.tx_pinned = false;
-        self.tx_head += n;
-        self.tx_sent += n as u64;
-        debug_assert!(self.tx_head <= self.tx_tail);
-        if self.tx_head == self.tx_tail {
-            self.tx_head = 0;
-            self.tx_tail = 0;
-        }
+        self.tx.advance(n);
         // Room freed: request bodies held back by a full buffer may continue.
-        if self.state != State::Closed {
+        if self.phase != Phase::Closed {
             self.flush_data();
         }
     }
@@ -579,7 +282,7 @@ impl Connection {
     /// the connection began: with [`Connection::request_end`], whether a request's last byte
     /// can have reached the peer.
     pub fn transmitted_total(&self) -> u64 {
-        self.tx_sent
+        self.tx.sent_total()
     }
 
     /// The transmit stream's offset just past stream `id`'s last request byte, once its
@@ -587,15 +290,14 @@ impl Connection {
     /// that byte: while [`Connection::transmitted_total`] is below it, the call is safe to
     /// send again.
     pub fn request_end(&self, id: StreamId) -> Option<u64> {
-        let s = self.streams.iter().find(|s| s.id == id.0)?;
-        s.request_sent.then_some(s.request_end)
+        self.streams[self.streams.find(id.0)?].request_end()
     }
 
     /// Sends a PING now (unless one is outstanding) that must be acknowledged within
     /// `timeout_ms`: [`Event::PingAcked`] when it is, [`Event::PingTimedOut`] when it is not.
     /// For an owner that doubts the peer is alive.
     pub fn ping(&mut self, now_ns: u64, timeout_ms: u64) {
-        if self.state == State::Closed || self.ping_outstanding.is_some() {
+        if self.phase == Phase::Closed || self.ping_outstanding.is_some() {
             return;
         }
         self.ping_counter += 1;
@@ -617,7 +319,7 @@ impl Connection {
 
     /// The earliest time [`Connection::handle_timeout`] must be called.
     pub fn poll_timeout(&self) -> Option<u64> {
-        if self.state == State::Closed {
+        if self.phase == Phase::Closed {
             return None;
         }
         let mut t = self.settings_ack_deadline_ns;
@@ -630,7 +332,7 @@ impl Connection {
             (None, Some(interval)) => min(self.last_rx_ns + interval),
             (None, None) => {}
         }
-        for s in self.streams.iter().filter(|s| s.active()) {
+        for s in self.streams.iter().filter(|s| s.is_active()) {
             if let Some(d) = s.deadline_ns {
                 min(d);
             }
@@ -645,7 +347,7 @@ impl Connection {
     }
 
     pub fn is_closed(&self) -> bool {
-        self.state == State::Closed
+        self.phase == Phase::Closed
     }
 
     pub fn error(&self) -> Option<ConnError> {
@@ -654,14 +356,14 @@ impl Connection {
 
     /// Streams started and not yet ended.
     pub fn active_streams(&self) -> usize {
-        self.streams.iter().filter(|s| s.active()).count()
+        self.streams.active_count()
     }
 
     /// Whether [`Connection::start_request`] can succeed now (ignoring buffer space).
     pub fn can_start(&self) -> bool {
-        self.state == State::Open
+        self.phase == Phase::Open
             && (self.active_streams() as u32) < self.peer_streams_max
-            && self.streams.iter().any(|s| s.id == 0)
+            && self.streams.idle_slot().is_some()
             && self.next_stream_id <= STREAM_ID_MAX
     }
 
@@ -683,7 +385,7 @@ impl Connection {
         body: impl FnOnce(&mut [u8]) -> Option<usize>,
     ) -> Result<StreamId, StartError> {
         let _ = now_ns;
-        if self.state != State::Open {
+        if self.phase != Phase::Open {
             return Err(StartError::NotAccepting);
         }
         if self.next_stream_id > STREAM_ID_MAX {
@@ -694,8 +396,7 @@ impl Connection {
         }
         let slot = self
             .streams
-            .iter()
-            .position(|s| s.id == 0)
+            .idle_slot()
             .ok_or(StartError::ConcurrencyLimit)?;
         // Encode the header block.
         let mut len = 0;
@@ -710,27 +411,21 @@ impl Connection {
         }
         let frame_max = self.peer_frame_size_max as usize;
         let frames = len.div_ceil(frame_max).max(1);
-        if self.tx_free() < len + frames * HEADER_LEN {
+        if self.tx.free() < len + frames * HEADER_LEN {
             return Err(StartError::TransmitFull);
         }
         let s = &mut self.streams[slot];
         let body_len = body(&mut s.body_out).ok_or(StartError::BodyTooLarge)?;
         let id = self.next_stream_id;
         self.next_stream_id += 2;
-        s.id = id;
-        s.end = None;
-        s.request_sent = body_len == 0;
-        s.headers_received = false;
-        s.send_window = self.peer_initial_window as i64;
-        s.recv_window = self.cfg.stream_window as i64;
-        s.recv_unacked = 0;
-        s.body_out_len = body_len;
-        s.body_out_sent = 0;
-        s.body_in_len = 0;
-        s.headers.clear();
-        s.trailers.clear();
-        s.deadline_ns = deadline_ns;
-        self.tx_compact();
+        s.open(
+            id,
+            self.peer_initial_window,
+            self.cfg.stream_window,
+            body_len,
+            deadline_ns,
+        );
+        self.tx.compact();
         for (i, chunk) in self.header_out[..len]
             .chunks(frame_max)
             .chain(
@@ -749,15 +444,12 @@ impl Connection {
             if i == 0 && body_len == 0 {
                 flags |= frame::FLAG_END_STREAM;
             }
-            let n = frame::write(&mut self.tx[self.tx_tail..], kind, flags, id, chunk)
-                .expect("space checked");
-            self.tx_tail += n;
+            let written = self.tx.append(|b| frame::write(b, kind, flags, id, chunk));
+            assert!(written, "space checked");
         }
         if body_len == 0 {
-            let end = self.tx_sent + (self.tx_tail - self.tx_head) as u64;
-            if let Some(slot) = self.slot(id) {
-                self.streams[slot].request_end = end;
-            }
+            let end = self.tx.queued_end();
+            self.streams[slot].close_local(end);
         }
         self.flush_data();
         Ok(StreamId(id))
@@ -765,31 +457,24 @@ impl Connection {
 
     /// The response of an ended stream; `None` while it runs or when unknown.
     pub fn response(&self, id: StreamId) -> Option<Response<'_>> {
-        let s = self.streams.iter().find(|s| s.id == id.0)?;
-        Some(Response {
-            end: s.end?,
-            request_sent: s.request_sent,
-            request_end: s.request_sent.then_some(s.request_end),
-            headers: &s.headers,
-            trailers: &s.trailers,
-            body: &s.body_in[..s.body_in_len],
-        })
+        self.streams[self.streams.find(id.0)?].response()
     }
 
     /// Frees a stream's slot; a stream still running is cancelled (RST_STREAM CANCEL).
     pub fn release(&mut self, id: StreamId) {
-        let Some(slot) = self.slot(id.0) else { return };
-        if self.streams[slot].active() && self.state != State::Closed {
+        let Some(slot) = self.streams.find(id.0) else {
+            return;
+        };
+        if self.streams[slot].is_active() && self.phase != Phase::Closed {
             self.write_rst(id.0, Reason::CANCEL);
         }
-        self.streams[slot].id = 0;
-        self.streams[slot].end = None;
+        self.streams[slot].state = StreamState::Idle;
         self.maybe_finish_drain();
     }
 
     /// Closes the connection with GOAWAY(NO_ERROR); running streams end ConnectionLost.
     pub fn close(&mut self) {
-        if self.state == State::Closed {
+        if self.phase == Phase::Closed {
             return;
         }
         self.write_control(|b| frame::write_goaway(b, 0, Reason::NO_ERROR));
@@ -800,13 +485,13 @@ impl Connection {
 
     /// The transport ended (EOF or error).
     pub fn handle_transport_closed(&mut self) {
-        if self.state != State::Closed {
+        if self.phase != Phase::Closed {
             self.close_with(ConnError::TransportClosed);
         }
     }
 
     pub fn handle_timeout(&mut self, now_ns: u64) {
-        if self.state == State::Closed {
+        if self.phase == Phase::Closed {
             return;
         }
         if self.settings_ack_deadline_ns.is_some_and(|d| now_ns >= d) {
@@ -832,8 +517,8 @@ impl Connection {
         }
         for i in 0..self.streams.len() {
             let s = &self.streams[i];
-            if s.active() && s.deadline_ns.is_some_and(|d| now_ns >= d) {
-                let (id, sent) = (s.id, s.request_sent);
+            if s.is_active() && s.deadline_ns.is_some_and(|d| now_ns >= d) {
+                let (id, sent) = (s.id, s.request_sent());
                 self.write_rst(id, Reason::CANCEL);
                 self.end_stream(i, StreamEnd::TimedOut { request_sent: sent });
             }
@@ -843,7 +528,7 @@ impl Connection {
 
     /// Feeds received bytes; frames are handled as they complete.
     pub fn handle_bytes(&mut self, now_ns: u64, mut input: &[u8]) {
-        while !input.is_empty() && self.state != State::Closed {
+        while !input.is_empty() && self.phase != Phase::Closed {
             if self.rx_len == 0 && input.len() >= HEADER_LEN {
                 let head = Head::parse(input[..HEADER_LEN].try_into().expect("9 bytes"));
                 if head.len > self.cfg.frame_size_max {
@@ -966,8 +651,8 @@ impl Connection {
                 if let Err(what) = self.check_stream_id(stream) {
                     return self.conn_error(Reason::PROTOCOL_ERROR, what);
                 }
-                if let Some(i) = self.slot(stream).filter(|&i| self.streams[i].active()) {
-                    let sent = self.streams[i].request_sent;
+                if let Some(i) = self.streams.find_active(stream) {
+                    let sent = self.streams[i].request_sent();
                     self.end_stream(
                         i,
                         StreamEnd::Reset {
@@ -1022,7 +707,7 @@ impl Connection {
                 if let Err(what) = self.check_stream_id(stream) {
                     return self.conn_error(Reason::PROTOCOL_ERROR, what);
                 }
-                if let Some(i) = self.slot(stream).filter(|&i| self.streams[i].active()) {
+                if let Some(i) = self.streams.find_active(stream) {
                     self.streams[i].send_window += increment as i64;
                     if self.streams[i].send_window > WINDOW_MAX {
                         return self.stream_error(
@@ -1077,12 +762,12 @@ impl Connection {
                 self.recv_unacked = 0;
             }
         }
-        let Some(i) = self.slot(stream).filter(|&i| self.streams[i].active()) else {
+        let Some(i) = self.streams.find_active(stream) else {
             // A stream we reset or released: its frames may still be in flight.
             return;
         };
         let s = &mut self.streams[i];
-        if !s.headers_received {
+        if !s.response_started() {
             return self.stream_error(
                 stream,
                 Reason::PROTOCOL_ERROR,
@@ -1144,7 +829,7 @@ impl Connection {
         let stream = self.block_stream;
         self.block_stream = 0;
         let end_stream = self.block_end_stream;
-        let slot = self.slot(stream).filter(|&i| self.streams[i].active());
+        let slot = self.streams.find_active(stream);
         let block = &self.block[..self.block_len];
         // The block is decoded even for streams that are gone: the HPACK table must stay in step.
         let (list, trailers) = match slot {
@@ -1154,7 +839,7 @@ impl Connection {
             }
             Some(i) => {
                 let s = &mut self.streams[i];
-                if s.headers_received {
+                if s.response_started() {
                     (&mut s.trailers, true)
                 } else {
                     s.headers.clear();
@@ -1216,7 +901,7 @@ impl Connection {
             self.streams[i].headers.clear();
             return;
         }
-        self.streams[i].headers_received = true;
+        self.streams[i].start_response();
         if end_stream {
             self.end_stream(i, StreamEnd::Complete);
         }
@@ -1241,7 +926,7 @@ impl Connection {
                     }
                     let delta = value as i64 - self.peer_initial_window as i64;
                     self.peer_initial_window = value;
-                    for s in self.streams.iter_mut().filter(|s| s.active()) {
+                    for s in self.streams.iter_mut().filter(|s| s.is_active()) {
                         s.send_window += delta;
                         if s.send_window > WINDOW_MAX {
                             return self.conn_error(
@@ -1277,11 +962,11 @@ impl Connection {
         let last = self.goaway_last.map_or(last_stream, |l| l.min(last_stream));
         self.goaway_last = Some(last);
         self.goaway_reason = reason;
-        if self.state == State::Open {
-            self.state = State::Draining;
+        if self.phase == Phase::Open {
+            self.phase = Phase::Draining;
         }
         for i in 0..self.streams.len() {
-            if self.streams[i].active() && self.streams[i].id > last {
+            if self.streams[i].is_active() && self.streams[i].id > last {
                 self.end_stream(i, StreamEnd::NotProcessed);
             }
         }
@@ -1293,7 +978,7 @@ impl Connection {
     }
 
     fn maybe_finish_drain(&mut self) {
-        if self.state == State::Draining && self.active_streams() == 0 {
+        if self.phase == Phase::Draining && self.active_streams() == 0 {
             self.close_with(ConnError::GoAway {
                 reason: self.goaway_reason,
             });
@@ -1306,13 +991,13 @@ impl Connection {
     /// buffer allow.
     fn flush_data(&mut self) {
         for i in 0..self.streams.len() {
-            if !self.streams[i].active() || self.streams[i].request_sent {
+            if !matches!(self.streams[i].state, StreamState::Open { .. }) {
                 continue;
             }
-            self.tx_compact();
+            self.tx.compact();
             let s = &self.streams[i];
             let remaining = s.body_out_len - s.body_out_sent;
-            let room = (self.tx.len() - self.tx_tail).saturating_sub(HEADER_LEN);
+            let room = self.tx.room().saturating_sub(HEADER_LEN);
             let n = (remaining as i64)
                 .min(self.send_window)
                 .min(s.send_window)
@@ -1324,7 +1009,7 @@ impl Connection {
             let n = n as usize;
             let last = n == remaining;
             let s = &mut self.streams[i];
-            let out = &mut self.tx[self.tx_tail..];
+            let out = self.tx.spare();
             frame::Head {
                 len: n as u32,
                 kind: frame::DATA,
@@ -1334,45 +1019,20 @@ impl Connection {
             .write(out);
             out[HEADER_LEN..HEADER_LEN + n]
                 .copy_from_slice(&s.body_out[s.body_out_sent..s.body_out_sent + n]);
-            self.tx_tail += HEADER_LEN + n;
+            self.tx.commit(HEADER_LEN + n);
             s.body_out_sent += n;
             s.send_window -= n as i64;
             self.send_window -= n as i64;
-            s.request_sent = last;
             if last {
-                s.request_end = self.tx_sent + (self.tx_tail - self.tx_head) as u64;
+                let end = self.tx.queued_end();
+                self.streams[i].close_local(end);
             }
-        }
-    }
-
-    fn tx_free(&self) -> usize {
-        if self.tx_pinned {
-            self.tx.len() - self.tx_tail
-        } else {
-            self.tx.len() - (self.tx_tail - self.tx_head)
-        }
-    }
-
-    fn tx_compact(&mut self) {
-        if self.tx_head > 0 && !self.tx_pinned {
-            self.tx.copy_within(self.tx_head..self.tx_tail, 0);
-            self.tx_tail -= self.tx_head;
-            self.tx_head = 0;
         }
     }
 
     /// Appends a control frame; false when the transmit buffer is full.
     fn write_control(&mut self, w: impl FnOnce(&mut [u8]) -> Option<usize>) -> bool {
-        if self.tx.len() - self.tx_tail < 64 {
-            self.tx_compact();
-        }
-        match w(&mut self.tx[self.tx_tail..]) {
-            Some(n) => {
-                self.tx_tail += n;
-                true
-            }
-            None => false,
-        }
+        self.tx.append_control(w)
     }
 
     fn write_rst(&mut self, stream: u32, reason: Reason) {
@@ -1385,13 +1045,6 @@ impl Connection {
     }
 
     // ---- endings ----
-
-    fn slot(&self, stream: u32) -> Option<usize> {
-        if stream == 0 {
-            return None;
-        }
-        self.streams.iter().position(|s| s.id == stream)
-    }
 
     fn push_event(&mut self, e: Event) {
         // Capacity covers one end per slot plus GOAWAY and Closed. A GOAWAY never takes the
@@ -1408,16 +1061,15 @@ impl Connection {
 
     fn end_stream(&mut self, i: usize, end: StreamEnd) {
         let s = &mut self.streams[i];
-        debug_assert!(s.active());
-        s.end = Some(end);
+        s.close(end);
         let id = s.id;
         self.push_event(Event::StreamEnded(StreamId(id)));
     }
 
     fn stream_error(&mut self, stream: u32, reason: Reason, what: &'static str) {
         self.write_rst(stream, reason);
-        if let Some(i) = self.slot(stream).filter(|&i| self.streams[i].active()) {
-            let sent = self.streams[i].request_sent;
+        if let Some(i) = self.streams.find_active(stream) {
+            let sent = self.streams[i].request_sent();
             self.end_stream(
                 i,
                 StreamEnd::PeerError {
@@ -1430,7 +1082,7 @@ impl Connection {
     }
 
     fn conn_error(&mut self, reason: Reason, what: &'static str) {
-        if self.state == State::Closed {
+        if self.phase == Phase::Closed {
             return;
         }
         // Best effort: the peer learns why unless our buffer is full.
@@ -1439,11 +1091,11 @@ impl Connection {
     }
 
     fn close_with(&mut self, error: ConnError) {
-        self.state = State::Closed;
+        self.phase = Phase::Closed;
         self.error = Some(error);
         for i in 0..self.streams.len() {
-            if self.streams[i].active() {
-                let sent = self.streams[i].request_sent;
+            if self.streams[i].is_active() {
+                let sent = self.streams[i].request_sent();
                 self.end_stream(
                     i,
                     StreamEnd::ConnectionLost {

@@ -1,7 +1,8 @@
 //! One intake connection as a sans-IO state machine: bytes in, answers out, timers, and when
 //! to close. The reactor moves the bytes and keeps the clock; everything a connection decides
 //! (pipelining, `100 Continue`, output room, the head, idle and send deadlines, what a
-//! half-closed client is still owed) is decided here, so it is tested without sockets.
+//! half-closed client is still owed) is decided here, so it is tested without sockets. It is
+//! NOT the framing of one request ([`super::request`]) and does no I/O of its own.
 //!
 //! A connection owns two fixed buffers: its input (one whole request at most, so a request
 //! split across receives needs no special case) and its output (several answers). A request
@@ -23,7 +24,10 @@
 
 use crate::clock::{Instant, Ticks};
 
-use super::{CONTINUE, Framed, HttpError, Limits, Request, frame, write_error};
+use super::error::HttpError;
+use super::limits::Limits;
+use super::request::{Framed, Request, frame};
+use super::write::{CONTINUE, ERROR_RESPONSE_LEN_MAX, write_error};
 
 /// A connection's limits, shared by every connection of a reactor thread.
 #[derive(Clone, Copy, Debug)]
@@ -359,7 +363,7 @@ impl Conn {
             && now.since(since).0 > cfg.head_timeout.0
         {
             self.drop_input();
-            if self.room_for(super::ERROR_RESPONSE_LEN_MAX)
+            if self.room_for(ERROR_RESPONSE_LEN_MAX)
                 && let Some(n) =
                     write_error(&mut self.out[self.out_tail..], &HttpError::HEAD_TIMEOUT)
             {
@@ -458,7 +462,7 @@ impl Conn {
 
     fn refuse(&mut self, e: &HttpError, now: Instant) {
         self.drop_input();
-        if self.room_for(super::ERROR_RESPONSE_LEN_MAX)
+        if self.room_for(ERROR_RESPONSE_LEN_MAX)
             && let Some(n) = write_error(&mut self.out[self.out_tail..], e)
         {
             self.note_output(n, now);

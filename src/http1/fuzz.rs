@@ -1,12 +1,13 @@
 //! The `http1_request` fuzz target's body as a plain function: `fuzz/fuzz_targets/http1_request.rs`
 //! calls it under libFuzzer, and a seeded proptest in `tests/http1_fuzz_body.rs` runs it in
 //! `cargo test`. Whatever the bytes, framing must not panic and must stay inside the buffer
-//! and the limits, and every answer must be a well-formed HTTP response.
+//! and the limits, and every answer must be a well-formed HTTP response. NOT part of the
+//! relay: nothing on the request path calls it.
 
-use super::{
-    ERROR_RESPONSE_LEN_MAX, Framed, HttpError, Limits, Needed, frame, needed, parse, write_error,
-    write_response,
-};
+use super::error::HttpError;
+use super::limits::Limits;
+use super::request::{Framed, Needed, frame, needed, parse};
+use super::write::{ERROR_RESPONSE_LEN_MAX, write_error, write_response};
 
 /// The first byte picks the limits (low nibble: head, high nibble: body; 0 means the
 /// default), so small limits are reached too; the rest is the receive buffer.

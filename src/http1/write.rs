@@ -1,6 +1,8 @@
-//! Response heads and bodies written into the caller's buffer.
+//! Response heads and bodies written into the caller's buffer. It is NOT where a status is
+//! chosen (the caller's) and it writes no `Date` header (see the module docs of `http1`).
 
-use super::HttpError;
+use super::error::HttpError;
+use super::status::reason;
 
 /// The interim answer to `Expect: 100-continue`, written before the client sends its body.
 pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
@@ -8,28 +10,6 @@ pub const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 /// Room that [`write_error`] needs for any [`HttpError`] this module returns (a test writes
 /// every one of them into a buffer this size).
 pub const ERROR_RESPONSE_LEN_MAX: usize = 256;
-
-/// The reason phrase for the statuses the relay sends; empty for others (RFC 9112 allows an
-/// empty reason, and clients ignore it).
-pub const fn reason(status: u16) -> &'static str {
-    match status {
-        100 => "Continue",
-        200 => "OK",
-        400 => "Bad Request",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        411 => "Length Required",
-        413 => "Content Too Large",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        503 => "Service Unavailable",
-        505 => "HTTP Version Not Supported",
-        _ => "",
-    }
-}
 
 /// Writes `HTTP/1.1 <status> <reason>`, `Content-Type`, `Content-Length`,
 /// `Connection: keep-alive|close`, then `extra_headers` in order, then `body`. Returns the bytes

@@ -1,11 +1,14 @@
-//! JSON-RPC errors that render their precise message without allocating.
+//! JSON-RPC errors that render their precise message without allocating. This file says what
+//! each error is and how it reads; it is NOT where errors are found (`parse.rs`, `scan.rs`)
+//! or written into a response (`write.rs`).
 
 use core::fmt;
 
 use super::json_str::JsonStr;
-use super::{Id, MAX_DEPTH, Method};
+use super::limits::{DEPTH_MAX, ID_LEN_MAX, MEMBERS_MAX, STATUS_IDS_MAX};
+use super::request::{Id, Method};
 use crate::jito::code;
-use crate::wire::{Encoding, MAX_BUNDLE_TXS};
+use crate::wire::{BUNDLE_TXS_MAX, Encoding};
 
 /// Longest wire-layer cause kept inside an [`RpcError`], in bytes of UTF-8. The wire layer's
 /// messages are one short sentence with a number or two; 80 bytes keeps the whole error within
@@ -14,7 +17,7 @@ pub const ERROR_CAUSE_LEN_MAX: usize = 80;
 
 /// Most characters of a user-supplied name (method, member) quoted in a message: enough to
 /// recognise a typo, short enough that the error response fits
-/// [`ERROR_RESPONSE_LEN_MAX`](super::ERROR_RESPONSE_LEN_MAX).
+/// [`ERROR_RESPONSE_LEN_MAX`](super::write::ERROR_RESPONSE_LEN_MAX).
 pub const QUOTED_CHARS_MAX: usize = 64;
 
 /// What the JSON scanner expected at the offset where the document went wrong.
@@ -48,7 +51,7 @@ pub enum Expected {
     Literal(&'static str),
     /// Only whitespace after the top-level value.
     End,
-    /// Nesting deeper than [`MAX_DEPTH`].
+    /// Nesting deeper than [`DEPTH_MAX`].
     ShallowerNesting,
 }
 
@@ -75,7 +78,7 @@ impl fmt::Display for Expected {
             }
             Expected::Literal(word) => write!(f, "'{word}'"),
             Expected::End => f.write_str("end of input after the request"),
-            Expected::ShallowerNesting => write!(f, "nesting at most {MAX_DEPTH} deep"),
+            Expected::ShallowerNesting => write!(f, "nesting at most {DEPTH_MAX} deep"),
         }
     }
 }
@@ -98,8 +101,8 @@ impl ListOf {
     /// Most elements the list may hold.
     pub const fn len_max(self) -> usize {
         match self {
-            ListOf::Transactions => MAX_BUNDLE_TXS,
-            ListOf::BundleIds => super::MAX_STATUS_IDS,
+            ListOf::Transactions => BUNDLE_TXS_MAX,
+            ListOf::BundleIds => STATUS_IDS_MAX,
         }
     }
 
@@ -230,7 +233,7 @@ pub enum ErrorKind<'a> {
     NotAnObject(JsonType),
     /// A top-level member appears twice.
     DuplicateMember(JsonStr<'a>),
-    /// More top-level members than [`MAX_MEMBERS`](super::MAX_MEMBERS).
+    /// More top-level members than [`MEMBERS_MAX`].
     TooManyMembers,
     /// `jsonrpc` or `method` is absent.
     MissingMember(&'static str),
@@ -240,7 +243,7 @@ pub enum ErrorKind<'a> {
     MethodNotString(JsonType),
     /// `id` is an object, array or boolean.
     IdType(JsonType),
-    /// `id` is longer than [`ID_LEN_MAX`](super::ID_LEN_MAX) bytes of JSON.
+    /// `id` is longer than [`ID_LEN_MAX`] bytes of JSON.
     IdTooLong { len: usize },
 
     // -32601
@@ -325,7 +328,7 @@ impl ErrorKind<'_> {
 /// A JSON-RPC error: its `code`, what went wrong (`kind`), and the request `id` to answer
 /// with (the raw id when the request's id was found and valid, otherwise `null`).
 ///
-/// `Display` renders the message; [`write_error`](super::write_error) renders the whole
+/// `Display` renders the message; [`write_error`](super::write::write_error) renders the whole
 /// response. Neither allocates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RpcError<'a> {
@@ -360,7 +363,7 @@ impl<'a> RpcError<'a> {
         })
     }
 
-    /// -32097 in Jito's wording, so bots that parse "Retry after <N>ms" keep working.
+    /// -32097 in Jito's wording, so bots that parse `"Retry after <N>ms"` keep working.
     pub const fn rate_limited(retry_after_ms: u64) -> RpcError<'a> {
         RpcError::new(ErrorKind::RateLimited { retry_after_ms })
     }
@@ -401,7 +404,7 @@ impl fmt::Display for ErrorKind<'_> {
                 f.write_str(" in request")
             }
             ErrorKind::TooManyMembers => {
-                write!(f, "request has more than {} members", super::MAX_MEMBERS)
+                write!(f, "request has more than {} members", MEMBERS_MAX)
             }
             ErrorKind::MissingMember(name) => write!(f, "missing member \"{name}\""),
             ErrorKind::WrongVersion => f.write_str("\"jsonrpc\" must be \"2.0\""),
@@ -418,7 +421,7 @@ impl fmt::Display for ErrorKind<'_> {
             ErrorKind::IdTooLong { len } => write!(
                 f,
                 "\"id\" is {len} bytes of JSON; at most {} allowed",
-                super::ID_LEN_MAX
+                ID_LEN_MAX
             ),
             ErrorKind::MethodNotFound(name) => {
                 f.write_str("method not found: ")?;

@@ -1,4 +1,6 @@
 //! A JSON string as it sits in the request body: the bytes between the quotes, still escaped.
+//! It is NOT a decoded string: escapes are read only when a caller compares, counts or copies
+//! it out.
 
 use core::fmt;
 
@@ -60,7 +62,7 @@ impl<'a> JsonStr<'a> {
 
     /// Writes the unescaped content into `out` and returns the written part. No allocation:
     /// the caller provides the buffer (a transaction needs at most
-    /// [`MAX_BASE58_LEN`](crate::wire::MAX_BASE58_LEN) bytes).
+    /// [`BASE58_LEN_MAX`](crate::wire::BASE58_LEN_MAX) bytes).
     pub fn unescape_into<'o>(&self, out: &'o mut [u8]) -> Result<&'o [u8], BufferTooSmall> {
         if !self.escaped {
             let n = self.raw.len();

@@ -1,18 +1,19 @@
 //! The strict RFC 8259 scanner: checks a whole document in one pass without building anything.
+//! It is NOT the request parser: `parse.rs` drives it and walks what it checked.
 //!
 //! Beyond RFC 8259's grammar it rejects what serde_json rejects, so both agree on every
-//! document below [`MAX_DEPTH`]: lone `\u` surrogates (RFC 8259 leaves their meaning undefined;
+//! document below [`DEPTH_MAX`]: lone `\u` surrogates (RFC 8259 leaves their meaning undefined;
 //! they cannot become a Rust `str`). A number whose value overflows `f64` is accepted here
 //! (the grammar allows it; only an id could hold one, and ids are echoed verbatim).
 
-use super::MAX_DEPTH;
 use super::error::Expected;
 use super::json_str::JsonStr;
+use super::limits::DEPTH_MAX;
 
 /// A scanning failure: byte offset and what was expected there.
 pub(crate) type ScanError = (usize, Expected);
 
-const _: () = assert!(MAX_DEPTH <= 64, "the container stack is one u64");
+const _: () = assert!(DEPTH_MAX <= 64, "the container stack is one u64");
 
 /// Byte classes inside a string: 0 ordinary ASCII, 1 quote, 2 backslash, 3 control, 4 non-ASCII.
 static STRING_CLASS: [u8; 256] = {
@@ -300,7 +301,7 @@ impl<'a> Scanner<'a> {
         Ok(key)
     }
 
-    /// Scans one complete value of any kind, nested at most `MAX_DEPTH - outer_depth` further.
+    /// Scans one complete value of any kind, nested at most `DEPTH_MAX - outer_depth` further.
     /// The cursor is on the value's first byte; it ends just past the value.
     pub(crate) fn value(&mut self, outer_depth: usize) -> Result<(), ScanError> {
         // Bit i of `objects` says whether container level i (from 0) is an object.
@@ -309,7 +310,7 @@ impl<'a> Scanner<'a> {
         'value: loop {
             match self.peek() {
                 c @ (b'{' | b'[') => {
-                    if outer_depth + depth >= MAX_DEPTH {
+                    if outer_depth + depth >= DEPTH_MAX {
                         return self.err(Expected::ShallowerNesting);
                     }
                     self.pos += 1;

@@ -1,21 +1,24 @@
-//! Responses written into a caller's fixed buffer.
+//! Responses written into a caller's fixed buffer. NOT a JSON serializer: only the answer
+//! shapes the relay sends, in Solana's field order.
 
 use core::fmt;
 
 use super::error::RpcError;
-use super::{ID_LEN_MAX, Id};
+use super::error::{ERROR_CAUSE_LEN_MAX, QUOTED_CHARS_MAX};
+use super::limits::ID_LEN_MAX;
+use super::request::Id;
 
 /// A buffer that holds any error response: the envelope (about 60 bytes), an id of at most
 /// [`ID_LEN_MAX`] bytes, and the longest message. The longest messages quote user input:
-/// a wire-layer cause of [`ERROR_CAUSE_LEN_MAX`](super::ERROR_CAUSE_LEN_MAX) bytes, each byte
+/// a wire-layer cause of [`ERROR_CAUSE_LEN_MAX`](ERROR_CAUSE_LEN_MAX) bytes, each byte
 /// at worst a control character escaped to 6 (`\u001f`), or [`QUOTED_CHARS_MAX`](
-/// super::QUOTED_CHARS_MAX) quoted characters at worst 7 bytes each once escaped twice.
+/// QUOTED_CHARS_MAX) quoted characters at worst 7 bytes each once escaped twice.
 /// A test writes the worst cases.
 pub const ERROR_RESPONSE_LEN_MAX: usize = 2048;
 
 const _: () = assert!(
-    ERROR_RESPONSE_LEN_MAX >= 100 + ID_LEN_MAX + 6 * super::ERROR_CAUSE_LEN_MAX
-        && ERROR_RESPONSE_LEN_MAX >= 100 + ID_LEN_MAX + 7 * super::QUOTED_CHARS_MAX + 60
+    ERROR_RESPONSE_LEN_MAX >= 100 + ID_LEN_MAX + 6 * ERROR_CAUSE_LEN_MAX
+        && ERROR_RESPONSE_LEN_MAX >= 100 + ID_LEN_MAX + 7 * QUOTED_CHARS_MAX + 60
 );
 
 /// The response did not fit the buffer.
@@ -168,7 +171,7 @@ pub fn write_result_raw<'b>(
 }
 
 /// `{"jsonrpc":"2.0","error":{"code":<code>,"message":"<message>"},"id":<id>}`.
-/// After a failed [`parse_request`](super::parse_request) pass `err.id`; for an error about a
+/// After a failed [`parse_request`](super::parse::parse_request) pass `err.id`; for an error about a
 /// parsed request (the wire layer's), pass the request's id.
 pub fn write_error<'b>(
     out: &'b mut [u8],

@@ -9,7 +9,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::limiter::MAX_REGIONS;
+use crate::limiter::REGIONS_MAX;
 
 /// A count or a gauge written by one thread only: a plain load and store, no read-modify-write,
 /// so the owner never waits on a contended cache line (on x86, a `mov` pair); readers see a
@@ -73,7 +73,7 @@ macro_rules! accounting {
         #[derive(Debug, Default)]
         #[repr(align(128))]
         pub struct Stats {
-            regions: [RegionCounts; MAX_REGIONS],
+            regions: [RegionCounts; REGIONS_MAX],
             $($(#[$tm])* pub $t: Counter,)*
             /// Set when the thread has exited its loop.
             pub stopped: Counter,

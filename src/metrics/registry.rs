@@ -58,7 +58,7 @@ impl Metrics {
     /// counters, unlabelled, and `bundle_relay_metrics_enabled 0`.
     pub fn with_switch(region_names: &[String], threads: usize, enabled: bool) -> Metrics {
         assert!(
-            region_names.len() <= crate::limiter::MAX_REGIONS,
+            region_names.len() <= crate::limiter::REGIONS_MAX,
             "{} regions",
             region_names.len()
         );

@@ -360,7 +360,7 @@ impl Dispatcher {
 
     /// One line per region for `/debug/pairs`: pairs by state, waiting bundles, next send.
     pub fn render_pairs(&mut self, now: Instant, out: &mut String) {
-        let mut waiting = [0usize; crate::limiter::MAX_REGIONS];
+        let mut waiting = [0usize; crate::limiter::REGIONS_MAX];
         for (w, f) in waiting.iter_mut().zip(self.fifos.iter()) {
             *w = f.len();
         }

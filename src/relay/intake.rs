@@ -9,7 +9,7 @@ use crate::clock::Instant;
 use crate::grpc;
 use crate::http1;
 use crate::jsonrpc::{self, Call, ErrorKind, Id, RpcError};
-use crate::wire::{self, SIGNATURE_BASE58_MAX_LEN};
+use crate::wire::{self, SIGNATURE_BASE58_LEN_MAX};
 
 use super::dispatch::Dispatcher;
 
@@ -186,7 +186,7 @@ pub fn handle(
         let b = jsonrpc::write_result_str(&mut json, id, hex).expect("fits");
         return reply(out, 200, "application/json", &[], b, Verdict::Admitted);
     }
-    let mut sig = [0u8; SIGNATURE_BASE58_MAX_LEN];
+    let mut sig = [0u8; SIGNATURE_BASE58_LEN_MAX];
     let sig = wire::signature_base58(&decoded.first_signature, &mut sig);
     let b = jsonrpc::write_result_str(&mut json, id, sig).expect("fits");
     let extra: &[(&str, &[u8])] = if bundle_only(query) {

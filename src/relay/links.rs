@@ -85,7 +85,7 @@ impl Links {
                     .iter()
                     .map(|r| RegionRate::from_ms(rate, r.interval_ms, r.burst.max(1)))
                     .collect(),
-                slot_us_max: crate::limiter::DEFAULT_SLOT_US_MAX,
+                slot_us_max: crate::limiter::SLOT_US_MAX_DEFAULT,
                 tick_rate: rate,
             },
             now,

@@ -1,4 +1,5 @@
-//! Base58 (Bitcoin alphabet) decoding of one transaction, without allocation.
+//! Base58 (Bitcoin alphabet) decoding of one transaction, without allocation. Decoding only:
+//! signatures are encoded for the bundle id by five8 (`bundle_id.rs`).
 //!
 //! Base58 is a positional number in base 58, so decoding is a big-number conversion and costs
 //! O(n²) in the string length. The `bs58` crate does that conversion one output byte at a time
@@ -12,7 +13,9 @@
 //! each leading '1' is one leading zero byte, the rest is the number's minimal big-endian bytes,
 //! and the empty string decodes to no bytes.
 
-use super::{DecodeError, Encoding, MAX_BASE58_LEN, PACKET_DATA_SIZE};
+use super::encoding::Encoding;
+use super::error::DecodeError;
+use super::limits::{BASE58_LEN_MAX, PACKET_DATA_SIZE};
 
 /// The Bitcoin base58 alphabet, which Solana uses for keys, signatures and transactions.
 pub(crate) const ALPHABET: &[u8; 58] =
@@ -49,18 +52,18 @@ const POW58: [u64; CHARS_PER_PASS + 1] = {
 /// Limbs for the largest number a capped string can hold: 1683 digits of base 58 need
 /// ⌈1683 × log2(58) / 64⌉ = 155 limbs, so the exact decoded length of any string under the cap can
 /// be computed and reported even when it is over [`PACKET_DATA_SIZE`].
-const LIMBS: usize = (MAX_BASE58_LEN * 5858 / 1000 / 64) + 1;
+const LIMBS: usize = (BASE58_LEN_MAX * 5858 / 1000 / 64) + 1;
 
 /// Decodes `text` into `out`, returning the number of bytes written.
 ///
 /// Checks the length cap before touching any character, then every character, then the decoded
 /// length. `out` is written only when the whole string is valid.
 pub fn decode(text: &[u8], out: &mut [u8; PACKET_DATA_SIZE]) -> Result<usize, DecodeError> {
-    if text.len() > MAX_BASE58_LEN {
+    if text.len() > BASE58_LEN_MAX {
         return Err(DecodeError::TooLong {
             encoding: Encoding::Base58,
             len: text.len(),
-            max: MAX_BASE58_LEN,
+            max: BASE58_LEN_MAX,
         });
     }
     let zeros = text.iter().take_while(|&&c| c == ALPHABET[0]).count();
@@ -92,7 +95,7 @@ pub fn decode(text: &[u8], out: &mut [u8; PACKET_DATA_SIZE]) -> Result<usize, De
             carry = t >> 64;
         }
         if carry != 0 {
-            // Cannot overflow: LIMBS covers the largest number of MAX_BASE58_LEN digits.
+            // Cannot overflow: LIMBS covers the largest number of BASE58_LEN_MAX digits.
             limbs[used] = carry as u64;
             used += 1;
         }

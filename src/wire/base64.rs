@@ -1,12 +1,14 @@
 //! Standard base64 (RFC 4648 alphabet, `=` padding) decoding of one transaction, without
-//! allocation.
+//! allocation. Decoding only: the relay never writes base64.
 //!
 //! Accepts exactly what `base64::engine::general_purpose::STANDARD` accepts, which is what Solana
 //! RPC decodes with: the length is a multiple of four, padding is canonical (one or two `=` that
 //! end the last quad, nowhere else), and the bits the padding leaves over are zero. The
 //! differential tests hold this module to that crate.
 
-use super::{DecodeError, Encoding, MAX_BASE64_LEN, PACKET_DATA_SIZE};
+use super::encoding::Encoding;
+use super::error::DecodeError;
+use super::limits::{BASE64_LEN_MAX, PACKET_DATA_SIZE};
 
 /// Marks a byte that is not a base64 digit in [`SEXTET`].
 const INVALID: u8 = 0xFF;
@@ -27,11 +29,11 @@ const PAD: u8 = b'=';
 
 /// Decodes `text` into `out`, returning the number of bytes written.
 pub fn decode(text: &[u8], out: &mut [u8; PACKET_DATA_SIZE]) -> Result<usize, DecodeError> {
-    if text.len() > MAX_BASE64_LEN {
+    if text.len() > BASE64_LEN_MAX {
         return Err(DecodeError::TooLong {
             encoding: Encoding::Base64,
             len: text.len(),
-            max: MAX_BASE64_LEN,
+            max: BASE64_LEN_MAX,
         });
     }
     if text.len() % 4 != 0 {

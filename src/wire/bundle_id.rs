@@ -1,14 +1,14 @@
 //! Jito's bundle id: SHA-256 over the base58 first signatures of the bundle's transactions, in
 //! order, joined with ",", shown as lowercase hex. Computed without allocation: each signature is
 //! base58-encoded into a stack buffer (five8, Firedancer's fixed-size encoder) and streamed into
-//! the hasher.
+//! the hasher. It is NOT a check of the bundle: the signatures are hashed as they are.
 
 use core::fmt;
 
 use sha2::{Digest, Sha256};
 
 /// Longest base58 text of a 64-byte signature.
-pub const SIGNATURE_BASE58_MAX_LEN: usize = 88;
+pub const SIGNATURE_BASE58_LEN_MAX: usize = 88;
 
 /// A bundle id: the SHA-256 digest; [`BundleId::to_hex`] and Display give Jito's text form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -38,7 +38,7 @@ impl fmt::Display for BundleId {
 /// Base58 text of a signature, written into `out`; the returned `&str` borrows `out`.
 pub fn signature_base58<'a>(
     sig: &[u8; 64],
-    out: &'a mut [u8; SIGNATURE_BASE58_MAX_LEN],
+    out: &'a mut [u8; SIGNATURE_BASE58_LEN_MAX],
 ) -> &'a str {
     let len = usize::from(five8::encode_64(sig, out));
     core::str::from_utf8(&out[..len]).expect("base58 digits are ASCII")
@@ -47,7 +47,7 @@ pub fn signature_base58<'a>(
 /// The bundle id of transactions with these first signatures, in bundle order.
 pub fn bundle_id<'a>(first_signatures: impl IntoIterator<Item = &'a [u8; 64]>) -> BundleId {
     let mut hasher = Sha256::new();
-    let mut text = [0u8; SIGNATURE_BASE58_MAX_LEN];
+    let mut text = [0u8; SIGNATURE_BASE58_LEN_MAX];
     for (i, sig) in first_signatures.into_iter().enumerate() {
         if i > 0 {
             hasher.update(b",");

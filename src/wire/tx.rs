@@ -1,4 +1,6 @@
-//! Zero-copy structural validator of one serialized `VersionedTransaction`.
+//! Zero-copy structural validator of one serialized `VersionedTransaction`. It is NOT a
+//! deserializer and NOT a signature check: it builds no transaction, verifies no signature,
+//! and reads only the facts the relay needs ([`TxInfo`]).
 //!
 //! The verdict is exactly the Solana crates' verdict: bincode (fixed-width integers, rejecting
 //! trailing bytes, limited to [`PACKET_DATA_SIZE`]) deserialization of
@@ -23,7 +25,7 @@
 
 use core::fmt;
 
-use super::PACKET_DATA_SIZE;
+use super::limits::PACKET_DATA_SIZE;
 
 const SIGNATURE_LEN: usize = 64;
 const PUBKEY_LEN: usize = 32;
@@ -32,7 +34,7 @@ const BLOCKHASH_LEN: usize = 32;
 /// `num_required_signatures`, which therefore stays below 128.
 const VERSION_PREFIX: u8 = 0x80;
 /// Account indexes are u8, so a message can address at most 256 accounts (static + looked up).
-const MAX_ACCOUNTS: usize = 256;
+const ACCOUNTS_MAX: usize = 256;
 
 /// Message format of a transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -231,7 +233,7 @@ impl fmt::Display for TxError {
             } => write!(
                 f,
                 "message uses {} accounts ({static_accounts} static + {lookup_accounts} from \
-                 lookup tables); at most {MAX_ACCOUNTS} are addressable",
+                 lookup tables); at most {ACCOUNTS_MAX} are addressable",
                 static_accounts + lookup_accounts
             ),
             TxError::ProgramIdOutOfRange {
@@ -448,7 +450,7 @@ pub fn validate(tx: &[u8]) -> Result<TxInfo, TxError> {
     }
     // Legacy messages have no lookups; their indexes are bounded by the static keys alone.
     let accounts = static_accounts + lookup_accounts;
-    if version == MessageVersion::V0 && accounts > MAX_ACCOUNTS {
+    if version == MessageVersion::V0 && accounts > ACCOUNTS_MAX {
         return Err(TxError::TooManyAccounts {
             static_accounts,
             lookup_accounts,

@@ -1,0 +1,139 @@
+//! The HPACK decoder: one header block at a time into a [`HeaderList`], the dynamic table
+//! kept in step across blocks.
+
+use super::error::HpackError;
+use super::header_list::HeaderList;
+use super::integer::decode_integer;
+use super::table::{DynamicTable, STATIC_TABLE};
+
+/// HPACK decoder with a dynamic table of at most `table_size_max` bytes (the value we send as
+/// SETTINGS_HEADER_TABLE_SIZE).
+pub struct Decoder {
+    table: DynamicTable,
+    table_size_limit: usize,
+}
+
+impl Decoder {
+    pub fn new(table_size_max: usize) -> Self {
+        Self {
+            table: DynamicTable::new(table_size_max),
+            table_size_limit: table_size_max,
+        }
+    }
+
+    /// Bytes [`Decoder::new`] allocates for a table of `table_size_max` bytes.
+    pub fn allocation_bytes(table_size_max: usize) -> usize {
+        DynamicTable::allocation_bytes(table_size_max)
+    }
+
+    /// Back to an empty dynamic table at its full size, as for a new connection; keeps its
+    /// storage.
+    pub fn reset(&mut self) {
+        let t = &mut self.table;
+        t.head = 0;
+        t.tail = 0;
+        t.first = 0;
+        t.count = 0;
+        t.size = 0;
+        t.size_max = self.table_size_limit;
+    }
+
+    /// A decoder with no storage, standing in while a real one is moved (allocates nothing).
+    pub fn placeholder() -> Self {
+        Self {
+            table: DynamicTable {
+                bytes: Box::default(),
+                head: 0,
+                tail: 0,
+                entries: Box::default(),
+                first: 0,
+                count: 0,
+                size: 0,
+                size_max: 0,
+            },
+            table_size_limit: 0,
+        }
+    }
+
+    /// The dynamic table's current size in RFC 7541 units.
+    pub fn table_size(&self) -> usize {
+        self.table.size
+    }
+
+    /// Dynamic table entry `i` (0 = newest), for tests.
+    pub fn table_entry(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        self.table.get(i)
+    }
+
+    /// Decodes one complete header block, appending fields to `out`.
+    pub fn decode(&mut self, block: &[u8], out: &mut HeaderList) -> Result<(), HpackError> {
+        let mut pos = 0;
+        let mut fields_seen = false;
+        while pos < block.len() {
+            let b = block[pos];
+            let rest = &block[pos..];
+            if b & 0x80 != 0 {
+                let (index, used) = decode_integer(rest, 7)?;
+                let (name, value) = self.lookup(index)?;
+                // Borrow juggling: copy from the table into the list.
+                let start = out.bytes_len;
+                out.append(name)?;
+                out.append(value)?;
+                out.commit(start, name.len(), value.len())?;
+                pos += used;
+                fields_seen = true;
+            } else if b & 0xe0 == 0x20 {
+                if fields_seen {
+                    return Err(HpackError::SizeUpdateNotAtStart);
+                }
+                let (size, used) = decode_integer(rest, 5)?;
+                if size as usize > self.table_size_limit {
+                    return Err(HpackError::SizeUpdateTooLarge(size));
+                }
+                self.table.set_size_max(size as usize);
+                pos += used;
+            } else {
+                // 01xxxxxx: with incremental indexing (6-bit prefix); 0000xxxx without
+                // indexing and 0001xxxx never indexed (4-bit prefix).
+                let indexing = b & 0x40 != 0;
+                let prefix = if indexing { 6 } else { 4 };
+                let (index, mut used) = decode_integer(rest, prefix)?;
+                let start = out.bytes_len;
+                let name_len = if index == 0 {
+                    let (n, u) = out.append_literal(&rest[used..])?;
+                    used += u;
+                    n
+                } else {
+                    let (name, _) = self.lookup(index)?;
+                    out.append(name)?;
+                    name.len()
+                };
+                let (value_len, u) = out.append_literal(&rest[used..])?;
+                used += u;
+                out.commit(start, name_len, value_len)?;
+                if indexing {
+                    let name = &out.bytes[start..start + name_len];
+                    let value = &out.bytes[start + name_len..start + name_len + value_len];
+                    self.table.insert(name, value);
+                }
+                pos += used;
+                fields_seen = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, index: u64) -> Result<(&[u8], &[u8]), HpackError> {
+        match index {
+            0 => Err(HpackError::InvalidIndex(0)),
+            1..=61 => {
+                let (n, v) = STATIC_TABLE[index as usize - 1];
+                Ok((n.as_bytes(), v.as_bytes()))
+            }
+            _ => self
+                .table
+                .get(index as usize - 62)
+                .ok_or(HpackError::InvalidIndex(index)),
+        }
+    }
+}

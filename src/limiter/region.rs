@@ -1,0 +1,98 @@
+//! A region: its id, its rate, its counts, and the per-region state every call reads first.
+//!
+//! This file holds the region's record; it is NOT where pairs move ([`super::Limiter`]).
+
+use super::ring::Ring;
+use super::wheel::WheelState;
+use crate::clock::{TickRate, Ticks};
+
+/// A block-engine region, numbered `0..regions` by the config.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RegionId(pub u8);
+
+/// Pacing of one region's pairs: one send per `interval`, up to `burst` back to back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegionRate {
+    pub interval: Ticks,
+    /// Sends a rested pair may make at once; 1 means strictly one per interval.
+    pub burst: u32,
+}
+
+impl RegionRate {
+    pub fn from_ms(rate: TickRate, interval_ms: u64, burst: u32) -> RegionRate {
+        RegionRate {
+            interval: rate.from_ms(interval_ms),
+            burst,
+        }
+    }
+}
+
+/// Per-region counts, for observability. `ready + booked + cooling` are the pairs in rotation
+/// (up, not held); `held` pairs have a send in flight whatever their connection state;
+/// `down + connecting + draining` count connection states (a held pair is counted there too).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RegionCounts {
+    pub ready: u32,
+    pub booked: u32,
+    pub cooling: u32,
+    pub held: u32,
+    pub down: u32,
+    pub connecting: u32,
+    pub draining: u32,
+    /// Sends in flight: a held pair has exactly one, so this equals `held`.
+    pub in_flight: u32,
+}
+
+/// One region's state. The fields `acquire` touches come first, in one cache line (64 bytes:
+/// 8 + 16 + 32 + 8).
+#[derive(Clone, Debug)]
+#[repr(C, align(64))]
+pub(super) struct Region {
+    /// No wheel entry of this region falls due before this tick: until then `acquire` needs
+    /// no wheel work at all.
+    pub(super) wheel_wake_tick: u64,
+    /// The ready FIFO and the booking queue ([`super::ring::READY_RING`],
+    /// [`super::ring::BOOKED_RING`]).
+    pub(super) rings: [Ring; 2],
+    /// Kept as pairs move; `in_flight` is not kept (it equals `held`, see [`Region::counts`]).
+    pub(super) counts: RegionCounts,
+    /// Index of this region's ready ring in the ring storage; its booking ring follows.
+    pub(super) base: usize,
+    /// No booking and no wheel entry of this region falls due before this tick.
+    pub(super) wake_tick: u64,
+    pub(super) interval_ticks: u64,
+    /// `(burst − 1) × interval`: how far ahead of `now` the GCRA arrival time may run.
+    pub(super) tolerance_ticks: u64,
+    pub(super) wheel: WheelState,
+}
+
+impl Region {
+    /// A region of `addresses` pairs, all down, at `rate`, its wheel standing at
+    /// `elapsed_unit`, its rings at `base`.
+    pub(super) fn new(rate: &RegionRate, addresses: u32, base: usize, elapsed_unit: u64) -> Region {
+        assert!(rate.burst >= 1, "burst must be at least 1");
+        assert!(rate.interval.0 > 0, "interval must be positive");
+        Region {
+            wheel_wake_tick: u64::MAX,
+            rings: [Ring::default(); 2],
+            counts: RegionCounts {
+                down: addresses,
+                ..RegionCounts::default()
+            },
+            base,
+            wake_tick: u64::MAX,
+            interval_ticks: rate.interval.0,
+            tolerance_ticks: rate.interval.0.saturating_mul(rate.burst as u64 - 1),
+            wheel: WheelState::new(elapsed_unit),
+        }
+    }
+
+    /// The counts as published: a held pair has exactly one send in flight, so that count
+    /// is not kept twice.
+    pub(super) fn counts(&self) -> RegionCounts {
+        RegionCounts {
+            in_flight: self.counts.held,
+            ..self.counts
+        }
+    }
+}
