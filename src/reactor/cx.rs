@@ -10,6 +10,11 @@ use crate::relay::dispatch::Dispatcher;
 use super::bufring::BufRing;
 use super::ring::Ring;
 
+/// The worker's sweep period. Connection timers (HTTP/2 SETTINGS, call deadlines, intake head
+/// and idle limits) are seconds long; checking them this often is precise enough and costs one
+/// pass per period. Listeners whose accept failed are re-armed this often too.
+pub const SWEEP_MS: u64 = 50;
+
 pub struct Cx<'a> {
     pub ring: &'a mut Ring,
     pub bufs: &'a mut BufRing,

@@ -18,7 +18,7 @@ use crate::metrics::ReqOutcome;
 use crate::relay::intake::{self, Port, Verdict};
 
 use super::clients::Clients;
-use super::cx::Cx;
+use super::cx::{Cx, SWEEP_MS};
 use super::op::{OP_ACCEPT, OP_IN_RECV, OP_IN_SEND, Sock, ud};
 use super::socket;
 
@@ -192,7 +192,7 @@ impl Intake {
                 "accept failed: {} ({} times since the last line); the listener is re-armed every {} ms until it succeeds",
                 std::io::Error::from_raw_os_error(errno),
                 self.accept_errors_unlogged,
-                super::SWEEP_MS
+                SWEEP_MS
             ));
             self.accept_errors_unlogged = 0;
             self.accept_error_logged = Some(now);

@@ -41,7 +41,7 @@ use crate::relay::intake::Port;
 
 use bufring::{BUFFER_GROUP, BufRing};
 pub use clients::Clients;
-use cx::Cx;
+use cx::{Cx, SWEEP_MS};
 use intake::Intake;
 pub use intake::{INTAKE_OUT_BYTES, INTAKE_RECORD_BYTES};
 use op::{OP_ACCEPT, OP_CANCEL, OP_IN_RECV, OP_IN_SEND, OP_UP_CONNECT, OP_UP_RECV, OP_UP_SEND};
@@ -54,9 +54,6 @@ use upstream::UpSocks;
 /// transactions spans at most a few; idle sockets hold none.
 pub const RECV_BUFFERS: u16 = 1024;
 pub const RECV_BUFFER_BYTES: usize = 16 * 1024;
-/// Connection timers (HTTP/2 SETTINGS, call deadlines, intake head and idle limits) are
-/// seconds long; checking them this often is precise enough and costs one pass per period.
-const SWEEP_MS: u64 = 50;
 /// While draining, a client connection with nothing in progress is closed after this long; one
 /// that sends a request meanwhile gets its answer with `Connection: close`. Long enough that a
 /// client under load sends its next request (and learns to reconnect) rather than race the
