@@ -247,6 +247,22 @@ impl Budget {
                 },
                 metrics::atomic_hist::ALLOCATION_BYTES,
             ),
+            // The threads' mesh: per ordered pair of threads a ring of slots lent and one of
+            // slots handed back, and each thread's published lines; each thread's side of it.
+            term(
+                "thread mesh",
+                1,
+                arc_bytes::<crate::mesh::Mesh>()
+                    + crate::mesh::Mesh::allocation_bytes(
+                        threads as usize,
+                        (arena_slots / threads.max(1)) as u32,
+                    ),
+            ),
+            term(
+                "handoff records",
+                if threads > 1 { threads } else { 0 },
+                relay::dispatch::handoff_allocation_bytes(threads as usize),
+            ),
             // Per thread: the provided-buffer ring every receive lands in.
             term(
                 "receive buffer rings",

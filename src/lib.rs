@@ -20,6 +20,7 @@ pub mod jito;
 pub mod jsonrpc;
 pub mod limiter;
 pub mod log;
+pub mod mesh;
 pub mod metrics;
 pub mod notify;
 pub mod probe;

@@ -148,6 +148,12 @@ impl Relay {
         let mut listen_fds: Vec<(RawFd, SocketAddr)> = Vec::new();
         let drain_deadline_ms = Arc::new(AtomicU64::new(5_000));
         let spec = Arc::new(spec);
+        // One mesh for all threads: any thread's intake can hand a bundle to any other's pairs.
+        let slots_min = (0..spec.threads)
+            .map(|t| spec.thread(t).arena_slots)
+            .min()
+            .unwrap_or(1);
+        let mesh = Arc::new(crate::mesh::Mesh::new(spec.threads, slots_min));
         let mut stats = Vec::new();
         let mut threads = Vec::new();
         let mut failures = Vec::new();
@@ -196,6 +202,7 @@ impl Relay {
                 ready: ready_tx.clone(),
                 failure,
                 accepting: accepting.clone(),
+                mesh: mesh.clone(),
             };
             let handle = std::thread::Builder::new()
                 .name(format!("relay-{t}"))

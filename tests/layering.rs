@@ -14,6 +14,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("egress protocols", &["egress"]),
     ("state", &["arena", "bundle", "limiter", "log"]),
     ("metrics", &["metrics"]),
+    ("threads", &["mesh"]),
     ("config", &["config"]),
     ("relay core (sans-IO)", &["relay"]),
     ("I/O shell", &["reactor", "admin", "probe", "notify"]),

@@ -13,7 +13,14 @@
 //! (double release, use after release) is rejected with [`StaleHandle`] instead of touching the
 //! slot's next bundle. Acquire and release pop and push an intrusive LIFO free list: O(1), no
 //! allocation, and the most recently freed (cache-warm) slot is reused first.
+//!
+//! A slot can be lent ([`Arena::lend`]): held by its arena, written by another thread (which
+//! decodes a bundle straight into it) until that thread hands it back. The bundle's bytes and
+//! metadata live in cells of their own, apart from the arena's bookkeeping, and the owner's
+//! accessors touch one slot's cells at a time; so a borrower writing one slot never aliases
+//! what the owner reads or writes of another.
 
+use std::cell::UnsafeCell;
 use std::fmt;
 
 use crate::clock::Instant;
@@ -63,7 +70,8 @@ const _: () = assert!(FRAME_BYTES_MAX <= u16::MAX as usize);
 /// Transaction bytes of one slot: each transaction has its own fixed 1232-byte region.
 pub const TX_BYTES_PER_SLOT: usize = BUNDLE_TXS_MAX * PACKET_DATA_SIZE;
 /// Bytes of one slot's metadata record.
-pub const SLOT_META_BYTES: usize = std::mem::size_of::<SlotMeta>();
+pub const SLOT_META_BYTES: usize =
+    std::mem::size_of::<BundleMeta>() + std::mem::size_of::<SlotAlloc>();
 /// Bytes one slot costs in all.
 pub const SLOT_BYTES: usize = SLOT_META_BYTES + TX_BYTES_PER_SLOT + FRAME_BYTES_MAX;
 /// Most slots one arena may hold: indexes are `u32` and `u32::MAX` ends the free list.
@@ -126,9 +134,9 @@ pub struct BundleMeta {
     pub frame_len: u16,
 }
 
+/// The arena's bookkeeping of one slot (never touched by a borrower).
 #[derive(Clone, Copy, Debug)]
-struct SlotMeta {
-    bundle: BundleMeta,
+struct SlotAlloc {
     generation: u32,
     /// Next free slot while free; `NIL` at the end of the list.
     next_free: u32,
@@ -205,6 +213,47 @@ impl SlotMut<'_> {
     }
 }
 
+/// A slot one arena lent to another thread: where its metadata, transactions and frame area
+/// are. The borrower writes them through [`LentSlot::slot_mut`] and then hands the slot (its
+/// handle) back to the owner over a ring, which publishes the writes with it.
+#[derive(Clone, Copy, Debug)]
+pub struct LentSlot {
+    pub handle: SlotHandle,
+    meta: *mut BundleMeta,
+    txs: *mut u8,
+    frame: *mut u8,
+}
+
+// SAFETY: the pointers reach one slot's cells, which only the one thread holding the
+// `LentSlot` touches until it hands the slot back.
+unsafe impl Send for LentSlot {}
+
+impl LentSlot {
+    /// Write access to the lent slot, as [`Arena::get_mut`] gives its owner.
+    ///
+    /// # Safety
+    /// The caller is the one borrower of this slot and has not handed it back; the owning
+    /// arena is alive (arenas live for the relay's whole run).
+    pub unsafe fn slot_mut(&mut self) -> SlotMut<'_> {
+        // SAFETY: by the contract above nothing else touches these cells now.
+        unsafe {
+            SlotMut {
+                meta: &mut *self.meta,
+                txs: std::slice::from_raw_parts_mut(self.txs, TX_BYTES_PER_SLOT),
+                frame: std::slice::from_raw_parts_mut(self.frame, FRAME_BYTES_MAX),
+            }
+        }
+    }
+}
+
+/// A byte buffer as cells, without copying it.
+fn cells(buf: Box<[u8]>) -> Box<[UnsafeCell<u8>]> {
+    let len = buf.len();
+    let ptr = Box::into_raw(buf) as *mut UnsafeCell<u8>;
+    // SAFETY: `UnsafeCell<u8>` has `u8`'s layout; the allocation is the box's, same length.
+    unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, len)) }
+}
+
 /// Touches every page of `buf` so the kernel backs it now: zeroed allocations are mapped
 /// lazily, and an arena that only faulted its pages in as it filled would grow the process
 /// under load (and take page faults on the request path) instead of holding its budget from
@@ -219,9 +268,12 @@ pub fn prefault(buf: &mut [u8]) {
 
 /// The fixed pool of request slots. One per reactor thread; not shared.
 pub struct Arena {
-    meta: Box<[SlotMeta]>,
-    txs: Box<[u8]>,
-    frames: Box<[u8]>,
+    alloc: Box<[SlotAlloc]>,
+    /// Each slot's bundle metadata, transaction bytes and frame area, in cells: a lent slot's
+    /// are written by its borrower while the owner works on other slots.
+    bundles: Box<[UnsafeCell<BundleMeta>]>,
+    txs: Box<[UnsafeCell<u8>]>,
+    frames: Box<[UnsafeCell<u8>]>,
     free_head: u32,
     in_use: u32,
 }
@@ -235,22 +287,25 @@ impl Arena {
             "arena needs 1 to {MAX_SLOTS} slots"
         );
         let n = slots as usize;
-        let meta = (0..slots)
-            .map(|i| SlotMeta {
-                bundle: BundleMeta::default(),
+        let alloc = (0..slots)
+            .map(|i| SlotAlloc {
                 generation: 0,
                 next_free: if i + 1 < slots { i + 1 } else { NIL },
                 in_use: false,
             })
+            .collect();
+        let bundles = (0..n)
+            .map(|_| UnsafeCell::new(BundleMeta::default()))
             .collect();
         let mut txs = vec![0u8; n * TX_BYTES_PER_SLOT].into_boxed_slice();
         let mut frames = vec![0u8; n * FRAME_BYTES_MAX].into_boxed_slice();
         prefault(&mut txs);
         prefault(&mut frames);
         Arena {
-            meta,
-            txs,
-            frames,
+            alloc,
+            bundles,
+            txs: cells(txs),
+            frames: cells(frames),
             free_head: 0,
             in_use: 0,
         }
@@ -258,11 +313,11 @@ impl Arena {
 
     /// Bytes this arena holds (the budget's arena terms must add up to this).
     pub fn allocated_bytes(&self) -> usize {
-        self.meta.len() * SLOT_META_BYTES + self.txs.len() + self.frames.len()
+        self.alloc.len() * SLOT_META_BYTES + self.txs.len() + self.frames.len()
     }
 
     pub fn capacity(&self) -> u32 {
-        self.meta.len() as u32
+        self.alloc.len() as u32
     }
 
     pub fn in_use(&self) -> u32 {
@@ -283,19 +338,32 @@ impl Arena {
                 capacity: self.capacity(),
             });
         }
-        let slot = &mut self.meta[index as usize];
+        let slot = &mut self.alloc[index as usize];
         debug_assert!(!slot.in_use);
         self.free_head = slot.next_free;
         slot.next_free = NIL;
         slot.in_use = true;
-        slot.bundle = BundleMeta {
+        let generation = slot.generation;
+        *self.bundle_mut(index as usize) = BundleMeta {
             admitted_at: now,
             ..BundleMeta::default()
         };
         self.in_use += 1;
-        Ok(SlotHandle {
-            index,
-            generation: slot.generation,
+        Ok(SlotHandle { index, generation })
+    }
+
+    /// Takes a free slot to lend to another thread, which decodes a bundle into it through
+    /// the returned [`LentSlot`] and hands it back; the arena neither reads nor writes the
+    /// slot's bundle meanwhile (it stays held, its handle valid). `None` when every slot is
+    /// held.
+    pub fn lend(&mut self, now: Instant) -> Option<LentSlot> {
+        let handle = self.acquire(now).ok()?;
+        let i = handle.index as usize;
+        Some(LentSlot {
+            handle,
+            meta: self.bundles[i].get(),
+            txs: self.cell_ptr(&self.txs, i * TX_BYTES_PER_SLOT),
+            frame: self.cell_ptr(&self.frames, i * FRAME_BYTES_MAX),
         })
     }
 
@@ -303,7 +371,7 @@ impl Arena {
     #[inline]
     pub fn release(&mut self, handle: SlotHandle) -> Result<(), StaleHandle> {
         let slot = self.held(handle)?;
-        let slot = &mut self.meta[slot];
+        let slot = &mut self.alloc[slot];
         slot.in_use = false;
         slot.generation = slot.generation.wrapping_add(1);
         slot.next_free = self.free_head;
@@ -314,25 +382,55 @@ impl Arena {
 
     pub fn get(&self, handle: SlotHandle) -> Result<SlotRef<'_>, StaleHandle> {
         let i = self.held(handle)?;
-        Ok(SlotRef {
-            meta: &self.meta[i].bundle,
-            txs: &self.txs[i * TX_BYTES_PER_SLOT..(i + 1) * TX_BYTES_PER_SLOT],
-            frame: &self.frames[i * FRAME_BYTES_MAX..(i + 1) * FRAME_BYTES_MAX],
-        })
+        // SAFETY: slot `i` is held and not lent out (a lent slot's handle is the borrower's
+        // until it is handed back), so nothing writes its cells while this borrow lives.
+        unsafe {
+            Ok(SlotRef {
+                meta: &*self.bundles[i].get(),
+                txs: std::slice::from_raw_parts(
+                    self.cell_ptr(&self.txs, i * TX_BYTES_PER_SLOT),
+                    TX_BYTES_PER_SLOT,
+                ),
+                frame: std::slice::from_raw_parts(
+                    self.cell_ptr(&self.frames, i * FRAME_BYTES_MAX),
+                    FRAME_BYTES_MAX,
+                ),
+            })
+        }
     }
 
     pub fn get_mut(&mut self, handle: SlotHandle) -> Result<SlotMut<'_>, StaleHandle> {
         let i = self.held(handle)?;
-        Ok(SlotMut {
-            meta: &mut self.meta[i].bundle,
-            txs: &mut self.txs[i * TX_BYTES_PER_SLOT..(i + 1) * TX_BYTES_PER_SLOT],
-            frame: &mut self.frames[i * FRAME_BYTES_MAX..(i + 1) * FRAME_BYTES_MAX],
-        })
+        // SAFETY: as in `get`, and `&mut self` makes this the only access the owner has.
+        unsafe {
+            Ok(SlotMut {
+                meta: &mut *self.bundles[i].get(),
+                txs: std::slice::from_raw_parts_mut(
+                    self.cell_ptr(&self.txs, i * TX_BYTES_PER_SLOT),
+                    TX_BYTES_PER_SLOT,
+                ),
+                frame: std::slice::from_raw_parts_mut(
+                    self.cell_ptr(&self.frames, i * FRAME_BYTES_MAX),
+                    FRAME_BYTES_MAX,
+                ),
+            })
+        }
+    }
+
+    fn bundle_mut(&mut self, i: usize) -> &mut BundleMeta {
+        // SAFETY: the owner's only access to slot `i`'s metadata (`&mut self`), for a slot it
+        // is just taking or holds.
+        unsafe { &mut *self.bundles[i].get() }
+    }
+
+    /// A pointer to byte `offset` of a cell array, for one slot's region of it.
+    fn cell_ptr(&self, cells: &[UnsafeCell<u8>], offset: usize) -> *mut u8 {
+        cells[offset].get()
     }
 
     #[inline]
     fn held(&self, handle: SlotHandle) -> Result<usize, StaleHandle> {
-        match self.meta.get(handle.index as usize) {
+        match self.alloc.get(handle.index as usize) {
             Some(slot) if slot.in_use && slot.generation == handle.generation => {
                 Ok(handle.index as usize)
             }
@@ -343,11 +441,11 @@ impl Arena {
     /// Panics unless the free list and the held slots partition the arena exactly and the
     /// in-use count matches. O(slots); for tests.
     pub fn check_invariants(&self) {
-        let mut on_free_list = vec![false; self.meta.len()];
+        let mut on_free_list = vec![false; self.alloc.len()];
         let mut free = 0u32;
         let mut i = self.free_head;
         while i != NIL {
-            let slot = &self.meta[i as usize];
+            let slot = &self.alloc[i as usize];
             assert!(!slot.in_use, "slot {i} is on the free list while held");
             assert!(
                 !on_free_list[i as usize],
@@ -357,7 +455,7 @@ impl Arena {
             free += 1;
             i = slot.next_free;
         }
-        let held = self.meta.iter().filter(|s| s.in_use).count() as u32;
+        let held = self.alloc.iter().filter(|s| s.in_use).count() as u32;
         assert_eq!(held, self.in_use, "in-use count drifted");
         assert_eq!(
             held + free,

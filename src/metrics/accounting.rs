@@ -161,6 +161,13 @@ accounting! {
         /// TLS sessions established, and how many of them resumed an earlier session.
         tls_handshakes,
         tls_resumed,
+        /// Bundles this thread's intake handed to another thread to send, and bundles other
+        /// threads handed it.
+        handoffs_out,
+        handoffs_in,
+        /// Bundles another thread could have sent sooner that stayed here: it had no slot lent
+        /// to this thread at the moment.
+        handoffs_without_credit,
     }
 }
 

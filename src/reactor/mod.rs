@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use crate::clock::{Clock, Instant};
 use crate::http1::conn::ConnConfig;
 use crate::log::LogQueue;
+use crate::mesh::Mesh;
 use crate::metrics::ThreadMetrics;
 use crate::metrics::accounting::Stats;
 use crate::relay::Spec;
@@ -44,7 +45,9 @@ pub use clients::Clients;
 use cx::{Cx, SWEEP_MS};
 use intake::Intake;
 pub use intake::{INTAKE_OUT_BYTES, INTAKE_RECORD_BYTES};
-use op::{OP_ACCEPT, OP_CANCEL, OP_IN_RECV, OP_IN_SEND, OP_UP_CONNECT, OP_UP_RECV, OP_UP_SEND};
+use op::{
+    OP_ACCEPT, OP_CANCEL, OP_IN_RECV, OP_IN_SEND, OP_UP_CONNECT, OP_UP_RECV, OP_UP_SEND, OP_WAKE,
+};
 use ring::Ring;
 pub use ring::{CQ_ENTRIES, Completion};
 pub use upstream::PAIR_SOCKET_BYTES;
@@ -82,6 +85,8 @@ pub struct ThreadArgs {
     pub failure: Arc<Mutex<Option<String>>>,
     /// Set once the listening sockets listen (see [`Worker::arm_accept`]).
     pub accepting: Arc<AtomicBool>,
+    /// The threads' mesh: where this thread hands bundles to others and gets theirs.
+    pub mesh: Arc<Mesh>,
 }
 
 /// A thread's whole life: set up, run until stopped and drained, tear down. An error the
@@ -100,11 +105,19 @@ pub fn run_thread(args: ThreadArgs) {
         ready,
         failure,
         accepting,
+        mesh,
     } = args;
     if spec.pin_threads {
         pin_to_cpu(t);
     }
-    let mut w = match Worker::new(&spec, t, listen_fds, stats, metrics, pairs_text, accepting) {
+    let shared = Shared {
+        stats,
+        metrics,
+        pairs_text,
+        accepting,
+        mesh,
+    };
+    let mut w = match Worker::new(&spec, t, listen_fds, shared) {
         Ok(w) => w,
         Err(e) => {
             let _ = ready.send(Err(e));
@@ -158,6 +171,15 @@ fn pin_to_cpu(t: usize) {
     }
 }
 
+/// What a worker shares with the relay and the other threads.
+struct Shared {
+    stats: Arc<Stats>,
+    metrics: Arc<ThreadMetrics>,
+    pairs_text: Arc<Mutex<String>>,
+    accepting: Arc<AtomicBool>,
+    mesh: Arc<Mesh>,
+}
+
 /// One reactor thread: its ring, receive buffers, dispatcher, intake and pair sockets.
 struct Worker {
     ring: Ring,
@@ -185,6 +207,9 @@ struct Worker {
     /// The listeners are listening: accepts are armed only once this is set (a process taking
     /// over brings its pool up before it listens).
     accepting: Arc<AtomicBool>,
+    mesh: Arc<Mesh>,
+    /// This thread's index in the mesh.
+    me: usize,
 }
 
 /// Borrows what a completion handler works with from the worker's fields, leaving `intake`
@@ -209,16 +234,23 @@ impl Worker {
         spec: &Spec,
         t: usize,
         listen_fds: Vec<(RawFd, Port)>,
-        stats: Arc<Stats>,
-        metrics: Arc<ThreadMetrics>,
-        pairs_text: Arc<Mutex<String>>,
-        accepting: Arc<AtomicBool>,
+        shared: Shared,
     ) -> std::io::Result<Worker> {
+        let Shared {
+            stats,
+            metrics,
+            pairs_text,
+            accepting,
+            mesh,
+        } = shared;
         let clock = Clock::calibrate();
         let now = clock.now();
         let rate = clock.rate();
         let tspec = spec.thread(t);
-        let d = Dispatcher::new(&tspec, rate, now, stats.clone(), metrics.clone());
+        let mut d = Dispatcher::new(&tspec, rate, now, stats.clone(), metrics.clone());
+        if mesh.threads() > 1 {
+            d.join(mesh.clone(), t);
+        }
         let backlog = sq_entries_max(
             spec.intake_conns_max as usize,
             d.pair_count(),
@@ -262,7 +294,10 @@ impl Worker {
             config_generation: 0,
             leak: false,
             accepting,
+            mesh,
+            me: t,
         };
+        w.mesh.set_ring_fd(t, w.ring.as_raw_fd());
         w.intake.arm_accepts(&mut cx!(w));
         Ok(w)
     }
@@ -292,15 +327,19 @@ impl Worker {
                 drain_until = Some(now.after(self.clock.rate().from_ms(ms)));
             }
             self.d.dispatch(now);
+            self.wake_peers();
             self.upstream_work(now);
             if now.0 >= self.next_sweep.0 {
                 self.sweep(now);
             }
             if let Some(until) = drain_until {
-                // Done when every admitted bundle ended and every client connection got its
-                // last answer (or sat idle through the grace).
-                let done = self.d.in_flight() == 0 && self.intake.is_empty();
-                if done || now.0 >= until.0 {
+                // Done when every admitted bundle ended, every client connection got its last
+                // answer (or sat idle through the grace) and no other thread has a bundle on
+                // its way here; torn down once every thread is (none can hand off any more).
+                let done =
+                    self.d.in_flight() == 0 && self.intake.is_empty() && !self.d.has_inbound();
+                self.mesh.set_drained(self.me, done);
+                if (done && self.mesh.all_drained()) || now.0 >= until.0 {
                     if !done {
                         self.d.abandon_all(now);
                     }
@@ -310,7 +349,26 @@ impl Worker {
             }
             let deadline = self.deadline(now);
             let (rate, log) = (self.clock.rate(), self.d.log().clone());
-            self.ring.enter(now, deadline, rate, &self.stats, &log)?;
+            // Said before looking for handoffs, so a thread handing this one a bundle after the
+            // look sees it and wakes it (the mesh's sequentially consistent pair).
+            self.mesh.set_sleeping(self.me, true);
+            let may_sleep = !self.d.has_inbound();
+            let entered = self
+                .ring
+                .enter(now, deadline, may_sleep, rate, &self.stats, &log);
+            self.mesh.set_sleeping(self.me, false);
+            entered?;
+        }
+    }
+
+    /// Wakes each thread this one handed bundles to, when it sleeps in the kernel: an io_uring
+    /// `MSG_RING` to its ring (no eventfd, no lock; none at all for a thread awake).
+    fn wake_peers(&mut self) {
+        while let Some(peer) = self.d.poll_wake() {
+            if self.mesh.is_sleeping(peer) {
+                let fd = self.mesh.ring_fd(peer);
+                self.ring.push(op::wake(fd));
+            }
         }
     }
 
@@ -392,7 +450,8 @@ impl Worker {
             OP_UP_CONNECT => self.ups.on_connect(cx, index, generation, res, now),
             OP_UP_RECV => self.ups.on_recv(cx, index, generation, res, flags, now),
             OP_UP_SEND => self.ups.on_send(cx, index, generation, res, now),
-            OP_CANCEL => {}
+            // A wake-up from another thread: the handoffs it brings are read every iteration.
+            OP_CANCEL | OP_WAKE => {}
             _ => debug_assert!(false, "unknown completion kind {kind}"),
         }
     }

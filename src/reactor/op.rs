@@ -18,9 +18,20 @@ pub const OP_UP_CONNECT: u64 = 4;
 pub const OP_UP_RECV: u64 = 5;
 pub const OP_UP_SEND: u64 = 6;
 pub const OP_CANCEL: u64 = 7;
+/// Another thread's `MSG_RING`: handoffs are waiting.
+pub const OP_WAKE: u64 = 8;
 
 pub fn ud(kind: u64, index: u32, generation: u32) -> u64 {
     (kind << 56) | ((index as u64 & 0xFF_FFFF) << 32) | generation as u64
+}
+
+/// A `MSG_RING` to the ring `ring_fd` of another thread, which completes there as
+/// [`OP_WAKE`]; its own completion here is skipped on success.
+pub fn wake(ring_fd: RawFd) -> squeue::Entry {
+    opcode::MsgRingData::new(types::Fd(ring_fd), 0, ud(OP_WAKE, 0, 0), None)
+        .build()
+        .flags(squeue::Flags::SKIP_SUCCESS)
+        .user_data(ud(OP_WAKE, 0, 0))
 }
 
 /// (kind, index, generation) of a completion's `user_data`.

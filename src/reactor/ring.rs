@@ -110,7 +110,14 @@ impl Ring {
         self.cqes = batch;
     }
 
-    /// Submits everything queued and waits for a completion or until `deadline`. Errors the
+    /// The ring's file descriptor (another thread's `MSG_RING` target).
+    pub fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.ring.as_raw_fd()
+    }
+
+    /// Submits everything queued and, when `may_sleep`, waits for a completion or until
+    /// `deadline`. Errors the
     /// kernel returns under memory pressure (EAGAIN, ENOMEM) or with a full completion queue
     /// (EBUSY) are retried on the next iteration (counted, and said at most every
     /// [`ENTER_ERROR_LOG_MS`]); any other is the thread's end.
@@ -118,6 +125,7 @@ impl Ring {
         &mut self,
         now: Instant,
         deadline: Instant,
+        may_sleep: bool,
         rate: TickRate,
         stats: &Stats,
         log: &LogQueue,
@@ -127,7 +135,7 @@ impl Ring {
             self.flush_backlog();
         }
         // Completions waiting, or entries still backlogged: come straight back.
-        let wait_ns = if self.ring.completion().is_empty() && self.backlog.is_empty() {
+        let wait_ns = if may_sleep && self.ring.completion().is_empty() && self.backlog.is_empty() {
             rate.to_ns(deadline.since(now))
         } else {
             0

@@ -15,19 +15,27 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::arena::{Arena, SlotHandle};
+use crate::arena::{Arena, LentSlot, SlotHandle, SlotMut};
 use crate::clock::{Instant, TickRate, Ticks};
 use crate::egress::transport::TransportError;
-use crate::limiter::{Acquire, Limiter, PairId};
+use crate::limiter::{Acquire, Limiter, PairId, RegionId};
 use crate::log::LogQueue;
+use crate::mesh::{Estimate, Mesh, NEVER};
 use crate::metrics::ThreadMetrics;
 use crate::metrics::accounting::Stats;
 
+use super::Port;
 use super::ThreadSpec;
+use super::handoff::Peers;
 use super::upstream::{Ended, Fate, Upstream};
 
 pub use super::links::{ConnectOrder, DENIED_RETRY_MS};
 pub use super::pairs::{Link, PAIR_STATE_BYTES};
+
+/// The heap bytes one thread's side of the mesh holds (the budget counts it).
+pub const fn handoff_allocation_bytes(threads: usize) -> usize {
+    Peers::allocation_bytes(threads)
+}
 
 /// Room each pair has in the upstream's queues (to connect, to send, to close, ended calls).
 pub const PAIR_QUEUE_BYTES: usize =
@@ -38,6 +46,37 @@ pub const PAIR_QUEUE_BYTES: usize =
 /// own refusal (rate limited, source denied) is no attempt against the bundle: that one goes to
 /// another pair, bounded only by its age.
 pub const ATTEMPTS_MAX: u16 = 8;
+
+/// A slot taken for one request's bundle: in this thread's arena, or lent by the thread that
+/// will send it. [`Dispatcher::slot_mut`] is where the bundle is decoded;
+/// [`Dispatcher::commit`] admits it (queued here, or handed to its thread) and
+/// [`Dispatcher::abandon`] gives the slot up when the request was bad.
+#[derive(Debug)]
+pub struct Admission {
+    region: u8,
+    slot: Taken,
+}
+
+#[derive(Debug)]
+enum Taken {
+    Local(SlotHandle),
+    Lent { peer: usize, slot: LentSlot },
+}
+
+impl Admission {
+    /// The region the bundle goes to.
+    pub fn region(&self) -> u8 {
+        self.region
+    }
+
+    /// The thread that will send it, when it is not this one.
+    pub fn peer(&self) -> Option<usize> {
+        match self.slot {
+            Taken::Local(_) => None,
+            Taken::Lent { peer, .. } => Some(peer),
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum EndKind {
@@ -59,6 +98,10 @@ pub struct Dispatcher {
     wake: Option<Instant>,
     max_age: Ticks,
     rotate: usize,
+    /// Each region's pacing interval: with its pairs up, how far apart its sends can be.
+    intervals: Box<[Ticks]>,
+    /// The other threads, once this one joins the mesh.
+    peers: Option<Peers>,
     stats: Arc<Stats>,
     metrics: Arc<ThreadMetrics>,
 }
@@ -86,6 +129,12 @@ impl Dispatcher {
             wake: None,
             max_age: rate.from_ms(spec.bundle_max_age_ms),
             rotate: 0,
+            intervals: spec
+                .regions
+                .iter()
+                .map(|r| rate.from_ms(r.interval_ms))
+                .collect(),
+            peers: None,
             stats,
             metrics,
         }
@@ -113,54 +162,184 @@ impl Dispatcher {
 
     // ---- intake side ----
 
-    /// The region a rotating-port bundle goes to: the one whose pool can send soonest (a
-    /// region with a pair ready now beats one that must wait); ties go round-robin.
-    pub fn pick_region(&mut self) -> u8 {
+    /// Joins the threads' mesh as thread `me`: bundles it accepts may leave through other
+    /// threads' pairs, and theirs through its own. Allocates its side now.
+    pub fn join(&mut self, mesh: Arc<Mesh>, me: usize) {
+        self.peers = Some(Peers::new(mesh, me));
+    }
+
+    /// When this thread's pool could send one more bundle for region `r`: its next ready pair,
+    /// plus a step per bundle already waiting for the region (the interval over its pairs in
+    /// rotation). [`Estimate::NONE`] for a silent region or one with no pair up.
+    fn own_estimate(&mut self, r: usize) -> Estimate {
+        if self.up.is_silent(r) {
+            return Estimate::NONE;
+        }
+        let Some(at) = self.up.next_ready_at(r) else {
+            return Estimate::NONE;
+        };
+        let c = self.up.limiter().counts(RegionId(r as u8));
+        let rotation = u64::from((c.ready + c.booked + c.held).max(1));
+        let step = self.intervals[r].0 / rotation;
+        Estimate {
+            due: at
+                .0
+                .saturating_add(step.saturating_mul(self.fifos[r].len() as u64)),
+            step,
+        }
+    }
+
+    /// Where a bundle from `port` goes: the region (the pinned one, or for the rotating port
+    /// the one that can send soonest) and the thread (another when its pool sends sooner than
+    /// this thread's; this one on a tie). Regions tie round-robin.
+    fn route(&mut self, port: Port, now: Instant) -> (u8, Option<usize>) {
         let n = self.fifos.len();
-        let mut best: Option<(u64, usize)> = None;
-        for k in 0..n {
-            let r = (self.rotate + k) % n;
-            // A silent region takes nothing new until its engine answers again.
-            if self.up.is_silent(r) {
-                continue;
+        let (first, count) = match port {
+            Port::Pinned(r) => (r as usize, 1),
+            Port::Rotating => (self.rotate, n),
+        };
+        // (when, region, peer): this thread's own estimates win ties.
+        let mut best: Option<(u64, usize, Option<usize>)> = None;
+        for k in 0..count {
+            let r = (first + k) % n;
+            let own = self.own_estimate(r).at(now, 0);
+            if own != NEVER && best.is_none_or(|(b, _, _)| own < b) {
+                best = Some((own, r, None));
             }
-            // A region already holding a queue sends those first: count its backlog as time.
-            let Some(at) = self.up.next_ready_at(r) else {
-                continue;
-            };
-            let backlog = self.fifos[r].len() as u64;
-            let key =
-                at.0.saturating_add(backlog.saturating_mul(self.rate.from_us(1).0));
-            if best.is_none_or(|(b, _)| key < b) {
-                best = Some((key, r));
+            if let Some(peers) = self.peers.as_mut()
+                && let Some((t, at)) = peers.best(r, now)
+                && best.is_none_or(|(b, _, _)| at < b)
+            {
+                best = Some((at, r, Some(t)));
             }
         }
-        let r = best.map_or(self.rotate % n, |(_, r)| r);
-        self.rotate = (r + 1) % n;
-        r as u8
+        let (r, peer) = best.map_or((first % n, None), |(_, r, p)| (r, p));
+        if port == Port::Rotating {
+            self.rotate = (r + 1) % n;
+        }
+        (r as u8, peer)
     }
 
-    /// Takes an arena slot for a new bundle; `None` is the in-flight cap.
-    pub fn admit_slot(&mut self, now: Instant) -> Option<SlotHandle> {
-        self.arena.acquire(now).ok()
+    /// A slot for a bundle from `port`, admitted at `now`: lent by the thread whose pool will
+    /// send it soonest, or this thread's own (also when that thread has no slot to lend); else
+    /// any thread's that has one. `None` is the in-flight cap: every arena the bundle could
+    /// go to is full.
+    pub fn admit(&mut self, port: Port, now: Instant) -> Option<Admission> {
+        let (region, peer) = self.route(port, now);
+        if let Some(peer) = peer {
+            if let Some(slot) = self.peers.as_mut().and_then(|p| p.take_credit(peer, now)) {
+                return Some(Admission {
+                    region,
+                    slot: Taken::Lent { peer, slot },
+                });
+            }
+            self.stats.handoffs_without_credit.inc();
+        }
+        if let Ok(slot) = self.arena.acquire(now) {
+            return Some(Admission {
+                region,
+                slot: Taken::Local(slot),
+            });
+        }
+        // This arena is full: any thread with a slot to lend takes the bundle.
+        let peers = self.peers.as_mut()?;
+        for t in 0..peers.mesh().threads() {
+            if t != peers.me()
+                && let Some(slot) = peers.take_credit(t, now)
+            {
+                return Some(Admission {
+                    region,
+                    slot: Taken::Lent { peer: t, slot },
+                });
+            }
+        }
+        None
     }
 
-    pub fn arena_mut(&mut self) -> &mut Arena {
-        &mut self.arena
+    /// Where the admission's bundle is decoded (and its upstream frame encoded).
+    pub fn slot_mut<'a>(&'a mut self, a: &'a mut Admission) -> SlotMut<'a> {
+        match &mut a.slot {
+            Taken::Local(slot) => self.arena.get_mut(*slot).expect("held by the intake"),
+            // SAFETY: a slot lent to this thread, not handed back yet (`commit` and `abandon`
+            // consume the admission).
+            Taken::Lent { slot, .. } => unsafe { slot.slot_mut() },
+        }
     }
 
-    /// Gives back a slot that never became a bundle (decoding failed).
-    pub fn abandon_slot(&mut self, slot: SlotHandle) {
-        self.arena.release(slot).expect("slot held by the intake");
+    /// The request was bad: the slot goes back (a lent one is kept for the next bundle).
+    pub fn abandon(&mut self, a: Admission) {
+        match a.slot {
+            Taken::Local(slot) => self.arena.release(slot).expect("slot held by the intake"),
+            Taken::Lent { peer, slot } => {
+                if let Some(p) = self.peers.as_mut() {
+                    p.keep_credit(peer, slot);
+                }
+            }
+        }
+    }
+
+    /// The slot holds a decoded, encoded bundle: admitted here and queued, or handed to the
+    /// thread that lent the slot, which admits it.
+    pub fn commit(&mut self, a: Admission) {
+        match a.slot {
+            Taken::Local(slot) => self.enqueue(slot, a.region),
+            Taken::Lent { peer, slot } => {
+                self.stats.handoffs_out.inc();
+                self.peers
+                    .as_mut()
+                    .expect("a lent slot comes from the mesh")
+                    .hand_off(peer, slot, a.region);
+            }
+        }
+    }
+
+    /// A thread this one handed bundles to since the last call, to wake when it sleeps.
+    pub fn poll_wake(&mut self) -> Option<usize> {
+        self.peers.as_mut()?.poll_wake()
+    }
+
+    /// A bundle another thread handed this one waits.
+    pub fn has_inbound(&self) -> bool {
+        self.peers.as_ref().is_some_and(Peers::has_inbound)
     }
 
     /// The slot holds a decoded, encoded bundle for `region`: it is admitted and queued.
-    pub fn enqueue(&mut self, slot: SlotHandle, region: u8) {
+    fn enqueue(&mut self, slot: SlotHandle, region: u8) {
         self.arena.get_mut(slot).expect("held").meta.region = region;
         self.fifos[region as usize].push_back(slot);
         let counts = self.stats.region(region as usize);
         counts.admitted.inc();
         counts.in_flight.inc();
+    }
+
+    /// Admits every bundle other threads handed this one, in this thread's own slots.
+    fn receive_handoffs(&mut self) {
+        let Some(mut peers) = self.peers.take() else {
+            return;
+        };
+        peers.receive(|h| {
+            self.stats.handoffs_in.inc();
+            self.enqueue(h.slot, h.region);
+        });
+        self.peers = Some(peers);
+    }
+
+    /// Tells the other threads when this one could send for each region, and lends them
+    /// slots up to their share.
+    fn share(&mut self, now: Instant) {
+        let Some(mut peers) = self.peers.take() else {
+            return;
+        };
+        let mut changed = false;
+        for r in 0..self.fifos.len() {
+            let e = self.own_estimate(r);
+            changed |= peers.publish(r, e);
+        }
+        if changed {
+            peers.published();
+        }
+        peers.lend(&mut self.arena, now);
+        self.peers = Some(peers);
     }
 
     /// The tip accounts as a JSON array (see [`Upstream::tip_accounts_json`]).
@@ -174,6 +353,7 @@ impl Dispatcher {
     pub fn dispatch(&mut self, now: Instant) {
         self.wake = None;
         self.up.begin_dispatch();
+        self.receive_handoffs();
         let mut busy = 0u32;
         for r in 0..self.fifos.len() {
             self.dispatch_region(r, now);
@@ -182,6 +362,7 @@ impl Dispatcher {
             }
         }
         self.up.refresh_tips(busy, now);
+        self.share(now);
     }
 
     fn dispatch_region(&mut self, r: usize, now: Instant) {
@@ -385,13 +566,15 @@ impl Dispatcher {
 
     // ---- shutdown and checks ----
 
-    /// Bundles still waiting or in flight (the arena's slots in use).
+    /// Bundles this thread holds, waiting or in flight (its arena's slots in use but those
+    /// lent to other threads).
     pub fn in_flight(&self) -> u32 {
-        self.arena.in_use()
+        self.arena.in_use() - self.peers.as_ref().map_or(0, Peers::lent_out)
     }
 
     /// Shutdown deadline passed: every bundle still held is counted failed and freed.
     pub fn abandon_all(&mut self, now: Instant) {
+        self.receive_handoffs();
         for r in 0..self.fifos.len() {
             while let Some(slot) = self.fifos[r].pop_front() {
                 self.end(slot, EndKind::Failed);
@@ -417,7 +600,7 @@ impl Dispatcher {
     /// arena's own count of slots held, and each region's in-flight gauge adding up to it.
     pub fn check_accounting(&self) -> bool {
         let t = self.stats.totals();
-        t.identity_holds() && t.in_flight == u64::from(self.arena.in_use())
+        t.identity_holds() && t.in_flight == u64::from(self.in_flight())
     }
 }
 

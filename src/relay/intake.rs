@@ -19,14 +19,7 @@ pub const CAP_RETRY_AFTER_S: &[u8] = b"1";
 /// Room for any JSON-RPC body the relay writes (errors are capped well below this).
 pub const BODY_BYTES_MAX: usize = jsonrpc::ERROR_RESPONSE_LEN_MAX + 512;
 
-/// Which intake port a request came in on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Port {
-    /// The region whose pool can send soonest.
-    Rotating,
-    /// Always this region.
-    Pinned(u8),
-}
+pub use super::Port;
 
 /// Paths that carry JSON-RPC: Jito's old style (`bundles`, `transactions`) and one per method.
 pub fn is_rpc_path(path: &[u8]) -> bool {
@@ -138,7 +131,9 @@ pub fn handle(
         }
     };
     // The cap is checked before decoding: an overloaded relay refuses without spending CPU.
-    let Some(slot) = d.admit_slot(now) else {
+    // The slot is taken where the bundle will be sent from (this thread's arena, or one lent
+    // by the thread whose pool sends soonest), so it is decoded once, in place.
+    let Some(mut admission) = d.admit(port, now) else {
         let e = RpcError::new(ErrorKind::RateLimited {
             retry_after_ms: 1000,
         })
@@ -154,7 +149,7 @@ pub fn handle(
         );
     };
     let decoded = {
-        let mut s = d.arena_mut().get_mut(slot).expect("just acquired");
+        let mut s = d.slot_mut(&mut admission);
         match bundle::decode_into_slot(&mut s, transactions, encoding) {
             Ok(decoded) => {
                 let (txs, frame) = s.txs_and_frame();
@@ -169,17 +164,13 @@ pub fn handle(
     let decoded = match decoded {
         Ok(x) => x,
         Err(e) => {
-            d.abandon_slot(slot);
+            d.abandon(admission);
             let e = e.with_id(id);
             let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
             return reply(out, 200, "application/json", &[], b, Verdict::Invalid);
         }
     };
-    let region = match port {
-        Port::Pinned(r) => r,
-        Port::Rotating => d.pick_region(),
-    };
-    d.enqueue(slot, region);
+    d.commit(admission);
     let hex = decoded.id.to_hex();
     if !single {
         let hex = core::str::from_utf8(&hex).expect("hex is ASCII");

@@ -4,6 +4,7 @@
 //! are moved below it (`reactor`).
 
 pub mod dispatch;
+mod handoff;
 pub mod intake;
 mod links;
 mod observe;
@@ -21,6 +22,15 @@ use crate::egress::resolve::HostAddrs;
 use crate::egress::transport::TlsTarget;
 use crate::h2;
 use crate::http1;
+
+/// Which intake port a request came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Port {
+    /// The region whose pool can send soonest.
+    Rotating,
+    /// Always this region.
+    Pinned(u8),
+}
 
 /// One block-engine region as the relay runs it.
 #[derive(Clone, Debug)]

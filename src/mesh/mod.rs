@@ -1,0 +1,265 @@
+//! The mesh between reactor threads: what lets a bundle accepted on one thread leave through
+//! another thread's pairs, so any connection reaches the whole egress pool.
+//!
+//! Per ordered pair of threads (owner, borrower) there are two bounded single-producer rings:
+//! - credits, owner → borrower: free arena slots the owner lends the borrower ([`LentSlot`]);
+//! - handoffs, borrower → owner: those slots back, each holding a bundle the borrower decoded
+//!   straight into it ([`Handoff`]), for the owner to admit, pace and end as its own.
+//!
+//! A bundle's bytes are written once, by the thread that read the request, into the arena of
+//! the thread that will send it: no copy, and the in-flight cap stays each arena's slot count
+//! (a lent slot is held by its owner's arena the whole time). The credits outstanding per pair of
+//! threads bound the handoffs outstanding, so a handoff ring can never be full.
+//!
+//! Each thread also publishes, on lines only it writes, when its pool could send a bundle for
+//! each region ([`Estimate`]), whether it is about to sleep in the kernel (so a thread that
+//! hands it work knows whether a wake-up is needed), its ring's file descriptor (the target
+//! of that wake-up, an io_uring `MSG_RING`), and whether it has drained at shutdown.
+//!
+//! It is NOT the decision where a bundle goes (`relay::handoff`) and NOT the wake-up itself
+//! (the reactor): only the shared state, each piece with one writer.
+
+pub mod spsc;
+
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering, fence};
+
+use crate::arena::{LentSlot, SlotHandle};
+use crate::clock::Instant;
+use crate::limiter::REGIONS_MAX;
+use crate::metrics::Counter;
+
+pub use spsc::Ring;
+
+/// Most slots an owner keeps lent to one borrower: enough that a borrower never waits for a
+/// credit while the owner's reply (one loop iteration, tens of µs) is on its way at hundreds of
+/// thousands of handoffs a second, few enough that idle credits hold little of an arena.
+pub const CREDITS_PER_PEER_MAX: usize = 64;
+
+/// A lent slot coming back to its owner with a bundle in it, bound for `region`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handoff {
+    pub slot: SlotHandle,
+    pub region: u8,
+}
+
+/// No estimate: the thread has no pair up for the region, or its engine is silent.
+pub const NEVER: u64 = u64::MAX;
+
+/// When a thread's pool could send one more bundle for a region, as it last published.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Estimate {
+    /// When the next bundle queued there now would leave (ticks; [`NEVER`] for none).
+    pub due: u64,
+    /// How much later each bundle after it leaves (the region's interval over its pairs up).
+    pub step: u64,
+}
+
+impl Estimate {
+    pub const NONE: Estimate = Estimate {
+        due: NEVER,
+        step: 0,
+    };
+
+    /// When a bundle sent now would leave, `extra` bundles after the published ones.
+    pub fn at(self, now: Instant, extra: u64) -> u64 {
+        if self.due == NEVER {
+            return NEVER;
+        }
+        self.due
+            .max(now.0)
+            .saturating_add(self.step.saturating_mul(extra))
+    }
+}
+
+/// What one thread publishes; written by that thread only, on lines of its own.
+#[repr(align(128))]
+struct Line {
+    /// Set just before the thread sleeps in the kernel, cleared when it wakes.
+    sleeping: AtomicBool,
+    /// It has drained at shutdown: nothing held, nothing to hand off.
+    drained: AtomicBool,
+    ring_fd: AtomicI32,
+    /// Bumped at each publish, so a reader knows its own handoffs since are not in it yet.
+    generation: AtomicU64,
+    due: [AtomicU64; REGIONS_MAX],
+    step: [AtomicU64; REGIONS_MAX],
+}
+
+/// One thread's handoff counts to each other thread, on lines of its own.
+#[repr(align(128))]
+struct Row([Counter; ROW_COUNTERS]);
+
+const ROW_COUNTERS: usize = 16;
+
+/// See the module docs.
+pub struct Mesh {
+    threads: usize,
+    credits_per_peer: usize,
+    lines: Box<[Line]>,
+    /// `[owner * threads + borrower]`.
+    credits: Box<[Ring<LentSlot>]>,
+    /// `[borrower * threads + owner]`.
+    handoffs: Box<[Ring<Handoff>]>,
+    /// Handoffs by sender: `rows[sender * rows_per_thread + receiver / ROW_COUNTERS]`.
+    rows: Box<[Row]>,
+    rows_per_thread: usize,
+}
+
+impl Mesh {
+    /// The mesh for `threads` threads of `slots_per_thread` arena slots each: every owner lends
+    /// each other thread up to a fair share of its slots, at most [`CREDITS_PER_PEER_MAX`].
+    pub fn new(threads: usize, slots_per_thread: u32) -> Mesh {
+        let threads = threads.max(1);
+        let credits_per_peer = credits_per_peer(threads, slots_per_thread);
+        let rings = threads * threads;
+        let rows_per_thread = threads.div_ceil(ROW_COUNTERS);
+        Mesh {
+            threads,
+            credits_per_peer,
+            lines: (0..threads)
+                .map(|_| Line {
+                    sleeping: AtomicBool::new(false),
+                    drained: AtomicBool::new(false),
+                    ring_fd: AtomicI32::new(-1),
+                    generation: AtomicU64::new(0),
+                    due: std::array::from_fn(|_| AtomicU64::new(NEVER)),
+                    step: std::array::from_fn(|_| AtomicU64::new(0)),
+                })
+                .collect(),
+            credits: (0..rings).map(|_| Ring::new(credits_per_peer)).collect(),
+            handoffs: (0..rings).map(|_| Ring::new(credits_per_peer)).collect(),
+            rows: (0..threads * rows_per_thread)
+                .map(|_| Row(Default::default()))
+                .collect(),
+            rows_per_thread,
+        }
+    }
+
+    /// The heap bytes a mesh of `threads` threads holds (the budget counts it).
+    pub fn allocation_bytes(threads: usize, slots_per_thread: u32) -> usize {
+        let threads = threads.max(1);
+        let k = credits_per_peer(threads, slots_per_thread);
+        let rings = threads * threads;
+        threads * std::mem::size_of::<Line>()
+            + rings
+                * (std::mem::size_of::<Ring<LentSlot>>() + Ring::<LentSlot>::allocation_bytes(k))
+            + rings * (std::mem::size_of::<Ring<Handoff>>() + Ring::<Handoff>::allocation_bytes(k))
+            + threads * threads.div_ceil(ROW_COUNTERS) * std::mem::size_of::<Row>()
+    }
+
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Slots an owner keeps lent to each other thread.
+    pub fn credits_per_peer(&self) -> usize {
+        self.credits_per_peer
+    }
+
+    /// Owner → borrower: the slots lent.
+    pub fn credits(&self, owner: usize, borrower: usize) -> &Ring<LentSlot> {
+        &self.credits[owner * self.threads + borrower]
+    }
+
+    /// Borrower → owner: the slots back with their bundles.
+    pub fn handoffs(&self, borrower: usize, owner: usize) -> &Ring<Handoff> {
+        &self.handoffs[borrower * self.threads + owner]
+    }
+
+    /// Any handoff waiting for `owner`.
+    pub fn has_handoffs_for(&self, owner: usize) -> bool {
+        (0..self.threads).any(|b| b != owner && !self.handoffs(b, owner).is_empty())
+    }
+
+    /// Thread `t` publishes region `r`'s estimate.
+    pub fn publish(&self, t: usize, r: usize, e: Estimate) {
+        let line = &self.lines[t];
+        if line.due[r].load(Ordering::Relaxed) != e.due {
+            line.due[r].store(e.due, Ordering::Relaxed);
+        }
+        if line.step[r].load(Ordering::Relaxed) != e.step {
+            line.step[r].store(e.step, Ordering::Relaxed);
+        }
+    }
+
+    /// Thread `t` is done publishing for now (after [`Mesh::publish`] calls that changed
+    /// anything).
+    pub fn published(&self, t: usize) {
+        let g = &self.lines[t].generation;
+        g.store(g.load(Ordering::Relaxed) + 1, Ordering::Release);
+    }
+
+    /// Thread `t`'s publish generation.
+    pub fn generation(&self, t: usize) -> u64 {
+        self.lines[t].generation.load(Ordering::Acquire)
+    }
+
+    /// Region `r`'s estimate as thread `t` last published it.
+    pub fn estimate(&self, t: usize, r: usize) -> Estimate {
+        let line = &self.lines[t];
+        Estimate {
+            due: line.due[r].load(Ordering::Relaxed),
+            step: line.step[r].load(Ordering::Relaxed),
+        }
+    }
+
+    /// Thread `t` is about to sleep in the kernel (`true`) or is awake again. The store is
+    /// sequentially consistent, and so is [`Mesh::is_sleeping`]: a thread that set it and then
+    /// finds no handoff waiting, and a sender that pushed a handoff and then reads it, cannot
+    /// both miss each other, so a handoff never waits for a wake-up nobody sends.
+    pub fn set_sleeping(&self, t: usize, sleeping: bool) {
+        self.lines[t].sleeping.store(sleeping, Ordering::SeqCst);
+        // The rings' loads after this must not pass the store.
+        fence(Ordering::SeqCst);
+    }
+
+    /// Whether thread `t` said it sleeps; call after pushing the handoffs it should see.
+    pub fn is_sleeping(&self, t: usize) -> bool {
+        // The handoff's store before this must not pass the load (a store buffer would let it).
+        fence(Ordering::SeqCst);
+        self.lines[t].sleeping.load(Ordering::SeqCst)
+    }
+
+    /// Thread `t`'s io_uring file descriptor, the target of a wake-up (`-1` until it runs).
+    pub fn set_ring_fd(&self, t: usize, fd: RawFd) {
+        self.lines[t].ring_fd.store(fd, Ordering::Release);
+    }
+
+    pub fn ring_fd(&self, t: usize) -> RawFd {
+        self.lines[t].ring_fd.load(Ordering::Acquire)
+    }
+
+    /// Thread `t` has drained (nothing held, nothing in its intake, no handoff waiting) or
+    /// not. A thread that drained accepts nothing and so can hand nothing off, so once every
+    /// thread reads as drained no handoff can arrive anywhere and each may tear down.
+    pub fn set_drained(&self, t: usize, drained: bool) {
+        self.lines[t].drained.store(drained, Ordering::SeqCst);
+    }
+
+    pub fn all_drained(&self) -> bool {
+        self.lines.iter().all(|l| l.drained.load(Ordering::SeqCst))
+    }
+
+    /// One bundle handed from `sender` to `receiver` (counted by the sender only).
+    pub fn count_handoff(&self, sender: usize, receiver: usize) {
+        let row = &self.rows[sender * self.rows_per_thread + receiver / ROW_COUNTERS];
+        row.0[receiver % ROW_COUNTERS].inc();
+    }
+
+    /// Bundles `sender` handed to `receiver` so far.
+    pub fn handoffs_counted(&self, sender: usize, receiver: usize) -> u64 {
+        self.rows[sender * self.rows_per_thread + receiver / ROW_COUNTERS].0
+            [receiver % ROW_COUNTERS]
+            .get()
+    }
+}
+
+/// Slots each owner lends each other thread: at most a quarter of its arena over all its
+/// peers, at most [`CREDITS_PER_PEER_MAX`], at least one.
+fn credits_per_peer(threads: usize, slots_per_thread: u32) -> usize {
+    if threads <= 1 {
+        return 1;
+    }
+    (slots_per_thread as usize / (4 * (threads - 1))).clamp(1, CREDITS_PER_PEER_MAX)
+}
