@@ -135,23 +135,6 @@ impl std::str::FromStr for RelayKind {
 /// mapped onto them.
 pub type RelayStats = Totals;
 
-/// The baseline's counters as [`Totals`] (it connects lazily: no pairs-up figure).
-fn totals_from_baseline(s: crate::baseline::Stats) -> Totals {
-    Totals {
-        admitted: s.admitted,
-        delivered: s.delivered,
-        rejected: s.rejected,
-        expired: s.expired,
-        failed: s.failed,
-        in_flight: s.in_flight,
-        retries: s.retries,
-        cooldowns: s.cooldowns,
-        refused_cap: s.refused_cap,
-        bad_requests: s.bad_requests,
-        ..Totals::default()
-    }
-}
-
 /// A started relay of any kind.
 pub enum RunningRelay {
     BundleRelay(Relay),
@@ -175,7 +158,7 @@ impl RunningRelay {
                     .iter()
                     .map(|(name, addr)| {
                         // The production host name: the bench certificate covers it.
-                        let host = format!("{name}.mainnet.block-engine.jito.wtf");
+                        let host = format!("{name}.{}", bundle_relay::jito::MAINNET_DOMAIN);
                         RegionSpec {
                             interval_ms: setup.interval_ms,
                             pinned: Some(any_port),
@@ -267,7 +250,7 @@ impl RunningRelay {
     pub fn stats(&self) -> RelayStats {
         match self {
             RunningRelay::BundleRelay(r) => r.totals(),
-            RunningRelay::Baseline(h) => totals_from_baseline(h.stats()),
+            RunningRelay::Baseline(h) => h.totals(),
         }
     }
 
@@ -277,7 +260,7 @@ impl RunningRelay {
                 // Joins the reactor threads: blocking, on this runtime's only busy thread.
                 r.shutdown(RELAY_DRAIN)
             }
-            RunningRelay::Baseline(h) => totals_from_baseline(h.shutdown().await),
+            RunningRelay::Baseline(h) => h.shutdown().await.totals,
         }
     }
 }

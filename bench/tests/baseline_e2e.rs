@@ -50,7 +50,7 @@ fn expected_id(txs: &[Vec<u8>]) -> String {
 
 async fn settled(handle: &BaselineHandle) -> bool {
     eventually(Duration::from_secs(20), || {
-        let s = handle.stats();
+        let s = handle.totals();
         s.in_flight == 0 && s.identity_holds()
     })
     .await
@@ -157,9 +157,9 @@ async fn every_admitted_bundle_is_delivered_once_byte_identical_with_no_early_se
     assert!(
         settled(&handle).await,
         "bundles never settled: {:?}",
-        handle.stats()
+        handle.totals()
     );
-    let stats = handle.stats();
+    let stats = handle.totals();
     assert_eq!(stats.admitted, BUNDLES);
     assert_eq!(stats.delivered, BUNDLES, "{stats:?}");
     assert!(stats.identity_holds());
@@ -220,7 +220,7 @@ async fn every_admitted_bundle_is_delivered_once_byte_identical_with_no_early_se
             );
         }
     }
-    let final_stats = handle.shutdown().await;
+    let final_stats = handle.shutdown().await.totals;
     assert!(final_stats.identity_holds());
 }
 
@@ -238,7 +238,7 @@ async fn in_flight_cap_answers_429_with_retry_after_and_32097_then_recovers() {
         .post("/api/v1/bundles", &send_bundle_body(0, &bundle(1000, 1)))
         .await;
     assert_eq!(first.status, 200);
-    assert!(eventually(Duration::from_secs(10), || handle.stats().delivered == 1).await);
+    assert!(eventually(Duration::from_secs(10), || handle.totals().delivered == 1).await);
     for b in 1..=3 {
         let r = http
             .post(
@@ -262,19 +262,19 @@ async fn in_flight_cap_answers_429_with_retry_after_and_32097_then_recovers() {
             .unwrap()
             .contains("in-flight")
     );
-    let stats = handle.stats();
+    let stats = handle.totals();
     assert_eq!(
         (stats.admitted, stats.in_flight, stats.refused_cap),
         (4, 3, 1)
     );
 
     // The waiting bundles expire at their max age and free the cap.
-    assert!(eventually(Duration::from_secs(10), || handle.stats().expired == 3).await);
+    assert!(eventually(Duration::from_secs(10), || handle.totals().expired == 3).await);
     let again = http
         .post("/api/v1/bundles", &send_bundle_body(5, &bundle(1005, 1)))
         .await;
     assert_eq!(again.status, 200);
-    let stats = handle.shutdown().await;
+    let stats = handle.shutdown().await.totals;
     assert!(stats.identity_holds(), "{stats:?}");
 }
 
@@ -483,7 +483,8 @@ async fn engine_rejection_ends_the_bundle_as_rejected_with_its_reason() {
     }
     assert!(settled(&handle).await);
     let stats = handle.shutdown().await;
-    assert_eq!((stats.admitted, stats.rejected, stats.delivered), (5, 5, 0));
+    let t = &stats.totals;
+    assert_eq!((t.admitted, t.rejected, t.delivered), (5, 5, 0));
     let (reason, count) = stats.rejection_reasons.iter().next().unwrap();
     assert!(
         reason.contains("InvalidArgument") && reason.contains("expired blockhash"),
@@ -513,7 +514,7 @@ async fn shutdown_stops_accepting_and_drains_in_flight_bundles() {
     }
     drop(http);
     // One pair at 100 ms: the third bundle can only leave ~200 ms from now.
-    let stats = handle.shutdown().await;
+    let stats = handle.shutdown().await.totals;
     assert_eq!((stats.delivered, stats.in_flight), (3, 0), "{stats:?}");
     assert_eq!(log.lock().unwrap().early, 0);
     assert!(
@@ -556,7 +557,7 @@ async fn rotating_port_sends_to_the_region_that_can_send_soonest() {
             200
         );
         let delivered = eventually(Duration::from_secs(10), || {
-            handle.stats().delivered == b + 1
+            handle.totals().delivered == b + 1
         })
         .await;
         assert!(
@@ -576,6 +577,6 @@ async fn rotating_port_sends_to_the_region_that_can_send_soonest() {
             .status,
         200
     );
-    assert!(eventually(Duration::from_secs(10), || handle.stats().expired == 1).await);
+    assert!(eventually(Duration::from_secs(10), || handle.totals().expired == 1).await);
     handle.shutdown().await;
 }

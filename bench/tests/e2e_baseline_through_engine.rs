@@ -92,7 +92,7 @@ async fn baseline_delivers_every_bundle_once_byte_identical_with_no_early_sends_
     // The relay settles every admitted bundle as delivered.
     let deadline = Instant::now() + Duration::from_secs(20);
     let stats = loop {
-        let st = relay.stats();
+        let st = relay.totals();
         if st.in_flight == 0 || Instant::now() > deadline {
             break st;
         }

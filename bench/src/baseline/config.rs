@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tonic::transport::Endpoint;
 
+use bundle_relay::jito::INTERVAL_MS_DEFAULT;
 pub use bundle_relay::jito::MAINNET_REGIONS;
 
 /// Port of the synthetic engine's listeners (region i at 127.0.0.(11+i)).
@@ -67,7 +68,7 @@ impl Default for BaselineConfig {
             admin_addr: Some(SocketAddr::from(([127, 0, 0, 1], 9101))),
             regions: default_regions(),
             egress: parse_egress(DEFAULT_EGRESS).expect("the default egress range parses"),
-            interval_ms: 1000,
+            interval_ms: INTERVAL_MS_DEFAULT,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_age_ms: DEFAULT_MAX_AGE_MS,
             default_retry_after_ms: DEFAULT_RETRY_AFTER_MS,

@@ -2,8 +2,8 @@
 //! run. It is the seed relay's Rust port done competently: tokio multi-thread runtime, axum
 //! intake, serde/bincode decoding with the Solana crates, a `Semaphore` in-flight cap, the seed's
 //! mutex-guarded ready-queue limiter per region, one tonic `Channel` per (egress address, region)
-//! bound to its local address, and one tokio task per admitted bundle that retries until
-//! delivered, rejected or expired.
+//! bound to its local address, one tokio task per admitted bundle that retries until
+//! delivered, rejected or expired, and its counts in bundle-relay's `Totals` behind one mutex.
 //!
 //! Measured (dev profile: this crate at opt-level 1, dependencies at 2; 2 shared cores under
 //! load average ~14; `bench/tests/baseline_process.rs` with `N=10000`, one relay worker thread,
@@ -25,7 +25,7 @@ pub mod rpc;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,8 @@ use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt as _;
+use bundle_relay::jito::RETRY_AFTER_PREFIX;
+use bundle_relay::metrics::accounting::Totals;
 use bundle_relay::proto::bundle::Bundle;
 use bundle_relay::proto::searcher::SendBundleRequest;
 use serde::Serialize;
@@ -63,48 +65,18 @@ const REJECTION_REASONS_MAX: usize = 64;
 /// Seconds a client is told to wait when the in-flight cap is reached (`Retry-After`).
 const CAP_RETRY_AFTER_S: &str = "1";
 
-/// The counters. `admitted = delivered + rejected + expired + failed + in_flight` at every
-/// quiescent point.
-#[derive(Debug, Default)]
-struct Counters {
-    admitted: AtomicU64,
-    delivered: AtomicU64,
-    rejected: AtomicU64,
-    expired: AtomicU64,
-    failed: AtomicU64,
-    in_flight: AtomicU64,
-    retries: AtomicU64,
-    cooldowns: AtomicU64,
-    refused_cap: AtomicU64,
-    bad_requests: AtomicU64,
-}
-
-/// A snapshot of the counters, as served on `GET /stats` and printed at exit.
+/// The counters and the rejection reasons, as served on `GET /stats` and printed at exit.
+///
+/// The counters are bundle-relay's [`Totals`], of which the baseline keeps admitted,
+/// delivered, rejected, expired, failed and in flight (so `admitted = delivered + rejected +
+/// expired + failed + in_flight` at every quiescent point), retries (RESOURCE_EXHAUSTED,
+/// UNAVAILABLE, transport), cooldowns (the engine's Retry-After), refused_cap (answered 429 at
+/// the in-flight cap) and bad_requests (answered with a JSON-RPC error); the others stay 0.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct Stats {
-    pub admitted: u64,
-    pub delivered: u64,
-    pub rejected: u64,
-    pub expired: u64,
-    pub failed: u64,
-    pub in_flight: u64,
-    /// Sends that ended in a retryable outcome (RESOURCE_EXHAUSTED, UNAVAILABLE, transport).
-    pub retries: u64,
-    /// Pairs put into cooldown by the engine's Retry-After.
-    pub cooldowns: u64,
-    /// Requests answered 429 because the in-flight cap was reached (never admitted).
-    pub refused_cap: u64,
-    /// Requests answered with a JSON-RPC error (never admitted).
-    pub bad_requests: u64,
+    #[serde(flatten)]
+    pub totals: Totals,
     pub rejection_reasons: BTreeMap<String, u64>,
-}
-
-impl Stats {
-    /// Whether every admitted bundle is accounted for exactly once.
-    pub fn identity_holds(&self) -> bool {
-        self.admitted
-            == self.delivered + self.rejected + self.expired + self.failed + self.in_flight
-    }
 }
 
 struct Region {
@@ -118,7 +90,8 @@ struct Shared {
     regions: Vec<Region>,
     permits: Arc<Semaphore>,
     max_in_flight: usize,
-    counters: Counters,
+    /// One lock for every count, so a snapshot is consistent.
+    totals: Mutex<Totals>,
     reasons: Mutex<HashMap<String, u64>>,
     epoch: Instant,
     max_age_ns: u64,
@@ -133,20 +106,18 @@ impl Shared {
         self.epoch.elapsed().as_nanos() as u64
     }
 
+    /// Counts with the totals held.
+    fn count(&self, f: impl FnOnce(&mut Totals)) {
+        f(&mut self.totals.lock().unwrap_or_else(|e| e.into_inner()));
+    }
+
+    fn totals(&self) -> Totals {
+        *self.totals.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn stats(&self) -> Stats {
-        let c = &self.counters;
-        let load = |a: &AtomicU64| a.load(Ordering::Acquire);
         Stats {
-            admitted: load(&c.admitted),
-            delivered: load(&c.delivered),
-            rejected: load(&c.rejected),
-            expired: load(&c.expired),
-            failed: load(&c.failed),
-            in_flight: load(&c.in_flight),
-            retries: load(&c.retries),
-            cooldowns: load(&c.cooldowns),
-            refused_cap: load(&c.refused_cap),
-            bad_requests: load(&c.bad_requests),
+            totals: self.totals(),
             rejection_reasons: self
                 .reasons
                 .lock()
@@ -201,34 +172,34 @@ struct InFlight {
 
 impl InFlight {
     fn finish(mut self, outcome: Outcome) {
-        let c = &self.shared.counters;
         match outcome {
-            Outcome::Delivered => c.delivered.fetch_add(1, Ordering::AcqRel),
+            Outcome::Delivered => self.shared.count(|t| t.delivered += 1),
             Outcome::Rejected(reason) => {
                 self.shared.record_reason(reason);
-                c.rejected.fetch_add(1, Ordering::AcqRel)
+                self.shared.count(|t| t.rejected += 1);
             }
-            Outcome::Expired => c.expired.fetch_add(1, Ordering::AcqRel),
-            Outcome::Failed => c.failed.fetch_add(1, Ordering::AcqRel),
-        };
+            Outcome::Expired => self.shared.count(|t| t.expired += 1),
+            Outcome::Failed => self.shared.count(|t| t.failed += 1),
+        }
         self.done = true;
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        let c = &self.shared.counters;
-        if !self.done {
-            c.failed.fetch_add(1, Ordering::AcqRel);
-        }
-        c.in_flight.fetch_sub(1, Ordering::AcqRel);
+        let done = self.done;
+        self.shared.count(|t| {
+            if !done {
+                t.failed += 1;
+            }
+            t.in_flight -= 1;
+        });
     }
 }
 
 /// Parses Jito's `... Retry after 1606ms` hint from a gRPC status message.
 pub fn parse_retry_after_ms(message: &str) -> Option<u64> {
-    const PREFIX: &str = "Retry after ";
-    let rest = &message[message.find(PREFIX)? + PREFIX.len()..];
+    let rest = &message[message.find(RETRY_AFTER_PREFIX)? + RETRY_AFTER_PREFIX.len()..];
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
     if digits == 0 || !rest[digits..].starts_with("ms") {
         return None;
@@ -293,11 +264,13 @@ async fn deliver(
         match status.code() {
             Code::ResourceExhausted => {
                 r.limiter.cooldown(pair, retry_ns, now_ns);
-                shared.counters.cooldowns.fetch_add(1, Ordering::Relaxed);
-                shared.counters.retries.fetch_add(1, Ordering::Relaxed);
+                shared.count(|t| {
+                    t.cooldowns += 1;
+                    t.retries += 1;
+                });
             }
             Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => {
-                shared.counters.retries.fetch_add(1, Ordering::Relaxed);
+                shared.count(|t| t.retries += 1);
             }
             code => break Outcome::Rejected(format!("{}: {code:?}: {}", r.name, status.message())),
         }
@@ -322,7 +295,7 @@ fn json_response(status: StatusCode, body: String) -> Response {
 }
 
 fn rpc_error(shared: &Shared, id: &str, error: &RpcError) -> Response {
-    shared.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
+    shared.count(|t| t.bad_requests += 1);
     json_response(StatusCode::OK, error_body(id, error))
 }
 
@@ -359,7 +332,7 @@ async fn rpc_handler(
         "sendBundle" => false,
         "sendTransaction" => true,
         "getTipAccounts" => {
-            return json_response(StatusCode::OK, result_body(id, &rpc::tip_accounts_json()));
+            return json_response(StatusCode::OK, result_body(id, rpc::tip_accounts_json()));
         }
         other => {
             let e = RpcError::new(
@@ -371,7 +344,7 @@ async fn rpc_handler(
     };
     // The cap is checked first so an overloaded relay refuses before spending CPU on decoding.
     let Ok(permit) = shared.permits.clone().try_acquire_owned() else {
-        shared.counters.refused_cap.fetch_add(1, Ordering::Relaxed);
+        shared.count(|t| t.refused_cap += 1);
         let e = RpcError::new(
             rpc::code::RATE_LIMITED,
             format!(
@@ -396,8 +369,10 @@ async fn rpc_handler(
         Err(e) => return rpc_error(shared, id, &e),
     };
     let admitted_ns = shared.now_ns();
-    shared.counters.admitted.fetch_add(1, Ordering::AcqRel);
-    shared.counters.in_flight.fetch_add(1, Ordering::AcqRel);
+    shared.count(|t| {
+        t.admitted += 1;
+        t.in_flight += 1;
+    });
     let guard = InFlight {
         shared: shared.clone(),
         done: false,
@@ -514,7 +489,7 @@ impl Baseline {
             regions,
             permits: Arc::new(Semaphore::new(cfg.max_in_flight)),
             max_in_flight: cfg.max_in_flight,
-            counters: Counters::default(),
+            totals: Mutex::new(Totals::default()),
             reasons: Mutex::new(HashMap::new()),
             epoch: Instant::now(),
             max_age_ns: cfg.max_age_ms * 1_000_000,
@@ -685,8 +660,14 @@ impl BaselineHandle {
         self.admin_addr
     }
 
+    /// The counters and the rejection reasons.
     pub fn stats(&self) -> Stats {
         self.shared.stats()
+    }
+
+    /// The counters alone.
+    pub fn totals(&self) -> Totals {
+        self.shared.totals()
     }
 
     /// One region's limiter decisions in lock order, when `BaselineConfig::journal` is set.

@@ -13,7 +13,8 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use solana_transaction::versioned::VersionedTransaction;
 
-pub use bundle_relay::jito::{TIP_ACCOUNTS, code};
+use bundle_relay::jito::TIP_ACCOUNTS_JSON;
+pub use bundle_relay::jito::code;
 
 /// A JSON-RPC error: code and a message naming the problem.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -270,6 +271,6 @@ pub fn error_body(id: &str, error: &RpcError) -> String {
 }
 
 /// The `getTipAccounts` result as JSON.
-pub fn tip_accounts_json() -> String {
-    serde_json::to_string(&TIP_ACCOUNTS).unwrap_or_default()
+pub fn tip_accounts_json() -> &'static str {
+    std::str::from_utf8(TIP_ACCOUNTS_JSON).expect("the tip accounts are ASCII")
 }
