@@ -24,6 +24,7 @@
 //! Run: `cargo run --release -p bundle-relay-bench --bin bench-demo -- --faults`.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -33,6 +34,7 @@ use serde::Serialize;
 use crate::demo::{self, DemoConfig, RelayRun, RelaySetup, RelayStats, RelayTuning};
 use crate::engine::{EngineConfig, EngineStats, FaultSpec, MAINNET_REGIONS};
 use crate::load::{self, LoadConfig, LoadSummary};
+use crate::report::{self, Table, mib};
 use crate::txgen::GeneratedBundle;
 
 /// The region whose TLS name is wrong.
@@ -243,12 +245,7 @@ pub fn run(cfg: &MatrixConfig) -> Result<MatrixReport, String> {
         per_source_max,
     );
     let last = relay.stop();
-    drop(engine.handle);
-    let _ = engine.stop.send(());
-    let engine_stats = engine
-        .join
-        .join()
-        .map_err(|_| "the engine thread panicked".to_string())?;
+    let engine_stats = engine.stop()?;
     let mut report = outcome?;
     let last = last?;
     report.engine = engine_stats;
@@ -492,10 +489,7 @@ fn finish_checks(r: &mut MatrixReport) {
         Check {
             what: "every bundle accounted for".into(),
             ok: t.identity_holds() && t.in_flight == 0,
-            detail: format!(
-                "admitted {} = delivered {} + rejected {} + expired {} + failed {} + in flight {}",
-                t.admitted, t.delivered, t.rejected, t.expired, t.failed, t.in_flight
-            ),
+            detail: format!("admitted {} = {}", t.admitted, report::bundle_ends(t)),
         },
         Check {
             what: "no early send at the engine".into(),
@@ -534,9 +528,9 @@ fn finish_checks(r: &mut MatrixReport) {
         what: "memory back to where it started".into(),
         ok: r.rss_kb_end <= r.rss_kb_start + RSS_SLACK_KB,
         detail: format!(
-            "{:.1} MiB at the start, {:.1} MiB at the end",
-            r.rss_kb_start as f64 / 1024.0,
-            r.rss_kb_end as f64 / 1024.0
+            "{} at the start, {} at the end",
+            mib(r.rss_kb_start),
+            mib(r.rss_kb_end)
         ),
     });
     checks.append(&mut r.checks);
@@ -738,54 +732,36 @@ fn flood(addr: SocketAddr, n: usize) -> usize {
 
 /// The report as text: the fault table, the client table, the verdicts.
 pub fn render(r: &MatrixReport) -> String {
-    let mut out = String::new();
-    let rows: Vec<Vec<String>> = r
-        .faults
-        .iter()
-        .map(|f| {
-            vec![
-                f.region.clone(),
-                f.fault.clone(),
-                f.relay_did.clone(),
-                f.delivered.to_string(),
-                f.expired.to_string(),
-                format!("{} (at most {})", f.failed, f.lost_max),
-            ]
-        })
-        .collect();
-    out.push_str(&crate::table::render(
-        &[
-            "region",
-            "fault",
-            "what the relay did",
-            "delivered",
-            "expired",
-            "lost",
-        ],
-        &rows,
-    ));
-    out.push('\n');
-    let rows: Vec<Vec<String>> = r
-        .clients
-        .iter()
-        .map(|c| vec![c.clients.clone(), c.relay_did.clone()])
-        .collect();
-    out.push_str(&crate::table::render(
-        &["clients", "what the relay did"],
-        &rows,
-    ));
-    out.push('\n');
+    let mut faults = Table::new(&[
+        "region",
+        "fault",
+        "what the relay did",
+        "delivered",
+        "expired",
+        "lost",
+    ]);
+    for f in &r.faults {
+        faults.push(vec![
+            f.region.clone(),
+            f.fault.clone(),
+            f.relay_did.clone(),
+            f.delivered.to_string(),
+            f.expired.to_string(),
+            format!("{} (at most {})", f.failed, f.lost_max),
+        ]);
+    }
+    let mut clients = Table::new(&["clients", "what the relay did"]);
+    for c in &r.clients {
+        clients.push(vec![c.clients.clone(), c.relay_did.clone()]);
+    }
     let t = &r.relay;
-    out.push_str(&format!(
-        "relay: admitted {} = delivered {} + rejected {} + expired {} + failed {} + in flight {}; \
-         retries {}, cooldowns {}, silences {}, reconnects after loss {}; engine: {} accepted, {} \
-         early sends, {} duplicates\n",
+    let mut out = format!(
+        "{}\n{}\nrelay: admitted {} = {}; retries {}, cooldowns {}, silences {}, reconnects \
+         after loss {}; engine: {} accepted, {} early sends, {} duplicates\n",
+        faults.render(),
+        clients.render(),
         t.admitted,
-        t.delivered,
-        t.rejected,
-        t.expired,
-        t.failed,
-        t.in_flight,
+        report::bundle_ends(t),
         t.retries,
         t.cooldowns,
         t.silences,
@@ -793,14 +769,9 @@ pub fn render(r: &MatrixReport) -> String {
         r.engine.accepted,
         r.engine.early_sends,
         r.engine.duplicates
-    ));
+    );
     for c in &r.checks {
-        out.push_str(&format!(
-            "{} {}: {}\n",
-            if c.ok { "ok  " } else { "FAIL" },
-            c.what,
-            c.detail
-        ));
+        let _ = writeln!(out, "{} {}: {}", report::check_mark(c.ok), c.what, c.detail);
     }
     out
 }
