@@ -1,15 +1,19 @@
 //! The baseline relay end to end on loopback: real HTTP in, real signed transactions, real
 //! tonic gRPC out to a rate-limiting engine defined in `baseline_support`.
 
-mod baseline_support;
+mod support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use baseline_support::*;
+use bundle_relay::jito::TIP_ACCOUNTS;
+use bundle_relay::jito::code::{
+    INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RATE_LIMITED,
+};
 use bundle_relay_bench::baseline::config::parse_egress;
 use bundle_relay_bench::baseline::{Baseline, BaselineConfig, BaselineHandle};
 use sha2::{Digest, Sha256};
+use support::baseline::*;
 use tonic::Code;
 
 fn config(engines: &[SocketAddr], egress: &str, interval_ms: u64) -> BaselineConfig {
@@ -254,7 +258,7 @@ async fn in_flight_cap_answers_429_with_retry_after_and_32097_then_recovers() {
     assert_eq!(refused.status, 429);
     assert_eq!(refused.header("retry-after"), Some("1"));
     let json = refused.json();
-    assert_eq!(json["error"]["code"], -32097);
+    assert_eq!(json["error"]["code"], RATE_LIMITED);
     assert_eq!(json["id"], 4);
     assert!(
         json["error"]["message"]
@@ -278,12 +282,13 @@ async fn in_flight_cap_answers_429_with_retry_after_and_32097_then_recovers() {
     assert!(stats.identity_holds(), "{stats:?}");
 }
 
-async fn rpc_error(http: &mut Http, path: &str, body: &str) -> (i64, String, serde_json::Value) {
+async fn rpc_error(http: &mut Http, path: &str, body: &str) -> (i32, String, serde_json::Value) {
     let r = http.post(path, body).await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let json = r.json();
     let code = json["error"]["code"]
         .as_i64()
+        .and_then(|c| i32::try_from(c).ok())
         .unwrap_or_else(|| panic!("no error for {body}: {json}"));
     (
         code,
@@ -317,28 +322,25 @@ async fn json_rpc_answers_and_errors_name_the_problem() {
         let json = r.json();
         assert_eq!(json["id"], "abc");
         assert_eq!(json["result"].as_array().unwrap().len(), 8);
-        assert_eq!(
-            json["result"][0],
-            "96gYZGLnJYVFmbjzopPSU6QiEV5fGqZNyN9nmNhvrZU5"
-        );
+        assert_eq!(json["result"][0], TIP_ACCOUNTS[0]);
     }
 
     let (code, msg, id) = rpc_error(&mut http, "/api/v1/bundles", "{").await;
-    assert_eq!((code, id), (-32700, serde_json::Value::Null), "{msg}");
+    assert_eq!((code, id), (PARSE_ERROR, serde_json::Value::Null), "{msg}");
     let (code, _, id) = rpc_error(
         &mut http,
         "/api/v1/bundles",
         r#"{"id":7,"method":"sendBundle","params":[[]]}"#,
     )
     .await;
-    assert_eq!((code, id), (-32600, serde_json::json!(7)));
+    assert_eq!((code, id), (INVALID_REQUEST, serde_json::json!(7)));
     let (code, msg, _) = rpc_error(
         &mut http,
         "/api/v1/bundles",
         r#"{"jsonrpc":"2.0","id":1,"method":"sendBundel"}"#,
     )
     .await;
-    assert_eq!(code, -32601);
+    assert_eq!(code, METHOD_NOT_FOUND);
     assert!(msg.contains("sendBundel"), "{msg}");
 
     let good: Vec<String> = bundle(2000, 6)
@@ -351,7 +353,7 @@ async fn json_rpc_answers_and_errors_name_the_problem() {
         &send_raw(&good, serde_json::json!({})),
     )
     .await;
-    assert_eq!((code, id), (-32602, serde_json::json!("q")));
+    assert_eq!((code, id), (INVALID_PARAMS, serde_json::json!("q")));
     assert!(msg.contains("got 6"), "{msg}");
     let (code, msg, _) = rpc_error(
         &mut http,
@@ -359,7 +361,7 @@ async fn json_rpc_answers_and_errors_name_the_problem() {
         &send_raw(&[], serde_json::json!({})),
     )
     .await;
-    assert!(code == -32602 && msg.contains("got 0"), "{msg}");
+    assert!(code == INVALID_PARAMS && msg.contains("got 0"), "{msg}");
 
     let mut bad = good[..3].to_vec();
     bad[2] = "0OIl".into();
@@ -370,7 +372,7 @@ async fn json_rpc_answers_and_errors_name_the_problem() {
     )
     .await;
     assert!(
-        code == -32602 && msg.contains("transaction 2") && msg.contains("base58"),
+        code == INVALID_PARAMS && msg.contains("transaction 2") && msg.contains("base58"),
         "{msg}"
     );
 
