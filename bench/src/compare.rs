@@ -291,7 +291,10 @@ pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<VersusRow> {
             target.and_then(|t| r.map(|r| r <= t)),
         );
     }
-    let (da, db) = (&br.common.engine.latency, &bl.common.engine.latency);
+    let (da, db) = (
+        &br.common.engine.latency.percentiles,
+        &bl.common.engine.latency.percentiles,
+    );
     for (name, a, b) in [
         ("p50", da.p50_us, db.p50_us),
         ("p99", da.p99_us, db.p99_us),

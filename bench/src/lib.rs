@@ -11,6 +11,7 @@ pub mod baseline;
 pub mod compare;
 pub mod demo;
 pub mod engine;
+pub mod fds;
 pub mod load;
 pub mod matrix;
 pub mod null;

@@ -8,7 +8,8 @@
 use std::fmt::Write as _;
 
 use bundle_relay::metrics::accounting::Totals;
-use serde::Serialize;
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
 /// Where a column's cells sit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,6 +99,40 @@ impl Table {
 
 fn width(cell: &str) -> usize {
     cell.chars().count()
+}
+
+/// A latency histogram (in ns) as every report shows it: its count, percentiles, largest
+/// value and mean, in µs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub p9999_us: f64,
+    pub max_us: f64,
+    pub mean_us: f64,
+}
+
+impl Percentiles {
+    /// All zero for an empty histogram.
+    pub fn of(h: &Histogram<u64>) -> Percentiles {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Percentiles {
+            count: h.len(),
+            p50_us: us(h.value_at_quantile(0.5)),
+            p90_us: us(h.value_at_quantile(0.9)),
+            p99_us: us(h.value_at_quantile(0.99)),
+            p999_us: us(h.value_at_quantile(0.999)),
+            p9999_us: us(h.value_at_quantile(0.9999)),
+            max_us: us(h.max()),
+            mean_us: h.mean() / 1000.0,
+        }
+    }
 }
 
 /// Microseconds as µs below 10 ms, as ms from there.

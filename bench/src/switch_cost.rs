@@ -365,13 +365,13 @@ const FIGURES: [Figure; 7] = [
     },
     Figure {
         name: "delivery p50",
-        value: |s| s.engine.latency.p50_us,
+        value: |s| s.engine.latency.percentiles.p50_us,
         show: us,
         clean_only: false,
     },
     Figure {
         name: "delivery p99",
-        value: |s| s.engine.latency.p99_us,
+        value: |s| s.engine.latency.percentiles.p99_us,
         show: us,
         clean_only: false,
     },

@@ -13,7 +13,7 @@ use support::scenario::{self, BUNDLES};
 async fn baseline_delivers_every_bundle_once_byte_identical_with_no_early_sends_through_a_storm() {
     let run = scenario::through_a_storm(RelayKind::Baseline, 7, "127.1.60.0/26").await;
     assert_eq!(
-        run.engine_stats.latency.count, BUNDLES,
+        run.engine_stats.latency.percentiles.count, BUNDLES,
         "delivery latency for every bundle"
     );
     run.shutdown().await;

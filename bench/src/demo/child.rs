@@ -16,7 +16,6 @@ use bundle_relay::admin::{Admin, AdminHandle};
 use serde::{Deserialize, Serialize};
 
 use super::RelayKind;
-use super::config::raise_nofile;
 use super::host::{RelayThread, start_relay};
 use super::relay::{RelaySetup, RelayStats, RunningRelay};
 
@@ -84,7 +83,7 @@ pub fn serve_relay(
     let started = serde_json::from_str::<RelaySetup>(setup_json)
         .map_err(|e| format!("--spec: {e}"))
         .and_then(|setup| {
-            raise_nofile();
+            crate::fds::raise_nofile();
             stop_on_signals();
             let want_admin = setup.admin;
             start_relay(kind, setup).map(|relay| (relay, want_admin))

@@ -8,10 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::baseline::config as bconfig;
 use crate::engine::FaultSpec;
+pub use crate::fds::FDS_PROCESS_MAX;
+use crate::fds::raise_nofile;
 use crate::txgen;
 
-/// The most open files one process may hold (the host's rule for every bench process).
-pub const FDS_PROCESS_MAX: usize = 20_000;
 /// Files besides connections: std streams, listeners (8 engine regions, 9 relay intakes),
 /// epoll and timer fds, the sent log, /proc reads.
 pub const FDS_RESERVE: usize = 256;
@@ -207,31 +207,6 @@ impl DemoConfig {
         }
         Ok(())
     }
-}
-
-/// Raises the soft RLIMIT_NOFILE toward the hard one (capped at the host rule); returns it.
-pub(crate) fn raise_nofile() -> usize {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit read and write the struct we own.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
-            return 1024;
-        }
-        let want = lim.rlim_max.min(FDS_PROCESS_MAX as u64);
-        if lim.rlim_cur < want {
-            let raised = libc::rlimit {
-                rlim_cur: want,
-                rlim_max: lim.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                lim.rlim_cur = want;
-            }
-        }
-    }
-    lim.rlim_cur as usize
 }
 
 /// Parses `--egress` text (addresses and CIDR ranges, comma-separated).

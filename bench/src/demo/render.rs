@@ -45,7 +45,7 @@ pub fn render(report: &DemoReport) -> String {
 /// and memory.
 fn step_lines(o: &mut String, s: &StepReport) {
     let l = &s.load.latency;
-    let d = &s.engine.latency;
+    let d = &s.engine.latency.percentiles;
     let r = &s.relay_stats;
     let _ = writeln!(
         o,
@@ -188,7 +188,7 @@ fn steps_table(report: &DemoReport) -> Table {
             format!("{:.3}", s.error_fraction * 100.0),
             us(s.load.latency.p50_us),
             us(s.load.latency.p99_us),
-            us(s.engine.latency.p99_us),
+            us(s.engine.latency.percentiles.p99_us),
             s.engine.early_sends.to_string(),
             format!("{:.1}", s.cpu.relay_us_per_delivered),
             format!("{:.1}", s.cpu.engine_us_per_delivered),
@@ -237,4 +237,37 @@ pub fn cpu_note(label: &str, s: &StepReport, cores: usize) -> String {
         );
     }
     note
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demo::RelayKind;
+    use crate::demo::test_steps::step;
+
+    #[test]
+    fn a_sweep_prints_one_row_a_step_with_the_sustained_rate_marked() {
+        let steps = vec![
+            step(RelayKind::BundleRelay, 500.0, 0, 900.0, 40.0),
+            step(RelayKind::BundleRelay, 1000.0, 30, 2000.0, 40.0),
+        ];
+        let report = DemoReport {
+            generated_bundles: 3000,
+            generation_bundles_per_s: 1.0,
+            sustained_rate_per_s: crate::demo::sustained_rate(&steps),
+            steps,
+        };
+        let text = render(&report);
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| ")).collect();
+        assert_eq!(rows.len(), 3, "header and one row a step:\n{text}");
+        assert!(
+            rows[1].starts_with("|    500 |") && rows[1].ends_with("| < |"),
+            "{text}"
+        );
+        assert!(rows[2].ends_with("|   |"), "{text}");
+        assert!(
+            text.contains("throughput at <0.1% errors: 500 req/s"),
+            "{text}"
+        );
+    }
 }

@@ -137,10 +137,11 @@ pub fn sustained_rate(steps: &[StepReport]) -> Option<f64> {
 pub(crate) mod test_steps {
     use super::{CpuFigures, RelayKind, RelayMemory, RelayStats, StepReport};
     use crate::engine::EngineStats;
-    use crate::load::{Counts, LatencySummary, LoadSummary};
+    use crate::load::{Counts, LoadSummary};
+    use crate::report::Percentiles;
 
-    fn lat(p50: f64, p99: f64) -> LatencySummary {
-        LatencySummary {
+    fn lat(p50: f64, p99: f64) -> Percentiles {
+        Percentiles {
             count: 1000,
             p50_us: p50,
             p90_us: p50,
