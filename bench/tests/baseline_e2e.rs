@@ -1,5 +1,5 @@
 //! The baseline relay end to end on loopback: real HTTP in, real signed transactions, real
-//! tonic gRPC out to a rate-limiting engine defined in `baseline_support`.
+//! tonic gRPC out to a rate-limiting engine defined in `support::baseline`.
 
 mod support;
 

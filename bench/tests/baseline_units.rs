@@ -1,6 +1,6 @@
 //! The baseline's pure pieces: Retry-After parsing, JSON-RPC decoding, bundle ids and config.
 
-use bundle_relay::jito::{GLOBAL_THROTTLE_MESSAGE, rate_limit_message};
+use bundle_relay::jito::{GLOBAL_THROTTLE_MESSAGE, RETRY_AFTER_PREFIX, rate_limit_message};
 use bundle_relay::wire::Encoding;
 use bundle_relay_bench::baseline::config::{
     self, BaselineConfig, nofile_fits, parse_egress, parse_engine,
@@ -12,11 +12,11 @@ use bundle_relay_bench::baseline::rpc::{self, bundle_id_of};
 fn retry_after_is_read_from_jitos_message_and_absent_otherwise() {
     let table: [(String, Option<u64>); 7] = [
         (rate_limit_message(1606), Some(1606)),
-        ("Retry after 30000ms".into(), Some(30000)),
-        ("Retry after 0ms".into(), Some(0)),
+        (format!("{RETRY_AFTER_PREFIX}30000ms"), Some(30000)),
+        (format!("{RETRY_AFTER_PREFIX}0ms"), Some(0)),
         (GLOBAL_THROTTLE_MESSAGE.into(), None),
-        ("Retry after ms".into(), None),
-        ("Retry after 12s".into(), None),
+        (format!("{RETRY_AFTER_PREFIX}ms"), None),
+        (format!("{RETRY_AFTER_PREFIX}12s"), None),
         (String::new(), None),
     ];
     for (message, want) in table {

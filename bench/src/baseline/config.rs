@@ -17,8 +17,8 @@ pub const DEFAULT_EGRESS: &str = "127.1.0.0/26";
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 8192;
 /// Default age after which an undelivered bundle is dropped: later than this it misses its slot.
 pub const DEFAULT_MAX_AGE_MS: u64 = 2000;
-/// Cooldown applied when RESOURCE_EXHAUSTED carries no `Retry after Nms` hint.
-pub const DEFAULT_RETRY_AFTER_MS: u64 = 1000;
+/// Cooldown applied when RESOURCE_EXHAUSTED carries no `Retry after Nms` hint: bundle-relay's.
+pub const DEFAULT_RETRY_AFTER_MS: u64 = bundle_relay::grpc::RETRY_AFTER_MS_DEFAULT;
 /// Intake connections budgeted in the file-descriptor check (bots keep few, long connections).
 pub const DEFAULT_INTAKE_CONNECTIONS_MAX: usize = 1024;
 /// Descriptors beyond pairs and intake: listeners, epoll, eventfds, stdio, the admin port.
