@@ -20,7 +20,7 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use crate::demo::{self, DemoConfig, DemoReport, RelayKind, StepReport};
-use crate::table::{self, ratio, us};
+use crate::report::{Versus, VersusRow, mib, ratio, us};
 
 /// Issue 5's targets, as bundle-relay / baseline ratios.
 pub const THROUGHPUT_RATIO_MIN: f64 = 3.0;
@@ -159,28 +159,15 @@ impl RelayRuns {
     }
 }
 
-/// One line of the table.
-#[derive(Clone, Debug, Serialize)]
-pub struct Row {
-    pub metric: String,
-    pub bundle_relay: String,
-    pub baseline: String,
-    /// bundle-relay / baseline.
-    pub ratio: Option<f64>,
-    pub target: String,
-    /// `None` where the row has no target.
-    pub met: Option<bool>,
-}
-
 #[derive(Clone, Debug, Serialize)]
 pub struct CompareReport {
     pub generated_bundles: u64,
     pub cores: usize,
     pub bundle_relay: RelayRuns,
     pub baseline: RelayRuns,
-    pub rows: Vec<Row>,
-    /// Where the highest rate was bound by the bench tools' CPU, not the relay's.
-    pub bottleneck_notes: Vec<String>,
+    /// The table; its notes say where the highest rate was bound by the bench tools' CPU, not
+    /// the relay's.
+    pub versus: Versus,
 }
 
 impl CompareReport {
@@ -229,29 +216,35 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
     Ok(CompareReport {
         generated_bundles: load.bundles.len() as u64,
         cores,
-        rows: rows(&bundle_relay, &baseline),
-        bottleneck_notes: [&bundle_relay, &baseline]
-            .into_iter()
-            .filter_map(|r| bottleneck_note(r, cores))
-            .collect(),
+        versus: versus(&bundle_relay, &baseline, cores),
         bundle_relay,
         baseline,
     })
 }
 
-fn mib(kb: u64) -> String {
-    format!("{:.1} MiB", kb as f64 / 1024.0)
+/// The table and its notes from both relays' runs.
+pub fn versus(br: &RelayRuns, bl: &RelayRuns, cores: usize) -> Versus {
+    Versus {
+        sides: [RelayKind::BundleRelay, RelayKind::Baseline].map(|k| k.name().to_string()),
+        ratio_header: "ratio".into(),
+        rounds: false,
+        rows: rows(br, bl),
+        notes: [br, bl]
+            .into_iter()
+            .filter_map(|r| bottleneck_note(r, cores))
+            .collect(),
+    }
 }
 
 /// The table's rows from both relays' runs: the pure part of the compare.
-pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<Row> {
+pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<VersusRow> {
     let mut rows = Vec::new();
     let mut push = |metric: String, a: String, b: String, r: Option<f64>, target: &str, met| {
-        rows.push(Row {
+        rows.push(VersusRow {
             metric,
-            bundle_relay: a,
-            baseline: b,
+            figures: [a, b],
             ratio: r,
+            per_round: Vec::new(),
             target: target.into(),
             met,
         })
@@ -298,7 +291,10 @@ pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<Row> {
             target.and_then(|t| r.map(|r| r <= t)),
         );
     }
-    let (da, db) = (&br.common.engine.latency, &bl.common.engine.latency);
+    let (da, db) = (
+        &br.common.engine.latency.percentiles,
+        &bl.common.engine.latency.percentiles,
+    );
     for (name, a, b) in [
         ("p50", da.p50_us, db.p50_us),
         ("p99", da.p99_us, db.p99_us),
@@ -409,53 +405,22 @@ fn bottleneck_note(r: &RelayRuns, cores: usize) -> Option<String> {
     Some(demo::cpu_note(&r.relay.to_string(), s, cores))
 }
 
-/// The table as text.
+/// The table as text, its notes, then each relay's sweep.
 pub fn render(report: &CompareReport) -> String {
-    let headers = ["", "bundle-relay", "baseline", "ratio", "target", "met"];
-    let cells: Vec<Vec<String>> = report
-        .rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.metric.clone(),
-                r.bundle_relay.clone(),
-                r.baseline.clone(),
-                table::times(r.ratio),
-                r.target.clone(),
-                verdict(r.met),
-            ]
-        })
-        .collect();
-    let mut o = table::render(&headers, &cells);
-    let _ = writeln!(o);
-    for n in &report.bottleneck_notes {
-        let _ = writeln!(o, "{n}");
-    }
+    let mut o = report.versus.render();
     for r in [&report.bundle_relay, &report.baseline] {
         let _ = writeln!(o, "\n{} sweep:", r.relay);
         for s in &r.sweep.steps {
             let _ = writeln!(
                 o,
-                "  {:>6.0}/s offered, {:>6.0}/s sent, errors {:.3}%, answer p99 {}, relay CPU {:.1} µs/bundle ({:.2} cores)",
+                "  {:>6.0}/s offered, {:>6.0}/s sent, {}",
                 s.rate_per_s,
                 s.load.achieved_rate_per_s,
-                s.error_fraction * 100.0,
-                us(s.load.latency.p99_us),
-                s.cpu.relay_us_per_delivered,
-                s.cpu.relay_cores
+                demo::step_figures(s)
             );
         }
     }
     o
-}
-
-/// A target's verdict cell.
-pub fn verdict(met: Option<bool>) -> String {
-    match met {
-        Some(true) => "met".into(),
-        Some(false) => "NOT MET".into(),
-        None => String::new(),
-    }
 }
 
 #[cfg(test)]
@@ -484,7 +449,7 @@ mod tests {
         }
     }
 
-    fn verdict(rows: &[Row], metric_start: &str) -> Option<bool> {
+    fn verdict(rows: &[VersusRow], metric_start: &str) -> Option<bool> {
         rows.iter()
             .find(|r| r.metric.starts_with(metric_start))
             .unwrap_or_else(|| panic!("no row {metric_start}"))
@@ -514,7 +479,7 @@ mod tests {
             .iter()
             .find(|r| r.metric.starts_with("throughput"))
             .unwrap();
-        assert_eq!(t.bundle_relay, "≥ 8000/s (top of sweep)");
+        assert_eq!(t.figures[0], "≥ 8000/s (top of sweep)");
         assert_eq!(t.ratio, Some(4.0));
     }
 
@@ -532,8 +497,11 @@ mod tests {
         let text = render(&CompareReport {
             generated_bundles: 0,
             cores: 2,
-            rows,
-            bottleneck_notes: Vec::new(),
+            versus: Versus {
+                rows,
+                notes: Vec::new(),
+                ..versus(&br, &bl, 2)
+            },
             bundle_relay: br,
             baseline: bl,
         });

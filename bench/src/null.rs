@@ -27,6 +27,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use base64::Engine as _;
+use bundle_relay::jito::code::INVALID_PARAMS;
 use bundle_relay::wire::PACKET_DATA_SIZE;
 use sha2::{Digest, Sha256};
 
@@ -333,7 +334,7 @@ fn respond(body: &[u8], ids: bool, out: &mut Vec<u8>) {
             ),
             None => write!(
                 w,
-                r#"{{"jsonrpc":"2.0","error":{{"code":-32602,"message":"bad transaction"}},"id":"#
+                r#"{{"jsonrpc":"2.0","error":{{"code":{INVALID_PARAMS},"message":"bad transaction"}},"id":"#
             ),
         };
         let _ = w.write_all(id);

@@ -29,7 +29,7 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use crate::demo::{self, DemoConfig, RelayKind, StepReport};
-use crate::table::{self, median, ratio, times, us};
+use crate::report::{Versus, VersusRow, median, ratio, us};
 
 /// Issue 6's bound: metrics on may lose at most this share of throughput (and add at most
 /// this share of relay CPU per bundle) against metrics off.
@@ -183,21 +183,6 @@ impl LoadRuns {
     }
 }
 
-/// One line of the table.
-#[derive(Clone, Debug, Serialize)]
-pub struct Row {
-    pub metric: String,
-    /// Median over rounds, the switch on.
-    pub on: String,
-    /// Median over rounds, the switch off.
-    pub off: String,
-    /// Median of the per-round on/off ratios.
-    pub ratio: Option<f64>,
-    pub per_round: Vec<Option<f64>>,
-    pub target: String,
-    pub met: Option<bool>,
-}
-
 #[derive(Clone, Debug, Serialize)]
 pub struct CostReport {
     pub switch: Switch,
@@ -205,9 +190,9 @@ pub struct CostReport {
     pub cores: usize,
     pub fixed: LoadRuns,
     pub saturation: LoadRuns,
-    pub rows: Vec<Row>,
-    /// Who used the CPU at saturation, per mode.
-    pub notes: Vec<String>,
+    /// The table; its notes say who used the CPU at saturation, per mode, and what the switch
+    /// costs in relay CPU per bundle.
+    pub versus: Versus,
 }
 
 impl CostReport {
@@ -296,11 +281,22 @@ pub fn run(cfg: &CostConfig) -> Result<CostReport, String> {
         switch: cfg.switch,
         generated_bundles: load.bundles.len() as u64,
         cores,
-        rows: rows(&fixed, &saturation, cfg.switch),
-        notes,
+        versus: versus(cfg.switch, rows(&fixed, &saturation, cfg.switch), notes),
         fixed,
         saturation,
     })
+}
+
+/// The table of `rows`, its figures the switch on against off, medians over rounds.
+pub fn versus(switch: Switch, rows: Vec<VersusRow>, notes: Vec<String>) -> Versus {
+    let (on, off) = (switch.on_label(), switch.off_label());
+    Versus {
+        sides: [on.to_string(), off.to_string()],
+        ratio_header: format!("{on}/{off}"),
+        rounds: true,
+        rows,
+        notes,
+    }
 }
 
 /// The switch's cost in relay CPU per delivered bundle: the median of on − off over rounds.
@@ -369,20 +365,20 @@ const FIGURES: [Figure; 7] = [
     },
     Figure {
         name: "delivery p50",
-        value: |s| s.engine.latency.p50_us,
+        value: |s| s.engine.latency.percentiles.p50_us,
         show: us,
         clean_only: false,
     },
     Figure {
         name: "delivery p99",
-        value: |s| s.engine.latency.p99_us,
+        value: |s| s.engine.latency.percentiles.p99_us,
         show: us,
         clean_only: false,
     },
 ];
 
 /// The table's rows from both loads' rounds: the pure part of the mode.
-pub fn rows(fixed: &LoadRuns, saturation: &LoadRuns, switch: Switch) -> Vec<Row> {
+pub fn rows(fixed: &LoadRuns, saturation: &LoadRuns, switch: Switch) -> Vec<VersusRow> {
     let mut rows = Vec::new();
     for (runs, saturated) in [(fixed, false), (saturation, true)] {
         let at = if saturated {
@@ -415,10 +411,12 @@ pub fn rows(fixed: &LoadRuns, saturation: &LoadRuns, switch: Switch) -> Vec<Row>
                 ),
                 _ => (String::new(), None),
             };
-            rows.push(Row {
+            rows.push(VersusRow {
                 metric: format!("{} {at}", f.name),
-                on: median(&on).map_or("—".into(), f.show),
-                off: median(&off).map_or("—".into(), f.show),
+                figures: [
+                    median(&on).map_or("—".into(), f.show),
+                    median(&off).map_or("—".into(), f.show),
+                ],
                 ratio: r,
                 per_round,
                 target,
@@ -431,10 +429,12 @@ pub fn rows(fixed: &LoadRuns, saturation: &LoadRuns, switch: Switch) -> Vec<Row>
                 .map(|p| pick(p).error_fraction)
                 .fold(0.0, f64::max)
         };
-        rows.push(Row {
+        rows.push(VersusRow {
             metric: format!("errors (worst round) {at}"),
-            on: format!("{:.3}%", 100.0 * worst(|p| &p.on)),
-            off: format!("{:.3}%", 100.0 * worst(|p| &p.off)),
+            figures: [
+                format!("{:.3}%", 100.0 * worst(|p| &p.on)),
+                format!("{:.3}%", 100.0 * worst(|p| &p.off)),
+            ],
             ratio: None,
             per_round: Vec::new(),
             target: String::new(),
@@ -447,41 +447,7 @@ pub fn rows(fixed: &LoadRuns, saturation: &LoadRuns, switch: Switch) -> Vec<Row>
 /// The table as text, then the CPU notes and each step's line.
 pub fn render(report: &CostReport) -> String {
     let (on, off) = (report.switch.on_label(), report.switch.off_label());
-    let ratio_header = format!("{on}/{off}");
-    let rounds_header = format!("rounds {on}/{off}");
-    let headers = [
-        "",
-        on,
-        off,
-        ratio_header.as_str(),
-        rounds_header.as_str(),
-        "target",
-        "met",
-    ];
-    let cells: Vec<Vec<String>> = report
-        .rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.metric.clone(),
-                r.on.clone(),
-                r.off.clone(),
-                times(r.ratio),
-                r.per_round
-                    .iter()
-                    .map(|&x| times(x))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-                r.target.clone(),
-                crate::compare::verdict(r.met),
-            ]
-        })
-        .collect();
-    let mut o = table::render(&headers, &cells);
-    let _ = writeln!(o);
-    for n in &report.notes {
-        let _ = writeln!(o, "{n}");
-    }
+    let mut o = report.versus.render();
     for runs in [&report.fixed, &report.saturation] {
         let _ = writeln!(o, "\n{:.0}/s offered, in run order:", runs.rate_per_s);
         for p in &runs.pairs {
@@ -493,14 +459,11 @@ pub fn render(report: &CostReport) -> String {
             for (mode, s) in order {
                 let _ = writeln!(
                     o,
-                    "  round {} {mode:<11}: {:>6.0}/s sent, {:>6.0}/s delivered, errors {:.3}%, answer p99 {}, relay CPU {:.1} µs/bundle ({:.2} cores)",
+                    "  round {} {mode:<11}: {:>6.0}/s sent, {:>6.0}/s delivered, {}",
                     p.round + 1,
                     s.load.achieved_rate_per_s,
                     s.delivered_per_s,
-                    s.error_fraction * 100.0,
-                    us(s.load.latency.p99_us),
-                    s.cpu.relay_us_per_delivered,
-                    s.cpu.relay_cores
+                    demo::step_figures(s)
                 );
             }
         }
@@ -538,7 +501,7 @@ mod tests {
         }
     }
 
-    fn row<'a>(rows: &'a [Row], start: &str) -> &'a Row {
+    fn row<'a>(rows: &'a [VersusRow], start: &str) -> &'a VersusRow {
         rows.iter()
             .find(|r| r.metric.starts_with(start))
             .unwrap_or_else(|| panic!("no row {start}"))
@@ -554,7 +517,10 @@ mod tests {
         let t = row(&rows, "throughput (delivered/s) near saturation");
         assert_eq!(t.met, Some(true));
         assert!((t.ratio.unwrap() - 0.98).abs() < 1e-9);
-        assert_eq!((t.on.as_str(), t.off.as_str()), ("7840/s", "8000/s"));
+        assert_eq!(
+            (t.figures[0].as_str(), t.figures[1].as_str()),
+            ("7840/s", "8000/s")
+        );
         assert_eq!(
             row(&rows, "relay CPU per delivered bundle near saturation").met,
             Some(true)
@@ -589,8 +555,7 @@ mod tests {
             switch: Switch::Metrics,
             generated_bundles: 0,
             cores: 2,
-            rows,
-            notes: Vec::new(),
+            versus: versus(Switch::Metrics, rows, Vec::new()),
             fixed: runs(3000.0, &[1.0], &[1.0]),
             saturation: runs(12000.0, &[1.0], &[1.0]),
         });
@@ -624,7 +589,10 @@ mod tests {
         let t = row(&rows, "throughput (delivered/s) at 3000/s");
         assert_eq!(t.per_round, vec![Some(1.0), None, Some(1.0)]);
         assert_eq!(t.ratio, Some(1.0));
-        assert_eq!(row(&rows, "errors (worst round) at 3000/s").off, "0.200%");
+        assert_eq!(
+            row(&rows, "errors (worst round) at 3000/s").figures[1],
+            "0.200%"
+        );
         assert_eq!(
             row(&rows, "relay CPU per delivered bundle at 3000/s").per_round[1],
             Some(1.0),
@@ -639,7 +607,7 @@ mod tests {
         let rows = rows(&runs(3000.0, &[1.0], &[1.0]), &sat, Switch::Metrics);
         let t = row(&rows, "throughput (delivered/s) near saturation");
         assert_eq!((t.ratio, t.met), (None, Some(false)));
-        assert_eq!(t.on, "—");
+        assert_eq!(t.figures[0], "—");
     }
 
     #[test]
@@ -671,8 +639,7 @@ mod tests {
             switch: Switch::Tls,
             generated_bundles: 0,
             cores: 2,
-            rows,
-            notes: Vec::new(),
+            versus: versus(Switch::Tls, rows, Vec::new()),
             fixed,
             saturation: sat,
         });

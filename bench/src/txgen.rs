@@ -23,7 +23,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use bundle_relay::wire::{Encoding, MAX_BUNDLE_TXS, PACKET_DATA_SIZE};
+use bundle_relay::wire::{BUNDLE_TXS_MAX, Encoding, PACKET_DATA_SIZE};
 use ed25519_dalek::{Signer as _, SigningKey};
 use sha2::{Digest, Sha256};
 
@@ -94,7 +94,7 @@ impl std::error::Error for MixError {}
 /// Parses `--txs-mix`: comma-separated `count:weight` items, count 1 to 5.
 pub fn parse_txs_mix(s: &str) -> Result<Vec<(u8, u32)>, MixError> {
     let mix = parse_mix(s, |k| match k.parse::<u8>() {
-        Ok(n) if (1..=MAX_BUNDLE_TXS as u8).contains(&n) => Some(n),
+        Ok(n) if (1..=BUNDLE_TXS_MAX as u8).contains(&n) => Some(n),
         _ => None,
     })?;
     Ok(mix)
@@ -260,10 +260,10 @@ impl TxGen {
             .txs_mix
             .iter()
             .enumerate()
-            .find(|(_, (n, _))| *n == 0 || *n as usize > MAX_BUNDLE_TXS)
+            .find(|(_, (n, _))| *n == 0 || *n as usize > BUNDLE_TXS_MAX)
         {
             return Err(MixError(format!(
-                "txs mix item {i} asks for {n} transactions; a bundle holds 1 to {MAX_BUNDLE_TXS}"
+                "txs mix item {i} asks for {n} transactions; a bundle holds 1 to {BUNDLE_TXS_MAX}"
             )));
         }
         if cfg.encoding_mix.is_empty() || cfg.encoding_mix.iter().all(|(_, w)| *w == 0) {
@@ -374,7 +374,7 @@ impl TxGen {
             r#"{{"jsonrpc":"2.0","id":{seq},"method":"sendBundle","params":[["#
         )
         .expect("String grows");
-        let mut sigs = [[0u8; 64]; MAX_BUNDLE_TXS];
+        let mut sigs = [[0u8; 64]; BUNDLE_TXS_MAX];
         let mut txs = Vec::new();
         let mut tx = Vec::with_capacity(PACKET_DATA_SIZE);
         for (i, sig) in sigs.iter_mut().enumerate().take(n) {

@@ -1,15 +1,19 @@
 //! The baseline relay end to end on loopback: real HTTP in, real signed transactions, real
-//! tonic gRPC out to a rate-limiting engine defined in `baseline_support`.
+//! tonic gRPC out to a rate-limiting engine defined in `support::baseline`.
 
-mod baseline_support;
+mod support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use baseline_support::*;
+use bundle_relay::jito::TIP_ACCOUNTS;
+use bundle_relay::jito::code::{
+    INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, RATE_LIMITED,
+};
 use bundle_relay_bench::baseline::config::parse_egress;
 use bundle_relay_bench::baseline::{Baseline, BaselineConfig, BaselineHandle};
 use sha2::{Digest, Sha256};
+use support::baseline::*;
 use tonic::Code;
 
 fn config(engines: &[SocketAddr], egress: &str, interval_ms: u64) -> BaselineConfig {
@@ -50,7 +54,7 @@ fn expected_id(txs: &[Vec<u8>]) -> String {
 
 async fn settled(handle: &BaselineHandle) -> bool {
     eventually(Duration::from_secs(20), || {
-        let s = handle.stats();
+        let s = handle.totals();
         s.in_flight == 0 && s.identity_holds()
     })
     .await
@@ -157,9 +161,9 @@ async fn every_admitted_bundle_is_delivered_once_byte_identical_with_no_early_se
     assert!(
         settled(&handle).await,
         "bundles never settled: {:?}",
-        handle.stats()
+        handle.totals()
     );
-    let stats = handle.stats();
+    let stats = handle.totals();
     assert_eq!(stats.admitted, BUNDLES);
     assert_eq!(stats.delivered, BUNDLES, "{stats:?}");
     assert!(stats.identity_holds());
@@ -220,7 +224,7 @@ async fn every_admitted_bundle_is_delivered_once_byte_identical_with_no_early_se
             );
         }
     }
-    let final_stats = handle.shutdown().await;
+    let final_stats = handle.shutdown().await.totals;
     assert!(final_stats.identity_holds());
 }
 
@@ -238,7 +242,7 @@ async fn in_flight_cap_answers_429_with_retry_after_and_32097_then_recovers() {
         .post("/api/v1/bundles", &send_bundle_body(0, &bundle(1000, 1)))
         .await;
     assert_eq!(first.status, 200);
-    assert!(eventually(Duration::from_secs(10), || handle.stats().delivered == 1).await);
+    assert!(eventually(Duration::from_secs(10), || handle.totals().delivered == 1).await);
     for b in 1..=3 {
         let r = http
             .post(
@@ -254,7 +258,7 @@ async fn in_flight_cap_answers_429_with_retry_after_and_32097_then_recovers() {
     assert_eq!(refused.status, 429);
     assert_eq!(refused.header("retry-after"), Some("1"));
     let json = refused.json();
-    assert_eq!(json["error"]["code"], -32097);
+    assert_eq!(json["error"]["code"], RATE_LIMITED);
     assert_eq!(json["id"], 4);
     assert!(
         json["error"]["message"]
@@ -262,28 +266,29 @@ async fn in_flight_cap_answers_429_with_retry_after_and_32097_then_recovers() {
             .unwrap()
             .contains("in-flight")
     );
-    let stats = handle.stats();
+    let stats = handle.totals();
     assert_eq!(
         (stats.admitted, stats.in_flight, stats.refused_cap),
         (4, 3, 1)
     );
 
     // The waiting bundles expire at their max age and free the cap.
-    assert!(eventually(Duration::from_secs(10), || handle.stats().expired == 3).await);
+    assert!(eventually(Duration::from_secs(10), || handle.totals().expired == 3).await);
     let again = http
         .post("/api/v1/bundles", &send_bundle_body(5, &bundle(1005, 1)))
         .await;
     assert_eq!(again.status, 200);
-    let stats = handle.shutdown().await;
+    let stats = handle.shutdown().await.totals;
     assert!(stats.identity_holds(), "{stats:?}");
 }
 
-async fn rpc_error(http: &mut Http, path: &str, body: &str) -> (i64, String, serde_json::Value) {
+async fn rpc_error(http: &mut Http, path: &str, body: &str) -> (i32, String, serde_json::Value) {
     let r = http.post(path, body).await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     let json = r.json();
     let code = json["error"]["code"]
         .as_i64()
+        .and_then(|c| i32::try_from(c).ok())
         .unwrap_or_else(|| panic!("no error for {body}: {json}"));
     (
         code,
@@ -317,28 +322,25 @@ async fn json_rpc_answers_and_errors_name_the_problem() {
         let json = r.json();
         assert_eq!(json["id"], "abc");
         assert_eq!(json["result"].as_array().unwrap().len(), 8);
-        assert_eq!(
-            json["result"][0],
-            "96gYZGLnJYVFmbjzopPSU6QiEV5fGqZNyN9nmNhvrZU5"
-        );
+        assert_eq!(json["result"][0], TIP_ACCOUNTS[0]);
     }
 
     let (code, msg, id) = rpc_error(&mut http, "/api/v1/bundles", "{").await;
-    assert_eq!((code, id), (-32700, serde_json::Value::Null), "{msg}");
+    assert_eq!((code, id), (PARSE_ERROR, serde_json::Value::Null), "{msg}");
     let (code, _, id) = rpc_error(
         &mut http,
         "/api/v1/bundles",
         r#"{"id":7,"method":"sendBundle","params":[[]]}"#,
     )
     .await;
-    assert_eq!((code, id), (-32600, serde_json::json!(7)));
+    assert_eq!((code, id), (INVALID_REQUEST, serde_json::json!(7)));
     let (code, msg, _) = rpc_error(
         &mut http,
         "/api/v1/bundles",
         r#"{"jsonrpc":"2.0","id":1,"method":"sendBundel"}"#,
     )
     .await;
-    assert_eq!(code, -32601);
+    assert_eq!(code, METHOD_NOT_FOUND);
     assert!(msg.contains("sendBundel"), "{msg}");
 
     let good: Vec<String> = bundle(2000, 6)
@@ -351,7 +353,7 @@ async fn json_rpc_answers_and_errors_name_the_problem() {
         &send_raw(&good, serde_json::json!({})),
     )
     .await;
-    assert_eq!((code, id), (-32602, serde_json::json!("q")));
+    assert_eq!((code, id), (INVALID_PARAMS, serde_json::json!("q")));
     assert!(msg.contains("got 6"), "{msg}");
     let (code, msg, _) = rpc_error(
         &mut http,
@@ -359,7 +361,7 @@ async fn json_rpc_answers_and_errors_name_the_problem() {
         &send_raw(&[], serde_json::json!({})),
     )
     .await;
-    assert!(code == -32602 && msg.contains("got 0"), "{msg}");
+    assert!(code == INVALID_PARAMS && msg.contains("got 0"), "{msg}");
 
     let mut bad = good[..3].to_vec();
     bad[2] = "0OIl".into();
@@ -370,7 +372,7 @@ async fn json_rpc_answers_and_errors_name_the_problem() {
     )
     .await;
     assert!(
-        code == -32602 && msg.contains("transaction 2") && msg.contains("base58"),
+        code == INVALID_PARAMS && msg.contains("transaction 2") && msg.contains("base58"),
         "{msg}"
     );
 
@@ -483,7 +485,8 @@ async fn engine_rejection_ends_the_bundle_as_rejected_with_its_reason() {
     }
     assert!(settled(&handle).await);
     let stats = handle.shutdown().await;
-    assert_eq!((stats.admitted, stats.rejected, stats.delivered), (5, 5, 0));
+    let t = &stats.totals;
+    assert_eq!((t.admitted, t.rejected, t.delivered), (5, 5, 0));
     let (reason, count) = stats.rejection_reasons.iter().next().unwrap();
     assert!(
         reason.contains("InvalidArgument") && reason.contains("expired blockhash"),
@@ -513,7 +516,7 @@ async fn shutdown_stops_accepting_and_drains_in_flight_bundles() {
     }
     drop(http);
     // One pair at 100 ms: the third bundle can only leave ~200 ms from now.
-    let stats = handle.shutdown().await;
+    let stats = handle.shutdown().await.totals;
     assert_eq!((stats.delivered, stats.in_flight), (3, 0), "{stats:?}");
     assert_eq!(log.lock().unwrap().early, 0);
     assert!(
@@ -556,7 +559,7 @@ async fn rotating_port_sends_to_the_region_that_can_send_soonest() {
             200
         );
         let delivered = eventually(Duration::from_secs(10), || {
-            handle.stats().delivered == b + 1
+            handle.totals().delivered == b + 1
         })
         .await;
         assert!(
@@ -576,6 +579,6 @@ async fn rotating_port_sends_to_the_region_that_can_send_soonest() {
             .status,
         200
     );
-    assert!(eventually(Duration::from_secs(10), || handle.stats().expired == 1).await);
+    assert!(eventually(Duration::from_secs(10), || handle.totals().expired == 1).await);
     handle.shutdown().await;
 }

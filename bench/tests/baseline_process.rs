@@ -5,14 +5,14 @@
 //! Measure with more bundles: `N=10000 cargo test --workspace --test baseline_process -- --nocapture`
 //! (`ENC=base64` sends base64 instead of base58; `W` sets the relay's worker threads, default 1).
 
-mod baseline_support;
+mod support;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use baseline_support::*;
+use support::baseline::*;
 
 /// Loopback connections the load side keeps, each with one request outstanding.
 const CONNECTIONS: u64 = 16;

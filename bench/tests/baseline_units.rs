@@ -1,5 +1,6 @@
 //! The baseline's pure pieces: Retry-After parsing, JSON-RPC decoding, bundle ids and config.
 
+use bundle_relay::jito::{GLOBAL_THROTTLE_MESSAGE, RETRY_AFTER_PREFIX, rate_limit_message};
 use bundle_relay::wire::Encoding;
 use bundle_relay_bench::baseline::config::{
     self, BaselineConfig, nofile_fits, parse_egress, parse_engine,
@@ -9,23 +10,17 @@ use bundle_relay_bench::baseline::rpc::{self, bundle_id_of};
 
 #[test]
 fn retry_after_is_read_from_jitos_message_and_absent_otherwise() {
-    let table: [(&str, Option<u64>); 7] = [
-        (
-            "Rate limit exceeded. Limit: 1 per second for txn requests. Back-off triggered: Retry after 1606ms",
-            Some(1606),
-        ),
-        ("Retry after 30000ms", Some(30000)),
-        ("Retry after 0ms", Some(0)),
-        (
-            "Network congested. Endpoint is globally rate limited.",
-            None,
-        ),
-        ("Retry after ms", None),
-        ("Retry after 12s", None),
-        ("", None),
+    let table: [(String, Option<u64>); 7] = [
+        (rate_limit_message(1606), Some(1606)),
+        (format!("{RETRY_AFTER_PREFIX}30000ms"), Some(30000)),
+        (format!("{RETRY_AFTER_PREFIX}0ms"), Some(0)),
+        (GLOBAL_THROTTLE_MESSAGE.into(), None),
+        (format!("{RETRY_AFTER_PREFIX}ms"), None),
+        (format!("{RETRY_AFTER_PREFIX}12s"), None),
+        (String::new(), None),
     ];
     for (message, want) in table {
-        assert_eq!(parse_retry_after_ms(message), want, "{message:?}");
+        assert_eq!(parse_retry_after_ms(&message), want, "{message:?}");
     }
 }
 

@@ -58,7 +58,7 @@ fn a_small_baseline_run_answers_everything_delivers_every_admitted_bundle_and_ne
         "the relay honoured the storm's back-off"
     );
     assert_eq!(
-        s.engine.latency.count, 600,
+        s.engine.latency.percentiles.count, 600,
         "delivery latency joined for every bundle"
     );
     assert!(s.cpu.relay_us > 0 && s.cpu.engine_us > 0 && s.cpu.load_us > 0);

@@ -10,16 +10,18 @@
 //! file: the listeners move to ephemeral ports (8080–8088 may be taken on a shared host) and
 //! the arena to 4,096 slots (the file's 65,536 is 850 MB of prefaulted memory).
 
-mod relay_support;
+mod support;
 
 use std::path::Path;
 use std::time::Duration;
 
 use bundle_relay::config::{Config, Overrides, Resolve, Source};
+use bundle_relay::jito::ENGINE_PORT;
 use bundle_relay::relay::Spec;
 use bundle_relay::runtime::Relay;
 use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
-use relay_support::{bundles, pinned, run_load, wait_for};
+use support::engine_host;
+use support::relay::{bundles, pinned, run_load, wait_for, wait_pairs_up};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mainnet_config_runs_unchanged_against_tls_stand_ins_for_every_region() {
@@ -39,7 +41,7 @@ async fn the_mainnet_config_runs_unchanged_against_tls_stand_ins_for_every_regio
         ..Overrides::default()
     };
     for (name, addr) in engine.region_addrs() {
-        let arg = format!("{name}.mainnet.block-engine.jito.wtf:443:{addr}");
+        let arg = format!("{}:{ENGINE_PORT}:{addr}", engine_host(&name));
         overrides
             .resolve
             .push(Overrides::parse_resolve(&arg).unwrap());
@@ -49,11 +51,8 @@ async fn the_mainnet_config_runs_unchanged_against_tls_stand_ins_for_every_regio
     assert_eq!(cfg.regions.len(), 8);
     for r in &cfg.regions {
         assert!(r.tls, "{} speaks TLS", r.name);
-        assert_eq!(r.port, 443);
-        assert_eq!(
-            r.authority,
-            format!("{}.mainnet.block-engine.jito.wtf", r.name)
-        );
+        assert_eq!(r.port, ENGINE_PORT);
+        assert_eq!(r.authority, engine_host(&r.name));
     }
     assert_eq!(cfg.egress.sources.len(), 4);
     assert!(
@@ -73,13 +72,7 @@ async fn the_mainnet_config_runs_unchanged_against_tls_stand_ins_for_every_regio
         r.pinned = Some("127.0.0.1:0".parse().unwrap());
     }
     let relay = Relay::start(spec).unwrap();
-    let t = wait_for(
-        &relay,
-        "4 sources x 8 regions up",
-        Duration::from_secs(15),
-        |t| t.pairs_up == 32,
-    )
-    .await;
+    let t = wait_pairs_up(&relay, 32, Duration::from_secs(15)).await;
     assert_eq!(t.tls_handshakes, 32, "{t:?}");
 
     // One bundle per region through its pinned port, then 8 through the rotating port: half

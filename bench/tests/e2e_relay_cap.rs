@@ -1,16 +1,17 @@
 //! The in-flight cap end to end, alone in its process so its memory reading is its own: every
 //! pair of the pool cooling and twice its capacity offered.
 
-mod relay_support;
+mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
+use bundle_relay::jito::code::RATE_LIMITED;
 use bundle_relay::runtime::Relay;
 use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
 use bundle_relay_bench::load::{self, Outcome};
-use relay_support::{bundles, run_load, spec, wait_for};
+use support::relay::{bundles, run_load, spec, wait_pairs_up};
 
 fn rss_kib() -> u64 {
     let s = std::fs::read_to_string("/proc/self/status").unwrap();
@@ -34,10 +35,7 @@ async fn a_full_arena_answers_429_and_memory_stays_flat() {
     s.arena_slots = 64;
     s.bundle_max_age_ms = 20_000;
     let relay = Relay::start(s).unwrap();
-    wait_for(&relay, "64 pairs up", Duration::from_secs(10), |t| {
-        t.pairs_up == 64
-    })
-    .await;
+    wait_pairs_up(&relay, 64, Duration::from_secs(10)).await;
     let target = relay.rotating_addr().unwrap();
 
     // Warm-up: fill the arena once so every lazily touched page is touched.
@@ -45,7 +43,7 @@ async fn a_full_arena_answers_429_and_memory_stays_flat() {
     let refused = |r: &load::LoadReport| {
         r.outcomes
             .iter()
-            .filter(|o| matches!(o.outcome, Outcome::Answered(a) if a.status == 429 && a.rpc_error == Some(-32097)))
+            .filter(|o| matches!(o.outcome, Outcome::Answered(a) if a.status == 429 && a.rpc_error == Some(RATE_LIMITED)))
             .count()
     };
     assert!(
@@ -80,7 +78,7 @@ async fn a_full_arena_answers_429_and_memory_stays_flat() {
         seen = String::from_utf8_lossy(&buf[..n]).into_owned();
         assert!(seen.starts_with("HTTP/1.1 429 "), "{seen}");
         assert!(seen.contains("Retry-After: 1\r\n"), "{seen}");
-        assert!(seen.contains("-32097"), "{seen}");
+        assert!(seen.contains(&RATE_LIMITED.to_string()), "{seen}");
     }
     let ping = b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n";
     c.write_all(ping).unwrap();

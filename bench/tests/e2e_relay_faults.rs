@@ -2,14 +2,14 @@
 //! engine with no early send; a region killed and restarted mid-run (the in-flight cap has its
 //! own file, e2e_relay_cap.rs). Each test is bounded in count and time.
 
-mod relay_support;
+mod support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use bundle_relay::runtime::Relay;
 use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
-use relay_support::{bundles, pinned, run_load, spec, wait_for};
+use support::relay::{bundles, pinned, run_load, spec, wait_ended, wait_pairs_up};
 
 /// 512 addresses × 8 regions at a 1 s interval, one region offered more than its 512 pairs can
 /// carry: bundles wait for pairs, pairs are reused as soon as the engine allows, and the engine
@@ -22,19 +22,13 @@ async fn many_pairs_over_capacity_send_nothing_early() {
     let mut s = spec(&engine.region_addrs(), "127.1.64.0/23", 1_000);
     s.sources.truncate(512);
     let relay = Relay::start(s).unwrap();
-    wait_for(&relay, "4,096 pairs up", Duration::from_secs(30), |t| {
-        t.pairs_up == 4096
-    })
-    .await;
+    wait_pairs_up(&relay, 4096, Duration::from_secs(30)).await;
 
     // 1,200 bundles at 600/s to one region: 512 go at once, the rest as pairs come free.
     let target = pinned(&relay, MAINNET_REGIONS[0]);
     let report = run_load(vec![target], 600.0, bundles(21, 0, 1_200)).await;
     assert_eq!(report.summary.counts.sent, 1_200);
-    let end = wait_for(&relay, "every bundle ended", Duration::from_secs(10), |t| {
-        t.in_flight == 0
-    })
-    .await;
+    let end = wait_ended(&relay, Duration::from_secs(10)).await;
     assert!(end.identity_holds(), "{end:?}");
     let es = engine.stats();
     assert_eq!(es.early_sends, 0, "{:?}", es.early_sends_by_source);
@@ -56,10 +50,7 @@ async fn a_killed_region_leaves_rotation_and_returns_while_others_deliver() {
     ec.faults = vec![format!("close@2s+4s:region={killed}").parse().unwrap()];
     let engine = Engine::start(ec).await.unwrap();
     let relay = Relay::start(spec(&engine.region_addrs(), "127.1.70.0/28", 10)).unwrap();
-    wait_for(&relay, "128 pairs up", Duration::from_secs(10), |t| {
-        t.pairs_up == 128
-    })
-    .await;
+    wait_pairs_up(&relay, 128, Duration::from_secs(10)).await;
 
     // 4 s of load on the seven other regions, across the outage.
     let others: Vec<SocketAddr> = MAINNET_REGIONS
@@ -87,16 +78,10 @@ async fn a_killed_region_leaves_rotation_and_returns_while_others_deliver() {
     assert_eq!(report.summary.counts.sent, 1_200);
     assert_eq!(report.summary.result_ids_matching, 1_200);
     // The region is back: every pair reconnected, and it delivers again.
-    wait_for(&relay, "all pairs back", Duration::from_secs(10), |t| {
-        t.pairs_up == 128
-    })
-    .await;
+    wait_pairs_up(&relay, 128, Duration::from_secs(10)).await;
     let after = run_load(vec![pinned(&relay, killed)], 100.0, bundles(22, 1_200, 50)).await;
     assert_eq!(after.summary.result_ids_matching, 50);
-    let end = wait_for(&relay, "every bundle ended", Duration::from_secs(10), |t| {
-        t.in_flight == 0
-    })
-    .await;
+    let end = wait_ended(&relay, Duration::from_secs(10)).await;
     assert!(end.identity_holds(), "{end:?}");
     assert_eq!((end.admitted, end.delivered), (1_250, 1_250), "{end:?}");
     assert!(end.disconnects >= 16, "{end:?}");
@@ -116,10 +101,7 @@ async fn tip_accounts_come_from_the_engine() {
         .await
         .unwrap();
     let relay = Relay::start(spec(&engine.region_addrs(), "127.1.74.0/30", 1_000)).unwrap();
-    wait_for(&relay, "pairs up", Duration::from_secs(10), |t| {
-        t.pairs_up == 32
-    })
-    .await;
+    wait_pairs_up(&relay, 32, Duration::from_secs(10)).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while engine.stats().other_calls == 0 && std::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -158,18 +140,12 @@ async fn refused_streams_throttling_and_goaway_lose_nothing() {
     ];
     let engine = Engine::start(ec).await.unwrap();
     let relay = Relay::start(spec(&engine.region_addrs(), "127.1.76.0/28", 10)).unwrap();
-    wait_for(&relay, "128 pairs up", Duration::from_secs(10), |t| {
-        t.pairs_up == 128
-    })
-    .await;
+    wait_pairs_up(&relay, 128, Duration::from_secs(10)).await;
     let mut targets = vec![relay.rotating_addr().unwrap()];
     targets.extend(relay.pinned_addrs().iter().map(|(_, a)| *a));
     let report = run_load(targets, 300.0, bundles(24, 0, 900)).await;
     assert_eq!(report.summary.result_ids_matching, 900);
-    let end = wait_for(&relay, "every bundle ended", Duration::from_secs(15), |t| {
-        t.in_flight == 0
-    })
-    .await;
+    let end = wait_ended(&relay, Duration::from_secs(15)).await;
     assert!(end.identity_holds(), "{end:?}");
     assert_eq!((end.admitted, end.delivered), (900, 900), "{end:?}");
     let es = engine.stats();
@@ -199,19 +175,13 @@ async fn bundles_accepted_on_every_thread_are_delivered_when_sources_do_not_divi
     s.threads = 4;
     s.bundle_max_age_ms = 1_000;
     let relay = Relay::start(s).unwrap();
-    wait_for(&relay, "48 pairs up", Duration::from_secs(10), |t| {
-        t.pairs_up == 48
-    })
-    .await;
+    wait_pairs_up(&relay, 48, Duration::from_secs(10)).await;
     // Nine listeners, eight connections each: every thread accepts some of them.
     let mut targets = vec![relay.rotating_addr().unwrap()];
     targets.extend(relay.pinned_addrs().iter().map(|(_, a)| *a));
     let report = run_load(targets, 200.0, bundles(26, 0, 400)).await;
     assert_eq!(report.summary.result_ids_matching, 400);
-    let end = wait_for(&relay, "every bundle ended", Duration::from_secs(10), |t| {
-        t.in_flight == 0
-    })
-    .await;
+    let end = wait_ended(&relay, Duration::from_secs(10)).await;
     assert!(end.identity_holds(), "{end:?}");
     assert_eq!((end.delivered, end.expired), (400, 0), "{end:?}");
     assert_eq!(engine.stats().early_sends, 0);

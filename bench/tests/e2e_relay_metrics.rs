@@ -3,7 +3,7 @@
 //! requests, and /debug/pairs shows every pair; with metrics off (`Spec::metrics`), /metrics
 //! says so and serves the accounting counters while nothing is recorded.
 
-mod relay_support;
+mod support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -13,7 +13,7 @@ use bundle_relay::admin::{Admin, AdminHandle};
 use bundle_relay::metrics::Metrics;
 use bundle_relay::runtime::Relay;
 use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
-use relay_support::{bundles, run_load, spec, wait_for};
+use support::relay::{bundles, run_load, spec, wait_ended, wait_for, wait_pairs_up};
 
 fn get(addr: SocketAddr, path: &str) -> String {
     let mut c = TcpStream::connect(addr).unwrap();
@@ -53,10 +53,7 @@ async fn scraped_counters_add_up_and_histograms_count_every_request() {
     let relay = Relay::start(spec(&engine.region_addrs(), "127.1.78.0/28", 10)).unwrap();
     let admin = admin_for(&relay);
     let addr = admin.local_addr();
-    wait_for(&relay, "128 pairs up", Duration::from_secs(10), |t| {
-        t.pairs_up == 128
-    })
-    .await;
+    wait_pairs_up(&relay, 128, Duration::from_secs(10)).await;
 
     let target = relay.rotating_addr().unwrap();
     let load = tokio::spawn(run_load(vec![target], 300.0, bundles(25, 0, 900)));
@@ -71,10 +68,7 @@ async fn scraped_counters_add_up_and_histograms_count_every_request() {
     }
     let report = load.await.unwrap();
     assert_eq!(report.summary.result_ids_matching, 900);
-    wait_for(&relay, "every bundle ended", Duration::from_secs(15), |t| {
-        t.in_flight == 0
-    })
-    .await;
+    wait_ended(&relay, Duration::from_secs(15)).await;
     // Gauges are published on the reactor's sweep period.
     tokio::time::sleep(Duration::from_millis(1_200)).await;
 
@@ -138,10 +132,7 @@ async fn with_metrics_off_the_scrape_serves_the_accounting_and_nothing_is_record
     let relay = Relay::start(spec).unwrap();
     let admin = admin_for(&relay);
     let addr = admin.local_addr();
-    wait_for(&relay, "64 pairs up", Duration::from_secs(10), |t| {
-        t.pairs_up == 64
-    })
-    .await;
+    wait_pairs_up(&relay, 64, Duration::from_secs(10)).await;
 
     let target = relay.rotating_addr().unwrap();
     let report = run_load(vec![target], 400.0, bundles(26, 0, 200)).await;

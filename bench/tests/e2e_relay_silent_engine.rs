@@ -6,14 +6,14 @@
 //! bundle until its engine answers a probe, and it comes back by itself. A source the engine
 //! refuses leaves rotation with one call, not one bundle per interval.
 
-mod relay_support;
+mod support;
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use bundle_relay::runtime::Relay;
 use bundle_relay_bench::engine::{Engine, EngineConfig, EngineHandle, MAINNET_REGIONS};
-use relay_support::{bundles, pinned, run_load, spec, wait_for};
+use support::relay::{bundles, pinned, run_load, spec, wait_ended, wait_pairs_up};
 
 const SILENT: &str = MAINNET_REGIONS[0];
 
@@ -35,10 +35,7 @@ async fn a_silent_engine_costs_only_the_calls_sent_before_the_relay_noticed() {
     s.connect_timeout_ms = 1_000;
     s.reconnect_max_ms = 1_000;
     let relay = Relay::start(s).unwrap();
-    wait_for(&relay, "512 pairs up", Duration::from_secs(10), |t| {
-        t.pairs_up == 512
-    })
-    .await;
+    wait_pairs_up(&relay, 512, Duration::from_secs(10)).await;
     let silent_port = pinned(&relay, SILENT);
 
     // Six seconds of load across the hole: the rotating port at 200/s, the silent region's own
@@ -78,16 +75,10 @@ async fn a_silent_engine_costs_only_the_calls_sent_before_the_relay_noticed() {
     assert_eq!(rotating.summary.result_ids_matching, 1_200);
     assert_eq!(own.summary.result_ids_matching, 360);
     // The region is back by itself: its pairs reconnected and it delivers again.
-    wait_for(&relay, "all pairs back", Duration::from_secs(15), |t| {
-        t.pairs_up == 512
-    })
-    .await;
+    wait_pairs_up(&relay, 512, Duration::from_secs(15)).await;
     let after = run_load(vec![silent_port], 50.0, bundles(30, 1_560, 50)).await;
     assert_eq!(after.summary.result_ids_matching, 50);
-    let end = wait_for(&relay, "every bundle ended", Duration::from_secs(15), |t| {
-        t.in_flight == 0
-    })
-    .await;
+    let end = wait_ended(&relay, Duration::from_secs(15)).await;
     assert!(end.identity_holds(), "{end:?}");
     assert_eq!(end.admitted, 1_610, "{end:?}");
     assert_eq!(end.failed, noticed.failed, "{end:?}");
@@ -109,17 +100,11 @@ async fn a_source_the_engine_refuses_leaves_rotation_and_its_bundles_go_elsewher
     ec.faults = vec!["deny@0s:fraction=0.25,seed=5".parse().unwrap()];
     let engine = Engine::start(ec).await.unwrap();
     let relay = Relay::start(spec(&engine.region_addrs(), "127.1.82.0/27", 20)).unwrap();
-    wait_for(&relay, "64 pairs up", Duration::from_secs(10), |t| {
-        t.pairs_up == 64
-    })
-    .await;
+    wait_pairs_up(&relay, 64, Duration::from_secs(10)).await;
     let targets: Vec<SocketAddr> = relay.pinned_addrs().iter().map(|(_, a)| *a).collect();
     let report = run_load(targets, 300.0, bundles(31, 0, 900)).await;
     assert_eq!(report.summary.result_ids_matching, 900);
-    let end = wait_for(&relay, "every bundle ended", Duration::from_secs(10), |t| {
-        t.in_flight == 0
-    })
-    .await;
+    let end = wait_ended(&relay, Duration::from_secs(10)).await;
     assert!(end.identity_holds(), "{end:?}");
     assert_eq!(
         (end.delivered, end.failed, end.rejected),

@@ -5,11 +5,10 @@
 //! refusing proxy, wrong credentials, a proxy that hangs up) must end as a clear error for that
 //! pair alone, the pair out of rotation, every other pair delivering.
 
-mod relay_support;
-mod tls_support;
+mod support;
 
 use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bundle_relay::config::Source;
 use bundle_relay::egress::transport::TlsTarget;
@@ -19,18 +18,15 @@ use bundle_relay::runtime::Relay;
 use bundle_relay::tls;
 use bundle_relay_bench::engine::{Engine, EngineConfig};
 use bundle_relay_bench::socks5::{ProxyConfig, ProxyHandle, Socks5Proxy};
-use relay_support::{bundles, pinned, run_load, wait_for};
+use support::engine_host;
+use support::relay::{bundles, pinned, run_load, wait_for, wait_for_pairs_text, wait_pairs_up};
 
 const INTERVAL_MS: u64 = 10;
-
-fn engine_name(region: &str) -> String {
-    format!("{region}.mainnet.block-engine.jito.wtf")
-}
 
 /// A region as the mainnet config has it (TLS, SNI and authority the production host name),
 /// its address the bench engine's.
 fn tls_region(name: &str, addr: SocketAddr, ca_pem: &str) -> RegionSpec {
-    let host = engine_name(name);
+    let host = engine_host(name);
     RegionSpec {
         authority: host.clone(),
         interval_ms: INTERVAL_MS,
@@ -49,27 +45,19 @@ fn locals(prefix: &str, n: u8) -> Vec<Source> {
         .collect()
 }
 
-/// The relay's /debug/pairs text.
-fn pairs_text(relay: &Relay) -> String {
-    let mut s = String::new();
-    (relay.pairs_fn())(&mut s);
-    s
-}
-
-/// Waits until /debug/pairs (refreshed each second) shows every `want` line fragment.
-async fn wait_for_pairs_text(relay: &Relay, want: &[&str], limit: Duration) -> String {
-    let deadline = Instant::now() + limit;
-    loop {
-        let text = pairs_text(relay);
-        if want.iter().all(|w| text.contains(w)) {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "/debug/pairs never showed {want:?}:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+/// `regions` through `sources` on `threads` threads, reconnecting after `reconnect_ms`
+/// (first wait, longest wait).
+fn spec(
+    regions: Vec<RegionSpec>,
+    sources: Vec<Source>,
+    threads: usize,
+    reconnect_ms: (u64, u64),
+) -> Spec {
+    let mut spec = Spec::local(regions, vec![]);
+    spec.sources = sources;
+    spec.threads = threads;
+    (spec.reconnect_min_ms, spec.reconnect_max_ms) = reconnect_ms;
+    spec
 }
 
 fn delivered_all(n: u64) -> impl Fn(&Totals) -> bool {
@@ -90,19 +78,8 @@ async fn over_tls_every_bundle_arrives_and_reconnects_resume_their_sessions() {
         .iter()
         .map(|(name, addr)| tls_region(name, *addr, &ca))
         .collect();
-    let mut spec = Spec::local(regions, vec![]);
-    spec.sources = locals("127.1.64", 16);
-    spec.threads = 2;
-    spec.reconnect_min_ms = 50;
-    spec.reconnect_max_ms = 200;
-    let relay = Relay::start(spec).unwrap();
-    let t = wait_for(
-        &relay,
-        "32 pairs up over TLS",
-        Duration::from_secs(10),
-        |t| t.pairs_up == 32,
-    )
-    .await;
+    let relay = Relay::start(spec(regions, locals("127.1.64", 16), 2, (50, 200))).unwrap();
+    let t = wait_pairs_up(&relay, 32, Duration::from_secs(10)).await;
     assert_eq!(t.tls_handshakes, 32, "{t:?}");
     // Pairs of one region share its session store: later ones may already resume.
     let resumed_before = t.tls_resumed;
@@ -182,8 +159,8 @@ async fn each_tls_setup_failure_is_its_pairs_own_error_and_other_pairs_deliver()
     let engine = Engine::start(cfg).await.unwrap();
     let ca = engine.ca_pem().unwrap().to_string();
     let addrs = engine.region_addrs();
-    let (other_ca, _) = tls_support::server_pki(&["engine.test"], &[b"h2"]);
-    let (no_alpn_ca, no_alpn) = tls_support::rustls_server(&[b"http/1.1"]).await;
+    let (other_ca, _) = support::tls::server_pki(&["engine.test"], &[b"h2"]);
+    let (no_alpn_ca, no_alpn) = support::tls::rustls_server(&[b"http/1.1"]).await;
     let silent = silent_server().await;
 
     let good = tls_region("ny", addrs[0].1, &ca);
@@ -193,12 +170,9 @@ async fn each_tls_setup_failure_is_its_pairs_own_error_and_other_pairs_deliver()
     let mut no_h2 = tls_region("noalpn", no_alpn, &no_alpn_ca);
     no_h2.tls.as_mut().unwrap().sni = "engine.test".into();
     let stalled = tls_region("stalled", silent, &ca);
-    let mut spec = Spec::local(vec![good, wrong_ca, wrong_name, no_h2, stalled], vec![]);
-    spec.sources = locals("127.1.65", 4);
-    spec.threads = 2;
+    let regions = vec![good, wrong_ca, wrong_name, no_h2, stalled];
+    let mut spec = spec(regions, locals("127.1.65", 4), 2, (200, 400));
     spec.connect_timeout_ms = 400;
-    spec.reconnect_min_ms = 200;
-    spec.reconnect_max_ms = 400;
     spec.bundle_max_age_ms = 500;
     let relay = Relay::start(spec).unwrap();
 
@@ -306,12 +280,8 @@ async fn part_of_the_pool_behind_socks5_delivers_over_tls_and_bad_proxies_fail_a
         proxy: hanging_up.local_addr(),
         auth: None,
     });
-    let mut spec = Spec::local(vec![tls_region(&name, addr, &ca)], vec![]);
-    spec.sources = sources;
-    spec.threads = 1;
-    spec.reconnect_min_ms = 200;
-    spec.reconnect_max_ms = 400;
-    let relay = Relay::start(spec).unwrap();
+    let regions = vec![tls_region(&name, addr, &ca)];
+    let relay = Relay::start(spec(regions, sources, 1, (200, 400))).unwrap();
 
     let text = wait_for_pairs_text(
         &relay,
@@ -329,13 +299,7 @@ async fn part_of_the_pool_behind_socks5_delivers_over_tls_and_bad_proxies_fail_a
         Duration::from_secs(10),
     )
     .await;
-    let t = wait_for(
-        &relay,
-        "2 local + 2 proxied pairs up",
-        Duration::from_secs(10),
-        |t| t.pairs_up == 4,
-    )
-    .await;
+    let t = wait_pairs_up(&relay, 4, Duration::from_secs(10)).await;
     assert_eq!(t.pairs_up, 4, "{t:?}\n{text}");
 
     let report = run_load(

@@ -1,6 +1,6 @@
 //! TLS mode, the stats endpoint, delivery latency from the sent log, and the binary itself.
 
-mod engine_support;
+mod support;
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -11,7 +11,7 @@ use bundle_relay::proto::searcher::GetRegionsRequest;
 use bundle_relay_bench::engine::{EngineConfig, EngineStats, testkit};
 use bundle_relay_bench::searcher_grpc::searcher_service_client::SearcherServiceClient;
 use bundle_relay_bench::sentlog::{SentLog, monotonic_ns};
-use engine_support::*;
+use support::engine::*;
 
 fn tmp(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("engine-test-{}-{name}", std::process::id()))
@@ -29,10 +29,10 @@ async fn tls_mode_serves_h2_with_generated_certificate() {
     let pem = std::fs::read_to_string(&cert).unwrap();
     assert_eq!(Some(pem.as_str()), h.ca_pem());
     // Jito's real host name and the loopback address both verify against the written CA.
-    for domain in ["tokyo.mainnet.block-engine.jito.wtf", "127.0.0.1"] {
+    for domain in [support::engine_host("tokyo"), "127.0.0.1".into()] {
         let tls = tonic::transport::ClientTlsConfig::new()
             .ca_certificate(tonic::transport::Certificate::from_pem(&pem))
-            .domain_name(domain);
+            .domain_name(domain.clone());
         let ch =
             tonic::transport::Endpoint::from_shared(format!("https://{}", addr_of(&h, "tokyo")))
                 .unwrap()
@@ -64,7 +64,7 @@ async fn tls_mode_serves_h2_with_generated_certificate() {
     let tcp = tokio::net::TcpStream::connect(addr_of(&h, "ny"))
         .await
         .unwrap();
-    let name = rustls::pki_types::ServerName::try_from("ny.mainnet.block-engine.jito.wtf").unwrap();
+    let name = rustls::pki_types::ServerName::try_from(support::engine_host("ny")).unwrap();
     let tls = connector.connect(name, tcp).await.unwrap();
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
     let _ = std::fs::remove_file(cert);
@@ -139,9 +139,13 @@ async fn delivery_latency_is_measured_from_the_sent_log() {
     let mut c = client(ny, src(4)).await;
     c.send_bundle(bundle_untagged()).await.unwrap();
     let l = h.stats().latency;
-    assert_eq!((l.count, l.unsent, l.other_run, l.untagged), (1, 1, 1, 1));
-    assert!(l.p50_us >= 5_000.0 && l.max_us < 5_000_000.0, "{l:?}");
-    assert!(l.p50_us <= l.p99_us && l.p99_us <= l.max_us);
+    assert_eq!(
+        (l.percentiles.count, l.unsent, l.other_run, l.untagged),
+        (1, 1, 1, 1)
+    );
+    let p = &l.percentiles;
+    assert!(p.p50_us >= 5_000.0 && p.max_us < 5_000_000.0, "{l:?}");
+    assert!(p.p50_us <= p.p99_us && p.p99_us <= p.max_us);
     let _ = std::fs::remove_file(path);
 }
 

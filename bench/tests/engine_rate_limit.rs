@@ -1,20 +1,12 @@
 //! Jito's rule: one accepted bundle per interval per (source IP, region).
 
-mod engine_support;
+mod support;
 
 use std::time::Duration;
 
 use bundle_relay_bench::engine::EngineConfig;
-use engine_support::*;
+use support::engine::*;
 use tonic::Code;
-
-fn retry_ms_of(msg: &str) -> u64 {
-    let prefix = "Rate limit exceeded. Limit: 1 per second for txn requests. Back-off triggered: Retry after ";
-    let rest = msg
-        .strip_prefix(prefix)
-        .unwrap_or_else(|| panic!("unexpected message {msg:?}"));
-    rest.strip_suffix("ms").unwrap().parse().unwrap()
-}
 
 fn cfg(interval_ms: u64) -> EngineConfig {
     EngineConfig {

@@ -1,7 +1,7 @@
 //! Every packet is checked with the Solana crates; Jito's bundle id; duplicates; the recorder;
 //! the other searcher methods.
 
-mod engine_support;
+mod support;
 
 use bundle_relay::proto::bundle::Bundle;
 use bundle_relay::proto::packet::{Meta, Packet};
@@ -9,7 +9,7 @@ use bundle_relay::proto::searcher::{
     GetRegionsRequest, GetTipAccountsRequest, NextScheduledLeaderRequest, SendBundleRequest,
 };
 use bundle_relay_bench::engine::{EngineConfig, TIP_ACCOUNTS, testkit, validate};
-use engine_support::*;
+use support::engine::*;
 use tonic::Code;
 
 fn cfg() -> EngineConfig {

@@ -132,7 +132,7 @@ impl SearcherService for Engine {
         }
         match txs[0][0] {
             RATE_LIMIT_MARK => Err(tonic::Status::resource_exhausted(
-                "Rate limit exceeded. Limit: 1 per second for txn requests. Back-off triggered: Retry after 1606ms",
+                bundle_relay::jito::rate_limit_message(1606),
             )),
             INVALID_MARK => Err(tonic::Status::invalid_argument(
                 "bundle contains an expired blockhash",

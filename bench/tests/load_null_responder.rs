@@ -57,7 +57,7 @@ fn an_undecodable_transaction_gets_an_invalid_params_error() {
     let mut out = Vec::new();
     null::answer_all(req.as_bytes(), true, &mut out).unwrap();
     let v = answer_body(&out);
-    assert_eq!(v["error"]["code"], -32602);
+    assert_eq!(v["error"]["code"], bundle_relay::jito::code::INVALID_PARAMS);
     assert_eq!(v["id"], 3);
 }
 

@@ -2,7 +2,7 @@
 //! bench-engine, then a real SendBundle (plaintext and TLS) on the tunnel; and each way a
 //! proxy can say no.
 
-mod tls_support;
+mod support;
 
 use std::io::BufRead;
 use std::net::{IpAddr, SocketAddr};
@@ -12,9 +12,11 @@ use bundle_relay::egress::socks5::{Phase, ReplyCode, Socks5Error};
 use bundle_relay::tls::{self, TlsSession};
 use bundle_relay_bench::engine::{Engine, EngineConfig, EngineHandle, testkit};
 use bundle_relay_bench::socks5::{ProxyConfig, ProxyHandle, Socks5Proxy};
-use tls_support::{connect, send_bundle, socks5_connect, tls_handshake};
+use support::tls::{connect, send_bundle, socks5_connect, tls_handshake};
 
-const NY: &str = "ny.mainnet.block-engine.jito.wtf";
+fn ny() -> String {
+    support::engine_host("ny")
+}
 /// The proxy's outbound source: what the engine should see instead of the relay's address.
 const PROXY_SOURCE: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 2, 9));
 
@@ -91,10 +93,10 @@ fn username_password_connect_then_tls_then_send_bundle() {
     let mut sock = connect(proxy.local_addr());
     let early = socks5_connect(&mut sock, target, Some(("searcher", "hunter2"))).unwrap();
     let cfg = tls::client_config_from_pem(engine.ca_pem().unwrap().as_bytes()).unwrap();
-    let mut t = TlsSession::new(cfg, NY).unwrap();
+    let mut t = TlsSession::new(cfg, &ny()).unwrap();
     tls_handshake(&mut sock, &mut t, &early).unwrap();
     let txs = testkit::bench_bundle(&testkit::key(3), 0, 3, 5, 1232);
-    let uuid = send_bundle(&mut sock, Some(&mut t), &[], NY, &txs).unwrap();
+    let uuid = send_bundle(&mut sock, Some(&mut t), &[], &ny(), &txs).unwrap();
     let recorded = engine.recorded();
     assert_eq!(recorded[0].id, uuid);
     assert_eq!(recorded[0].packets, txs);

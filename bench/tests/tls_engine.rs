@@ -2,7 +2,7 @@
 //! certificate, ALPN h2), carrying a real gRPC SendBundle with the relay's own HTTP/2 and gRPC
 //! code; and against small rustls servers for the failures the reactor must name.
 
-mod tls_support;
+mod support;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener};
@@ -11,11 +11,13 @@ use std::sync::Arc;
 use bundle_relay::tls::{self, TlsError, TlsSession};
 use bundle_relay_bench::engine::{Engine, EngineConfig, EngineHandle, testkit};
 use rustls::HandshakeKind;
-use tls_support::{connect, send_bundle, server_pki, tls_handshake};
+use support::tls::{connect, send_bundle, server_pki, tls_handshake};
 
 /// A production host name: the bench certificate covers it, so a relay configured with the
 /// real names reaches the bench engine by overriding only the address.
-const NY: &str = "ny.mainnet.block-engine.jito.wtf";
+fn ny() -> String {
+    support::engine_host("ny")
+}
 
 fn tls_engine(rt: &tokio::runtime::Runtime) -> (EngineHandle, SocketAddr) {
     let cfg = EngineConfig {
@@ -54,12 +56,12 @@ fn send_bundle_over_tls_to_bench_engine_then_resume_on_reconnect() {
     let cfg = tls::client_config_from_pem(engine.ca_pem().unwrap().as_bytes()).unwrap();
 
     let mut sock = connect(addr);
-    let mut t = TlsSession::new(cfg.clone(), NY).unwrap();
+    let mut t = TlsSession::new(cfg.clone(), &ny()).unwrap();
     tls_handshake(&mut sock, &mut t, &[]).unwrap();
     assert_eq!(t.alpn_protocol(), Some(&b"h2"[..]));
     assert_eq!(t.handshake_kind(), Some(HandshakeKind::Full));
     let txs = testkit::bench_bundle(&testkit::key(1), 0, 1, 3, 400);
-    let uuid = send_bundle(&mut sock, Some(&mut t), &[], NY, &txs).expect("SendBundle accepted");
+    let uuid = send_bundle(&mut sock, Some(&mut t), &[], &ny(), &txs).expect("SendBundle accepted");
     let recorded = engine.recorded();
     assert_eq!(recorded.len(), 1);
     assert_eq!(
@@ -74,7 +76,7 @@ fn send_bundle_over_tls_to_bench_engine_then_resume_on_reconnect() {
     drop(sock);
 
     // A reconnect resumes with a ticket from the first session.
-    let again = handshake_to(addr, cfg, NY).unwrap();
+    let again = handshake_to(addr, cfg, &ny()).unwrap();
     assert_eq!(again.handshake_kind(), Some(HandshakeKind::Resumed));
     rt.block_on(engine.shutdown());
 }
@@ -83,13 +85,13 @@ fn send_bundle_over_tls_to_bench_engine_then_resume_on_reconnect() {
 fn bench_engine_rejected_by_the_webpki_roots_as_unknown_issuer() {
     let rt = runtime();
     let (engine, addr) = tls_engine(&rt);
-    let e = handshake_to(addr, tls::client_config(None).unwrap(), NY).unwrap_err();
+    let e = handshake_to(addr, tls::client_config(None).unwrap(), &ny()).unwrap_err();
     assert_eq!(e, TlsError::UnknownIssuer);
-    let (other_ca, _) = server_pki(&[NY], &[b"h2"]);
+    let (other_ca, _) = server_pki(&[ny().as_str()], &[b"h2"]);
     let e = handshake_to(
         addr,
         tls::client_config_from_pem(other_ca.as_bytes()).unwrap(),
-        NY,
+        &ny(),
     )
     .unwrap_err();
     assert_eq!(e, TlsError::UnknownIssuer, "{e}");
@@ -109,7 +111,7 @@ fn bench_engine_under_a_name_it_does_not_have_is_a_name_mismatch() {
         } => {
             assert_eq!(expected, "wrong.example.com");
             assert!(
-                presented.iter().any(|p| p.contains(NY)),
+                presented.iter().any(|p| p.contains(&ny())),
                 "the certificate's names are listed: {presented:?}"
             );
         }
@@ -122,12 +124,12 @@ fn bench_engine_under_a_name_it_does_not_have_is_a_name_mismatch() {
 #[test]
 fn a_server_without_alpn_h2_is_no_alpn_h2() {
     let rt = runtime();
-    let (ca, addr) = rt.block_on(tls_support::rustls_server(&[]));
+    let (ca, addr) = rt.block_on(support::tls::rustls_server(&[]));
     let cfg = tls::client_config_from_pem(ca.as_bytes()).unwrap();
     let e = handshake_to(addr, cfg.clone(), "engine.test").unwrap_err();
     assert_eq!(e, TlsError::NoAlpnH2 { negotiated: None });
 
-    let (ca, addr) = rt.block_on(tls_support::rustls_server(&[b"http/1.1"]));
+    let (ca, addr) = rt.block_on(support::tls::rustls_server(&[b"http/1.1"]));
     let cfg = tls::client_config_from_pem(ca.as_bytes()).unwrap();
     let e = handshake_to(addr, cfg, "engine.test").unwrap_err();
     assert_eq!(e, TlsError::NoAlpnH2 { negotiated: None }, "{e}");

@@ -2,7 +2,7 @@
 
 use base64::Engine as _;
 use bincode::Options as _;
-use bundle_relay::wire::{Encoding, MAX_BASE58_LEN, MAX_BASE64_LEN, PACKET_DATA_SIZE};
+use bundle_relay::wire::{BASE58_LEN_MAX, BASE64_LEN_MAX, Encoding, PACKET_DATA_SIZE};
 use bundle_relay_bench::tag::Tag;
 use bundle_relay_bench::txgen::{
     self, GeneratedBundle, TIP_ACCOUNTS, TIP_LAMPORTS_MIN, TxGenConfig, bundle_id_hex,
@@ -197,11 +197,11 @@ fn the_request_is_a_complete_send_bundle_whose_strings_decode_to_the_raw_transac
             let s = s.as_str().unwrap();
             let decoded = match encoding {
                 Encoding::Base64 => {
-                    assert!(s.len() <= MAX_BASE64_LEN);
+                    assert!(s.len() <= BASE64_LEN_MAX);
                     base64::engine::general_purpose::STANDARD.decode(s).unwrap()
                 }
                 Encoding::Base58 => {
-                    assert!(s.len() <= MAX_BASE58_LEN);
+                    assert!(s.len() <= BASE58_LEN_MAX);
                     bs58::decode(s).into_vec().unwrap()
                 }
             };

@@ -123,10 +123,6 @@ pub const REGIONS_MAX: usize = 16;
 /// Largest pair count: pair indexes are `u32`, `u32::MAX` marks "no pair", and a ring of twice
 /// a region's pairs must index in `u32`.
 pub const PAIRS_MAX: usize = (u32::MAX / 2 - 1) as usize;
-/// [`REGIONS_MAX`] under its earlier name, which `config`, `relay` and `runtime` still use.
-pub use self::REGIONS_MAX as MAX_REGIONS;
-/// [`SLOT_US_MAX_DEFAULT`] under its earlier name, which `relay` still uses.
-pub use self::SLOT_US_MAX_DEFAULT as DEFAULT_SLOT_US_MAX;
 
 /// How many bookings ahead of the queue's head a pair record is prefetched: at one booking
 /// falling due per `acquire`, several calls' worth of lead time to hide a cache miss.

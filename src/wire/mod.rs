@@ -57,13 +57,3 @@ pub use encoding::Encoding;
 pub use error::{DecodeError, WireError};
 pub use limits::{BASE58_LEN_MAX, BASE64_LEN_MAX, BUNDLE_TXS_MAX, PACKET_DATA_SIZE};
 pub use tx::{Field, MessageVersion, TxError, TxInfo, read_compact_u16, validate};
-
-/// [`SIGNATURE_BASE58_LEN_MAX`] under its earlier name, which `relay` still uses.
-pub use bundle_id::SIGNATURE_BASE58_LEN_MAX as SIGNATURE_BASE58_MAX_LEN;
-/// [`BASE58_LEN_MAX`] under its earlier name, which `bundle`, `config` and the bench still use.
-pub use limits::BASE58_LEN_MAX as MAX_BASE58_LEN;
-/// [`BASE64_LEN_MAX`] under its earlier name, which `bundle` and the bench still use.
-pub use limits::BASE64_LEN_MAX as MAX_BASE64_LEN;
-/// [`BUNDLE_TXS_MAX`] under its earlier name, which `arena`, `bundle`, `config` and the bench
-/// still use.
-pub use limits::BUNDLE_TXS_MAX as MAX_BUNDLE_TXS;

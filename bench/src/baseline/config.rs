@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tonic::transport::Endpoint;
 
+use bundle_relay::jito::INTERVAL_MS_DEFAULT;
 pub use bundle_relay::jito::MAINNET_REGIONS;
 
 /// Port of the synthetic engine's listeners (region i at 127.0.0.(11+i)).
@@ -16,8 +17,8 @@ pub const DEFAULT_EGRESS: &str = "127.1.0.0/26";
 pub const DEFAULT_MAX_IN_FLIGHT: usize = 8192;
 /// Default age after which an undelivered bundle is dropped: later than this it misses its slot.
 pub const DEFAULT_MAX_AGE_MS: u64 = 2000;
-/// Cooldown applied when RESOURCE_EXHAUSTED carries no `Retry after Nms` hint.
-pub const DEFAULT_RETRY_AFTER_MS: u64 = 1000;
+/// Cooldown applied when RESOURCE_EXHAUSTED carries no `Retry after Nms` hint: bundle-relay's.
+pub const DEFAULT_RETRY_AFTER_MS: u64 = bundle_relay::grpc::RETRY_AFTER_MS_DEFAULT;
 /// Intake connections budgeted in the file-descriptor check (bots keep few, long connections).
 pub const DEFAULT_INTAKE_CONNECTIONS_MAX: usize = 1024;
 /// Descriptors beyond pairs and intake: listeners, epoll, eventfds, stdio, the admin port.
@@ -67,7 +68,7 @@ impl Default for BaselineConfig {
             admin_addr: Some(SocketAddr::from(([127, 0, 0, 1], 9101))),
             regions: default_regions(),
             egress: parse_egress(DEFAULT_EGRESS).expect("the default egress range parses"),
-            interval_ms: 1000,
+            interval_ms: INTERVAL_MS_DEFAULT,
             max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             max_age_ms: DEFAULT_MAX_AGE_MS,
             default_retry_after_ms: DEFAULT_RETRY_AFTER_MS,

@@ -2,8 +2,8 @@
 //! run. It is the seed relay's Rust port done competently: tokio multi-thread runtime, axum
 //! intake, serde/bincode decoding with the Solana crates, a `Semaphore` in-flight cap, the seed's
 //! mutex-guarded ready-queue limiter per region, one tonic `Channel` per (egress address, region)
-//! bound to its local address, and one tokio task per admitted bundle that retries until
-//! delivered, rejected or expired.
+//! bound to its local address, one tokio task per admitted bundle that retries until
+//! delivered, rejected or expired, and its counts in bundle-relay's `Totals` behind one mutex.
 //!
 //! Measured (dev profile: this crate at opt-level 1, dependencies at 2; 2 shared cores under
 //! load average ~14; `bench/tests/baseline_process.rs` with `N=10000`, one relay worker thread,
@@ -18,435 +18,39 @@
 //! interval at the engine, and lets a second send leave before the first one's back-off answer.
 //! So an acquired pair stays held while its send is unanswered, and its next slot is counted
 //! from the answer (`RegionLimiter::settle`): one request in flight per pair, never early.
+//!
+//! `config.rs` is what it runs with and the checks that refuse what this machine cannot run;
+//! `rpc.rs` decodes JSON-RPC; `intake.rs` holds the axum routers; `relay.rs` the shared state
+//! and each bundle's retry loop; `limiter.rs` the seed's limiter. This file starts them and is
+//! the running relay's handle.
 
 pub mod config;
+mod intake;
 pub mod limiter;
+mod relay;
 pub mod rpc;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, Uri, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::serve::ListenerExt as _;
-use bundle_relay::proto::bundle::Bundle;
-use bundle_relay::proto::searcher::SendBundleRequest;
-use serde::Serialize;
-use tokio::net::{TcpListener, TcpSocket};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use axum::routing::get;
+use bundle_relay::metrics::accounting::Totals;
+use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinHandle;
-use tonic::Code;
 use tonic::transport::Channel;
 
 pub use config::{BaselineConfig, ConfigError};
+pub use intake::MAX_BODY_BYTES;
+use intake::{bind, intake_router, serve, stats_handler};
 use limiter::RegionLimiter;
-use rpc::{RpcError, error_body, result_body};
+use relay::{Region, Shared};
+pub use relay::{Stats, parse_retry_after_ms};
 
 use crate::searcher_grpc::searcher_service_client::SearcherServiceClient;
-
-/// Listen backlog of every intake socket: bursts of new bot connections queue in the kernel
-/// instead of being refused.
-const LISTEN_BACKLOG: u32 = 4096;
-/// Largest request body accepted: five base58 transactions at 1683 chars plus JSON framing and
-/// an options object fit in 16 KiB with room to spare.
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
-/// Distinct rejection reasons kept in the stats; more are folded into one "other" entry so a
-/// misbehaving engine cannot grow the map without bound.
-const REJECTION_REASONS_MAX: usize = 64;
-/// Seconds a client is told to wait when the in-flight cap is reached (`Retry-After`).
-const CAP_RETRY_AFTER_S: &str = "1";
-
-/// The counters. `admitted = delivered + rejected + expired + failed + in_flight` at every
-/// quiescent point.
-#[derive(Debug, Default)]
-struct Counters {
-    admitted: AtomicU64,
-    delivered: AtomicU64,
-    rejected: AtomicU64,
-    expired: AtomicU64,
-    failed: AtomicU64,
-    in_flight: AtomicU64,
-    retries: AtomicU64,
-    cooldowns: AtomicU64,
-    refused_cap: AtomicU64,
-    bad_requests: AtomicU64,
-}
-
-/// A snapshot of the counters, as served on `GET /stats` and printed at exit.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
-pub struct Stats {
-    pub admitted: u64,
-    pub delivered: u64,
-    pub rejected: u64,
-    pub expired: u64,
-    pub failed: u64,
-    pub in_flight: u64,
-    /// Sends that ended in a retryable outcome (RESOURCE_EXHAUSTED, UNAVAILABLE, transport).
-    pub retries: u64,
-    /// Pairs put into cooldown by the engine's Retry-After.
-    pub cooldowns: u64,
-    /// Requests answered 429 because the in-flight cap was reached (never admitted).
-    pub refused_cap: u64,
-    /// Requests answered with a JSON-RPC error (never admitted).
-    pub bad_requests: u64,
-    pub rejection_reasons: BTreeMap<String, u64>,
-}
-
-impl Stats {
-    /// Whether every admitted bundle is accounted for exactly once.
-    pub fn identity_holds(&self) -> bool {
-        self.admitted
-            == self.delivered + self.rejected + self.expired + self.failed + self.in_flight
-    }
-}
-
-struct Region {
-    name: String,
-    limiter: RegionLimiter,
-    /// One client per egress address, indexed like `Shared::egress`.
-    clients: Vec<SearcherServiceClient<Channel>>,
-}
-
-struct Shared {
-    regions: Vec<Region>,
-    permits: Arc<Semaphore>,
-    max_in_flight: usize,
-    counters: Counters,
-    reasons: Mutex<HashMap<String, u64>>,
-    epoch: Instant,
-    max_age_ns: u64,
-    default_retry_after_ns: u64,
-    rotation: AtomicUsize,
-    /// Set after the drain deadline: bundles still looping end as failed.
-    stopping: AtomicBool,
-}
-
-impl Shared {
-    fn now_ns(&self) -> u64 {
-        self.epoch.elapsed().as_nanos() as u64
-    }
-
-    fn stats(&self) -> Stats {
-        let c = &self.counters;
-        let load = |a: &AtomicU64| a.load(Ordering::Acquire);
-        Stats {
-            admitted: load(&c.admitted),
-            delivered: load(&c.delivered),
-            rejected: load(&c.rejected),
-            expired: load(&c.expired),
-            failed: load(&c.failed),
-            in_flight: load(&c.in_flight),
-            retries: load(&c.retries),
-            cooldowns: load(&c.cooldowns),
-            refused_cap: load(&c.refused_cap),
-            bad_requests: load(&c.bad_requests),
-            rejection_reasons: self
-                .reasons
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .map(|(k, v)| (k.clone(), *v))
-                .collect(),
-        }
-    }
-
-    fn record_reason(&self, reason: String) {
-        let mut reasons = self.reasons.lock().unwrap_or_else(|e| e.into_inner());
-        if reasons.len() >= REJECTION_REASONS_MAX && !reasons.contains_key(&reason) {
-            *reasons.entry("other".to_owned()).or_default() += 1;
-        } else {
-            *reasons.entry(reason).or_default() += 1;
-        }
-    }
-
-    /// Rotating port: the region whose limiter can send soonest; regions that can all send now
-    /// (or at the same time) take turns.
-    fn pick_region(&self, now_ns: u64) -> usize {
-        let n = self.regions.len();
-        let start = self.rotation.fetch_add(1, Ordering::Relaxed) % n;
-        let mut best = start;
-        let mut best_ns = self.regions[start].limiter.head_next_ns().max(now_ns);
-        for k in 1..n {
-            let r = (start + k) % n;
-            let t = self.regions[r].limiter.head_next_ns().max(now_ns);
-            if t < best_ns {
-                best = r;
-                best_ns = t;
-            }
-        }
-        best
-    }
-}
-
-enum Outcome {
-    Delivered,
-    Rejected(String),
-    Expired,
-    Failed,
-}
-
-/// Ends one admitted bundle exactly once, even when its task is dropped at runtime shutdown.
-struct InFlight {
-    shared: Arc<Shared>,
-    done: bool,
-    _permit: OwnedSemaphorePermit,
-}
-
-impl InFlight {
-    fn finish(mut self, outcome: Outcome) {
-        let c = &self.shared.counters;
-        match outcome {
-            Outcome::Delivered => c.delivered.fetch_add(1, Ordering::AcqRel),
-            Outcome::Rejected(reason) => {
-                self.shared.record_reason(reason);
-                c.rejected.fetch_add(1, Ordering::AcqRel)
-            }
-            Outcome::Expired => c.expired.fetch_add(1, Ordering::AcqRel),
-            Outcome::Failed => c.failed.fetch_add(1, Ordering::AcqRel),
-        };
-        self.done = true;
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        let c = &self.shared.counters;
-        if !self.done {
-            c.failed.fetch_add(1, Ordering::AcqRel);
-        }
-        c.in_flight.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
-/// Parses Jito's `... Retry after 1606ms` hint from a gRPC status message.
-pub fn parse_retry_after_ms(message: &str) -> Option<u64> {
-    const PREFIX: &str = "Retry after ";
-    let rest = &message[message.find(PREFIX)? + PREFIX.len()..];
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 || !rest[digits..].starts_with("ms") {
-        return None;
-    }
-    rest[..digits].parse().ok()
-}
-
-/// One admitted bundle's life: acquire a pair, send, and retry on another pair until it is
-/// delivered, rejected or too old.
-async fn deliver(
-    shared: Arc<Shared>,
-    pinned: Option<usize>,
-    request: SendBundleRequest,
-    admitted_ns: u64,
-    guard: InFlight,
-) {
-    let deadline_ns = admitted_ns + shared.max_age_ns;
-    let outcome = loop {
-        let now_ns = shared.now_ns();
-        if shared.stopping.load(Ordering::Relaxed) {
-            break Outcome::Failed;
-        }
-        if now_ns >= deadline_ns {
-            break Outcome::Expired;
-        }
-        let region = pinned.unwrap_or_else(|| shared.pick_region(now_ns));
-        let r = &shared.regions[region];
-        let pair = match r.limiter.acquire(now_ns) {
-            Ok(pair) => pair,
-            Err(wait_ns) => {
-                // Sleep the exact wait (tokio rounds up to its millisecond tick, never early),
-                // but no longer than the bundle may live, nor than one interval: a pair held by
-                // an unanswered send is settled, and so freed sooner, when its answer comes.
-                let wait_ns = wait_ns
-                    .min(r.limiter.interval_ns())
-                    .min(deadline_ns - now_ns);
-                tokio::time::sleep(Duration::from_nanos(wait_ns)).await;
-                continue;
-            }
-        };
-        let mut client = r.clients[pair].clone();
-        let call = client.send_bundle(request.clone());
-        let result =
-            match tokio::time::timeout(Duration::from_nanos(deadline_ns - now_ns), call).await {
-                Ok(result) => result,
-                Err(_) => break Outcome::Expired,
-            };
-        let status = match result {
-            Ok(_) => {
-                r.limiter.settle(pair, 0, shared.now_ns());
-                break Outcome::Delivered;
-            }
-            Err(status) => status,
-        };
-        let retry_ns = match status.code() {
-            Code::ResourceExhausted => parse_retry_after_ms(status.message())
-                .map_or(shared.default_retry_after_ns, |ms| ms * 1_000_000),
-            _ => 0,
-        };
-        let now_ns = shared.now_ns();
-        r.limiter.settle(pair, retry_ns, now_ns);
-        match status.code() {
-            Code::ResourceExhausted => {
-                r.limiter.cooldown(pair, retry_ns, now_ns);
-                shared.counters.cooldowns.fetch_add(1, Ordering::Relaxed);
-                shared.counters.retries.fetch_add(1, Ordering::Relaxed);
-            }
-            Code::Unavailable | Code::DeadlineExceeded | Code::Cancelled | Code::Unknown => {
-                shared.counters.retries.fetch_add(1, Ordering::Relaxed);
-            }
-            code => break Outcome::Rejected(format!("{}: {code:?}: {}", r.name, status.message())),
-        }
-    };
-    guard.finish(outcome);
-}
-
-#[derive(Clone)]
-struct PortState {
-    shared: Arc<Shared>,
-    /// `None` for the rotating port.
-    region: Option<usize>,
-}
-
-fn json_response(status: StatusCode, body: String) -> Response {
-    let mut response = (status, body).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
-fn rpc_error(shared: &Shared, id: &str, error: &RpcError) -> Response {
-    shared.counters.bad_requests.fetch_add(1, Ordering::Relaxed);
-    json_response(StatusCode::OK, error_body(id, error))
-}
-
-/// Paths that carry JSON-RPC, old style (`bundles`, `transactions`) and one per method.
-fn known_path(path: &str) -> bool {
-    matches!(
-        path,
-        "/api/v1/bundles"
-            | "/api/v1/transactions"
-            | "/api/v1/sendBundle"
-            | "/api/v1/sendTransaction"
-            | "/api/v1/getTipAccounts"
-            | "/api/v1/getBundleStatuses"
-            | "/api/v1/getInflightBundleStatuses"
-    )
-}
-
-async fn rpc_handler(
-    State(st): State<PortState>,
-    uri: Uri,
-    RawQuery(query): RawQuery,
-    body: Bytes,
-) -> Response {
-    if !known_path(uri.path()) {
-        return (StatusCode::NOT_FOUND, "not found").into_response();
-    }
-    let shared = &st.shared;
-    let request = match rpc::parse_request(&body) {
-        Ok(r) => r,
-        Err((id, e)) => return rpc_error(shared, id, &e),
-    };
-    let id = request.id;
-    let is_transaction = match request.method.as_ref() {
-        "sendBundle" => false,
-        "sendTransaction" => true,
-        "getTipAccounts" => {
-            return json_response(StatusCode::OK, result_body(id, &rpc::tip_accounts_json()));
-        }
-        other => {
-            let e = RpcError::new(
-                rpc::code::METHOD_NOT_FOUND,
-                format!("method not found: {other}"),
-            );
-            return rpc_error(shared, id, &e);
-        }
-    };
-    // The cap is checked first so an overloaded relay refuses before spending CPU on decoding.
-    let Ok(permit) = shared.permits.clone().try_acquire_owned() else {
-        shared.counters.refused_cap.fetch_add(1, Ordering::Relaxed);
-        let e = RpcError::new(
-            rpc::code::RATE_LIMITED,
-            format!(
-                "in-flight cap reached: {} bundles in flight; retry after 1s",
-                shared.max_in_flight
-            ),
-        );
-        let mut response = json_response(StatusCode::TOO_MANY_REQUESTS, error_body(id, &e));
-        response.headers_mut().insert(
-            header::RETRY_AFTER,
-            HeaderValue::from_static(CAP_RETRY_AFTER_S),
-        );
-        return response;
-    };
-    let decoded = if is_transaction {
-        rpc::decode_send_transaction(request.params)
-    } else {
-        rpc::decode_send_bundle(request.params)
-    };
-    let bundle = match decoded {
-        Ok(b) => b,
-        Err(e) => return rpc_error(shared, id, &e),
-    };
-    let admitted_ns = shared.now_ns();
-    shared.counters.admitted.fetch_add(1, Ordering::AcqRel);
-    shared.counters.in_flight.fetch_add(1, Ordering::AcqRel);
-    let guard = InFlight {
-        shared: shared.clone(),
-        done: false,
-        _permit: permit,
-    };
-    let send = SendBundleRequest {
-        bundle: Some(Bundle {
-            header: None,
-            packets: bundle.packets,
-        }),
-    };
-    tokio::spawn(deliver(shared.clone(), st.region, send, admitted_ns, guard));
-
-    if !is_transaction {
-        let result = format!("\"{}\"", bundle.bundle_id);
-        return json_response(StatusCode::OK, result_body(id, &result));
-    }
-    let result = format!("\"{}\"", bundle.first_signature);
-    let mut response = json_response(StatusCode::OK, result_body(id, &result));
-    let bundle_only = query
-        .as_deref()
-        .is_some_and(|q| q.split('&').any(|kv| kv == "bundleOnly=true"));
-    if bundle_only {
-        if let Ok(v) = HeaderValue::from_str(&bundle.bundle_id) {
-            response.headers_mut().insert("x-bundle-id", v);
-        }
-    }
-    response
-}
-
-async fn ping() -> &'static str {
-    "ok"
-}
-
-async fn stats_handler(State(shared): State<Arc<Shared>>) -> Response {
-    let body = serde_json::to_string(&shared.stats()).unwrap_or_default();
-    json_response(StatusCode::OK, body)
-}
-
-fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(LISTEN_BACKLOG)
-}
 
 /// Errors from `Baseline::start`.
 #[derive(Debug)]
@@ -514,7 +118,7 @@ impl Baseline {
             regions,
             permits: Arc::new(Semaphore::new(cfg.max_in_flight)),
             max_in_flight: cfg.max_in_flight,
-            counters: Counters::default(),
+            totals: Mutex::new(Totals::default()),
             reasons: Mutex::new(HashMap::new()),
             epoch: Instant::now(),
             max_age_ns: cfg.max_age_ms * 1_000_000,
@@ -621,31 +225,6 @@ async fn connect_all(cfg: &BaselineConfig) -> Result<Vec<Vec<Channel>>, StartErr
     Ok(channels)
 }
 
-fn intake_router(shared: &Arc<Shared>, region: Option<usize>) -> Router {
-    Router::new()
-        .route("/ping", get(ping))
-        .route("/api/v1/{*rest}", post(rpc_handler))
-        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(PortState {
-            shared: shared.clone(),
-            region,
-        })
-}
-
-fn serve(listener: TcpListener, router: Router, mut stop: watch::Receiver<bool>) -> JoinHandle<()> {
-    let listener = listener.tap_io(|tcp| {
-        // Bots send one small request and wait for the answer: Nagle would only add delay.
-        let _ = tcp.set_nodelay(true);
-    });
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router)
-            .with_graceful_shutdown(async move {
-                let _ = stop.wait_for(|stopped| *stopped).await;
-            })
-            .await;
-    })
-}
-
 /// A running baseline relay.
 pub struct BaselineHandle {
     shared: Arc<Shared>,
@@ -685,8 +264,14 @@ impl BaselineHandle {
         self.admin_addr
     }
 
+    /// The counters and the rejection reasons.
     pub fn stats(&self) -> Stats {
         self.shared.stats()
+    }
+
+    /// The counters alone.
+    pub fn totals(&self) -> Totals {
+        self.shared.totals()
     }
 
     /// One region's limiter decisions in lock order, when `BaselineConfig::journal` is set.

@@ -7,13 +7,14 @@ use std::borrow::Cow;
 use base64::Engine as _;
 use bincode::Options as _;
 use bundle_relay::proto::packet::{Meta, Packet};
-use bundle_relay::wire::{Encoding, MAX_BUNDLE_TXS, PACKET_DATA_SIZE};
+use bundle_relay::wire::{BUNDLE_TXS_MAX, Encoding, PACKET_DATA_SIZE};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use solana_transaction::versioned::VersionedTransaction;
 
-pub use bundle_relay::jito::{TIP_ACCOUNTS, code};
+use bundle_relay::jito::TIP_ACCOUNTS_JSON;
+pub use bundle_relay::jito::code;
 
 /// A JSON-RPC error: code and a message naming the problem.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,9 +139,9 @@ pub fn decode_send_bundle(params: Option<&RawValue>) -> Result<DecodedBundle, Rp
             "invalid params: first element must be an array of strings: {e}"
         ))
     })?;
-    if txs.is_empty() || txs.len() > MAX_BUNDLE_TXS {
+    if txs.is_empty() || txs.len() > BUNDLE_TXS_MAX {
         return Err(RpcError::params(format!(
-            "invalid params: a bundle holds 1 to {MAX_BUNDLE_TXS} transactions, got {}",
+            "invalid params: a bundle holds 1 to {BUNDLE_TXS_MAX} transactions, got {}",
             txs.len()
         )));
     }
@@ -270,6 +271,6 @@ pub fn error_body(id: &str, error: &RpcError) -> String {
 }
 
 /// The `getTipAccounts` result as JSON.
-pub fn tip_accounts_json() -> String {
-    serde_json::to_string(&TIP_ACCOUNTS).unwrap_or_default()
+pub fn tip_accounts_json() -> &'static str {
+    std::str::from_utf8(TIP_ACCOUNTS_JSON).expect("the tip accounts are ASCII")
 }

@@ -31,7 +31,7 @@ struct Args {
     #[arg(long, default_value = config::DEFAULT_EGRESS)]
     egress: Vec<String>,
     /// One send per interval per (egress address, region).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = bundle_relay::jito::INTERVAL_MS_DEFAULT)]
     interval_ms: u64,
     /// Cap on admitted bundles not yet ended; beyond it the intake answers 429.
     #[arg(long, default_value_t = config::DEFAULT_MAX_IN_FLIGHT)]

@@ -314,7 +314,7 @@ fn finish(
 ) -> ExitCode {
     println!("{text}");
     if let Some(p) = json
-        && let Err(e) = demo::write_json(report, p)
+        && let Err(e) = bundle_relay_bench::report::write_json(report, p)
     {
         eprintln!("bench-demo: {e}");
         return ExitCode::from(2);

@@ -26,6 +26,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use bundle_relay_bench::engine::{self, Engine, EngineConfig, FaultSpec};
+use bundle_relay_bench::report;
 
 #[derive(Parser, Debug)]
 #[command(about = "Synthetic Jito block engine for bundle-relay benchmarks")]
@@ -91,10 +92,7 @@ fn main() -> ExitCode {
     if let Some(n) = args.cpu_probe {
         return match engine::probe::run(n, args.probe_sources) {
             Ok(r) => {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&r).expect("report serializes")
-                );
+                println!("{}", report::json(&r));
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -162,12 +160,11 @@ async fn run(args: Args) -> ExitCode {
         _ = until => {}
     }
     let stats = handle.shutdown().await;
-    let json = serde_json::to_string_pretty(&stats).expect("stats serialize");
     match args.stats_out {
-        None => println!("{json}"),
+        None => println!("{}", report::json(&stats)),
         Some(p) => {
-            if let Err(e) = std::fs::write(&p, json + "\n") {
-                eprintln!("bench-engine: writing stats to {}: {e}", p.display());
+            if let Err(e) = report::write_json(&stats, &p) {
+                eprintln!("bench-engine: stats: {e}");
                 return ExitCode::FAILURE;
             }
         }

@@ -119,7 +119,6 @@ fn main() {
     let report = load::run(&cfg, &bundles).unwrap_or_else(|e| fail(e));
     println!("{}", report.summary);
     if let Some(p) = a.json {
-        let json = serde_json::to_string_pretty(&report.summary).expect("serializable");
-        std::fs::write(&p, json).unwrap_or_else(|e| fail(format!("writing {}: {e}", p.display())));
+        bundle_relay_bench::report::write_json(&report.summary, &p).unwrap_or_else(|e| fail(e));
     }
 }

@@ -51,6 +51,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
+use crate::report::Percentiles;
 use crate::sentlog::{self, SentLog};
 pub use bundle_relay::jito::{INTERVAL_MS_DEFAULT, MAINNET_REGIONS, TIP_ACCOUNTS};
 use fault::{FaultRule, Faults};
@@ -225,11 +226,12 @@ impl Shared {
                 injected: n,
             });
         }
-        let mut latency =
-            LatencyStats::from_histogram(&self.latency.lock().expect("latency lock").hist);
-        latency.untagged = get(&c.latency_untagged);
-        latency.unsent = get(&c.latency_unsent);
-        latency.other_run = get(&c.latency_other_run);
+        let latency = LatencyStats {
+            percentiles: Percentiles::of(&self.latency.lock().expect("latency lock").hist),
+            untagged: get(&c.latency_untagged),
+            unsent: get(&c.latency_unsent),
+            other_run: get(&c.latency_other_run),
+        };
         EngineStats {
             uptime_ms: self.elapsed_ns() / 1_000_000,
             interval_ms: self.interval_ms,

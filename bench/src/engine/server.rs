@@ -29,6 +29,7 @@ use super::limiter::Verdict;
 use super::stats::inc;
 use super::validate::{self, Reject};
 use super::{RecordedBundle, Shared, TIP_ACCOUNTS};
+use crate::fds::{FDS_PROCESS_MAX, nofile_limit};
 use crate::sentlog;
 
 /// Streams one client may have open on a connection: far above what any relay pair needs, low
@@ -49,16 +50,6 @@ const LEADER_SLOTS: u64 = 4;
 const SLOT_BASE: u64 = 380_000_000;
 
 const EMFILE_HELP: &str = "too many open files";
-
-fn nofile_limit() -> u64 {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes into the struct we own.
-    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
-    r.rlim_cur
-}
 
 pub(super) async fn accept_loop(
     sh: Arc<Shared>,
@@ -101,7 +92,7 @@ pub(super) async fn accept_loop(
                     let region = &sh.regions[region];
                     if emfile {
                         eprintln!(
-                            "bench-engine: accept on {} ({}) failed: {EMFILE_HELP}: this process may hold at most {} file descriptors (RLIMIT_NOFILE; the machine caps it at 20000); still serving, refusing new connections until some close",
+                            "bench-engine: accept on {} ({}) failed: {EMFILE_HELP}: this process may hold at most {} file descriptors (RLIMIT_NOFILE; the machine caps it at {FDS_PROCESS_MAX}); still serving, refusing new connections until some close",
                             region.addr,
                             region.name,
                             nofile_limit()

@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::validate::Reject;
+use crate::report::Percentiles;
 
 /// Highest delivery latency the histogram tracks: a minute covers any stall the faults make.
 const LATENCY_NS_MAX: u64 = 60_000_000_000;
@@ -108,38 +109,15 @@ impl DupSet {
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct LatencyStats {
-    pub count: u64,
-    pub p50_us: f64,
-    pub p90_us: f64,
-    pub p99_us: f64,
-    pub p999_us: f64,
-    pub p9999_us: f64,
-    pub max_us: f64,
+    /// From each accepted bundle's send time in the sent log to its arrival.
+    #[serde(flatten)]
+    pub percentiles: Percentiles,
     /// Accepted bundles without a bench tag.
     pub untagged: u64,
     /// Tagged bundles whose send time was not in the sent log.
     pub unsent: u64,
     /// Tagged bundles from another run id.
     pub other_run: u64,
-}
-
-impl LatencyStats {
-    pub fn from_histogram(h: &Histogram<u64>) -> LatencyStats {
-        let us = |ns: u64| ns as f64 / 1_000.0;
-        if h.is_empty() {
-            return LatencyStats::default();
-        }
-        LatencyStats {
-            count: h.len(),
-            p50_us: us(h.value_at_quantile(0.50)),
-            p90_us: us(h.value_at_quantile(0.90)),
-            p99_us: us(h.value_at_quantile(0.99)),
-            p999_us: us(h.value_at_quantile(0.999)),
-            p9999_us: us(h.value_at_quantile(0.9999)),
-            max_us: us(h.max()),
-            ..LatencyStats::default()
-        }
-    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -7,6 +7,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use bundle_relay::jito::MAINNET_DOMAIN;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio_rustls::TlsAcceptor;
@@ -33,12 +34,8 @@ pub fn subject_names(regions: &[String], addrs: &[SocketAddr]) -> Vec<String> {
             names.push(ip);
         }
     }
-    names.push("mainnet.block-engine.jito.wtf".to_string());
-    names.extend(
-        regions
-            .iter()
-            .map(|r| format!("{r}.mainnet.block-engine.jito.wtf")),
-    );
+    names.push(MAINNET_DOMAIN.to_string());
+    names.extend(regions.iter().map(|r| format!("{r}.{MAINNET_DOMAIN}")));
     names
 }
 

@@ -9,7 +9,7 @@
 
 use bincode::Options;
 use bundle_relay::proto::bundle::Bundle;
-use bundle_relay::wire::{MAX_BUNDLE_TXS, PACKET_DATA_SIZE};
+use bundle_relay::wire::{BUNDLE_TXS_MAX, PACKET_DATA_SIZE};
 use sha2::{Digest, Sha256};
 use solana_transaction::versioned::VersionedTransaction;
 
@@ -88,10 +88,10 @@ pub fn check_bundle(bundle: &Bundle) -> Result<Checked, Refusal> {
     if n == 0 {
         return refuse(Reject::NoPackets, "bundle has no packets".into());
     }
-    if n > MAX_BUNDLE_TXS {
+    if n > BUNDLE_TXS_MAX {
         return refuse(
             Reject::TooManyPackets,
-            format!("bundle has {n} packets, at most {MAX_BUNDLE_TXS} allowed"),
+            format!("bundle has {n} packets, at most {BUNDLE_TXS_MAX} allowed"),
         );
     }
     let mut hasher = Sha256::new();

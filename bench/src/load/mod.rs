@@ -44,11 +44,11 @@ use serde::Serialize;
 
 pub use response::Answer;
 
+use crate::fds::{FDS_PROCESS_MAX, raise_nofile};
+use crate::report::Percentiles;
 use crate::sentlog::{SentLog, monotonic_ns};
 use crate::txgen::GeneratedBundle;
 
-/// The most open files one process may hold (the host's rule for every bench process).
-pub const FDS_PROCESS_MAX: u64 = 20_000;
 /// Files the process holds besides connections: std streams, epoll fds, logs, an in-process
 /// responder's listeners in tests.
 const FDS_RESERVED: u64 = 64;
@@ -146,26 +146,7 @@ impl LoadConfig {
 /// Raises the soft open-file limit as far as allowed and refuses a run that would pass it.
 pub fn check_fd_budget(connections: u64, threads: u64) -> Result<(), LoadError> {
     let need = connections + threads + FDS_RESERVED;
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit read and write the struct we own.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-            let want = lim.rlim_max.min(FDS_PROCESS_MAX);
-            if lim.rlim_cur < want {
-                let raised = libc::rlimit {
-                    rlim_cur: want,
-                    rlim_max: lim.rlim_max,
-                };
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
-                    lim.rlim_cur = want;
-                }
-            }
-        }
-    }
-    let limit = lim.rlim_cur.min(FDS_PROCESS_MAX);
+    let limit = raise_nofile().min(FDS_PROCESS_MAX) as u64;
     if need > limit {
         return Err(LoadError::Config(format!(
             "{connections} connections need about {need} open files, over this process's limit of {limit} \
@@ -230,34 +211,6 @@ impl Counts {
     }
 }
 
-#[derive(Clone, Debug, Serialize)]
-pub struct LatencySummary {
-    pub count: u64,
-    pub p50_us: f64,
-    pub p90_us: f64,
-    pub p99_us: f64,
-    pub p999_us: f64,
-    pub p9999_us: f64,
-    pub max_us: f64,
-    pub mean_us: f64,
-}
-
-impl LatencySummary {
-    pub fn of(h: &Histogram<u64>) -> LatencySummary {
-        let us = |ns: u64| ns as f64 / 1000.0;
-        LatencySummary {
-            count: h.len(),
-            p50_us: us(h.value_at_quantile(0.5)),
-            p90_us: us(h.value_at_quantile(0.9)),
-            p99_us: us(h.value_at_quantile(0.99)),
-            p999_us: us(h.value_at_quantile(0.999)),
-            p9999_us: us(h.value_at_quantile(0.9999)),
-            max_us: us(h.max()),
-            mean_us: h.mean() / 1000.0,
-        }
-    }
-}
-
 /// The run's totals, written as the JSON summary.
 #[derive(Clone, Debug, Serialize)]
 pub struct LoadSummary {
@@ -281,7 +234,7 @@ pub struct LoadSummary {
     pub result_ids_matching: u64,
     /// String results that differ from it.
     pub result_ids_differing: u64,
-    pub latency: LatencySummary,
+    pub latency: Percentiles,
 }
 
 impl fmt::Display for LoadSummary {
@@ -541,7 +494,7 @@ pub fn run(cfg: &LoadConfig, bundles: &[GeneratedBundle]) -> Result<LoadReport, 
         by_rpc_error,
         result_ids_matching: matching,
         result_ids_differing: differing,
-        latency: LatencySummary::of(&histogram),
+        latency: Percentiles::of(&histogram),
     };
     Ok(LoadReport {
         summary,

@@ -133,14 +133,15 @@ mod tests {
 
     #[test]
     fn a_rate_limit_error_reports_status_and_code() {
-        let r = resp(
-            "429 Too Many Requests",
-            r#"{"jsonrpc":"2.0","error":{"code":-32097,"message":"Rate limit"},"id":1}"#,
+        use bundle_relay::jito::code::RATE_LIMITED;
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","error":{{"code":{RATE_LIMITED},"message":"Rate limit"}},"id":1}}"#
         );
+        let r = resp("429 Too Many Requests", &body);
         let a = parse(&r, b"x").unwrap().unwrap().1;
         assert_eq!(
             (a.status, a.rpc_error, a.result_matches),
-            (429, Some(-32097), None)
+            (429, Some(RATE_LIMITED), None)
         );
     }
 

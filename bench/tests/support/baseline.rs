@@ -1,14 +1,13 @@
-//! Test helpers for the baseline's integration tests: signed Solana transfers written by hand
-//! (ed25519-dalek), a tiny keep-alive HTTP/1.1 client, and a rate-limiting `SearcherService`
-//! that records what it received and counts early sends.
-
-#![allow(dead_code)]
+//! The baseline alone: signed Solana transfers written by hand (ed25519-dalek), a tiny
+//! keep-alive HTTP/1.1 client, and a rate-limiting `SearcherService` that records what it
+//! received and counts early sends.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use bundle_relay::jito::rate_limit_message;
 use bundle_relay::proto::searcher::{
     GetRegionsRequest, GetRegionsResponse, GetTipAccountsRequest, GetTipAccountsResponse,
     NextScheduledLeaderRequest, NextScheduledLeaderResponse, SendBundleRequest, SendBundleResponse,
@@ -167,13 +166,6 @@ impl Http {
         assert!(n > 0, "connection closed mid-response");
         self.buf.extend_from_slice(&chunk[..n]);
     }
-}
-
-/// Jito's exact rate-limit text.
-pub fn rate_limit_message(retry_ms: u64) -> String {
-    format!(
-        "Rate limit exceeded. Limit: 1 per second for txn requests. Back-off triggered: Retry after {retry_ms}ms"
-    )
 }
 
 #[derive(Default)]
@@ -367,12 +359,7 @@ pub async fn start_engine(
 
 /// Polls until `f` holds or the timeout passes; returns whether it held.
 pub async fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + timeout;
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    f()
+    super::poll(timeout, Duration::from_millis(5), || f().then_some(()))
+        .await
+        .is_some()
 }

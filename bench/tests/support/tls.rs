@@ -1,6 +1,5 @@
-//! Test-side plumbing: a blocking loopback `TcpStream` driving the sans-IO layers the reactor
-//! will drive (SOCKS5, then TLS, then HTTP/2 + gRPC), with real peers on the other end.
-#![allow(dead_code)]
+//! A blocking loopback `TcpStream` driving the sans-IO layers the reactor drives (SOCKS5, then
+//! TLS, then HTTP/2 + gRPC), with real peers on the other end; throwaway PKI for those peers.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -136,7 +135,7 @@ pub fn send_bundle(
         scheme: if tls.is_some() { "https" } else { "http" },
         authority: authority.to_string(),
         authorization: None,
-        retry_after_ms_default: 1000,
+        retry_after_ms_default: grpc::RETRY_AFTER_MS_DEFAULT,
     };
     let mut id: Option<StreamId> = None;
     let mut buf = vec![0u8; 32 * 1024];
@@ -189,7 +188,7 @@ pub fn send_bundle(
             match ev {
                 Event::StreamEnded(s) => {
                     let resp = conn.response(s).expect("ended stream");
-                    return match grpc::outcome(&resp, 1000) {
+                    return match grpc::outcome(&resp, grpc::RETRY_AFTER_MS_DEFAULT) {
                         Outcome::Ok(msg) => Ok(grpc::send_bundle_uuid(msg)
                             .ok_or("malformed SendBundleResponse")?
                             .to_string()),

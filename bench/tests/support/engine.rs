@@ -1,5 +1,5 @@
-//! Shared helpers for the engine tests: real loopback sockets, tonic and raw h2 clients.
-#![allow(dead_code)]
+//! bench-engine alone: real loopback sockets from chosen source addresses, tonic and raw h2
+//! clients, and the wait an engine's rate-limit answer names.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -7,6 +7,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message;
 use tonic::transport::Channel;
 
+use bundle_relay::jito::{RETRY_AFTER_PREFIX, rate_limit_message};
 use bundle_relay::proto::searcher::SendBundleRequest;
 use bundle_relay_bench::engine::{Engine, EngineConfig, EngineHandle, testkit};
 use bundle_relay_bench::searcher_grpc::searcher_service_client::SearcherServiceClient;
@@ -39,6 +40,17 @@ pub async fn client(addr: SocketAddr, source: IpAddr) -> Client {
         .await
         .expect("connects");
     SearcherServiceClient::new(ch)
+}
+
+/// The wait in an engine's per-source rate-limit answer, which must be Jito's text to the letter.
+pub fn retry_ms_of(message: &str) -> u64 {
+    let ms = message
+        .rsplit_once(RETRY_AFTER_PREFIX)
+        .and_then(|(_, rest)| rest.strip_suffix("ms"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected message {message:?}"));
+    assert_eq!(message, rate_limit_message(ms));
+    ms
 }
 
 /// A valid bundle of `txs` signed transactions, distinct for each `n`.

@@ -23,28 +23,26 @@
 //!
 //! Run: `cargo run --release -p bundle-relay-bench --bin bench-demo -- --faults`.
 
+mod clients;
+mod observe;
+
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::fmt::Write as _;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::demo::{self, DemoConfig, RelayRun, RelaySetup, RelayStats, RelayTuning};
 use crate::engine::{EngineConfig, EngineStats, FaultSpec, MAINNET_REGIONS};
 use crate::load::{self, LoadConfig, LoadSummary};
+use crate::report::{self, Table, mib};
 use crate::txgen::GeneratedBundle;
 
 /// The region whose TLS name is wrong.
 const BAD_TLS_REGION: &str = "badtls";
 /// Engine time by which every pair must be up; faults are scheduled from here.
 const LEAD_MS: u64 = 6_000;
-/// How long the relay may take to settle after the load: windows closed, pairs back up,
-/// bundles ended, abusive clients gone.
-const SETTLE_MAX: Duration = Duration::from_secs(30);
-/// Open files and memory are sampled this many times (the minimum counts): pairs of the
-/// bad-TLS region hold a socket for a moment on every retry.
-const SAMPLES: usize = 20;
 /// The relay's memory may end this much above where it started (allocator noise: TLS records,
 /// log lines) and still count as back.
 const RSS_SLACK_KB: u64 = 4 * 1024;
@@ -243,12 +241,7 @@ pub fn run(cfg: &MatrixConfig) -> Result<MatrixReport, String> {
         per_source_max,
     );
     let last = relay.stop();
-    drop(engine.handle);
-    let _ = engine.stop.send(());
-    let engine_stats = engine
-        .join
-        .join()
-        .map_err(|_| "the engine thread panicked".to_string())?;
+    let engine_stats = engine.stop()?;
     let mut report = outcome?;
     let last = last?;
     report.engine = engine_stats;
@@ -277,7 +270,7 @@ fn drive(
     let admin = relay
         .admin_addr()
         .ok_or("the relay has no admin listener")?;
-    let (fds_start, rss_kb_start) = sample_process(pid);
+    let (fds_start, rss_kb_start) = observe::sample_process(pid);
     let up_at = engine.handle.stats().uptime_ms;
     if up_at >= LEAD_MS {
         return Err(format!(
@@ -309,37 +302,93 @@ fn drive(
         ..LoadConfig::default()
     };
     let abuse_at = Duration::from_secs_f64(cfg.duration_s / 5.0);
-    let report = std::thread::scope(|s| {
+    let (load_report, seen) = std::thread::scope(|s| {
         let load = s.spawn(|| load::run(&load_cfg, load_bundles));
         std::thread::sleep(abuse_at);
         say(cfg, "abusive clients start");
-        let slow = s.spawn(|| slow_readers(rotating, cfg.slow_readers));
-        let trickle = s.spawn(|| tricklers(rotating, cfg.tricklers));
-        let half = s.spawn(|| half_closers(rotating, cfg.half_closers, half_bundles));
-        let flood = s.spawn(|| flood(rotating, cfg.flood_connections));
-        let clients = (
-            slow.join().expect("slow readers"),
-            trickle.join().expect("tricklers"),
-            half.join().expect("half-closers"),
-            flood.join().expect("flood"),
-        );
-        (load.join().expect("load"), clients)
+        let seen = abuse(cfg, rotating, half_bundles);
+        (load.join().expect("load"), seen)
     });
-    let (load_report, (slow_sent, trickle_408, half_answered, flood_open)) = report;
     let load = load_report.map_err(|e| format!("load: {e}"))?.summary;
     say(cfg, "load done; waiting for the relay to settle");
-    let settled = wait_settled(&probe, good_pairs);
-    let (fds_end, rss_kb_end) = sample_process(pid);
+    let settled = observe::wait_settled(&probe, good_pairs);
+    let (fds_end, rss_kb_end) = observe::sample_process(pid);
     let stats = probe.stats()?;
-    let metrics = scrape(admin)?;
+    let metrics = observe::scrape(admin)?;
+    let checks = vec![
+        Check {
+            what: "the relay settled".into(),
+            ok: settled.is_ok(),
+            detail: settled.err().unwrap_or_default(),
+        },
+        load_check(&load),
+    ];
+    Ok(MatrixReport {
+        faults: fault_rows(cfg, specs, &stats, &metrics),
+        clients: client_rows(cfg, &stats, &seen, per_source_max),
+        checks,
+        relay: stats,
+        engine: EngineStats::default(),
+        load,
+        fds_start,
+        fds_end,
+        rss_kb_start,
+        rss_kb_end,
+    })
+}
 
-    let mut faults = Vec::new();
+/// What the abusive clients saw.
+struct Abused {
+    /// Requests the never-reading clients got out before the relay hung up.
+    slow_sent: usize,
+    /// Trickling clients answered 408.
+    trickle_408: usize,
+    /// Half-closing clients' bundles answered with their ids.
+    half_answered: usize,
+    /// Flood connections the relay held open.
+    flood_open: usize,
+}
+
+/// Every abusive client kind at once against the rotating port.
+fn abuse(cfg: &MatrixConfig, rotating: SocketAddr, half_bundles: &[GeneratedBundle]) -> Abused {
+    std::thread::scope(|s| {
+        let slow = s.spawn(|| clients::slow_readers(rotating, cfg.slow_readers));
+        let trickle = s.spawn(|| clients::tricklers(rotating, cfg.tricklers));
+        let half = s.spawn(|| clients::half_closers(rotating, cfg.half_closers, half_bundles));
+        let flood = s.spawn(|| clients::flood(rotating, cfg.flood_connections));
+        Abused {
+            slow_sent: slow.join().expect("slow readers"),
+            trickle_408: trickle.join().expect("tricklers"),
+            half_answered: half.join().expect("half-closers"),
+            flood_open: flood.join().expect("flood"),
+        }
+    })
+}
+
+/// What the relay did about each region's fault, and what became of the region's bundles
+/// (from its `/metrics`).
+fn fault_rows(
+    cfg: &MatrixConfig,
+    specs: &[(String, String)],
+    stats: &RelayStats,
+    metrics: &BTreeMap<(String, String), f64>,
+) -> Vec<FaultRow> {
     let region_value = |family: &str, region: &str| -> u64 {
         metrics
             .get(&(family.to_string(), region.to_string()))
             .copied()
             .unwrap_or(0.0) as u64
     };
+    let row = |fault: String, region: &str, relay_did: String, lost_max: u64| FaultRow {
+        fault,
+        region: region.to_string(),
+        relay_did,
+        delivered: region_value("bundle_relay_bundles_delivered_total", region),
+        expired: region_value("bundle_relay_bundles_expired_total", region),
+        failed: region_value("bundle_relay_bundles_failed_total", region),
+        lost_max,
+    };
+    let mut faults = Vec::new();
     for (region, spec) in specs {
         let kind = spec.split('@').next().unwrap_or("");
         let pairs = cfg.pairs_per_region();
@@ -354,7 +403,7 @@ fn drive(
             ),
             "stall" => (
                 "calls unanswered past the 1 s deadline: their pairs reconnected".to_string(),
-                u64::MAX, // bounded by the engine's stalled calls, filled in below
+                u64::MAX, // bounded by the engine's stalled calls, filled in by finish_checks
             ),
             "rst" => (
                 "REFUSED_STREAM: the bundle sent again on another pair".to_string(),
@@ -382,36 +431,34 @@ fn drive(
             "latency" => ("answers 20 ms late: nothing to do".to_string(), 0),
             _ => (String::new(), 0),
         };
-        faults.push(FaultRow {
-            fault: spec.clone(),
-            region: region.clone(),
-            relay_did: did,
-            delivered: region_value("bundle_relay_bundles_delivered_total", region),
-            expired: region_value("bundle_relay_bundles_expired_total", region),
-            failed: region_value("bundle_relay_bundles_failed_total", region),
-            lost_max,
-        });
+        faults.push(row(spec.clone(), region, did, lost_max));
     }
-    faults.push(FaultRow {
-        fault: "TLS name wrong for the region".into(),
-        region: BAD_TLS_REGION.into(),
-        relay_did: format!(
+    faults.push(row(
+        "TLS name wrong for the region".into(),
+        BAD_TLS_REGION,
+        format!(
             "each handshake failed, its pairs never joined rotation ({} failed setups in all)",
             stats.connect_failures
         ),
-        delivered: region_value("bundle_relay_bundles_delivered_total", BAD_TLS_REGION),
-        expired: region_value("bundle_relay_bundles_expired_total", BAD_TLS_REGION),
-        failed: region_value("bundle_relay_bundles_failed_total", BAD_TLS_REGION),
-        lost_max: 0,
-    });
+        0,
+    ));
+    faults
+}
 
+/// How the relay met each abusive client kind.
+fn client_rows(
+    cfg: &MatrixConfig,
+    stats: &RelayStats,
+    seen: &Abused,
+    per_source_max: u32,
+) -> Vec<ClientRow> {
     let half_want = cfg.half_closers * cfg.half_close_bundles;
-    let clients = vec![
+    vec![
         ClientRow {
             clients: format!("{} pipelining clients that never read", cfg.slow_readers),
             relay_did: format!(
-                "closed at the send deadline ({} closed, {slow_sent} requests sent)",
-                stats.intake_send_timeouts
+                "closed at the send deadline ({} closed, {} requests sent)",
+                stats.intake_send_timeouts, seen.slow_sent
             ),
             ok: stats.intake_send_timeouts >= cfg.slow_readers as u64,
         },
@@ -421,9 +468,10 @@ fn drive(
                 cfg.tricklers
             ),
             relay_did: format!(
-                "408 at the head deadline, then closed ({trickle_408} answered 408)"
+                "408 at the head deadline, then closed ({} answered 408)",
+                seen.trickle_408
             ),
-            ok: trickle_408 == cfg.tricklers,
+            ok: seen.trickle_408 == cfg.tricklers,
         },
         ClientRow {
             clients: format!(
@@ -431,26 +479,26 @@ fn drive(
                 cfg.half_closers, cfg.half_close_bundles
             ),
             relay_did: format!(
-                "every bundle answered before the close ({half_answered} of {half_want})"
+                "every bundle answered before the close ({} of {half_want})",
+                seen.half_answered
             ),
-            ok: half_answered == half_want,
+            ok: seen.half_answered == half_want,
         },
         ClientRow {
             clients: format!("{} connections from one address", cfg.flood_connections),
             relay_did: format!(
-                "{} refused at once past {per_source_max} per thread ({flood_open} held open)",
-                stats.intake_refused_per_source
+                "{} refused at once past {per_source_max} per thread ({} held open)",
+                stats.intake_refused_per_source, seen.flood_open
             ),
             ok: stats.intake_refused_per_source > 0
-                && flood_open <= per_source_max as usize * cfg.relay_threads,
+                && seen.flood_open <= per_source_max as usize * cfg.relay_threads,
         },
-    ];
-    let mut checks = vec![Check {
-        what: "the relay settled".into(),
-        ok: settled.is_ok(),
-        detail: settled.err().unwrap_or_default(),
-    }];
-    checks.push(Check {
+    ]
+}
+
+/// Every load request answered with its bundle's id.
+fn load_check(load: &LoadSummary) -> Check {
+    Check {
         what: "every load request answered".into(),
         ok: load.counts.answered == load.counts.sent
             && load.counts.errors == 0
@@ -464,19 +512,7 @@ fn drive(
             load.counts.timeouts,
             load.result_ids_matching
         ),
-    });
-    Ok(MatrixReport {
-        faults,
-        clients,
-        checks,
-        relay: stats,
-        engine: EngineStats::default(),
-        load,
-        fds_start,
-        fds_end,
-        rss_kb_start,
-        rss_kb_end,
-    })
+    }
 }
 
 /// Verdicts that need the engine's final counts and the relay's final totals.
@@ -492,10 +528,7 @@ fn finish_checks(r: &mut MatrixReport) {
         Check {
             what: "every bundle accounted for".into(),
             ok: t.identity_holds() && t.in_flight == 0,
-            detail: format!(
-                "admitted {} = delivered {} + rejected {} + expired {} + failed {} + in flight {}",
-                t.admitted, t.delivered, t.rejected, t.expired, t.failed, t.in_flight
-            ),
+            detail: format!("admitted {} = {}", t.admitted, report::bundle_ends(t)),
         },
         Check {
             what: "no early send at the engine".into(),
@@ -534,258 +567,47 @@ fn finish_checks(r: &mut MatrixReport) {
         what: "memory back to where it started".into(),
         ok: r.rss_kb_end <= r.rss_kb_start + RSS_SLACK_KB,
         detail: format!(
-            "{:.1} MiB at the start, {:.1} MiB at the end",
-            r.rss_kb_start as f64 / 1024.0,
-            r.rss_kb_end as f64 / 1024.0
+            "{} at the start, {} at the end",
+            mib(r.rss_kb_start),
+            mib(r.rss_kb_end)
         ),
     });
     checks.append(&mut r.checks);
     r.checks = checks;
 }
 
-/// The fewest open files and the least memory of the relay process over a second.
-fn sample_process(pid: u32) -> (u64, u64) {
-    let mut fds = u64::MAX;
-    let mut rss = u64::MAX;
-    for _ in 0..SAMPLES {
-        if let Ok(d) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
-            fds = fds.min(d.count() as u64);
-        }
-        if let Some((r, _)) = demo::read_mem_kb(pid) {
-            rss = rss.min(r);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (fds, rss)
-}
-
-/// Waits until every bundle ended, every good pair is back up and no intake connection is left.
-fn wait_settled(probe: &demo::RelayProbe, good_pairs: u64) -> Result<(), String> {
-    let deadline = Instant::now() + SETTLE_MAX;
-    loop {
-        let s = probe.stats()?;
-        if s.in_flight == 0 && s.pairs_up >= good_pairs && s.intake_conns == 0 {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(format!(
-                "after {} s: {} in flight, {} of {good_pairs} pairs up, {} intake connections",
-                SETTLE_MAX.as_secs(),
-                s.in_flight,
-                s.pairs_up,
-                s.intake_conns
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// `(family, region) -> value` from the relay's /metrics.
-fn scrape(admin: SocketAddr) -> Result<BTreeMap<(String, String), f64>, String> {
-    let mut c = TcpStream::connect(admin).map_err(|e| format!("admin: {e}"))?;
-    c.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .map_err(|e| format!("admin: {e}"))?;
-    let mut text = String::new();
-    c.read_to_string(&mut text)
-        .map_err(|e| format!("admin: {e}"))?;
-    let mut out = BTreeMap::new();
-    for line in text.lines().filter(|l| !l.starts_with('#')) {
-        let Some((name, rest)) = line.split_once("{region=\"") else {
-            continue;
-        };
-        let Some((region, rest)) = rest.split_once('"') else {
-            continue;
-        };
-        if !rest.starts_with('}') {
-            continue;
-        }
-        if let Ok(v) = rest[1..].trim().parse::<f64>() {
-            out.insert((name.to_string(), region.to_string()), v);
-        }
-    }
-    Ok(out)
-}
-
-fn post(body: &str) -> Vec<u8> {
-    format!(
-        "POST /api/v1/bundles HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .into_bytes()
-}
-
-/// Clients that pipeline tip-account requests (big answers) and never read: returns the
-/// requests they got out before the relay hung up.
-fn slow_readers(addr: SocketAddr, n: usize) -> usize {
-    let one = post(r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","params":[]}"#);
-    let burst: Vec<u8> = one.iter().copied().cycle().take(one.len() * 300).collect();
-    let conns: Vec<TcpStream> = (0..n)
-        .filter_map(|_| {
-            let s =
-                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
-            s.set_recv_buffer_size(4096).ok()?;
-            s.connect(&addr.into()).ok()?;
-            Some(s.into())
-        })
-        .collect();
-    let mut sent = 0;
-    for mut c in &conns {
-        if c.write_all(&burst).is_ok() {
-            sent += 300;
-        }
-    }
-    // Hold them, unread, until the relay gives up on them (its send deadline is 1 s).
-    std::thread::sleep(Duration::from_secs(3));
-    sent
-}
-
-/// Clients that send a request head one byte per 100 ms: how many got a 408.
-fn tricklers(addr: SocketAddr, n: usize) -> usize {
-    let head =
-        b"POST /api/v1/bundles HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\n";
-    let handles: Vec<_> = (0..n)
-        .map(|_| {
-            std::thread::spawn(move || {
-                let Ok(mut c) = TcpStream::connect(addr) else {
-                    return false;
-                };
-                c.set_read_timeout(Some(Duration::from_millis(100))).ok();
-                let mut answer = Vec::new();
-                for b in head.iter().cycle().take(60) {
-                    if c.write_all(std::slice::from_ref(b)).is_err() {
-                        break;
-                    }
-                    let mut buf = [0u8; 512];
-                    match c.read(&mut buf) {
-                        Ok(0) => break,
-                        Ok(k) => answer.extend_from_slice(&buf[..k]),
-                        Err(_) => {}
-                    }
-                }
-                answer.starts_with(b"HTTP/1.1 408")
-            })
-        })
-        .collect();
-    handles
-        .into_iter()
-        .map(|h| h.join().unwrap_or(false))
-        .filter(|ok| *ok)
-        .count()
-}
-
-/// Clients that send their bundles, shut their write side and read every answer: how many
-/// answers carried the right bundle id.
-fn half_closers(addr: SocketAddr, n: usize, bundles: &[GeneratedBundle]) -> usize {
-    let per = bundles.len() / n.max(1);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = bundles
-            .chunks(per.max(1))
-            .take(n)
-            .map(|chunk| {
-                s.spawn(move || {
-                    let Ok(mut c) = TcpStream::connect(addr) else {
-                        return 0;
-                    };
-                    c.set_read_timeout(Some(Duration::from_secs(5))).ok();
-                    let all: Vec<u8> = chunk
-                        .iter()
-                        .flat_map(|b| b.request.iter().copied())
-                        .collect();
-                    if c.write_all(&all).is_err() || c.shutdown(Shutdown::Write).is_err() {
-                        return 0;
-                    }
-                    let mut text = Vec::new();
-                    let _ = c.read_to_end(&mut text);
-                    let text = String::from_utf8_lossy(&text);
-                    chunk
-                        .iter()
-                        .filter(|b| text.contains(b.bundle_id_str()))
-                        .count()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or(0)).sum()
-    })
-}
-
-/// `n` connections from 127.3.0.1, held a second: how many the relay kept open.
-fn flood(addr: SocketAddr, n: usize) -> usize {
-    let from = SocketAddr::from(([127, 3, 0, 1], 0));
-    let conns: Vec<TcpStream> = (0..n)
-        .filter_map(|_| {
-            let s =
-                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
-            s.bind(&from.into()).ok()?;
-            s.connect(&addr.into()).ok()?;
-            Some(s.into())
-        })
-        .collect();
-    std::thread::sleep(Duration::from_secs(1));
-    // The refused ones read end-of-stream (or a reset); the ones held open time out waiting.
-    conns
-        .iter()
-        .filter(|c| {
-            c.set_read_timeout(Some(Duration::from_millis(20))).ok();
-            let mut b = [0u8; 1];
-            matches!(
-                (&mut &**c).read(&mut b),
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
-            )
-        })
-        .count()
-}
-
 /// The report as text: the fault table, the client table, the verdicts.
 pub fn render(r: &MatrixReport) -> String {
-    let mut out = String::new();
-    let rows: Vec<Vec<String>> = r
-        .faults
-        .iter()
-        .map(|f| {
-            vec![
-                f.region.clone(),
-                f.fault.clone(),
-                f.relay_did.clone(),
-                f.delivered.to_string(),
-                f.expired.to_string(),
-                format!("{} (at most {})", f.failed, f.lost_max),
-            ]
-        })
-        .collect();
-    out.push_str(&crate::table::render(
-        &[
-            "region",
-            "fault",
-            "what the relay did",
-            "delivered",
-            "expired",
-            "lost",
-        ],
-        &rows,
-    ));
-    out.push('\n');
-    let rows: Vec<Vec<String>> = r
-        .clients
-        .iter()
-        .map(|c| vec![c.clients.clone(), c.relay_did.clone()])
-        .collect();
-    out.push_str(&crate::table::render(
-        &["clients", "what the relay did"],
-        &rows,
-    ));
-    out.push('\n');
+    let mut faults = Table::new(&[
+        "region",
+        "fault",
+        "what the relay did",
+        "delivered",
+        "expired",
+        "lost",
+    ]);
+    for f in &r.faults {
+        faults.push(vec![
+            f.region.clone(),
+            f.fault.clone(),
+            f.relay_did.clone(),
+            f.delivered.to_string(),
+            f.expired.to_string(),
+            format!("{} (at most {})", f.failed, f.lost_max),
+        ]);
+    }
+    let mut clients = Table::new(&["clients", "what the relay did"]);
+    for c in &r.clients {
+        clients.push(vec![c.clients.clone(), c.relay_did.clone()]);
+    }
     let t = &r.relay;
-    out.push_str(&format!(
-        "relay: admitted {} = delivered {} + rejected {} + expired {} + failed {} + in flight {}; \
-         retries {}, cooldowns {}, silences {}, reconnects after loss {}; engine: {} accepted, {} \
-         early sends, {} duplicates\n",
+    let mut out = format!(
+        "{}\n{}\nrelay: admitted {} = {}; retries {}, cooldowns {}, silences {}, reconnects \
+         after loss {}; engine: {} accepted, {} early sends, {} duplicates\n",
+        faults.render(),
+        clients.render(),
         t.admitted,
-        t.delivered,
-        t.rejected,
-        t.expired,
-        t.failed,
-        t.in_flight,
+        report::bundle_ends(t),
         t.retries,
         t.cooldowns,
         t.silences,
@@ -793,14 +615,9 @@ pub fn render(r: &MatrixReport) -> String {
         r.engine.accepted,
         r.engine.early_sends,
         r.engine.duplicates
-    ));
+    );
     for c in &r.checks {
-        out.push_str(&format!(
-            "{} {}: {}\n",
-            if c.ok { "ok  " } else { "FAIL" },
-            c.what,
-            c.detail
-        ));
+        let _ = writeln!(out, "{} {}: {}", report::check_mark(c.ok), c.what, c.detail);
     }
     out
 }
