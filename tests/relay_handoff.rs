@@ -1,0 +1,298 @@
+//! Bundles moving between threads, driven without sockets: two dispatchers (threads 0 and 1
+//! of one relay) joined by a mesh, each with its own pair to one region, the engine's bytes
+//! scripted. A bundle accepted on thread 0 goes to thread 1's pool when that can send it
+//! sooner, is decoded into a slot thread 1 lent, and is admitted, sent and counted there; with
+//! no slot lent it stays, and nothing is lost either way. In steady state a handed-off bundle
+//! allocates nothing.
+
+mod counting_alloc;
+mod h2_support;
+mod intake_support;
+mod wire_support;
+
+use std::sync::Arc;
+
+use bundle_relay::clock::{Instant, TickRate};
+use bundle_relay::http1;
+use bundle_relay::limiter::PairId;
+use bundle_relay::mesh::Mesh;
+use bundle_relay::metrics::accounting::{Stats, Totals};
+use bundle_relay::relay::dispatch::Dispatcher;
+use bundle_relay::relay::intake::{self, Port, Verdict};
+use bundle_relay::relay::{RegionSpec, Spec};
+use counting_alloc::allocations;
+use h2_support::{engine_hello, ok_reply};
+use intake_support::{bundle, send_bundle_body};
+
+const MS: u64 = 1_000_000;
+
+struct Thread {
+    d: Dispatcher,
+    stats: Arc<Stats>,
+    pair: PairId,
+    /// The next stream id this thread's connection uses.
+    stream: u32,
+    /// The engine's answers for the streams to come, built ahead (building one allocates).
+    replies: Vec<Vec<u8>>,
+}
+
+impl Thread {
+    /// Sends everything the dispatcher has for its pair; returns how many bytes.
+    fn flush(&mut self, now: Instant) -> usize {
+        let mut sent = 0;
+        while let Some(p) = self.d.poll_dirty() {
+            let n = self.d.transmit(p, now).len();
+            self.d.transmitted(p, n, now);
+            sent += n;
+        }
+        sent
+    }
+
+    /// The engine answers this thread's call in flight with OK.
+    fn answer(&mut self, now: Instant) {
+        let i = (self.stream / 2) as usize;
+        if self.replies.len() <= i {
+            self.replies
+                .extend((self.replies.len()..i + 64).map(|k| ok_reply(2 * k as u32 + 1)));
+        }
+        self.stream += 2;
+        let reply = std::mem::take(&mut self.replies[i]);
+        self.d.received(self.pair, &reply, now);
+        self.replies[i] = reply;
+        self.flush(now);
+    }
+}
+
+/// Two threads of a relay with one region and two sources, each thread's pair connected and
+/// in rotation, and the mesh between them.
+fn two_threads(interval_ms: u64, arena_slots: u32, now: Instant) -> (Thread, Thread, Instant) {
+    let region = RegionSpec {
+        interval_ms,
+        ..RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
+    };
+    let mut spec = Spec::local(
+        vec![region],
+        vec!["127.1.0.1".parse().unwrap(), "127.1.0.2".parse().unwrap()],
+    );
+    spec.threads = 2;
+    spec.arena_slots = arena_slots;
+    spec.upstream_timeout_ms = 600_000;
+    let mesh = Arc::new(Mesh::new(2, arena_slots / 2));
+    let metrics = bundle_relay::metrics::Metrics::new(&["ny".to_string()], 2);
+    let threads: Vec<Thread> = (0..2)
+        .map(|t| {
+            let stats = Arc::new(Stats::default());
+            let mut d = Dispatcher::new(
+                &spec.thread(t),
+                TickRate::NANOS,
+                now,
+                stats.clone(),
+                metrics.thread(t),
+            );
+            d.join(mesh.clone(), t);
+            let order = d.poll_connect(now).expect("the pair connects at start");
+            d.connected(order.pair, now);
+            let mut th = Thread {
+                d,
+                stats,
+                pair: order.pair,
+                stream: 1,
+                replies: Vec::new(),
+            };
+            th.flush(now);
+            th.d.received(order.pair, &engine_hello(), now);
+            th.flush(now);
+            th
+        })
+        .collect();
+    let mut threads = threads.into_iter();
+    let (mut a, mut b) = (threads.next().unwrap(), threads.next().unwrap());
+    // Each publishes its pool and lends the other its slots; the tip-account refresh each
+    // sends at start is answered, so both pairs are free again.
+    for t in [&mut a, &mut b] {
+        t.d.dispatch(now);
+        assert!(t.flush(now) > 0, "the tip-account refresh went out");
+        t.answer(now);
+    }
+    let now = Instant(now.0 + interval_ms * MS + 1);
+    a.d.dispatch(now);
+    b.d.dispatch(now);
+    (a, b, now)
+}
+
+/// A bot's sendBundle on thread `t`'s pinned port for the region.
+fn request(t: &mut Thread, body: &str, now: Instant) -> Verdict {
+    let mut out = [0u8; 4096];
+    let (n, verdict, _) = intake::handle(
+        &mut t.d,
+        Port::Pinned(0),
+        http1::Method::Post,
+        b"/api/v1/bundles",
+        b"",
+        body.as_bytes(),
+        true,
+        now,
+        &mut out,
+    );
+    assert!(
+        out[..n].starts_with(b"HTTP/1.1 200") || verdict != Verdict::Admitted,
+        "{}",
+        String::from_utf8_lossy(&out[..n])
+    );
+    verdict
+}
+
+fn body(seed: u64) -> String {
+    let (txs, _, _) = bundle(seed, 2);
+    send_bundle_body(&txs, seed)
+}
+
+fn totals(t: &Thread) -> Totals {
+    t.stats.totals()
+}
+
+#[test]
+fn a_bundle_goes_to_the_thread_whose_pool_sends_it_soonest_and_is_counted_there() {
+    let (mut a, mut b, mut now) = two_threads(1_000, 64, Instant(MS));
+    // Both pairs are ready: the first bundle stays on the thread that read it.
+    assert_eq!(request(&mut a, &body(1), now), Verdict::Admitted);
+    a.d.dispatch(now);
+    assert!(a.flush(now) > 0, "thread 0 sent it on its own pair");
+    // Its pair is now held until the answer: the next bundle goes to thread 1's ready pair.
+    now = Instant(now.0 + MS);
+    assert_eq!(request(&mut a, &body(2), now), Verdict::Admitted);
+    assert_eq!(totals(&a).handoffs_out, 1);
+    assert_eq!(a.d.poll_wake(), Some(1), "thread 1 is to be woken");
+    b.d.dispatch(now);
+    assert_eq!(totals(&b).handoffs_in, 1);
+    assert!(b.flush(now) > 0, "thread 1 sent it on its pair");
+    b.answer(now);
+    a.answer(now);
+    // Each counted the bundle it sent, once: admitted, delivered, nothing in flight.
+    let (ta, tb) = (totals(&a), totals(&b));
+    assert_eq!(
+        (ta.admitted, ta.delivered, ta.in_flight),
+        (1, 1, 0),
+        "{ta:?}"
+    );
+    assert_eq!(
+        (tb.admitted, tb.delivered, tb.in_flight),
+        (1, 1, 0),
+        "{tb:?}"
+    );
+    assert!(a.d.check_accounting() && b.d.check_accounting());
+    assert_eq!((a.d.in_flight(), b.d.in_flight()), (0, 0));
+}
+
+#[test]
+fn without_a_lent_slot_the_bundle_stays_and_nothing_is_lost() {
+    // Four slots a thread: one lent to the other (a quarter of the arena).
+    let (mut a, mut b, mut now) = two_threads(1_000, 8, Instant(MS));
+    assert_eq!(request(&mut a, &body(1), now), Verdict::Admitted);
+    a.d.dispatch(now);
+    a.flush(now);
+    now = Instant(now.0 + MS);
+    // Thread 0's pair is held: both bundles would go to thread 1, which lent one slot.
+    assert_eq!(request(&mut a, &body(2), now), Verdict::Admitted);
+    assert_eq!(request(&mut a, &body(3), now), Verdict::Admitted);
+    let ta = totals(&a);
+    assert_eq!(
+        (ta.handoffs_out, ta.handoffs_without_credit),
+        (1, 1),
+        "{ta:?}"
+    );
+    assert_eq!(ta.in_flight, 2, "the first bundle and the one that stayed");
+    b.d.dispatch(now);
+    b.flush(now);
+    b.answer(now);
+    // Thread 0's pair frees after its answer and the interval: the bundle that stayed goes.
+    a.answer(now);
+    now = Instant(now.0 + 1_001 * MS);
+    a.d.dispatch(now);
+    assert!(a.flush(now) > 0);
+    a.answer(now);
+    let (ta, tb) = (totals(&a), totals(&b));
+    assert_eq!(
+        (ta.admitted, ta.delivered, ta.in_flight),
+        (2, 2, 0),
+        "{ta:?}"
+    );
+    assert_eq!(
+        (tb.admitted, tb.delivered, tb.in_flight),
+        (1, 1, 0),
+        "{tb:?}"
+    );
+}
+
+#[test]
+fn a_bundle_with_a_bad_transaction_keeps_its_lent_slot_for_the_next() {
+    let (mut a, mut b, mut now) = two_threads(1_000, 8, Instant(MS));
+    request(&mut a, &body(1), now);
+    a.d.dispatch(now);
+    a.flush(now);
+    now = Instant(now.0 + MS);
+    let bad = r#"{"jsonrpc":"2.0","id":9,"method":"sendBundle","params":[["AAAA"],{"encoding":"base64"}]}"#;
+    assert_eq!(request(&mut a, bad, now), Verdict::Invalid);
+    // The one lent slot is still there for a good bundle.
+    assert_eq!(request(&mut a, &body(2), now), Verdict::Admitted);
+    assert_eq!(totals(&a).handoffs_out, 1);
+    b.d.dispatch(now);
+    b.flush(now);
+    b.answer(now);
+    assert_eq!(totals(&b).delivered, 1);
+}
+
+#[test]
+fn bundles_handed_off_at_shutdown_are_counted_where_they_were_admitted() {
+    let (mut a, mut b, mut now) = two_threads(1_000, 64, Instant(MS));
+    request(&mut a, &body(1), now);
+    a.d.dispatch(now);
+    a.flush(now);
+    now = Instant(now.0 + MS);
+    request(&mut a, &body(2), now);
+    // The drain deadline passes before thread 1 ran: it admits what it was handed, then fails
+    // it with everything else it holds.
+    b.d.abandon_all(now);
+    a.d.abandon_all(now);
+    let (ta, tb) = (totals(&a), totals(&b));
+    assert_eq!((ta.admitted, ta.failed), (1, 1), "{ta:?}");
+    assert_eq!((tb.admitted, tb.failed), (1, 1), "{tb:?}");
+    assert!(ta.identity_holds() && tb.identity_holds());
+}
+
+#[test]
+fn handed_off_bundles_allocate_nothing_in_steady_state() {
+    const CALLS: u32 = 300;
+    let (mut a, mut b, mut now) = two_threads(1, 256, Instant(MS));
+    // Thread 0's pair stays held by a call never answered, so every bundle goes to thread 1.
+    request(&mut a, &body(1), now);
+    a.d.dispatch(now);
+    a.flush(now);
+    let bodies: Vec<String> = (0..10 + CALLS as u64).map(|i| body(100 + i)).collect();
+    let mut round = |a: &mut Thread, b: &mut Thread, now: Instant, body: &str| {
+        assert_eq!(request(a, body, now), Verdict::Admitted);
+        while a.d.poll_wake().is_some() {}
+        b.d.dispatch(now);
+        assert!(b.flush(now) > 0, "thread 1 sent the bundle");
+        // As a reactor's iteration does: the answer, then the dispatcher's pass (which
+        // publishes the pair free again).
+        b.answer(now);
+        b.d.dispatch(now);
+        a.d.dispatch(now);
+    };
+    for body in &bodies[..10] {
+        now = Instant(now.0 + 2 * MS);
+        round(&mut a, &mut b, now, body);
+    }
+    b.replies = (0..2 * CALLS + 64).map(|k| ok_reply(2 * k + 1)).collect();
+    let before = allocations();
+    for body in &bodies[10..] {
+        now = Instant(now.0 + 2 * MS);
+        round(&mut a, &mut b, now, body);
+    }
+    assert_eq!(allocations() - before, 0, "allocations in {CALLS} handoffs");
+    let tb = totals(&b);
+    assert_eq!(tb.delivered, 10 + CALLS as u64, "{tb:?}");
+    assert_eq!(totals(&a).handoffs_out, 10 + CALLS as u64);
+    assert!(b.d.check_accounting());
+}
