@@ -269,7 +269,7 @@ fn handed_off_bundles_allocate_nothing_in_steady_state() {
     a.d.dispatch(now);
     a.flush(now);
     let bodies: Vec<String> = (0..10 + CALLS as u64).map(|i| body(100 + i)).collect();
-    let mut round = |a: &mut Thread, b: &mut Thread, now: Instant, body: &str| {
+    let round = |a: &mut Thread, b: &mut Thread, now: Instant, body: &str| {
         assert_eq!(request(a, body, now), Verdict::Admitted);
         while a.d.poll_wake().is_some() {}
         b.d.dispatch(now);
