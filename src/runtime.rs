@@ -154,6 +154,7 @@ impl Relay {
             .min()
             .unwrap_or(1);
         let mesh = Arc::new(crate::mesh::Mesh::new(spec.threads, slots_min));
+        metrics.set_mesh(mesh.clone());
         let mut stats = Vec::new();
         let mut threads = Vec::new();
         let mut failures = Vec::new();
@@ -329,6 +330,12 @@ impl Relay {
     /// calls (the loop wakes at least every 50 ms) is a wedged thread.
     pub fn thread_iterations(&self) -> Vec<u64> {
         self.stats.iter().map(|s| s.iterations.get()).collect()
+    }
+
+    /// Each reactor thread's own counts: what it admitted and how those ended (a bundle is
+    /// counted by the thread whose pairs sent it), what it handed to others.
+    pub fn thread_totals(&self) -> Vec<Totals> {
+        self.stats.iter().map(|s| s.totals()).collect()
     }
 
     pub fn totals(&self) -> Totals {

@@ -27,7 +27,6 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering, fence};
 use crate::arena::{LentSlot, SlotHandle};
 use crate::clock::Instant;
 use crate::limiter::REGIONS_MAX;
-use crate::metrics::Counter;
 
 pub use spsc::Ring;
 
@@ -86,9 +85,10 @@ struct Line {
     step: [AtomicU64; REGIONS_MAX],
 }
 
-/// One thread's handoff counts to each other thread, on lines of its own.
+/// One thread's handoff counts to each other thread, on lines of its own (written by that
+/// thread only: a load and a store, no read-modify-write).
 #[repr(align(128))]
-struct Row([Counter; ROW_COUNTERS]);
+struct Row([AtomicU64; ROW_COUNTERS]);
 
 const ROW_COUNTERS: usize = 16;
 
@@ -244,14 +244,15 @@ impl Mesh {
     /// One bundle handed from `sender` to `receiver` (counted by the sender only).
     pub fn count_handoff(&self, sender: usize, receiver: usize) {
         let row = &self.rows[sender * self.rows_per_thread + receiver / ROW_COUNTERS];
-        row.0[receiver % ROW_COUNTERS].inc();
+        let c = &row.0[receiver % ROW_COUNTERS];
+        c.store(c.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
     }
 
     /// Bundles `sender` handed to `receiver` so far.
     pub fn handoffs_counted(&self, sender: usize, receiver: usize) -> u64 {
         self.rows[sender * self.rows_per_thread + receiver / ROW_COUNTERS].0
             [receiver % ROW_COUNTERS]
-            .get()
+            .load(Ordering::Relaxed)
     }
 }
 

@@ -136,6 +136,7 @@ fn render(m: &Metrics, out: &mut String) {
     family(out, ENABLED_NAME, "gauge", ENABLED_HELP);
     sample(out, ENABLED_NAME, &[], u64::from(m.enabled()));
     render_defences(&m.totals(), out);
+    render_handoffs(m, out);
     if !m.enabled() {
         render_accounting(m, out);
         return;
@@ -346,6 +347,34 @@ fn render(m: &Metrics, out: &mut String) {
             &mut acc,
         );
     }
+}
+
+/// Bundles moving between threads: how many each thread handed each other one, and how often a
+/// bundle another thread could have sent sooner stayed (no slot lent at that moment). Counted
+/// whether metrics are on or off; one series per ordered pair of threads.
+fn render_handoffs(m: &Metrics, out: &mut String) {
+    let handoffs = m.handoffs();
+    if !handoffs.is_empty() {
+        let name = "bundle_relay_handoffs_total";
+        family(
+            out,
+            name,
+            "counter",
+            "Bundles one reactor thread's intake handed to another thread to send, by thread pair.",
+        );
+        for (from, to, v) in handoffs {
+            let (from, to) = (from.to_string(), to.to_string());
+            sample(out, name, &[("from", &from), ("to", &to)], v);
+        }
+    }
+    let name = "bundle_relay_handoffs_without_credit_total";
+    family(
+        out,
+        name,
+        "counter",
+        "Bundles another thread could have sent sooner that stayed, because it had no arena slot lent to this one at that moment.",
+    );
+    sample(out, name, &[], m.totals().handoffs_without_credit);
 }
 
 /// What the intake and the reactors did to protect themselves (counted by the relay's own

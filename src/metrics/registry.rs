@@ -3,12 +3,13 @@
 
 use std::fmt::Write as _;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use hdrhistogram::Histogram;
 
 use super::accounting::{self, Stats};
+use crate::mesh::Mesh;
 use super::atomic_hist;
 use super::labels::{HistId, METHOD_SLOTS, STATUS_SLOTS};
 use super::percentiles::write_percentile_distribution;
@@ -45,6 +46,8 @@ pub struct Metrics {
     stats: Box<[Arc<Stats>]>,
     config_generation: AtomicU64,
     enabled: bool,
+    /// The threads' mesh, for the handoff counts (set once by the relay at start).
+    mesh: OnceLock<Arc<Mesh>>,
 }
 
 impl Metrics {
@@ -70,7 +73,26 @@ impl Metrics {
             stats: (0..threads).map(|_| Arc::new(Stats::default())).collect(),
             config_generation: AtomicU64::new(0),
             enabled,
+            mesh: OnceLock::new(),
         }
+    }
+
+    /// Where the handoff counts between threads are read (set once, by the relay at start).
+    pub fn set_mesh(&self, mesh: Arc<Mesh>) {
+        let _ = self.mesh.set(mesh);
+    }
+
+    /// Bundles thread `from` handed to thread `to`, for every pair of threads that handed any.
+    pub fn handoffs(&self) -> Vec<(usize, usize, u64)> {
+        let Some(mesh) = self.mesh.get() else {
+            return Vec::new();
+        };
+        let n = mesh.threads();
+        (0..n)
+            .flat_map(|a| (0..n).map(move |b| (a, b)))
+            .filter(|(a, b)| a != b)
+            .map(|(a, b)| (a, b, mesh.handoffs_counted(a, b)))
+            .collect()
     }
 
     /// Whether the threads record (the config's `[admin] metrics`).
