@@ -345,6 +345,11 @@ impl Relay {
     /// Stops accepting, lets bundles in flight end for up to `drain`, counts the rest failed,
     /// closes everything and returns the final counts.
     pub fn shutdown(self, drain: Duration) -> Totals {
+        Totals::of_all(&self.shutdown_by_thread(drain))
+    }
+
+    /// As [`Relay::shutdown`], with each reactor thread's final counts.
+    pub fn shutdown_by_thread(self, drain: Duration) -> Vec<Totals> {
         self.drain_deadline_ms
             .store(drain.as_millis() as u64, Ordering::Relaxed);
         self.stop.store(true, Ordering::Release);
@@ -358,6 +363,6 @@ impl Relay {
         if let Some(l) = self.logger {
             l.stop();
         }
-        Totals::of(stats.iter().map(|s| &**s))
+        stats.iter().map(|s| s.totals()).collect()
     }
 }

@@ -48,6 +48,19 @@ fn local(ip: [u8; 4]) -> Source {
 // ---- what loads ----
 
 #[test]
+fn bundles_move_between_threads_unless_handoffs_are_turned_off() {
+    assert!(
+        parse(&format!("threads = 2\n{REGION}{EGRESS}"))
+            .unwrap()
+            .handoffs
+    );
+    let off = parse(&format!("threads = 2\nhandoffs = false\n{REGION}{EGRESS}")).unwrap();
+    assert!(!off.handoffs);
+    let e = refused(&format!("handoffs = 1\n{REGION}{EGRESS}"));
+    assert!(e.contains("handoffs"), "{e}");
+}
+
+#[test]
 fn minimal_file_gets_the_documented_defaults() {
     let c = parse(&format!("threads = 2\n{REGION}{EGRESS}")).unwrap();
     assert_eq!(c.threads, 2);

@@ -12,6 +12,7 @@ pub mod compare;
 pub mod demo;
 pub mod engine;
 pub mod fds;
+pub mod handoff;
 pub mod load;
 pub mod matrix;
 pub mod null;

@@ -169,6 +169,7 @@ fn a_relay_process_reports_its_addresses_answers_stats_and_exits_cleanly_when_st
         tuning: None,
         bad_tls_regions: Vec::new(),
         admin: false,
+        handoffs: true,
     };
     let mut child = Command::new(env!("CARGO_BIN_EXE_bench-demo"))
         .args([demo::SERVE_RELAY_ARG, "bundle-relay", "--spec"])

@@ -43,10 +43,16 @@ async fn one_connection_uses_every_threads_pairs_and_delivers_every_bundle() {
     let end = wait_ended(&relay, Duration::from_secs(10)).await;
     assert!(end.identity_holds(), "{end:?}");
     assert_eq!((end.admitted, end.delivered), (336, 336), "{end:?}");
-    assert!(end.handoffs_out > 0 && end.handoffs_in == end.handoffs_out, "{end:?}");
+    assert!(
+        end.handoffs_out > 0 && end.handoffs_in == end.handoffs_out,
+        "{end:?}"
+    );
     let per_thread = relay.thread_totals();
     for (t, tt) in per_thread.iter().enumerate() {
-        assert!(tt.delivered > 0, "thread {t}'s pairs carried nothing: {per_thread:?}");
+        assert!(
+            tt.delivered > 0,
+            "thread {t}'s pairs carried nothing: {per_thread:?}"
+        );
         assert!(tt.identity_holds(), "thread {t}: {tt:?}");
     }
     let es = engine.stats();

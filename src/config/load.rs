@@ -96,6 +96,7 @@ impl Config {
         Config {
             threads: schema::default_threads_for(sources.len()),
             pin_threads: true,
+            handoffs: true,
             arena_slots: schema::ARENA_SLOTS_DEFAULT,
             bundle_max_age_ms: schema::BUNDLE_MAX_AGE_MS_DEFAULT,
             upstream_timeout_ms: schema::UPSTREAM_TIMEOUT_MS_DEFAULT,

@@ -14,6 +14,8 @@
 //! threads = 8                  # reactor threads; default: available cores, at most one per
 //!                              # egress source (fewer sources than threads is refused)
 //! pin_threads = true           # pin thread i to core i
+//! handoffs = true              # a bundle may leave through another thread's pairs (the one that
+//!                              # sends it soonest), so any connection reaches the whole pool
 //! arena_slots = 65536          # total in-flight bundles, split evenly across threads
 //! bundle_max_age_ms = 2000     # older undelivered bundles are dropped as expired
 //! upstream_timeout_ms = 1000   # one SendBundle call

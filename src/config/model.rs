@@ -86,6 +86,10 @@ pub struct Config {
     pub threads: usize,
     /// Pin reactor thread i to core i; default true.
     pub pin_threads: bool,
+    /// Bundles may move between threads (`handoffs`, default true): a bundle accepted on one
+    /// thread leaves through the thread whose pool can send it soonest, so any connection
+    /// reaches the whole pool. Off, each thread sends only what it accepted.
+    pub handoffs: bool,
     /// Total in-flight cap, split evenly across threads; default 65,536.
     pub arena_slots: u32,
     /// Bundles older than this are dropped as expired; default 2,000 ms.

@@ -109,6 +109,7 @@ pub fn default_threads_for(sources: usize) -> usize {
 struct File {
     threads: Option<usize>,
     pin_threads: Option<bool>,
+    handoffs: Option<bool>,
     arena_slots: Option<u32>,
     bundle_max_age_ms: Option<u64>,
     upstream_timeout_ms: Option<u64>,
@@ -483,6 +484,7 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
     Ok(Config {
         threads,
         pin_threads: file.pin_threads.unwrap_or(true),
+        handoffs: file.handoffs.unwrap_or(true),
         arena_slots,
         bundle_max_age_ms,
         upstream_timeout_ms,

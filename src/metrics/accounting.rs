@@ -94,6 +94,12 @@ macro_rules! accounting {
         }
 
         impl Totals {
+            /// Adds another total's counters.
+            pub fn merge(&mut self, o: &Totals) {
+                $(self.$r += o.$r;)*
+                $(self.$t += o.$t;)*
+            }
+
             /// Adds one thread's counters, all its regions together.
             pub fn add(&mut self, s: &Stats) {
                 for c in &s.regions {
@@ -192,6 +198,15 @@ impl Totals {
         let mut t = Totals::default();
         for s in threads {
             t.add(s);
+        }
+        t
+    }
+
+    /// The sums of several totals (one per thread, say).
+    pub fn of_all(parts: &[Totals]) -> Totals {
+        let mut t = Totals::default();
+        for p in parts {
+            t.merge(p);
         }
         t
     }

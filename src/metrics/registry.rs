@@ -3,17 +3,17 @@
 
 use std::fmt::Write as _;
 use std::io;
-use std::sync::{Arc, OnceLock};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
 
 use hdrhistogram::Histogram;
 
 use super::accounting::{self, Stats};
-use crate::mesh::Mesh;
 use super::atomic_hist;
 use super::labels::{HistId, METHOD_SLOTS, STATUS_SLOTS};
 use super::percentiles::write_percentile_distribution;
 use super::thread::ThreadMetrics;
+use crate::mesh::Mesh;
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RegionSnapshot {

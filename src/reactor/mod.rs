@@ -248,7 +248,7 @@ impl Worker {
         let rate = clock.rate();
         let tspec = spec.thread(t);
         let mut d = Dispatcher::new(&tspec, rate, now, stats.clone(), metrics.clone());
-        if mesh.threads() > 1 {
+        if spec.handoffs && mesh.threads() > 1 {
             d.join(mesh.clone(), t);
         }
         let backlog = sq_entries_max(

@@ -103,8 +103,11 @@ pub struct Spec {
     /// without a lock or a message. `None` for a relay built from a [`Spec`] alone.
     pub live: Option<Arc<crate::config::Shared>>,
     /// Record metrics (histograms, per-region and per-method counters); off, the request path
-    /// does none of that work and only the accounting counters ([`Stats`]) run.
+    /// does none of that work and only the accounting counters run.
     pub metrics: bool,
+    /// Bundles may move between threads: a bundle accepted on one thread leaves through the
+    /// thread whose pool sends it soonest (off: every thread sends only what it accepted).
+    pub handoffs: bool,
 }
 
 /// Upstream HTTP/2 settings for a relay connection. The limiter holds a pair while its call
@@ -197,6 +200,7 @@ impl Spec {
             h2: upstream_h2_config(),
             live: None,
             metrics: cfg.metrics,
+            handoffs: cfg.handoffs,
         })
     }
 
@@ -229,6 +233,7 @@ impl Spec {
             h2: upstream_h2_config(),
             live: None,
             metrics: true,
+            handoffs: true,
         }
     }
 

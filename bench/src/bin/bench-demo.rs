@@ -10,6 +10,7 @@
 //! bench-demo --tls --socks5 32                  # TLS to the engines, 32 of the 256 addresses via SOCKS5
 //! bench-demo --tls-cost                         # bundle-relay, TLS vs plaintext to the engines, one table
 //! bench-demo --metrics-cost                     # bundle-relay, metrics on vs off, one table
+//! bench-demo --handoffs                         # one connection against the whole pool
 //! bench-demo --faults                           # every fault at once, what the relay did, what was lost
 //! ```
 //!
@@ -157,6 +158,16 @@ struct Args {
     /// --faults: the load's rate (the pool carries 640/s at the matrix's 400 ms interval).
     #[arg(long, default_value_t = 500.0)]
     faults_rate: f64,
+    /// bundle-relay's threads send only what their own connections brought (by default a
+    /// bundle leaves through whichever thread's pool sends it soonest).
+    #[arg(long)]
+    no_handoffs: bool,
+    /// One connection against the whole pool: 64 connections, one connection on 2 threads,
+    /// one on 4 threads with an uneven pool, and that with handoffs off, at 90% of the pool's
+    /// capacity (`--egress`, `--interval-ms`, `--duration-s` apply); one table and the
+    /// verdicts.
+    #[arg(long)]
+    handoffs: bool,
 }
 
 /// `bench-demo --serve-relay KIND --spec JSON`: the relay process the demo starts.
@@ -230,8 +241,10 @@ fn main() -> ExitCode {
         tls: a.tls,
         socks5: a.socks5,
         metrics: true,
+        handoffs: !a.no_handoffs,
     };
-    let cfg = if a.in_process && !a.compare && !a.tls_cost && !a.metrics_cost && !a.faults_matrix {
+    let own_process = a.compare || a.tls_cost || a.metrics_cost || a.faults_matrix || a.handoffs;
+    let cfg = if a.in_process && !own_process {
         cfg
     } else {
         match std::env::current_exe() {
@@ -253,6 +266,18 @@ fn main() -> ExitCode {
         return match bundle_relay_bench::matrix::run(&mcfg) {
             Ok(r) => finish(
                 bundle_relay_bench::matrix::render(&r),
+                &r,
+                a.json.as_deref(),
+                r.failures(),
+            ),
+            Err(e) => bad(e),
+        };
+    }
+    if a.handoffs {
+        let hcfg = bundle_relay_bench::handoff::HandoffConfig::new(cfg);
+        return match bundle_relay_bench::handoff::run(&hcfg) {
+            Ok(r) => finish(
+                bundle_relay_bench::handoff::render(&r),
                 &r,
                 a.json.as_deref(),
                 r.failures(),

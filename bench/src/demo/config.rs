@@ -108,6 +108,9 @@ pub struct DemoConfig {
     pub socks5: usize,
     /// bundle-relay records metrics (the default); off, its request path skips them.
     pub metrics: bool,
+    /// bundle-relay's bundles may move between threads (the default); off, each thread sends
+    /// only what its own connections brought.
+    pub handoffs: bool,
 }
 
 impl Default for DemoConfig {
@@ -132,6 +135,7 @@ impl Default for DemoConfig {
             tls: false,
             socks5: 0,
             metrics: true,
+            handoffs: true,
         }
     }
 }

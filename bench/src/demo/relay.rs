@@ -16,8 +16,38 @@ use super::RelayKind;
 use crate::baseline::config::BaselineConfig;
 use crate::baseline::{Baseline, BaselineHandle};
 
-/// A relay's counters in one shape for every kind.
-pub type RelayStats = Totals;
+/// A relay's counters in one shape for every kind, and bundle-relay's per reactor thread.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RelayStats {
+    #[serde(flatten)]
+    pub totals: Totals,
+    /// bundle-relay: each reactor thread's own counts (a bundle is counted by the thread
+    /// whose pairs sent it); empty for the baseline.
+    #[serde(default)]
+    pub threads: Vec<Totals>,
+}
+
+impl RelayStats {
+    pub fn of(totals: Totals) -> RelayStats {
+        RelayStats {
+            totals,
+            threads: Vec::new(),
+        }
+    }
+}
+
+impl std::ops::Deref for RelayStats {
+    type Target = Totals;
+    fn deref(&self) -> &Totals {
+        &self.totals
+    }
+}
+
+impl std::ops::DerefMut for RelayStats {
+    fn deref_mut(&mut self) -> &mut Totals {
+        &mut self.totals
+    }
+}
 
 /// How long shutdown lets a relay's bundles in flight end (both relays' max age is 2 s).
 const RELAY_DRAIN: Duration = Duration::from_secs(2);
@@ -52,6 +82,10 @@ pub struct RelaySetup {
     /// Serve bundle-relay's admin endpoints (`/metrics`) on an ephemeral loopback port.
     #[serde(default)]
     pub admin: bool,
+    /// bundle-relay's bundles may move between threads (`Spec::handoffs`); the baseline's
+    /// runtime always spreads its work.
+    #[serde(default = "metrics_on")]
+    pub handoffs: bool,
 }
 
 /// bundle-relay settings a run may change from [`Spec::local`]'s.
@@ -138,6 +172,7 @@ impl RelaySetup {
         );
         spec.threads = self.threads.max(1);
         spec.arena_slots = self.in_flight_max;
+        spec.handoffs = self.handoffs;
         spec.metrics = self.metrics;
         Ok(spec)
     }
@@ -199,8 +234,11 @@ impl RunningRelay {
 
     pub fn stats(&self) -> RelayStats {
         match self {
-            RunningRelay::BundleRelay(r) => r.totals(),
-            RunningRelay::Baseline(h) => h.totals(),
+            RunningRelay::BundleRelay(r) => RelayStats {
+                totals: r.totals(),
+                threads: r.thread_totals(),
+            },
+            RunningRelay::Baseline(h) => RelayStats::of(h.totals()),
         }
     }
 
@@ -208,8 +246,14 @@ impl RunningRelay {
     pub async fn shutdown(self) -> RelayStats {
         match self {
             // Joins the reactor threads: blocking, on this runtime's only busy thread.
-            RunningRelay::BundleRelay(r) => r.shutdown(RELAY_DRAIN),
-            RunningRelay::Baseline(h) => h.shutdown().await.totals,
+            RunningRelay::BundleRelay(r) => {
+                let threads = r.shutdown_by_thread(RELAY_DRAIN);
+                RelayStats {
+                    totals: bundle_relay::metrics::accounting::Totals::of_all(&threads),
+                    threads,
+                }
+            }
+            RunningRelay::Baseline(h) => RelayStats::of(h.shutdown().await.totals),
         }
     }
 }

@@ -215,17 +215,18 @@ pub(crate) mod test_steps {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bundle_relay::metrics::accounting::Totals;
 
     fn balanced() -> RelayStats {
-        RelayStats {
+        RelayStats::of(Totals {
             admitted: 10,
             delivered: 6,
             rejected: 1,
             expired: 1,
             failed: 1,
             in_flight: 1,
-            ..RelayStats::default()
-        }
+            ..Totals::default()
+        })
     }
 
     #[test]
@@ -235,10 +236,10 @@ mod tests {
 
     #[test]
     fn a_bundle_missing_from_the_relay_accounting_fails_the_step() {
-        let relay = RelayStats {
+        let relay = RelayStats::of(Totals {
             delivered: 5,
-            ..balanced()
-        };
+            ..balanced().totals
+        });
         let v = verdicts(100.0, &relay, &EngineStats::default());
         assert_eq!(v.len(), 1);
         assert!(v[0].contains("admitted 10 != delivered 5"), "{v:?}");

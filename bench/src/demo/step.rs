@@ -169,6 +169,7 @@ fn start_relay(cfg: &DemoConfig, engine: &EngineThread) -> Result<(ProxyThread, 
         tuning: None,
         bad_tls_regions: Vec::new(),
         admin: false,
+        handoffs: cfg.handoffs,
     };
     let relay = RelayRun::start(cfg, setup)?;
     if cfg.relay == RelayKind::BundleRelay

@@ -48,7 +48,7 @@ impl StormRun {
         let end = self.relay.shutdown().await;
         self.engine.shutdown().await;
         std::fs::remove_dir_all(self.dir).ok();
-        end
+        end.totals
     }
 }
 
