@@ -179,10 +179,14 @@ fn main() {
             config,
             sysctl,
             root,
-        } => std::process::exit(check_host(config.as_deref(), sysctl.as_deref(), root)),
-        Command::EgressIp { config, interface } => {
-            std::process::exit(egress_ip(&config, interface.as_deref()))
-        }
+        } => std::process::exit(check_host::command::check_host(
+            config.as_deref(),
+            sysctl.as_deref(),
+            root,
+        )),
+        Command::EgressIp { config, interface } => std::process::exit(
+            check_host::command::egress_ip(&config, interface.as_deref()),
+        ),
         Command::Hist(args) => {
             if let Err(e) = bundle_relay::hist::run(&args) {
                 eprintln!("bundle-relay hist: {e}");
@@ -190,71 +194,6 @@ fn main() {
             }
         }
     }
-}
-
-fn check_host(config: Option<&Path>, sysctl: Option<&Path>, root: PathBuf) -> i32 {
-    let cfg = match config.map(|p| Config::load_with(p, Resolve::Deferred)) {
-        None => None,
-        Some(Ok(c)) => Some(c),
-        Some(Err(e)) => {
-            eprintln!("bundle-relay check-host: {e}");
-            return 2;
-        }
-    };
-    let sysctl_text = match sysctl {
-        None => check_host::sysctl::SHIPPED.to_string(),
-        Some(p) => match std::fs::read_to_string(p) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("bundle-relay check-host: cannot read {}: {e}", p.display());
-                return 2;
-            }
-        },
-    };
-    let checks = check_host::run(&check_host::Inputs::host(root, cfg, sysctl_text));
-    for c in &checks {
-        println!("{c}");
-    }
-    let count = |l| checks.iter().filter(|c| c.level == l).count();
-    println!(
-        "{} ok, {} warn, {} fail",
-        count(check_host::Level::Ok),
-        count(check_host::Level::Warn),
-        count(check_host::Level::Fail)
-    );
-    if check_host::passed(&checks) { 0 } else { 1 }
-}
-
-fn egress_ip(config: &Path, interface: Option<&str>) -> i32 {
-    let cfg = match Config::load_with(config, Resolve::Deferred) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("bundle-relay egress-ip: {e}");
-            return 2;
-        }
-    };
-    let addrs: Vec<std::net::IpAddr> = cfg
-        .egress
-        .sources
-        .iter()
-        .filter_map(|s| match s {
-            bundle_relay::config::Source::Local(ip) => Some(*ip),
-            bundle_relay::config::Source::Socks5 { .. } => None,
-        })
-        .collect();
-    let (method, dev) = match interface {
-        Some(d) => (check_host::egress::Method::Interface, d),
-        None => (check_host::egress::Method::LocalRoute, "lo"),
-    };
-    println!(
-        "# {} egress addresses of {}; run as root (| sh), and have the network route them here",
-        addrs.len(),
-        config.display()
-    );
-    for line in check_host::egress::commands(&addrs, method, dev) {
-        println!("{line}");
-    }
-    0
 }
 
 /// Set by SIGTERM and SIGINT.

@@ -15,6 +15,7 @@
 //! tests run it against fake `/proc` and `/sys` trees; io_uring and binding are tried for real.
 //! A `fail` is what stops the relay or makes it drop work; a `warn` costs latency or restarts.
 
+pub mod command;
 pub mod egress;
 pub mod host;
 mod report;
