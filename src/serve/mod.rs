@@ -1,6 +1,6 @@
 //! `bundle-relay run`: the relay as a process under a supervisor. It checks the plan, starts
 //! the relay, the admin listener and the .hlog writer, then supervises from the main thread
-//! every [`TICK`] until told to stop, drains and exits with a status that says how it ended.
+//! every 100 ms until told to stop, drains and exits with a status that says how it ended.
 //!
 //! What it is: the process around the relay: signals (`signals`), systemd's notify protocol
 //! and watchdog (`systemd`, `watchdog`), readiness (`ready`), config reloads (`reload`) and
