@@ -2,12 +2,11 @@
 //! with. What it is NOT: the checks (the module above) or the `ip` commands' making
 //! (`egress`); only their presentation.
 
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use super::egress::{self, Method};
 use super::{Inputs, Level};
-use crate::config::{Config, Resolve, Source};
+use crate::config::{Config, Resolve};
 
 /// Prints one line per check and their counts; 0 when none failed, 1 when one did, 2 when the
 /// config or the sysctl file cannot be read.
@@ -55,15 +54,7 @@ pub fn egress_ip(config: &Path, interface: Option<&str>) -> i32 {
             return 2;
         }
     };
-    let addrs: Vec<IpAddr> = cfg
-        .egress
-        .sources
-        .iter()
-        .filter_map(|s| match s {
-            Source::Local(ip) => Some(*ip),
-            Source::Socks5 { .. } => None,
-        })
-        .collect();
+    let addrs = super::local_egress(&cfg);
     let (method, dev) = match interface {
         Some(d) => (Method::Interface, d),
         None => (Method::LocalRoute, "lo"),

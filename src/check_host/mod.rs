@@ -236,16 +236,20 @@ fn nr_open_for(cfg: &Config, checks: &mut [Check]) {
     }
 }
 
-fn egress_addresses(cfg: &Config, out: &mut Vec<Check>) {
-    let local: Vec<IpAddr> = cfg
-        .egress
+/// The config's egress addresses that must be this host's own (the rest are SOCKS5 proxies).
+pub fn local_egress(cfg: &Config) -> Vec<IpAddr> {
+    cfg.egress
         .sources
         .iter()
         .filter_map(|s| match s {
             Source::Local(ip) => Some(*ip),
             Source::Socks5 { .. } => None,
         })
-        .collect();
+        .collect()
+}
+
+fn egress_addresses(cfg: &Config, out: &mut Vec<Check>) {
+    let local = local_egress(cfg);
     if local.is_empty() {
         return;
     }

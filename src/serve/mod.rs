@@ -113,6 +113,13 @@ fn refuse(why: &str) -> i32 {
     EXIT_START_REFUSED
 }
 
+/// Says why the relay does not start after all, and stops it again.
+fn abandon(relay: Relay, drain: Duration, why: &str) -> i32 {
+    let status = refuse(why);
+    relay.shutdown(drain);
+    status
+}
+
 /// How serving ended.
 #[derive(PartialEq, Eq)]
 enum End {
@@ -169,11 +176,7 @@ impl Serving {
             Some(addr) if flags.takeover.is_none() => {
                 match start::admin(addr, &cfg, &relay, Duration::ZERO) {
                     Ok(a) => Some(a),
-                    Err(e) => {
-                        let status = refuse(&e);
-                        relay.shutdown(drain);
-                        return Err(status);
-                    }
+                    Err(e) => return Err(abandon(relay, drain, &e)),
                 }
             }
             _ => None,
@@ -181,11 +184,7 @@ impl Serving {
         let hlog = match &flags.hlog {
             Some((dir, secs)) => match start::hlog(metrics.clone(), dir, *secs) {
                 Ok(t) => Some(t),
-                Err(e) => {
-                    let status = refuse(&e);
-                    relay.shutdown(drain);
-                    return Err(status);
-                }
+                Err(e) => return Err(abandon(relay, drain, &e)),
             },
             None => None,
         };
