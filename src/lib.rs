@@ -28,5 +28,6 @@ pub mod proto;
 pub mod reactor;
 pub mod relay;
 pub mod runtime;
+pub mod serve;
 pub mod tls;
 pub mod wire;

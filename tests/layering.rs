@@ -17,7 +17,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("config", &["config"]),
     ("relay core (sans-IO)", &["relay"]),
     ("I/O shell", &["reactor", "admin", "probe", "notify"]),
-    ("runtime", &["runtime", "budget"]),
+    ("runtime", &["runtime", "budget", "serve"]),
     ("tools", &["hist", "fuzz", "check_host"]),
 ];
 

@@ -15,6 +15,7 @@
 //! tests run it against fake `/proc` and `/sys` trees; io_uring and binding are tried for real.
 //! A `fail` is what stops the relay or makes it drop work; a `warn` costs latency or restarts.
 
+pub mod command;
 pub mod egress;
 pub mod host;
 mod report;
@@ -235,16 +236,20 @@ fn nr_open_for(cfg: &Config, checks: &mut [Check]) {
     }
 }
 
-fn egress_addresses(cfg: &Config, out: &mut Vec<Check>) {
-    let local: Vec<IpAddr> = cfg
-        .egress
+/// The config's egress addresses that must be this host's own (the rest are SOCKS5 proxies).
+pub fn local_egress(cfg: &Config) -> Vec<IpAddr> {
+    cfg.egress
         .sources
         .iter()
         .filter_map(|s| match s {
             Source::Local(ip) => Some(*ip),
             Source::Socks5 { .. } => None,
         })
-        .collect();
+        .collect()
+}
+
+fn egress_addresses(cfg: &Config, out: &mut Vec<Check>) {
+    let local = local_egress(cfg);
     if local.is_empty() {
         return;
     }

@@ -1,0 +1,365 @@
+//! `bundle-relay run`: the relay as a process under a supervisor. It checks the plan, starts
+//! the relay, the admin listener and the .hlog writer, then supervises from the main thread
+//! every 100 ms until told to stop, drains and exits with a status that says how it ended.
+//!
+//! What it is: the process around the relay: signals (`signals`), systemd's notify protocol
+//! and watchdog (`systemd`, `watchdog`), readiness (`ready`), config reloads (`reload`) and
+//! upgrades without a refused connection (`upgrade` on the old process, `takeover` on the
+//! new). What it is NOT: the relay (`runtime` starts and stops its threads; nothing here runs
+//! on the request path), nor the command line (the binary parses it into [`Flags`]).
+//!
+//! | exit status | when |
+//! |---|---|
+//! | 0 | stopped (SIGTERM, SIGINT) or taken over, every bundle accounted for; or `--check` passed |
+//! | 1 | stopped, yet admitted ≠ delivered + rejected + expired + failed + in flight |
+//! | 2 | refused to start: the config, a flag, the host or the unit's environment is wrong |
+//! | 70 | a reactor thread failed, or a takeover did; the relay drained and stopped itself |
+
+mod plan;
+mod ready;
+mod reload;
+mod signals;
+mod start;
+mod systemd;
+mod takeover;
+mod upgrade;
+mod watchdog;
+
+pub use self::ready::READY_PAIRS_PERCENT_DEFAULT;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use self::plan::Plan;
+use self::ready::Readiness;
+use self::signals::Signal;
+use self::systemd::Manager;
+use self::takeover::Takeover;
+use self::upgrade::Upgrade;
+use self::watchdog::Watchdog;
+use crate::admin::AdminHandle;
+use crate::config::{Config, ConnectMode, Overrides, Resolve, Shared, Token};
+use crate::metrics::Metrics;
+use crate::metrics::accounting::Totals;
+use crate::metrics::hlog::HlogThread;
+use crate::runtime::Relay;
+
+/// `run`'s flags beyond the config and its overrides.
+pub struct Flags {
+    /// Check the plan and exit without serving.
+    pub check: bool,
+    /// How long bundles in flight may take to end at shutdown.
+    pub drain_ms: u64,
+    /// Write .hlog files into this directory, one interval per this many seconds.
+    pub hlog: Option<(PathBuf, u64)>,
+    /// Record no metrics, whatever the config says.
+    pub no_metrics: bool,
+    /// The share of pairs up at which the relay is ready (READY=1).
+    pub ready_pairs_percent: u8,
+    /// Take over from the relay running as this PID.
+    pub takeover: Option<i32>,
+}
+
+/// A config, a flag, the host or the unit's environment stopped the relay from starting.
+const EXIT_START_REFUSED: i32 = 2;
+
+/// A reactor thread died (EX_SOFTWARE from sysexits.h): the relay stopped itself so that its
+/// supervisor restarts it. A takeover that failed ends the same way.
+const EXIT_THREAD_FAILED: i32 = 70;
+
+/// The drain ended with bundles the accounting identity does not hold for.
+const EXIT_IDENTITY_BROKEN: i32 = 1;
+
+/// The supervision loop's period: signals, health, readiness and the watchdog are looked at
+/// this often.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Ticks between two lines of totals (10 s).
+const TOTALS_EVERY_TICKS: u32 = 100;
+
+/// Runs the relay from the config at `path` (or the embedded default) with `overrides`, until
+/// it is stopped; returns the exit status.
+pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
+    let upgrade = Upgrade::from_env();
+    let manager = match Manager::from_env() {
+        Ok(m) => m,
+        Err(e) => return refuse(&e),
+    };
+    let watchdog = match watchdog::period_from_env(flags.takeover) {
+        Ok(w) => w.map(Watchdog::new),
+        Err(e) => return refuse(&e),
+    };
+    let plan = match plan::plan(path, overrides, flags.no_metrics, flags.hlog.is_some()) {
+        Ok(p) => p,
+        Err(e) => return refuse(&e),
+    };
+    if flags.check {
+        println!("config and host check passed");
+        return 0;
+    }
+    let mut serving = match Serving::start(plan, path, overrides, &flags, manager, watchdog) {
+        Ok(s) => s,
+        Err(status) => return status,
+    };
+    signals::install();
+    let end = serving.serve(upgrade);
+    serving.drain(end)
+}
+
+/// Says why the relay does not start.
+fn refuse(why: &str) -> i32 {
+    eprintln!("bundle-relay: {why}");
+    EXIT_START_REFUSED
+}
+
+/// Says why the relay does not start after all, and stops it again.
+fn abandon(relay: Relay, drain: Duration, why: &str) -> i32 {
+    let status = refuse(why);
+    relay.shutdown(drain);
+    status
+}
+
+/// How serving ended.
+#[derive(PartialEq, Eq)]
+enum End {
+    /// SIGTERM or SIGINT.
+    Stopped,
+    /// SIGQUIT from the process that took over, which listens now.
+    TakenOver,
+    /// A reactor thread or the takeover failed, for this reason.
+    Failed(String),
+}
+
+/// Everything a started relay is supervised with.
+struct Serving {
+    cfg: Config,
+    live: Arc<Shared>,
+    relay: Relay,
+    metrics: Arc<Metrics>,
+    admin: Option<AdminHandle>,
+    /// The token the admin listener holds.
+    admin_token: Option<Token>,
+    hlog: Option<HlogThread>,
+    manager: Manager,
+    watchdog: Option<Watchdog>,
+    readiness: Readiness,
+    takeover: Option<Takeover>,
+    drain_ms: u64,
+}
+
+impl Serving {
+    /// Starts the relay on `plan`, then the admin listener (unless taking over: its port is
+    /// the old process's until that one drains) and the .hlog writer. On an error the relay
+    /// is stopped again and the error is the exit status.
+    fn start(
+        plan: Plan,
+        path: Option<&Path>,
+        overrides: &Overrides,
+        flags: &Flags,
+        manager: Manager,
+        watchdog: Option<Watchdog>,
+    ) -> Result<Serving, i32> {
+        let Plan { cfg, mut spec } = plan;
+        let pairs_total = (spec.sources.len() * spec.regions.len()) as u64;
+        let lazy = cfg.egress.connect == ConnectMode::Lazy;
+        let readiness = Readiness::new(pairs_total, flags.ready_pairs_percent, lazy);
+        let live = Arc::new(
+            Shared::new(cfg.clone(), path.map(Path::to_path_buf), Resolve::Now)
+                .with_overrides(overrides.clone()),
+        );
+        spec.live = Some(live.clone());
+        let relay = start::relay(spec, flags.takeover.is_some()).map_err(|e| refuse(&e))?;
+        let metrics = relay.metrics();
+        let drain = Duration::from_millis(flags.drain_ms);
+        let admin = match cfg.admin {
+            Some(addr) if flags.takeover.is_none() => {
+                match start::admin(addr, &cfg, &relay, Duration::ZERO) {
+                    Ok(a) => Some(a),
+                    Err(e) => return Err(abandon(relay, drain, &e)),
+                }
+            }
+            _ => None,
+        };
+        let hlog = match &flags.hlog {
+            Some((dir, secs)) => match start::hlog(metrics.clone(), dir, *secs) {
+                Ok(t) => Some(t),
+                Err(e) => return Err(abandon(relay, drain, &e)),
+            },
+            None => None,
+        };
+        let admin_token = cfg.admin_token.clone();
+        Ok(Serving {
+            cfg,
+            live,
+            relay,
+            metrics,
+            admin,
+            admin_token,
+            hlog,
+            manager,
+            watchdog,
+            readiness,
+            takeover: flags.takeover.map(Takeover::new),
+            drain_ms: flags.drain_ms,
+        })
+    }
+
+    /// The supervision loop, until a signal or a failure ends it.
+    fn serve(&mut self, mut upgrade: Upgrade) -> End {
+        // A process taking over says nothing to the manager until it is the main process.
+        self.manager.set_muted(self.takeover.is_some());
+        let mut last = self.relay.totals();
+        let mut ticks = 0u32;
+        while !Signal::Stop.asked() {
+            std::thread::sleep(TICK);
+            ticks += 1;
+            if let Err(why) = self.relay.health() {
+                // Half alive is worse than dead: the kernel keeps routing a share of new
+                // connections to the dead thread's listeners. Drain the rest and exit non-zero
+                // so the supervisor restarts the relay.
+                eprintln!("bundle-relay: {why}; stopping so the supervisor restarts the relay");
+                return End::Failed(why);
+            }
+            // A process taking over pings only once it is the main process.
+            if let Some(w) = &mut self.watchdog
+                && (self.readiness.ready() || self.takeover.is_none())
+            {
+                w.tick(&self.relay, &mut self.manager);
+            }
+            if !self.readiness.ready()
+                && let Err(why) = self.become_ready()
+            {
+                return End::Failed(why);
+            }
+            if Signal::Quit.take() {
+                // The process we started (or an operator's `run --takeover`) listens now: it
+                // is the service manager's main process, so nothing more is said to the
+                // manager.
+                println!("taken over: closing the listeners and draining");
+                self.manager.set_muted(true);
+                return End::TakenOver;
+            }
+            if Signal::Upgrade.take() {
+                upgrade.start(self.readiness.ready(), &mut self.manager);
+            }
+            upgrade.poll(&mut self.manager);
+            if Signal::Reload.take() {
+                reload::reload(
+                    &self.live,
+                    &self.metrics,
+                    self.admin.as_ref(),
+                    &mut self.admin_token,
+                    &mut self.manager,
+                    self.readiness.ready(),
+                );
+            }
+            if Signal::Dump.take() {
+                let _ = self.metrics.dump_percentiles(&mut std::io::stdout());
+            }
+            if ticks % TOTALS_EVERY_TICKS == 0 {
+                last = self.report_totals(&last);
+            }
+        }
+        End::Stopped
+    }
+
+    /// One tick on the way to ready: once enough pairs are up, READY=1, or when taking over,
+    /// listening and becoming the main process. An error ends serving: the takeover failed
+    /// (the old process serves on).
+    fn become_ready(&mut self) -> Result<(), String> {
+        let up = self.relay.totals().pairs_up;
+        if let Some(line) = self.readiness.reached(up) {
+            match &self.takeover {
+                None => {
+                    println!("{line}");
+                    self.manager.ready(&line);
+                }
+                Some(t) => {
+                    if let Some(a) = t.complete(&line, &self.relay, &self.cfg, &mut self.manager)? {
+                        self.admin = Some(a);
+                    }
+                }
+            }
+        } else if let Some(why) = self
+            .takeover
+            .as_ref()
+            .and_then(|t| t.timed_out(up, self.readiness.pairs_total, self.readiness.ready_at))
+        {
+            eprintln!("bundle-relay: {why}");
+            return Err(why);
+        } else {
+            self.readiness.report(up, &mut self.manager);
+        }
+        Ok(())
+    }
+
+    /// Prints the totals (and, once ready, says them in STATUS=); returns them for the next
+    /// line's difference.
+    fn report_totals(&mut self, last: &Totals) -> Totals {
+        let t = self.relay.totals();
+        let line = format!(
+            "admitted {} (+{}), delivered {}, in flight {}, expired {}, failed {}, refused at cap {}, pairs up {}",
+            t.admitted,
+            t.admitted - last.admitted,
+            t.delivered,
+            t.in_flight,
+            t.expired,
+            t.failed,
+            t.refused_cap,
+            t.pairs_up
+        );
+        println!("{line}");
+        if self.readiness.ready() {
+            self.manager.status(&line);
+        }
+        t
+    }
+
+    /// Stops listening, drains the bundles in flight for up to `drain_ms`, stops the admin
+    /// listener and the .hlog writer, and returns the exit status for how serving ended.
+    fn drain(self, end: End) -> i32 {
+        let Serving {
+            relay,
+            mut admin,
+            hlog,
+            mut manager,
+            drain_ms,
+            ..
+        } = self;
+        let line = format!(
+            "stopping: no new connections; draining {} bundles in flight for up to {drain_ms} ms",
+            relay.totals().in_flight
+        );
+        println!("{line}");
+        if end == End::TakenOver {
+            // Free the admin port for the process that took over.
+            if let Some(a) = admin.take() {
+                a.shutdown();
+            }
+        } else {
+            manager.stopping(&line);
+        }
+        let t = relay.shutdown(Duration::from_millis(drain_ms));
+        if let Some(a) = admin {
+            a.shutdown();
+        }
+        if let Some(h) = hlog
+            && let Err(e) = h.stop()
+        {
+            eprintln!("bundle-relay: the last .hlog interval was not written: {e}");
+        }
+        println!(
+            "stopped: admitted {} = delivered {} + rejected {} + expired {} + failed {} + in flight {}",
+            t.admitted, t.delivered, t.rejected, t.expired, t.failed, t.in_flight
+        );
+        match end {
+            End::Failed(why) => {
+                eprintln!("bundle-relay: exiting with status {EXIT_THREAD_FAILED}: {why}");
+                EXIT_THREAD_FAILED
+            }
+            _ if t.identity_holds() => 0,
+            _ => EXIT_IDENTITY_BROKEN,
+        }
+    }
+}

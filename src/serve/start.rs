@@ -1,0 +1,93 @@
+//! Starting what serves: the relay (its listeners bound, its reactor threads running), the
+//! admin listener and the .hlog writer, each announced on stdout.
+//!
+//! What it is NOT: the plan (checked before anything here runs), nor the decision to listen
+//! when taking over (that waits for the pool; see `takeover`).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::admin::{Admin, AdminHandle, AdminOptions};
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::metrics::hlog::{HlogConfig, HlogThread, HlogWriter};
+use crate::relay::Spec;
+use crate::runtime::Relay;
+
+/// Starts the relay on `spec`: listening at once, or with `unlistened` (taking over) bound but
+/// not yet listening. Prints where bots reach it.
+pub fn relay(spec: Spec, unlistened: bool) -> Result<Relay, String> {
+    let started = if unlistened {
+        Relay::start_unlistened(spec)
+    } else {
+        Relay::start(spec)
+    };
+    let relay = started.map_err(|e| e.to_string())?;
+    if let Some(a) = relay.rotating_addr() {
+        println!("intake (rotating): http://{a}/api/v1/bundles");
+    }
+    for (name, a) in relay.pinned_addrs() {
+        println!("intake (pinned to {name}): http://{a}/api/v1/bundles");
+    }
+    let metrics = relay.metrics();
+    metrics.set_config_generation(1);
+    if !metrics.enabled() {
+        println!("metrics: off; /metrics serves the accounting counters only");
+    }
+    Ok(relay)
+}
+
+/// The admin listener on `addr`; while the port is still held (by a process being taken over,
+/// which frees it when told to drain) retried every 50 ms for up to `wait`.
+pub fn admin(
+    addr: SocketAddr,
+    cfg: &Config,
+    relay: &Relay,
+    wait: Duration,
+) -> Result<AdminHandle, String> {
+    let until = Instant::now() + wait;
+    loop {
+        let started = Admin::start_with(
+            addr,
+            relay.metrics(),
+            relay.pairs_fn(),
+            AdminOptions {
+                token: cfg.admin_token.clone(),
+                ..AdminOptions::default()
+            },
+        );
+        match started {
+            Ok(a) => {
+                println!(
+                    "admin: http://{0}/metrics, /debug/histograms, /debug/pairs{1}",
+                    a.local_addr(),
+                    if cfg.admin_token.is_some() {
+                        " (bearer token required on all but /ping)"
+                    } else {
+                        ""
+                    }
+                );
+                return Ok(a);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "cannot listen on {addr} for the admin endpoints: {e}"
+                ));
+            }
+        }
+    }
+}
+
+/// The thread writing every histogram into `dir` as .hlog files, one interval per `secs`.
+pub fn hlog(metrics: std::sync::Arc<Metrics>, dir: &Path, secs: u64) -> Result<HlogThread, String> {
+    let cfg = HlogConfig::new(dir, Duration::from_secs(secs.max(1)));
+    let thread = HlogWriter::new(metrics, cfg, SystemTime::now())
+        .and_then(HlogWriter::spawn)
+        .map_err(|e| format!("cannot write .hlog files into {}: {e}", dir.display()))?;
+    println!("histograms: .hlog every {secs} s into {}", dir.display());
+    Ok(thread)
+}

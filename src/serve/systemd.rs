@@ -1,0 +1,73 @@
+//! What the relay tells its service manager: READY=1, RELOADING=1, STOPPING=1, STATUS=,
+//! WATCHDOG=1 and MAINPID=, over [`Notifier`].
+//!
+//! What it is: the one place a failed notification is reported (once: a manager that stopped
+//! listening would otherwise fill the log every tick). What it is NOT: the protocol (that is
+//! `notify`), nor the decision when to say what (readiness, the watchdog, takeover decide).
+
+use crate::notify::Notifier;
+
+/// The service manager as the supervision loop speaks to it.
+pub struct Manager {
+    notifier: Notifier,
+    /// Set on the first failed send, after which failures are not reported again.
+    failed: bool,
+}
+
+impl Manager {
+    /// The manager named by `$NOTIFY_SOCKET`; when it names a socket that cannot be used the
+    /// unit is broken, and the error says so before anything starts rather than the relay
+    /// being restarted for never reporting ready.
+    pub fn from_env() -> Result<Manager, String> {
+        let notifier = Notifier::from_env().map_err(|e| e.to_string())?;
+        Ok(Manager {
+            notifier,
+            failed: false,
+        })
+    }
+
+    /// While muted nothing is sent: a process taking over is not yet the unit's main process
+    /// (a STOPPING=1 from it would stop the unit), and one taken over is no longer it.
+    pub fn set_muted(&self, muted: bool) {
+        self.notifier.set_muted(muted);
+    }
+
+    pub fn ready(&mut self, status: &str) {
+        let sent = self.notifier.ready(status);
+        self.report("READY=1", sent);
+    }
+
+    pub fn status(&mut self, status: &str) {
+        let sent = self.notifier.status(status);
+        self.report("STATUS=", sent);
+    }
+
+    pub fn reloading(&mut self) {
+        let sent = self.notifier.reloading();
+        self.report("RELOADING=1", sent);
+    }
+
+    pub fn stopping(&mut self, status: &str) {
+        let sent = self.notifier.stopping(status);
+        self.report("STOPPING=1", sent);
+    }
+
+    pub fn watchdog(&mut self) {
+        let sent = self.notifier.watchdog();
+        self.report("WATCHDOG=1", sent);
+    }
+
+    /// MAINPID= this process, with READY=1 and `status`: this process is the unit now.
+    pub fn main_pid_ready(&mut self, status: &str) {
+        let sent = self.notifier.main_pid_ready(status);
+        self.report("MAINPID=", sent);
+    }
+
+    fn report(&mut self, what: &str, sent: std::io::Result<()>) {
+        if let Err(e) = sent
+            && !std::mem::replace(&mut self.failed, true)
+        {
+            eprintln!("bundle-relay: telling the service manager {what} failed: {e}");
+        }
+    }
+}

@@ -1,0 +1,124 @@
+//! SIGUSR2: start this binary, as now on disk, with this process's command line and
+//! `--takeover <this pid>`, and serve on until it takes over (its SIGQUIT) or exits.
+//!
+//! What it is NOT: the takeover itself (the new process's side, `takeover`), nor a wait: the
+//! supervision loop polls the successor each tick and keeps serving meanwhile.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+
+use super::systemd::Manager;
+
+/// What it takes to start a successor, and the one started.
+pub struct Upgrade {
+    /// Read at startup: once a package upgrade replaced the binary, /proc/self/exe names the
+    /// deleted old file, while this path names the new one.
+    exe: Option<PathBuf>,
+    /// This process's arguments, without the binary's name.
+    args: Vec<OsString>,
+    successor: Option<Child>,
+}
+
+impl Upgrade {
+    /// This process's binary path and arguments, read now: a package upgrade may replace the
+    /// binary later.
+    pub fn from_env() -> Upgrade {
+        Upgrade {
+            exe: std::env::current_exe().ok(),
+            args: std::env::args_os().skip(1).collect(),
+            successor: None,
+        }
+    }
+
+    /// Starts the successor, unless one is already taking over or this relay is not `ready`.
+    pub fn start(&mut self, ready: bool, manager: &mut Manager) {
+        match (&self.successor, &self.exe) {
+            (Some(c), _) => println!("upgrade: pid {} is already taking over", c.id()),
+            (None, None) => eprintln!("bundle-relay: upgrade: this binary's path is unknown"),
+            (None, Some(_)) if !ready => println!("upgrade: refused until this relay is ready"),
+            (None, Some(exe)) => {
+                let mut cmd = Command::new(exe);
+                cmd.args(without_takeover(&self.args))
+                    .arg("--takeover")
+                    .arg(std::process::id().to_string());
+                match cmd.spawn() {
+                    Ok(c) => {
+                        let line = format!(
+                            "upgrade: started {} as pid {}; serving until it is ready",
+                            exe.display(),
+                            c.id()
+                        );
+                        println!("{line}");
+                        manager.status(&line);
+                        self.successor = Some(c);
+                    }
+                    Err(e) => {
+                        eprintln!("bundle-relay: upgrade: cannot start {}: {e}", exe.display())
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reaps a successor that exited before taking over, and says so: this relay serves on,
+    /// and a later SIGUSR2 may try again.
+    pub fn poll(&mut self, manager: &mut Manager) {
+        if let Some(c) = &mut self.successor
+            && let Ok(Some(status)) = c.try_wait()
+        {
+            let line = format!(
+                "upgrade failed: pid {} exited ({status}); still serving",
+                c.id()
+            );
+            eprintln!("bundle-relay: {line}");
+            manager.status(&line);
+            self.successor = None;
+        }
+    }
+}
+
+/// The command line again without a `--takeover PID` of its own (a relay that took over once
+/// and is upgraded again).
+fn without_takeover(args: &[OsString]) -> Vec<OsString> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut skip = false;
+    for a in args {
+        if std::mem::replace(&mut skip, false) {
+            continue;
+        }
+        if a == "--takeover" {
+            skip = true;
+        } else if !a.to_string_lossy().starts_with("--takeover=") {
+            out.push(a.clone());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<OsString> {
+        a.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_successor_gets_the_command_line_without_the_takeover_it_was_started_with() {
+        let got = without_takeover(&args(&[
+            "run",
+            "--config",
+            "relay.toml",
+            "--takeover",
+            "41",
+            "--drain-ms",
+            "100",
+            "--takeover=42",
+        ]));
+        assert_eq!(
+            got,
+            args(&["run", "--config", "relay.toml", "--drain-ms", "100"])
+        );
+    }
+}
