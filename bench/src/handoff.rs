@@ -226,12 +226,44 @@ pub fn verdicts(steps: &[HandoffStep]) -> Vec<(String, bool, String)> {
     v
 }
 
+/// CPU per bundle kept (the 64-connection step, where nothing moves) beside CPU per bundle
+/// handed to another thread, from each one-connection step's share handed off: the extra CPU
+/// per bundle over the kept figure, divided by that share.
+pub fn handoff_cpu(steps: &[HandoffStep]) -> Option<String> {
+    let kept = steps.first()?;
+    let base = kept.report.cpu.relay_us_per_delivered;
+    let mut parts = Vec::new();
+    for s in steps.iter().skip(1).filter(|s| s.handoffs) {
+        let share = s.handed_share();
+        if share <= 0.0 {
+            continue;
+        }
+        let extra = (s.report.cpu.relay_us_per_delivered - base) / share;
+        parts.push(format!(
+            "{}: {} per bundle with {:.0}% handed, so {} per handed-off bundle",
+            s.name,
+            us(s.report.cpu.relay_us_per_delivered),
+            100.0 * share,
+            us(base + extra)
+        ));
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "relay CPU per bundle kept: {} ({}); {}",
+            us(base),
+            kept.name,
+            parts.join("; ")
+        )
+    })
+}
+
 /// The table, the per-thread counts and the verdicts.
 pub fn render(r: &HandoffReport) -> String {
     let mut t = Table::aligned(&[
         ("step", Align::Left),
         ("delivered", Align::Right),
         ("expired", Align::Right),
+        ("refused (429)", Align::Right),
         ("early sends", Align::Right),
         ("answer p50 / p99", Align::Right),
         ("delivery p99", Align::Right),
@@ -245,6 +277,7 @@ pub fn render(r: &HandoffReport) -> String {
             s.name.clone(),
             format!("{:.2}%", 100.0 * s.delivered_share()),
             rep.relay_stats.expired.to_string(),
+            rep.relay_stats.refused_cap.to_string(),
             rep.engine.early_sends.to_string(),
             format!(
                 "{} / {}",
@@ -265,6 +298,10 @@ pub fn render(r: &HandoffReport) -> String {
     );
     out.push_str(&t.render());
     out.push('\n');
+    if let Some(line) = handoff_cpu(&r.steps) {
+        out.push_str(&line);
+        out.push('\n');
+    }
     for (target, met, got) in &r.verdicts {
         out.push_str(&format!("{} {target}: {got}\n", check_mark(*met)));
     }
