@@ -10,8 +10,9 @@ use bundle_relay::egress::socks5::{Progress, Socks5, Socks5Error};
 use bundle_relay::grpc::{self, CallConfig, Method, Outcome};
 use bundle_relay::h2::conn::{Config, Connection, Event, StreamId};
 use bundle_relay::tls::{TlsError, TlsSession};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+#[path = "../../../tests/tls_support/mod.rs"]
+mod root_tls;
 
 /// Whole exchanges end well within this on loopback.
 const DEADLINE: Duration = Duration::from_secs(10);
@@ -203,29 +204,11 @@ pub fn send_bundle(
 }
 
 /// A throwaway CA and a leaf certificate for `names`: the CA's PEM, and a rustls server config
-/// that offers `alpn`.
+/// that offers `alpn` (the root crate's test PKI, shared).
 pub fn server_pki(names: &[&str], alpn: &[&[u8]]) -> (String, Arc<rustls::ServerConfig>) {
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca = CertifiedIssuer::self_signed(ca_params, ca_key).unwrap();
-    let leaf_key = KeyPair::generate().unwrap();
-    let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
-    let leaf = CertificateParams::new(names)
-        .unwrap()
-        .signed_by(&leaf_key, &ca)
-        .unwrap();
-    let chain: Vec<CertificateDer<'static>> = vec![leaf.der().clone(), ca.der().clone()];
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der()));
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .unwrap();
-    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    (ca.pem(), Arc::new(cfg))
+    let pki = root_tls::pki(names);
+    let cfg = root_tls::server_config(&pki, alpn);
+    (pki.ca_pem, cfg)
 }
 
 /// A tokio-rustls server for `engine.test` that completes handshakes offering `alpn` and then
