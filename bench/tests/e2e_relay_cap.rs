@@ -58,7 +58,9 @@ async fn a_full_arena_answers_429_and_memory_stays_flat() {
     assert_eq!(
         refused(&flood),
         1_600,
-        "the cap is full: every new bundle is refused"
+        "the cap is full: every new bundle is refused: {:?} {:?}",
+        flood.summary,
+        relay.totals()
     );
     // Generous bound: the test process also holds the engine and the load generator.
     assert!(
