@@ -171,6 +171,9 @@ impl Budget {
                 regions * arena_slots,
                 std::mem::size_of::<arena::SlotHandle>(),
             ),
+            // Per thread: whether each region and each of its sources is still in the config
+            // (a reload retires them), and whether a retired region's pairs were drained.
+            term("reload flags", threads * regions * 2 + addresses, 1),
             // Per pair: the dispatcher's record (link, call in flight, back-off).
             term("pair states", pairs, relay::dispatch::PAIR_STATE_BYTES),
             // Per pair: its room in the queues to connect, to send, to close, of ended calls.

@@ -610,3 +610,70 @@ fn a_zero_retry_after_leaves_a_ready_pair_ready_and_the_structure_whole() {
     assert_eq!(pair(limiter.acquire(R0, later)), PairId(1));
     limiter.check_invariants();
 }
+
+/// A pair handed out at `t` for a send the rate allows at `allowed`: never before, at most one
+/// wheel slot after.
+fn due_at(limiter: &Limiter, t: Instant, allowed: Instant) {
+    assert!(t >= allowed, "early: {t:?} before {allowed:?}");
+    assert!(
+        t <= slot_ceil(limiter, allowed),
+        "late: {t:?} after {allowed:?}"
+    );
+}
+
+#[test]
+fn a_longer_interval_from_a_reload_holds_a_pair_that_booked_under_the_shorter_one() {
+    let mut limiter = up_limiter(1, 1);
+    send(&mut limiter, R0, T0);
+    limiter.set_rate(R0, RegionRate::from_ms(RATE, 3_000, 1), T0.after(ms(10)));
+    limiter.check_invariants();
+    // Booked for T0 + 1 s under the old rate; the new one counts its send at T0.
+    let t = wait_until(limiter.acquire(R0, T0.after(SECOND)));
+    due_at(&limiter, t, T0.after(ms(3_000)));
+    let at = T0.after(ms(3_000));
+    let p = pair(limiter.acquire(R0, slot_ceil(&limiter, at)));
+    limiter.finish(p, at);
+    let t = wait_until(limiter.acquire(R0, at));
+    due_at(&limiter, t, at.after(ms(3_000)));
+    limiter.check_invariants();
+}
+
+#[test]
+fn a_ready_pair_that_the_new_interval_makes_early_leaves_the_fifo() {
+    let mut limiter = up_limiter(1, 1);
+    send(&mut limiter, R0, T0);
+    let later = T0.after(ms(1_500));
+    limiter.advance(later);
+    assert_eq!(limiter.view(PairId(0)).place, Place::Ready);
+    limiter.set_rate(R0, RegionRate::from_ms(RATE, 2_000, 1), later);
+    limiter.check_invariants();
+    let t = wait_until(limiter.acquire(R0, later));
+    due_at(&limiter, t, T0.after(ms(2_000)));
+}
+
+#[test]
+fn a_shorter_interval_from_a_reload_frees_a_pair_sooner() {
+    let mut limiter = up_limiter(1, 1);
+    send(&mut limiter, R0, T0);
+    limiter.set_rate(R0, RegionRate::from_ms(RATE, 200, 1), T0.after(ms(10)));
+    limiter.check_invariants();
+    let t = wait_until(limiter.acquire(R0, T0.after(ms(10))));
+    due_at(&limiter, t, T0.after(ms(200)));
+}
+
+#[test]
+fn a_rate_change_keeps_a_cooldown_and_a_held_pair_books_at_the_new_interval() {
+    let mut limiter = up_limiter(2, 1);
+    send(&mut limiter, R0, T0);
+    limiter.cooldown(PairId(0), ms(5_000), T0);
+    let held = pair(limiter.acquire(R0, T0));
+    assert_eq!(held, PairId(1));
+    limiter.set_rate(R0, RegionRate::from_ms(RATE, 2_000, 1), T0);
+    limiter.check_invariants();
+    assert_eq!(limiter.view(PairId(0)).cooldown_until, T0.after(ms(5_000)));
+    limiter.finish(held, T0);
+    assert_eq!(limiter.view(held).next_allowed, T0.after(ms(2_000)));
+    let t = wait_until(limiter.acquire(R0, T0));
+    due_at(&limiter, t, T0.after(ms(2_000)));
+    limiter.check_invariants();
+}

@@ -79,6 +79,7 @@
 //! admin thread, not benchmarked. The hot path only ever does [`Shared::load`]: one atomic load
 //! plus arc-swap's debt-slot bookkeeping, no lock, and no allocation after a thread's first load.
 
+mod diff;
 mod egress;
 mod error;
 mod host;
@@ -88,6 +89,7 @@ mod schema;
 mod snapshot;
 mod token;
 
+pub use diff::Changes;
 pub use egress::SOURCES_MAX;
 pub use error::ConfigError;
 pub use host::host_addresses;

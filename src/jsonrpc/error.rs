@@ -292,6 +292,8 @@ pub enum ErrorKind<'a> {
     // -32603
     /// Something failed inside the relay.
     Internal(&'static str),
+    /// The pinned port's region left the relay's config (a reload); its name.
+    RegionRemoved(&'a str),
 }
 
 impl ErrorKind<'_> {
@@ -320,7 +322,7 @@ impl ErrorKind<'_> {
             | ErrorKind::UnsupportedEncoding(_)
             | ErrorKind::InvalidTransaction { .. } => code::INVALID_PARAMS,
             ErrorKind::RateLimited { .. } => code::RATE_LIMITED,
-            ErrorKind::Internal(_) => code::INTERNAL,
+            ErrorKind::Internal(_) | ErrorKind::RegionRemoved(_) => code::INTERNAL,
         }
     }
 }
@@ -502,6 +504,11 @@ impl fmt::Display for ErrorKind<'_> {
                 "Rate limit exceeded. Back-off triggered: Retry after {retry_after_ms}ms"
             ),
             ErrorKind::Internal(message) => f.write_str(message),
+            ErrorKind::RegionRemoved(name) => write!(
+                f,
+                "region {name} is no longer in the relay's config: send to the rotating port \
+                 or another region's pinned port"
+            ),
         }
     }
 }

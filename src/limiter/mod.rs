@@ -453,6 +453,40 @@ impl Limiter {
         self.schedule(i as u32, eligible, now.0);
     }
 
+    /// The region's pairs are paced at `rate` from now on (a reload). Each pair's last send
+    /// keeps counting: its booking moves by the change of interval, so a longer interval
+    /// holds a pair that already booked under the shorter one (it never sends early by the
+    /// new rule), and a shorter one frees it sooner. Cooldowns stand as asked. Every pair in
+    /// rotation is filed again, so one ready under the old rate but not the new one waits.
+    /// O(pairs of the region); not for the request path.
+    pub fn set_rate(&mut self, region: RegionId, rate: RegionRate, now: Instant) {
+        assert!(rate.burst >= 1, "burst must be at least 1");
+        assert!(rate.interval.0 > 0, "interval must be positive");
+        let r = region.0 as usize;
+        let old = self.regions[r].interval_ticks;
+        let new = rate.interval.0;
+        let tolerance = new.saturating_mul(rate.burst as u64 - 1);
+        if old == new && self.regions[r].tolerance_ticks == tolerance {
+            return;
+        }
+        self.regions[r].interval_ticks = new;
+        self.regions[r].tolerance_ticks = tolerance;
+        let first = r as u32 * self.addresses;
+        for i in first..first + self.addresses {
+            let p = &mut self.pace[i as usize];
+            if p.tat_tick != 0 {
+                p.tat_tick = (p.tat_tick.saturating_sub(old)).saturating_add(new);
+            }
+            let s = self.state[i as usize];
+            if s.conn != ConnState::Up || s.place == HELD {
+                continue;
+            }
+            self.remove(i);
+            let eligible = self.pace[i as usize].eligible_tick(tolerance);
+            self.schedule(i, eligible, now.0);
+        }
+    }
+
     /// Moves `pair` into rotation (`Up`) or out of it (any other state). Its pacing record is
     /// kept: a pair that comes back up still honours its booking and cooldown. A held pair only
     /// records the state; [`Limiter::finish`] parks it if it is not up by then.

@@ -12,7 +12,7 @@ use std::os::fd::RawFd;
 
 use io_uring::{cqueue, opcode, types};
 
-use crate::clock::Instant;
+use crate::clock::{Instant, Ticks};
 use crate::http1::conn::{Close, Conn, ConnConfig};
 use crate::metrics::ReqOutcome;
 use crate::relay::intake::{self, Port, Verdict};
@@ -101,6 +101,14 @@ impl Intake {
 
     /// Listeners whose multishot accept is not armed get one (at start, and from the sweep
     /// after an accept error).
+    /// A reload's head, idle and send timeouts (ticks), for every connection from its next
+    /// check on.
+    pub fn set_timeouts(&mut self, head: Ticks, idle: Ticks, send: Ticks) {
+        self.http_cfg.head_timeout = head;
+        self.http_cfg.idle_timeout = idle;
+        self.http_cfg.send_timeout = send;
+    }
+
     pub fn arm_accepts(&mut self, cx: &mut Cx) {
         for i in 0..self.listeners.len() {
             if !self.listeners[i].armed {

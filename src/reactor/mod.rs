@@ -39,6 +39,7 @@ use crate::metrics::accounting::Stats;
 use crate::relay::Spec;
 use crate::relay::dispatch::Dispatcher;
 use crate::relay::intake::Port;
+use crate::relay::tuning::Tuning;
 
 use bufring::{BUFFER_GROUP, BufRing};
 pub use clients::Clients;
@@ -202,6 +203,8 @@ struct Worker {
     started: Instant,
     live: Option<Arc<crate::config::Shared>>,
     config_generation: u64,
+    /// The regions the relay runs (a reload's regions are matched to these by name).
+    regions: Vec<crate::relay::RegionSpec>,
     /// Operations may still be in flight at teardown: their memory is never freed.
     leak: bool,
     /// The listeners are listening: accepts are armed only once this is set (a process taking
@@ -291,7 +294,9 @@ impl Worker {
             progress: Some((0, now)),
             started: now,
             live: spec.live.clone(),
-            config_generation: 0,
+            // The spec was built from the snapshot current now: only later ones change it.
+            config_generation: spec.live.as_ref().map_or(0, |l| l.load().generation),
+            regions: spec.regions.clone(),
             leak: false,
             accepting,
             mesh,
@@ -300,6 +305,21 @@ impl Worker {
         w.mesh.set_ring_fd(t, w.ring.as_raw_fd());
         w.intake.arm_accepts(&mut cx!(w));
         Ok(w)
+    }
+
+    /// A reload's settings, applied between iterations: the dispatcher's (ages, paces,
+    /// regions and sources retired or back, call and connect settings), the intake's timeouts
+    /// and new upstream sockets' TCP_USER_TIMEOUT.
+    fn retune(&mut self, t: &Tuning, now: Instant) {
+        self.d.retune(t, now);
+        let rate = self.clock.rate();
+        self.intake.set_timeouts(
+            rate.from_ms(t.head_timeout_ms),
+            rate.from_ms(t.idle_timeout_ms),
+            rate.from_ms(t.send_timeout_ms),
+        );
+        self.ups
+            .set_timeouts(rate.from_ms(t.connect_timeout_ms).0, t.tcp_user_timeout_ms);
     }
 
     /// Runs until stopped and drained (`Ok`), or until the ring fails in a way no retry
@@ -313,10 +333,13 @@ impl Worker {
             if let Some(live) = &self.live {
                 // One atomic load an iteration; what a new generation changes is applied here,
                 // between iterations, never in the middle of a request.
-                let generation = live.load().generation;
-                if generation != self.config_generation {
-                    self.config_generation = generation;
-                    self.stats.config_generation.set(generation);
+                let snapshot = live.load();
+                if snapshot.generation != self.config_generation {
+                    self.config_generation = snapshot.generation;
+                    let tuning = Tuning::of(&snapshot.config, &self.regions);
+                    drop(snapshot);
+                    self.retune(&tuning, now);
+                    self.stats.config_generation.set(self.config_generation);
                 }
             }
             if stop.load(Ordering::Acquire) && !self.stopping {

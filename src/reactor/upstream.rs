@@ -54,6 +54,12 @@ impl UpSocks {
         }
     }
 
+    /// A reload's connect deadline (ticks) and TCP_USER_TIMEOUT, for connects from now on.
+    pub fn set_timeouts(&mut self, connect_timeout: u64, tcp_user_timeout_ms: u64) {
+        self.connect_timeout = connect_timeout;
+        self.tcp_user_timeout_ms = tcp_user_timeout_ms;
+    }
+
     /// Starts every connect the dispatcher has due.
     pub fn start_connects(&mut self, cx: &mut Cx, now: Instant) {
         if cx.stopping {

@@ -78,6 +78,16 @@ impl Admission {
     }
 }
 
+/// Why [`Dispatcher::admit`] took no slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The in-flight cap: every arena the bundle could go to is full.
+    Full,
+    /// The pinned port's region left the config (a reload): its name is
+    /// [`Dispatcher::region_name`] of this.
+    RegionRemoved(u8),
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum EndKind {
     Delivered,
@@ -102,6 +112,12 @@ pub struct Dispatcher {
     intervals: Box<[Ticks]>,
     /// The other threads, once this one joins the mesh.
     peers: Option<Peers>,
+    /// Per region: the config no longer lists it (a reload); no new bundle goes there.
+    retired: Box<[bool]>,
+    /// Per region: retired with nothing waiting, so its pairs were drained.
+    drained: Box<[bool]>,
+    /// Some region is retired (the dispatch loop looks for ones to drain only then).
+    any_retired: bool,
     stats: Arc<Stats>,
     metrics: Arc<ThreadMetrics>,
 }
@@ -135,8 +151,55 @@ impl Dispatcher {
                 .map(|r| rate.from_ms(r.interval_ms))
                 .collect(),
             peers: None,
+            retired: vec![false; spec.regions.len()].into_boxed_slice(),
+            drained: vec![false; spec.regions.len()].into_boxed_slice(),
+            any_retired: false,
             stats,
             metrics,
+        }
+    }
+
+    /// Applies a reload: the max age (for bundles waiting too: they are judged by the new
+    /// one), each region's pace, regions the config no longer lists retired (their waiting
+    /// bundles still go; their pairs drain once none waits) or listed again, and the
+    /// upstream's settings ([`Upstream::retune`]). Between loop iterations, never mid-request.
+    pub fn retune(&mut self, t: &super::tuning::Tuning, now: Instant) {
+        self.max_age = self.rate.from_ms(t.bundle_max_age_ms);
+        for (r, pace) in t.regions.iter().enumerate() {
+            if let Some(p) = pace {
+                self.intervals[r] = self.rate.from_ms(p.interval_ms);
+            }
+            self.retired[r] = pace.is_none();
+            if pace.is_some() && std::mem::take(&mut self.drained[r]) {
+                self.up.retire_region(r, false, now);
+            }
+        }
+        self.any_retired = self.retired.iter().any(|r| *r);
+        self.up.retune(t, now);
+    }
+
+    /// Region `r` left the config (a reload) and takes no new bundle.
+    pub fn is_retired(&self, r: usize) -> bool {
+        self.retired[r]
+    }
+
+    /// Region `r`'s name as the config gives it.
+    pub fn region_name(&self, r: usize) -> &str {
+        self.up.region_name(r)
+    }
+
+    /// Sources of this thread the config lists (all of them until a reload drops some).
+    pub fn sources_listed(&self) -> usize {
+        self.up.sources_listed()
+    }
+
+    /// Drains the pairs of retired regions that have nothing waiting any more.
+    fn drain_retired(&mut self, now: Instant) {
+        for r in 0..self.fifos.len() {
+            if self.retired[r] && !self.drained[r] && self.fifos[r].is_empty() {
+                self.drained[r] = true;
+                self.up.retire_region(r, true, now);
+            }
         }
     }
 
@@ -202,6 +265,9 @@ impl Dispatcher {
         let mut best: Option<(u64, usize, Option<usize>)> = None;
         for k in 0..count {
             let r = (first + k) % n;
+            if port == Port::Rotating && self.retired[r] {
+                continue;
+            }
             let own = self.own_estimate(r).at(now, 0);
             if own != NEVER && best.is_none_or(|(b, _, _)| own < b) {
                 best = Some((own, r, None));
@@ -213,7 +279,12 @@ impl Dispatcher {
                 best = Some((at, r, Some(t)));
             }
         }
-        let (r, peer) = best.map_or((first % n, None), |(_, r, p)| (r, p));
+        let fallback = match port {
+            // No region can send soon: the next listed one takes the bundle.
+            Port::Rotating => (0..n).map(|k| (first + k) % n).find(|&r| !self.retired[r]),
+            Port::Pinned(_) => None,
+        };
+        let (r, peer) = best.map_or((fallback.unwrap_or(first % n), None), |(_, r, p)| (r, p));
         if port == Port::Rotating {
             self.rotate = (r + 1) % n;
         }
@@ -224,11 +295,14 @@ impl Dispatcher {
     /// send it soonest, or this thread's own (also when that thread has no slot to lend); else
     /// any thread's that has one. `None` is the in-flight cap: every arena the bundle could
     /// go to is full.
-    pub fn admit(&mut self, port: Port, now: Instant) -> Option<Admission> {
+    pub fn admit(&mut self, port: Port, now: Instant) -> Result<Admission, Refusal> {
         let (region, peer) = self.route(port, now);
+        if self.retired[region as usize] {
+            return Err(Refusal::RegionRemoved(region));
+        }
         if let Some(peer) = peer {
             if let Some(slot) = self.peers.as_mut().and_then(|p| p.take_credit(peer, now)) {
-                return Some(Admission {
+                return Ok(Admission {
                     region,
                     slot: Taken::Lent { peer, slot },
                 });
@@ -236,24 +310,26 @@ impl Dispatcher {
             self.stats.handoffs_without_credit.inc();
         }
         if let Ok(slot) = self.arena.acquire(now) {
-            return Some(Admission {
+            return Ok(Admission {
                 region,
                 slot: Taken::Local(slot),
             });
         }
         // This arena is full: any thread with a slot to lend takes the bundle.
-        let peers = self.peers.as_mut()?;
+        let Some(peers) = self.peers.as_mut() else {
+            return Err(Refusal::Full);
+        };
         for t in 0..peers.mesh().threads() {
             if t != peers.me()
                 && let Some(slot) = peers.take_credit(t, now)
             {
-                return Some(Admission {
+                return Ok(Admission {
                     region,
                     slot: Taken::Lent { peer: t, slot },
                 });
             }
         }
-        None
+        Err(Refusal::Full)
     }
 
     /// Where the admission's bundle is decoded (and its upstream frame encoded).
@@ -313,12 +389,17 @@ impl Dispatcher {
     }
 
     /// Admits every bundle other threads handed this one, in this thread's own slots.
-    fn receive_handoffs(&mut self) {
+    fn receive_handoffs(&mut self, now: Instant) {
         let Some(mut peers) = self.peers.take() else {
             return;
         };
         peers.receive(|h| {
             self.stats.handoffs_in.inc();
+            if std::mem::take(&mut self.drained[h.region as usize]) {
+                // Handed over by a thread that had not yet seen the reload that retired the
+                // region: its pairs connect again for it (and drain again once it is sent).
+                self.up.retire_region(h.region as usize, false, now);
+            }
             self.enqueue(h.slot, h.region);
         });
         self.peers = Some(peers);
@@ -353,13 +434,16 @@ impl Dispatcher {
     pub fn dispatch(&mut self, now: Instant) {
         self.wake = None;
         self.up.begin_dispatch();
-        self.receive_handoffs();
+        self.receive_handoffs(now);
         let mut busy = 0u32;
         for r in 0..self.fifos.len() {
             self.dispatch_region(r, now);
             if !self.fifos[r].is_empty() {
                 busy |= 1 << r;
             }
+        }
+        if self.any_retired {
+            self.drain_retired(now);
         }
         self.up.refresh_tips(busy, now);
         self.share(now);
@@ -574,7 +658,7 @@ impl Dispatcher {
 
     /// Shutdown deadline passed: every bundle still held is counted failed and freed.
     pub fn abandon_all(&mut self, now: Instant) {
-        self.receive_handoffs();
+        self.receive_handoffs(now);
         for r in 0..self.fifos.len() {
             while let Some(slot) = self.fifos[r].pop_front() {
                 self.end(slot, EndKind::Failed);

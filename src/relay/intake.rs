@@ -11,7 +11,7 @@ use crate::http1;
 use crate::jsonrpc::{self, Call, ErrorKind, Id, RpcError};
 use crate::wire::{self, SIGNATURE_BASE58_LEN_MAX};
 
-use super::dispatch::Dispatcher;
+use super::dispatch::{Dispatcher, Refusal};
 
 /// Seconds a client is told to wait when the in-flight cap is reached.
 pub const CAP_RETRY_AFTER_S: &[u8] = b"1";
@@ -133,20 +133,28 @@ pub fn handle(
     // The cap is checked before decoding: an overloaded relay refuses without spending CPU.
     // The slot is taken where the bundle will be sent from (this thread's arena, or one lent
     // by the thread whose pool sends soonest), so it is decoded once, in place.
-    let Some(mut admission) = d.admit(port, now) else {
-        let e = RpcError::new(ErrorKind::RateLimited {
-            retry_after_ms: 1000,
-        })
-        .with_id(id);
-        let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
-        return reply(
-            out,
-            429,
-            "application/json",
-            &[("Retry-After", CAP_RETRY_AFTER_S)],
-            b,
-            Verdict::RefusedCap,
-        );
+    let mut admission = match d.admit(port, now) {
+        Ok(a) => a,
+        Err(Refusal::Full) => {
+            let e = RpcError::new(ErrorKind::RateLimited {
+                retry_after_ms: 1000,
+            })
+            .with_id(id);
+            let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
+            return reply(
+                out,
+                429,
+                "application/json",
+                &[("Retry-After", CAP_RETRY_AFTER_S)],
+                b,
+                Verdict::RefusedCap,
+            );
+        }
+        Err(Refusal::RegionRemoved(r)) => {
+            let e = RpcError::new(ErrorKind::RegionRemoved(d.region_name(r as usize))).with_id(id);
+            let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
+            return reply(out, 503, "application/json", &[], b, Verdict::Invalid);
+        }
     };
     let decoded = {
         let mut s = d.slot_mut(&mut admission);

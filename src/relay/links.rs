@@ -26,6 +26,7 @@ use crate::metrics::accounting::Stats;
 use super::ThreadSpec;
 use super::pairs::{Link, Pair, Pairs};
 use super::region::Region;
+use super::tuning::Tuning;
 
 /// A connection this long up without trouble resets its reconnect back-off.
 const BACKOFF_RESET_MS: u64 = 10_000;
@@ -53,6 +54,8 @@ pub struct Links {
     regions: Box<[Region]>,
     pairs: Pairs,
     sources: Box<[Source]>,
+    /// Per source: the config no longer lists it (a reload); its pairs are drained.
+    source_retired: Box<[bool]>,
     /// Setup (connect + tunnel + TLS + SETTINGS + PING) deadline.
     setup_timeout: Ticks,
     setup_timeout_ms: u64,
@@ -61,6 +64,8 @@ pub struct Links {
     h2: crate::h2::conn::Config,
     /// Every PING must be acknowledged within this.
     ping_timeout_ms: u64,
+    /// The configured idle time before a PING (a region may have doubled its own since).
+    ping_idle_ms: u64,
     rng: u64,
     /// This thread's log lines (new per-region connection errors, a region's first TLS
     /// session, silences), written by the logging thread.
@@ -101,6 +106,7 @@ impl Links {
                 .collect(),
             pairs: Pairs::new(pair_count, spec.handshakes_max, spec.connect_eagerly, now),
             sources: spec.sources.clone().into_boxed_slice(),
+            source_retired: vec![false; spec.sources.len()].into_boxed_slice(),
             setup_timeout: rate.from_ms(spec.connect_timeout_ms),
             setup_timeout_ms: spec.connect_timeout_ms,
             reconnect_min_ms: spec.reconnect_min_ms.max(1),
@@ -110,6 +116,7 @@ impl Links {
                 ..spec.h2.clone()
             },
             ping_timeout_ms: spec.ping_timeout_ms,
+            ping_idle_ms: spec.ping_idle_ms,
             rng: 0x9E37_79B9_7F4A_7C15 ^ (spec.thread as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93),
             log: LogQueue::new(&format!("relay-{}", spec.thread)),
             stats,
@@ -344,7 +351,8 @@ impl Links {
         self.regions[r].connect_requested = true;
         for a in 0..self.sources.len() as u32 {
             let pair = self.limiter.pair(a, RegionId(r as u8));
-            if self.pairs.get(pair).link() == Link::Down {
+            let st = self.pairs.get(pair);
+            if st.link() == Link::Down && !st.retired {
                 self.pairs.queue_connect(pair, now.0);
             }
         }
@@ -519,8 +527,12 @@ impl Links {
     }
 
     pub(super) fn schedule_reconnect(&mut self, pair: PairId, now: Instant) {
-        self.metrics.reconnect(self.region_of(pair));
         self.set_link(pair, Link::Down, now);
+        if self.pairs.get(pair).retired {
+            // Out of the config: down it stays until listed again.
+            return;
+        }
+        self.metrics.reconnect(self.region_of(pair));
         let (min, max) = (self.reconnect_min_ms, self.reconnect_max_ms);
         let random = self.next_random();
         let st = self.pairs.get_mut(pair);
@@ -617,6 +629,86 @@ impl Links {
                 "region {}: the engine asked for calm (GOAWAY ENHANCE_YOUR_CALM): idle PINGs now every {} ms",
                 self.regions[r].name, doubled
             ));
+        }
+    }
+
+    // ---- reloads ----
+
+    /// A reload's settings for new connects and setups, new connections' PINGs, reconnect
+    /// back-off and the handshake budget; each region's pace; the sources no longer listed
+    /// drained and those listed again reconnecting. Connections already open keep the PING
+    /// timeout they were opened with.
+    pub(super) fn retune(&mut self, t: &Tuning, now: Instant) {
+        self.setup_timeout = self.rate.from_ms(t.connect_timeout_ms);
+        self.setup_timeout_ms = t.connect_timeout_ms;
+        self.reconnect_min_ms = t.reconnect_min_ms.max(1);
+        self.reconnect_max_ms = t.reconnect_max_ms.max(self.reconnect_min_ms);
+        self.pairs.set_handshakes_max(t.handshakes_max);
+        self.ping_timeout_ms = t.ping_timeout_ms;
+        self.h2.keepalive_timeout_ms = t.ping_timeout_ms;
+        let ping_idle_changed = t.ping_idle_ms != self.ping_idle_ms;
+        self.ping_idle_ms = t.ping_idle_ms;
+        for (r, pace) in t.regions.iter().enumerate() {
+            if ping_idle_changed {
+                self.regions[r].keepalive_ms = (t.ping_idle_ms > 0).then_some(t.ping_idle_ms);
+            }
+            if let Some(p) = pace {
+                let rate = RegionRate::from_ms(self.rate, p.interval_ms, p.burst);
+                self.limiter.set_rate(RegionId(r as u8), rate, now);
+            }
+        }
+        for a in 0..self.sources.len() {
+            let listed = t.sources.contains(&self.sources[a]);
+            if self.source_retired[a] == listed {
+                self.source_retired[a] = !listed;
+                for r in 0..self.regions.len() {
+                    self.refresh_retired(self.limiter.pair(a as u32, RegionId(r as u8)), now);
+                }
+            }
+        }
+    }
+
+    /// Region `r` takes no more calls (it left the config and has nothing waiting), or takes
+    /// them again (listed again).
+    pub(super) fn retire_region(&mut self, r: usize, retired: bool, now: Instant) {
+        if self.regions[r].retired == retired {
+            return;
+        }
+        self.regions[r].retired = retired;
+        for a in 0..self.sources.len() as u32 {
+            self.refresh_retired(self.limiter.pair(a, RegionId(r as u8)), now);
+        }
+    }
+
+    /// Sources of this thread the config lists.
+    pub(super) fn sources_listed(&self) -> usize {
+        self.source_retired.iter().filter(|r| !**r).count()
+    }
+
+    /// A pair is retired when its source or its region is: a connection being set up closes
+    /// now, one in rotation drains (its call in flight ends first), a down one stays down. A
+    /// pair no longer retired connects again (at once, when its region connects).
+    fn refresh_retired(&mut self, pair: PairId, now: Instant) {
+        let r = self.region_of(pair);
+        let a = self.limiter.address_of(pair) as usize;
+        let retired = self.source_retired[a] || self.regions[r].retired;
+        let st = self.pairs.get_mut(pair);
+        if st.retired == retired {
+            return;
+        }
+        st.retired = retired;
+        let link = st.link();
+        let in_flight = st.in_flight.is_some();
+        if retired {
+            match link {
+                Link::Connecting | Link::Handshaking | Link::Opened => {
+                    self.request_close(pair, now)
+                }
+                Link::InRotation => self.stop_calls(pair, in_flight, now),
+                Link::Down | Link::Draining | Link::Closing => {}
+            }
+        } else if link == Link::Down && self.regions[r].connect_requested {
+            self.pairs.queue_connect(pair, now.0);
         }
     }
 

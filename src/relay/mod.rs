@@ -11,6 +11,7 @@ mod observe;
 mod pairs;
 mod region;
 pub mod tips;
+pub mod tuning;
 mod upstream;
 
 use std::net::{IpAddr, SocketAddr};

@@ -136,6 +136,9 @@ pub struct Pair {
     dirty: bool,
     /// Queued in the closing queue.
     close_queued: bool,
+    /// Its source or its region left the config (a reload): it takes no new call and does
+    /// not reconnect until they are listed again.
+    pub retired: bool,
 }
 
 impl Pair {
@@ -184,6 +187,7 @@ impl Pairs {
                 denied: false,
                 dirty: false,
                 close_queued: false,
+                retired: false,
             })
             .collect();
         let mut reconnects = BinaryHeap::with_capacity(count);
@@ -239,6 +243,11 @@ impl Pairs {
         Some(old)
     }
 
+    /// At most `n` connects and handshakes at once from now on (a reload).
+    pub fn set_handshakes_max(&mut self, n: u32) {
+        self.handshakes_max = n.max(1);
+    }
+
     /// Handshake slots in use: pairs connecting or handshaking.
     pub fn handshakes_in_progress(&self) -> u32 {
         self.connecting
@@ -261,7 +270,8 @@ impl Pairs {
                 return None;
             }
             self.reconnects.pop();
-            if self.pairs[p as usize].link == Link::Down {
+            let st = &self.pairs[p as usize];
+            if st.link == Link::Down && !st.retired {
                 return Some(PairId(p));
             }
         }

@@ -70,6 +70,9 @@ pub struct Region {
     /// HTTP/2 PING after this long without a frame (`None`: off); doubled, up to the gRPC
     /// policy, when the engine says ENHANCE_YOUR_CALM.
     pub keepalive_ms: Option<u64>,
+    /// It left the config (a reload) and nothing of it waits any more: its pairs are drained
+    /// and stay down until it is listed again.
+    pub retired: bool,
 }
 
 impl Region {
@@ -95,6 +98,7 @@ impl Region {
             last_rx: now,
             silence: None,
             keepalive_ms: (ping_idle_ms > 0).then_some(ping_idle_ms),
+            retired: false,
         }
     }
 

@@ -162,6 +162,34 @@ impl Upstream {
         self.wake = None;
     }
 
+    // ---- reloads ----
+
+    /// A reload's call deadline (and the silence threshold derived from it), PING timeout,
+    /// and everything the pairs take ([`Links::retune`]).
+    pub fn retune(&mut self, t: &super::tuning::Tuning, now: Instant) {
+        let rate = self.links.rate();
+        self.upstream_timeout_ms = t.upstream_timeout_ms;
+        self.silence_after =
+            rate.from_ms((t.upstream_timeout_ms / SILENCE_SHARE_OF_TIMEOUT).max(1));
+        self.ping_timeout_ms = t.ping_timeout_ms;
+        self.links.retune(t, now);
+    }
+
+    /// Region `r`'s pairs take no more calls and close once idle (`retired`), or connect again.
+    pub fn retire_region(&mut self, r: usize, retired: bool, now: Instant) {
+        self.links.retire_region(r, retired, now);
+    }
+
+    /// Region `r`'s name.
+    pub fn region_name(&self, r: usize) -> &str {
+        &self.links.region(r).name
+    }
+
+    /// Sources of this thread the config lists.
+    pub fn sources_listed(&self) -> usize {
+        self.links.sources_listed()
+    }
+
     // ---- pairs for calls ----
 
     /// Region `r`'s engine went silent: nothing may be sent to it but probes.

@@ -247,6 +247,7 @@ impl Serving {
             if Signal::Reload.take() {
                 reload::reload(
                     &self.live,
+                    &self.cfg,
                     &self.metrics,
                     self.admin.as_ref(),
                     &mut self.admin_token,

@@ -1,12 +1,15 @@
 //! SIGHUP: the config file read again. A good one becomes the next generation, which every
-//! reactor thread picks up at its next loop; a bad one is refused and the last good one kept.
-//! The admin token file is read again with it, so a token is rotated without a restart.
+//! reactor thread applies at its next loop (ages, paces, timeouts, regions and sources removed
+//! or listed again); a bad one is refused and the last good one kept. The admin token file is
+//! read again with it, so a token is rotated without a restart. The log says what was applied
+//! and what was kept, key by key.
 //!
-//! What it is NOT: a restart. The listeners, the thread count and the admin address stay as
-//! started (a new binary or shape is `upgrade`'s).
+//! What it is NOT: a restart. The listeners, the thread count, the arena and the admin address
+//! stay as started, as do regions and sources the relay did not start with (a new binary or
+//! shape is `upgrade`'s); the log line names each such key.
 
 use crate::admin::AdminHandle;
-use crate::config::{Shared, Token};
+use crate::config::{Changes, Config, Shared, Token};
 use crate::metrics::Metrics;
 
 use super::systemd::Manager;
@@ -16,6 +19,7 @@ use super::systemd::Manager;
 /// the listener holds.
 pub fn reload(
     live: &Shared,
+    started: &Config,
     metrics: &Metrics,
     admin: Option<&AdminHandle>,
     admin_token: &mut Option<Token>,
@@ -23,10 +27,19 @@ pub fn reload(
     ready: bool,
 ) {
     manager.reloading();
+    let running = live.load_full();
     let outcome = match live.reload() {
         Ok(g) => {
             metrics.set_config_generation(g);
+            let next = live.load_full();
+            let changes = Changes::between(started, &running.config, &next.config);
             println!("config reloaded: generation {g}");
+            for line in &changes.applied {
+                println!("  applied: {line}");
+            }
+            for line in &changes.kept {
+                println!("  kept until a restart: {line}");
+            }
             if let Some(a) = admin {
                 rotate_token(a, admin_token, live.load().config.admin_token.clone());
             }

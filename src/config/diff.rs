@@ -1,0 +1,296 @@
+//! What a reload changes, read from two configs: what the running relay applies between loop
+//! iterations, and what it leaves as it was until a restart (its threads, arena, listeners and
+//! connection tables are sized and opened at start). Each line names the key and both values,
+//! so the reload's log says exactly what happened.
+//!
+//! What it is NOT: where changes are applied (the reactor threads do, from the snapshot).
+
+use std::collections::HashSet;
+use std::fmt::Display;
+
+use super::model::{Config, Region, Source};
+
+/// The keys a reload applies and the ones it keeps, as log phrases.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Changes {
+    /// Applied by every reactor thread at its next loop iteration.
+    pub applied: Vec<String>,
+    /// Left as started: they take a restart (`upgrade` or `systemctl restart`).
+    pub kept: Vec<String>,
+}
+
+impl Changes {
+    /// `started` is what the relay was sized and opened from (the restart-only keys are read
+    /// against it, since no reload changed them); `running` the last config applied.
+    pub fn between(started: &Config, running: &Config, next: &Config) -> Changes {
+        let mut c = Changes::default();
+        c.restart_only(started, next);
+        c.live(started, running, next);
+        c
+    }
+
+    fn keep<T: PartialEq + Display>(&mut self, key: &str, was: T, now: T) {
+        if was != now {
+            self.kept.push(format!("{key} {was} → {now}"));
+        }
+    }
+
+    fn apply<T: PartialEq + Display>(&mut self, key: &str, was: T, now: T) {
+        if was != now {
+            self.applied.push(format!("{key} {was} → {now}"));
+        }
+    }
+
+    fn restart_only(&mut self, s: &Config, n: &Config) {
+        self.keep("threads", s.threads, n.threads);
+        self.keep("pin_threads", s.pin_threads, n.pin_threads);
+        self.keep("handoffs", s.handoffs, n.handoffs);
+        self.keep("arena_slots", s.arena_slots, n.arena_slots);
+        self.keep(
+            "intake.rotating",
+            Addr(s.intake.rotating),
+            Addr(n.intake.rotating),
+        );
+        self.keep(
+            "intake.head_bytes_max",
+            s.intake.head_bytes_max,
+            n.intake.head_bytes_max,
+        );
+        self.keep(
+            "intake.body_bytes_max",
+            s.intake.body_bytes_max,
+            n.intake.body_bytes_max,
+        );
+        self.keep(
+            "intake.connections_max",
+            s.intake.connections_max,
+            n.intake.connections_max,
+        );
+        self.keep(
+            "intake.connections_per_source_max",
+            s.intake.connections_per_source_max,
+            n.intake.connections_per_source_max,
+        );
+        self.keep("egress.connect", Mode(s), Mode(n));
+        self.keep("admin.listen", Addr(s.admin), Addr(n.admin));
+        self.keep("admin.metrics", s.metrics, n.metrics);
+        for r in &n.regions {
+            match s.regions.iter().find(|o| o.name == r.name) {
+                None => self.kept.push(format!("region {} added", r.name)),
+                Some(o) => self.region_shape(o, r),
+            }
+        }
+        let started: HashSet<&Source> = s.egress.sources.iter().collect();
+        let added: Vec<&Source> = n
+            .egress
+            .sources
+            .iter()
+            .filter(|x| !started.contains(x))
+            .collect();
+        if let Some(first) = added.first() {
+            self.kept.push(format!(
+                "egress: {} source{} added (first {first})",
+                added.len(),
+                if added.len() == 1 { "" } else { "s" }
+            ));
+        }
+    }
+
+    /// Where a region's connections go and what they say: its pairs' sockets and TLS were set
+    /// up from these.
+    fn region_shape(&mut self, o: &Region, r: &Region) {
+        let key = |k: &str| format!("region {}.{k}", r.name);
+        self.keep(&key("host"), &o.host, &r.host);
+        self.keep(&key("port"), o.port, r.port);
+        if o.literal || r.literal {
+            self.keep(&key("connect"), Addrs(&o.addrs), Addrs(&r.addrs));
+        }
+        self.keep(&key("tls"), o.tls, r.tls);
+        self.keep(&key("sni"), Opt(&o.sni), Opt(&r.sni));
+        self.keep(
+            &key("ca_file"),
+            Opt(&o.ca_file.as_ref().map(|p| p.display().to_string())),
+            Opt(&r.ca_file.as_ref().map(|p| p.display().to_string())),
+        );
+        self.keep(&key("authority"), &o.authority, &r.authority);
+        self.keep(&key("pinned"), Addr(o.pinned), Addr(r.pinned));
+    }
+
+    fn live(&mut self, s: &Config, o: &Config, n: &Config) {
+        self.apply(
+            "bundle_max_age_ms",
+            o.bundle_max_age_ms,
+            n.bundle_max_age_ms,
+        );
+        self.apply(
+            "upstream_timeout_ms",
+            o.upstream_timeout_ms,
+            n.upstream_timeout_ms,
+        );
+        let (oi, ni) = (&o.intake, &n.intake);
+        self.apply(
+            "intake.head_timeout_ms",
+            oi.head_timeout_ms,
+            ni.head_timeout_ms,
+        );
+        self.apply(
+            "intake.idle_timeout_ms",
+            oi.idle_timeout_ms,
+            ni.idle_timeout_ms,
+        );
+        self.apply(
+            "intake.send_timeout_ms",
+            oi.send_timeout_ms,
+            ni.send_timeout_ms,
+        );
+        let (oe, ne) = (&o.egress, &n.egress);
+        self.apply(
+            "egress.reconnect_min_ms",
+            oe.reconnect_min_ms,
+            ne.reconnect_min_ms,
+        );
+        self.apply(
+            "egress.reconnect_max_ms",
+            oe.reconnect_max_ms,
+            ne.reconnect_max_ms,
+        );
+        self.apply(
+            "egress.connect_timeout_ms",
+            oe.connect_timeout_ms,
+            ne.connect_timeout_ms,
+        );
+        self.apply(
+            "egress.handshakes_max",
+            oe.handshakes_max,
+            ne.handshakes_max,
+        );
+        self.apply("egress.ping_idle_ms", oe.ping_idle_ms, ne.ping_idle_ms);
+        self.apply(
+            "egress.ping_timeout_ms",
+            oe.ping_timeout_ms,
+            ne.ping_timeout_ms,
+        );
+        self.apply(
+            "egress.tcp_user_timeout_ms",
+            oe.tcp_user_timeout_ms,
+            ne.tcp_user_timeout_ms,
+        );
+        for r in &n.regions {
+            let Some(p) = o.regions.iter().find(|p| p.name == r.name) else {
+                continue;
+            };
+            self.apply(
+                &format!("region {}.interval_ms", r.name),
+                p.interval_ms,
+                r.interval_ms,
+            );
+            self.apply(&format!("region {}.burst", r.name), p.burst, r.burst);
+        }
+        for p in &o.regions {
+            if !n.regions.iter().any(|r| r.name == p.name) {
+                self.applied.push(format!(
+                    "region {} removed: no new bundles, its waiting ones still go, its \
+                     connections close once idle",
+                    p.name
+                ));
+            }
+        }
+        for r in &n.regions {
+            let ran = s.regions.iter().any(|p| p.name == r.name);
+            if ran && !o.regions.iter().any(|p| p.name == r.name) {
+                self.applied
+                    .push(format!("region {} back: its pairs connect again", r.name));
+            }
+        }
+        let next: HashSet<&Source> = ne.sources.iter().collect();
+        let was: HashSet<&Source> = oe.sources.iter().collect();
+        let started: HashSet<&Source> = s.egress.sources.iter().collect();
+        let removed = oe.sources.iter().filter(|x| !next.contains(x)).count();
+        let back = ne
+            .sources
+            .iter()
+            .filter(|x| !was.contains(x) && started.contains(x))
+            .count();
+        if removed > 0 {
+            self.applied.push(format!(
+                "egress: {removed} source{} removed: their calls in flight finish, then their \
+                 connections close",
+                if removed == 1 { "" } else { "s" }
+            ));
+        }
+        if back > 0 {
+            self.applied.push(format!(
+                "egress: {back} source{} listed again: their pairs connect again",
+                if back == 1 { "" } else { "s" }
+            ));
+        }
+    }
+}
+
+struct Addr(Option<std::net::SocketAddr>);
+
+impl Display for Addr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(a) => write!(f, "{a}"),
+            None => f.write_str("off"),
+        }
+    }
+}
+
+impl PartialEq for Addr {
+    fn eq(&self, o: &Addr) -> bool {
+        self.0 == o.0
+    }
+}
+
+struct Addrs<'a>(&'a [std::net::SocketAddr]);
+
+impl Display for Addrs<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, a) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{a}")?;
+        }
+        Ok(())
+    }
+}
+
+impl PartialEq for Addrs<'_> {
+    fn eq(&self, o: &Addrs<'_>) -> bool {
+        self.0 == o.0
+    }
+}
+
+struct Opt<'a>(&'a Option<String>);
+
+impl Display for Opt<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.as_deref().unwrap_or("(default)"))
+    }
+}
+
+impl PartialEq for Opt<'_> {
+    fn eq(&self, o: &Opt<'_>) -> bool {
+        self.0 == o.0
+    }
+}
+
+struct Mode<'a>(&'a Config);
+
+impl Display for Mode<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self.0.egress.connect {
+            super::model::ConnectMode::Eager => "eager",
+            super::model::ConnectMode::Lazy => "lazy",
+        })
+    }
+}
+
+impl PartialEq for Mode<'_> {
+    fn eq(&self, o: &Mode<'_>) -> bool {
+        self.0.egress.connect == o.0.egress.connect
+    }
+}

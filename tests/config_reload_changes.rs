@@ -1,0 +1,127 @@
+//! What a reload applies and what it keeps until a restart, read from the config before and
+//! after: one test per kind of key, each naming the key and both values as the log line does.
+
+use bundle_relay::config::{Changes, Config, Resolve};
+
+fn config(body: &str) -> Config {
+    Config::parse(body, "config.toml", Resolve::Deferred).unwrap()
+}
+
+const BASE: &str = r#"
+threads = 2
+arena_slots = 1024
+bundle_max_age_ms = 2000
+[intake]
+rotating = "127.0.0.1:8080"
+[[region]]
+name = "ny"
+host = "127.0.0.11"
+port = 10000
+interval_ms = 1000
+[[region]]
+name = "tokyo"
+host = "127.0.0.12"
+port = 10000
+[egress]
+addresses = ["127.1.0.1-127.1.0.4"]
+"#;
+
+fn with(from: &str, to: &str) -> Config {
+    assert!(BASE.contains(from), "{from}");
+    config(&BASE.replacen(from, to, 1))
+}
+
+fn changes(next: &Config) -> Changes {
+    let base = config(BASE);
+    Changes::between(&base, &base, next)
+}
+
+#[test]
+fn the_same_config_changes_nothing() {
+    assert_eq!(changes(&config(BASE)), Changes::default());
+}
+
+#[test]
+fn timeouts_ages_and_rates_are_applied_naming_both_values() {
+    let next = with("bundle_max_age_ms = 2000", "bundle_max_age_ms = 5000");
+    let next_rate = with("interval_ms = 1000", "interval_ms = 2000\nburst = 2");
+    assert_eq!(changes(&next).applied, ["bundle_max_age_ms 2000 → 5000"]);
+    assert_eq!(
+        changes(&next_rate).applied,
+        ["region ny.interval_ms 1000 → 2000", "region ny.burst 1 → 2"]
+    );
+    assert!(changes(&next_rate).kept.is_empty());
+}
+
+#[test]
+fn threads_arena_and_listeners_are_kept_until_a_restart() {
+    let next = with(
+        "threads = 2\narena_slots = 1024",
+        "threads = 4\narena_slots = 2048",
+    );
+    let c = changes(&next);
+    assert_eq!(c.kept, ["threads 2 → 4", "arena_slots 1024 → 2048"]);
+    assert!(c.applied.is_empty());
+    let moved = with("127.0.0.1:8080", "127.0.0.1:9090");
+    assert_eq!(
+        changes(&moved).kept,
+        ["intake.rotating 127.0.0.1:8080 → 127.0.0.1:9090"]
+    );
+}
+
+#[test]
+fn a_removed_region_is_applied_and_a_new_one_waits_for_a_restart() {
+    let without_tokyo = config(&BASE.replace(
+        "[[region]]\nname = \"tokyo\"\nhost = \"127.0.0.12\"\nport = 10000\n",
+        "",
+    ));
+    let c = changes(&without_tokyo);
+    assert_eq!(c.applied.len(), 1, "{c:?}");
+    assert!(c.applied[0].starts_with("region tokyo removed"), "{c:?}");
+    let with_amsterdam = config(&BASE.replace(
+        "[egress]",
+        "[[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.13\"\nport = 10000\n[egress]",
+    ));
+    assert_eq!(changes(&with_amsterdam).kept, ["region amsterdam added"]);
+    // Listed again after a reload that removed it: it ran since start, so it comes back live.
+    let base = config(BASE);
+    let back = Changes::between(&base, &without_tokyo, &base);
+    assert_eq!(back.applied, ["region tokyo back: its pairs connect again"]);
+    assert!(back.kept.is_empty());
+}
+
+#[test]
+fn where_a_region_connects_is_kept_until_a_restart() {
+    let next = with("host = \"127.0.0.11\"", "host = \"127.0.0.21\"");
+    assert_eq!(
+        changes(&next).kept,
+        [
+            "region ny.host 127.0.0.11 → 127.0.0.21",
+            "region ny.connect 127.0.0.11:10000 → 127.0.0.21:10000",
+            "region ny.authority 127.0.0.11:10000 → 127.0.0.21:10000"
+        ]
+    );
+}
+
+#[test]
+fn removed_sources_are_drained_and_new_ones_wait_for_a_restart() {
+    let fewer = with("127.1.0.1-127.1.0.4", "127.1.0.1-127.1.0.2");
+    let c = changes(&fewer);
+    assert_eq!(c.applied.len(), 1, "{c:?}");
+    assert!(
+        c.applied[0].starts_with("egress: 2 sources removed"),
+        "{c:?}"
+    );
+    assert!(c.kept.is_empty());
+    let more = with("127.1.0.1-127.1.0.4", "127.1.0.1-127.1.0.5");
+    assert_eq!(
+        changes(&more).kept,
+        ["egress: 1 source added (first 127.1.0.5)"]
+    );
+    let base = config(BASE);
+    let back = Changes::between(&base, &fewer, &base);
+    assert_eq!(
+        back.applied,
+        ["egress: 2 sources listed again: their pairs connect again"]
+    );
+}
