@@ -125,3 +125,61 @@ fn removed_sources_are_drained_and_new_ones_wait_for_a_restart() {
         ["egress: 2 sources listed again: their pairs connect again"]
     );
 }
+
+#[test]
+fn a_reload_that_lists_none_of_the_running_regions_is_refused() {
+    let renamed = config(
+        &BASE
+            .replace("\"ny\"", "\"dublin\"")
+            .replace("\"tokyo\"", "\"slc\""),
+    );
+    let (key, why) = Changes::refusal(&config(BASE), &renamed).unwrap();
+    assert_eq!(key, "region");
+    assert!(
+        why.contains("none of the regions the relay runs (ny, tokyo)"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_reload_that_lists_none_of_the_running_sources_is_refused() {
+    let moved = with("127.1.0.1-127.1.0.4", "127.1.9.1-127.1.9.4");
+    let (key, why) = Changes::refusal(&config(BASE), &moved).unwrap();
+    assert_eq!(key, "egress");
+    assert!(
+        why.contains("none of the 4 sources the relay runs"),
+        "{why}"
+    );
+}
+
+#[test]
+fn without_handoffs_a_reload_may_not_leave_a_thread_without_its_sources() {
+    let base = config(&BASE.replace("threads = 2", "threads = 2\nhandoffs = false"));
+    // Thread 0 runs 127.1.0.1-2, thread 1 127.1.0.3-4.
+    let first_half = config(
+        &BASE
+            .replace("threads = 2", "threads = 2\nhandoffs = false")
+            .replace("127.1.0.1-127.1.0.4", "127.1.0.1-127.1.0.2"),
+    );
+    let (key, why) = Changes::refusal(&base, &first_half).unwrap();
+    assert_eq!(key, "egress");
+    assert!(
+        why.starts_with("thread 1 would keep none of its 2 sources (127.1.0.3 …)"),
+        "{why}"
+    );
+    // With handoffs on, the other thread's pairs send its bundles: allowed.
+    assert_eq!(
+        Changes::refusal(
+            &config(BASE),
+            &with("127.1.0.1-127.1.0.4", "127.1.0.1-127.1.0.2")
+        ),
+        None
+    );
+    // One of each thread's sources is enough.
+    let one_each = config(
+        &BASE
+            .replace("threads = 2", "threads = 2\nhandoffs = false")
+            .replace("127.1.0.1-127.1.0.4", "127.1.0.2-127.1.0.3"),
+    );
+    assert_eq!(Changes::refusal(&base, &one_each), None);
+}

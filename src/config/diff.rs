@@ -29,6 +29,59 @@ impl Changes {
         c
     }
 
+    /// Why a relay started from `started` cannot run `next` at all: none of its regions is
+    /// left, none of its sources, or (bundles not moving between threads) a thread would keep
+    /// none of its own sources, so every bundle it accepts would expire. The key and the
+    /// reason; `None` when it can.
+    pub fn refusal(started: &Config, next: &Config) -> Option<(&'static str, String)> {
+        if !started
+            .regions
+            .iter()
+            .any(|r| next.regions.iter().any(|n| n.name == r.name))
+        {
+            let names: Vec<&str> = started.regions.iter().map(|r| r.name.as_str()).collect();
+            return Some((
+                "region",
+                format!(
+                    "none of the regions the relay runs ({}) is listed: regions it did not start \
+                     with take a restart",
+                    names.join(", ")
+                ),
+            ));
+        }
+        let listed: HashSet<&Source> = next.egress.sources.iter().collect();
+        let sources = &started.egress.sources;
+        if !sources.iter().any(|x| listed.contains(x)) {
+            return Some((
+                "egress",
+                format!(
+                    "none of the {} sources the relay runs is listed: sources it did not start \
+                     with take a restart",
+                    sources.len()
+                ),
+            ));
+        }
+        if !started.handoffs {
+            let threads = started.threads.max(1);
+            for t in 0..threads {
+                let own = &sources[super::model::even_share(sources.len(), threads, t)];
+                if !own.iter().any(|x| listed.contains(x)) {
+                    return Some((
+                        "egress",
+                        format!(
+                            "thread {t} would keep none of its {} sources ({} …) and, with \
+                             handoffs off, could send none of the bundles it accepts: keep at \
+                             least one of them, or restart with the new pool",
+                            own.len(),
+                            own[0]
+                        ),
+                    ));
+                }
+            }
+        }
+        None
+    }
+
     fn keep<T: PartialEq + Display>(&mut self, key: &str, was: T, now: T) {
         if was != now {
             self.kept.push(format!("{key} {was} → {now}"));

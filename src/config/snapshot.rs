@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use arc_swap::{ArcSwap, Guard};
 
+use super::diff::Changes;
 use super::error::ConfigError;
 use super::model::{Config, Overrides, Resolve};
 
@@ -30,12 +31,16 @@ pub struct Shared {
     resolve: Resolve,
     /// The command line's overrides, applied to every reload as to the first load.
     overrides: Overrides,
+    /// Generation 1, what the relay was sized and opened from: a reload it could not run
+    /// ([`Changes::refusal`]) is refused like an invalid file.
+    started: Config,
 }
 
 impl Shared {
     /// Shares `config` as generation 1. Reloads resolve hosts as `resolve` says.
     pub fn new(config: Config, source: Option<PathBuf>, resolve: Resolve) -> Shared {
         Shared {
+            started: config.clone(),
             current: ArcSwap::from_pointee(Snapshot {
                 generation: 1,
                 config,
@@ -65,16 +70,25 @@ impl Shared {
         self.current.load()
     }
 
+    /// What the relay started from (generation 1).
+    pub fn started(&self) -> &Config {
+        &self.started
+    }
+
     /// The current snapshot as an owned `Arc`, for holders that outlive a loop iteration.
     pub fn load_full(&self) -> Arc<Snapshot> {
         self.current.load_full()
     }
 
-    /// Loads `path`, and only if it is valid publishes it as the next generation, which it
-    /// returns. On any error the current snapshot stays, untouched.
+    /// Loads `path`, and only if it is valid and the running relay can run it publishes it as
+    /// the next generation, which it returns. On any error the current snapshot stays,
+    /// untouched.
     pub fn reload_from(&self, path: &Path) -> Result<u64, ConfigError> {
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
         let config = Config::load_overridden(path, self.resolve, &self.overrides)?;
+        if let Some((key, why)) = Changes::refusal(&self.started, &config) {
+            return Err(ConfigError::new(&path.display().to_string(), key, why));
+        }
         let generation = self.current.load().generation + 1;
         self.current.store(Arc::new(Snapshot {
             generation,
