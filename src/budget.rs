@@ -174,6 +174,14 @@ impl Budget {
             // Per thread: whether each region and each of its sources is still in the config
             // (a reload retires them), and whether a retired region's pairs were drained.
             term("reload flags", threads * regions * 2 + addresses, 1),
+            // The pacing ledger a successor shares (one mapping a process, room for a successor
+            // with twice the pairs at a quarter full), and each pair's entry number in it.
+            term(
+                "pacing ledger",
+                crate::limiter::ledger::entries_for(pairs as usize) as u64,
+                crate::limiter::ledger::ENTRY_BYTES,
+            ),
+            term("pair ledger entries", pairs, std::mem::size_of::<u32>()),
             // Per pair: the dispatcher's record (link, call in flight, back-off).
             term("pair states", pairs, relay::dispatch::PAIR_STATE_BYTES),
             // Per pair: its room in the queues to connect, to send, to close, of ended calls.

@@ -84,6 +84,11 @@ enum Command {
         /// (as now on disk) this way.
         #[arg(long, value_name = "PID")]
         takeover: Option<i32>,
+        /// With --takeover: the pacing ledger the relay taken over from books its sends in (an
+        /// inherited descriptor; SIGUSR2 passes it), so neither process sends on a (source,
+        /// region) pair the other used within its interval.
+        #[arg(long, value_name = "FD", requires = "takeover")]
+        ledger_fd: Option<i32>,
     },
     /// Percentiles and plots from HdrHistogram interval logs (the relay's or bench-load's).
     Hist(bundle_relay::hist::HistArgs),
@@ -139,6 +144,7 @@ fn main() {
             no_metrics,
             ready_pairs_percent,
             takeover,
+            ledger_fd,
         } => {
             let mut overrides = Overrides {
                 ca_file,
@@ -164,6 +170,7 @@ fn main() {
                     no_metrics,
                     ready_pairs_percent,
                     takeover,
+                    ledger_fd,
                 },
             ))
         }

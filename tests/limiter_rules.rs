@@ -677,3 +677,19 @@ fn a_rate_change_keeps_a_cooldown_and_a_held_pair_books_at_the_new_interval() {
     due_at(&limiter, t, T0.after(ms(2_000)));
     limiter.check_invariants();
 }
+
+#[test]
+fn a_deferred_pair_waits_until_asked_and_keeps_its_own_booking() {
+    let mut limiter = up_limiter(2, 1);
+    send(&mut limiter, R0, T0);
+    let held = pair(limiter.acquire(R0, T0));
+    assert_eq!(held, PairId(1));
+    limiter.defer(held, T0.after(ms(300)), T0);
+    limiter.check_invariants();
+    assert_eq!(limiter.view(held).place, Place::Cooling);
+    let t = wait_until(limiter.acquire(R0, T0));
+    due_at(&limiter, t, T0.after(ms(300)));
+    let p = pair(limiter.acquire(R0, slot_ceil(&limiter, T0.after(ms(300)))));
+    assert_eq!(p, held, "deferred, not booked a whole interval");
+    limiter.check_invariants();
+}

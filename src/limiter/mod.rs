@@ -99,6 +99,7 @@
 //! alone with a filter, e.g. `'^acquire/'`.
 
 mod invariants;
+pub mod ledger;
 mod pair;
 mod region;
 mod ring;
@@ -300,6 +301,11 @@ impl Limiter {
         RegionId(self.state[pair.0 as usize].region)
     }
 
+    /// Region `region`'s pacing interval in ticks.
+    pub fn interval(&self, region: RegionId) -> Ticks {
+        Ticks(self.regions[region.0 as usize].interval_ticks)
+    }
+
     /// Width of a wheel slot in ticks: the most a pair is ever handed out late.
     pub fn slot_ticks(&self) -> Ticks {
         Ticks(1 << self.wheels.shift())
@@ -422,6 +428,29 @@ impl Limiter {
             return;
         }
         let eligible = p.eligible_tick(reg.tolerance_ticks);
+        self.schedule(i as u32, eligible, now.0);
+    }
+
+    /// Held `pair` did not send after all and may not before `until` (another process sent on
+    /// it): it is filed again for then, its own booking untouched, as if the engine had asked
+    /// for a cooldown until `until`.
+    pub fn defer(&mut self, pair: PairId, until: Instant, now: Instant) {
+        let i = pair.0 as usize;
+        assert!(
+            self.state[i].place == HELD,
+            "defer without the pair held: {pair:?}"
+        );
+        let p = &mut self.pace[i];
+        p.cooldown_until_tick = p.cooldown_until_tick.max(until.0);
+        let s = &mut self.state[i];
+        s.place = PARKED;
+        let r = s.region as usize;
+        let up = s.conn == ConnState::Up;
+        self.regions[r].counts.held -= 1;
+        if !up {
+            return;
+        }
+        let eligible = self.pace[i].eligible_tick(self.regions[r].tolerance_ticks);
         self.schedule(i as u32, eligible, now.0);
     }
 

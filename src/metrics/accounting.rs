@@ -174,6 +174,9 @@ accounting! {
         /// Bundles another thread could have sent sooner that stayed here: it had no slot lent
         /// to this thread at the moment.
         handoffs_without_credit,
+        /// Pairs handed out by the limiter that another relay process on the host had sent on
+        /// within their interval (a takeover): each cooled until the shared ledger allowed it.
+        ledger_waits,
     }
 }
 

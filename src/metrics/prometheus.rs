@@ -375,6 +375,14 @@ fn render_handoffs(m: &Metrics, out: &mut String) {
         "Bundles another thread could have sent sooner that stayed, because it had no arena slot lent to this one at that moment.",
     );
     sample(out, name, &[], m.totals().handoffs_without_credit);
+    let name = "bundle_relay_ledger_waits_total";
+    family(
+        out,
+        name,
+        "counter",
+        "Pairs that waited because another relay process on the host (one taking over, or the one taken over from) had sent on them within their interval.",
+    );
+    sample(out, name, &[], m.totals().ledger_waits);
 }
 
 /// What the intake and the reactors did to protect themselves (counted by the relay's own

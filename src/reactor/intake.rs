@@ -60,6 +60,8 @@ pub struct Intake {
     per_source_max: u32,
     accept_error_logged: Option<Instant>,
     accept_errors_unlogged: u64,
+    /// Set once stopping: how long a connection with nothing to do stays open.
+    drain_grace: Option<Ticks>,
 }
 
 impl Intake {
@@ -95,6 +97,7 @@ impl Intake {
             clients: Clients::new(conns_max as usize),
             per_source_max: per_source_max.max(1),
             accept_error_logged: None,
+            drain_grace: None,
             accept_errors_unlogged: 0,
         }
     }
@@ -147,11 +150,9 @@ impl Intake {
             return;
         }
         let fd = res as RawFd;
-        if cx.stopping {
-            // SAFETY: a fresh fd we own.
-            unsafe { libc::close(fd) };
-            return;
-        }
+        // An accept that completes once stopping is still served (its answers say
+        // `Connection: close`): the client is connected already, and closing it unread would
+        // reset it.
         let Some(peer) = socket::peer_ip(fd) else {
             // Gone before we looked.
             // SAFETY: a fresh fd we own.
@@ -183,6 +184,10 @@ impl Intake {
         conn.port = port;
         conn.peer = peer;
         conn.http.reset(now);
+        if let Some(grace) = self.drain_grace {
+            // Its own grace from now: the client has not had the time to send yet.
+            conn.http.begin_drain(now.after(grace));
+        }
         cx.stats.intake_conns.set(cx.stats.intake_conns.get() + 1);
         self.arm_recv(cx, c);
     }
@@ -411,7 +416,8 @@ impl Intake {
     /// to another listener of its SO_REUSEPORT group when `net.ipv4.tcp_migrate_req` is 1) and
     /// starts draining every client connection ([`Conn::begin_drain`]): idle ones close at
     /// `idle_until`.
-    pub fn begin_stop(&mut self, cx: &mut Cx, idle_until: Instant) {
+    pub fn begin_stop(&mut self, cx: &mut Cx, now: Instant, idle_until: Instant) {
+        self.drain_grace = Some(idle_until.since(now));
         for l in &self.listeners {
             // SAFETY: our listening fd: shutdown ends its multishot accept.
             unsafe { libc::shutdown(l.fd, libc::SHUT_RDWR) };

@@ -302,6 +302,7 @@ impl Worker {
             mesh,
             me: t,
         };
+        w.stats.config_generation.set(w.config_generation);
         w.mesh.set_ring_fd(t, w.ring.as_raw_fd());
         w.intake.arm_accepts(&mut cx!(w));
         Ok(w)
@@ -345,7 +346,7 @@ impl Worker {
             if stop.load(Ordering::Acquire) && !self.stopping {
                 self.stopping = true;
                 let idle_until = now.after(self.clock.rate().from_ms(DRAIN_IDLE_GRACE_MS));
-                self.intake.begin_stop(&mut cx!(self), idle_until);
+                self.intake.begin_stop(&mut cx!(self), now, idle_until);
                 let ms = drain_ms.load(Ordering::Relaxed);
                 drain_until = Some(now.after(self.clock.rate().from_ms(ms)));
             }

@@ -18,7 +18,8 @@ use crate::config::Source;
 use crate::egress::socks5::Socks5;
 use crate::egress::transport::TransportError;
 use crate::h2::Reason;
-use crate::limiter::{Limiter, LimiterConfig, PairId, RegionId, RegionRate};
+use crate::limiter::ledger::{Ledger, pair_key};
+use crate::limiter::{Acquire, Limiter, LimiterConfig, PairId, RegionId, RegionRate};
 use crate::log::LogQueue;
 use crate::metrics::ThreadMetrics;
 use crate::metrics::accounting::Stats;
@@ -56,6 +57,9 @@ pub struct Links {
     sources: Box<[Source]>,
     /// Per source: the config no longer lists it (a reload); its pairs are drained.
     source_retired: Box<[bool]>,
+    /// Every pair's pacing as another relay process sees it (one taking over from this one,
+    /// or the one this one takes over from), and each pair's entry there (`u32::MAX`: none).
+    ledger: Option<(Arc<Ledger>, Box<[u32]>)>,
     /// Setup (connect + tunnel + TLS + SETTINGS + PING) deadline.
     setup_timeout: Ticks,
     setup_timeout_ms: u64,
@@ -96,6 +100,17 @@ impl Links {
             now,
         );
         let pair_count = limiter.pair_count();
+        let ledger = spec.ledger.clone().map(|l| {
+            let slots = (0..pair_count as u32)
+                .map(|p| {
+                    let a = limiter.address_of(PairId(p)) as usize;
+                    let r = limiter.region_of(PairId(p)).0 as usize;
+                    let key = pair_key(&spec.sources[a].to_string(), &spec.regions[r].name);
+                    l.slot(key).unwrap_or(u32::MAX)
+                })
+                .collect();
+            (l, slots)
+        });
         Links {
             rate,
             limiter,
@@ -107,6 +122,7 @@ impl Links {
             pairs: Pairs::new(pair_count, spec.handshakes_max, spec.connect_eagerly, now),
             sources: spec.sources.clone().into_boxed_slice(),
             source_retired: vec![false; spec.sources.len()].into_boxed_slice(),
+            ledger,
             setup_timeout: rate.from_ms(spec.connect_timeout_ms),
             setup_timeout_ms: spec.connect_timeout_ms,
             reconnect_min_ms: spec.reconnect_min_ms.max(1),
@@ -629,6 +645,45 @@ impl Links {
                 "region {}: the engine asked for calm (GOAWAY ENHANCE_YOUR_CALM): idle PINGs now every {} ms",
                 self.regions[r].name, doubled
             ));
+        }
+    }
+
+    // ---- pacing across processes ----
+
+    /// A pair of region `r` to send on now (see [`Limiter::acquire`]), that no other relay
+    /// process sending from the same host sent on within its interval either: a pair the
+    /// ledger says is not free yet cools until it is, and the next one is tried.
+    pub(super) fn acquire(&mut self, r: usize, now: Instant) -> Acquire {
+        let region = RegionId(r as u8);
+        loop {
+            let got = self.limiter.acquire(region, now);
+            let (Acquire::Pair(pair), Some((ledger, slots))) = (got, &self.ledger) else {
+                return got;
+            };
+            let slot = slots[pair.0 as usize];
+            if slot == u32::MAX {
+                return got;
+            }
+            match ledger.claim(slot, now, self.limiter.interval(region)) {
+                Ok(()) => return got,
+                Err(until) => {
+                    self.stats.ledger_waits.inc();
+                    self.limiter.defer(pair, until, now);
+                }
+            }
+        }
+    }
+
+    /// The call on held `pair` ended at `now`: back to the limiter, and its next send (booking
+    /// and cooldown) written to the ledger for another process to honour.
+    pub(super) fn finish(&mut self, pair: PairId, now: Instant) {
+        self.limiter.finish(pair, now);
+        if let Some((ledger, slots)) = &self.ledger
+            && slots[pair.0 as usize] != u32::MAX
+        {
+            let v = self.limiter.view(pair);
+            let next = v.next_allowed.max(v.cooldown_until);
+            ledger.book(slots[pair.0 as usize], next);
         }
     }
 

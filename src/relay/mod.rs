@@ -109,6 +109,9 @@ pub struct Spec {
     /// Bundles may move between threads: a bundle accepted on one thread leaves through the
     /// thread whose pool sends it soonest (off: every thread sends only what it accepted).
     pub handoffs: bool,
+    /// Every pair's pacing shared with another relay process on this host (a takeover), so
+    /// neither sends on a pair the other just used. `None`: this process paces alone.
+    pub ledger: Option<Arc<crate::limiter::ledger::Ledger>>,
 }
 
 /// Upstream HTTP/2 settings for a relay connection. The limiter holds a pair while its call
@@ -202,6 +205,7 @@ impl Spec {
             live: None,
             metrics: cfg.metrics,
             handoffs: cfg.handoffs,
+            ledger: None,
         })
     }
 
@@ -235,6 +239,7 @@ impl Spec {
             live: None,
             metrics: true,
             handoffs: true,
+            ledger: None,
         }
     }
 
@@ -260,6 +265,7 @@ impl Spec {
             ping_idle_ms: self.ping_idle_ms,
             ping_timeout_ms: self.ping_timeout_ms,
             h2: self.h2.clone(),
+            ledger: self.ledger.clone(),
         }
     }
 }
@@ -284,4 +290,5 @@ pub struct ThreadSpec {
     /// Every PING must be acknowledged within this.
     pub ping_timeout_ms: u64,
     pub h2: h2::conn::Config,
+    pub ledger: Option<Arc<crate::limiter::ledger::Ledger>>,
 }

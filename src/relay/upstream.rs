@@ -205,7 +205,7 @@ impl Upstream {
     /// A pair of region `r` to send on now, held until its call ends; or when one will be
     /// ready (the wake-up is noted); or none up (a lazily connecting region then connects).
     pub fn acquire(&mut self, r: usize, now: Instant) -> Acquire {
-        let got = self.links.limiter_mut().acquire(RegionId(r as u8), now);
+        let got = self.links.acquire(r, now);
         match got {
             Acquire::WaitUntil(at) => self.wake_at(at),
             Acquire::NoPairUp if !self.links.region(r).connect_requested => {
@@ -257,7 +257,7 @@ impl Upstream {
     /// A held pair whose connection could not take the call: back to the limiter (its next
     /// slot counts from now), out of rotation.
     fn give_back_unused(&mut self, pair: PairId, now: Instant) {
-        self.links.limiter_mut().finish(pair, now);
+        self.links.finish(pair, now);
         self.links.request_close(pair, now);
     }
 
@@ -283,8 +283,7 @@ impl Upstream {
             if busy & (1 << r) != 0 || self.is_silent(r) {
                 continue;
             }
-            let Acquire::Pair(pair) = self.links.limiter_mut().acquire(RegionId(r as u8), now)
-            else {
+            let Acquire::Pair(pair) = self.links.acquire(r, now) else {
                 continue;
             };
             self.tip_region = r + 1;
@@ -292,7 +291,7 @@ impl Upstream {
                 self.tips.in_flight = true;
                 self.tips.due = now.after(self.tip_refresh);
             } else {
-                self.links.limiter_mut().finish(pair, now);
+                self.links.finish(pair, now);
                 self.tips.due = now.after(self.tip_retry);
             }
             return;
@@ -313,7 +312,7 @@ impl Upstream {
             self.wake_at(sil.probe_at);
             return;
         }
-        let pair = match self.links.limiter_mut().acquire(RegionId(r as u8), now) {
+        let pair = match self.links.acquire(r, now) {
             Acquire::Pair(pair) => pair,
             Acquire::WaitUntil(at) => {
                 self.wake_at(at);
@@ -446,7 +445,7 @@ impl Upstream {
         self.drain_events(pair, now);
         if let Some(f) = self.links.pair_mut(pair).in_flight.take() {
             // The connection ended the stream without an event we could map: not sent for sure.
-            self.links.limiter_mut().finish(pair, now);
+            self.links.finish(pair, now);
             self.call_aborted(f, r, now);
         }
         self.links.connection_ended(pair, we_closed, now);
@@ -638,7 +637,7 @@ impl Upstream {
                 .cooldown(pair, rate.from_ms(ms), now);
             self.stats.region(region).cooldowns.inc();
         }
-        self.links.limiter_mut().finish(pair, now);
+        self.links.finish(pair, now);
         if timed_out {
             // No answer in time: the pair leaves rotation and reconnects, backing off further
             // until a call is answered again, instead of losing a bundle per interval.
@@ -691,7 +690,7 @@ impl Upstream {
                 if let Some(c) = st.stack.conn_mut() {
                     c.release(f.stream);
                 }
-                self.links.limiter_mut().finish(pair, now);
+                self.links.finish(pair, now);
                 if let Some(slot) = f.slot() {
                     bundle(slot);
                 }

@@ -15,6 +15,7 @@
 //! | 2 | refused to start: the config, a flag, the host or the unit's environment is wrong |
 //! | 70 | a reactor thread failed, or a takeover did; the relay drained and stopped itself |
 
+mod pacing;
 mod plan;
 mod ready;
 mod reload;
@@ -59,6 +60,8 @@ pub struct Flags {
     pub ready_pairs_percent: u8,
     /// Take over from the relay running as this PID.
     pub takeover: Option<i32>,
+    /// The pacing ledger the relay taken over from books in (an inherited descriptor).
+    pub ledger_fd: Option<i32>,
 }
 
 /// A config, a flag, the host or the unit's environment stopped the relay from starting.
@@ -81,7 +84,7 @@ const TOTALS_EVERY_TICKS: u32 = 100;
 /// Runs the relay from the config at `path` (or the embedded default) with `overrides`, until
 /// it is stopped; returns the exit status.
 pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
-    let upgrade = Upgrade::from_env();
+    let mut upgrade = Upgrade::from_env();
     let manager = match Manager::from_env() {
         Ok(m) => m,
         Err(e) => return refuse(&e),
@@ -90,7 +93,7 @@ pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
         Ok(w) => w.map(Watchdog::new),
         Err(e) => return refuse(&e),
     };
-    let plan = match plan::plan(path, overrides, flags.no_metrics, flags.hlog.is_some()) {
+    let mut plan = match plan::plan(path, overrides, flags.no_metrics, flags.hlog.is_some()) {
         Ok(p) => p,
         Err(e) => return refuse(&e),
     };
@@ -98,6 +101,16 @@ pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
         println!("config and host check passed");
         return 0;
     }
+    // Opened before the pool comes up: a predecessor's bookings hold from the first send.
+    let (pacing, why) = pacing::Pacing::open(
+        plan.spec.sources.len() * plan.spec.regions.len(),
+        flags.ledger_fd,
+    );
+    if let Some(why) = why {
+        eprintln!("bundle-relay: warning: {why}");
+    }
+    plan.spec.ledger = Some(pacing.ledger);
+    upgrade.hand_over_ledger(pacing.fd);
     let mut serving = match Serving::start(plan, path, overrides, &flags, manager, watchdog) {
         Ok(s) => s,
         Err(status) => return status,
@@ -247,7 +260,6 @@ impl Serving {
             if Signal::Reload.take() {
                 reload::reload(
                     &self.live,
-                    &self.cfg,
                     &self.metrics,
                     self.admin.as_ref(),
                     &mut self.admin_token,

@@ -9,7 +9,7 @@
 //! shape is `upgrade`'s); the log line names each such key.
 
 use crate::admin::AdminHandle;
-use crate::config::{Changes, Config, Shared, Token};
+use crate::config::{Changes, Shared, Token};
 use crate::metrics::Metrics;
 
 use super::systemd::Manager;
@@ -19,7 +19,6 @@ use super::systemd::Manager;
 /// the listener holds.
 pub fn reload(
     live: &Shared,
-    started: &Config,
     metrics: &Metrics,
     admin: Option<&AdminHandle>,
     admin_token: &mut Option<Token>,
@@ -32,7 +31,7 @@ pub fn reload(
         Ok(g) => {
             metrics.set_config_generation(g);
             let next = live.load_full();
-            let changes = Changes::between(started, &running.config, &next.config);
+            let changes = Changes::between(live.started(), &running.config, &next.config);
             println!("config reloaded: generation {g}");
             for line in &changes.applied {
                 println!("  applied: {line}");

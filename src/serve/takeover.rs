@@ -5,8 +5,9 @@
 //! old one frees.
 //!
 //! What it is NOT: the old process's side (`upgrade` starts this one on SIGUSR2; SIGQUIT's
-//! drain is the supervision loop's), nor a handover of state: the pacing of each pair starts
-//! afresh.
+//! drain is the supervision loop's). Pacing is not handed over here either: both processes
+//! book every send in one shared ledger from the start (`pacing`), so whichever sends next on
+//! a pair honours the other's last send.
 
 use std::time::{Duration, Instant};
 

@@ -1,12 +1,17 @@
-//! SIGUSR2: start this binary, as now on disk, with this process's command line and
-//! `--takeover <this pid>`, and serve on until it takes over (its SIGQUIT) or exits.
+//! SIGUSR2: start this binary, as now on disk, with this process's command line,
+//! `--takeover <this pid>` and `--ledger-fd <fd>` (the pacing ledger, inherited, so the two
+//! never send on one pair within its interval), and serve on until it takes over (its SIGQUIT)
+//! or exits.
 //!
 //! What it is NOT: the takeover itself (the new process's side, `takeover`), nor a wait: the
 //! supervision loop polls the successor each tick and keeps serving meanwhile.
 
 use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command};
+use std::sync::Arc;
 
 use super::systemd::Manager;
 
@@ -18,6 +23,8 @@ pub struct Upgrade {
     /// This process's arguments, without the binary's name.
     args: Vec<OsString>,
     successor: Option<Child>,
+    /// The pacing ledger's file, handed to the successor.
+    ledger: Option<Arc<OwnedFd>>,
 }
 
 impl Upgrade {
@@ -28,7 +35,13 @@ impl Upgrade {
             exe: std::env::current_exe().ok(),
             args: std::env::args_os().skip(1).collect(),
             successor: None,
+            ledger: None,
         }
+    }
+
+    /// The successor inherits `fd`, the pacing ledger this process books in.
+    pub fn hand_over_ledger(&mut self, fd: Option<Arc<OwnedFd>>) {
+        self.ledger = fd;
     }
 
     /// Starts the successor, unless one is already taking over or this relay is not `ready`.
@@ -42,6 +55,20 @@ impl Upgrade {
                 cmd.args(without_takeover(&self.args))
                     .arg("--takeover")
                     .arg(std::process::id().to_string());
+                if let Some(fd) = &self.ledger {
+                    let fd = fd.as_raw_fd();
+                    cmd.arg("--ledger-fd").arg(fd.to_string());
+                    // SAFETY: fcntl is async-signal-safe; it clears close-on-exec in the child
+                    // only, so this one descriptor survives its exec.
+                    unsafe {
+                        cmd.pre_exec(move || {
+                            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                                return Err(std::io::Error::last_os_error());
+                            }
+                            Ok(())
+                        });
+                    }
+                }
                 match cmd.spawn() {
                     Ok(c) => {
                         let line = format!(
@@ -78,8 +105,8 @@ impl Upgrade {
     }
 }
 
-/// The command line again without a `--takeover PID` of its own (a relay that took over once
-/// and is upgraded again).
+/// The command line again without a `--takeover PID` or `--ledger-fd FD` of its own (a relay
+/// that took over once and is upgraded again).
 fn without_takeover(args: &[OsString]) -> Vec<OsString> {
     let mut out = Vec::with_capacity(args.len());
     let mut skip = false;
@@ -87,9 +114,10 @@ fn without_takeover(args: &[OsString]) -> Vec<OsString> {
         if std::mem::replace(&mut skip, false) {
             continue;
         }
-        if a == "--takeover" {
+        let text = a.to_string_lossy();
+        if a == "--takeover" || a == "--ledger-fd" {
             skip = true;
-        } else if !a.to_string_lossy().starts_with("--takeover=") {
+        } else if !text.starts_with("--takeover=") && !text.starts_with("--ledger-fd=") {
             out.push(a.clone());
         }
     }
@@ -115,6 +143,9 @@ mod tests {
             "--drain-ms",
             "100",
             "--takeover=42",
+            "--ledger-fd",
+            "5",
+            "--ledger-fd=6",
         ]));
         assert_eq!(
             got,

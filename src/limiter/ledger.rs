@@ -1,0 +1,179 @@
+//! The pacing ledger: each pair's earliest next send, in memory that two relay processes share
+//! while one takes over from the other, so the engine's one-request-per-interval rule holds
+//! across a restart as it does within one process. Each process keeps pacing its own pairs in
+//! its [`super::Limiter`]; the ledger only answers "did the other process send on this
+//! (source, region) pair too recently?".
+//!
+//! Layout: a header entry (magic, capacity) and then an open-addressed table of entries, each
+//! a pair's key (a hash of its source and region names; 0 is empty) and the tick before which
+//! it must not send. Keys, not pair numbers, because the process taking over may run another
+//! config (more sources, regions in another order). Ticks are the raw TSC both processes read
+//! (or the monotonic clock both fall back to), so no conversion is needed between them.
+//!
+//! Cost: one compare-and-swap when a pair is handed out ([`Ledger::claim`]) and one
+//! `fetch_max` when its call ends ([`Ledger::book`]); the line is another process's only
+//! during a takeover.
+//!
+//! What it is NOT: where the memory comes from (the process layer maps it, or a test gives
+//! heap memory), nor a limiter: a refused claim is turned into a cooldown by the caller.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::clock::{Instant, Ticks};
+
+/// "pacing 1" in ASCII: a ledger written by this layout.
+const MAGIC: u64 = u64::from_be_bytes(*b"pacing\0\x01");
+
+/// One entry: a pair's key (0: empty) and its earliest next send.
+#[repr(C, align(16))]
+#[derive(Default)]
+pub struct Entry {
+    key: AtomicU64,
+    next: AtomicU64,
+}
+
+/// Bytes of one entry (for the budget and for sizing the shared memory).
+pub const ENTRY_BYTES: usize = std::mem::size_of::<Entry>();
+
+/// Entries for `pairs` pairs: room for a successor with twice as many, and the table at most
+/// a quarter full, so a probe sequence stays short. Plus the header.
+pub const fn entries_for(pairs: usize) -> usize {
+    (pairs * 8).next_power_of_two() + 1
+}
+
+/// See the module docs.
+pub struct Ledger {
+    entries: *const Entry,
+    /// Table entries (a power of two), header excluded.
+    capacity: usize,
+    /// Keeps the memory alive (a mapping, or heap entries for a process that shares nothing).
+    _memory: Box<dyn Send + Sync>,
+}
+
+// SAFETY: every access to the entries is atomic; the pointer stays valid while `_memory` lives.
+unsafe impl Send for Ledger {}
+unsafe impl Sync for Ledger {}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Ledger({} entries)", self.capacity)
+    }
+}
+
+impl Ledger {
+    /// A ledger no other process sees (tests; a relay with nothing to hand over).
+    pub fn private(pairs: usize) -> Ledger {
+        let entries: Box<[Entry]> = (0..entries_for(pairs)).map(|_| Entry::default()).collect();
+        let ptr = entries.as_ptr();
+        let len = entries.len();
+        // SAFETY: `entries` is kept alive by the ledger itself.
+        unsafe { Ledger::over(ptr, len, Box::new(entries)) }.expect("fresh memory")
+    }
+
+    /// A ledger over `len` entries at `entries`, kept alive by `memory`: fresh (all zero)
+    /// memory gets a header; memory with a header is taken as it is. `None` when the memory
+    /// holds something else, or too few entries.
+    ///
+    /// # Safety
+    /// `entries` must point to `len` entries that stay valid and writable while `memory` lives,
+    /// accessed by others only through this type.
+    pub unsafe fn over(
+        entries: *const Entry,
+        len: usize,
+        memory: Box<dyn Send + Sync>,
+    ) -> Option<Ledger> {
+        let capacity = len.checked_sub(1)?;
+        if !capacity.is_power_of_two() {
+            return None;
+        }
+        // SAFETY: `len >= 2` and the caller vouches for the memory.
+        let header = unsafe { &*entries };
+        match header
+            .key
+            .compare_exchange(0, MAGIC, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => header.next.store(capacity as u64, Ordering::Release),
+            Err(MAGIC) if header.next.load(Ordering::Acquire) == capacity as u64 => {}
+            Err(_) => return None,
+        }
+        Some(Ledger {
+            entries,
+            capacity,
+            _memory: memory,
+        })
+    }
+
+    fn entry(&self, i: usize) -> &Entry {
+        debug_assert!(i < self.capacity);
+        // SAFETY: `i + 1 <= capacity < len`, and the memory is kept alive by `_memory`.
+        unsafe { &*self.entries.add(i + 1) }
+    }
+
+    /// The entry of the pair with `key` (see [`pair_key`]), taken now if the pair has none yet;
+    /// `None` when the table is full. Startup work, not the request path.
+    pub fn slot(&self, key: u64) -> Option<u32> {
+        let key = key.max(1);
+        let mask = self.capacity - 1;
+        let mut i = key as usize & mask;
+        for _ in 0..self.capacity {
+            let e = self.entry(i);
+            match e
+                .key
+                .compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Some(i as u32),
+                Err(k) if k == key => return Some(i as u32),
+                Err(_) => i = (i + 1) & mask,
+            }
+        }
+        None
+    }
+
+    /// The pair at `slot` is about to send at `now`: allowed when no process booked it past
+    /// `now`, and then booked until `now + hold` (so the other process cannot send on it
+    /// before this call's own booking lands); else the instant it may send.
+    #[inline]
+    pub fn claim(&self, slot: u32, now: Instant, hold: Ticks) -> Result<(), Instant> {
+        let next = &self.entry(slot as usize).next;
+        let mut seen = next.load(Ordering::Acquire);
+        loop {
+            if seen > now.0 {
+                return Err(Instant(seen));
+            }
+            match next.compare_exchange_weak(
+                seen,
+                now.0.saturating_add(hold.0),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(s) => seen = s,
+            }
+        }
+    }
+
+    /// The pair at `slot` must not send before `at` (its call ended; its booking and cooldown
+    /// say when). A later booking already there stands.
+    #[inline]
+    pub fn book(&self, slot: u32, at: Instant) {
+        self.entry(slot as usize)
+            .next
+            .fetch_max(at.0, Ordering::AcqRel);
+    }
+
+    /// When the pair at `slot` may send next, by the ledger.
+    pub fn next(&self, slot: u32) -> Instant {
+        Instant(self.entry(slot as usize).next.load(Ordering::Acquire))
+    }
+}
+
+/// The ledger key of the pair of `source` (as its config names it) and `region`: FNV-1a over
+/// both, never 0.
+pub fn pair_key(source: &str, region: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in source.bytes().chain([0]).chain(region.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h.max(1)
+}

@@ -1,0 +1,118 @@
+//! The pacing ledger two relay processes share during a takeover: what one books the other
+//! honours, a pair is found by its source and region names whatever each process numbers it,
+//! two claims racing for one pair never both win within its interval, and memory that holds
+//! something else is refused.
+
+use std::sync::Arc;
+
+use bundle_relay::clock::{Instant, Ticks};
+use bundle_relay::limiter::ledger::{ENTRY_BYTES, Entry, Ledger, entries_for, pair_key};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// Heap memory two ledgers view at once, as two processes map one file.
+fn shared(pairs: usize) -> (Ledger, Ledger) {
+    let entries: Arc<[Entry]> = (0..entries_for(pairs)).map(|_| Entry::default()).collect();
+    let view = |e: &Arc<[Entry]>| {
+        // SAFETY: the Arc keeps the entries alive as long as the ledger.
+        unsafe { Ledger::over(e.as_ptr(), e.len(), Box::new(e.clone())) }.unwrap()
+    };
+    (view(&entries), view(&entries))
+}
+
+#[test]
+fn a_send_booked_by_one_process_holds_the_pair_in_the_other() {
+    let (old, new) = shared(4);
+    let key = pair_key("127.1.0.1", "ny");
+    let (a, b) = (old.slot(key).unwrap(), new.slot(key).unwrap());
+    assert_eq!(a, b, "both find the pair by its names");
+    assert_eq!(old.claim(a, Instant(1_000), Ticks(500)), Ok(()));
+    // The call ends at 1,200 and books one interval on.
+    old.book(a, Instant(1_700));
+    assert_eq!(
+        new.claim(b, Instant(1_600), Ticks(500)),
+        Err(Instant(1_700))
+    );
+    assert_eq!(new.claim(b, Instant(1_700), Ticks(500)), Ok(()));
+    assert_eq!(
+        old.claim(a, Instant(1_800), Ticks(500)),
+        Err(Instant(2_200))
+    );
+}
+
+#[test]
+fn a_later_booking_stands_against_an_earlier_one() {
+    let (l, _) = shared(1);
+    let s = l.slot(pair_key("127.1.0.1", "ny")).unwrap();
+    l.book(s, Instant(5_000));
+    l.book(s, Instant(3_000));
+    assert_eq!(l.next(s), Instant(5_000));
+}
+
+#[test]
+fn pairs_are_told_apart_by_source_and_region() {
+    let (l, _) = shared(4);
+    let slots: Vec<u32> = [
+        ("127.1.0.1", "ny"),
+        ("127.1.0.2", "ny"),
+        ("127.1.0.1", "tokyo"),
+        ("127.1.0.2", "tokyo"),
+    ]
+    .iter()
+    .map(|(s, r)| l.slot(pair_key(s, r)).unwrap())
+    .collect();
+    let mut unique = slots.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), 4, "{slots:?}");
+    assert_ne!(pair_key("127.1.0.1", "ny"), pair_key("127.1.0.1n", "y"));
+}
+
+/// Two threads (the two processes) race claims on one pair with a shared, jittered clock:
+/// the sends that win are never closer together than the hold.
+#[test]
+fn racing_claims_never_send_twice_within_the_interval() {
+    let (a, b) = shared(1);
+    let slot = a.slot(pair_key("127.1.0.1", "ny")).unwrap();
+    let (a, b) = (Arc::new(a), Arc::new(b));
+    const HOLD: u64 = 100;
+    let run = |l: Arc<Ledger>, seed: u64| {
+        std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut won = Vec::new();
+            for step in 0..20_000u64 {
+                let now = Instant(step * 10 + rng.random_range(0..10));
+                if l.claim(slot, now, Ticks(HOLD)).is_ok() {
+                    won.push(now.0);
+                }
+            }
+            won
+        })
+    };
+    let (ta, tb) = (run(a, 1), run(b, 2));
+    let mut won = ta.join().unwrap();
+    won.extend(tb.join().unwrap());
+    won.sort();
+    assert!(won.len() > 100, "claims were won: {}", won.len());
+    for w in won.windows(2) {
+        assert!(w[1] - w[0] >= HOLD, "two sends {} ticks apart", w[1] - w[0]);
+    }
+}
+
+#[test]
+fn memory_that_holds_another_ledger_layout_is_refused() {
+    let entries: Arc<[Entry]> = (0..entries_for(4)).map(|_| Entry::default()).collect();
+    // SAFETY: the Arc keeps the entries alive as long as the ledger.
+    let first = unsafe { Ledger::over(entries.as_ptr(), entries.len(), Box::new(entries.clone())) };
+    assert!(first.is_some());
+    // The same memory seen as a shorter table: its header says otherwise.
+    let shorter = unsafe {
+        Ledger::over(
+            entries.as_ptr(),
+            (entries.len() - 1) / 2 + 1,
+            Box::new(entries.clone()),
+        )
+    };
+    assert!(shorter.is_none());
+    assert_eq!(ENTRY_BYTES, 16);
+}
