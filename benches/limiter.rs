@@ -3,7 +3,7 @@
 //!
 //! Run: `cargo bench --bench limiter -- --warm-up-time 1 --measurement-time 3`; one group
 //! alone with a filter (`'^acquire/'`, `'^acquire_finish/'`, `'^cooldown_30s/'`,
-//! `'^acquire_nothing_ready/'`). A group's checks judge only what its benchmarks ran, so a
+//! `'^acquire_nothing_ready/'`, `'^ledger/'`). A group's checks judge only what its benchmarks ran, so a
 //! filter that leaves them out leaves nothing to judge.
 //!
 //! Both sides see the same simulated clock and the relay's pattern: a pair is picked and held
@@ -450,11 +450,43 @@ fn bench_nothing_ready(c: &mut Criterion) {
     g.finish();
 }
 
+/// The pacing ledger's share of one send when no other process books in it (every send pays
+/// it): the claim when the pair is handed out and the booking when its call ends, the pool
+/// cycled at the same 99 % of capacity, so every claim finds its pair free. Beside it, the
+/// limiter's own acquire + finish from `acquire_finish/wheel`.
+fn bench_ledger(c: &mut Criterion) {
+    use bundle_relay::limiter::ledger::{Ledger, pair_key};
+    let pairs = ADDRESSES as usize * REGIONS;
+    let ledger = Ledger::private(pairs);
+    let slots: Vec<u32> = (0..pairs)
+        .map(|p| {
+            let source = format!("10.{}.{}.{}", p / 65_536, (p / 256) % 256, p % 256);
+            ledger.slot(pair_key(&source, "r")).unwrap()
+        })
+        .collect();
+    let mut g = c.benchmark_group("ledger");
+    let (mut now, mut i, mut refused) = (T0, 0usize, 0u64);
+    g.bench_function("claim_book", |b| {
+        b.iter(|| {
+            now += STEP_NS;
+            i = (i + 1) % pairs;
+            let slot = slots[i];
+            match ledger.claim(slot, Instant(now), Ticks(INTERVAL_NS)) {
+                Ok(()) => ledger.book(slot, Instant(now + INTERVAL_NS)),
+                Err(_) => refused += 1,
+            }
+        })
+    });
+    g.finish();
+    black_box(refused);
+}
+
 criterion_group!(
     benches,
     bench_acquire,
     bench_acquire_finish,
     bench_cooldown,
-    bench_nothing_ready
+    bench_nothing_ready,
+    bench_ledger
 );
 criterion_main!(benches);
