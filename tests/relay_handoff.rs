@@ -6,62 +6,20 @@
 //! allocates nothing.
 
 mod counting_alloc;
+mod dispatcher_support;
 mod h2_support;
 mod intake_support;
 mod wire_support;
 
 use std::sync::Arc;
 
-use bundle_relay::clock::{Instant, TickRate};
-use bundle_relay::http1;
-use bundle_relay::limiter::PairId;
+use bundle_relay::clock::Instant;
 use bundle_relay::mesh::Mesh;
-use bundle_relay::metrics::accounting::{Stats, Totals};
-use bundle_relay::relay::dispatch::Dispatcher;
-use bundle_relay::relay::intake::{self, Port, Verdict};
+use bundle_relay::metrics::accounting::Totals;
+use bundle_relay::relay::intake::Verdict;
 use bundle_relay::relay::{RegionSpec, Spec};
 use counting_alloc::allocations;
-use h2_support::{engine_hello, ok_reply};
-use intake_support::{bundle, send_bundle_body};
-
-const MS: u64 = 1_000_000;
-
-struct Thread {
-    d: Dispatcher,
-    stats: Arc<Stats>,
-    pair: PairId,
-    /// The next stream id this thread's connection uses.
-    stream: u32,
-    /// The engine's answers for the streams to come, built ahead (building one allocates).
-    replies: Vec<Vec<u8>>,
-}
-
-impl Thread {
-    /// Sends everything the dispatcher has for its pair; returns how many bytes.
-    fn flush(&mut self, now: Instant) -> usize {
-        let mut sent = 0;
-        while let Some(p) = self.d.poll_dirty() {
-            let n = self.d.transmit(p, now).len();
-            self.d.transmitted(p, n, now);
-            sent += n;
-        }
-        sent
-    }
-
-    /// The engine answers this thread's call in flight with OK.
-    fn answer(&mut self, now: Instant) {
-        let i = (self.stream / 2) as usize;
-        if self.replies.len() <= i {
-            self.replies
-                .extend((self.replies.len()..i + 64).map(|k| ok_reply(2 * k as u32 + 1)));
-        }
-        self.stream += 2;
-        let reply = std::mem::take(&mut self.replies[i]);
-        self.d.received(self.pair, &reply, now);
-        self.replies[i] = reply;
-        self.flush(now);
-    }
-}
+use dispatcher_support::{MS, Sim as Thread, body};
 
 /// Two threads of a relay with one region and two sources, each thread's pair connected and
 /// in rotation, and the mesh between them.
@@ -78,32 +36,8 @@ fn two_threads(interval_ms: u64, arena_slots: u32, now: Instant) -> (Thread, Thr
     spec.arena_slots = arena_slots;
     spec.upstream_timeout_ms = 600_000;
     let mesh = Arc::new(Mesh::new(2, arena_slots / 2));
-    let metrics = bundle_relay::metrics::Metrics::new(&["ny".to_string()], 2);
     let threads: Vec<Thread> = (0..2)
-        .map(|t| {
-            let stats = Arc::new(Stats::default());
-            let mut d = Dispatcher::new(
-                &spec.thread(t),
-                TickRate::NANOS,
-                now,
-                stats.clone(),
-                metrics.thread(t),
-            );
-            d.join(mesh.clone(), t);
-            let order = d.poll_connect(now).expect("the pair connects at start");
-            d.connected(order.pair, now);
-            let mut th = Thread {
-                d,
-                stats,
-                pair: order.pair,
-                stream: 1,
-                replies: Vec::new(),
-            };
-            th.flush(now);
-            th.d.received(order.pair, &engine_hello(), now);
-            th.flush(now);
-            th
-        })
+        .map(|t| Thread::connected(&spec, t, Some(&mesh), now))
         .collect();
     let mut threads = threads.into_iter();
     let (mut a, mut b) = (threads.next().unwrap(), threads.next().unwrap());
@@ -120,35 +54,20 @@ fn two_threads(interval_ms: u64, arena_slots: u32, now: Instant) -> (Thread, Thr
     (a, b, now)
 }
 
-/// A bot's sendBundle on thread `t`'s pinned port for the region.
+/// A bot's sendBundle on thread `t`'s pinned port for the region; an admitted one is answered
+/// 200.
 fn request(t: &mut Thread, body: &str, now: Instant) -> Verdict {
-    let mut out = [0u8; 4096];
-    let (n, verdict, _) = intake::handle(
-        &mut t.d,
-        Port::Pinned(0),
-        http1::Method::Post,
-        b"/api/v1/bundles",
-        b"",
-        body.as_bytes(),
-        true,
-        now,
-        &mut out,
-    );
+    let verdict = t.post(body, now);
     assert!(
-        out[..n].starts_with(b"HTTP/1.1 200") || verdict != Verdict::Admitted,
+        verdict != Verdict::Admitted || t.response_bytes().starts_with(b"HTTP/1.1 200"),
         "{}",
-        String::from_utf8_lossy(&out[..n])
+        t.response()
     );
     verdict
 }
 
-fn body(seed: u64) -> String {
-    let (txs, _, _) = bundle(seed, 2);
-    send_bundle_body(&txs, seed)
-}
-
 fn totals(t: &Thread) -> Totals {
-    t.stats.totals()
+    t.totals()
 }
 
 #[test]
@@ -284,7 +203,7 @@ fn handed_off_bundles_allocate_nothing_in_steady_state() {
         now = Instant(now.0 + 2 * MS);
         round(&mut a, &mut b, now, body);
     }
-    b.replies = (0..2 * CALLS + 64).map(|k| ok_reply(2 * k + 1)).collect();
+    b.prepare_replies(2 * CALLS);
     let before = allocations();
     for body in &bodies[10..] {
         now = Instant(now.0 + 2 * MS);

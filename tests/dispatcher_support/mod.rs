@@ -1,0 +1,153 @@
+//! One reactor thread's dispatcher driven without sockets: its first pair connected and in
+//! rotation (the engine's SETTINGS and PING answer scripted), what it sends flushed, calls
+//! answered OK, and bots' sendBundle requests on the region's pinned port. Shared by the tests
+//! of handoffs, reloads and the pacing ledger.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use bundle_relay::clock::{Instant, TickRate};
+use bundle_relay::http1;
+use bundle_relay::limiter::PairId;
+use bundle_relay::mesh::Mesh;
+use bundle_relay::metrics::accounting::{Stats, Totals};
+use bundle_relay::relay::Spec;
+use bundle_relay::relay::dispatch::Dispatcher;
+use bundle_relay::relay::intake::{self, Port, Verdict};
+
+use crate::h2_support::{engine_hello, ok_reply};
+use crate::intake_support::{bundle, send_bundle_body};
+
+pub const MS: u64 = 1_000_000;
+
+pub struct Sim {
+    pub d: Dispatcher,
+    pub stats: Arc<Stats>,
+    pub pair: PairId,
+    /// The next stream id the pair's connection uses.
+    pub stream: u32,
+    /// The engine's answers for the streams to come, built ahead (building one allocates).
+    replies: Vec<Vec<u8>>,
+    /// The last answer to a bot.
+    out: Vec<u8>,
+    out_len: usize,
+}
+
+impl Sim {
+    /// Thread `t` of `spec` at `now` (joined to `mesh` when given), its first pair connected,
+    /// greeted by the engine and in rotation.
+    pub fn connected(spec: &Spec, t: usize, mesh: Option<&Arc<Mesh>>, now: Instant) -> Sim {
+        let names: Vec<String> = spec.regions.iter().map(|r| r.name.clone()).collect();
+        let metrics = bundle_relay::metrics::Metrics::new(&names, spec.threads);
+        let stats = Arc::new(Stats::default());
+        let mut d = Dispatcher::new(
+            &spec.thread(t),
+            TickRate::NANOS,
+            now,
+            stats.clone(),
+            metrics.thread(t),
+        );
+        if let Some(mesh) = mesh {
+            d.join(mesh.clone(), t);
+        }
+        let order = d.poll_connect(now).expect("the pair connects at start");
+        d.connected(order.pair, now);
+        let mut s = Sim {
+            d,
+            stats,
+            pair: order.pair,
+            stream: 1,
+            replies: Vec::new(),
+            out: vec![0; 4096],
+            out_len: 0,
+        };
+        s.flush(now);
+        s.d.received(order.pair, &engine_hello(), now);
+        s.flush(now);
+        s
+    }
+
+    /// Sends everything the dispatcher has for its pairs; returns how many bytes.
+    pub fn flush(&mut self, now: Instant) -> usize {
+        let mut sent = 0;
+        while let Some(p) = self.d.poll_dirty() {
+            let n = self.d.transmit(p, now).len();
+            self.d.transmitted(p, n, now);
+            sent += n;
+        }
+        sent
+    }
+
+    /// Dispatches at `now`; true when a call went out.
+    pub fn send(&mut self, now: Instant) -> bool {
+        self.d.dispatch(now);
+        self.flush(now) > 0
+    }
+
+    /// The engine answers the call in flight with OK.
+    pub fn answer(&mut self, now: Instant) {
+        let i = (self.stream / 2) as usize;
+        if self.replies.len() <= i {
+            self.replies
+                .extend((self.replies.len()..i + 64).map(|k| ok_reply(2 * k as u32 + 1)));
+        }
+        self.stream += 2;
+        let reply = std::mem::take(&mut self.replies[i]);
+        self.d.received(self.pair, &reply, now);
+        self.replies[i] = reply;
+        self.flush(now);
+    }
+
+    /// Builds the engine's answers for the next `calls` streams now, so answering them later
+    /// allocates nothing.
+    pub fn prepare_replies(&mut self, calls: u32) {
+        let first = self.stream / 2;
+        self.replies = (0..first + calls + 64)
+            .map(|k| ok_reply(2 * k + 1))
+            .collect();
+    }
+
+    /// A bot's sendBundle `body` on the first region's pinned port.
+    pub fn post(&mut self, body: &str, now: Instant) -> Verdict {
+        let (n, verdict, _) = intake::handle(
+            &mut self.d,
+            Port::Pinned(0),
+            http1::Method::Post,
+            b"/api/v1/bundles",
+            b"",
+            body.as_bytes(),
+            true,
+            now,
+            &mut self.out,
+        );
+        self.out_len = n;
+        verdict
+    }
+
+    /// A signed two-transaction bundle of `seed`, posted.
+    pub fn post_bundle(&mut self, seed: u64, now: Instant) -> Verdict {
+        let b = body(seed);
+        self.post(&b, now)
+    }
+
+    /// The last answer's bytes.
+    pub fn response_bytes(&self) -> &[u8] {
+        &self.out[..self.out_len]
+    }
+
+    /// The last answer, as text.
+    pub fn response(&self) -> String {
+        String::from_utf8_lossy(&self.out[..self.out_len]).into_owned()
+    }
+
+    pub fn totals(&self) -> Totals {
+        self.stats.totals()
+    }
+}
+
+/// A sendBundle body for a signed two-transaction bundle of `seed`.
+pub fn body(seed: u64) -> String {
+    let (txs, _, _) = bundle(seed, 2);
+    send_bundle_body(&txs, seed)
+}
