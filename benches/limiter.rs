@@ -471,7 +471,7 @@ fn bench_ledger(c: &mut Criterion) {
             now += STEP_NS;
             i = (i + 1) % pairs;
             let slot = slots[i];
-            match ledger.claim(slot, Instant(now), Ticks(INTERVAL_NS)) {
+            match ledger.claim(slot, Instant(now), Ticks(INTERVAL_NS), Ticks(0)) {
                 Ok(()) => ledger.book(slot, Instant(now + INTERVAL_NS)),
                 Err(_) => refused += 1,
             }

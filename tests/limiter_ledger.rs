@@ -26,16 +26,16 @@ fn a_send_booked_by_one_process_holds_the_pair_in_the_other() {
     let key = pair_key("127.1.0.1", "ny");
     let (a, b) = (old.slot(key).unwrap(), new.slot(key).unwrap());
     assert_eq!(a, b, "both find the pair by its names");
-    assert_eq!(old.claim(a, Instant(1_000), Ticks(500)), Ok(()));
+    assert_eq!(old.claim(a, Instant(1_000), Ticks(500), Ticks(0)), Ok(()));
     // The call ends at 1,200 and books one interval on.
     old.book(a, Instant(1_700));
     assert_eq!(
-        new.claim(b, Instant(1_600), Ticks(500)),
+        new.claim(b, Instant(1_600), Ticks(500), Ticks(0)),
         Err(Instant(1_700))
     );
-    assert_eq!(new.claim(b, Instant(1_700), Ticks(500)), Ok(()));
+    assert_eq!(new.claim(b, Instant(1_700), Ticks(500), Ticks(0)), Ok(()));
     assert_eq!(
-        old.claim(a, Instant(1_800), Ticks(500)),
+        old.claim(a, Instant(1_800), Ticks(500), Ticks(0)),
         Err(Instant(2_200))
     );
 }
@@ -82,7 +82,7 @@ fn racing_claims_never_send_twice_within_the_interval() {
             let mut won = Vec::new();
             for step in 0..20_000u64 {
                 let now = Instant(step * 10 + rng.random_range(0..10));
-                if l.claim(slot, now, Ticks(HOLD)).is_ok() {
+                if l.claim(slot, now, Ticks(HOLD), Ticks(0)).is_ok() {
                     won.push(now.0);
                 }
             }
@@ -115,4 +115,20 @@ fn memory_that_holds_another_ledger_layout_is_refused() {
     };
     assert!(shorter.is_none());
     assert_eq!(ENTRY_BYTES, 16);
+}
+
+#[test]
+fn a_region_burst_holds_across_both_processes() {
+    let (old, new) = shared(1);
+    let s = old.slot(pair_key("127.1.0.1", "ny")).unwrap();
+    // Burst 3 at 1,000 ticks: three back to back between the two, then one per interval.
+    let (interval, tolerance) = (Ticks(1_000), Ticks(2_000));
+    assert_eq!(old.claim(s, Instant(10_000), interval, tolerance), Ok(()));
+    assert_eq!(new.claim(s, Instant(10_000), interval, tolerance), Ok(()));
+    assert_eq!(old.claim(s, Instant(10_000), interval, tolerance), Ok(()));
+    assert_eq!(
+        new.claim(s, Instant(10_000), interval, tolerance),
+        Err(Instant(11_000))
+    );
+    assert_eq!(new.claim(s, Instant(11_000), interval, tolerance), Ok(()));
 }

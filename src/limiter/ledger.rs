@@ -5,8 +5,8 @@
 //! (source, region) pair too recently?".
 //!
 //! Layout: a header entry (magic, capacity) and then an open-addressed table of entries, each
-//! a pair's key (a hash of its source and region names; 0 is empty) and the tick before which
-//! it must not send. Keys, not pair numbers, because the process taking over may run another
+//! a pair's key (a hash of its source and region names; 0 is empty) and its theoretical
+//! arrival time, the GCRA state the limiter keeps (so a region's burst holds across both). Keys, not pair numbers, because the process taking over may run another
 //! config (more sources, regions in another order). Ticks are the raw TSC both processes read
 //! (or the monotonic clock both fall back to), so no conversion is needed between them.
 //!
@@ -24,7 +24,8 @@ use crate::clock::{Instant, Ticks};
 /// "pacing 1" in ASCII: a ledger written by this layout.
 const MAGIC: u64 = u64::from_be_bytes(*b"pacing\0\x01");
 
-/// One entry: a pair's key (0: empty) and its earliest next send.
+/// One entry: a pair's key (0: empty) and its theoretical arrival time (GCRA, as the limiter
+/// keeps it: at a burst of one, its earliest next send).
 #[repr(C, align(16))]
 #[derive(Default)]
 pub struct Entry {
@@ -129,39 +130,45 @@ impl Ledger {
         None
     }
 
-    /// The pair at `slot` is about to send at `now`: allowed when no process booked it past
-    /// `now`, and then booked until `now + hold` (so the other process cannot send on it
-    /// before this call's own booking lands); else the instant it may send.
+    /// The pair at `slot`, paced one send per `interval` with `tolerance` of burst
+    /// (`(burst − 1) × interval`), is about to send at `now`: allowed when no process's
+    /// bookings forbid it (GCRA on the entry's theoretical arrival time), and then booked
+    /// (so the other process cannot send on it before this call's own booking lands); else
+    /// the instant it may send.
     #[inline]
-    pub fn claim(&self, slot: u32, now: Instant, hold: Ticks) -> Result<(), Instant> {
-        let next = &self.entry(slot as usize).next;
-        let mut seen = next.load(Ordering::Acquire);
+    pub fn claim(
+        &self,
+        slot: u32,
+        now: Instant,
+        interval: Ticks,
+        tolerance: Ticks,
+    ) -> Result<(), Instant> {
+        let tat = &self.entry(slot as usize).next;
+        let mut seen = tat.load(Ordering::Acquire);
         loop {
-            if seen > now.0 {
-                return Err(Instant(seen));
+            let allowed = seen.saturating_sub(tolerance.0);
+            if allowed > now.0 {
+                return Err(Instant(allowed));
             }
-            match next.compare_exchange_weak(
-                seen,
-                now.0.saturating_add(hold.0),
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
+            let next = seen.max(now.0).saturating_add(interval.0);
+            match tat.compare_exchange_weak(seen, next, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => return Ok(()),
                 Err(s) => seen = s,
             }
         }
     }
 
-    /// The pair at `slot` must not send before `at` (its call ended; its booking and cooldown
-    /// say when). A later booking already there stands.
+    /// The pair at `slot` has its theoretical arrival time at `tat` (its call ended; its
+    /// booking, and any cooldown as `cooldown end + tolerance`, say so). A later one already
+    /// there stands.
     #[inline]
-    pub fn book(&self, slot: u32, at: Instant) {
+    pub fn book(&self, slot: u32, tat: Instant) {
         self.entry(slot as usize)
             .next
-            .fetch_max(at.0, Ordering::AcqRel);
+            .fetch_max(tat.0, Ordering::AcqRel);
     }
 
-    /// When the pair at `slot` may send next, by the ledger.
+    /// The pair's theoretical arrival time by the ledger (its next send, at a burst of one).
     pub fn next(&self, slot: u32) -> Instant {
         Instant(self.entry(slot as usize).next.load(Ordering::Acquire))
     }

@@ -301,9 +301,10 @@ impl Limiter {
         RegionId(self.state[pair.0 as usize].region)
     }
 
-    /// Region `region`'s pacing interval in ticks.
-    pub fn interval(&self, region: RegionId) -> Ticks {
-        Ticks(self.regions[region.0 as usize].interval_ticks)
+    /// Region `region`'s pacing interval and burst tolerance (`(burst − 1) × interval`).
+    pub fn pace(&self, region: RegionId) -> (Ticks, Ticks) {
+        let r = &self.regions[region.0 as usize];
+        (Ticks(r.interval_ticks), Ticks(r.tolerance_ticks))
     }
 
     /// Width of a wheel slot in ticks: the most a pair is ever handed out late.

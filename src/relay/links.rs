@@ -664,7 +664,8 @@ impl Links {
             if slot == u32::MAX {
                 return got;
             }
-            match ledger.claim(slot, now, self.limiter.interval(region)) {
+            let (interval, tolerance) = self.limiter.pace(region);
+            match ledger.claim(slot, now, interval, tolerance) {
                 Ok(()) => return got,
                 Err(until) => {
                     self.stats.ledger_waits.inc();
@@ -681,9 +682,12 @@ impl Links {
         if let Some((ledger, slots)) = &self.ledger
             && slots[pair.0 as usize] != u32::MAX
         {
+            // As the limiter's GCRA state: its arrival time, a cooldown as its end plus the
+            // burst tolerance (allowed = arrival time − tolerance).
             let v = self.limiter.view(pair);
-            let next = v.next_allowed.max(v.cooldown_until);
-            ledger.book(slots[pair.0 as usize], next);
+            let (_, tolerance) = self.limiter.pace(v.region);
+            let tat = v.next_allowed.max(v.cooldown_until).after(tolerance);
+            ledger.book(slots[pair.0 as usize], tat);
         }
     }
 
