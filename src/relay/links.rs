@@ -212,7 +212,12 @@ impl Links {
     pub(super) fn join_rotation_if_answered(&mut self, pair: PairId, ready: bool, now: Instant) {
         let st = self.pairs.get(pair);
         if ready && st.answered_ping && st.link() == Link::Opened {
-            self.set_link(pair, Link::InRotation, now);
+            if st.retired {
+                // Retired by a reload while its connect was in flight: it takes no calls.
+                self.request_close(pair, now);
+            } else {
+                self.set_link(pair, Link::InRotation, now);
+            }
         }
     }
 
