@@ -9,6 +9,13 @@ use bundle_relay::config::Overrides;
 use bundle_relay::serve::{self, READY_PAIRS_PERCENT_DEFAULT};
 use clap::{Parser, Subcommand};
 
+// The system allocator unless built with `--features mimalloc`: the relay allocates only at
+// startup and on a reload, and mimalloc measured no less CPU per bundle and 70% more RSS
+// (README, "Allocator"). The library names no allocator, so the tests' counting ones stay theirs.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "bundle-relay", version, about)]
 struct Cli {

@@ -7,6 +7,22 @@ pub mod searcher_grpc {
     include!(concat!(env!("OUT_DIR"), "/searcher.rs"));
 }
 
+/// The allocator every bench binary names with `bundle_relay_bench::allocator!();`: the
+/// system's, or mimalloc with `--features mimalloc` (measured against it in the README: no
+/// gain). Only binaries name one, so the tests' counting allocators stay theirs.
+#[macro_export]
+macro_rules! allocator {
+    () => {
+        #[cfg(feature = "mimalloc")]
+        #[global_allocator]
+        static ALLOCATOR: $crate::MiMalloc = $crate::MiMalloc;
+    };
+}
+
+#[cfg(feature = "mimalloc")]
+#[doc(hidden)]
+pub use mimalloc::MiMalloc;
+
 pub mod baseline;
 pub mod compare;
 pub mod demo;

@@ -96,6 +96,8 @@ async fn wait_for_signal() {
     }
 }
 
+bundle_relay_bench::allocator!();
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let cfg = match config_of(&args) {

@@ -199,6 +199,8 @@ fn serve(args: &[String]) -> ExitCode {
     }
 }
 
+bundle_relay_bench::allocator!();
+
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some(demo::SERVE_RELAY_ARG) {

@@ -87,6 +87,8 @@ struct Args {
     probe_sources: u32,
 }
 
+bundle_relay_bench::allocator!();
+
 fn main() -> ExitCode {
     let args = Args::parse();
     if let Some(n) = args.cpu_probe {

@@ -66,6 +66,8 @@ fn fail(msg: impl std::fmt::Display) -> ! {
     std::process::exit(2);
 }
 
+bundle_relay_bench::allocator!();
+
 fn main() {
     let a = Args::parse();
     let targets: Vec<SocketAddr> = a

@@ -25,6 +25,8 @@ struct Args {
     duration_s: Option<u64>,
 }
 
+bundle_relay_bench::allocator!();
+
 fn main() {
     let a = Args::parse();
     let server = match NullServer::start(&NullConfig {
