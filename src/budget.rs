@@ -45,6 +45,8 @@ pub struct BudgetInputs {
     pub layered_pairs: u64,
     /// Metrics are recorded (histograms are allocated only then).
     pub metrics: bool,
+    /// Tenants the relay keeps state for (`tenants_max`), besides the default.
+    pub tenants_max: u64,
 }
 
 impl BudgetInputs {
@@ -69,6 +71,7 @@ impl BudgetInputs {
             socks5_pairs: socks5_sources * regions,
             layered_pairs: sources * regions - (sources - socks5_sources) * (regions - tls_regions),
             metrics: spec.metrics,
+            tenants_max: u64::from(spec.tenant_stats.tenants_max()),
         }
     }
 
@@ -92,6 +95,7 @@ impl BudgetInputs {
             socks5_pairs: 0,
             layered_pairs: addresses * regions,
             metrics: true,
+            tenants_max: u64::from(crate::config::TENANTS_MAX_DEFAULT),
         }
     }
 }
@@ -131,6 +135,7 @@ impl Budget {
             socks5_pairs,
             layered_pairs,
             metrics,
+            tenants_max,
         } = inputs;
         let conns = threads * intake_conns_per_thread;
         let h2 = crate::h2::conn::Connection::allocation_bytes(&crate::relay::upstream_h2_config());
@@ -182,6 +187,18 @@ impl Budget {
                 crate::limiter::ledger::ENTRY_BYTES,
             ),
             term("pair ledger entries", pairs, std::mem::size_of::<u32>()),
+            // Per tenant and the default: its share, rate state and counts, shared by threads.
+            term(
+                "tenant cells",
+                tenants_max + 1,
+                crate::metrics::tenants::CELL_BYTES,
+            ),
+            // Per thread, per tenant: its rate and max age in clock ticks.
+            term(
+                "tenant rules per thread",
+                threads * (tenants_max + 1),
+                relay::tenancy::PER_SLOT_BYTES,
+            ),
             // Per pair: the dispatcher's record (link, call in flight, back-off).
             term("pair states", pairs, relay::dispatch::PAIR_STATE_BYTES),
             // Per pair: its room in the queues to connect, to send, to close, of ended calls.

@@ -68,6 +68,11 @@ pub mod code {
     pub const INTERNAL: i32 = -32603;
     /// Rate limited or congested (answered with HTTP 429).
     pub const RATE_LIMITED: i32 = -32097;
+    /// The relay's own, in JSON-RPC's server range: no tenant matched and one is required
+    /// (answered with HTTP 401).
+    pub const UNAUTHORIZED: i32 = -32001;
+    /// The relay's own: the tenant may not do this (disabled, or a region not its own; HTTP 403).
+    pub const FORBIDDEN: i32 = -32003;
 }
 
 /// The text of a per-source rate limit before its wait (`… Retry after 1606ms`): clients and

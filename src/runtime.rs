@@ -155,6 +155,18 @@ impl Relay {
             .unwrap_or(1);
         let mesh = Arc::new(crate::mesh::Mesh::new(spec.threads, slots_min));
         metrics.set_mesh(mesh.clone());
+        let (live, fixed, regions) = (spec.live.clone(), spec.tenants.clone(), names.clone());
+        metrics.set_tenants(
+            spec.tenant_stats.clone(),
+            Box::new(move |each| {
+                let table = live
+                    .as_ref()
+                    .map_or_else(|| fixed.clone(), |l| l.load().tenants.clone());
+                for e in table.all() {
+                    each(&e.name, e.slot, &e.describe(&regions));
+                }
+            }),
+        );
         let mut stats = Vec::new();
         let mut threads = Vec::new();
         let mut failures = Vec::new();

@@ -300,7 +300,7 @@ fn a_config_reload_reaches_every_reactor_thread_and_a_bad_one_changes_nothing() 
     let live = std::sync::Arc::new(Shared::from_file(&path, Resolve::Now).unwrap());
     let mut spec = nowhere(&["127.0.0.1", "127.0.0.2"], false);
     spec.threads = 2;
-    spec.live = Some(live.clone());
+    spec.go_live(live.clone());
     let relay = Relay::start(spec).unwrap();
     let settle = |want: u64| {
         let deadline = Instant::now() + Duration::from_secs(5);

@@ -21,6 +21,7 @@ use bundle_relay::limiter::PairId;
 use bundle_relay::metrics::accounting::Stats;
 use bundle_relay::relay::dispatch::{Dispatcher, Link};
 use bundle_relay::relay::intake::{self, Port, Verdict};
+use bundle_relay::relay::tenancy::Claim;
 use bundle_relay::relay::{RegionSpec, Spec};
 use bundle_relay::tls::{self, TlsError};
 use h2_support::{engine_hello as hello, ok_reply};
@@ -173,6 +174,7 @@ impl Sim {
         let (_, verdict, _) = intake::handle(
             &mut self.d,
             Port::Pinned(0),
+            Claim::LOOPBACK,
             http1::Method::Post,
             b"/api/v1/bundles",
             b"",

@@ -17,6 +17,7 @@ use bundle_relay::http1;
 use bundle_relay::metrics::accounting::Stats;
 use bundle_relay::relay::dispatch::Dispatcher;
 use bundle_relay::relay::intake::{self, Port, Verdict};
+use bundle_relay::relay::tenancy::Claim;
 use bundle_relay::relay::{RegionSpec, Spec};
 use counting_alloc::allocations;
 use h2_support::{block, engine_hello, push_frame};
@@ -105,6 +106,7 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
         let (n, verdict, _) = intake::handle(
             d,
             Port::Pinned(0),
+            Claim::LOOPBACK,
             http1::Method::Post,
             b"/api/v1/bundles",
             b"",

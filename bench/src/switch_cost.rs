@@ -44,13 +44,19 @@ pub enum Switch {
     Metrics,
     /// TLS 1.3 to the engines (on) or plaintext HTTP/2 (off); no bound, the cost is reported.
     Tls,
+    /// 10,000 tenants (on) or one (off), the load one tenant's; no bound, the cost is reported.
+    Tenants,
 }
+
+/// The tenants the relay serves in `--tenants-cost`'s "on" steps.
+pub const TENANTS_MANY: usize = 10_000;
 
 impl Switch {
     pub fn on_label(self) -> &'static str {
         match self {
             Switch::Metrics => "metrics on",
             Switch::Tls => "TLS",
+            Switch::Tenants => "10,000 tenants",
         }
     }
 
@@ -58,6 +64,7 @@ impl Switch {
         match self {
             Switch::Metrics => "metrics off",
             Switch::Tls => "plaintext",
+            Switch::Tenants => "1 tenant",
         }
     }
 
@@ -65,6 +72,7 @@ impl Switch {
         match self {
             Switch::Metrics => "--metrics-cost",
             Switch::Tls => "--tls-cost",
+            Switch::Tenants => "--tenants-cost",
         }
     }
 
@@ -72,6 +80,10 @@ impl Switch {
         match self {
             Switch::Metrics => DemoConfig { metrics: on, ..cfg },
             Switch::Tls => DemoConfig { tls: on, ..cfg },
+            Switch::Tenants => DemoConfig {
+                tenants: if on { TENANTS_MANY } else { 1 },
+                ..cfg
+            },
         }
     }
 }

@@ -59,6 +59,8 @@ pub struct TxGenConfig {
     pub signers: usize,
     /// The `Host` header of every request.
     pub host: String,
+    /// An `x-jito-auth` header on every request: the tenant's key.
+    pub auth: Option<String>,
     /// Keep each bundle's raw transaction bytes (tests that check byte-identical delivery).
     pub keep_raw_txs: bool,
 }
@@ -74,6 +76,7 @@ impl Default for TxGenConfig {
             compute_budget_percent: 50,
             signers: SIGNERS_DEFAULT,
             host: "127.0.0.1".to_string(),
+            auth: None,
             keep_raw_txs: false,
         }
     }
@@ -410,8 +413,16 @@ impl TxGen {
         let mut request = Vec::with_capacity(body.len() + 128);
         write!(
             ByteWriter(&mut request),
-            "POST /api/v1/bundles HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            "POST /api/v1/bundles HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n",
             self.cfg.host,
+        )
+        .expect("Vec grows");
+        if let Some(key) = &self.cfg.auth {
+            write!(ByteWriter(&mut request), "x-jito-auth: {key}\r\n").expect("Vec grows");
+        }
+        write!(
+            ByteWriter(&mut request),
+            "Content-Length: {}\r\n\r\n",
             body.len()
         )
         .expect("Vec grows");

@@ -170,6 +170,7 @@ fn a_relay_process_reports_its_addresses_answers_stats_and_exits_cleanly_when_st
         bad_tls_regions: Vec::new(),
         admin: false,
         handoffs: true,
+        tenants: 0,
     };
     let mut child = Command::new(env!("CARGO_BIN_EXE_bench-demo"))
         .args([demo::SERVE_RELAY_ARG, "bundle-relay", "--spec"])

@@ -59,7 +59,7 @@ async fn a_reload_drops_a_region_and_sources_slows_the_pace_and_loses_nothing() 
     std::fs::write(&path, config(&["ny", "tokyo"], 4, 50)).unwrap();
     let live = Arc::new(Shared::from_file(&path, Resolve::Now).unwrap());
     let mut s = spec(&engine.region_addrs(), "127.1.81.0/30", 50);
-    s.live = Some(live.clone());
+    s.go_live(live.clone());
     let relay = Relay::start(s).unwrap();
     wait_pairs_up(&relay, 8, Duration::from_secs(10)).await;
 

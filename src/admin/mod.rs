@@ -377,12 +377,18 @@ fn serve(s: &mut TcpStream, deadline: Instant, shared: &Shared) -> io::Result<()
             (shared.pairs)(&mut body);
             ("200 OK", "text/plain; charset=utf-8")
         }
+        "/debug/tenants" => {
+            shared.metrics.render_tenants_debug(&mut body);
+            ("200 OK", "text/plain; charset=utf-8")
+        }
         "/ping" => {
             body.push_str("pong\n");
             ("200 OK", "text/plain")
         }
         _ => {
-            body.push_str("not found; try /metrics /debug/histograms /debug/pairs /ping\n");
+            body.push_str(
+                "not found; try /metrics /debug/histograms /debug/pairs /debug/tenants /ping\n",
+            );
             ("404 Not Found", "text/plain")
         }
     };

@@ -132,6 +132,10 @@ pub struct BundleMeta {
     pub attempts: u16,
     /// Bytes of the encoded frame in the frame area (0: not encoded yet).
     pub frame_len: u16,
+    /// The tenant's slot in the shared tenant state (0: the default tenant).
+    pub tenant: u16,
+    /// Held beyond its tenant's floor, in the arena's unreserved part.
+    pub beyond_floor: bool,
 }
 
 /// The arena's bookkeeping of one slot (never touched by a borrower).

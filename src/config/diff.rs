@@ -99,6 +99,7 @@ impl Changes {
         self.keep("pin_threads", s.pin_threads, n.pin_threads);
         self.keep("handoffs", s.handoffs, n.handoffs);
         self.keep("arena_slots", s.arena_slots, n.arena_slots);
+        self.keep("tenants_max", s.tenants.max, n.tenants.max);
         self.keep(
             "intake.rotating",
             Addr(s.intake.rotating),
@@ -276,6 +277,48 @@ impl Changes {
                 "egress: {back} source{} listed again: their pairs connect again",
                 if back == 1 { "" } else { "s" }
             ));
+        }
+        self.tenants(&o.tenants, &n.tenants);
+        if o.tenants_from != n.tenants_from {
+            self.applied.push(match &n.tenants_from {
+                Some(f) => format!(
+                    "tenants_from: {} every {} ms (timeout {} ms)",
+                    f.url, f.every_ms, f.timeout_ms
+                ),
+                None => "tenants_from: none; the tenants are the file's".to_string(),
+            });
+        }
+    }
+
+    /// Tenants added, removed and changed (by name; their keys are never named).
+    fn tenants(&mut self, o: &super::tenants::Tenants, n: &super::tenants::Tenants) {
+        let (mut added, mut removed, mut changed) = (0usize, 0usize, 0usize);
+        for t in &n.list {
+            match o.list.iter().find(|p| p.name == t.name) {
+                None => added += 1,
+                Some(p) if p != t => changed += 1,
+                Some(_) => {}
+            }
+        }
+        for p in &o.list {
+            if !n.list.iter().any(|t| t.name == p.name) {
+                removed += 1;
+            }
+        }
+        if added + removed + changed > 0 {
+            self.applied.push(format!(
+                "tenants: {added} added, {removed} removed (their bundles in flight finish), \
+                 {changed} changed; {} listed",
+                n.list.len()
+            ));
+        }
+        if o.default != n.default {
+            self.applied.push(match &n.default {
+                Some(_) => "default_tenant: its policy applied".to_string(),
+                None => {
+                    "default_tenant: none; requests no tenant matches are refused (401)".to_string()
+                }
+            });
         }
     }
 }

@@ -49,6 +49,39 @@ impl Config {
         schema::from_toml(text, origin, Path::new(""), resolve)
     }
 
+    /// This config with its tenants from `text`, the document its `[tenants_from]` endpoint
+    /// served (`origin` names it in errors), checked against this config's regions, listeners
+    /// and arena as the file's own tenants would be.
+    pub fn with_tenants_json(&self, text: &str, origin: &str) -> Result<Config, ConfigError> {
+        let (list, default) = super::tenants_doc::parse(text, origin)?;
+        let names = self.region_names();
+        let listeners: Vec<(String, u16)> =
+            self.intake
+                .rotating
+                .map(|a| ("intake.rotating".to_string(), a.port()))
+                .into_iter()
+                .chain(self.regions.iter().enumerate().filter_map(|(i, r)| {
+                    r.pinned.map(|a| (format!("region[{i}].pinned"), a.port()))
+                }))
+                .collect();
+        let tenants = super::tenants::build(
+            &super::tenants::Frame {
+                origin,
+                regions: &names,
+                listeners: &listeners,
+                arena_slots: self.arena_slots,
+                bundle_max_age_ms_max: schema::BUNDLE_MAX_AGE_MS_MAX,
+            },
+            Some(self.tenants.max),
+            list,
+            default,
+        )?;
+        Ok(Config {
+            tenants,
+            ..self.clone()
+        })
+    }
+
     /// Jito mainnet: the 8 regions of [`MAINNET_REGIONS`] over TLS on 443, hosts unresolved (no
     /// network needed to load), pinned intake ports 8081..8088 and rotating 8080 on 127.0.0.1,
     /// admin 127.0.0.1:9464, and egress = this host's own addresses ([`host_addresses`]). With no
@@ -69,7 +102,7 @@ impl Config {
                 vec![Source::Local(IpAddr::V4(Ipv4Addr::LOCALHOST))]
             }
         };
-        let regions = MAINNET_REGIONS
+        let regions: Vec<Region> = MAINNET_REGIONS
             .iter()
             .enumerate()
             .map(|(i, name)| {
@@ -94,6 +127,8 @@ impl Config {
             })
             .collect();
         Config {
+            tenants: super::tenants::Tenants::open(),
+            tenants_from: None,
             threads: schema::default_threads_for(sources.len()),
             pin_threads: true,
             handoffs: true,

@@ -62,6 +62,33 @@
 //! metrics = true               # record histograms and per-region/method series; false: the
 //!                              # request path skips them (and their clock reads), /metrics
 //!                              # serves only the accounting counters; read at start only
+//!
+//! # Tenants: without any [[tenant]] or [default_tenant], everyone may do everything. With
+//! # [[tenant]] tables and no [default_tenant], a request no tenant matches is refused (401).
+//! tenants_max = 1024           # tenants the relay keeps state for; read at start only
+//!
+//! [[tenant]]                   # recognised by key, else source address, else intake port
+//! name = "alpha"               # required; a-z, A-Z, 0-9, '-', '_', '.'; unique; a metric label
+//! keys = ["…uuid…"]            # x-jito-auth header or uuid query parameter (kept as SHA-256)
+//! key_sha256 = ["64 hex"]      # the same, given as digests, so the file holds no secret
+//! cidrs = ["10.0.0.0/8"]       # source blocks; the longest matching block wins
+//! ports = [8081]               # intake listener ports whose requests are this tenant's
+//! enabled = true               # false: 403, even when a [default_tenant] exists
+//! regions = ["frankfurt"]      # default: all; [] is refused (nowhere to send)
+//! rotating = "soonest"         # rotating port: "soonest" region, or "ordered" (first in
+//!                              # `regions` with a pair up)
+//! in_flight_min = 0            # arena slots reserved for the tenant (floors add up ≤ arena)
+//! in_flight_max = 65536        # arena slots it may never exceed; default arena_slots
+//! rate = 50                    # sendBundle/sendTransaction per second (429 with Retry-After)
+//! rate_burst = 50              # back to back; default rate
+//! bundle_max_age_ms = 2000     # default: the relay's
+//!
+//! [default_tenant]             # for requests no tenant matches: the same policy keys
+//!
+//! [tenants_from]               # instead of [[tenant]]/[default_tenant] (one provider only)
+//! url = "http://127.0.0.1:9300/tenants"  # serves {"tenant": [...], "default_tenant": {...}}
+//! every_ms = 5000              # polled this often; a changed document is applied as a reload
+//! timeout_ms = 1000            # one poll's limit; a failed poll keeps the last good tenants
 //! ```
 //!
 //! Sources are the addresses (in order, each entry expanded) followed by the SOCKS5 proxies. A
@@ -87,6 +114,9 @@ mod load;
 mod model;
 mod schema;
 mod snapshot;
+mod tenant_table;
+mod tenants;
+mod tenants_doc;
 mod token;
 
 pub use diff::Changes;
@@ -100,4 +130,10 @@ pub use model::{
 };
 pub use schema::stranded_sources;
 pub use snapshot::{Shared, Snapshot};
+pub use tenant_table::{Entry as TenantEntry, Found, LISTENERS_MAX, TenantTable};
+pub use tenants::{
+    Cidr, DEFAULT_NAME as DEFAULT_TENANT_NAME, KeyDigest, Policy, Strategy, TENANTS_MAX_DEFAULT,
+    TENANTS_MAX_LIMIT, Tenant, Tenants,
+};
+pub use tenants_doc::TenantsFrom;
 pub use token::{TOKEN_BYTES_MAX, Token};

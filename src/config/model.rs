@@ -108,6 +108,12 @@ pub struct Config {
     /// Record metrics (`[admin] metrics`); default true. Read when the relay starts; a reload
     /// keeps the running setting.
     pub metrics: bool,
+    /// Who may use the relay and what each may do (`[[tenant]]`, `[default_tenant]`,
+    /// `tenants_max`); without them, everyone, everything.
+    pub tenants: super::tenants::Tenants,
+    /// `[tenants_from]`: the tenants are the document this endpoint serves (polled), not the
+    /// file's; `tenants` holds the last good document's.
+    pub tenants_from: Option<super::tenants_doc::TenantsFrom>,
     /// Things that load but deserve the operator's attention (printed at startup).
     pub warnings: Vec<String>,
 }
@@ -310,6 +316,42 @@ impl Region {
 }
 
 impl Config {
+    /// Its intake listeners' ports with their listener index (0 the rotating port, `1 + r`
+    /// region `r`'s pinned port), as [`super::tenant_table::TenantTable::build`] takes them.
+    pub fn intake_ports(&self) -> Vec<(u16, usize)> {
+        let rotating = self.intake.rotating.map(|a| (a.port(), 0));
+        let pinned = self
+            .regions
+            .iter()
+            .enumerate()
+            .filter_map(|(r, region)| region.pinned.map(|a| (a.port(), 1 + r)));
+        rotating.into_iter().chain(pinned).collect()
+    }
+
+    /// Its region names, in order.
+    pub fn region_names(&self) -> Vec<String> {
+        self.regions.iter().map(|r| r.name.clone()).collect()
+    }
+
+    /// The tenant table of this config run as it is (its own regions and listeners), slots
+    /// following `previous`.
+    pub fn tenant_table(
+        &self,
+        running: &Config,
+        previous: Option<&super::tenant_table::TenantTable>,
+        stats: &crate::metrics::tenants::TenantStats,
+    ) -> Result<super::tenant_table::TenantTable, String> {
+        super::tenant_table::TenantTable::build(
+            &self.tenants,
+            &self.region_names(),
+            &running.region_names(),
+            &running.intake_ports(),
+            running.arena_slots,
+            previous,
+            stats,
+        )
+    }
+
     /// Resolves every unresolved region (see [`Region::resolve`]); errors name the region.
     pub fn resolve(&mut self) -> Result<(), ConfigError> {
         for (i, region) in self.regions.iter_mut().enumerate() {

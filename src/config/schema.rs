@@ -118,6 +118,11 @@ struct File {
     region: Vec<FileRegion>,
     egress: Option<FileEgress>,
     admin: Option<FileAdmin>,
+    tenants_max: Option<u16>,
+    #[serde(default)]
+    tenant: Vec<super::tenants::FileTenant>,
+    default_tenant: Option<super::tenants::FilePolicy>,
+    tenants_from: Option<super::tenants_doc::FileTenantsFrom>,
 }
 
 #[derive(Deserialize, Default)]
@@ -481,7 +486,39 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         }
     }
 
+    let names: Vec<String> = regions.iter().map(|r| r.name.clone()).collect();
+    let ports: Vec<(String, u16)> = listeners
+        .iter()
+        .filter(|(k, _)| k != "admin.listen")
+        .map(|(k, a)| (k.clone(), a.port()))
+        .collect();
+    let tenants_from = match file.tenants_from {
+        Some(_) if !file.tenant.is_empty() || file.default_tenant.is_some() => {
+            return Err(cx.err(
+                "tenants_from",
+                "tenants come from one provider: this file lists [[tenant]] or \
+                 [default_tenant] and names [tenants_from]; keep one",
+            ));
+        }
+        Some(f) => Some(super::tenants_doc::tenants_from(cx.origin, f)?),
+        None => None,
+    };
+    let tenants = super::tenants::build(
+        &super::tenants::Frame {
+            origin: cx.origin,
+            regions: &names,
+            listeners: &ports,
+            arena_slots,
+            bundle_max_age_ms_max: BUNDLE_MAX_AGE_MS_MAX,
+        },
+        file.tenants_max,
+        file.tenant,
+        file.default_tenant,
+    )?;
+
     Ok(Config {
+        tenants,
+        tenants_from,
         threads,
         pin_threads: file.pin_threads.unwrap_or(true),
         handoffs: file.handoffs.unwrap_or(true),

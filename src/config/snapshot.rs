@@ -8,6 +8,8 @@ use arc_swap::{ArcSwap, Guard};
 use super::diff::Changes;
 use super::error::ConfigError;
 use super::model::{Config, Overrides, Resolve};
+use super::tenant_table::TenantTable;
+use crate::metrics::tenants::TenantStats;
 
 /// One immutable configuration and where it came from.
 #[derive(Debug)]
@@ -18,6 +20,8 @@ pub struct Snapshot {
     pub config: Config,
     /// The file it was loaded from; `None` for a config built in code (the embedded default).
     pub source: Option<PathBuf>,
+    /// The config's tenants as the request path reads them, built with the snapshot.
+    pub tenants: Arc<TenantTable>,
 }
 
 /// The live configuration shared by every thread. Readers [`load`](Shared::load) (one atomic
@@ -34,22 +38,42 @@ pub struct Shared {
     /// Generation 1, what the relay was sized and opened from: a reload it could not run
     /// ([`Changes::refusal`]) is refused like an invalid file.
     started: Config,
+    /// Every tenant's share, rate and counts, sized by the started config's `tenants_max`.
+    tenant_stats: Arc<TenantStats>,
+    /// The last good document of `[tenants_from]`, applied again when the file reloads.
+    tenants_doc: Mutex<Option<String>>,
 }
 
 impl Shared {
     /// Shares `config` as generation 1. Reloads resolve hosts as `resolve` says.
     pub fn new(config: Config, source: Option<PathBuf>, resolve: Resolve) -> Shared {
+        let tenant_stats = Arc::new(TenantStats::new(config.tenants.max));
+        let tenants = Arc::new(
+            config
+                .tenant_table(&config, None, &tenant_stats)
+                .expect("a config that loaded builds its own tenant table"),
+        );
         Shared {
             started: config.clone(),
+            tenant_stats,
             current: ArcSwap::from_pointee(Snapshot {
                 generation: 1,
                 config,
                 source,
+                tenants,
             }),
             reloading: Mutex::new(()),
             resolve,
             overrides: Overrides::default(),
+            tenants_doc: Mutex::new(None),
         }
+    }
+
+    /// As [`Shared::new`], `doc` being the `[tenants_from]` document generation 1's tenants
+    /// came from.
+    pub fn with_tenants_doc(self, doc: String) -> Shared {
+        *self.tenants_doc.lock().unwrap_or_else(|e| e.into_inner()) = Some(doc);
+        self
     }
 
     /// As [`Shared::new`], with `overrides` applied to every reload.
@@ -75,6 +99,11 @@ impl Shared {
         &self.started
     }
 
+    /// Every tenant's shared state (the same for every generation).
+    pub fn tenant_stats(&self) -> &Arc<TenantStats> {
+        &self.tenant_stats
+    }
+
     /// The current snapshot as an owned `Arc`, for holders that outlive a loop iteration.
     pub fn load_full(&self) -> Arc<Snapshot> {
         self.current.load_full()
@@ -82,18 +111,65 @@ impl Shared {
 
     /// Loads `path`, and only if it is valid and the running relay can run it publishes it as
     /// the next generation, which it returns. On any error the current snapshot stays,
-    /// untouched.
+    /// untouched. A file with `[tenants_from]` takes its tenants from the last good document.
     pub fn reload_from(&self, path: &Path) -> Result<u64, ConfigError> {
         let _one_at_a_time = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
-        let config = Config::load_overridden(path, self.resolve, &self.overrides)?;
-        if let Some((key, why)) = Changes::refusal(&self.started, &config) {
-            return Err(ConfigError::new(&path.display().to_string(), key, why));
+        let origin = path.display().to_string();
+        let mut config = Config::load_overridden(path, self.resolve, &self.overrides)?;
+        if let Some(from) = &config.tenants_from {
+            let doc = self.tenants_doc.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(doc) = doc.as_deref() else {
+                return Err(ConfigError::new(
+                    &origin,
+                    "tenants_from",
+                    format!("no document from {} yet to take the tenants from", from.url),
+                ));
+            };
+            config = config.with_tenants_json(doc, &from.url)?;
         }
-        let generation = self.current.load().generation + 1;
+        self.publish(config, Some(path.to_path_buf()), &origin)
+    }
+
+    /// Applies `doc`, a document the running config's `[tenants_from]` endpoint served, as the
+    /// next generation (the rest of the config as it is); on any error nothing changes.
+    pub fn reload_tenants(&self, doc: &str) -> Result<u64, ConfigError> {
+        let _one_at_a_time = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+        let current = self.current.load_full();
+        let Some(from) = &current.config.tenants_from else {
+            return Err(ConfigError::new(
+                "<tenants document>",
+                "tenants_from",
+                "the running config takes no tenants from an endpoint",
+            ));
+        };
+        let config = current.config.with_tenants_json(doc, &from.url)?;
+        let url = from.url.clone();
+        let generation = self.publish(config, current.source.clone(), &url)?;
+        *self.tenants_doc.lock().unwrap_or_else(|e| e.into_inner()) = Some(doc.to_string());
+        Ok(generation)
+    }
+
+    /// Publishes `config` as the next generation if the running relay can run it (its tenant
+    /// table builds); the caller holds `reloading`.
+    fn publish(
+        &self,
+        config: Config,
+        source: Option<PathBuf>,
+        origin: &str,
+    ) -> Result<u64, ConfigError> {
+        if let Some((key, why)) = Changes::refusal(&self.started, &config) {
+            return Err(ConfigError::new(origin, key, why));
+        }
+        let current = self.current.load_full();
+        let tenants = config
+            .tenant_table(&self.started, Some(&current.tenants), &self.tenant_stats)
+            .map_err(|why| ConfigError::new(origin, "tenant", why))?;
+        let generation = current.generation + 1;
         self.current.store(Arc::new(Snapshot {
             generation,
             config,
-            source: Some(path.to_path_buf()),
+            source,
+            tenants: Arc::new(tenants),
         }));
         Ok(generation)
     }

@@ -285,9 +285,24 @@ pub enum ErrorKind<'a> {
     /// The wire layer rejected transaction `index`.
     InvalidTransaction { index: usize, cause: InlineText },
 
+    // -32001
+    /// No tenant matched and the relay admits only tenants; `key_given`: a key was sent (and
+    /// names no tenant), else none was.
+    Unauthorized { key_given: bool },
+
+    // -32003
+    /// The tenant is disabled in the relay's config; its name.
+    TenantDisabled(&'a str),
+    /// A pinned port whose region (its name) the tenant may not use.
+    RegionNotAllowed(&'a str),
+
     // -32097
     /// The relay (or the engine behind it) is full; retry after the given time.
     RateLimited { retry_after_ms: u64 },
+    /// The tenant's request rate (`limit` per second) is used up; retry after the given time.
+    TenantRateLimited { limit: u32, retry_after_ms: u64 },
+    /// The tenant's share of the in-flight cap is full.
+    ShareFull { in_flight: u32 },
 
     // -32603
     /// Something failed inside the relay.
@@ -321,7 +336,11 @@ impl ErrorKind<'_> {
             | ErrorKind::EncodingNotString(_)
             | ErrorKind::UnsupportedEncoding(_)
             | ErrorKind::InvalidTransaction { .. } => code::INVALID_PARAMS,
-            ErrorKind::RateLimited { .. } => code::RATE_LIMITED,
+            ErrorKind::Unauthorized { .. } => code::UNAUTHORIZED,
+            ErrorKind::TenantDisabled(_) | ErrorKind::RegionNotAllowed(_) => code::FORBIDDEN,
+            ErrorKind::RateLimited { .. }
+            | ErrorKind::TenantRateLimited { .. }
+            | ErrorKind::ShareFull { .. } => code::RATE_LIMITED,
             ErrorKind::Internal(_) | ErrorKind::RegionRemoved(_) => code::INTERNAL,
         }
     }
@@ -502,6 +521,35 @@ impl fmt::Display for ErrorKind<'_> {
             ErrorKind::RateLimited { retry_after_ms } => write!(
                 f,
                 "Rate limit exceeded. Back-off triggered: Retry after {retry_after_ms}ms"
+            ),
+            ErrorKind::Unauthorized { key_given: false } => f.write_str(
+                "authentication required: send your key in the x-jito-auth header or the uuid \
+                 query parameter",
+            ),
+            ErrorKind::Unauthorized { key_given: true } => f.write_str(
+                "unknown key: the x-jito-auth header or uuid query parameter names no tenant of \
+                 this relay",
+            ),
+            ErrorKind::TenantDisabled(name) => {
+                write!(f, "tenant {name} is disabled on this relay")
+            }
+            ErrorKind::RegionNotAllowed(name) => write!(
+                f,
+                "region {name} is not one of this tenant's regions: send to the rotating port or \
+                 a pinned port of one of them"
+            ),
+            ErrorKind::TenantRateLimited {
+                limit,
+                retry_after_ms,
+            } => write!(
+                f,
+                "Rate limit exceeded. Limit: {limit} per second for txn requests. Back-off \
+                 triggered: Retry after {retry_after_ms}ms"
+            ),
+            ErrorKind::ShareFull { in_flight } => write!(
+                f,
+                "Rate limit exceeded. Back-off triggered: Retry after 1000ms (this tenant's share \
+                 of the in-flight cap is full: {in_flight} bundles in flight)"
             ),
             ErrorKind::Internal(message) => f.write_str(message),
             ErrorKind::RegionRemoved(name) => write!(

@@ -46,14 +46,17 @@ pub enum ReqOutcome {
     RefusedCap = 2,
     /// Anything else the relay could not do.
     Error = 3,
+    /// Refused by its tenant's rules (unknown, disabled, region, rate, share): 401, 403, 429.
+    RefusedTenant = 4,
 }
 
 impl ReqOutcome {
-    pub const ALL: [ReqOutcome; 4] = [
+    pub const ALL: [ReqOutcome; 5] = [
         ReqOutcome::Ok,
         ReqOutcome::Invalid,
         ReqOutcome::RefusedCap,
         ReqOutcome::Error,
+        ReqOutcome::RefusedTenant,
     ];
     /// The `outcome` label.
     pub fn label(self) -> &'static str {
@@ -62,6 +65,7 @@ impl ReqOutcome {
             ReqOutcome::Invalid => "invalid",
             ReqOutcome::RefusedCap => "refused_cap",
             ReqOutcome::Error => "error",
+            ReqOutcome::RefusedTenant => "refused_tenant",
         }
     }
 }

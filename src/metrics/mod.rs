@@ -67,6 +67,7 @@ mod labels;
 mod percentiles;
 mod prometheus;
 mod registry;
+pub mod tenants;
 mod thread;
 
 pub use accounting::Counter;

@@ -137,6 +137,7 @@ fn render(m: &Metrics, out: &mut String) {
     sample(out, ENABLED_NAME, &[], u64::from(m.enabled()));
     render_defences(&m.totals(), out);
     render_handoffs(m, out);
+    render_tenants(m, out);
     if !m.enabled() {
         render_accounting(m, out);
         return;
@@ -275,7 +276,7 @@ fn render(m: &Metrics, out: &mut String) {
         |r| regions[r].reconnects,
     );
 
-    let singles: [(&str, &str, &str, u64); 5] = [
+    let singles: [(&str, &str, &str, u64); 6] = [
         (
             "bundle_relay_arena_capacity_slots",
             "gauge",
@@ -305,6 +306,12 @@ fn render(m: &Metrics, out: &mut String) {
             "gauge",
             "Configuration generation in force (bumped on each reload).",
             s.config_generation,
+        ),
+        (
+            "bundle_relay_config_reloads_refused_total",
+            "counter",
+            RELOADS_REFUSED_HELP,
+            s.config_reloads_refused,
         ),
     ];
     for (name, kind, help, v) in singles {
@@ -352,6 +359,113 @@ fn render(m: &Metrics, out: &mut String) {
 /// Bundles moving between threads: how many each thread handed each other one, and how often a
 /// bundle another thread could have sent sooner stayed (no slot lent at that moment). Counted
 /// whether metrics are on or off; one series per ordered pair of threads.
+/// Per tenant of the current config: its bundles by end, in flight, refusals by reason and
+/// delivery latency. Labels are the config's tenant names, so their number is the config's.
+fn render_tenants(m: &Metrics, out: &mut String) {
+    use super::tenants::{LATENCY_BOUNDS_US, Refused, TenantCounts};
+    let Some((stats, list)) = m.tenants() else {
+        return;
+    };
+    let mut rows: Vec<(String, TenantCounts)> = Vec::new();
+    list(&mut |name, slot, _| rows.push((name.to_string(), stats.counts(slot))));
+    let name = "bundle_relay_tenant_unknown_total";
+    family(
+        out,
+        name,
+        "counter",
+        "Requests no tenant matched, refused with 401 (no [default_tenant]).",
+    );
+    sample(out, name, &[], stats.unknown_count());
+    type Count = fn(&TenantCounts) -> u64;
+    let counters: [(&str, &str, Count); 5] = [
+        ("admitted", "took an arena slot", |c| c.admitted),
+        ("delivered", "an engine accepted", |c| c.delivered),
+        ("rejected", "an engine refused for good", |c| c.rejected),
+        ("expired", "passed the max age unsent", |c| c.expired),
+        (
+            "failed",
+            "lost after being sent, or held at shutdown",
+            |c| c.failed,
+        ),
+    ];
+    for (what, help, get) in counters {
+        let name = format!("bundle_relay_tenant_bundles_{what}_total");
+        family(
+            out,
+            &name,
+            "counter",
+            &format!("Bundles that {help}, by tenant."),
+        );
+        for (t, c) in &rows {
+            sample(out, &name, &[("tenant", t)], get(c));
+        }
+    }
+    let name = "bundle_relay_tenant_in_flight";
+    family(
+        out,
+        name,
+        "gauge",
+        "Bundles held for the tenant (its share of the arena).",
+    );
+    for (t, c) in &rows {
+        sample(out, name, &[("tenant", t)], c.in_flight);
+    }
+    let name = "bundle_relay_tenant_refused_total";
+    family(
+        out,
+        name,
+        "counter",
+        "Requests refused, by tenant and reason (rate, share, cap: 429; region, disabled: 403).",
+    );
+    for (t, c) in &rows {
+        for r in Refused::ALL {
+            sample(
+                out,
+                name,
+                &[("tenant", t), ("reason", r.label())],
+                c.refused[r as usize],
+            );
+        }
+    }
+    if !m.enabled() {
+        return;
+    }
+    let name = "bundle_relay_tenant_delivery_seconds";
+    family(
+        out,
+        name,
+        "histogram",
+        "Admitted to written to the engine, by tenant, for delivered bundles.",
+    );
+    for (t, c) in &rows {
+        let mut cumulative = 0u64;
+        for (i, le) in LATENCY_BOUNDS_US.iter().enumerate() {
+            cumulative += c.latency[i];
+            let le = format!("{}", *le as f64 / 1e6);
+            sample(
+                out,
+                &format!("{name}_bucket"),
+                &[("tenant", t), ("le", &le)],
+                cumulative,
+            );
+        }
+        cumulative += c.latency[LATENCY_BOUNDS_US.len()];
+        sample(
+            out,
+            &format!("{name}_bucket"),
+            &[("tenant", t), ("le", "+Inf")],
+            cumulative,
+        );
+        sample(
+            out,
+            &format!("{name}_sum"),
+            &[("tenant", t)],
+            c.latency_sum_us as f64 / 1e6,
+        );
+        sample(out, &format!("{name}_count"), &[("tenant", t)], cumulative);
+    }
+}
+
 fn render_handoffs(m: &Metrics, out: &mut String) {
     let handoffs = m.handoffs();
     if !handoffs.is_empty() {
@@ -430,18 +544,28 @@ fn render_defences(t: &super::accounting::Totals, out: &mut String) {
     }
 }
 
+const RELOADS_REFUSED_HELP: &str = "Reloads refused (bad file or tenants document, or one the running relay cannot run); the last good config kept.";
+
 /// Metrics off: the relay's own accounting counters, summed over threads (no labels: the
 /// threads do not count by region or method then), under the families' usual names so a
 /// `sum()` over them reads the same either way.
 fn render_accounting(m: &Metrics, out: &mut String) {
     out.push_str(DISABLED_NOTE);
     out.push('\n');
-    let generation: [(&str, &str, &str, u64); 1] = [(
-        "bundle_relay_config_generation",
-        "gauge",
-        "Configuration generation in force (bumped on each reload).",
-        m.config_generation(),
-    )];
+    let generation: [(&str, &str, &str, u64); 2] = [
+        (
+            "bundle_relay_config_generation",
+            "gauge",
+            "Configuration generation in force (bumped on each reload).",
+            m.config_generation(),
+        ),
+        (
+            "bundle_relay_config_reloads_refused_total",
+            "counter",
+            RELOADS_REFUSED_HELP,
+            m.reloads_refused(),
+        ),
+    ];
     let t = m.totals();
     let singles: [(&str, &str, &str, u64); 12] = [
         (

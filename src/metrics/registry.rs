@@ -10,8 +10,9 @@ use hdrhistogram::Histogram;
 
 use super::accounting::{self, Stats};
 use super::atomic_hist;
-use super::labels::{HistId, METHOD_SLOTS, STATUS_SLOTS};
+use super::labels::{HistId, METHOD_SLOTS, ReqOutcome, STATUS_SLOTS};
 use super::percentiles::write_percentile_distribution;
+use super::tenants::TenantStats;
 use super::thread::ThreadMetrics;
 use crate::mesh::Mesh;
 
@@ -29,12 +30,13 @@ pub struct RegionSnapshot {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Snapshot {
     /// `[method_slot(method)][outcome as usize]`.
-    pub requests: [[u64; 4]; METHOD_SLOTS],
+    pub requests: [[u64; ReqOutcome::ALL.len()]; METHOD_SLOTS],
     pub intake_connections: u64,
     pub intake_refused: u64,
     pub arena_capacity: u64,
     pub arena_in_use: u64,
     pub config_generation: u64,
+    pub config_reloads_refused: u64,
     pub regions: Vec<RegionSnapshot>,
 }
 
@@ -45,10 +47,17 @@ pub struct Metrics {
     /// Each thread's accounting, counted whether metrics are on or off.
     stats: Box<[Arc<Stats>]>,
     config_generation: AtomicU64,
+    config_reloads_refused: AtomicU64,
     enabled: bool,
     /// The threads' mesh, for the handoff counts (set once by the relay at start).
     mesh: OnceLock<Arc<Mesh>>,
+    /// The tenants' shared state and who they are now (set once by the relay at start).
+    tenants: OnceLock<(Arc<TenantStats>, TenantsFn)>,
 }
+
+/// Calls its argument once per tenant of the current config (the default policy first, when
+/// there is one): its name, its slot and its policy as one line for `/debug/tenants`.
+pub type TenantsFn = Box<dyn Fn(&mut dyn FnMut(&str, u16, &str)) + Send + Sync>;
 
 impl Metrics {
     /// Registry for `threads` reactor threads and regions `0..region_names.len()`, recording.
@@ -72,9 +81,60 @@ impl Metrics {
                 .collect(),
             stats: (0..threads).map(|_| Arc::new(Stats::default())).collect(),
             config_generation: AtomicU64::new(0),
+            config_reloads_refused: AtomicU64::new(0),
             enabled,
             mesh: OnceLock::new(),
+            tenants: OnceLock::new(),
         }
+    }
+
+    /// Where the tenants' counts are read, and their names (set once, by the relay at start).
+    pub fn set_tenants(&self, stats: Arc<TenantStats>, list: TenantsFn) {
+        let _ = self.tenants.set((stats, list));
+    }
+
+    /// The tenants' shared state and their current list, once the relay set them.
+    pub fn tenants(&self) -> Option<&(Arc<TenantStats>, TenantsFn)> {
+        self.tenants.get()
+    }
+
+    /// `/debug/tenants`: one line per tenant, its policy and counts (keys as short hashes).
+    pub fn render_tenants_debug(&self, out: &mut String) {
+        let Some((stats, list)) = self.tenants.get() else {
+            out.push_str("no tenants: the relay has not started\n");
+            return;
+        };
+        let _ = writeln!(
+            out,
+            "unknown (401): {}; beyond floors: {} bundles",
+            stats.unknown_count(),
+            stats.beyond_floor()
+        );
+        list(&mut |name, slot, policy| {
+            let c = stats.counts(slot);
+            let refused: Vec<String> = super::tenants::Refused::ALL
+                .iter()
+                .zip(c.refused)
+                .filter(|(_, n)| *n > 0)
+                .map(|(r, n)| format!("{} {n}", r.label()))
+                .collect();
+            let _ = writeln!(
+                out,
+                "{name}: {policy}; in flight {}, admitted {}, delivered {}, rejected {}, \
+                 expired {}, failed {}, refused: {}",
+                c.in_flight,
+                c.admitted,
+                c.delivered,
+                c.rejected,
+                c.expired,
+                c.failed,
+                if refused.is_empty() {
+                    "none".to_string()
+                } else {
+                    refused.join(", ")
+                }
+            );
+        });
     }
 
     /// Where the handoff counts between threads are read (set once, by the relay at start).
@@ -128,6 +188,15 @@ impl Metrics {
         self.config_generation.store(generation, Relaxed);
     }
 
+    /// A reload was refused (the last good config kept).
+    pub fn reload_refused(&self) {
+        self.config_reloads_refused.fetch_add(1, Relaxed);
+    }
+
+    pub fn reloads_refused(&self) -> u64 {
+        self.config_reloads_refused.load(Relaxed)
+    }
+
     /// The configuration generation last set.
     pub fn config_generation(&self) -> u64 {
         self.config_generation.load(Relaxed)
@@ -138,6 +207,7 @@ impl Metrics {
         let mut s = Snapshot {
             regions: vec![RegionSnapshot::default(); self.region_names.len()],
             config_generation: self.config_generation.load(Relaxed),
+            config_reloads_refused: self.config_reloads_refused.load(Relaxed),
             ..Snapshot::default()
         };
         for (t, st) in self.threads.iter().zip(self.stats.iter()) {

@@ -34,7 +34,7 @@ pub struct ThreadMetrics {
     /// Whether anything is recorded: read on every call, never written after construction,
     /// and on the same lines as the counters the call would write.
     enabled: bool,
-    pub(super) requests: [[Counter; 4]; METHOD_SLOTS],
+    pub(super) requests: [[Counter; ReqOutcome::ALL.len()]; METHOD_SLOTS],
     overhead: AtomicHist,
     delivery: AtomicHist,
     limiter_wait: AtomicHist,

@@ -16,6 +16,7 @@ use crate::clock::{Instant, Ticks};
 use crate::http1::conn::{Close, Conn, ConnConfig};
 use crate::metrics::ReqOutcome;
 use crate::relay::intake::{self, Port, Verdict};
+use crate::relay::tenancy::Claim;
 
 use super::clients::Clients;
 use super::cx::{Cx, SWEEP_MS};
@@ -274,12 +275,17 @@ impl Intake {
     /// sends what was written.
     fn serve(&mut self, cx: &mut Cx, c: u32, now: Instant) {
         let conn = &mut self.conns[c as usize];
-        let port = conn.port;
+        let (port, peer) = (conn.port, conn.peer);
         let (d, stats, metrics, clock) = (&mut *cx.d, cx.stats, cx.metrics, cx.clock);
         let served = conn.http.serve(&self.http_cfg, now, |req, out| {
+            let claim = Claim {
+                key: req.header("x-jito-auth"),
+                peer,
+            };
             let (n, verdict, method) = intake::handle(
                 d,
                 port,
+                claim,
                 req.method,
                 req.path,
                 req.query,
@@ -298,6 +304,7 @@ impl Intake {
                     stats.bad_requests.inc();
                     ReqOutcome::Invalid
                 }
+                Verdict::RefusedTenant => ReqOutcome::RefusedTenant,
                 Verdict::Admitted | Verdict::Answered => ReqOutcome::Ok,
             };
             metrics.request(method, outcome);

@@ -337,7 +337,10 @@ impl Worker {
                 let snapshot = live.load();
                 if snapshot.generation != self.config_generation {
                     self.config_generation = snapshot.generation;
-                    let tuning = Tuning::of(&snapshot.config, &self.regions);
+                    let tuning = Tuning {
+                        tenants: Some(snapshot.tenants.clone()),
+                        ..Tuning::of(&snapshot.config, &self.regions)
+                    };
                     drop(snapshot);
                     self.retune(&tuning, now);
                     self.stats.config_generation.set(self.config_generation);

@@ -27,7 +27,10 @@ use crate::metrics::accounting::Stats;
 use super::Port;
 use super::ThreadSpec;
 use super::handoff::Peers;
+use super::tenancy::{Claim, Denied, Pass, Tenancy};
 use super::upstream::{Ended, Fate, Upstream};
+use crate::config::Strategy;
+use crate::metrics::tenants::{Ended as TenantEnded, Refused, TenantStats};
 
 pub use super::links::{ConnectOrder, DENIED_RETRY_MS};
 pub use super::pairs::{Link, PAIR_STATE_BYTES};
@@ -55,6 +58,7 @@ pub const ATTEMPTS_MAX: u16 = 8;
 pub struct Admission {
     region: u8,
     slot: Taken,
+    pass: Pass,
 }
 
 #[derive(Debug)]
@@ -86,6 +90,8 @@ pub enum Refusal {
     /// The pinned port's region left the config (a reload): its name is
     /// [`Dispatcher::region_name`] of this.
     RegionRemoved(u8),
+    /// The tenant checks said no ([`super::tenancy`]).
+    Tenant(Denied),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,6 +126,7 @@ pub struct Dispatcher {
     any_retired: bool,
     stats: Arc<Stats>,
     metrics: Arc<ThreadMetrics>,
+    tenancy: Tenancy,
 }
 
 impl Dispatcher {
@@ -156,6 +163,7 @@ impl Dispatcher {
             any_retired: false,
             stats,
             metrics,
+            tenancy: Tenancy::new(spec.tenants.clone(), spec.tenant_stats.clone(), rate),
         }
     }
 
@@ -175,6 +183,9 @@ impl Dispatcher {
             }
         }
         self.any_retired = self.retired.iter().any(|r| *r);
+        if let Some(table) = &t.tenants {
+            self.tenancy.retune(table.clone());
+        }
         self.up.retune(t, now);
     }
 
@@ -213,6 +224,11 @@ impl Dispatcher {
 
     pub fn stats(&self) -> &Arc<Stats> {
         &self.stats
+    }
+
+    /// The tenants as this thread applies them.
+    pub fn tenancy(&self) -> &Tenancy {
+        &self.tenancy
     }
 
     pub fn limiter(&self) -> &Limiter {
@@ -255,17 +271,36 @@ impl Dispatcher {
     /// Where a bundle from `port` goes: the region (the pinned one, or for the rotating port
     /// the one that can send soonest) and the thread (another when its pool sends sooner than
     /// this thread's; this one on a tie). Regions tie round-robin.
-    fn route(&mut self, port: Port, now: Instant) -> (u8, Option<usize>) {
+    fn route(&mut self, port: Port, pass: &Pass, now: Instant) -> (u8, Option<usize>) {
         let n = self.fifos.len();
         let (first, count) = match port {
             Port::Pinned(r) => (r as usize, 1),
             Port::Rotating => (self.rotate, n),
         };
+        let allowed = |r: usize, retired: &[bool]| {
+            port != Port::Rotating || (!retired[r] && pass.mask & (1 << r) != 0)
+        };
+        if port == Port::Rotating && pass.strategy == Strategy::Ordered {
+            // The first of the tenant's regions, in its order, that can send at all.
+            for k in 0..self.tenancy.order(pass.slot).len() {
+                let r = self.tenancy.order(pass.slot)[k] as usize;
+                if !allowed(r, &self.retired) {
+                    continue;
+                }
+                let own = self.own_estimate(r).at(now, 0);
+                let peer = self.peers.as_mut().and_then(|p| p.best(r, now));
+                match peer {
+                    Some((t, at)) if at < own => return (r as u8, Some(t)),
+                    _ if own != NEVER => return (r as u8, None),
+                    _ => {}
+                }
+            }
+        }
         // (when, region, peer): this thread's own estimates win ties.
         let mut best: Option<(u64, usize, Option<usize>)> = None;
         for k in 0..count {
             let r = (first + k) % n;
-            if port == Port::Rotating && self.retired[r] {
+            if !allowed(r, &self.retired) {
                 continue;
             }
             let own = self.own_estimate(r).at(now, 0);
@@ -281,7 +316,9 @@ impl Dispatcher {
         }
         let fallback = match port {
             // No region can send soon: the next listed one takes the bundle.
-            Port::Rotating => (0..n).map(|k| (first + k) % n).find(|&r| !self.retired[r]),
+            Port::Rotating => (0..n)
+                .map(|k| (first + k) % n)
+                .find(|&r| allowed(r, &self.retired)),
             Port::Pinned(_) => None,
         };
         let (r, peer) = best.map_or((fallback.unwrap_or(first % n), None), |(_, r, p)| (r, p));
@@ -295,41 +332,55 @@ impl Dispatcher {
     /// send it soonest, or this thread's own (also when that thread has no slot to lend); else
     /// any thread's that has one. `None` is the in-flight cap: every arena the bundle could
     /// go to is full.
-    pub fn admit(&mut self, port: Port, now: Instant) -> Result<Admission, Refusal> {
-        let (region, peer) = self.route(port, now);
-        if self.retired[region as usize] {
-            return Err(Refusal::RegionRemoved(region));
+    pub fn admit(
+        &mut self,
+        port: Port,
+        claim: Claim<'_>,
+        now: Instant,
+    ) -> Result<Admission, Refusal> {
+        let pass = self
+            .tenancy
+            .check(claim, port, now)
+            .map_err(Refusal::Tenant)?;
+        let (region, peer) = self.route(port, &pass, now);
+        let slot = if self.retired[region as usize] {
+            Err(Refusal::RegionRemoved(region))
+        } else {
+            self.take_slot(peer, now).ok_or(Refusal::Full)
+        };
+        match slot {
+            Ok(slot) => Ok(Admission { region, slot, pass }),
+            Err(refusal) => {
+                self.tenancy.release(&pass);
+                if refusal == Refusal::Full {
+                    self.tenancy.stats().refused(pass.slot, Refused::Cap);
+                }
+                Err(refusal)
+            }
         }
+    }
+
+    /// A slot lent by `peer` when it has one, else this thread's own, else any thread's.
+    fn take_slot(&mut self, peer: Option<usize>, now: Instant) -> Option<Taken> {
         if let Some(peer) = peer {
             if let Some(slot) = self.peers.as_mut().and_then(|p| p.take_credit(peer, now)) {
-                return Ok(Admission {
-                    region,
-                    slot: Taken::Lent { peer, slot },
-                });
+                return Some(Taken::Lent { peer, slot });
             }
             self.stats.handoffs_without_credit.inc();
         }
         if let Ok(slot) = self.arena.acquire(now) {
-            return Ok(Admission {
-                region,
-                slot: Taken::Local(slot),
-            });
+            return Some(Taken::Local(slot));
         }
         // This arena is full: any thread with a slot to lend takes the bundle.
-        let Some(peers) = self.peers.as_mut() else {
-            return Err(Refusal::Full);
-        };
+        let peers = self.peers.as_mut()?;
         for t in 0..peers.mesh().threads() {
             if t != peers.me()
                 && let Some(slot) = peers.take_credit(t, now)
             {
-                return Ok(Admission {
-                    region,
-                    slot: Taken::Lent { peer: t, slot },
-                });
+                return Some(Taken::Lent { peer: t, slot });
             }
         }
-        Err(Refusal::Full)
+        None
     }
 
     /// Where the admission's bundle is decoded (and its upstream frame encoded).
@@ -344,6 +395,7 @@ impl Dispatcher {
 
     /// The request was bad: the slot goes back (a lent one is kept for the next bundle).
     pub fn abandon(&mut self, a: Admission) {
+        self.tenancy.release(&a.pass);
         match a.slot {
             Taken::Local(slot) => self.arena.release(slot).expect("slot held by the intake"),
             Taken::Lent { peer, slot } => {
@@ -356,7 +408,12 @@ impl Dispatcher {
 
     /// The slot holds a decoded, encoded bundle: admitted here and queued, or handed to the
     /// thread that lent the slot, which admits it.
-    pub fn commit(&mut self, a: Admission) {
+    pub fn commit(&mut self, mut a: Admission) {
+        let pass = a.pass;
+        let meta = self.slot_mut(&mut a).meta;
+        meta.tenant = pass.slot;
+        meta.beyond_floor = pass.beyond;
+        self.tenancy.stats().admitted(pass.slot);
         match a.slot {
             Taken::Local(slot) => self.enqueue(slot, a.region),
             Taken::Lent { peer, slot } => {
@@ -484,8 +541,13 @@ impl Dispatcher {
     }
 
     fn too_old(&self, slot: SlotHandle, now: Instant) -> bool {
-        let admitted_at = self.arena.get(slot).expect("queued slot").meta.admitted_at;
-        now.since(admitted_at).0 > self.max_age.0
+        let meta = self.arena.get(slot).expect("queued slot").meta;
+        now.since(meta.admitted_at).0 > self.max_age_of(meta.tenant).0
+    }
+
+    /// How old a bundle of tenant slot `tenant` may get: its own limit, else the relay's.
+    fn max_age_of(&self, tenant: u16) -> Ticks {
+        self.tenancy.max_age(tenant).unwrap_or(self.max_age)
     }
 
     /// Ends the bundles at the head of region `r`'s FIFO that are past the max age; the first
@@ -493,8 +555,11 @@ impl Dispatcher {
     fn expire_waiting(&mut self, r: usize, now: Instant) {
         while let Some(&slot) = self.fifos[r].front() {
             if !self.too_old(slot, now) {
-                let admitted_at = self.arena.get(slot).expect("queued slot").meta.admitted_at;
-                self.wake_at(admitted_at.after(Ticks(self.max_age.0 + 1)));
+                let meta = self.arena.get(slot).expect("queued slot").meta;
+                let age = self.max_age_of(meta.tenant);
+                // A bundle behind this one with a shorter limit is judged when it reaches
+                // the head, before any send: never sent stale, only held a little longer.
+                self.wake_at(meta.admitted_at.after(Ticks(age.0 + 1)));
                 break;
             }
             self.fifos[r].pop_front();
@@ -528,10 +593,11 @@ impl Dispatcher {
             match fate {
                 Fate::Delivered => {
                     if self.metrics.enabled() {
-                        let admitted_at = self.arena.get(slot).expect("held").meta.admitted_at;
+                        let meta = self.arena.get(slot).expect("held").meta;
                         let written = written.unwrap_or(now);
-                        self.metrics
-                            .record_delivery_ns(self.rate.to_ns(written.since(admitted_at)));
+                        let ns = self.rate.to_ns(written.since(meta.admitted_at));
+                        self.metrics.record_delivery_ns(ns);
+                        self.tenancy.stats().record_delivery_ns(meta.tenant, ns);
                     }
                     self.end(slot, EndKind::Delivered)
                 }
@@ -550,13 +616,19 @@ impl Dispatcher {
 
     /// Ends a bundle: counts it in its region and frees its slot.
     fn end(&mut self, slot: SlotHandle, kind: EndKind) {
-        end_bundle(&mut self.arena, &self.stats, slot, kind);
+        end_bundle(
+            &mut self.arena,
+            &self.stats,
+            self.tenancy.stats(),
+            slot,
+            kind,
+        );
     }
 
     /// Puts a bundle back at the head of its region's FIFO (it is the oldest there).
     fn requeue(&mut self, slot: SlotHandle, now: Instant) {
         let meta = *self.arena.get(slot).expect("held").meta;
-        if now.since(meta.admitted_at).0 > self.max_age.0 {
+        if now.since(meta.admitted_at).0 > self.max_age_of(meta.tenant).0 {
             self.end(slot, EndKind::Expired);
         } else if meta.attempts >= ATTEMPTS_MAX {
             // Never processed, by the engines' own word, however often it was tried.
@@ -664,9 +736,10 @@ impl Dispatcher {
                 self.end(slot, EndKind::Failed);
             }
         }
-        let (arena, stats) = (&mut self.arena, &self.stats);
-        self.up
-            .abandon_calls(now, |slot| end_bundle(arena, stats, slot, EndKind::Failed));
+        let (arena, stats, tenants) = (&mut self.arena, &self.stats, self.tenancy.stats());
+        self.up.abandon_calls(now, |slot| {
+            end_bundle(arena, stats, tenants, slot, EndKind::Failed)
+        });
     }
 
     /// Leaks every pair's connection buffers: the reactor could not confirm the kernel is done
@@ -689,15 +762,35 @@ impl Dispatcher {
 }
 
 /// Counts a bundle's end in its region and frees its slot.
-fn end_bundle(arena: &mut Arena, stats: &Stats, slot: SlotHandle, kind: EndKind) {
-    let r = arena.get(slot).expect("held").meta.region as usize;
-    let counts = stats.region(r);
-    match kind {
-        EndKind::Delivered => counts.delivered.inc(),
-        EndKind::Rejected => counts.rejected.inc(),
-        EndKind::Expired => counts.expired.inc(),
-        EndKind::Failed => counts.failed.inc(),
-    }
+fn end_bundle(
+    arena: &mut Arena,
+    stats: &Stats,
+    tenants: &TenantStats,
+    slot: SlotHandle,
+    kind: EndKind,
+) {
+    let meta = *arena.get(slot).expect("held").meta;
+    let counts = stats.region(meta.region as usize);
+    let how = match kind {
+        EndKind::Delivered => {
+            counts.delivered.inc();
+            TenantEnded::Delivered
+        }
+        EndKind::Rejected => {
+            counts.rejected.inc();
+            TenantEnded::Rejected
+        }
+        EndKind::Expired => {
+            counts.expired.inc();
+            TenantEnded::Expired
+        }
+        EndKind::Failed => {
+            counts.failed.inc();
+            TenantEnded::Failed
+        }
+    };
+    tenants.ended(meta.tenant, how);
+    tenants.release(meta.tenant, meta.beyond_floor);
     counts.in_flight.set(counts.in_flight.get() - 1);
     arena.release(slot).expect("a bundle ends once");
 }

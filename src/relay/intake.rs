@@ -12,6 +12,7 @@ use crate::jsonrpc::{self, Call, ErrorKind, Id, RpcError};
 use crate::wire::{self, SIGNATURE_BASE58_LEN_MAX};
 
 use super::dispatch::{Dispatcher, Refusal};
+use super::tenancy::{Claim, Denied};
 
 /// Seconds a client is told to wait when the in-flight cap is reached.
 pub const CAP_RETRY_AFTER_S: &[u8] = b"1";
@@ -44,6 +45,8 @@ pub enum Verdict {
     Answered,
     /// Refused at the in-flight cap.
     RefusedCap,
+    /// Refused by the tenant checks (unknown, disabled, region, rate, share).
+    RefusedTenant,
     /// The request was wrong; the answer says how.
     Invalid,
 }
@@ -54,6 +57,7 @@ pub enum Verdict {
 pub fn handle(
     d: &mut Dispatcher,
     port: Port,
+    claim: Claim<'_>,
     method: http1::Method,
     path: &[u8],
     query: &[u8],
@@ -133,7 +137,12 @@ pub fn handle(
     // The cap is checked before decoding: an overloaded relay refuses without spending CPU.
     // The slot is taken where the bundle will be sent from (this thread's arena, or one lent
     // by the thread whose pool sends soonest), so it is decoded once, in place.
-    let mut admission = match d.admit(port, now) {
+    // A key in the header wins; Jito's clients put it in the query otherwise.
+    let claim = Claim {
+        key: claim.key.or_else(|| query_param(query, b"uuid")),
+        ..claim
+    };
+    let mut admission = match d.admit(port, claim, now) {
         Ok(a) => a,
         Err(Refusal::Full) => {
             let e = RpcError::new(ErrorKind::RateLimited {
@@ -154,6 +163,44 @@ pub fn handle(
             let e = RpcError::new(ErrorKind::RegionRemoved(d.region_name(r as usize))).with_id(id);
             let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
             return reply(out, 503, "application/json", &[], b, Verdict::Invalid);
+        }
+        Err(Refusal::Tenant(denied)) => {
+            let mut wait = [0u8; 20];
+            let (status, kind, retry_after): (u16, ErrorKind<'_>, Option<&[u8]>) = match denied {
+                Denied::Unknown { key_given } => (401, ErrorKind::Unauthorized { key_given }, None),
+                Denied::Disabled { slot } => {
+                    (403, ErrorKind::TenantDisabled(d.tenancy().name(slot)), None)
+                }
+                Denied::Region { region, .. } => (
+                    403,
+                    ErrorKind::RegionNotAllowed(d.region_name(region as usize)),
+                    None,
+                ),
+                Denied::Rate {
+                    limit,
+                    retry_after_ms,
+                    ..
+                } => (
+                    429,
+                    ErrorKind::TenantRateLimited {
+                        limit,
+                        retry_after_ms,
+                    },
+                    Some(seconds(retry_after_ms, &mut wait)),
+                ),
+                Denied::Share { in_flight, .. } => (
+                    429,
+                    ErrorKind::ShareFull { in_flight },
+                    Some(CAP_RETRY_AFTER_S),
+                ),
+            };
+            let e = RpcError::new(kind).with_id(id);
+            let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
+            let (extra, verdict): (&[(&str, &[u8])], _) = match retry_after {
+                Some(s) => (&[("Retry-After", s)], Verdict::RefusedTenant),
+                None => (&[], Verdict::RefusedTenant),
+            };
+            return reply(out, status, "application/json", extra, b, verdict);
         }
     };
     let decoded = {
@@ -194,6 +241,26 @@ pub fn handle(
         &[]
     };
     reply(out, 200, "application/json", extra, b, Verdict::Admitted)
+}
+
+/// Whole seconds covering `ms` (at least 1), for `Retry-After`, written into `buf`.
+fn seconds(ms: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut n = ms.div_ceil(1000).max(1);
+    let mut i = buf.len();
+    while n > 0 {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    &buf[i..]
+}
+
+/// The value of query parameter `name` (as sent: Jito's keys are UUIDs, nothing to decode).
+fn query_param<'a>(query: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    query.split(|&b| b == b'&').find_map(|kv| {
+        let (k, v) = kv.split_at(kv.iter().position(|&b| b == b'=')?);
+        (k == name && v.len() > 1).then(|| &v[1..])
+    })
 }
 
 /// `bundleOnly=true` among the query's parameters.

@@ -10,6 +10,7 @@ mod links;
 mod observe;
 mod pairs;
 mod region;
+pub mod tenancy;
 pub mod tips;
 pub mod tuning;
 mod upstream;
@@ -112,6 +113,10 @@ pub struct Spec {
     /// Every pair's pacing shared with another relay process on this host (a takeover), so
     /// neither sends on a pair the other just used. `None`: this process paces alone.
     pub ledger: Option<Arc<crate::limiter::ledger::Ledger>>,
+    /// Who may send and how much (the live config's, once [`Spec::go_live`]).
+    pub tenants: Arc<crate::config::TenantTable>,
+    /// Every tenant's share, rate and counts, shared by the threads.
+    pub tenant_stats: Arc<crate::metrics::tenants::TenantStats>,
 }
 
 /// Upstream HTTP/2 settings for a relay connection. The limiter holds a pair while its call
@@ -175,7 +180,11 @@ impl Spec {
             });
         }
         let sources = cfg.egress.sources.clone();
+        let tenant_stats = Arc::new(crate::metrics::tenants::TenantStats::new(cfg.tenants.max));
+        let tenants = Arc::new(cfg.tenant_table(cfg, None, &tenant_stats)?);
         Ok(Spec {
+            tenants,
+            tenant_stats,
             threads: cfg.threads.max(1),
             pin_threads: cfg.pin_threads,
             arena_slots: cfg.arena_slots,
@@ -212,7 +221,10 @@ impl Spec {
     /// A loopback setup for tests and the demo: `regions` engines, `sources` egress addresses.
     pub fn local(regions: Vec<RegionSpec>, sources: Vec<IpAddr>) -> Spec {
         let sources = sources.into_iter().map(Source::Local).collect();
+        let (tenants, tenant_stats) = open_tenants(&regions);
         Spec {
+            tenants,
+            tenant_stats,
             threads: 1,
             pin_threads: false,
             arena_slots: 4096,
@@ -243,6 +255,13 @@ impl Spec {
         }
     }
 
+    /// Runs on `live`: each thread follows its reloads, starting from its current tenants.
+    pub fn go_live(&mut self, live: Arc<crate::config::Shared>) {
+        self.tenants = live.load().tenants.clone();
+        self.tenant_stats = live.tenant_stats().clone();
+        self.live = Some(live);
+    }
+
     /// Thread `t`'s share: a contiguous run of sources and of arena slots, split as the config
     /// splits them ([`crate::config::even_share`]), so every thread owns pairs whenever there
     /// are at least as many sources as threads ([`Relay::start`] refuses fewer).
@@ -266,8 +285,26 @@ impl Spec {
             ping_timeout_ms: self.ping_timeout_ms,
             h2: self.h2.clone(),
             ledger: self.ledger.clone(),
+            tenants: self.tenants.clone(),
+            tenant_stats: self.tenant_stats.clone(),
         }
     }
+}
+
+/// No tenant and no limit: every request is the default tenant's, with all of `regions`.
+fn open_tenants(
+    regions: &[RegionSpec],
+) -> (
+    Arc<crate::config::TenantTable>,
+    Arc<crate::metrics::tenants::TenantStats>,
+) {
+    let open = crate::config::Tenants::open();
+    let stats = Arc::new(crate::metrics::tenants::TenantStats::new(open.max));
+    let names: Vec<String> = regions.iter().map(|r| r.name.clone()).collect();
+    let table =
+        crate::config::TenantTable::build(&open, &names, &names, &[], u32::MAX, None, &stats)
+            .expect("the open table has no rule that can fail");
+    (Arc::new(table), stats)
 }
 
 /// One thread's share of a [`Spec`].
@@ -291,4 +328,6 @@ pub struct ThreadSpec {
     pub ping_timeout_ms: u64,
     pub h2: h2::conn::Config,
     pub ledger: Option<Arc<crate::limiter::ledger::Ledger>>,
+    pub tenants: Arc<crate::config::TenantTable>,
+    pub tenant_stats: Arc<crate::metrics::tenants::TenantStats>,
 }

@@ -41,6 +41,8 @@ pub struct Tuning {
     pub regions: Vec<Option<Pace>>,
     /// Every source the config lists.
     pub sources: HashSet<Source>,
+    /// The snapshot's tenants, when they are to be applied.
+    pub tenants: Option<std::sync::Arc<crate::config::TenantTable>>,
 }
 
 impl Tuning {
@@ -70,6 +72,7 @@ impl Tuning {
                 })
                 .collect(),
             sources: e.sources.iter().cloned().collect(),
+            tenants: None,
         }
     }
 
@@ -99,6 +102,7 @@ impl Tuning {
                 })
                 .collect(),
             sources: spec.sources.iter().cloned().collect(),
+            tenants: Some(spec.tenants.clone()),
         }
     }
 }

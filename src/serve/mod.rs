@@ -15,8 +15,10 @@
 //! | 2 | refused to start: the config, a flag, the host or the unit's environment is wrong |
 //! | 70 | a reactor thread failed, or a takeover did; the relay drained and stopped itself |
 
+mod fetch;
 mod pacing;
 mod plan;
+mod poll;
 mod ready;
 mod reload;
 mod signals;
@@ -24,6 +26,7 @@ mod start;
 mod systemd;
 mod takeover;
 mod upgrade;
+mod watch;
 mod watchdog;
 
 pub use self::ready::READY_PAIRS_PERCENT_DEFAULT;
@@ -146,6 +149,14 @@ enum End {
 
 /// Everything a started relay is supervised with.
 struct Serving {
+    /// The config file, reloaded when it changes (`None`: the embedded default).
+    watch: Option<watch::Watch>,
+    /// `[tenants_from]`'s poller, while the config has one (started with it, or by a reload).
+    poller: Option<poll::Poller>,
+    /// The tenants document last applied or refused: the same document again is no reload.
+    tenants_doc: Option<String>,
+    /// Why the last poll failed, said once until it changes.
+    poll_failing: Option<String>,
     cfg: Config,
     live: Arc<Shared>,
     relay: Relay,
@@ -173,15 +184,21 @@ impl Serving {
         manager: Manager,
         watchdog: Option<Watchdog>,
     ) -> Result<Serving, i32> {
-        let Plan { cfg, mut spec } = plan;
+        let Plan {
+            cfg,
+            mut spec,
+            tenants_doc,
+        } = plan;
         let pairs_total = (spec.sources.len() * spec.regions.len()) as u64;
         let lazy = cfg.egress.connect == ConnectMode::Lazy;
         let readiness = Readiness::new(pairs_total, flags.ready_pairs_percent, lazy);
-        let live = Arc::new(
-            Shared::new(cfg.clone(), path.map(Path::to_path_buf), Resolve::Now)
-                .with_overrides(overrides.clone()),
-        );
-        spec.live = Some(live.clone());
+        let mut shared = Shared::new(cfg.clone(), path.map(Path::to_path_buf), Resolve::Now)
+            .with_overrides(overrides.clone());
+        if let Some(doc) = &tenants_doc {
+            shared = shared.with_tenants_doc(doc.clone());
+        }
+        let live = Arc::new(shared);
+        spec.go_live(live.clone());
         let relay = start::relay(spec, flags.takeover.is_some()).map_err(|e| refuse(&e))?;
         let metrics = relay.metrics();
         let drain = Duration::from_millis(flags.drain_ms);
@@ -203,6 +220,10 @@ impl Serving {
         };
         let admin_token = cfg.admin_token.clone();
         Ok(Serving {
+            watch: path.map(|p| watch::Watch::new(p.to_path_buf())),
+            poller: None,
+            tenants_doc,
+            poll_failing: None,
             cfg,
             live,
             relay,
@@ -257,15 +278,29 @@ impl Serving {
                 upgrade.start(self.readiness.ready(), &mut self.manager);
             }
             upgrade.poll(&mut self.manager);
-            if Signal::Reload.take() {
+            let edited = self
+                .watch
+                .as_mut()
+                .is_some_and(|w| w.changed(std::time::Instant::now()));
+            if edited {
+                println!("config file changed on disk: reloading");
+            }
+            if Signal::Reload.take() || edited {
                 reload::reload(
                     &self.live,
+                    reload::What::File,
                     &self.metrics,
                     self.admin.as_ref(),
                     &mut self.admin_token,
                     &mut self.manager,
                     self.readiness.ready(),
                 );
+                if let Some(w) = &mut self.watch {
+                    w.read_now();
+                }
+            }
+            if let Err(why) = self.poll_tenants() {
+                return End::Failed(why);
             }
             if Signal::Dump.take() {
                 let _ = self.metrics.dump_percentiles(&mut std::io::stdout());
@@ -275,6 +310,54 @@ impl Serving {
             }
         }
         End::Stopped
+    }
+
+    /// Starts or stops the `[tenants_from]` poller as the config now says, and applies a
+    /// document it fetched that differs from the last one. A failed poll keeps the tenants
+    /// in force; each is counted as a refused reload, and said once until the reason changes.
+    fn poll_tenants(&mut self) -> Result<(), String> {
+        let wanted = self.live.load().config.tenants_from.is_some();
+        if wanted != self.poller.is_some() {
+            self.poller = if wanted {
+                let p = poll::Poller::start(self.live.clone())
+                    .map_err(|e| format!("starting the tenants poller: {e}"))?;
+                Some(p)
+            } else {
+                None
+            };
+        }
+        let Some(result) = self.poller.as_ref().and_then(poll::Poller::latest) else {
+            return Ok(());
+        };
+        match result {
+            Ok(doc) => {
+                self.poll_failing = None;
+                if self.tenants_doc.as_deref() != Some(doc.as_str()) {
+                    println!("tenants document changed: reloading");
+                    reload::reload(
+                        &self.live,
+                        reload::What::Tenants(&doc),
+                        &self.metrics,
+                        self.admin.as_ref(),
+                        &mut self.admin_token,
+                        &mut self.manager,
+                        self.readiness.ready(),
+                    );
+                    self.tenants_doc = Some(doc);
+                }
+            }
+            Err(why) => {
+                self.metrics.reload_refused();
+                if self.poll_failing.as_deref() != Some(why.as_str()) {
+                    println!(
+                        "tenants poll failed, generation {} kept: {why}",
+                        self.live.load().generation
+                    );
+                    self.poll_failing = Some(why);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// One tick on the way to ready: once enough pairs are up, READY=1, or when taking over,

@@ -16,6 +16,8 @@ use crate::relay::Spec;
 pub struct Plan {
     pub cfg: Config,
     pub spec: Spec,
+    /// The `[tenants_from]` document the tenants came from.
+    pub tenants_doc: Option<String>,
 }
 
 /// Loads, checks and prints the plan. `no_metrics` turns the metrics off whatever the config
@@ -26,7 +28,31 @@ pub fn plan(
     no_metrics: bool,
     hlog: bool,
 ) -> Result<Plan, String> {
-    let cfg = load_config(path, overrides)?;
+    let mut cfg = load_config(path, overrides)?;
+    // Tenants from an endpoint: no valid document, no start (the relay would not know whom to
+    // serve).
+    let tenants_doc = match cfg.tenants_from.clone() {
+        Some(from) => {
+            let doc = super::fetch::get(&from)
+                .map_err(|e| format!("tenants_from: {e}; no tenants, so not starting"))?;
+            cfg = cfg
+                .with_tenants_json(&doc, &from.url)
+                .map_err(|e| e.to_string())?;
+            println!(
+                "tenants from {}: {} listed{}, polled every {} ms",
+                from.url,
+                cfg.tenants.list.len(),
+                if cfg.tenants.default.is_some() {
+                    " and a default"
+                } else {
+                    ""
+                },
+                from.every_ms
+            );
+            Some(doc)
+        }
+        None => None,
+    };
     for w in &cfg.warnings {
         println!("warning: {w}");
     }
@@ -44,7 +70,11 @@ pub fn plan(
     let report = probe::check(&cfg).map_err(|e| e.to_string())?;
     println!("{report}");
     print_budget(&cfg, &spec);
-    Ok(Plan { cfg, spec })
+    Ok(Plan {
+        cfg,
+        spec,
+        tenants_doc,
+    })
 }
 
 /// The config at `path` with `overrides`, or without a path the embedded default (which the

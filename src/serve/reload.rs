@@ -1,4 +1,4 @@
-//! SIGHUP: the config file read again. A good one becomes the next generation, which every
+//! SIGHUP (or the file changed, or a new `[tenants_from]` document): the config read again. A good one becomes the next generation, which every
 //! reactor thread applies at its next loop (ages, paces, timeouts, regions and sources removed
 //! or listed again); a bad one is refused and the last good one kept. The admin token file is
 //! read again with it, so a token is rotated without a restart. The log says what was applied
@@ -14,11 +14,20 @@ use crate::metrics::Metrics;
 
 use super::systemd::Manager;
 
-/// Reloads `live`, brackets it with RELOADING=1 … READY=1 for the manager (or STATUS= while not
-/// yet `ready`), and hands a changed token to the admin listener. `admin_token` is the token
-/// the listener holds.
+/// What a reload reads.
+pub enum What<'a> {
+    /// The config file again (SIGHUP, or the file changed).
+    File,
+    /// A new `[tenants_from]` document, the rest of the config as it is.
+    Tenants(&'a str),
+}
+
+/// Reloads `live` from `what`, brackets it with RELOADING=1 … READY=1 for the manager (or
+/// STATUS= while not yet `ready`), counts a refusal, and hands a changed token to the admin
+/// listener. `admin_token` is the token the listener holds.
 pub fn reload(
     live: &Shared,
+    what: What<'_>,
     metrics: &Metrics,
     admin: Option<&AdminHandle>,
     admin_token: &mut Option<Token>,
@@ -27,7 +36,11 @@ pub fn reload(
 ) {
     manager.reloading();
     let running = live.load_full();
-    let outcome = match live.reload() {
+    let result = match what {
+        What::File => live.reload(),
+        What::Tenants(doc) => live.reload_tenants(doc),
+    };
+    let outcome = match result {
         Ok(g) => {
             metrics.set_config_generation(g);
             let next = live.load_full();
@@ -45,6 +58,7 @@ pub fn reload(
             format!("config reloaded: generation {g}")
         }
         Err(e) => {
+            metrics.reload_refused();
             let line = format!(
                 "config reload refused, generation {} kept: {e}",
                 live.load().generation

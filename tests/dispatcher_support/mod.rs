@@ -15,6 +15,7 @@ use bundle_relay::metrics::accounting::{Stats, Totals};
 use bundle_relay::relay::Spec;
 use bundle_relay::relay::dispatch::Dispatcher;
 use bundle_relay::relay::intake::{self, Port, Verdict};
+use bundle_relay::relay::tenancy::Claim;
 
 use crate::h2_support::{engine_hello, ok_reply};
 use crate::intake_support::{bundle, send_bundle_body};
@@ -110,12 +111,26 @@ impl Sim {
 
     /// A bot's sendBundle `body` on the first region's pinned port.
     pub fn post(&mut self, body: &str, now: Instant) -> Verdict {
+        self.post_as(Port::Pinned(0), Claim::LOOPBACK, "", body, now)
+    }
+
+    /// A bot's sendBundle `body` on `port` from `claim` (its source and `x-jito-auth`
+    /// header), with `query` after the path.
+    pub fn post_as(
+        &mut self,
+        port: Port,
+        claim: Claim<'_>,
+        query: &str,
+        body: &str,
+        now: Instant,
+    ) -> Verdict {
         let (n, verdict, _) = intake::handle(
             &mut self.d,
-            Port::Pinned(0),
+            port,
+            claim,
             http1::Method::Post,
             b"/api/v1/bundles",
-            b"",
+            query.as_bytes(),
             body.as_bytes(),
             true,
             now,

@@ -146,6 +146,11 @@ struct Args {
     /// apply).
     #[arg(long)]
     tls_cost: bool,
+    /// What tenants cost: the same load from one tenant of a relay serving 1 tenant and one
+    /// serving 10,000, alternating rounds, at a fixed rate and at saturation, one table (the
+    /// `--cost-*` flags apply).
+    #[arg(long)]
+    tenants_cost: bool,
     /// The fault matrix: bundle-relay over TLS through an engine with a different fault on
     /// every region (black hole, stalls, RST, GOAWAY, down-then-up, throttle, storm, latency,
     /// a bad TLS name) while abusive clients hit the intake; one table per side and the
@@ -244,8 +249,14 @@ fn main() -> ExitCode {
         socks5: a.socks5,
         metrics: true,
         handoffs: !a.no_handoffs,
+        tenants: 0,
     };
-    let own_process = a.compare || a.tls_cost || a.metrics_cost || a.faults_matrix || a.handoffs;
+    let own_process = a.compare
+        || a.tls_cost
+        || a.tenants_cost
+        || a.metrics_cost
+        || a.faults_matrix
+        || a.handoffs;
     let cfg = if a.in_process && !own_process {
         cfg
     } else {
@@ -287,9 +298,11 @@ fn main() -> ExitCode {
             Err(e) => bad(e),
         };
     }
-    if a.metrics_cost || a.tls_cost {
+    if a.metrics_cost || a.tls_cost || a.tenants_cost {
         let switch = if a.tls_cost {
             Switch::Tls
+        } else if a.tenants_cost {
+            Switch::Tenants
         } else {
             Switch::Metrics
         };

@@ -56,6 +56,9 @@ struct Args {
     v0_percent: u8,
     #[arg(long, default_value_t = 50)]
     compute_budget_percent: u8,
+    /// Send this key in every request's `x-jito-auth` header (a relay tenant's key).
+    #[arg(long)]
+    auth: Option<String>,
     /// No progress lines.
     #[arg(long)]
     quiet: bool,
@@ -106,6 +109,7 @@ fn main() {
         v0_percent: a.v0_percent,
         compute_budget_percent: a.compute_budget_percent,
         host: a.target[0].clone(),
+        auth: a.auth.clone(),
         ..TxGenConfig::default()
     };
     eprintln!("bench-load: generating {total} signed bundles ...");

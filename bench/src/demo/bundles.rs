@@ -25,6 +25,7 @@ pub fn generate(cfg: &DemoConfig, count: u64) -> Result<PreparedLoad, String> {
         txs_mix: cfg.txs_mix.clone(),
         encoding_mix: cfg.encoding_mix.clone(),
         host: "127.0.0.1".into(),
+        auth: (cfg.tenants > 0).then(|| super::relay::DEMO_TENANT_KEY.to_string()),
         ..TxGenConfig::default()
     };
     if cfg.progress {

@@ -111,6 +111,9 @@ pub struct DemoConfig {
     /// bundle-relay's bundles may move between threads (the default); off, each thread sends
     /// only what its own connections brought.
     pub handoffs: bool,
+    /// bundle-relay serves this many tenants (0: none, everyone allowed); the load is the
+    /// one in the middle of the list, by its key ([`super::relay::DEMO_TENANT_KEY`]).
+    pub tenants: usize,
 }
 
 impl Default for DemoConfig {
@@ -136,6 +139,7 @@ impl Default for DemoConfig {
             socks5: 0,
             metrics: true,
             handoffs: true,
+            tenants: 0,
         }
     }
 }

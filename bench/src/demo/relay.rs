@@ -86,6 +86,49 @@ pub struct RelaySetup {
     /// runtime always spreads its work.
     #[serde(default = "metrics_on")]
     pub handoffs: bool,
+    /// bundle-relay serves this many tenants, the load's in the middle (0: no tenants).
+    #[serde(default)]
+    pub tenants: usize,
+}
+
+/// The key the demo's load sends (`x-jito-auth`) when the relay has tenants.
+pub const DEMO_TENANT_KEY: &str = "bench-demo-load";
+
+/// `n` tenants, each with a key and a /24 block, no limits; the one in the middle holds
+/// [`DEMO_TENANT_KEY`].
+fn demo_tenants(n: usize, regions: usize) -> bundle_relay::config::Tenants {
+    use bundle_relay::config::{Cidr, KeyDigest, Policy, Strategy, Tenant, Tenants};
+    let list = (0..n)
+        .map(|i| Tenant {
+            name: format!("t{i}"),
+            keys: vec![KeyDigest::of(
+                if i == n / 2 {
+                    DEMO_TENANT_KEY.to_string()
+                } else {
+                    format!("bench-demo-tenant-{i}")
+                }
+                .as_bytes(),
+            )],
+            cidrs: vec![
+                Cidr::parse(&format!("10.{}.{}.0/24", (i / 256) % 256, i % 256)).expect("a /24"),
+            ],
+            ports: Vec::new(),
+            policy: Policy {
+                enabled: true,
+                regions: (0..regions as u8).collect(),
+                strategy: Strategy::Soonest,
+                in_flight_min: 0,
+                in_flight_max: u32::MAX,
+                rate: None,
+                bundle_max_age_ms: None,
+            },
+        })
+        .collect();
+    Tenants {
+        max: (n as u16).max(1),
+        list,
+        default: None,
+    }
 }
 
 /// bundle-relay settings a run may change from [`Spec::local`]'s.
@@ -174,6 +217,24 @@ impl RelaySetup {
         spec.arena_slots = self.in_flight_max;
         spec.handoffs = self.handoffs;
         spec.metrics = self.metrics;
+        if self.tenants > 0 {
+            let tenants = demo_tenants(self.tenants, spec.regions.len());
+            let names: Vec<String> = spec.regions.iter().map(|r| r.name.clone()).collect();
+            let stats = std::sync::Arc::new(bundle_relay::metrics::tenants::TenantStats::new(
+                tenants.max,
+            ));
+            let table = bundle_relay::config::TenantTable::build(
+                &tenants,
+                &names,
+                &names,
+                &[],
+                spec.arena_slots,
+                None,
+                &stats,
+            )?;
+            spec.tenants = std::sync::Arc::new(table);
+            spec.tenant_stats = stats;
+        }
         Ok(spec)
     }
 

@@ -170,6 +170,7 @@ fn start_relay(cfg: &DemoConfig, engine: &EngineThread) -> Result<(ProxyThread, 
         bad_tls_regions: Vec::new(),
         admin: false,
         handoffs: cfg.handoffs,
+        tenants: cfg.tenants,
     };
     let relay = RelayRun::start(cfg, setup)?;
     if cfg.relay == RelayKind::BundleRelay

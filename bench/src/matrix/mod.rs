@@ -226,6 +226,7 @@ pub fn run(cfg: &MatrixConfig) -> Result<MatrixReport, String> {
         bad_tls_regions: bad_tls,
         admin: true,
         handoffs: true,
+        tenants: 0,
     };
     let relay_cfg = DemoConfig {
         relay_exe: Some(cfg.relay_exe.clone()),

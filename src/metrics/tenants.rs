@@ -1,0 +1,337 @@
+//! Per-tenant state every reactor thread shares: each tenant's bundles in flight (its share of
+//! the arena), its request-rate state (GCRA's theoretical arrival time) and its counts.
+//!
+//! Unlike [`super::ThreadMetrics`], these cells have many writers (a tenant's bots reach every
+//! thread), so they are real atomic read-modify-writes: one `fetch_add` or one compare-and-swap
+//! per decision, never a lock. Each tenant's cell is 128-byte aligned, so two tenants never
+//! share a line; one tenant's cell is shared by the threads serving it, which is the price of
+//! a share and a rate that hold across threads.
+//!
+//! Cells are indexed by slot: slot [`DEFAULT_SLOT`] is the default tenant, 1 to `tenants_max`
+//! the listed ones. A tenant keeps its slot across reloads (the table matches them by name),
+//! so its counters are continuous; a removed tenant's slot is given to a new one only once it
+//! holds no bundle (see `config::TenantTable`). Allocated once, at startup, sized by
+//! `tenants_max` (restart-only): [`TenantStats::allocation_bytes`].
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+
+/// The default tenant's slot.
+pub const DEFAULT_SLOT: u16 = 0;
+
+/// Upper bounds (µs) of each tenant's delivery-latency buckets, admitted to written to the
+/// engine, the last one +Inf: coarse, because a tenant's histogram is ~70 bytes against the
+/// 216 KiB of a thread's HdrHistogram, and 10,000 tenants must fit.
+pub const LATENCY_BOUNDS_US: [u64; 7] = [250, 1_000, 5_000, 25_000, 100_000, 500_000, 2_000_000];
+
+/// Bytes of one tenant's cell (two cache lines' alignment).
+pub const CELL_BYTES: usize = size_of::<Cell>();
+
+/// Why a tenant's request was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The tenant's request rate (429).
+    Rate,
+    /// The tenant's in-flight ceiling, or its share of the arena beyond its floor (429).
+    Share,
+    /// The whole relay's in-flight cap (429).
+    Cap,
+    /// A pinned port whose region the tenant may not use (403).
+    Region,
+    /// The tenant is disabled (403).
+    Disabled,
+}
+
+impl Refused {
+    pub const ALL: [Refused; 5] = [
+        Refused::Rate,
+        Refused::Share,
+        Refused::Cap,
+        Refused::Region,
+        Refused::Disabled,
+    ];
+
+    /// The `reason` label in /metrics.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Refused::Rate => "rate",
+            Refused::Share => "share",
+            Refused::Cap => "cap",
+            Refused::Region => "region",
+            Refused::Disabled => "disabled",
+        }
+    }
+}
+
+/// How an admitted bundle of a tenant ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    Delivered,
+    Rejected,
+    Expired,
+    Failed,
+}
+
+#[repr(align(128))]
+#[derive(Default)]
+struct Cell {
+    in_flight: AtomicU32,
+    /// GCRA's theoretical arrival time, in clock ticks.
+    tat: AtomicU64,
+    admitted: AtomicU64,
+    delivered: AtomicU64,
+    rejected: AtomicU64,
+    expired: AtomicU64,
+    failed: AtomicU64,
+    refused: [AtomicU64; Refused::ALL.len()],
+    latency: [AtomicU64; LATENCY_BOUNDS_US.len() + 1],
+    latency_sum_us: AtomicU64,
+}
+
+/// One tenant's counts, read for a scrape (each atomic once: consistent per series).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TenantCounts {
+    pub in_flight: u32,
+    pub admitted: u64,
+    pub delivered: u64,
+    pub rejected: u64,
+    pub expired: u64,
+    pub failed: u64,
+    /// In [`Refused::ALL`]'s order.
+    pub refused: [u64; Refused::ALL.len()],
+    /// Non-cumulative, in [`LATENCY_BOUNDS_US`]'s order, then +Inf.
+    pub latency: [u64; LATENCY_BOUNDS_US.len() + 1],
+    pub latency_sum_us: u64,
+}
+
+/// GCRA parameters of one tenant's rate, in clock ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gcra {
+    /// Ticks between requests at the rate.
+    pub interval: u64,
+    /// How far ahead of now the arrival time may run: (burst − 1) intervals.
+    pub tolerance: u64,
+}
+
+/// The tenant holds its ceiling, or the arena's unreserved part is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShareFull;
+
+/// See the module docs.
+pub struct TenantStats {
+    cells: Box<[Cell]>,
+    /// Bundles held beyond their tenant's floor, all tenants together: at most the arena less
+    /// every floor, so a floor is always there for its tenant.
+    beyond_floor: AtomicU32,
+    /// Requests no tenant matched, refused (401).
+    unknown: AtomicU64,
+}
+
+impl TenantStats {
+    /// Cells for the default tenant and `tenants_max` listed ones.
+    pub fn new(tenants_max: u16) -> TenantStats {
+        TenantStats {
+            cells: (0..=tenants_max as usize)
+                .map(|_| Cell::default())
+                .collect(),
+            beyond_floor: AtomicU32::new(0),
+            unknown: AtomicU64::new(0),
+        }
+    }
+
+    /// Heap bytes [`TenantStats::new`] allocates (the budget counts them).
+    pub const fn allocation_bytes(tenants_max: u16) -> usize {
+        (tenants_max as usize + 1) * CELL_BYTES
+    }
+
+    /// Listed tenants it has cells for.
+    pub fn tenants_max(&self) -> u16 {
+        (self.cells.len() - 1) as u16
+    }
+
+    /// GCRA at `now`: `Ok` takes one request of the rate, `Err` is the ticks until one would
+    /// be allowed. One compare-and-swap (retried only when another thread took one meanwhile).
+    pub fn take_rate(&self, slot: u16, g: Gcra, now: u64) -> Result<(), u64> {
+        let tat = &self.cells[slot as usize].tat;
+        let mut seen = tat.load(Relaxed);
+        loop {
+            let next = seen.max(now).saturating_add(g.interval);
+            let ahead = next - now;
+            if ahead > g.tolerance + g.interval {
+                return Err(ahead - g.tolerance - g.interval);
+            }
+            match tat.compare_exchange_weak(seen, next, Relaxed, Relaxed) {
+                Ok(_) => return Ok(()),
+                Err(v) => seen = v,
+            }
+        }
+    }
+
+    /// One more bundle in flight for the tenant, within its `ceiling`, and beyond its `floor`
+    /// only while the arena's unreserved part (`pool`) has room. `Ok(beyond)` says whether it
+    /// took from the pool ([`TenantStats::release`] gives it back the same way).
+    pub fn take_share(
+        &self,
+        slot: u16,
+        floor: u32,
+        ceiling: u32,
+        pool: u32,
+    ) -> Result<bool, ShareFull> {
+        let cell = &self.cells[slot as usize];
+        let held = cell.in_flight.fetch_add(1, Relaxed) + 1;
+        if held > ceiling {
+            cell.in_flight.fetch_sub(1, Relaxed);
+            return Err(ShareFull);
+        }
+        if held <= floor {
+            return Ok(false);
+        }
+        if self.beyond_floor.fetch_add(1, Relaxed) + 1 > pool {
+            self.beyond_floor.fetch_sub(1, Relaxed);
+            cell.in_flight.fetch_sub(1, Relaxed);
+            return Err(ShareFull);
+        }
+        Ok(true)
+    }
+
+    /// A bundle of the tenant left the arena (ended, or its request was bad).
+    pub fn release(&self, slot: u16, beyond: bool) {
+        self.cells[slot as usize].in_flight.fetch_sub(1, Relaxed);
+        if beyond {
+            self.beyond_floor.fetch_sub(1, Relaxed);
+        }
+    }
+
+    pub fn admitted(&self, slot: u16) {
+        self.cells[slot as usize].admitted.fetch_add(1, Relaxed);
+    }
+
+    pub fn ended(&self, slot: u16, how: Ended) {
+        let c = &self.cells[slot as usize];
+        match how {
+            Ended::Delivered => &c.delivered,
+            Ended::Rejected => &c.rejected,
+            Ended::Expired => &c.expired,
+            Ended::Failed => &c.failed,
+        }
+        .fetch_add(1, Relaxed);
+    }
+
+    /// A delivered bundle's latency, admitted to written.
+    pub fn record_delivery_ns(&self, slot: u16, ns: u64) {
+        let c = &self.cells[slot as usize];
+        let us = ns / 1_000;
+        let b = LATENCY_BOUNDS_US
+            .iter()
+            .position(|&le| us <= le)
+            .unwrap_or(LATENCY_BOUNDS_US.len());
+        c.latency[b].fetch_add(1, Relaxed);
+        c.latency_sum_us.fetch_add(us, Relaxed);
+    }
+
+    pub fn refused(&self, slot: u16, why: Refused) {
+        self.cells[slot as usize].refused[why as usize].fetch_add(1, Relaxed);
+    }
+
+    pub fn unknown(&self) {
+        self.unknown.fetch_add(1, Relaxed);
+    }
+
+    pub fn unknown_count(&self) -> u64 {
+        self.unknown.load(Relaxed)
+    }
+
+    /// Bundles held beyond their tenants' floors.
+    pub fn beyond_floor(&self) -> u32 {
+        self.beyond_floor.load(Relaxed)
+    }
+
+    pub fn in_flight(&self, slot: u16) -> u32 {
+        self.cells[slot as usize].in_flight.load(Relaxed)
+    }
+
+    /// Zeroes a slot's counts and rate state for a new tenant (it holds no bundle).
+    pub fn reset(&self, slot: u16) {
+        let c = &self.cells[slot as usize];
+        for a in [
+            &c.tat,
+            &c.admitted,
+            &c.delivered,
+            &c.rejected,
+            &c.expired,
+            &c.failed,
+            &c.latency_sum_us,
+        ]
+        .into_iter()
+        .chain(c.refused.iter())
+        .chain(c.latency.iter())
+        {
+            a.store(0, Relaxed);
+        }
+    }
+
+    pub fn counts(&self, slot: u16) -> TenantCounts {
+        let c = &self.cells[slot as usize];
+        TenantCounts {
+            in_flight: c.in_flight.load(Relaxed),
+            admitted: c.admitted.load(Relaxed),
+            delivered: c.delivered.load(Relaxed),
+            rejected: c.rejected.load(Relaxed),
+            expired: c.expired.load(Relaxed),
+            failed: c.failed.load(Relaxed),
+            refused: core::array::from_fn(|i| c.refused[i].load(Relaxed)),
+            latency: core::array::from_fn(|i| c.latency[i].load(Relaxed)),
+            latency_sum_us: c.latency_sum_us.load(Relaxed),
+        }
+    }
+}
+
+impl std::fmt::Debug for TenantStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TenantStats")
+            .field("tenants_max", &self.tenants_max())
+            .field("beyond_floor", &self.beyond_floor())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_of_ten_with_a_burst_of_two_takes_two_then_waits_the_rest_of_an_interval() {
+        let s = TenantStats::new(1);
+        let g = Gcra {
+            interval: 100,
+            tolerance: 100,
+        };
+        assert_eq!(s.take_rate(1, g, 1_000), Ok(()));
+        assert_eq!(s.take_rate(1, g, 1_000), Ok(()));
+        assert_eq!(s.take_rate(1, g, 1_010), Err(90));
+        assert_eq!(s.take_rate(1, g, 1_100), Ok(()));
+    }
+
+    #[test]
+    fn a_share_past_its_floor_takes_from_the_pool_and_gives_back_the_same_way() {
+        let s = TenantStats::new(2);
+        assert_eq!(s.take_share(1, 1, 3, 1), Ok(false));
+        assert_eq!(s.take_share(1, 1, 3, 1), Ok(true));
+        // The pool (1) is used up: beyond the floor nothing more, for either tenant.
+        assert_eq!(s.take_share(1, 1, 3, 1), Err(ShareFull));
+        assert_eq!(s.take_share(2, 0, 3, 1), Err(ShareFull));
+        s.release(1, true);
+        assert_eq!(s.take_share(2, 0, 3, 1), Ok(true));
+        assert_eq!(
+            (s.in_flight(1), s.in_flight(2), s.beyond_floor()),
+            (1, 1, 1)
+        );
+    }
+
+    #[test]
+    fn a_ceiling_refuses_even_when_the_pool_has_room() {
+        let s = TenantStats::new(1);
+        assert_eq!(s.take_share(1, 0, 1, 100), Ok(true));
+        assert_eq!(s.take_share(1, 0, 1, 100), Err(ShareFull));
+        assert_eq!(s.in_flight(1), 1);
+    }
+}

@@ -1,0 +1,230 @@
+//! Who may send, and how much: one request's tenant checks, before any slot is taken. Sans-IO.
+//!
+//! The decision table, in order (tests/relay_tenants.rs names its rows):
+//!
+//! | the request's identity | answer |
+//! |---|---|
+//! | a tenant, enabled | its policy: regions, strategy, rate, share, max age |
+//! | a tenant, disabled | 403, even when a default exists |
+//! | no tenant, a default enabled | the default's policy |
+//! | no tenant, no enabled default | 401 naming the key it lacks (or that its key is unknown) |
+//! | a pinned port outside the tenant's regions | 403 naming the region |
+//! | the tenant's rate used up | 429, `Retry-After`, Jito's -32097 wording with the wait |
+//! | the tenant's share full (its ceiling, or the arena beyond every floor) | 429 |
+//!
+//! The tenant's state lives in [`TenantStats`] (shared by every thread, one cell per tenant);
+//! this is one thread's view: the current table and, per slot, what its checks need in clock
+//! ticks, rebuilt when a reload swaps the table (no allocation then: the arrays are sized by
+//! `tenants_max` at startup).
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use crate::clock::{Instant, TickRate, Ticks};
+use crate::config::{Found, Strategy, TenantTable};
+use crate::metrics::tenants::{Gcra, Refused, TenantStats};
+
+use super::Port;
+
+/// Who sent a request, as far as tenants are told apart.
+#[derive(Clone, Copy, Debug)]
+pub struct Claim<'a> {
+    /// The `x-jito-auth` header, else the `uuid` query parameter.
+    pub key: Option<&'a [u8]>,
+    /// The connection's source address.
+    pub peer: IpAddr,
+}
+
+impl Claim<'_> {
+    /// A local client without a key.
+    pub const LOOPBACK: Claim<'static> = Claim {
+        key: None,
+        peer: IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+    };
+}
+
+/// The request may go on: its tenant's slot and what it may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pass {
+    pub slot: u16,
+    /// Took a slot of the arena's unreserved part (beyond the tenant's floor).
+    pub beyond: bool,
+    /// Running regions it may use.
+    pub mask: u16,
+    pub strategy: Strategy,
+}
+
+/// Why the request may not go on (the answer names what was wrong).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Denied {
+    /// No tenant matched and none is required to: 401.
+    Unknown { key_given: bool },
+    /// 403.
+    Disabled { slot: u16 },
+    /// 403: the pinned port's region is not the tenant's.
+    Region { slot: u16, region: u8 },
+    /// 429 after `retry_after_ms`.
+    Rate {
+        slot: u16,
+        limit: u32,
+        retry_after_ms: u64,
+    },
+    /// 429: its share is full.
+    Share { slot: u16, in_flight: u32 },
+}
+
+/// Bytes of one thread's rules for one tenant slot (the budget counts them).
+pub const PER_SLOT_BYTES: usize = size_of::<PerSlot>();
+
+#[derive(Clone, Copy, Debug, Default)]
+struct PerSlot {
+    gcra: Option<(Gcra, u32)>,
+    /// `None`: the relay's.
+    max_age: Option<Ticks>,
+    /// The table entry of the slot (`u32::MAX`: the default policy).
+    entry: u32,
+}
+
+/// See the module docs.
+pub struct Tenancy {
+    table: Arc<TenantTable>,
+    stats: Arc<TenantStats>,
+    rate: TickRate,
+    slots: Box<[PerSlot]>,
+}
+
+impl Tenancy {
+    pub fn new(table: Arc<TenantTable>, stats: Arc<TenantStats>, rate: TickRate) -> Tenancy {
+        let slots = vec![PerSlot::default(); usize::from(stats.tenants_max()) + 1];
+        let mut t = Tenancy {
+            table: table.clone(),
+            stats,
+            rate,
+            slots: slots.into_boxed_slice(),
+        };
+        t.retune(table);
+        t
+    }
+
+    /// A reload's table. Slots of removed tenants keep their max age, for their bundles still
+    /// in flight.
+    pub fn retune(&mut self, table: Arc<TenantTable>) {
+        let rate = self.rate;
+        let default = table.default_entry().into_iter().map(|e| (u32::MAX, e));
+        let listed = table
+            .entries()
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (i as u32, e));
+        for (entry, e) in default.chain(listed) {
+            let s = &mut self.slots[usize::from(e.slot)];
+            s.entry = entry;
+            s.max_age = e.bundle_max_age_ms.map(|ms| rate.from_ms(ms));
+            s.gcra = e.rate.map(|(per_s, burst)| {
+                let interval = (rate.ticks_per_s() / u64::from(per_s)).max(1);
+                (
+                    Gcra {
+                        interval,
+                        tolerance: interval * u64::from(burst - 1),
+                    },
+                    per_s,
+                )
+            });
+        }
+        self.table = table;
+    }
+
+    pub fn table(&self) -> &Arc<TenantTable> {
+        &self.table
+    }
+
+    pub fn stats(&self) -> &Arc<TenantStats> {
+        &self.stats
+    }
+
+    /// The max age of the bundles of `slot`, when the tenant has its own.
+    pub fn max_age(&self, slot: u16) -> Option<Ticks> {
+        self.slots[usize::from(slot)].max_age
+    }
+
+    /// The name of `slot`'s tenant (the default's is "default").
+    pub fn name(&self, slot: u16) -> &str {
+        match self.slots[usize::from(slot)].entry {
+            u32::MAX => crate::config::DEFAULT_TENANT_NAME,
+            i => &self.table.entries()[i as usize].name,
+        }
+    }
+
+    /// `slot`'s regions in its own order (for the ordered strategy).
+    pub fn order(&self, slot: u16) -> &[u8] {
+        match self.slots[usize::from(slot)].entry {
+            u32::MAX => self.table.default_entry().map_or(&[], |e| &e.order),
+            i => &self.table.entries()[i as usize].order,
+        }
+    }
+
+    /// The decision table for one sendBundle or sendTransaction: `Ok` holds one bundle of the
+    /// tenant's share (given back by [`Tenancy::release`], or when the bundle ends).
+    pub fn check(&self, claim: Claim<'_>, port: Port, now: Instant) -> Result<Pass, Denied> {
+        let listener = match port {
+            Port::Rotating => 0,
+            Port::Pinned(r) => 1 + r as usize,
+        };
+        let e = match self.table.identify(claim.key, claim.peer, listener) {
+            Found::Tenant(e) | Found::Default(e) => e,
+            Found::Unknown { key_given } => {
+                self.stats.unknown();
+                return Err(Denied::Unknown { key_given });
+            }
+        };
+        let slot = e.slot;
+        let refuse = |why: Refused, d: Denied| {
+            self.stats.refused(slot, why);
+            Err(d)
+        };
+        if !e.enabled {
+            return refuse(Refused::Disabled, Denied::Disabled { slot });
+        }
+        if let Port::Pinned(r) = port
+            && e.mask & (1 << r) == 0
+        {
+            return refuse(Refused::Region, Denied::Region { slot, region: r });
+        }
+        if let Some((g, limit)) = self.slots[usize::from(slot)].gcra
+            && let Err(wait) = self.stats.take_rate(slot, g, now.0)
+        {
+            let ms = self.rate.to_ns(Ticks(wait)).div_ceil(1_000_000).max(1);
+            return refuse(
+                Refused::Rate,
+                Denied::Rate {
+                    slot,
+                    limit,
+                    retry_after_ms: ms,
+                },
+            );
+        }
+        match self
+            .stats
+            .take_share(slot, e.in_flight_min, e.in_flight_max, self.table.pool())
+        {
+            Ok(beyond) => Ok(Pass {
+                slot,
+                beyond,
+                mask: e.mask,
+                strategy: e.strategy,
+            }),
+            Err(_) => refuse(
+                Refused::Share,
+                Denied::Share {
+                    slot,
+                    in_flight: self.stats.in_flight(slot),
+                },
+            ),
+        }
+    }
+
+    /// The pass's bundle never was (no slot, or a bad request): its share goes back.
+    pub fn release(&self, pass: &Pass) {
+        self.stats.release(pass.slot, pass.beyond);
+    }
+}

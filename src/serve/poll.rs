@@ -1,0 +1,86 @@
+//! The `[tenants_from]` poller: a thread that fetches the tenants document every `every_ms`
+//! (the URL as the current config names it) and hands each result to the supervision loop,
+//! which applies a changed document as a reload.
+//!
+//! A thread of its own because a fetch may take its whole timeout: the supervision loop pings
+//! the watchdog and must not wait on an endpoint. The loop applies; the thread only fetches.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{Receiver, TryRecvError, channel};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::fetch;
+use crate::config::Shared;
+
+/// How often the thread looks whether it is to stop or the URL went away.
+const NAP: Duration = Duration::from_millis(50);
+
+/// See the module docs.
+pub struct Poller {
+    results: Receiver<Result<String, String>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Poller {
+    /// Polls for as long as the running config has `[tenants_from]`; the first poll one period
+    /// from now (startup fetched the first document).
+    pub fn start(live: Arc<Shared>) -> std::io::Result<Poller> {
+        let (tx, results) = channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("tenants-poll".into())
+            .spawn(move || {
+                let mut next = Instant::now();
+                let mut first = true;
+                while !stopping.load(Relaxed) {
+                    let from = live.load().config.tenants_from.clone();
+                    let Some(from) = from else {
+                        std::thread::sleep(NAP);
+                        continue;
+                    };
+                    if first {
+                        next = Instant::now() + Duration::from_millis(from.every_ms);
+                        first = false;
+                    }
+                    let now = Instant::now();
+                    if now < next {
+                        std::thread::sleep((next - now).min(NAP));
+                        continue;
+                    }
+                    next = now + Duration::from_millis(from.every_ms);
+                    if tx.send(fetch::get(&from)).is_err() {
+                        return;
+                    }
+                }
+            })?;
+        Ok(Poller {
+            results,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The latest fetch's result since the last call, if any (older ones are superseded).
+    pub fn latest(&self) -> Option<Result<String, String>> {
+        let mut latest = None;
+        loop {
+            match self.results.try_recv() {
+                Ok(r) => latest = Some(r),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return latest,
+            }
+        }
+    }
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

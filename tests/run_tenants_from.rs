@@ -1,0 +1,242 @@
+//! `bundle-relay run` with `[tenants_from]`, for real: a test HTTP endpoint serves the tenants
+//! document and the relay's log says what it did with each answer. No document at startup:
+//! the relay refuses to start, naming the URL. A changed document: applied as a reload. An
+//! endpoint that fails or a document that does not check: the last good tenants kept, said
+//! and counted.
+
+mod h2_support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// An engine that answers every connection's HTTP/2 start and then only reads.
+fn engine() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            std::thread::spawn(move || {
+                let _ = c.write_all(&h2_support::engine_hello());
+                let mut buf = [0u8; 4096];
+                while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}
+
+/// What the endpoint answers: a status and a body.
+type Answer = Arc<Mutex<(u16, String)>>;
+
+/// A tenants endpoint answering every GET with the current `Answer` (chunked when asked, to
+/// cover both body framings the relay reads).
+fn endpoint(answer: Answer) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            let mut head = Vec::new();
+            let mut b = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match c.read(&mut b) {
+                    Ok(n) if n > 0 => head.extend_from_slice(&b[..n]),
+                    _ => break,
+                }
+            }
+            let (status, body) = answer.lock().unwrap().clone();
+            let out = if body.len() % 2 == 0 {
+                format!(
+                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )
+            } else {
+                format!(
+                    "HTTP/1.1 {status} X\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+                    body.len()
+                )
+            };
+            let _ = c.write_all(out.as_bytes());
+        }
+    });
+    addr
+}
+
+fn config(dir: &std::path::Path, engine: SocketAddr, url: &str) -> std::path::PathBuf {
+    let path = dir.join("relay.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "threads = 1\npin_threads = false\narena_slots = 64\n\
+             [intake]\nrotating = \"127.0.0.1:0\"\nconnections_max = 16\n\
+             [[region]]\nname = \"local\"\nhost = \"{}\"\nport = {}\ntls = false\n\
+             [egress]\naddresses = [\"127.1.93.0/31\"]\n[admin]\nlisten = \"off\"\n\
+             [tenants_from]\nurl = \"{url}\"\nevery_ms = 150\ntimeout_ms = 100\n",
+            engine.ip(),
+            engine.port()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("br-tenants-from-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn start(config: &std::path::Path) -> (Child, Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .arg("run")
+        .arg("--config")
+        .arg(config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = channel();
+    for out in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+    }
+    (child, rx)
+}
+
+/// Lines until one contains `what` (returned with the lines before it), or panics with all
+/// seen after `limit`.
+fn wait_for(rx: &Receiver<String>, what: &str, limit: Duration) -> Vec<String> {
+    let deadline = Instant::now() + limit;
+    let mut seen = Vec::new();
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        if let Ok(line) = rx.recv_timeout(left) {
+            let hit = line.contains(what);
+            seen.push(line);
+            if hit {
+                return seen;
+            }
+        }
+    }
+    panic!("no line with {what:?} in {limit:?}:\n{}", seen.join("\n"));
+}
+
+fn stop(mut child: Child) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+}
+
+const ONE: &str = r#"{"tenant": [{"name": "alpha", "keys": ["alpha-key"], "rate": 5}]}"#;
+const TWO: &str = r#"{"tenant": [{"name": "alpha", "keys": ["alpha-key"], "rate": 5}, {"name": "beta", "cidrs": ["10.0.0.0/8"]}], "default_tenant": {}}"#;
+
+#[test]
+fn with_no_tenants_document_at_startup_the_relay_refuses_to_start_naming_the_url() {
+    let dir = scratch("down");
+    // A port nothing listens on: bound, then closed.
+    let gone = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let url = format!("http://{gone}/tenants");
+    let (mut child, rx) = start(&config(&dir, engine(), &url));
+    let lines = wait_for(&rx, "not starting", Duration::from_secs(10));
+    let why = lines.last().unwrap();
+    assert!(why.contains(&format!("GET {url}")), "{why}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "still running");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_changed_document_is_applied_and_a_failed_poll_or_bad_document_keeps_the_last_good_one() {
+    let dir = scratch("live");
+    let answer: Answer = Arc::new(Mutex::new((200, ONE.to_string())));
+    let url = format!("http://{}/tenants", endpoint(answer.clone()));
+    let (child, rx) = start(&config(&dir, engine(), &url));
+    let lines = wait_for(&rx, "tenants from", Duration::from_secs(10));
+    assert!(
+        lines
+            .last()
+            .unwrap()
+            .contains("1 listed, polled every 150 ms"),
+        "{lines:?}"
+    );
+
+    // A second tenant and a default: the next poll reloads with them.
+    *answer.lock().unwrap() = (200, TWO.to_string());
+    wait_for(
+        &rx,
+        "tenants document changed: reloading",
+        Duration::from_secs(10),
+    );
+    let lines = wait_for(&rx, "applied: tenants:", Duration::from_secs(5));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("config reloaded: generation 2")),
+        "{lines:?}"
+    );
+    assert!(
+        lines.last().unwrap().contains("1 added, 0 removed"),
+        "{lines:?}"
+    );
+
+    // The endpoint fails: said once, generation 2 kept.
+    *answer.lock().unwrap() = (503, String::new());
+    let lines = wait_for(&rx, "tenants poll failed", Duration::from_secs(10));
+    assert!(
+        lines
+            .last()
+            .unwrap()
+            .contains("generation 2 kept: GET http://"),
+        "{lines:?}"
+    );
+    assert!(lines.last().unwrap().contains("answered 503"), "{lines:?}");
+
+    // A document that does not check: refused, naming the key, generation 2 kept.
+    *answer.lock().unwrap() = (
+        200,
+        r#"{"tenant": [{"name": "gamma", "keys": ["k"], "regions": ["mars"]}]}"#.to_string(),
+    );
+    let lines = wait_for(&rx, "config reload refused", Duration::from_secs(10));
+    let line = lines.last().unwrap();
+    assert!(line.contains("generation 2 kept"), "{line}");
+    assert!(line.contains("mars"), "{line}");
+
+    // An empty document would let everyone in: refused too.
+    *answer.lock().unwrap() = (200, "{}".to_string());
+    let lines = wait_for(&rx, "config reload refused", Duration::from_secs(10));
+    assert!(
+        lines.last().unwrap().contains("would let anyone in"),
+        "{lines:?}"
+    );
+    stop(child);
+    let _ = std::fs::remove_dir_all(&dir);
+}
