@@ -46,6 +46,9 @@ pub enum Switch {
     Tls,
     /// 10,000 tenants (on) or one (off), the load one tenant's; no bound, the cost is reported.
     Tenants,
+    /// A relay of 10,000 tenants run from its config file, reloaded every second (on) or never
+    /// (off); the answer p99 bound is issue 15's 1.1×, reported beside the table.
+    Reload,
 }
 
 /// The tenants the relay serves in `--tenants-cost`'s "on" steps.
@@ -57,6 +60,7 @@ impl Switch {
             Switch::Metrics => "metrics on",
             Switch::Tls => "TLS",
             Switch::Tenants => "10,000 tenants",
+            Switch::Reload => "reload every 1 s",
         }
     }
 
@@ -65,6 +69,7 @@ impl Switch {
             Switch::Metrics => "metrics off",
             Switch::Tls => "plaintext",
             Switch::Tenants => "1 tenant",
+            Switch::Reload => "no reloads",
         }
     }
 
@@ -73,6 +78,7 @@ impl Switch {
             Switch::Metrics => "--metrics-cost",
             Switch::Tls => "--tls-cost",
             Switch::Tenants => "--tenants-cost",
+            Switch::Reload => "--reload-cost",
         }
     }
 
@@ -82,6 +88,12 @@ impl Switch {
             Switch::Tls => DemoConfig { tls: on, ..cfg },
             Switch::Tenants => DemoConfig {
                 tenants: if on { TENANTS_MANY } else { 1 },
+                ..cfg
+            },
+            Switch::Reload => DemoConfig {
+                tenants: TENANTS_MANY,
+                // Off runs from the same file, live, and never reloads it.
+                reload_every_ms: if on { 1_000 } else { 3_600_000 },
                 ..cfg
             },
         }
@@ -140,6 +152,15 @@ impl CostConfig {
             ..self.base.clone()
         };
         self.switch.apply(cfg, on)
+    }
+
+    /// What the bundles are generated from: the switch's own set-up (the tenants' key when
+    /// it serves tenants), the same for both modes.
+    fn load_config(&self) -> DemoConfig {
+        let on = self.step(self.fixed_rate_per_s, true);
+        let off = self.step(self.fixed_rate_per_s, false);
+        debug_assert_eq!(on.tenants > 0, off.tenants > 0);
+        on
     }
 
     fn bundles_needed(&self) -> u64 {
@@ -221,7 +242,7 @@ impl CostReport {
 /// Runs every round of both loads on one set of generated bundles.
 pub fn run(cfg: &CostConfig) -> Result<CostReport, String> {
     cfg.validate()?;
-    let load = demo::generate(&cfg.base, cfg.bundles_needed())?;
+    let load = demo::generate(&cfg.load_config(), cfg.bundles_needed())?;
     let mut fixed = LoadRuns {
         rate_per_s: cfg.fixed_rate_per_s,
         pairs: Vec::new(),
@@ -620,6 +641,16 @@ mod tests {
         let t = row(&rows, "throughput (delivered/s) near saturation");
         assert_eq!((t.ratio, t.met), (None, Some(false)));
         assert_eq!(t.figures[0], "—");
+    }
+
+    #[test]
+    fn the_tenant_switches_load_carries_the_key_of_the_tenant_it_is_sent_as() {
+        for switch in [Switch::Tenants, Switch::Reload] {
+            let cfg = CostConfig::new(DemoConfig::default(), switch);
+            assert!(cfg.load_config().tenants > 0, "{switch:?}");
+        }
+        let cfg = CostConfig::new(DemoConfig::default(), Switch::Metrics);
+        assert_eq!(cfg.load_config().tenants, 0);
     }
 
     #[test]

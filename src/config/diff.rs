@@ -293,15 +293,20 @@ impl Changes {
     /// Tenants added, removed and changed (by name; their keys are never named).
     fn tenants(&mut self, o: &super::tenants::Tenants, n: &super::tenants::Tenants) {
         let (mut added, mut removed, mut changed) = (0usize, 0usize, 0usize);
+        // By name: O(n) for a reload of n tenants.
+        let before: std::collections::HashMap<&str, &super::tenants::Tenant> =
+            o.list.iter().map(|t| (t.name.as_str(), t)).collect();
+        let after: std::collections::HashSet<&str> =
+            n.list.iter().map(|t| t.name.as_str()).collect();
         for t in &n.list {
-            match o.list.iter().find(|p| p.name == t.name) {
+            match before.get(t.name.as_str()) {
                 None => added += 1,
-                Some(p) if p != t => changed += 1,
+                Some(p) if *p != t => changed += 1,
                 Some(_) => {}
             }
         }
         for p in &o.list {
-            if !n.list.iter().any(|t| t.name == p.name) {
+            if !after.contains(p.name.as_str()) {
                 removed += 1;
             }
         }

@@ -167,10 +167,21 @@ impl TenantTable {
             max,
             pool: 0,
         };
+        // By name, so a reload of n tenants costs O(n), not O(n²).
+        let before: HashMap<&str, u16> = previous
+            .map(|p| {
+                p.entries
+                    .iter()
+                    .map(|e| (e.name.as_str(), e.slot))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let listed: std::collections::HashSet<&str> =
+            tenants.list.iter().map(|n| n.name.as_str()).collect();
         // Slots of tenants the new list no longer has are retired.
         if let Some(p) = previous {
             for e in &p.entries {
-                if !tenants.list.iter().any(|n| n.name == e.name) {
+                if !listed.contains(e.name.as_str()) {
                     t.retired.push(e.slot);
                 }
             }
@@ -224,12 +235,7 @@ impl TenantTable {
         let mut v4: HashMap<u8, HashMap<u32, u16>> = HashMap::new();
         let mut v6: HashMap<u8, HashMap<u128, u16>> = HashMap::new();
         for tenant in &tenants.list {
-            let kept = previous.and_then(|p| {
-                p.entries
-                    .iter()
-                    .find(|e| e.name == tenant.name)
-                    .map(|e| e.slot)
-            });
+            let kept = before.get(tenant.name.as_str()).copied();
             let slot = match kept {
                 Some(s) => s,
                 None => {

@@ -151,6 +151,11 @@ struct Args {
     /// `--cost-*` flags apply).
     #[arg(long)]
     tenants_cost: bool,
+    /// What a reload costs: a relay of 10,000 tenants run from its config file, reloaded
+    /// every second (one tenant changed each time) and never, alternating rounds, at a fixed
+    /// rate and at saturation, one table (the `--cost-*` flags apply).
+    #[arg(long)]
+    reload_cost: bool,
     /// The fault matrix: bundle-relay over TLS through an engine with a different fault on
     /// every region (black hole, stalls, RST, GOAWAY, down-then-up, throttle, storm, latency,
     /// a bad TLS name) while abusive clients hit the intake; one table per side and the
@@ -250,10 +255,12 @@ fn main() -> ExitCode {
         metrics: true,
         handoffs: !a.no_handoffs,
         tenants: 0,
+        reload_every_ms: 0,
     };
     let own_process = a.compare
         || a.tls_cost
         || a.tenants_cost
+        || a.reload_cost
         || a.metrics_cost
         || a.faults_matrix
         || a.handoffs;
@@ -298,11 +305,13 @@ fn main() -> ExitCode {
             Err(e) => bad(e),
         };
     }
-    if a.metrics_cost || a.tls_cost || a.tenants_cost {
+    if a.metrics_cost || a.tls_cost || a.tenants_cost || a.reload_cost {
         let switch = if a.tls_cost {
             Switch::Tls
         } else if a.tenants_cost {
             Switch::Tenants
+        } else if a.reload_cost {
+            Switch::Reload
         } else {
             Switch::Metrics
         };

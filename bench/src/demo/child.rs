@@ -123,7 +123,7 @@ pub fn serve_relay(
 /// bundle-relay's admin endpoints on an ephemeral loopback port (the baseline has none here).
 fn start_admin(relay: &RelayThread) -> Result<Option<AdminHandle>, String> {
     match &*relay.handle {
-        RunningRelay::BundleRelay(r) => Admin::start(
+        RunningRelay::BundleRelay(r, _) => Admin::start(
             SocketAddr::from(([127, 0, 0, 1], 0)),
             r.metrics(),
             r.pairs_fn(),

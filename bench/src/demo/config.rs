@@ -114,6 +114,9 @@ pub struct DemoConfig {
     /// bundle-relay serves this many tenants (0: none, everyone allowed); the load is the
     /// one in the middle of the list, by its key ([`super::relay::DEMO_TENANT_KEY`]).
     pub tenants: usize,
+    /// bundle-relay runs from a config file (its tenants in it) and, when non-zero, reloads it
+    /// this often with one tenant's policy changed each time (0: never).
+    pub reload_every_ms: u64,
 }
 
 impl Default for DemoConfig {
@@ -140,6 +143,7 @@ impl Default for DemoConfig {
             metrics: true,
             handoffs: true,
             tenants: 0,
+            reload_every_ms: 0,
         }
     }
 }

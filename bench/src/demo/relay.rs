@@ -89,6 +89,10 @@ pub struct RelaySetup {
     /// bundle-relay serves this many tenants, the load's in the middle (0: no tenants).
     #[serde(default)]
     pub tenants: usize,
+    /// Non-zero: bundle-relay runs from a config file with its tenants and reloads it this
+    /// often, one tenant's rate changed each time ([`Reloader`]).
+    #[serde(default)]
+    pub reload_every_ms: u64,
 }
 
 /// The key the demo's load sends (`x-jito-auth`) when the relay has tenants.
@@ -238,6 +242,89 @@ impl RelaySetup {
         Ok(spec)
     }
 
+    /// bundle-relay as `run` starts it from a config file (plaintext regions at the engine,
+    /// the egress, interval, threads, arena, handoffs and metrics of this setup, and its
+    /// tenants as `[[tenant]]` tables), live on that file, and the reloads to run on it.
+    fn reloading_spec(&self) -> Result<(Spec, Reloads), String> {
+        if self.tls_ca_pem.is_some()
+            || !self.socks5.is_empty()
+            || self.tuning.is_some()
+            || !self.bad_tls_regions.is_empty()
+        {
+            return Err("reloads run on a plain set-up: no TLS, SOCKS5 or tuning".into());
+        }
+        let dir = std::env::temp_dir().join(format!("bench-demo-reload-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let path = dir.join("relay.toml");
+        let texts = [self.config_text(false), self.config_text(true)];
+        std::fs::write(&path, &texts[0]).map_err(|e| format!("{}: {e}", path.display()))?;
+        let cfg = bundle_relay::config::Config::load(&path).map_err(|e| e.to_string())?;
+        let mut spec = Spec::from_config(&cfg)?;
+        spec.metrics = self.metrics;
+        let live = std::sync::Arc::new(
+            bundle_relay::config::Shared::from_file(&path, bundle_relay::config::Resolve::Now)
+                .map_err(|e| e.to_string())?,
+        );
+        spec.go_live(live.clone());
+        Ok((
+            spec,
+            Reloads {
+                live,
+                path,
+                texts,
+                every: Duration::from_millis(self.reload_every_ms),
+            },
+        ))
+    }
+
+    /// The TOML `run` would read for this setup; `changed` gives the first tenant a rate, so
+    /// two texts alternate and every reload changes the table.
+    fn config_text(&self, changed: bool) -> String {
+        use std::fmt::Write as _;
+        let mut t = format!(
+            "threads = {}\npin_threads = false\narena_slots = {}\nhandoffs = {}\n\
+             tenants_max = {}\n[intake]\nrotating = \"127.0.0.1:0\"\n",
+            self.threads.max(1),
+            self.in_flight_max,
+            self.handoffs,
+            self.tenants.max(1)
+        );
+        for (name, addr) in &self.regions {
+            let _ = write!(
+                t,
+                "[[region]]\nname = \"{name}\"\nhost = \"{}\"\nport = {}\ntls = false\n\
+                 interval_ms = {}\npinned = \"127.0.0.1:0\"\n",
+                addr.ip(),
+                addr.port(),
+                self.interval_ms
+            );
+        }
+        let addrs: Vec<String> = self.egress.iter().map(|a| format!("\"{a}\"")).collect();
+        let _ = write!(
+            t,
+            "[egress]\naddresses = [{}]\n[admin]\nlisten = \"off\"\nmetrics = {}\n",
+            addrs.join(", "),
+            self.metrics
+        );
+        for i in 0..self.tenants {
+            let key = if i == self.tenants / 2 {
+                DEMO_TENANT_KEY.to_string()
+            } else {
+                format!("bench-demo-tenant-{i}")
+            };
+            let _ = write!(
+                t,
+                "[[tenant]]\nname = \"t{i}\"\nkeys = [\"{key}\"]\ncidrs = [\"10.{}.{}.0/24\"]\n",
+                (i / 256) % 256,
+                i % 256
+            );
+            if changed && i == 0 {
+                t.push_str("rate = 1000\n");
+            }
+        }
+        t
+    }
+
     /// The baseline's config: the same regions, egress, interval and in-flight cap.
     fn baseline_config(&self) -> Result<BaselineConfig, String> {
         if self.tls_ca_pem.is_some() || !self.socks5.is_empty() {
@@ -258,7 +345,7 @@ impl RelaySetup {
 
 /// A started relay of any kind.
 pub enum RunningRelay {
-    BundleRelay(Relay),
+    BundleRelay(Relay, Option<Reloader>),
     Baseline(BaselineHandle),
 }
 
@@ -267,8 +354,13 @@ impl RunningRelay {
     /// threads; the baseline serves on the runtime).
     pub(super) async fn start(kind: RelayKind, setup: &RelaySetup) -> Result<RunningRelay, String> {
         match kind {
+            RelayKind::BundleRelay if setup.reload_every_ms > 0 => {
+                let (spec, reloads) = setup.reloading_spec()?;
+                let relay = Relay::start(spec).map_err(|e| format!("bundle-relay: {e}"))?;
+                Ok(RunningRelay::BundleRelay(relay, Some(reloads.start())))
+            }
             RelayKind::BundleRelay => Relay::start(setup.bundle_relay_spec()?)
-                .map(RunningRelay::BundleRelay)
+                .map(|r| RunningRelay::BundleRelay(r, None))
                 .map_err(|e| format!("bundle-relay: {e}")),
             RelayKind::Baseline => Baseline::start(setup.baseline_config()?)
                 .await
@@ -279,7 +371,7 @@ impl RunningRelay {
 
     pub fn rotating_addr(&self) -> SocketAddr {
         match self {
-            RunningRelay::BundleRelay(r) => r
+            RunningRelay::BundleRelay(r, _) => r
                 .rotating_addr()
                 .expect("the demo's bundle-relay spec has a rotating port"),
             RunningRelay::Baseline(h) => h.rotating_addr(),
@@ -288,14 +380,14 @@ impl RunningRelay {
 
     pub fn pinned_addrs(&self) -> Vec<SocketAddr> {
         match self {
-            RunningRelay::BundleRelay(r) => r.pinned_addrs().iter().map(|(_, a)| *a).collect(),
+            RunningRelay::BundleRelay(r, _) => r.pinned_addrs().iter().map(|(_, a)| *a).collect(),
             RunningRelay::Baseline(h) => h.pinned_addrs().into_iter().map(|(_, a)| a).collect(),
         }
     }
 
     pub fn stats(&self) -> RelayStats {
         match self {
-            RunningRelay::BundleRelay(r) => RelayStats {
+            RunningRelay::BundleRelay(r, _) => RelayStats {
                 totals: r.totals(),
                 threads: r.thread_totals(),
             },
@@ -307,7 +399,11 @@ impl RunningRelay {
     pub async fn shutdown(self) -> RelayStats {
         match self {
             // Joins the reactor threads: blocking, on this runtime's only busy thread.
-            RunningRelay::BundleRelay(r) => {
+            RunningRelay::BundleRelay(r, reloads) => {
+                if let Some(reloads) = reloads {
+                    let (applied, refused) = reloads.stop();
+                    eprintln!("bundle-relay: {applied} reloads applied, {refused} refused");
+                }
                 let threads = r.shutdown_by_thread(RELAY_DRAIN);
                 RelayStats {
                     totals: bundle_relay::metrics::accounting::Totals::of_all(&threads),
@@ -316,5 +412,63 @@ impl RunningRelay {
             }
             RunningRelay::Baseline(h) => RelayStats::of(h.shutdown().await.totals),
         }
+    }
+}
+
+/// What a reloading relay reloads: its config file, alternating between two texts.
+pub struct Reloads {
+    live: std::sync::Arc<bundle_relay::config::Shared>,
+    path: std::path::PathBuf,
+    texts: [String; 2],
+    every: Duration,
+}
+
+impl Reloads {
+    /// Reloads every `every` on a thread of its own, as SIGHUP would on `run`'s main thread.
+    fn start(self) -> Reloader {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let (mut applied, mut refused) = (0u64, 0u64);
+            let mut next = std::time::Instant::now() + self.every;
+            let mut k = 1;
+            while !stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                let now = std::time::Instant::now();
+                if now < next {
+                    std::thread::sleep((next - now).min(Duration::from_millis(20)));
+                    continue;
+                }
+                next += self.every;
+                let written = std::fs::write(&self.path, &self.texts[k % 2]);
+                k += 1;
+                match written
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| self.live.reload().map_err(|e| e.to_string()))
+                {
+                    Ok(_) => applied += 1,
+                    Err(e) => {
+                        refused += 1;
+                        eprintln!("bundle-relay: reload refused: {e}");
+                    }
+                }
+            }
+            let _ = std::fs::remove_dir_all(self.path.parent().unwrap_or(&self.path));
+            (applied, refused)
+        });
+        Reloader { stop, thread }
+    }
+}
+
+/// The reloading thread of a [`Reloads`].
+pub struct Reloader {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<(u64, u64)>,
+}
+
+impl Reloader {
+    /// Stops reloading; (applied, refused).
+    fn stop(self) -> (u64, u64) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap_or((0, 0))
     }
 }

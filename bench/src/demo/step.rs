@@ -171,6 +171,7 @@ fn start_relay(cfg: &DemoConfig, engine: &EngineThread) -> Result<(ProxyThread, 
         admin: false,
         handoffs: cfg.handoffs,
         tenants: cfg.tenants,
+        reload_every_ms: cfg.reload_every_ms,
     };
     let relay = RelayRun::start(cfg, setup)?;
     if cfg.relay == RelayKind::BundleRelay

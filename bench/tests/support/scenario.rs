@@ -59,7 +59,7 @@ async fn start_relay(kind: RelayKind, engine: &EngineHandle, egress: &str) -> Ru
             // Every pair connected before the load starts.
             let t = wait_pairs_up(&relay, PAIRS, Duration::from_secs(10)).await;
             assert_eq!(t.pairs_up, PAIRS, "{t:?}");
-            RunningRelay::BundleRelay(relay)
+            RunningRelay::BundleRelay(relay, None)
         }
         RelayKind::Baseline => {
             let relay = Baseline::start(BaselineConfig {
