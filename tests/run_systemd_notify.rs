@@ -10,30 +10,11 @@
 
 mod h2_support;
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::io::Read;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// An engine that answers every connection's HTTP/2 start and then only reads: enough for
-/// the relay's pairs to join rotation.
-fn engine() -> std::net::SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(mut c) = c else { continue };
-            std::thread::spawn(move || {
-                let _ = c.write_all(&h2_support::engine_hello());
-                let mut buf = [0u8; 4096];
-                while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
-            });
-        }
-    });
-    addr
-}
 
 struct Run {
     dir: PathBuf,
@@ -140,7 +121,7 @@ fn messages(log: &[(Instant, String)]) -> String {
 
 #[test]
 fn status_ready_reloading_watchdog_and_stopping_reach_the_manager_in_order() {
-    let run = Run::new("order", engine(), "127.1.80.0/30");
+    let run = Run::new("order", h2_support::hello_engine(), "127.1.80.0/30");
     let mut child = run
         .command(Path::new(env!("CARGO_BIN_EXE_bundle-relay")))
         .args(["run", "--config"])
@@ -252,7 +233,7 @@ fn a_wedged_reactor_thread_stops_the_watchdog_pings_until_it_moves_again() {
         strace.is_ok_and(|o| o.status.success()),
         "this test needs strace (apt-get install strace)"
     );
-    let run = Run::new("wedge", engine(), "127.1.81.0/30");
+    let run = Run::new("wedge", h2_support::hello_engine(), "127.1.81.0/30");
     // The reactor's 120th io_uring_enter (a few seconds in: an idle loop enters every 50 ms)
     // sleeps 3 s before entering the kernel: its thread makes no progress meanwhile.
     let mut child = run

@@ -13,23 +13,6 @@ use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// An engine that answers every connection's HTTP/2 start and then only reads.
-fn engine() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for c in l.incoming() {
-            let Ok(mut c) = c else { continue };
-            std::thread::spawn(move || {
-                let _ = c.write_all(&h2_support::engine_hello());
-                let mut buf = [0u8; 4096];
-                while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
-            });
-        }
-    });
-    addr
-}
-
 /// What the endpoint answers: a status and a body.
 type Answer = Arc<Mutex<(u16, String)>>;
 
@@ -158,7 +141,7 @@ fn with_no_tenants_document_at_startup_the_relay_refuses_to_start_naming_the_url
         .local_addr()
         .unwrap();
     let url = format!("http://{gone}/tenants");
-    let (mut child, rx) = start(&config(&dir, engine(), &url));
+    let (mut child, rx) = start(&config(&dir, h2_support::hello_engine(), &url));
     let lines = wait_for(&rx, "not starting", Duration::from_secs(10));
     let why = lines.last().unwrap();
     assert!(why.contains(&format!("GET {url}")), "{why}");
@@ -179,7 +162,7 @@ fn a_changed_document_is_applied_and_a_failed_poll_or_bad_document_keeps_the_las
     let dir = scratch("live");
     let answer: Answer = Arc::new(Mutex::new((200, ONE.to_string())));
     let url = format!("http://{}/tenants", endpoint(answer.clone()));
-    let (child, rx) = start(&config(&dir, engine(), &url));
+    let (child, rx) = start(&config(&dir, h2_support::hello_engine(), &url));
     let lines = wait_for(&rx, "tenants from", Duration::from_secs(10));
     assert!(
         lines

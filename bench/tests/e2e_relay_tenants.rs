@@ -6,7 +6,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bundle_relay::config::{KeyDigest, Policy, Strategy, Tenant, TenantTable, Tenants};
+use bundle_relay::config::{KeyDigest, Policy, Tenant, TenantTable, Tenants};
 use bundle_relay::metrics::tenants::{Refused, TenantStats};
 use bundle_relay::runtime::Relay;
 use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
@@ -14,20 +14,16 @@ use bundle_relay_bench::load::{self, LoadConfig, Outcome};
 use bundle_relay_bench::txgen::{self, GeneratedBundle, TxGenConfig};
 use support::relay::{spec, wait_ended, wait_pairs_up};
 
-fn tenant(name: &str, key: &str, rate: u32, regions: usize) -> Tenant {
+fn tenant(name: &str, key: &str, rate: u32) -> Tenant {
     Tenant {
         name: name.to_string(),
         keys: vec![KeyDigest::of(key.as_bytes())],
         cidrs: Vec::new(),
         ports: Vec::new(),
         policy: Policy {
-            enabled: true,
-            regions: (0..regions as u8).collect(),
-            strategy: Strategy::Soonest,
-            in_flight_min: 0,
             in_flight_max: 4096,
             rate: Some((rate, rate)),
-            bundle_max_age_ms: None,
+            ..Policy::open()
         },
     }
 }
@@ -87,10 +83,7 @@ async fn one_tenants_flood_fills_only_its_own_share() {
     let names: Vec<String> = s.regions.iter().map(|r| r.name.clone()).collect();
     let tenants = Tenants {
         max: 4,
-        list: vec![
-            tenant("a", "key-a", 20, names.len()),
-            tenant("b", "key-b", 100, names.len()),
-        ],
+        list: vec![tenant("a", "key-a", 20), tenant("b", "key-b", 100)],
         default: None,
     };
     let stats = Arc::new(TenantStats::new(4));

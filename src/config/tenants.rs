@@ -199,20 +199,23 @@ impl Tenants {
         Tenants {
             max: TENANTS_MAX_DEFAULT,
             list: Vec::new(),
-            default: Some(open_policy()),
+            default: Some(Policy::open()),
         }
     }
 }
 
-fn open_policy() -> Policy {
-    Policy {
-        enabled: true,
-        regions: Vec::new(),
-        strategy: Strategy::Soonest,
-        in_flight_min: 0,
-        in_flight_max: u32::MAX,
-        rate: None,
-        bundle_max_age_ms: None,
+impl Policy {
+    /// Everything allowed: all regions, the whole arena, no rate, the relay's max age.
+    pub fn open() -> Policy {
+        Policy {
+            enabled: true,
+            regions: Vec::new(),
+            strategy: Strategy::Soonest,
+            in_flight_min: 0,
+            in_flight_max: u32::MAX,
+            rate: None,
+            bundle_max_age_ms: None,
+        }
     }
 }
 
@@ -259,7 +262,7 @@ pub(super) fn build(
         return Ok(Tenants {
             max,
             list: Vec::new(),
-            default: Some(open_policy()),
+            default: Some(Policy::open()),
         });
     }
     let default = match default {

@@ -196,11 +196,16 @@ pub fn handle(
             };
             let e = RpcError::new(kind).with_id(id);
             let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
-            let (extra, verdict): (&[(&str, &[u8])], _) = match retry_after {
-                Some(s) => (&[("Retry-After", s)], Verdict::RefusedTenant),
-                None => (&[], Verdict::RefusedTenant),
-            };
-            return reply(out, status, "application/json", extra, b, verdict);
+            let wait = retry_after.map(|s| [("Retry-After", s)]);
+            let extra: &[(&str, &[u8])] = wait.as_ref().map_or(&[], |w| w);
+            return reply(
+                out,
+                status,
+                "application/json",
+                extra,
+                b,
+                Verdict::RefusedTenant,
+            );
         }
     };
     let decoded = {
@@ -265,9 +270,7 @@ fn query_param<'a>(query: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
 
 /// `bundleOnly=true` among the query's parameters.
 fn bundle_only(query: &[u8]) -> bool {
-    query
-        .split(|&b| b == b'&')
-        .any(|kv| kv == b"bundleOnly=true")
+    query_param(query, b"bundleOnly") == Some(b"true")
 }
 
 /// The id to answer a request whose body could not be read at all.

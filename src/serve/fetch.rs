@@ -68,27 +68,26 @@ pub fn get(from: &TenantsFrom) -> Result<String, String> {
         if raw.len() > BODY_BYTES_MAX {
             return Err(why(format!("answer over {BODY_BYTES_MAX} bytes")));
         }
-        // Done once a sized body is complete, without waiting for the close.
-        if let Ok(Some(body)) = body_of(&raw) {
-            return finish(body).map_err(why);
+        // Done once a sized body is complete (or the answer is wrong), without waiting for
+        // the close.
+        if let Some(body) = body_of(&raw, false).map_err(why)? {
+            return text(body).map_err(why);
         }
     }
-    match body_of(&raw) {
-        Ok(Some(body)) => finish(body).map_err(why),
-        Ok(None) => Err(why("the connection closed before the answer ended".into())),
-        Err(m) => Err(why(m)),
+    match body_of(&raw, true).map_err(why)? {
+        Some(body) => text(body).map_err(why),
+        None => Err(why("the connection closed before the answer ended".into())),
     }
 }
 
-fn finish(body: Result<Vec<u8>, String>) -> Result<String, String> {
-    String::from_utf8(body?).map_err(|_| "the body is not UTF-8".to_string())
+fn text(body: Vec<u8>) -> Result<String, String> {
+    String::from_utf8(body).map_err(|_| "the body is not UTF-8".to_string())
 }
 
-/// The answer's body once `raw` holds all of it (`Ok(None)`: not yet, or not known until the
-/// close); the inner error is an answer that is not 200 or a body that does not decode.
-/// Read to the close, a body without length is everything after the head.
-#[allow(clippy::type_complexity)]
-fn body_of(raw: &[u8]) -> Result<Option<Result<Vec<u8>, String>>, String> {
+/// The answer's body once `raw` holds all of it (`None`: not yet); an error is an answer that
+/// is not HTTP or not 200. A body without length or chunks ends at the close: everything
+/// after the head once `closed`.
+fn body_of(raw: &[u8], closed: bool) -> Result<Option<Vec<u8>>, String> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut answer = httparse::Response::new(&mut headers);
     let head = match answer.parse(raw) {
@@ -99,7 +98,7 @@ fn body_of(raw: &[u8]) -> Result<Option<Result<Vec<u8>, String>>, String> {
     let code = answer.code.unwrap_or(0);
     if code != 200 {
         let reason = answer.reason.unwrap_or("");
-        return Ok(Some(Err(format!("answered {code} {reason}"))));
+        return Err(format!("answered {code} {reason}"));
     }
     let header = |name: &str| {
         answer
@@ -110,15 +109,15 @@ fn body_of(raw: &[u8]) -> Result<Option<Result<Vec<u8>, String>>, String> {
     };
     let rest = &raw[head..];
     if header("transfer-encoding").is_some_and(|v| v.ends_with("chunked")) {
-        return Ok(dechunk(rest).map(Ok));
+        return Ok(dechunk(rest));
     }
     if let Some(len) = header("content-length") {
         let len: usize = len
             .parse()
             .map_err(|_| format!("Content-Length {len:?} is not a number"))?;
-        return Ok((rest.len() >= len).then(|| Ok(rest[..len].to_vec())));
+        return Ok((rest.len() >= len).then(|| rest[..len].to_vec()));
     }
-    Ok(None)
+    Ok(closed.then(|| rest.to_vec()))
 }
 
 /// A chunked body once its last chunk arrived (`None`: not yet, or malformed; a malformed one
@@ -149,28 +148,35 @@ mod tests {
     #[test]
     fn a_sized_body_is_complete_at_its_length() {
         let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n{}\r\n";
-        assert_eq!(body_of(raw).unwrap().unwrap().unwrap(), b"{}\r\n");
-        assert!(body_of(&raw[..raw.len() - 1]).unwrap().is_none());
+        assert_eq!(body_of(raw, false).unwrap().unwrap(), b"{}\r\n");
+        assert!(body_of(&raw[..raw.len() - 1], false).unwrap().is_none());
     }
 
     #[test]
     fn a_chunked_body_is_complete_at_its_last_chunk() {
         let raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{\"\r\n3;x=1\r\nab\"\r\n0\r\n\r\n";
-        assert_eq!(body_of(raw).unwrap().unwrap().unwrap(), b"{\"ab\"");
-        assert!(body_of(&raw[..raw.len() - 7]).unwrap().is_none());
+        assert_eq!(body_of(raw, false).unwrap().unwrap(), b"{\"ab\"");
+        assert!(body_of(&raw[..raw.len() - 7], false).unwrap().is_none());
     }
 
     #[test]
     fn an_answer_other_than_200_names_its_status() {
         let raw = b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n";
         assert_eq!(
-            body_of(raw).unwrap().unwrap().unwrap_err(),
+            body_of(raw, false).unwrap_err(),
             "answered 503 Service Unavailable"
         );
         assert!(
-            body_of(b"SSH-2.0-x\r\n\r\n")
+            body_of(b"SSH-2.0-x\r\n\r\n", false)
                 .unwrap_err()
                 .contains("not an HTTP")
         );
+    }
+
+    #[test]
+    fn a_body_without_length_ends_at_the_close() {
+        let raw = b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{\"tenant\": []}";
+        assert!(body_of(raw, false).unwrap().is_none());
+        assert_eq!(body_of(raw, true).unwrap().unwrap(), b"{\"tenant\": []}");
     }
 }

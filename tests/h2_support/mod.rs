@@ -60,3 +60,22 @@ pub fn ok_reply(stream: u32) -> Vec<u8> {
     }
     reply
 }
+
+/// An engine on an ephemeral loopback port that answers every connection's HTTP/2 start
+/// ([`engine_hello`]) and then only reads: enough for a relay's pairs to join rotation.
+pub fn hello_engine() -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            std::thread::spawn(move || {
+                let _ = c.write_all(&engine_hello());
+                let mut buf = [0u8; 4096];
+                while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}

@@ -100,8 +100,8 @@ pub const DEMO_TENANT_KEY: &str = "bench-demo-load";
 
 /// `n` tenants, each with a key and a /24 block, no limits; the one in the middle holds
 /// [`DEMO_TENANT_KEY`].
-fn demo_tenants(n: usize, regions: usize) -> bundle_relay::config::Tenants {
-    use bundle_relay::config::{Cidr, KeyDigest, Policy, Strategy, Tenant, Tenants};
+fn demo_tenants(n: usize) -> bundle_relay::config::Tenants {
+    use bundle_relay::config::{Cidr, KeyDigest, Policy, Tenant, Tenants};
     let list = (0..n)
         .map(|i| Tenant {
             name: format!("t{i}"),
@@ -117,15 +117,7 @@ fn demo_tenants(n: usize, regions: usize) -> bundle_relay::config::Tenants {
                 Cidr::parse(&format!("10.{}.{}.0/24", (i / 256) % 256, i % 256)).expect("a /24"),
             ],
             ports: Vec::new(),
-            policy: Policy {
-                enabled: true,
-                regions: (0..regions as u8).collect(),
-                strategy: Strategy::Soonest,
-                in_flight_min: 0,
-                in_flight_max: u32::MAX,
-                rate: None,
-                bundle_max_age_ms: None,
-            },
+            policy: Policy::open(),
         })
         .collect();
     Tenants {
@@ -222,7 +214,7 @@ impl RelaySetup {
         spec.handoffs = self.handoffs;
         spec.metrics = self.metrics;
         if self.tenants > 0 {
-            let tenants = demo_tenants(self.tenants, spec.regions.len());
+            let tenants = demo_tenants(self.tenants);
             let names: Vec<String> = spec.regions.iter().map(|r| r.name.clone()).collect();
             let stats = std::sync::Arc::new(bundle_relay::metrics::tenants::TenantStats::new(
                 tenants.max,
@@ -306,17 +298,18 @@ impl RelaySetup {
             addrs.join(", "),
             self.metrics
         );
-        for i in 0..self.tenants {
-            let key = if i == self.tenants / 2 {
-                DEMO_TENANT_KEY.to_string()
-            } else {
-                format!("bench-demo-tenant-{i}")
-            };
+        // The same tenants as the in-code table, written as the file would hold them.
+        for (i, tenant) in demo_tenants(self.tenants).list.iter().enumerate() {
+            let digest: String = tenant.keys[0]
+                .0
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            let block = tenant.cidrs[0];
             let _ = write!(
                 t,
-                "[[tenant]]\nname = \"t{i}\"\nkeys = [\"{key}\"]\ncidrs = [\"10.{}.{}.0/24\"]\n",
-                (i / 256) % 256,
-                i % 256
+                "[[tenant]]\nname = \"{}\"\nkey_sha256 = [\"{digest}\"]\ncidrs = [\"{}/{}\"]\n",
+                tenant.name, block.network, block.len
             );
             if changed && i == 0 {
                 t.push_str("rate = 1000\n");
