@@ -2,7 +2,8 @@
 //! document and the relay's log says what it did with each answer. No document at startup:
 //! the relay refuses to start, naming the URL. A changed document: applied as a reload. An
 //! endpoint that fails or a document that does not check: the last good tenants kept, said
-//! and counted.
+//! and counted. The `tenants_answer` fuzz target's body runs here too under a short seeded
+//! proptest, so `cargo test` covers the answer's decoding where cargo-fuzz is not installed.
 
 mod h2_support;
 
@@ -222,4 +223,72 @@ fn a_changed_document_is_applied_and_a_failed_poll_or_bad_document_keeps_the_las
     );
     stop(child);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+mod fuzz_body {
+    use proptest::prelude::*;
+    use proptest::test_runner::RngSeed;
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: 512,
+            rng_seed: RngSeed::Fixed(2026),
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// An answer as an endpoint might send it: any status, the body sized, chunked in pieces,
+    /// or ended by the close, the body a tenants document or any bytes.
+    fn answer() -> impl Strategy<Value = Vec<u8>> {
+        let body = prop_oneof![
+            Just(super::TWO.as_bytes().to_vec()),
+            Just(super::ONE.as_bytes().to_vec()),
+            proptest::collection::vec(any::<u8>(), 0..64),
+        ];
+        (
+            prop_oneof![Just(200u16), Just(503), Just(404)],
+            0..3u8,
+            body,
+            1..8usize,
+        )
+            .prop_map(|(status, framing, body, piece)| {
+                let mut a = format!("HTTP/1.1 {status} X\r\n").into_bytes();
+                match framing {
+                    0 => {
+                        a.extend(format!("Content-Length: {}\r\n\r\n", body.len()).bytes());
+                        a.extend(&body);
+                    }
+                    1 => {
+                        a.extend(b"Transfer-Encoding: chunked\r\n\r\n");
+                        for c in body.chunks(piece) {
+                            a.extend(format!("{:x}\r\n", c.len()).bytes());
+                            a.extend(c);
+                            a.extend(b"\r\n");
+                        }
+                        a.extend(b"0\r\n\r\n");
+                    }
+                    _ => {
+                        a.extend(b"Connection: close\r\n\r\n");
+                        a.extend(&body);
+                    }
+                }
+                a
+            })
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn the_fuzz_body_holds_on_answers_in_every_framing(cut in any::<u8>(), a in answer()) {
+            let mut data = vec![cut];
+            data.extend(a);
+            bundle_relay::serve::fuzz_tenants_answer(&data);
+        }
+
+        #[test]
+        fn the_fuzz_body_holds_on_random_bytes(data in proptest::collection::vec(any::<u8>(), 0..256)) {
+            bundle_relay::serve::fuzz_tenants_answer(&data);
+        }
+    }
 }

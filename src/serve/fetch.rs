@@ -141,6 +141,36 @@ fn dechunk(mut rest: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
+/// Fuzz body (`fuzz/fuzz_targets/tenants_answer.rs`, and a seeded proptest in
+/// `tests/run_tenants_from.rs`): an endpoint's answer, read as the poller reads it (a prefix,
+/// then all of it, then at the close), never panics; an answer complete at a prefix is the
+/// same answer with more bytes behind it; and a body that is text goes through the tenants
+/// document's checks without panicking.
+pub fn fuzz_answer(data: &[u8]) {
+    let Some((&cut, raw)) = data.split_first() else {
+        return;
+    };
+    let cut = usize::from(cut).min(raw.len());
+    let early = body_of(&raw[..cut], false);
+    let whole = body_of(raw, false);
+    if let Ok(Some(body)) = &early {
+        assert_eq!(whole.as_ref().ok(), Some(&Some(body.clone())), "{raw:?}");
+    }
+    if let Ok(Some(body)) = body_of(raw, true)
+        && let Ok(doc) = text(body)
+    {
+        let cfg = crate::config::Config::parse(
+            "[intake]\nrotating = \"127.0.0.1:0\"\n[[region]]\nname = \"r\"\nhost = \"127.0.0.1\"\n\
+             port = 9\ntls = false\n[egress]\naddresses = [\"127.0.0.1\"]\n[tenants_from]\n\
+             url = \"http://127.0.0.1:9/t\"\n",
+            "fuzz",
+            crate::config::Resolve::Now,
+        )
+        .expect("the fuzz config loads");
+        let _ = cfg.with_tenants_json(&doc, "fuzz");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,6 +29,8 @@ mod upgrade;
 mod watch;
 mod watchdog;
 
+pub use fetch::fuzz_answer as fuzz_tenants_answer;
+
 pub use self::ready::READY_PAIRS_PERCENT_DEFAULT;
 
 use std::path::{Path, PathBuf};
