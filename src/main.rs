@@ -75,6 +75,13 @@ enum Command {
         /// allowed), e.g. 127.1.0.0/26.
         #[arg(long, value_delimiter = ',')]
         egress: Option<Vec<String>>,
+        /// The tenants, fixed for the process's life (the static provider): a JSON document in
+        /// the `[tenants_from]` endpoint's shape, e.g.
+        /// '{"tenant":[{"name":"alpha","key_sha256":["<hex>"],"regions":["ny"]}]}' (digests, so no
+        /// key shows in the process list). The config may then list no tenants of its own; a
+        /// reload keeps these.
+        #[arg(long, value_name = "JSON")]
+        tenants: Option<String>,
         /// Record no metrics (as `[admin] metrics = false`): no histograms and no per-region,
         /// per-method or upstream series; /metrics serves the accounting counters only.
         #[arg(long)]
@@ -148,6 +155,7 @@ fn main() {
             resolve,
             ca_file,
             egress,
+            tenants,
             no_metrics,
             ready_pairs_percent,
             takeover,
@@ -156,6 +164,7 @@ fn main() {
             let mut overrides = Overrides {
                 ca_file,
                 egress,
+                tenants,
                 ..Overrides::default()
             };
             for r in &resolve {

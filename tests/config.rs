@@ -1235,6 +1235,7 @@ fn ca_file_and_egress_overrides_replace_trust_and_sources() {
         resolve: vec![Overrides::parse_resolve("ny.engine.invalid:443:127.0.0.15:10000").unwrap()],
         ca_file: Some(ca.clone()),
         egress: Some(vec!["127.1.0.0/31".into(), "127.1.0.9".into()]),
+        tenants: None,
     };
     let c = overridden(&format!("{TLS_REGION}{SOCKS_EGRESS}"), &o).unwrap();
     assert_eq!(c.regions[0].ca_file.as_deref(), Some(ca.as_path()));

@@ -19,10 +19,11 @@ use bundle_relay::relay::tenancy::{Claim, Tenancy};
 use dispatcher_support::{MS, Sim, body};
 
 /// Two regions, `a` (pinned 18081) and `b` (pinned 18082), the rotating port 18080, one
-/// source, and `tenants` (TOML) after them (a `tenants_max` line among them goes first).
+/// source, and `tenants` (TOML) after them (`tenants_max` lines, and lines ending ` # root`, go first).
 fn config(tenants: &str) -> String {
-    let (root, tables): (Vec<&str>, Vec<&str>) =
-        tenants.lines().partition(|l| l.starts_with("tenants_max"));
+    let (root, tables): (Vec<&str>, Vec<&str>) = tenants
+        .lines()
+        .partition(|l| l.starts_with("tenants_max") || l.ends_with(" # root"));
     let (root, tenants) = (root.join("\n"), tables.join("\n"));
     format!(
         r#"
@@ -484,6 +485,35 @@ fn a_reload_to_more_tenants_than_the_relay_started_with_room_for_is_refused() {
     let e = shared.reload().unwrap_err().to_string();
     assert!(e.contains("tenants_max is 1"), "{e}");
     assert_eq!(shared.load().generation, 1, "the last good config stays");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn tenants_from_the_command_line_stay_across_a_reload_of_the_file() {
+    let dir = std::env::temp_dir().join(format!("br-tenants-static-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("relay.toml");
+    std::fs::write(&path, config("")).unwrap();
+    let overrides = bundle_relay::config::Overrides {
+        tenants: Some(r#"{"tenant": [{"name": "cli", "keys": ["k"], "regions": ["b"]}]}"#.into()),
+        ..Default::default()
+    };
+    let cfg = Config::load_overridden(&path, Resolve::Now, &overrides).unwrap();
+    assert_eq!(cfg.tenants.list[0].name, "cli");
+    let shared = Shared::new(cfg, Some(path.clone()), Resolve::Now).with_overrides(overrides);
+    // The file changes (a longer max age); the tenants stay the command line's.
+    std::fs::write(&path, config("bundle_max_age_ms = 900 # root")).unwrap();
+    assert_eq!(shared.reload().unwrap(), 2);
+    let now = shared.load();
+    assert_eq!(now.config.bundle_max_age_ms, 900);
+    assert_eq!(now.config.tenants.list.len(), 1);
+    assert_eq!(now.config.tenants.list[0].name, "cli");
+    assert!(now.config.tenants.default.is_none(), "no default crept in");
+    // The file gains tenants of its own: two providers, refused, generation 2 kept.
+    std::fs::write(&path, config("[default_tenant]\n")).unwrap();
+    let e = shared.reload().unwrap_err().to_string();
+    assert!(e.contains("one provider"), "{e}");
+    assert_eq!(shared.load().generation, 2);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

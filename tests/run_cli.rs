@@ -1,5 +1,6 @@
-//! `bundle-relay run`'s metrics switch on the command line: `--no-metrics` turns them off, and
-//! asking for .hlog files of histograms that are off is refused before anything starts.
+//! `bundle-relay run`'s command-line switches: `--no-metrics` turns the metrics off, and
+//! asking for .hlog files of histograms that are off is refused before anything starts;
+//! `--tenants` is the static tenants provider.
 
 use std::process::Command;
 
@@ -31,4 +32,52 @@ fn no_metrics_is_a_documented_run_flag() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("--no-metrics"), "{help}");
     assert!(help.contains("Record no metrics"), "{help}");
+}
+
+/// The static tenants provider: `--tenants` gives the tenants as a JSON document, checked by
+/// the file's rules, and the plan says how many it took; a file with tenants of its own and
+/// `--tenants` together are refused, naming both.
+#[test]
+fn tenants_on_the_command_line_are_the_relays_tenants_and_exclude_the_files() {
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/local-bench.toml");
+    let doc = r#"{"tenant": [{"name": "alpha", "key_sha256": ["9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"]}], "default_tenant": {"rate": 5}}"#;
+    let out = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--check", "--config", config, "--tenants", doc])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("override: 1 tenants and a default from --tenants"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let bad = r#"{"tenant": [{"name": "alpha", "keys": ["k"], "regions": ["mars"]}]}"#;
+    let out = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--check", "--config", config, "--tenants", bad])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--tenants") && err.contains("mars"), "{err}");
+
+    let dir =
+        std::env::temp_dir().join(format!("bundle-relay-two-providers-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let with_own = dir.join("relay.toml");
+    let text = std::fs::read_to_string(config).unwrap();
+    std::fs::write(&with_own, format!("{text}\n[default_tenant]\n")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--check", "--config"])
+        .arg(&with_own)
+        .args(["--tenants", doc])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--tenants") && err.contains("one provider"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

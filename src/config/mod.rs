@@ -85,7 +85,8 @@
 //!
 //! [default_tenant]             # for requests no tenant matches: the same policy keys
 //!
-//! [tenants_from]               # instead of [[tenant]]/[default_tenant] (one provider only)
+//! [tenants_from]               # instead of [[tenant]]/[default_tenant] (one provider only;
+//!                              # `run --tenants JSON` is the third)
 //! url = "http://127.0.0.1:9300/tenants"  # serves {"tenant": [...], "default_tenant": {...}}
 //! every_ms = 5000              # polled this often; a changed document is applied as a reload
 //! timeout_ms = 1000            # one poll's limit; a failed poll keeps the last good tenants

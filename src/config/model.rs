@@ -54,6 +54,9 @@ pub struct Overrides {
     pub ca_file: Option<PathBuf>,
     /// Replaces `[egress] addresses` (and drops `socks5`) with these entries.
     pub egress: Option<Vec<String>>,
+    /// The static tenants provider: the tenants are this document (the `[tenants_from]`
+    /// endpoint's JSON), fixed for the process's life; the file may then list none.
+    pub tenants: Option<String>,
 }
 
 impl Overrides {

@@ -306,7 +306,29 @@ pub fn from_toml_with(
         fe.socks5.clear();
         notes.push(format!("override: egress addresses {}", entries.join(", ")));
     }
+    if overrides.tenants.is_some()
+        && (!file.tenant.is_empty() || file.default_tenant.is_some() || file.tenants_from.is_some())
+    {
+        return Err(ConfigError::new(
+            origin,
+            "--tenants",
+            "tenants come from one provider: --tenants gives them and this file lists \
+             [[tenant]], [default_tenant] or [tenants_from]; keep one",
+        ));
+    }
     let mut config = build(file, &Ctx { origin }, base, resolve)?;
+    if let Some(doc) = &overrides.tenants {
+        config = config.with_tenants_json(doc, "--tenants")?;
+        notes.push(format!(
+            "override: {} tenants{} from --tenants",
+            config.tenants.list.len(),
+            if config.tenants.default.is_some() {
+                " and a default"
+            } else {
+                ""
+            }
+        ));
+    }
     config.warnings.extend(notes);
     Ok(config)
 }

@@ -82,7 +82,12 @@ pub fn plan(
 fn load_config(path: Option<&Path>, overrides: &Overrides) -> Result<Config, String> {
     let cfg = match path {
         Some(p) => Config::load_overridden(p, Resolve::Now, overrides),
-        None if *overrides != Overrides::default() => {
+        None if (
+            overrides.resolve.len(),
+            &overrides.ca_file,
+            &overrides.egress,
+        ) != (0, &None, &None) =>
+        {
             return Err(
                 "--resolve, --ca-file and --egress change a --config file; give one".to_string(),
             );
@@ -93,7 +98,10 @@ fn load_config(path: Option<&Path>, overrides: &Overrides) -> Result<Config, Str
             cfg.regions
                 .iter_mut()
                 .try_for_each(|r| r.resolve())
-                .map(|()| cfg)
+                .and_then(|()| match &overrides.tenants {
+                    Some(doc) => cfg.with_tenants_json(doc, "--tenants"),
+                    None => Ok(cfg),
+                })
         }
     };
     cfg.map_err(|e| e.to_string())
