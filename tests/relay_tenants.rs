@@ -208,6 +208,19 @@ fn a_tenant_nothing_can_recognise_is_refused() {
 }
 
 #[test]
+fn two_tenants_of_one_name_are_refused_naming_the_first() {
+    let e = parse(
+        "[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\n[[tenant]]\nname = \"y\"\nkeys = [\"2\"]\n\
+         [[tenant]]\nname = \"x\"\nkeys = [\"3\"]\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("tenant[2].name: \"x\" is already the name of tenant[0]"),
+        "{e}"
+    );
+}
+
+#[test]
 fn one_key_for_two_tenants_is_refused_without_showing_the_key() {
     let e = parse(
         "[[tenant]]\nname = \"x\"\nkeys = [\"secret-1\"]\n[[tenant]]\nname = \"y\"\nkeys = [\"secret-1\"]\n",
@@ -517,6 +530,31 @@ fn tenants_from_the_command_line_stay_across_a_reload_of_the_file() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn an_old_tenant_table_is_freed_by_the_reloading_side_not_by_the_reactor_that_lets_go_last() {
+    let dir = std::env::temp_dir().join(format!("br-tenants-retired-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("relay.toml");
+    std::fs::write(&path, config(ALPHA)).unwrap();
+    let shared = Shared::from_file(&path, Resolve::Now).unwrap();
+    // A reactor applies generation 1's table, as Tenancy holds it.
+    let applied = shared.load_full().tenants.clone();
+    let old = Arc::downgrade(&applied);
+    std::fs::write(&path, config("[default_tenant]\n")).unwrap();
+    assert_eq!(shared.reload().unwrap(), 2);
+    assert_eq!(
+        shared.free_retired(),
+        1,
+        "the reactor still applies generation 1"
+    );
+    // It applies generation 2 and lets go: that drop frees nothing.
+    drop(applied);
+    assert!(old.upgrade().is_some(), "not freed by the reactor's drop");
+    assert_eq!(shared.free_retired(), 0);
+    assert!(old.upgrade().is_none(), "freed by the reloading side");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Reload workers swap two configs while request workers identify, check and release, each
 /// on its own [`Tenancy`] following the snapshot as a reactor does. Seeded: the order of
 /// claims and the pauses come from the seed. No torn read (a tenant's policy always is one
@@ -618,6 +656,9 @@ fn reloads_racing_requests_tear_nothing_lose_nothing_and_free_old_snapshots() {
     }
     assert_eq!(stats.beyond_floor(), 0);
     assert_eq!(snap.generation, 201);
+    // The readers are gone: the reloading side frees every snapshot it replaced, and none
+    // was freed by a reader (each reader's drop of its table left the list holding one).
+    assert_eq!(shared.free_retired(), 0, "no reader holds an old snapshot");
     drop(snap);
     assert!(
         first.upgrade().is_none(),

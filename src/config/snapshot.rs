@@ -30,8 +30,9 @@ pub struct Snapshot {
 #[derive(Debug)]
 pub struct Shared {
     current: ArcSwap<Snapshot>,
-    /// Serialises reloads (never readers) so generations are handed out once each.
-    reloading: Mutex<()>,
+    /// Serialises reloads (never readers) so generations are handed out once each, and holds
+    /// the snapshots they replaced until no reader holds one ([`Shared::free_retired`]).
+    reloading: Mutex<Vec<Arc<Snapshot>>>,
     resolve: Resolve,
     /// The command line's overrides, applied to every reload as to the first load.
     overrides: Overrides,
@@ -62,7 +63,7 @@ impl Shared {
                 source,
                 tenants,
             }),
-            reloading: Mutex::new(()),
+            reloading: Mutex::new(Vec::new()),
             resolve,
             overrides: Overrides::default(),
             tenants_doc: Mutex::new(None),
@@ -113,7 +114,7 @@ impl Shared {
     /// the next generation, which it returns. On any error the current snapshot stays,
     /// untouched. A file with `[tenants_from]` takes its tenants from the last good document.
     pub fn reload_from(&self, path: &Path) -> Result<u64, ConfigError> {
-        let _one_at_a_time = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+        let mut retired = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
         let origin = path.display().to_string();
         let mut config = Config::load_overridden(path, self.resolve, &self.overrides)?;
         if let Some(from) = &config.tenants_from {
@@ -127,13 +128,13 @@ impl Shared {
             };
             config = config.with_tenants_json(doc, &from.url)?;
         }
-        self.publish(config, Some(path.to_path_buf()), &origin)
+        self.publish(config, Some(path.to_path_buf()), &origin, &mut retired)
     }
 
     /// Applies `doc`, a document the running config's `[tenants_from]` endpoint served, as the
     /// next generation (the rest of the config as it is); on any error nothing changes.
     pub fn reload_tenants(&self, doc: &str) -> Result<u64, ConfigError> {
-        let _one_at_a_time = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+        let mut retired = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.current.load_full();
         let Some(from) = &current.config.tenants_from else {
             return Err(ConfigError::new(
@@ -144,18 +145,19 @@ impl Shared {
         };
         let config = current.config.with_tenants_json(doc, &from.url)?;
         let url = from.url.clone();
-        let generation = self.publish(config, current.source.clone(), &url)?;
+        let generation = self.publish(config, current.source.clone(), &url, &mut retired)?;
         *self.tenants_doc.lock().unwrap_or_else(|e| e.into_inner()) = Some(doc.to_string());
         Ok(generation)
     }
 
     /// Publishes `config` as the next generation if the running relay can run it (its tenant
-    /// table builds); the caller holds `reloading`.
+    /// table builds); the caller holds `reloading`, whose list keeps the snapshot replaced.
     fn publish(
         &self,
         config: Config,
         source: Option<PathBuf>,
         origin: &str,
+        retired: &mut Vec<Arc<Snapshot>>,
     ) -> Result<u64, ConfigError> {
         if let Some((key, why)) = Changes::refusal(&self.started, &config) {
             return Err(ConfigError::new(origin, key, why));
@@ -165,13 +167,28 @@ impl Shared {
             .tenant_table(&self.started, Some(&current.tenants), &self.tenant_stats)
             .map_err(|why| ConfigError::new(origin, "tenant", why))?;
         let generation = current.generation + 1;
-        self.current.store(Arc::new(Snapshot {
+        drop(current);
+        let old = self.current.swap(Arc::new(Snapshot {
             generation,
             config,
             source,
             tenants: Arc::new(tenants),
         }));
+        retired.push(old);
+        sweep(retired);
         Ok(generation)
+    }
+
+    /// Frees the snapshots reloads replaced that no reader holds any more (their tenant tables
+    /// included), and says how many are still held. A reactor that applies a reload lets go
+    /// of the old table between two requests; were its reference the last, it would free tens
+    /// of thousands of allocations there, on the request path. The list makes the reloading
+    /// thread the last holder instead: this runs after every reload and from the supervision
+    /// loop's tick, so an old snapshot lives one tick past its last reader.
+    pub fn free_retired(&self) -> usize {
+        let mut retired = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
+        sweep(&mut retired);
+        retired.len()
     }
 
     /// Reloads the file the current snapshot came from (a SIGHUP's meaning).
@@ -186,4 +203,11 @@ impl Shared {
             )),
         }
     }
+}
+
+/// Drops every snapshot of `retired` that only the list holds. One the list alone holds cannot
+/// be reached again, so its table's count can only fall: checked after the snapshot's, its
+/// reading 1 means no reactor applies that table any more.
+fn sweep(retired: &mut Vec<Arc<Snapshot>>) {
+    retired.retain(|s| Arc::strong_count(s) > 1 || Arc::strong_count(&s.tenants) > 1);
 }

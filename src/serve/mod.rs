@@ -28,8 +28,10 @@ mod takeover;
 mod upgrade;
 mod watch;
 mod watchdog;
+mod yielding;
 
 pub use fetch::fuzz_answer as fuzz_tenants_answer;
+pub use yielding::Yielding;
 
 pub use self::ready::READY_PAIRS_PERCENT_DEFAULT;
 
@@ -304,6 +306,8 @@ impl Serving {
             if let Err(why) = self.poll_tenants() {
                 return End::Failed(why);
             }
+            // Old snapshots the reactors let go of are freed here, not on a reactor.
+            self.live.free_retired();
             if Signal::Dump.take() {
                 let _ = self.metrics.dump_percentiles(&mut std::io::stdout());
             }

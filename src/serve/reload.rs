@@ -35,6 +35,8 @@ pub fn reload(
     ready: bool,
 ) {
     manager.reloading();
+    // Parsing, checking and diffing the new config yield the core to any reactor that wants it.
+    let idle = super::yielding::Yielding::now();
     let running = live.load_full();
     let result = match what {
         What::File => live.reload(),
@@ -67,6 +69,7 @@ pub fn reload(
             line
         }
     };
+    drop(idle);
     // READY=1 ends the reload for the manager either way: a refused reload leaves the relay
     // serving on the last good config, and the status says which.
     if ready {
