@@ -215,3 +215,75 @@ fn handed_off_bundles_allocate_nothing_in_steady_state() {
     assert_eq!(totals(&a).handoffs_out, 10 + CALLS as u64);
     assert!(b.d.check_accounting());
 }
+
+/// A reload removes every source of thread 1 while a bundle waits there for a pair: the
+/// bundle moves to thread 0, which has a pair, and is delivered there (not left to expire on
+/// a thread that can no longer send). It is counted admitted once, on the thread that took
+/// it, and each thread's accounting balances with what it moved out and took in.
+#[test]
+fn a_bundle_waiting_on_a_thread_whose_sources_a_reload_removed_is_sent_by_another() {
+    use bundle_relay::relay::tuning::Tuning;
+    let (mut a, mut b, mut now) = two_threads(1_000, 64, Instant(MS));
+    let spec_sources: Vec<bundle_relay::config::Source> = vec![
+        bundle_relay::config::Source::Local("127.1.0.1".parse().unwrap()),
+        bundle_relay::config::Source::Local("127.1.0.2".parse().unwrap()),
+    ];
+    // Both pairs held by a call each: the third bundle, posted on thread 1, waits there.
+    assert_eq!(request(&mut a, &body(1), now), Verdict::Admitted);
+    a.d.dispatch(now);
+    assert!(a.flush(now) > 0);
+    assert_eq!(request(&mut b, &body(2), now), Verdict::Admitted);
+    b.d.dispatch(now);
+    assert!(b.flush(now) > 0);
+    a.d.dispatch(now);
+    b.d.dispatch(now);
+    now = Instant(now.0 + MS);
+    assert_eq!(request(&mut b, &body(3), now), Verdict::Admitted);
+    assert_eq!(
+        totals(&b).in_flight,
+        2,
+        "its own call and the waiting bundle"
+    );
+
+    // The reload lists only thread 0's source.
+    let region = RegionSpec {
+        interval_ms: 1_000,
+        ..RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
+    };
+    let mut tuning = Tuning::of_spec(&Spec::local(
+        vec![region],
+        vec!["127.1.0.1".parse().unwrap(), "127.1.0.2".parse().unwrap()],
+    ));
+    tuning.sources = spec_sources[..1].iter().cloned().collect();
+    a.d.retune(&tuning, now);
+    b.d.retune(&tuning, now);
+    assert_eq!(b.d.sources_listed(), 0);
+    // Both calls are answered; thread 1's pair closes (drained), thread 0's is free again
+    // after the interval.
+    a.answer(now);
+    b.answer(now);
+    while let Some(p) = b.d.poll_close() {
+        b.d.socket_released(p, now, 0);
+    }
+    // Three seconds, past the max age: the waiting bundle must have gone by then.
+    for _ in 0..30 {
+        now = Instant(now.0 + 100 * MS);
+        b.d.dispatch(now);
+        a.d.dispatch(now);
+        if a.flush(now) > 0 {
+            a.answer(now);
+        }
+    }
+    let (ta, tb) = (totals(&a), totals(&b));
+    assert_eq!(
+        tb.expired, 0,
+        "nothing expired on the thread that lost its sources: {tb:?}"
+    );
+    assert_eq!(
+        (ta.admitted + tb.admitted, ta.delivered + tb.delivered),
+        (3, 3),
+        "{ta:?} {tb:?}"
+    );
+    assert_eq!((ta.in_flight, tb.in_flight), (0, 0));
+    assert!(a.d.check_accounting() && b.d.check_accounting());
+}

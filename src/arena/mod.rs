@@ -181,6 +181,19 @@ pub struct SlotMut<'a> {
 }
 
 impl SlotMut<'_> {
+    /// Makes this slot a copy of `src`: its meta, transactions and encoded frame (a bundle
+    /// moving to another thread's arena, whose slots are laid out the same).
+    pub fn copy_from(&mut self, src: &SlotRef<'_>) {
+        *self.meta = *src.meta;
+        for i in 0..src.meta.tx_count as usize {
+            let start = i * PACKET_DATA_SIZE;
+            let end = start + src.meta.tx_len[i] as usize;
+            self.txs[start..end].copy_from_slice(&src.txs[start..end]);
+        }
+        let n = src.meta.frame_len as usize;
+        self.frame[..n].copy_from_slice(&src.frame[..n]);
+    }
+
     /// The fixed [`PACKET_DATA_SIZE`]-byte region of transaction `i`, for decoding in place.
     pub fn tx_region(&mut self, i: usize) -> &mut [u8] {
         assert!(

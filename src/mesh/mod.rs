@@ -40,6 +40,9 @@ pub const CREDITS_PER_PEER_MAX: usize = 64;
 pub struct Handoff {
     pub slot: SlotHandle,
     pub region: u8,
+    /// Admitted (and counted) by the thread that hands it over, which can no longer send it;
+    /// a fresh handoff is admitted by the thread it goes to.
+    pub moved: bool,
 }
 
 /// No estimate: the thread has no pair up for the region, or its engine is silent.

@@ -50,6 +50,10 @@ pub const PAIR_QUEUE_BYTES: usize =
 /// another pair, bounded only by its age.
 pub const ATTEMPTS_MAX: u16 = 8;
 
+/// How soon a thread with no source left tries again to move a waiting bundle that found no
+/// other thread able to take it.
+const MOVE_RETRY_MS: u64 = 5;
+
 /// A slot taken for one request's bundle: in this thread's arena, or lent by the thread that
 /// will send it. [`Dispatcher::slot_mut`] is where the bundle is decoded;
 /// [`Dispatcher::commit`] admits it (queued here, or handed to its thread) and
@@ -127,6 +131,11 @@ pub struct Dispatcher {
     stats: Arc<Stats>,
     metrics: Arc<ThreadMetrics>,
     tenancy: Tenancy,
+    /// Bundles this thread admitted and moved to another (it had no source left), and ones
+    /// other threads moved here: counted admitted where they were first, so this thread's
+    /// own accounting balances only with these ([`Dispatcher::check_accounting`]).
+    moved_out: u64,
+    moved_in: u64,
 }
 
 impl Dispatcher {
@@ -164,6 +173,8 @@ impl Dispatcher {
             stats,
             metrics,
             tenancy: Tenancy::new(spec.tenants.clone(), spec.tenant_stats.clone(), rate),
+            moved_out: 0,
+            moved_in: 0,
         }
     }
 
@@ -421,7 +432,7 @@ impl Dispatcher {
                 self.peers
                     .as_mut()
                     .expect("a lent slot comes from the mesh")
-                    .hand_off(peer, slot, a.region);
+                    .hand_off(peer, slot, a.region, false);
             }
         }
     }
@@ -438,11 +449,48 @@ impl Dispatcher {
 
     /// The slot holds a decoded, encoded bundle for `region`: it is admitted and queued.
     fn enqueue(&mut self, slot: SlotHandle, region: u8) {
+        self.stats.region(region as usize).admitted.inc();
+        self.queue(slot, region);
+    }
+
+    /// Queues a bundle for `region`, in flight here from now on.
+    fn queue(&mut self, slot: SlotHandle, region: u8) {
         self.arena.get_mut(slot).expect("held").meta.region = region;
         self.fifos[region as usize].push_back(slot);
-        let counts = self.stats.region(region as usize);
-        counts.admitted.inc();
-        counts.in_flight.inc();
+        self.stats.region(region as usize).in_flight.inc();
+    }
+
+    /// This thread has no source left (a reload removed them all): the bundles waiting for
+    /// region `r` go, oldest first, to the thread that can send them soonest, copied into
+    /// slots it lent (their admission time, tenant and attempts with them). One that finds no
+    /// such thread with a slot to lend waits here and is tried again shortly; only its age
+    /// can end it.
+    fn move_waiting(&mut self, r: usize, now: Instant) {
+        let Some(mut peers) = self.peers.take() else {
+            return;
+        };
+        while let Some(&slot) = self.fifos[r].front() {
+            let Some((peer, _)) = peers.best(r, now) else {
+                break;
+            };
+            let Some(mut lent) = peers.take_credit(peer, now) else {
+                break;
+            };
+            let src = self.arena.get(slot).expect("queued slot");
+            // SAFETY: a slot lent to this thread and not handed back yet.
+            unsafe { lent.slot_mut() }.copy_from(&src);
+            self.fifos[r].pop_front();
+            peers.hand_off(peer, lent, r as u8, true);
+            let counts = self.stats.region(r);
+            counts.in_flight.set(counts.in_flight.get() - 1);
+            self.stats.handoffs_out.inc();
+            self.moved_out += 1;
+            self.arena.release(slot).expect("a queued slot is held");
+        }
+        self.peers = Some(peers);
+        if !self.fifos[r].is_empty() {
+            self.wake_at(now.after(self.rate.from_ms(MOVE_RETRY_MS)));
+        }
     }
 
     /// Admits every bundle other threads handed this one, in this thread's own slots.
@@ -457,7 +505,12 @@ impl Dispatcher {
                 // region: its pairs connect again for it (and drain again once it is sent).
                 self.up.retire_region(h.region as usize, false, now);
             }
-            self.enqueue(h.slot, h.region);
+            if h.moved {
+                self.moved_in += 1;
+                self.queue(h.slot, h.region);
+            } else {
+                self.enqueue(h.slot, h.region);
+            }
         });
         self.peers = Some(peers);
     }
@@ -493,7 +546,11 @@ impl Dispatcher {
         self.up.begin_dispatch();
         self.receive_handoffs(now);
         let mut busy = 0u32;
+        let stranded = self.up.sources_listed() == 0;
         for r in 0..self.fifos.len() {
+            if stranded && !self.fifos[r].is_empty() {
+                self.move_waiting(r, now);
+            }
             self.dispatch_region(r, now);
             if !self.fifos[r].is_empty() {
                 busy |= 1 << r;
@@ -754,10 +811,14 @@ impl Dispatcher {
     }
 
     /// admitted = delivered + rejected + expired + failed + in flight, with in flight the
-    /// arena's own count of slots held, and each region's in-flight gauge adding up to it.
+    /// arena's own count of slots held, and each region's in-flight gauge adding up to it;
+    /// bundles moved between threads ([`Dispatcher::move_waiting`]) on the sides they left
+    /// and joined (over all threads they cancel out).
     pub fn check_accounting(&self) -> bool {
         let t = self.stats.totals();
-        t.identity_holds() && t.in_flight == u64::from(self.in_flight())
+        t.admitted + self.moved_in
+            == t.delivered + t.rejected + t.expired + t.failed + t.in_flight + self.moved_out
+            && t.in_flight == u64::from(self.in_flight())
     }
 }
 

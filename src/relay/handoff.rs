@@ -120,13 +120,15 @@ impl Peers {
         self.spare[peer] = Some(slot);
     }
 
-    /// Hands `peer` back its slot with a decoded bundle for `region` in it.
-    pub fn hand_off(&mut self, peer: usize, mut slot: LentSlot, region: u8) {
+    /// Hands `peer` back its slot with a decoded bundle for `region` in it; `moved`: one this
+    /// thread had admitted and copied there ([`Handoff::moved`]).
+    pub fn hand_off(&mut self, peer: usize, mut slot: LentSlot, region: u8, moved: bool) {
         // SAFETY: as in `take_credit`; the ring's release publishes these writes to the owner.
         unsafe { slot.slot_mut() }.meta.region = region;
         let pushed = self.mesh.handoffs(self.me, peer).push(Handoff {
             slot: slot.handle,
             region,
+            moved,
         });
         // Its owner lent at most a ring's worth, so the ring has room for every one back.
         assert!(pushed.is_ok(), "a handoff ring is never full");

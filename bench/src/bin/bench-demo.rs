@@ -57,6 +57,11 @@ struct Args {
     /// No storm (by default half the sources are told to back off 30 s at mid-run).
     #[arg(long)]
     no_storm: bool,
+    /// bundle-relay runs from a config file and this many seconds after it starts (each
+    /// step) reloads it once with the second half of its egress addresses removed: their
+    /// pairs drain under the load; the report's accounting and early sends are the verdict.
+    #[arg(long, value_name = "S")]
+    egress_cut_at_s: Option<f64>,
     /// Engine fault KIND@START[+DURATION][:k=v,...], repeatable; times from each step's start.
     #[arg(long = "fault")]
     faults: Vec<String>,
@@ -256,6 +261,7 @@ fn main() -> ExitCode {
         handoffs: !a.no_handoffs,
         tenants: 0,
         reload_every_ms: 0,
+        egress_cut_at_s: a.egress_cut_at_s,
     };
     let own_process = a.compare
         || a.tls_cost

@@ -117,6 +117,9 @@ pub struct DemoConfig {
     /// bundle-relay runs from a config file (its tenants in it) and, when non-zero, reloads it
     /// this often with one tenant's policy changed each time (0: never).
     pub reload_every_ms: u64,
+    /// bundle-relay runs from a config file and this many seconds after it starts reloads it
+    /// once with the second half of its egress addresses removed, drained under the load.
+    pub egress_cut_at_s: Option<f64>,
 }
 
 impl Default for DemoConfig {
@@ -144,6 +147,7 @@ impl Default for DemoConfig {
             handoffs: true,
             tenants: 0,
             reload_every_ms: 0,
+            egress_cut_at_s: None,
         }
     }
 }

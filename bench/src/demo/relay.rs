@@ -93,6 +93,10 @@ pub struct RelaySetup {
     /// often, one tenant's rate changed each time ([`Reloader`]).
     #[serde(default)]
     pub reload_every_ms: u64,
+    /// Non-zero: bundle-relay runs from a config file and this long after it starts reloads
+    /// it once with the second half of its egress addresses gone (drained under the load).
+    #[serde(default)]
+    pub egress_cut_at_ms: u64,
 }
 
 /// The key the demo's load sends (`x-jito-auth`) when the relay has tenants.
@@ -248,7 +252,24 @@ impl RelaySetup {
         let dir = std::env::temp_dir().join(format!("bench-demo-reload-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let path = dir.join("relay.toml");
-        let texts = [self.config_text(false), self.config_text(true)];
+        let (texts, schedule) = if self.egress_cut_at_ms > 0 {
+            let half = &self.egress[..self.egress.len().div_ceil(2)];
+            (
+                [
+                    self.config_text(false, &self.egress),
+                    self.config_text(false, half),
+                ],
+                Schedule::Once(Duration::from_millis(self.egress_cut_at_ms)),
+            )
+        } else {
+            (
+                [
+                    self.config_text(false, &self.egress),
+                    self.config_text(true, &self.egress),
+                ],
+                Schedule::Every(Duration::from_millis(self.reload_every_ms)),
+            )
+        };
         std::fs::write(&path, &texts[0]).map_err(|e| format!("{}: {e}", path.display()))?;
         let cfg = bundle_relay::config::Config::load(&path).map_err(|e| e.to_string())?;
         let mut spec = Spec::from_config(&cfg)?;
@@ -264,14 +285,14 @@ impl RelaySetup {
                 live,
                 path,
                 texts,
-                every: Duration::from_millis(self.reload_every_ms),
+                schedule,
             },
         ))
     }
 
-    /// The TOML `run` would read for this setup; `changed` gives the first tenant a rate, so
-    /// two texts alternate and every reload changes the table.
-    fn config_text(&self, changed: bool) -> String {
+    /// The TOML `run` would read for this setup with `egress`; `changed` gives the first
+    /// tenant a rate, so two texts alternate and every reload changes the table.
+    fn config_text(&self, changed: bool, egress: &[IpAddr]) -> String {
         use std::fmt::Write as _;
         let mut t = format!(
             "threads = {}\npin_threads = false\narena_slots = {}\nhandoffs = {}\n\
@@ -291,7 +312,7 @@ impl RelaySetup {
                 self.interval_ms
             );
         }
-        let addrs: Vec<String> = self.egress.iter().map(|a| format!("\"{a}\"")).collect();
+        let addrs: Vec<String> = egress.iter().map(|a| format!("\"{a}\"")).collect();
         let _ = write!(
             t,
             "[egress]\naddresses = [{}]\n[admin]\nlisten = \"off\"\nmetrics = {}\n",
@@ -347,7 +368,7 @@ impl RunningRelay {
     /// threads; the baseline serves on the runtime).
     pub(super) async fn start(kind: RelayKind, setup: &RelaySetup) -> Result<RunningRelay, String> {
         match kind {
-            RelayKind::BundleRelay if setup.reload_every_ms > 0 => {
+            RelayKind::BundleRelay if setup.reload_every_ms > 0 || setup.egress_cut_at_ms > 0 => {
                 let (spec, reloads) = setup.reloading_spec()?;
                 let relay = Relay::start(spec).map_err(|e| format!("bundle-relay: {e}"))?;
                 Ok(RunningRelay::BundleRelay(relay, Some(reloads.start())))
@@ -413,25 +434,44 @@ pub struct Reloads {
     live: std::sync::Arc<bundle_relay::config::Shared>,
     path: std::path::PathBuf,
     texts: [String; 2],
-    every: Duration,
+    schedule: Schedule,
+}
+
+/// When a [`Reloads`] reloads.
+enum Schedule {
+    /// Every this long, alternating the texts.
+    Every(Duration),
+    /// Once, this long after the start, to the second text.
+    Once(Duration),
 }
 
 impl Reloads {
-    /// Reloads every `every` on a thread of its own, as SIGHUP would on `run`'s main thread.
+    /// Reloads every `every` on a thread of its own, as SIGHUP would on `run`'s main thread
+    /// (at idle priority, old snapshots freed on the loop's tick).
     fn start(self) -> Reloader {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stopping = stop.clone();
         let thread = std::thread::spawn(move || {
             let (mut applied, mut refused) = (0u64, 0u64);
-            let mut next = std::time::Instant::now() + self.every;
+            let (every, once) = match self.schedule {
+                Schedule::Every(d) => (d, false),
+                Schedule::Once(d) => (d, true),
+            };
+            let mut next = std::time::Instant::now() + every;
             let mut k = 1;
             while !stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                self.live.free_retired();
                 let now = std::time::Instant::now();
                 if now < next {
                     std::thread::sleep((next - now).min(Duration::from_millis(20)));
                     continue;
                 }
-                next += self.every;
+                if once && k > 1 {
+                    next += Duration::from_secs(3600);
+                    continue;
+                }
+                next += every;
+                let _idle = bundle_relay::serve::Yielding::now();
                 let written = std::fs::write(&self.path, &self.texts[k % 2]);
                 k += 1;
                 match written

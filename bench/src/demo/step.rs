@@ -172,6 +172,7 @@ fn start_relay(cfg: &DemoConfig, engine: &EngineThread) -> Result<(ProxyThread, 
         handoffs: cfg.handoffs,
         tenants: cfg.tenants,
         reload_every_ms: cfg.reload_every_ms,
+        egress_cut_at_ms: cfg.egress_cut_at_s.map_or(0, |s| (s * 1000.0) as u64),
     };
     let relay = RelayRun::start(cfg, setup)?;
     if cfg.relay == RelayKind::BundleRelay

@@ -228,6 +228,7 @@ pub fn run(cfg: &MatrixConfig) -> Result<MatrixReport, String> {
         handoffs: true,
         tenants: 0,
         reload_every_ms: 0,
+        egress_cut_at_ms: 0,
     };
     let relay_cfg = DemoConfig {
         relay_exe: Some(cfg.relay_exe.clone()),
