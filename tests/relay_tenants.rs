@@ -53,6 +53,15 @@ listen = "off"
     )
 }
 
+/// A scratch folder of its own for a test named `name`, and `relay.toml` in it holding `text`.
+fn config_file(name: &str, text: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("br-tenants-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("relay.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
 fn parse(tenants: &str) -> Result<Config, String> {
     Config::parse(&config(tenants), "tenants.toml", Resolve::Now).map_err(|e| e.to_string())
 }
@@ -485,10 +494,7 @@ fn a_tenant_keeps_its_slot_across_reloads_and_a_removed_ones_waits_for_its_bundl
 
 #[test]
 fn a_reload_to_more_tenants_than_the_relay_started_with_room_for_is_refused() {
-    let dir = std::env::temp_dir().join(format!("br-tenants-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("relay.toml");
-    std::fs::write(&path, config("tenants_max = 1\n")).unwrap();
+    let (dir, path) = config_file("max", &config("tenants_max = 1\n"));
     let shared = Shared::from_file(&path, Resolve::Now).unwrap();
     std::fs::write(
         &path,
@@ -503,10 +509,7 @@ fn a_reload_to_more_tenants_than_the_relay_started_with_room_for_is_refused() {
 
 #[test]
 fn tenants_from_the_command_line_stay_across_a_reload_of_the_file() {
-    let dir = std::env::temp_dir().join(format!("br-tenants-static-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("relay.toml");
-    std::fs::write(&path, config("")).unwrap();
+    let (dir, path) = config_file("static", &config(""));
     let overrides = bundle_relay::config::Overrides {
         tenants: Some(r#"{"tenant": [{"name": "cli", "keys": ["k"], "regions": ["b"]}]}"#.into()),
         ..Default::default()
@@ -532,10 +535,7 @@ fn tenants_from_the_command_line_stay_across_a_reload_of_the_file() {
 
 #[test]
 fn an_old_tenant_table_is_freed_by_the_reloading_side_not_by_the_reactor_that_lets_go_last() {
-    let dir = std::env::temp_dir().join(format!("br-tenants-retired-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("relay.toml");
-    std::fs::write(&path, config(ALPHA)).unwrap();
+    let (dir, path) = config_file("retired", &config(ALPHA));
     let shared = Shared::from_file(&path, Resolve::Now).unwrap();
     // A reactor applies generation 1's table, as Tenancy holds it.
     let applied = shared.load_full().tenants.clone();
