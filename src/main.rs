@@ -75,6 +75,10 @@ enum Command {
         /// allowed), e.g. 127.1.0.0/26.
         #[arg(long, value_delimiter = ',')]
         egress: Option<Vec<String>>,
+        /// K/N: this relay owns the K-th of N contiguous, near-equal parts of the egress pool
+        /// (as `[egress] slice`), so N relays given the same pool never share a source.
+        #[arg(long, value_name = "K/N")]
+        egress_slice: Option<String>,
         /// The tenants, fixed for the process's life (the static provider): a JSON document in
         /// the `[tenants_from]` endpoint's shape, e.g.
         /// '{"tenant":[{"name":"alpha","key_sha256":["<hex>"],"regions":["ny"]}]}' (digests, so no
@@ -155,6 +159,7 @@ fn main() {
             resolve,
             ca_file,
             egress,
+            egress_slice,
             tenants,
             no_metrics,
             ready_pairs_percent,
@@ -164,6 +169,7 @@ fn main() {
             let mut overrides = Overrides {
                 ca_file,
                 egress,
+                egress_slice,
                 tenants,
                 ..Overrides::default()
             };

@@ -1235,6 +1235,7 @@ fn ca_file_and_egress_overrides_replace_trust_and_sources() {
         resolve: vec![Overrides::parse_resolve("ny.engine.invalid:443:127.0.0.15:10000").unwrap()],
         ca_file: Some(ca.clone()),
         egress: Some(vec!["127.1.0.0/31".into(), "127.1.0.9".into()]),
+        egress_slice: None,
         tenants: None,
     };
     let c = overridden(&format!("{TLS_REGION}{SOCKS_EGRESS}"), &o).unwrap();
@@ -1279,4 +1280,81 @@ fn a_reload_applies_the_command_lines_overrides_again() {
     );
     assert_eq!(shared.load().config.threads, 3);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ---- egress slices: N relays, one pool listed alike, disjoint parts ----
+
+fn sliced(slice: &str) -> Result<Config, String> {
+    parse(&format!(
+        "{REGION}[egress]\naddresses = [\"127.1.0.0/29\", \"127.1.0.8/31\"]\nslice = \"{slice}\"\n"
+    ))
+}
+
+fn addresses(c: &Config) -> Vec<String> {
+    c.egress
+        .sources
+        .iter()
+        .map(|s| match s {
+            Source::Local(ip) => ip.to_string(),
+            Source::Socks5 { proxy, .. } => proxy.to_string(),
+        })
+        .collect()
+}
+
+#[test]
+fn egress_slice_k_of_n_takes_the_kth_contiguous_part_and_the_parts_cover_the_pool_once() {
+    // 10 sources in 3 slices: 4, 3, 3.
+    let parts: Vec<Vec<String>> = (1..=3)
+        .map(|k| addresses(&sliced(&format!("{k}/3")).unwrap()))
+        .collect();
+    assert_eq!(
+        parts[0],
+        ["127.1.0.0", "127.1.0.1", "127.1.0.2", "127.1.0.3"]
+    );
+    assert_eq!(parts[1], ["127.1.0.4", "127.1.0.5", "127.1.0.6"]);
+    assert_eq!(parts[2], ["127.1.0.7", "127.1.0.8", "127.1.0.9"]);
+    let all: HashSet<&String> = parts.iter().flatten().collect();
+    assert_eq!(all.len(), 10, "no source in two slices, none left out");
+    let s = sliced("2/3").unwrap().egress.slice.unwrap();
+    assert_eq!((s.k, s.n, s.first, s.pool), (2, 3, 4, 10));
+    assert_eq!(
+        addresses(&sliced("1/1").unwrap()).len(),
+        10,
+        "1/1 is the whole pool"
+    );
+}
+
+#[test]
+fn egress_slice_out_of_range_or_malformed_is_refused_naming_the_key() {
+    for (slice, why) in [
+        ("0/3", "K must be 1 to N"),
+        ("4/3", "K must be 1 to N"),
+        ("1/0", "K must be 1 to N"),
+        (
+            "1/11",
+            "11 slices of 10 sources would leave some relay none",
+        ),
+        ("2-4", "expected K/N"),
+        ("a/4", "expected K/N"),
+    ] {
+        let e = sliced(slice).unwrap_err();
+        assert!(
+            e.contains("egress.slice") && e.contains(why),
+            "{slice}: {e}"
+        );
+    }
+}
+
+#[test]
+fn egress_slice_from_the_command_line_slices_the_files_pool() {
+    let o = Overrides {
+        egress_slice: Some("2/2".into()),
+        ..Overrides::default()
+    };
+    let c = overridden(
+        &format!("{REGION}[egress]\naddresses = [\"127.1.0.0/30\"]\n"),
+        &o,
+    )
+    .unwrap();
+    assert_eq!(addresses(&c), ["127.1.0.2", "127.1.0.3"]);
 }

@@ -152,6 +152,7 @@ impl Config {
             regions,
             egress: Egress {
                 sources,
+                slice: None,
                 connect: ConnectMode::Eager,
                 reconnect_min_ms: schema::RECONNECT_MIN_MS_DEFAULT,
                 reconnect_max_ms: schema::RECONNECT_MAX_MS_DEFAULT,

@@ -46,6 +46,8 @@
 //! [egress]                     # required: at least one source
 //! addresses = ["127.1.0.0/24", "10.0.0.5", "127.1.1.1-127.1.1.9"]
 //! socks5 = [{ proxy = "127.0.0.1:1080", username = "u", password = "p" }]
+//! slice = "2/4"                # optional: this relay's part K of N of the sources listed
+//!                              # (contiguous, near-equal; N relays, one list, disjoint parts)
 //! connect = "eager"            # "eager": open every pair at startup; "lazy": on first use
 //! reconnect_min_ms = 100       # jittered exponential backoff bounds
 //! reconnect_max_ms = 30000
@@ -125,7 +127,7 @@ pub use egress::SOURCES_MAX;
 pub use error::ConfigError;
 pub use host::host_addresses;
 pub use model::{
-    ADMIN_PORT, Config, ConnectMode, Egress, FD_SLACK, FdBudget, Intake, Overrides,
+    ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, FD_SLACK, FdBudget, Intake, Overrides,
     PING_IDLE_MS_DEFAULT, PING_TIMEOUT_MS_DEFAULT, PINNED_PORT_FIRST, ROTATING_PORT, Region,
     Resolve, Source, TCP_USER_TIMEOUT_MS_DEFAULT, even_share, too_few_sources,
 };

@@ -54,6 +54,8 @@ pub struct Overrides {
     pub ca_file: Option<PathBuf>,
     /// Replaces `[egress] addresses` (and drops `socks5`) with these entries.
     pub egress: Option<Vec<String>>,
+    /// Sets `egress.slice` (`K/N`).
+    pub egress_slice: Option<String>,
     /// The static tenants provider: the tenants are this document (the `[tenants_from]`
     /// endpoint's JSON), fixed for the process's life; the file may then list none.
     pub tenants: Option<String>,
@@ -172,8 +174,11 @@ pub struct Region {
 /// The egress pool and how its connections are opened.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Egress {
-    /// Addresses (entries expanded, in order), then SOCKS5 proxies.
+    /// Addresses (entries expanded, in order), then SOCKS5 proxies; with a slice, only its
+    /// part of them.
     pub sources: Vec<Source>,
+    /// `egress.slice`: which part of the listed pool this relay owns.
+    pub slice: Option<EgressSlice>,
     pub connect: ConnectMode,
     /// Jittered exponential reconnect backoff bounds; default 100 ms and 30 s.
     pub reconnect_min_ms: u64,
@@ -188,6 +193,18 @@ pub struct Egress {
     pub ping_timeout_ms: u64,
     /// `TCP_USER_TIMEOUT` of upstream sockets; default 5 s.
     pub tcp_user_timeout_ms: u64,
+}
+
+/// This relay's part of a pool that several relays list alike (`egress.slice = "K/N"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EgressSlice {
+    /// 1-based.
+    pub k: u32,
+    pub n: u32,
+    /// Index of its first source in the pool as listed.
+    pub first: usize,
+    /// Sources the pool lists in all.
+    pub pool: usize,
 }
 
 /// One egress source: a local address to bind, or a SOCKS5 proxy to go through.

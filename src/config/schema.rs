@@ -11,9 +11,9 @@ use serde::Deserialize;
 use super::egress::{self, AddrRange, SOURCES_MAX};
 use super::error::{ConfigError, line_column};
 use super::model::{
-    ADMIN_PORT, Config, ConnectMode, Egress, Intake, Overrides, PING_IDLE_MS_DEFAULT,
+    ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, Intake, Overrides, PING_IDLE_MS_DEFAULT,
     PING_TIMEOUT_MS_DEFAULT, ROTATING_PORT, Region, Resolve, Source, TCP_USER_TIMEOUT_MS_DEFAULT,
-    too_few_sources,
+    even_share, too_few_sources,
 };
 use super::token::{TOKEN_BYTES_MAX, Token};
 use crate::limiter::REGIONS_MAX;
@@ -168,6 +168,7 @@ struct FileEgress {
     addresses: Vec<String>,
     #[serde(default)]
     socks5: Vec<FileSocks5>,
+    slice: Option<String>,
     connect: Option<FileConnect>,
     reconnect_min_ms: Option<u64>,
     reconnect_max_ms: Option<u64>,
@@ -305,6 +306,9 @@ pub fn from_toml_with(
         fe.addresses = entries.clone();
         fe.socks5.clear();
         notes.push(format!("override: egress addresses {}", entries.join(", ")));
+    }
+    if let Some(slice) = &overrides.egress_slice {
+        file.egress.get_or_insert_with(FileEgress::default).slice = Some(slice.clone());
     }
     if overrides.tenants.is_some()
         && (!file.tenant.is_empty() || file.default_tenant.is_some() || file.tenants_from.is_some())
@@ -774,6 +778,25 @@ fn build_region(
     Ok(region)
 }
 
+/// `K/N` (1 ≤ K ≤ N ≤ the pool's sources, so every slice holds one at least).
+fn parse_slice(text: &str, pool: usize) -> Result<(u32, u32), String> {
+    let bad = || format!("{text:?}: expected K/N, this relay's part K of N (e.g. \"2/4\")");
+    let (k, n) = text.trim().split_once('/').ok_or_else(bad)?;
+    let (k, n): (u32, u32) = (
+        k.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
+    if n == 0 || k == 0 || k > n {
+        return Err(format!("{text:?}: K must be 1 to N, and N at least 1"));
+    }
+    if n as usize > pool {
+        return Err(format!(
+            "{text:?}: {n} slices of {pool} sources would leave some relay none"
+        ));
+    }
+    Ok((k, n))
+}
+
 fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
     if fe.addresses.is_empty() && fe.socks5.is_empty() {
         return Err(cx.err(
@@ -852,6 +875,24 @@ fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
         }
         sources.push(source);
     }
+    // One relay's share of a pool several relays list alike: the K-th of N contiguous,
+    // near-equal parts, so the relays' slices never share a source (issue of pacing one pair
+    // from two relays) while their configs stay one file.
+    let slice = match &fe.slice {
+        None => None,
+        Some(text) => {
+            let pool = sources.len();
+            let (k, n) = parse_slice(text, pool).map_err(|why| cx.err("egress.slice", why))?;
+            let mine = even_share(pool, n as usize, k as usize - 1);
+            sources = sources.drain(mine.clone()).collect();
+            Some(EgressSlice {
+                k,
+                n,
+                first: mine.start,
+                pool,
+            })
+        }
+    };
     let reconnect_min_ms = cx.range(
         "egress.reconnect_min_ms",
         fe.reconnect_min_ms.unwrap_or(RECONNECT_MIN_MS_DEFAULT),
@@ -874,6 +915,7 @@ fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
     }
     Ok(Egress {
         sources,
+        slice,
         connect: match fe.connect {
             None | Some(FileConnect::Eager) => ConnectMode::Eager,
             Some(FileConnect::Lazy) => ConnectMode::Lazy,

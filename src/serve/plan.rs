@@ -108,6 +108,16 @@ fn load_config(path: Option<&Path>, overrides: &Overrides) -> Result<Config, Str
 }
 
 fn print_regions(cfg: &Config) {
+    if let Some(s) = cfg.egress.slice {
+        println!(
+            "egress slice {}/{}: sources {} to {} of the {} listed",
+            s.k,
+            s.n,
+            s.first + 1,
+            s.first + cfg.egress.sources.len(),
+            s.pool
+        );
+    }
     for r in &cfg.regions {
         let how = if r.tls {
             format!("TLS, SNI {}", r.sni.as_deref().unwrap_or(&r.host))
