@@ -57,6 +57,8 @@ pub struct Links {
     sources: Box<[Source]>,
     /// Per source: the config no longer lists it (a reload); its pairs are drained.
     source_retired: Box<[bool]>,
+    /// Sources not retired, kept with `source_retired` (the dispatch loop asks every pass).
+    sources_listed: usize,
     /// Every pair's pacing as another relay process sees it (one taking over from this one,
     /// or the one this one takes over from), and each pair's entry there (`u32::MAX`: none).
     ledger: Option<(Arc<Ledger>, Box<[u32]>)>,
@@ -122,6 +124,7 @@ impl Links {
             pairs: Pairs::new(pair_count, spec.handshakes_max, spec.connect_eagerly, now),
             sources: spec.sources.clone().into_boxed_slice(),
             source_retired: vec![false; spec.sources.len()].into_boxed_slice(),
+            sources_listed: spec.sources.len(),
             ledger,
             setup_timeout: rate.from_ms(spec.connect_timeout_ms),
             setup_timeout_ms: spec.connect_timeout_ms,
@@ -725,6 +728,11 @@ impl Links {
             let listed = t.sources.contains(&self.sources[a]);
             if self.source_retired[a] == listed {
                 self.source_retired[a] = !listed;
+                if listed {
+                    self.sources_listed += 1;
+                } else {
+                    self.sources_listed -= 1;
+                }
                 for r in 0..self.regions.len() {
                     self.refresh_retired(self.limiter.pair(a as u32, RegionId(r as u8)), now);
                 }
@@ -746,7 +754,7 @@ impl Links {
 
     /// Sources of this thread the config lists.
     pub(super) fn sources_listed(&self) -> usize {
-        self.source_retired.iter().filter(|r| !**r).count()
+        self.sources_listed
     }
 
     /// A pair is retired when its source or its region is: a connection being set up closes
