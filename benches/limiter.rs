@@ -23,7 +23,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use bundle_relay::clock::{Clock, Instant, TickRate, Ticks};
-use bundle_relay::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, RegionId};
+use bundle_relay::limiter::{Acquire, ConnState, LaneId, Limiter, LimiterConfig, PairId};
 use criterion::{Criterion, criterion_group, criterion_main};
 
 const ADDRESSES: u32 = 4_096;
@@ -227,7 +227,7 @@ trait Side {
 impl Side for Limiter {
     #[inline]
     fn pick(&mut self, r: usize, now: u64) -> Option<(usize, u32)> {
-        match self.acquire(RegionId(r as u8), Instant(now)) {
+        match self.acquire(LaneId(r as u8), Instant(now)) {
             Acquire::Pair(p) => Some((r, p.0)),
             _ => None,
         }
@@ -426,7 +426,7 @@ fn bench_nothing_ready(c: &mut Criterion) {
             b.iter(|| {
                 now += 1;
                 r = (r + 1) % REGIONS;
-                black_box(limiter.acquire(RegionId(r as u8), Instant(now)))
+                black_box(limiter.acquire(LaneId(r as u8), Instant(now)))
             })
         });
     }

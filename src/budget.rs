@@ -31,6 +31,8 @@ pub struct BudgetInputs {
     pub addresses: u64,
     /// Block-engine regions each address pairs with.
     pub regions: u64,
+    /// Egress groups, the shared addresses counted (each region has a lane per group).
+    pub egress_groups: u64,
     /// Reactor threads: each owns one limiter (its own region wheels and list heads).
     pub threads: u64,
     /// Intake connections each thread can hold.
@@ -64,6 +66,7 @@ impl BudgetInputs {
             arena_slots: spec.arena_slots as u64,
             addresses: sources,
             regions,
+            egress_groups: spec.egress_groups.len() as u64 + 1,
             threads: spec.threads.max(1) as u64,
             intake_conns_per_thread: spec.intake_conns_max as u64,
             intake_request_bytes: (spec.http.head_bytes_max + spec.http.body_bytes_max) as u64,
@@ -87,6 +90,7 @@ impl BudgetInputs {
             arena_slots,
             addresses,
             regions,
+            egress_groups: 1,
             threads,
             intake_conns_per_thread: 1024,
             intake_request_bytes: (crate::http1::HEAD_BYTES_MAX_DEFAULT
@@ -128,6 +132,7 @@ impl Budget {
             arena_slots,
             addresses,
             regions,
+            egress_groups,
             threads,
             intake_conns_per_thread,
             intake_request_bytes,
@@ -140,6 +145,7 @@ impl Budget {
         let conns = threads * intake_conns_per_thread;
         let h2 = crate::h2::conn::Connection::allocation_bytes(&crate::relay::upstream_h2_config());
         let pairs = addresses * regions;
+        let lanes = regions * egress_groups.max(1);
         let term = |name, count, bytes_each: usize| Term {
             name,
             count,
@@ -158,22 +164,23 @@ impl Budget {
             term("arena frame bytes", arena_slots, arena::FRAME_BYTES_MAX),
             // One record per (egress address, region): pacing, cooldown, connection, place.
             term("limiter pair records", pairs, limiter::PAIR_RECORD_BYTES),
-            // Per thread and region: the ready FIFO head plus every wheel slot's list head.
+            // Per thread and lane (a region's pairs of one egress group): every wheel slot's
+            // list head.
             term(
                 "limiter list heads",
-                threads * regions * limiter::LISTS_PER_REGION as u64,
+                threads * lanes * limiter::LISTS_PER_REGION as u64,
                 limiter::LIST_HEAD_BYTES,
             ),
-            // Per thread and region: wheel time, occupancy bitmaps, rate, counts.
+            // Per thread and lane: wheel time, occupancy bitmaps, rate, counts.
             term(
-                "limiter region wheels",
-                threads * regions,
+                "limiter lane wheels",
+                threads * lanes,
                 limiter::REGION_BYTES,
             ),
-            // Per thread and region: the FIFO of bundles waiting for a pair, room for every slot.
+            // Per thread and lane: the FIFO of bundles waiting for a pair, room for every slot.
             term(
-                "region FIFOs",
-                regions * arena_slots,
+                "lane FIFOs",
+                lanes * arena_slots,
                 std::mem::size_of::<arena::SlotHandle>(),
             ),
             // Per thread: whether each region and each of its sources is still in the config
@@ -289,7 +296,7 @@ impl Budget {
             term(
                 "handoff records",
                 if threads > 1 { threads } else { 0 },
-                relay::dispatch::handoff_allocation_bytes(threads as usize),
+                relay::dispatch::handoff_allocation_bytes(threads as usize, lanes as usize),
             ),
             // Per thread: the provided-buffer ring every receive lands in.
             term(

@@ -105,6 +105,28 @@ impl Relay {
                 spec.threads.max(1),
             )));
         }
+        if !spec.handoffs {
+            // Without handoffs a thread sends only what it accepted, so each needs a source of
+            // every group a tenant of its may use.
+            for g in 0..=spec.egress_groups.len() {
+                let n = spec
+                    .source_group
+                    .iter()
+                    .filter(|&&x| usize::from(x) == g)
+                    .count();
+                if n > 0 && n < spec.threads.max(1) {
+                    let name = g
+                        .checked_sub(1)
+                        .map_or("shared", |i| spec.egress_groups[i].as_str());
+                    return Err(StartError::Spec(format!(
+                        "egress group {name} has {n} sources for {} threads: with handoffs \
+                         off every thread needs one of each group's; list more, use fewer \
+                         threads, or turn handoffs on",
+                        spec.threads.max(1)
+                    )));
+                }
+            }
+        }
         let mut spec = spec;
         spec.threads = spec.threads.max(1);
         // Bind once here so port 0 resolves to one port for all threads.

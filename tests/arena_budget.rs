@@ -24,13 +24,42 @@ fn the_budget_terms_add_up_to_what_the_layers_allocate() {
     let limiter_terms: u64 = [
         "limiter pair records",
         "limiter list heads",
-        "limiter region wheels",
+        "limiter lane wheels",
     ]
     .iter()
     .map(|t| budget.term_bytes(t))
     .sum();
     assert_eq!(limiter_terms, limiter.allocated_bytes() as u64);
     assert!(budget.total_bytes() > arena_terms + limiter_terms);
+}
+
+#[test]
+fn the_limiter_terms_count_a_lane_per_region_and_egress_group() {
+    let inputs = BudgetInputs {
+        egress_groups: 3,
+        ..BudgetInputs::with_default_intake(1_000, 64, 8, 1)
+    };
+    let budget = Budget::new(inputs);
+    let config = LimiterConfig {
+        groups: vec![40, 16, 8],
+        ..LimiterConfig::uniform(TickRate::NANOS, 64, 8)
+    };
+    let limiter = Limiter::new(&config, Instant(0));
+    assert_eq!(limiter.lane_count(), 24);
+    let limiter_terms: u64 = [
+        "limiter pair records",
+        "limiter list heads",
+        "limiter lane wheels",
+    ]
+    .iter()
+    .map(|t| budget.term_bytes(t))
+    .sum();
+    assert_eq!(limiter_terms, limiter.allocated_bytes() as u64);
+    let one_group = Budget::new(BudgetInputs::with_default_intake(1_000, 64, 8, 1));
+    assert_eq!(
+        budget.term_bytes("lane FIFOs"),
+        3 * one_group.term_bytes("lane FIFOs")
+    );
 }
 
 /// Bytes allocated and not freed by this thread, to weigh what a constructor allocates.

@@ -1358,3 +1358,575 @@ fn egress_slice_from_the_command_line_slices_the_files_pool() {
     .unwrap();
     assert_eq!(addresses(&c), ["127.1.0.2", "127.1.0.3"]);
 }
+
+// ---- egress groups: addresses dedicated to some tenants ----
+
+/// Eight addresses 127.1.0.0-7 and a SOCKS5 proxy, `groups` (`[[egress.group]]` tables) and
+/// `rest` (tenant tables) after them.
+fn grouped(groups: &str, rest: &str) -> Result<Config, String> {
+    parse(&grouped_text(groups, rest))
+}
+
+fn grouped_text(groups: &str, rest: &str) -> String {
+    format!(
+        "{REGION}[egress]\naddresses = [\"127.1.0.0/29\"]\n\
+         socks5 = [{{ proxy = \"127.0.0.1:1080\" }}]\n{groups}{rest}"
+    )
+}
+
+fn group(name: &str, addresses: &str) -> String {
+    format!("[[egress.group]]\nname = \"{name}\"\naddresses = [{addresses}]\n")
+}
+
+fn tenant_on(name: &str, egress: Option<&str>) -> String {
+    let egress = egress.map_or(String::new(), |g| format!("egress = \"{g}\"\n"));
+    format!("[[tenant]]\nname = \"{name}\"\nkeys = [\"key-{name}\"]\n{egress}")
+}
+
+/// Two groups and a tenant on each, one on the shared addresses.
+fn two_groups() -> String {
+    grouped_text(
+        &format!(
+            "{}{}",
+            group("alpha", "\"127.1.0.4/31\", \"127.1.0.1\""),
+            group("beta", "\"127.1.0.6-127.1.0.7\"")
+        ),
+        &format!(
+            "{}{}{}",
+            tenant_on("alpha-bot", Some("alpha")),
+            tenant_on("beta-bot", Some("beta")),
+            tenant_on("anyone", None)
+        ),
+    )
+}
+
+#[test]
+fn egress_groups_load_in_file_order_with_each_sources_group_and_proxies_shared() {
+    let c = parse(&two_groups()).unwrap();
+    assert_eq!(c.egress.groups, ["alpha", "beta"]);
+    // 127.1.0.0-7, then the proxy: 0 shared, 1 alpha, 2-3 shared, 4-5 alpha, 6-7 beta, proxy.
+    assert_eq!(c.egress.source_group, [0, 1, 0, 0, 1, 1, 2, 2, 0]);
+    assert_eq!(c.egress.group_counts(), [4, 3, 2]);
+    assert_eq!(
+        (0..3).map(|g| c.egress.group_name(g)).collect::<Vec<_>>(),
+        ["shared", "alpha", "beta"]
+    );
+    let policy = |i: usize| c.tenants.list[i].policy.egress.as_deref();
+    assert_eq!(
+        (policy(0), policy(1), policy(2)),
+        (Some("alpha"), Some("beta"), None)
+    );
+    // One thread: everything, by group (shared, then alpha, then beta).
+    assert_eq!(
+        c.egress.thread_share(1, 0),
+        (vec![0, 2, 3, 8, 1, 4, 5, 6, 7], vec![4, 3, 2])
+    );
+    // Two: each group split on its own, a group's larger part going to the thread after the
+    // one the group before it gave its larger part to (alpha's to thread 0 after shared's
+    // even split, beta's to thread 1 after alpha's), so the totals stay within one.
+    assert_eq!(
+        c.egress.thread_share(2, 0),
+        (vec![0, 2, 1, 4, 7], vec![2, 2, 1])
+    );
+    assert_eq!(
+        c.egress.thread_share(2, 1),
+        (vec![3, 8, 5, 6], vec![2, 1, 1])
+    );
+}
+
+#[test]
+fn without_egress_groups_thread_share_is_even_share_of_the_sources() {
+    let base = parse(&format!("{REGION}{EGRESS}")).unwrap();
+    assert!(base.egress.groups.is_empty());
+    assert_eq!(base.egress.source_group, [0, 0, 0, 0]);
+    for sources in [1usize, 3, 4, 7, 64, 257] {
+        let mut e = base.egress.clone();
+        e.sources = (0..sources)
+            .map(|i| local([127, 2, (i >> 8) as u8, i as u8]))
+            .collect();
+        // Left shorter than the sources, as a config put together in code may: read as shared.
+        e.source_group.clear();
+        for threads in 1..=9 {
+            for t in 0..threads {
+                let (mine, counts) = e.thread_share(threads, t);
+                let run = bundle_relay::config::even_share(sources, threads, t);
+                assert_eq!(
+                    mine,
+                    run.clone().collect::<Vec<_>>(),
+                    "{sources}/{threads}/{t}"
+                );
+                assert_eq!(counts, [run.len() as u32]);
+            }
+        }
+    }
+}
+
+#[test]
+fn thread_share_gives_each_thread_its_part_of_every_group_shared_first() {
+    // 4 shared (127.1.0.0-3) and a group of 4 (127.1.0.4-7), no proxy.
+    let c = parse(&format!(
+        "{REGION}[egress]\naddresses = [\"127.1.0.0/29\"]\n{}{}",
+        group("alpha", "\"127.1.0.4/30\""),
+        tenant_on("a", Some("alpha")) + &tenant_on("b", None)
+    ))
+    .unwrap();
+    assert_eq!(c.egress.thread_share(2, 0), (vec![0, 1, 4, 5], vec![2, 2]));
+    assert_eq!(c.egress.thread_share(2, 1), (vec![2, 3, 6, 7], vec![2, 2]));
+    // Over any number of threads the shares cover every source once.
+    let c = parse(&two_groups()).unwrap();
+    for threads in 1..=9 {
+        let mut seen: Vec<usize> = (0..threads)
+            .flat_map(|t| c.egress.thread_share(threads, t).0)
+            .collect();
+        seen.sort();
+        assert_eq!(seen, (0..9).collect::<Vec<_>>(), "{threads} threads");
+    }
+}
+
+#[test]
+fn every_thread_holds_a_source_whatever_the_groups_while_there_are_as_many_sources_as_threads() {
+    // 9 sources: shared 4, alpha 3, beta 2; each group alone is smaller than 5 threads.
+    let c = parse(&format!("threads = 5\n{}", two_groups())).unwrap();
+    assert_eq!(c.threads, 5);
+    for threads in 1..=9 {
+        let totals: Vec<usize> = (0..threads)
+            .map(|t| c.egress.thread_share(threads, t).0.len())
+            .collect();
+        let (lo, hi) = (totals.iter().min().unwrap(), totals.iter().max().unwrap());
+        assert!(*lo >= 1 && hi - lo <= 1, "{threads} threads: {totals:?}");
+    }
+    let e = refused(&format!("threads = 10\n{}", two_groups()));
+    assert!(e.contains("threads"), "{e}");
+}
+
+#[test]
+fn egress_group_names_are_checked_naming_the_key() {
+    let long = "g".repeat(65);
+    for (name, why) in [
+        ("", "an egress group name is 1 to 64 characters"),
+        (long.as_str(), "an egress group name is 1 to 64 characters"),
+        ("al pha", "an egress group name is 1 to 64 characters"),
+        ("alpha/1", "an egress group name is 1 to 64 characters"),
+        ("shared", "names the addresses in no group"),
+    ] {
+        let e = grouped(&group(name, "\"127.1.0.1\""), "").unwrap_err();
+        assert!(
+            e.contains("egress.group[0].name") && e.contains(why),
+            "{name:?}: {e}"
+        );
+    }
+    assert!(
+        grouped(
+            &group(&"g".repeat(64), "\"127.1.0.1\""),
+            &tenant_on("a", None)
+        )
+        .is_ok()
+    );
+    assert!(grouped(&group("Al-pha_1.x", "\"127.1.0.1\""), &tenant_on("a", None)).is_ok());
+    let e = grouped(
+        &format!(
+            "{}{}",
+            group("alpha", "\"127.1.0.1\""),
+            group("alpha", "\"127.1.0.2\"")
+        ),
+        "",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("egress.group[1].name: \"alpha\" is already the name of egress.group[0]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn egress_group_without_addresses_is_refused() {
+    let e = grouped(&group("alpha", ""), "").unwrap_err();
+    assert!(
+        e.contains("egress.group[0].addresses: group \"alpha\" lists no address"),
+        "{e}"
+    );
+    let e = grouped("[[egress.group]]\nname = \"alpha\"\n", "").unwrap_err();
+    assert!(e.contains("egress.group[0].addresses"), "{e}");
+}
+
+#[test]
+fn egress_group_address_outside_the_pool_is_refused_naming_the_address() {
+    let e = grouped(&group("alpha", "\"127.1.0.1\", \"127.1.0.9\""), "").unwrap_err();
+    assert!(
+        e.contains("egress.group[0].addresses[1]: 127.1.0.9 is not in the pool"),
+        "{e}"
+    );
+    // A block reaching past the pool names the first address outside it, and the block.
+    let e = grouped(&group("alpha", "\"127.1.0.0/28\""), "").unwrap_err();
+    assert!(
+        e.contains(
+            "egress.group[0].addresses[0]: 127.1.0.8 (of \"127.1.0.0/28\") is not in the pool"
+        ),
+        "{e}"
+    );
+    // A SOCKS5 proxy's address is not a local address of the pool.
+    let e = grouped(&group("alpha", "\"127.0.0.1\""), "").unwrap_err();
+    assert!(e.contains("127.0.0.1 is not in the pool"), "{e}");
+    // Entries are parsed as egress.addresses are.
+    let e = grouped(&group("alpha", "\"127.1.0.1/24\""), "").unwrap_err();
+    assert!(
+        e.contains("egress.group[0].addresses[0]") && e.contains("host bits set"),
+        "{e}"
+    );
+    let e = grouped(&group("alpha", "\"127.1.0.1\", \"127.1.0.0/31\""), "").unwrap_err();
+    assert!(
+        e.contains("egress.group[0].addresses[1]: 127.1.0.1 is listed twice in group \"alpha\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn egress_groups_that_overlap_are_refused_naming_both_groups_and_the_address() {
+    let e = grouped(
+        &format!(
+            "{}{}",
+            group("alpha", "\"127.1.0.0/30\""),
+            group("beta", "\"127.1.0.6\", \"127.1.0.2-127.1.0.5\"")
+        ),
+        "",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains(
+            "egress.group[1].addresses[1]: 127.1.0.2 is in group \"alpha\" (egress.group[0]) \
+             and in group \"beta\""
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn egress_groups_and_regions_past_the_limiters_lanes_are_refused_naming_both_counts() {
+    // 16 regions: 15 groups and the shared addresses make 256 lanes, 16 groups 272.
+    let text = |groups: usize| {
+        let tables: String = (0..groups)
+            .map(|g| group(&format!("g{g}"), &format!("\"127.1.0.{g}\"")))
+            .collect();
+        format!(
+            "{}[egress]\naddresses = [\"127.1.0.0/27\"]\n{tables}{}",
+            regions(16),
+            tenant_on("a", None)
+        )
+    };
+    assert_eq!(parse(&text(15)).unwrap().egress.groups.len(), 15);
+    let e = refused(&text(16));
+    assert!(
+        e.contains("egress.group: 16 egress groups and 16 regions need 272 limiter lanes")
+            && e.contains("at most 256"),
+        "{e}"
+    );
+}
+
+#[test]
+fn egress_slice_keeps_each_groups_members_inside_the_slice() {
+    // 10 sources in 2 slices of 5: alpha (127.1.0.1-2) lies in the first only, beta in both.
+    let text = |k: u32| {
+        format!(
+            "{REGION}[egress]\naddresses = [\"127.1.0.0/29\", \"127.1.0.8/31\"]\nslice = \"{k}/2\"\n{}{}{}",
+            group("alpha", "\"127.1.0.1-127.1.0.2\""),
+            group("beta", "\"127.1.0.4\", \"127.1.0.9\""),
+            tenant_on("b", Some("beta")) + &tenant_on("s", None)
+        )
+    };
+    let first = parse(&text(1)).unwrap();
+    assert_eq!(first.egress.source_group, [0, 1, 1, 0, 2]);
+    assert_eq!(first.egress.group_counts(), [2, 2, 1]);
+    let second = parse(&text(2)).unwrap();
+    assert_eq!(addresses(&second)[0], "127.1.0.5");
+    assert_eq!(second.egress.source_group, [0, 0, 0, 0, 2]);
+    assert_eq!(second.egress.group_counts(), [4, 0, 1], "alpha: none here");
+    assert_eq!(
+        second.egress.groups,
+        ["alpha", "beta"],
+        "the groups are the file's"
+    );
+}
+
+#[test]
+fn a_tenant_naming_an_egress_group_that_does_not_exist_is_refused_listing_the_groups() {
+    let e = grouped(
+        &format!(
+            "{}{}",
+            group("alpha", "\"127.1.0.1\""),
+            group("beta", "\"127.1.0.2\"")
+        ),
+        &tenant_on("bot", Some("gamma")),
+    )
+    .unwrap_err();
+    assert!(
+        e.contains(
+            "tenant[0].egress: tenant \"bot\" names egress group \"gamma\", which does not exist"
+        ) && e.contains("the groups are alpha, beta"),
+        "{e}"
+    );
+    let e = grouped("", &tenant_on("bot", Some("alpha"))).unwrap_err();
+    assert!(e.contains("there are no egress groups"), "{e}");
+    // Disabled, the tenant sends nothing, but a group it names must still exist.
+    let e = grouped("", &(tenant_on("bot", Some("alpha")) + "enabled = false\n")).unwrap_err();
+    assert!(e.contains("tenant[0].egress"), "{e}");
+    let e = grouped("", "[default_tenant]\negress = \"alpha\"\n").unwrap_err();
+    assert!(
+        e.contains("default_tenant.egress: the default tenant names egress group \"alpha\""),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_tenant_on_the_shared_addresses_when_every_source_is_grouped_is_refused() {
+    // 127.1.0.0-7 all in groups, and no proxy: nothing is shared.
+    let all = |rest: &str| {
+        parse(&format!(
+            "{REGION}[egress]\naddresses = [\"127.1.0.0/29\"]\n{}{}{rest}",
+            group("alpha", "\"127.1.0.0/30\""),
+            group("beta", "\"127.1.0.4/30\""),
+        ))
+    };
+    let e = all(&(tenant_on("a", Some("alpha")) + &tenant_on("x", None))).unwrap_err();
+    assert!(
+        e.contains(
+            "tenant[1]: tenant \"x\" uses the shared egress addresses (no `egress` key) but \
+             every source is in a group"
+        ) && e.contains("alpha, beta"),
+        "{e}"
+    );
+    let e = all(&(tenant_on("a", Some("alpha")) + "[default_tenant]\n")).unwrap_err();
+    assert!(
+        e.contains("default_tenant: the default tenant uses the shared egress addresses"),
+        "{e}"
+    );
+    // `egress = "shared"` is the same choice, said out loud.
+    let e = all(&tenant_on("x", Some("shared"))).unwrap_err();
+    assert!(
+        e.contains("tenant[0].egress") && e.contains("egress = \"shared\""),
+        "{e}"
+    );
+    // No tenant at all: everyone is on the shared addresses, and there are none.
+    let e = all("").unwrap_err();
+    assert!(
+        e.contains("egress.group: every source is in an egress group and no tenant is listed"),
+        "{e}"
+    );
+    // Disabled, it sends nothing; every tenant on a group, the config loads.
+    let c = all(&(tenant_on("a", Some("alpha")) + &tenant_on("x", None) + "enabled = false\n"))
+        .unwrap();
+    assert_eq!(c.egress.group_counts(), [0, 4, 4]);
+    // With some address shared, "shared" names it.
+    let c = grouped(
+        &group("alpha", "\"127.1.0.1\""),
+        &tenant_on("x", Some("shared")),
+    )
+    .unwrap();
+    assert_eq!(c.tenants.list[0].policy.egress, None);
+}
+
+#[test]
+fn a_tenant_whose_egress_group_has_no_source_in_this_slice_is_refused_naming_the_slice() {
+    let text = |k: u32, tenants: &str| {
+        format!(
+            "{REGION}[egress]\naddresses = [\"127.1.0.0/30\"]\nslice = \"{k}/2\"\n{}{tenants}",
+            group("alpha", "\"127.1.0.0\""),
+        )
+    };
+    let bot = tenant_on("bot", Some("alpha")) + &tenant_on("s", None);
+    assert!(parse(&text(1, &bot)).is_ok());
+    let e = refused(&text(2, &bot));
+    assert!(
+        e.contains(
+            "tenant[0].egress: tenant \"bot\" uses egress group \"alpha\", which has no source \
+             in this relay's slice 2/2 (egress.slice)"
+        ),
+        "{e}"
+    );
+    // Slice 2/2 shares 127.1.0.2-3; the first slice's only shared address is 127.1.0.1.
+    let all = |k: u32| {
+        format!(
+            "{REGION}[egress]\naddresses = [\"127.1.0.0/30\"]\nslice = \"{k}/2\"\n{}{}",
+            group("alpha", "\"127.1.0.0-127.1.0.1\""),
+            tenant_on("s", None)
+        )
+    };
+    let e = refused(&all(1));
+    assert!(
+        e.contains("every source is in a group (this relay's slice 1/2)"),
+        "{e}"
+    );
+    assert!(parse(&all(2)).is_ok());
+}
+
+#[test]
+fn a_tenants_document_names_its_egress_group_and_is_checked_naming_the_tenant() {
+    let cfg = grouped(
+        &group("alpha", "\"127.1.0.1\""),
+        "[tenants_from]\nurl = \"http://127.0.0.1:9300/t\"\n",
+    )
+    .unwrap();
+    let ok = cfg
+        .with_tenants_json(
+            r#"{"tenant": [{"name": "a", "keys": ["k"], "egress": "alpha"}, {"name": "b", "keys": ["j"]}]}"#,
+            "doc",
+        )
+        .unwrap();
+    assert_eq!(ok.tenants.list[0].policy.egress.as_deref(), Some("alpha"));
+    assert_eq!(ok.tenants.list[1].policy.egress, None);
+    let e = cfg
+        .with_tenants_json(
+            r#"{"tenant": [{"name": "a", "keys": ["k"], "egress": "beta"}]}"#,
+            "http://127.0.0.1:9300/t",
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(
+            "http://127.0.0.1:9300/t: tenant[0].egress: tenant \"a\" names egress group \"beta\""
+        ) && e.contains("the groups are alpha"),
+        "{e}"
+    );
+    let e = cfg
+        .with_tenants_json(r#"{"default_tenant": {"egress": 7}}"#, "doc")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("default_tenant.egress"), "{e}");
+}
+
+#[test]
+fn the_tenant_table_resolves_egress_groups_by_the_running_relays_names() {
+    use bundle_relay::config::TenantTable;
+    use bundle_relay::metrics::tenants::TenantStats;
+    let c = parse(&two_groups()).unwrap();
+    let stats = TenantStats::new(c.tenants.max);
+    let names = c.region_names();
+    let build = |groups: &[String]| {
+        TenantTable::build(
+            &c.tenants,
+            &names,
+            &names,
+            groups,
+            &[],
+            c.arena_slots,
+            None,
+            &stats,
+        )
+    };
+    let t = build(&c.egress.groups).unwrap();
+    let by = |i: usize| (t.entries()[i].group, t.entries()[i].group_name.as_str());
+    assert_eq!(
+        (by(0), by(1), by(2)),
+        ((1, "alpha"), (2, "beta"), (0, "shared"))
+    );
+    assert!(t.entries()[0].describe(&names).contains(", egress alpha"));
+    assert!(t.entries()[2].describe(&names).contains(", egress shared"));
+    // Ids are the running relay's: the same names in another order, other ids.
+    let t = build(&["beta".to_string(), "alpha".to_string()]).unwrap();
+    assert_eq!((t.entries()[0].group, t.entries()[1].group), (2, 1));
+    let e = build(&["alpha".to_string()]).unwrap_err();
+    assert_eq!(
+        e,
+        "tenant beta-bot: egress group beta is not one the relay started with (egress groups \
+         change on restart)"
+    );
+    // Through the config: a relay started without groups cannot run a tenant naming one.
+    let started = grouped(&group("alpha", "\"127.1.0.1\""), &tenant_on("s", None)).unwrap();
+    let plain = parse(&format!(
+        "{REGION}[egress]\naddresses = [\"127.1.0.0/29\"]\n"
+    ))
+    .unwrap();
+    let e = c.tenant_table(&plain, None, &stats).unwrap_err();
+    assert!(
+        e.contains("tenant alpha-bot: egress group alpha is not one the relay started with"),
+        "{e}"
+    );
+    assert!(started.tenant_table(&started, None, &stats).is_ok());
+}
+
+#[test]
+fn a_reload_keeps_egress_group_changes_and_applies_a_tenants_new_group() {
+    use bundle_relay::config::Changes;
+    let base = parse(&two_groups()).unwrap();
+    let next = |text: String| parse(&text).unwrap();
+    assert_eq!(Changes::between(&base, &base, &base), Changes::default());
+    let gamma = next(two_groups().replacen(
+        "[[tenant]]",
+        &format!("{}[[tenant]]", group("gamma", "\"127.1.0.0\"")),
+        1,
+    ));
+    let c = Changes::between(&base, &base, &gamma);
+    assert_eq!(c.kept, ["egress groups: gamma added"], "{c:?}");
+    let no_beta = next(
+        two_groups()
+            .replace(&group("beta", "\"127.1.0.6-127.1.0.7\""), "")
+            .replace("egress = \"beta\"", "egress = \"alpha\""),
+    );
+    let c = Changes::between(&base, &base, &no_beta);
+    assert_eq!(c.kept, ["egress groups: beta removed"], "{c:?}");
+    assert!(c.applied.iter().any(|l| l.contains("1 changed")), "{c:?}");
+    let bigger = next(two_groups().replace(
+        "\"127.1.0.4/31\", \"127.1.0.1\"",
+        "\"127.1.0.0/30\", \"127.1.0.4/31\"",
+    ));
+    let c = Changes::between(&base, &base, &bigger);
+    assert_eq!(
+        c.kept,
+        ["egress group alpha: membership changed (3 → 6 sources)"],
+        "{c:?}"
+    );
+    // A tenant moving to another group is the tenant table's: applied, nothing kept.
+    let moved = next(two_groups().replace("egress = \"beta\"", "egress = \"alpha\""));
+    let c = Changes::between(&base, &base, &moved);
+    assert!(c.kept.is_empty(), "{c:?}");
+    assert_eq!(
+        c.applied,
+        ["tenants: 0 added, 0 removed (their bundles in flight finish), 1 changed; 3 listed"]
+    );
+}
+
+#[test]
+fn without_handoffs_a_reload_is_checked_against_each_threads_grouped_sources() {
+    // Two threads: thread 0 owns shared 127.1.0.0 and alpha 127.1.0.2, thread 1 shared
+    // 127.1.0.1 and alpha 127.1.0.3.
+    let text = |addresses: &str| {
+        format!(
+            "threads = 2\nhandoffs = false\n{REGION}[egress]\naddresses = [{addresses}]\n{}{}",
+            group("alpha", "\"127.1.0.2\", \"127.1.0.3\""),
+            tenant_on("s", None)
+        )
+    };
+    let started = parse(&text("\"127.1.0.0/30\"")).unwrap();
+    assert_eq!(started.egress.thread_share(2, 0).0, [0, 2]);
+    let keep_thread_0 = parse(&text("\"127.1.0.0\", \"127.1.0.2\", \"127.1.0.3\"")).unwrap();
+    assert_eq!(
+        bundle_relay::config::Changes::refusal(&started, &keep_thread_0),
+        None
+    );
+    let dropped = parse(
+        &format!(
+            "threads = 2\nhandoffs = false\n{REGION}[egress]\naddresses = [\"127.1.0.0\", \"127.1.0.2\"]\n"
+        ),
+    )
+    .unwrap();
+    let (key, why) = bundle_relay::config::Changes::refusal(&started, &dropped).unwrap();
+    assert_eq!(key, "egress");
+    assert!(
+        why.starts_with("thread 1 would keep none of its 2 sources (127.1.0.1 …)"),
+        "{why}"
+    );
+}
+
+#[test]
+fn the_mainnet_examples_commented_egress_group_loads_when_uncommented() {
+    let text = std::fs::read_to_string(examples().join("mainnet.toml")).unwrap();
+    let text = text
+        .replace("# [[egress.group]]", "[[egress.group]]")
+        .replace("# name = \"alpha\"", "name = \"alpha\"")
+        .replace(
+            "# addresses = [\"203.0.113.0/28\"]",
+            "addresses = [\"203.0.113.0/28\"]",
+        );
+    let c = Config::parse(&text, "mainnet.toml", Resolve::Deferred).unwrap();
+    assert_eq!(c.egress.groups, ["alpha"]);
+    assert_eq!(c.egress.group_counts(), [48, 16]);
+}

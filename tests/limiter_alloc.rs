@@ -8,7 +8,7 @@ use counting_alloc::allocations;
 
 use bundle_relay::arena::Arena;
 use bundle_relay::clock::{Instant, TickRate, Ticks};
-use bundle_relay::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, RegionId};
+use bundle_relay::limiter::{Acquire, ConnState, LaneId, Limiter, LimiterConfig, PairId, RegionId};
 
 #[test]
 fn the_limiter_hot_path_allocates_nothing_after_construction() {
@@ -28,7 +28,7 @@ fn the_limiter_hot_path_allocates_nothing_after_construction() {
         limiter.advance(Instant(now));
         let region = RegionId((step % 8) as u8);
         for _ in 0..4 {
-            if let Acquire::Pair(p) = limiter.acquire(region, Instant(now)) {
+            if let Acquire::Pair(p) = limiter.acquire(LaneId(region.0), Instant(now)) {
                 sent += 1;
                 // Answers come in while other pairs are held: a ring of sends in flight.
                 if let Some(answered) = in_flight[k].replace(p) {
@@ -52,7 +52,7 @@ fn the_limiter_hot_path_allocates_nothing_after_construction() {
             limiter.set_connection(p, ConnState::Down, Instant(now));
             limiter.set_connection(p, ConnState::Up, Instant(now));
         }
-        limiter.next_ready_at(region);
+        limiter.next_ready_at(LaneId(region.0));
         limiter.next_wakeup();
         limiter.counts(region);
     }

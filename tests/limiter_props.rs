@@ -1,11 +1,14 @@
 //! Property tests with a simulated clock, against an independent model of the rules: a held
 //! pair (send in flight) is never handed out again; no pair is handed out before one interval
 //! after its last answer or inside a cooldown; every wait names exactly the tick the first pair
-//! is handed out; "no pair up" only when every pair of the region is down or held; after every
-//! operation each pair is in exactly one place (`check_invariants`).
+//! is handed out; "no pair up" only when every pair of the lane is down or held; a lane hands
+//! out only its own egress group's pairs; after every operation each pair is in exactly one
+//! place (`check_invariants`).
 
 use bundle_relay::clock::{Instant, TickRate, Ticks};
-use bundle_relay::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, Place, RegionId};
+use bundle_relay::limiter::{
+    Acquire, ConnState, LaneId, Limiter, LimiterConfig, PairId, Place, RegionId,
+};
 use proptest::prelude::*;
 
 const RATE: TickRate = TickRate::NANOS;
@@ -13,6 +16,15 @@ const ADDRESSES: u32 = 5;
 const REGIONS: usize = 2;
 const PAIRS: u32 = ADDRESSES * REGIONS as u32;
 const INTERVAL: u64 = 1_000_000_000;
+/// With egress groups: the first addresses are one group, the rest another.
+const GROUPS: [u32; 2] = [2, 3];
+
+/// Pair `i`'s lane, with `groups` groups (1: none).
+fn lane_of(i: usize, groups: usize) -> usize {
+    let (region, address) = (i / ADDRESSES as usize, i % ADDRESSES as usize);
+    let group = usize::from(groups > 1 && address >= GROUPS[0] as usize);
+    region * groups + group
+}
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -37,7 +49,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0u64..100_000).prop_map(Op::Wait),
         2 => (0u64..3_000_000_000).prop_map(Op::Wait),
         1 => (0u64..40_000_000_000).prop_map(Op::Wait),
-        6 => (0..REGIONS as u8).prop_map(Op::Acquire),
+        6 => (0..2 * REGIONS as u8).prop_map(Op::Acquire),
         1 => Just(Op::Advance),
         2 => (0..PAIRS, 0u64..40_000_000_000).prop_map(|(p, t)| Op::Cooldown(p, t)),
         1 => (0..PAIRS, 0u64..2_000).prop_map(|(p, t)| Op::Cooldown(p, t)),
@@ -72,9 +84,15 @@ proptest! {
     #[test]
     fn no_pair_is_early_every_wait_is_exact_and_each_pair_is_in_one_place(
         start in 0u64..1u64 << 50,
+        grouped in any::<bool>(),
         ops in prop::collection::vec(op(), 1..300),
     ) {
-        let mut limiter = Limiter::new(&LimiterConfig::uniform(RATE, ADDRESSES, REGIONS), Instant(start));
+        let config = LimiterConfig {
+            groups: if grouped { GROUPS.to_vec() } else { Vec::new() },
+            ..LimiterConfig::uniform(RATE, ADDRESSES, REGIONS)
+        };
+        let groups = if grouped { GROUPS.len() } else { 1 };
+        let mut limiter = Limiter::new(&config, Instant(start));
         let w = limiter.slot_ticks().0;
         let mut model = Model {
             last_answer: vec![None; PAIRS as usize],
@@ -87,10 +105,13 @@ proptest! {
             match op {
                 Op::Wait(dt) => now += dt,
                 Op::Advance => { limiter.advance(Instant(now)); }
-                Op::Acquire(r) => match limiter.acquire(RegionId(r), Instant(now)) {
+                Op::Acquire(lane) => {
+                    let r = lane as usize % (REGIONS * groups);
+                    match limiter.acquire(LaneId(r as u8), Instant(now)) {
                     Acquire::Pair(p) => {
                         let i = p.0 as usize;
-                        prop_assert_eq!(limiter.region_of(p), RegionId(r));
+                        prop_assert_eq!(lane_of(i, groups), r, "pair {} handed out by another lane", i);
+                        prop_assert_eq!(limiter.region_of(p), RegionId((r / groups) as u8));
                         prop_assert_eq!(model.conn[i], ConnState::Up, "pair {} handed out while not up", i);
                         prop_assert!(!model.held[i], "pair {} handed out while held", i);
                         prop_assert!(model.eligible(i) <= now,
@@ -99,7 +120,7 @@ proptest! {
                     }
                     Acquire::WaitUntil(t) => {
                         let soonest = (0..PAIRS as usize)
-                            .filter(|&i| i / ADDRESSES as usize == r as usize && model.in_rotation(i))
+                            .filter(|&i| lane_of(i, groups) == r && model.in_rotation(i))
                             .map(|i| model.eligible(i))
                             .min();
                         let soonest = soonest.expect("a wait although no pair is in rotation");
@@ -113,9 +134,10 @@ proptest! {
                     }
                     Acquire::NoPairUp => {
                         prop_assert!((0..PAIRS as usize)
-                            .all(|i| i / ADDRESSES as usize != r as usize || !model.in_rotation(i)));
+                            .all(|i| lane_of(i, groups) != r || !model.in_rotation(i)));
                     }
-                },
+                    }
+                }
                 Op::Cooldown(p, t) => {
                     limiter.cooldown(PairId(p), Ticks(t), Instant(now));
                     // A zero Retry-After asks for nothing (the pair may send now).

@@ -4,7 +4,8 @@
 
 use bundle_relay::clock::{Clock, Instant, TickRate, Ticks};
 use bundle_relay::limiter::{
-    Acquire, ConnState, Limiter, LimiterConfig, PairId, Place, RegionCounts, RegionId, RegionRate,
+    Acquire, ConnState, LaneId, Limiter, LimiterConfig, PairId, Place, RegionCounts, RegionId,
+    RegionRate,
 };
 
 const RATE: TickRate = TickRate::NANOS;
@@ -47,7 +48,7 @@ fn slot_ceil(limiter: &Limiter, t: Instant) -> Instant {
 
 /// Acquires a pair and answers its send at once, as a relay with a zero round trip would.
 fn send(limiter: &mut Limiter, region: RegionId, now: Instant) -> PairId {
-    let p = pair(limiter.acquire(region, now));
+    let p = pair(limiter.acquire(LaneId(region.0), now));
     limiter.finish(p, now);
     p
 }
@@ -63,9 +64,9 @@ fn the_default_slot_is_a_power_of_two_of_ticks_no_wider_than_50_us() {
 #[test]
 fn a_fresh_pair_is_ready_at_once_then_waits_one_interval() {
     let mut limiter = up_limiter(1, 1);
-    assert_eq!(limiter.acquire(R0, T0), Acquire::Pair(PairId(0)));
+    assert_eq!(limiter.acquire(LaneId(R0.0), T0), Acquire::Pair(PairId(0)));
     limiter.finish(PairId(0), T0);
-    let t = wait_until(limiter.acquire(R0, T0));
+    let t = wait_until(limiter.acquire(LaneId(R0.0), T0));
     assert_eq!(t, T0.after(SECOND));
     limiter.check_invariants();
 }
@@ -75,9 +76,12 @@ fn wait_until_is_the_exact_tick_the_pair_is_handed_out() {
     let mut limiter = up_limiter(1, 1);
     let start = Instant(T0.0 + 12_345); // not on a slot boundary
     send(&mut limiter, R0, start);
-    let t = wait_until(limiter.acquire(R0, start));
-    assert_eq!(wait_until(limiter.acquire(R0, Instant(t.0 - 1))), t);
-    assert_eq!(limiter.acquire(R0, t), Acquire::Pair(PairId(0)));
+    let t = wait_until(limiter.acquire(LaneId(R0.0), start));
+    assert_eq!(
+        wait_until(limiter.acquire(LaneId(R0.0), Instant(t.0 - 1))),
+        t
+    );
+    assert_eq!(limiter.acquire(LaneId(R0.0), t), Acquire::Pair(PairId(0)));
     limiter.check_invariants();
 }
 
@@ -88,7 +92,7 @@ fn a_pair_is_never_early_and_at_most_one_slot_late() {
     let mut now = Instant(T0.0 + 7);
     let mut last = None::<Instant>;
     for _ in 0..50 {
-        match limiter.acquire(R0, now) {
+        match limiter.acquire(LaneId(R0.0), now) {
             Acquire::Pair(p) => {
                 limiter.finish(p, now);
                 if let Some(last) = last {
@@ -113,14 +117,17 @@ fn cooldown_holds_a_pair_exactly_as_long_as_asked() {
     let expected = slot_ceil(&limiter, asked_at.after(ms(30_000)));
     assert_eq!(limiter.view(PairId(0)).place, Place::Cooling);
     assert_eq!(
-        wait_until(limiter.acquire(R0, T0.after(ms(1_000)))),
+        wait_until(limiter.acquire(LaneId(R0.0), T0.after(ms(1_000)))),
         expected
     );
     assert_eq!(
-        wait_until(limiter.acquire(R0, Instant(expected.0 - 1))),
+        wait_until(limiter.acquire(LaneId(R0.0), Instant(expected.0 - 1))),
         expected
     );
-    assert_eq!(limiter.acquire(R0, expected), Acquire::Pair(PairId(0)));
+    assert_eq!(
+        limiter.acquire(LaneId(R0.0), expected),
+        Acquire::Pair(PairId(0))
+    );
     limiter.check_invariants();
 }
 
@@ -131,7 +138,7 @@ fn a_shorter_cooldown_never_shortens_a_longer_one() {
     limiter.cooldown(PairId(0), ms(5_000), T0.after(ms(1)));
     assert_eq!(limiter.view(PairId(0)).cooldown_until, T0.after(ms(30_000)));
     assert_eq!(
-        wait_until(limiter.acquire(R0, T0.after(ms(10_000)))),
+        wait_until(limiter.acquire(LaneId(R0.0), T0.after(ms(10_000)))),
         slot_ceil(&limiter, T0.after(ms(30_000)))
     );
 }
@@ -142,16 +149,22 @@ fn a_cooldown_shorter_than_the_booking_keeps_the_booking() {
     send(&mut limiter, R0, T0);
     limiter.cooldown(PairId(0), ms(200), T0);
     assert_eq!(limiter.view(PairId(0)).place, Place::Booked);
-    assert_eq!(wait_until(limiter.acquire(R0, T0)), T0.after(SECOND));
+    assert_eq!(
+        wait_until(limiter.acquire(LaneId(R0.0), T0)),
+        T0.after(SECOND)
+    );
 }
 
 #[test]
 fn a_cooldown_takes_a_ready_pair_out_of_the_fifo() {
     let mut limiter = up_limiter(2, 1);
     limiter.cooldown(PairId(0), ms(1_500), T0);
-    assert_eq!(limiter.acquire(R0, T0), Acquire::Pair(PairId(1)));
+    assert_eq!(limiter.acquire(LaneId(R0.0), T0), Acquire::Pair(PairId(1)));
     limiter.finish(PairId(1), T0);
-    assert_eq!(wait_until(limiter.acquire(R0, T0)), T0.after(SECOND));
+    assert_eq!(
+        wait_until(limiter.acquire(LaneId(R0.0), T0)),
+        T0.after(SECOND)
+    );
     limiter.check_invariants();
 }
 
@@ -161,12 +174,15 @@ fn a_pair_whose_connection_is_not_up_is_never_handed_out() {
         let mut limiter = up_limiter(2, 1);
         limiter.set_connection(PairId(0), state, T0);
         assert_eq!(limiter.view(PairId(0)).place, Place::Parked);
-        assert_eq!(limiter.acquire(R0, T0), Acquire::Pair(PairId(1)));
+        assert_eq!(limiter.acquire(LaneId(R0.0), T0), Acquire::Pair(PairId(1)));
         limiter.finish(PairId(1), T0);
-        assert!(matches!(limiter.acquire(R0, T0), Acquire::WaitUntil(_)));
+        assert!(matches!(
+            limiter.acquire(LaneId(R0.0), T0),
+            Acquire::WaitUntil(_)
+        ));
         limiter.set_connection(PairId(1), state, T0);
-        assert_eq!(limiter.acquire(R0, T0), Acquire::NoPairUp);
-        assert_eq!(limiter.next_ready_at(R0), None);
+        assert_eq!(limiter.acquire(LaneId(R0.0), T0), Acquire::NoPairUp);
+        assert_eq!(limiter.next_ready_at(LaneId(R0.0)), None);
         limiter.check_invariants();
     }
 }
@@ -178,7 +194,7 @@ fn coming_back_up_keeps_the_booking_and_the_cooldown() {
     limiter.set_connection(PairId(0), ConnState::Down, T0);
     limiter.set_connection(PairId(0), ConnState::Up, T0.after(ms(10)));
     assert_eq!(
-        wait_until(limiter.acquire(R0, T0.after(ms(10)))),
+        wait_until(limiter.acquire(LaneId(R0.0), T0.after(ms(10)))),
         T0.after(SECOND)
     );
     limiter.set_connection(PairId(0), ConnState::Down, T0.after(ms(20)));
@@ -186,7 +202,7 @@ fn coming_back_up_keeps_the_booking_and_the_cooldown() {
     limiter.set_connection(PairId(0), ConnState::Up, T0.after(ms(30)));
     assert_eq!(limiter.view(PairId(0)).place, Place::Cooling);
     assert_eq!(
-        wait_until(limiter.acquire(R0, T0.after(ms(30)))),
+        wait_until(limiter.acquire(LaneId(R0.0), T0.after(ms(30)))),
         slot_ceil(&limiter, T0.after(ms(5_020)))
     );
     limiter.check_invariants();
@@ -224,7 +240,9 @@ fn ready_pairs_from_bookings_and_cooldowns_leave_in_ready_time_order() {
     assert_eq!(limiter.view(cooled).place, Place::Cooling);
     let t = T0.after(ms(1_100));
     assert_eq!(limiter.advance(t), 3);
-    let got: Vec<PairId> = (0..3).map(|_| pair(limiter.acquire(R0, t))).collect();
+    let got: Vec<PairId> = (0..3)
+        .map(|_| pair(limiter.acquire(LaneId(R0.0), t)))
+        .collect();
     assert_eq!(got, vec![early, cooled, late]);
 }
 
@@ -237,14 +255,17 @@ fn burst_allows_that_many_back_to_back_then_one_per_interval() {
     let mut limiter = Limiter::new(&config, T0);
     limiter.set_connection(PairId(0), ConnState::Up, T0);
     for _ in 0..3 {
-        assert_eq!(limiter.acquire(R0, T0), Acquire::Pair(PairId(0)));
+        assert_eq!(limiter.acquire(LaneId(R0.0), T0), Acquire::Pair(PairId(0)));
         limiter.finish(PairId(0), T0);
     }
-    let t = wait_until(limiter.acquire(R0, T0));
+    let t = wait_until(limiter.acquire(LaneId(R0.0), T0));
     assert_eq!(t, T0.after(SECOND));
-    assert_eq!(limiter.acquire(R0, t), Acquire::Pair(PairId(0)));
+    assert_eq!(limiter.acquire(LaneId(R0.0), t), Acquire::Pair(PairId(0)));
     limiter.finish(PairId(0), t);
-    assert!(matches!(limiter.acquire(R0, t), Acquire::WaitUntil(_)));
+    assert!(matches!(
+        limiter.acquire(LaneId(R0.0), t),
+        Acquire::WaitUntil(_)
+    ));
     limiter.check_invariants();
 }
 
@@ -265,8 +286,14 @@ fn each_region_is_paced_at_its_own_rate() {
     let p1 = send(&mut limiter, r1, T0);
     assert_eq!(limiter.region_of(p1), r1);
     send(&mut limiter, R0, T0);
-    assert_eq!(wait_until(limiter.acquire(r1, T0)), T0.after(ms(250)));
-    assert_eq!(wait_until(limiter.acquire(R0, T0)), T0.after(ms(1_000)));
+    assert_eq!(
+        wait_until(limiter.acquire(LaneId(r1.0), T0)),
+        T0.after(ms(250))
+    );
+    assert_eq!(
+        wait_until(limiter.acquire(LaneId(R0.0), T0)),
+        T0.after(ms(1_000))
+    );
 }
 
 #[test]
@@ -281,13 +308,16 @@ fn pair_ids_lay_out_each_region_contiguously() {
 #[test]
 fn next_ready_at_names_when_the_region_can_send() {
     let mut limiter = up_limiter(2, 2);
-    assert_eq!(limiter.next_ready_at(R0), Some(T0));
+    assert_eq!(limiter.next_ready_at(LaneId(R0.0)), Some(T0));
     let a = send(&mut limiter, R0, T0);
     send(&mut limiter, R0, T0.after(ms(100)));
-    assert_eq!(limiter.next_ready_at(R0), Some(T0.after(SECOND)));
+    assert_eq!(limiter.next_ready_at(LaneId(R0.0)), Some(T0.after(SECOND)));
     limiter.cooldown(a, ms(3_000), T0.after(ms(200)));
-    assert_eq!(limiter.next_ready_at(R0), Some(T0.after(ms(1_100))));
-    assert_eq!(limiter.next_ready_at(RegionId(1)), Some(T0));
+    assert_eq!(
+        limiter.next_ready_at(LaneId(R0.0)),
+        Some(T0.after(ms(1_100)))
+    );
+    assert_eq!(limiter.next_ready_at(LaneId(1)), Some(T0));
     assert_eq!(limiter.next_wakeup(), Some(T0.after(ms(1_100))));
 }
 
@@ -297,8 +327,8 @@ fn counts_by_state_follow_each_pair() {
     let booked = send(&mut limiter, R0, T0);
     let cooled = send(&mut limiter, R0, T0);
     limiter.cooldown(cooled, ms(30_000), T0);
-    let held = pair(limiter.acquire(R0, T0));
-    let held_down = pair(limiter.acquire(R0, T0));
+    let held = pair(limiter.acquire(LaneId(R0.0), T0));
+    let held_down = pair(limiter.acquire(LaneId(R0.0), T0));
     limiter.set_connection(held_down, ConnState::Down, T0);
     limiter.set_connection(PairId(6), ConnState::Down, T0);
     limiter.set_connection(PairId(5), ConnState::Connecting, T0);
@@ -344,20 +374,23 @@ fn a_cooldown_of_thirty_days_fires_on_time() {
     let month = ms(30 * 24 * 3_600 * 1_000);
     limiter.cooldown(PairId(0), month, T0);
     let expected = slot_ceil(&limiter, T0.after(month));
-    assert_eq!(wait_until(limiter.acquire(R0, T0)), expected);
+    assert_eq!(wait_until(limiter.acquire(LaneId(R0.0), T0)), expected);
     // Step through in coarse strides, as a sleeping reactor would.
     let mut now = T0;
     while now < expected {
         now = now
             .after(ms(7 * 3_600 * 1_000))
             .min(Instant(expected.0 - 1));
-        assert_eq!(wait_until(limiter.acquire(R0, now)), expected);
+        assert_eq!(wait_until(limiter.acquire(LaneId(R0.0), now)), expected);
         limiter.check_invariants();
         if now.0 == expected.0 - 1 {
             break;
         }
     }
-    assert_eq!(limiter.acquire(R0, expected), Acquire::Pair(PairId(0)));
+    assert_eq!(
+        limiter.acquire(LaneId(R0.0), expected),
+        Acquire::Pair(PairId(0))
+    );
 }
 
 #[test]
@@ -367,19 +400,19 @@ fn a_due_booking_leaves_after_the_ready_fifo_and_counts_as_booked_until_advance(
     let b = send(&mut limiter, R0, T0.after(ms(1)));
     let due = T0.after(SECOND).after(ms(1));
     // Both bookings have fallen due; the two pairs ready since T0 still go first.
-    assert_eq!(limiter.acquire(R0, due), Acquire::Pair(PairId(2)));
+    assert_eq!(limiter.acquire(LaneId(R0.0), due), Acquire::Pair(PairId(2)));
     assert_eq!(limiter.counts(R0).ready, 1);
     assert_eq!(limiter.counts(R0).booked, 2);
-    assert_eq!(limiter.acquire(R0, due), Acquire::Pair(PairId(3)));
+    assert_eq!(limiter.acquire(LaneId(R0.0), due), Acquire::Pair(PairId(3)));
     // The FIFO is empty: bookings are taken straight from the queue, in due order, with no
     // advance between.
-    assert_eq!(limiter.acquire(R0, due), Acquire::Pair(a));
+    assert_eq!(limiter.acquire(LaneId(R0.0), due), Acquire::Pair(a));
     assert_eq!(limiter.counts(R0).booked, 1);
     assert_eq!(limiter.view(b).place, Place::Booked);
     limiter.check_invariants();
     assert_eq!(limiter.advance(due), 1);
     assert_eq!(limiter.view(b).place, Place::Ready);
-    assert_eq!(limiter.acquire(R0, due), Acquire::Pair(b));
+    assert_eq!(limiter.acquire(LaneId(R0.0), due), Acquire::Pair(b));
     limiter.check_invariants();
 }
 
@@ -433,30 +466,33 @@ fn tick_conversions_round_trip() {
 #[test]
 fn held_pair_is_not_acquired_again() {
     let mut limiter = up_limiter(2, 1);
-    let a = pair(limiter.acquire(R0, T0));
+    let a = pair(limiter.acquire(LaneId(R0.0), T0));
     assert_eq!(limiter.view(a).place, Place::Held);
-    let b = pair(limiter.acquire(R0, T0));
+    let b = pair(limiter.acquire(LaneId(R0.0), T0));
     assert_ne!(a, b);
     // Every up pair is held: nothing is in rotation until an answer comes, however long.
-    assert_eq!(limiter.acquire(R0, T0.after(ms(60_000))), Acquire::NoPairUp);
-    assert_eq!(limiter.next_ready_at(R0), None);
+    assert_eq!(
+        limiter.acquire(LaneId(R0.0), T0.after(ms(60_000))),
+        Acquire::NoPairUp
+    );
+    assert_eq!(limiter.next_ready_at(LaneId(R0.0)), None);
     limiter.check_invariants();
 }
 
 #[test]
 fn finish_books_next_slot_from_the_answer_not_the_pick() {
     let mut limiter = up_limiter(1, 1);
-    let p = pair(limiter.acquire(R0, T0));
+    let p = pair(limiter.acquire(LaneId(R0.0), T0));
     let answered = T0.after(ms(37));
     limiter.finish(p, answered);
     assert_eq!(limiter.view(p).next_allowed, answered.after(SECOND));
     // At one interval after the pick the pair still waits: the engine saw the send later.
     assert_eq!(
-        wait_until(limiter.acquire(R0, T0.after(SECOND))),
+        wait_until(limiter.acquire(LaneId(R0.0), T0.after(SECOND))),
         answered.after(SECOND)
     );
     assert_eq!(
-        limiter.acquire(R0, answered.after(SECOND)),
+        limiter.acquire(LaneId(R0.0), answered.after(SECOND)),
         Acquire::Pair(p)
     );
     limiter.check_invariants();
@@ -465,11 +501,11 @@ fn finish_books_next_slot_from_the_answer_not_the_pick() {
 #[test]
 fn finish_after_a_long_round_trip_makes_the_pair_wait_a_full_interval_from_the_answer() {
     let mut limiter = up_limiter(1, 1);
-    let p = pair(limiter.acquire(R0, T0));
+    let p = pair(limiter.acquire(LaneId(R0.0), T0));
     let answered = T0.after(ms(2_500));
     limiter.finish(p, answered);
     assert_eq!(
-        wait_until(limiter.acquire(R0, answered)),
+        wait_until(limiter.acquire(LaneId(R0.0), answered)),
         answered.after(SECOND)
     );
 }
@@ -477,7 +513,7 @@ fn finish_after_a_long_round_trip_makes_the_pair_wait_a_full_interval_from_the_a
 #[test]
 fn cooldown_while_held_applies_at_finish() {
     let mut limiter = up_limiter(1, 1);
-    let p = pair(limiter.acquire(R0, T0));
+    let p = pair(limiter.acquire(LaneId(R0.0), T0));
     let asked = T0.after(ms(5));
     limiter.cooldown(p, ms(30_000), asked);
     assert_eq!(limiter.view(p).place, Place::Held);
@@ -486,21 +522,24 @@ fn cooldown_while_held_applies_at_finish() {
     limiter.finish(p, T0.after(ms(6)));
     assert_eq!(limiter.view(p).place, Place::Cooling);
     let expected = slot_ceil(&limiter, asked.after(ms(30_000)));
-    assert_eq!(wait_until(limiter.acquire(R0, T0.after(ms(6)))), expected);
-    assert_eq!(limiter.acquire(R0, expected), Acquire::Pair(p));
+    assert_eq!(
+        wait_until(limiter.acquire(LaneId(R0.0), T0.after(ms(6)))),
+        expected
+    );
+    assert_eq!(limiter.acquire(LaneId(R0.0), expected), Acquire::Pair(p));
     limiter.check_invariants();
 }
 
 #[test]
 fn cooldown_while_held_shorter_than_the_interval_keeps_the_interval_from_the_answer() {
     let mut limiter = up_limiter(1, 1);
-    let p = pair(limiter.acquire(R0, T0));
+    let p = pair(limiter.acquire(LaneId(R0.0), T0));
     limiter.cooldown(p, ms(200), T0);
     let answered = T0.after(ms(10));
     limiter.finish(p, answered);
     assert_eq!(limiter.view(p).place, Place::Booked);
     assert_eq!(
-        wait_until(limiter.acquire(R0, answered)),
+        wait_until(limiter.acquire(LaneId(R0.0), answered)),
         answered.after(SECOND)
     );
 }
@@ -508,7 +547,7 @@ fn cooldown_while_held_shorter_than_the_interval_keeps_the_interval_from_the_ans
 #[test]
 fn connection_down_while_held_parks_at_finish() {
     let mut limiter = up_limiter(2, 1);
-    let p = pair(limiter.acquire(R0, T0));
+    let p = pair(limiter.acquire(LaneId(R0.0), T0));
     limiter.set_connection(p, ConnState::Down, T0.after(ms(1)));
     assert_eq!(limiter.view(p).place, Place::Held);
     assert_eq!(limiter.view(p).conn, ConnState::Down);
@@ -521,22 +560,28 @@ fn connection_down_while_held_parks_at_finish() {
     assert_ne!(p, q);
     let later = T0.after(ms(60_000));
     assert_eq!(send(&mut limiter, R0, later), q);
-    assert_eq!(wait_until(limiter.acquire(R0, later)), later.after(SECOND));
+    assert_eq!(
+        wait_until(limiter.acquire(LaneId(R0.0), later)),
+        later.after(SECOND)
+    );
     limiter.check_invariants();
 }
 
 #[test]
 fn connection_down_and_up_again_while_held_rejoins_at_finish() {
     let mut limiter = up_limiter(1, 1);
-    let p = pair(limiter.acquire(R0, T0));
+    let p = pair(limiter.acquire(LaneId(R0.0), T0));
     limiter.set_connection(p, ConnState::Down, T0);
     limiter.set_connection(p, ConnState::Up, T0.after(ms(1)));
     assert_eq!(limiter.view(p).place, Place::Held);
-    assert_eq!(limiter.acquire(R0, T0.after(ms(1))), Acquire::NoPairUp);
+    assert_eq!(
+        limiter.acquire(LaneId(R0.0), T0.after(ms(1))),
+        Acquire::NoPairUp
+    );
     let answered = T0.after(ms(4));
     limiter.finish(p, answered);
     assert_eq!(
-        wait_until(limiter.acquire(R0, answered)),
+        wait_until(limiter.acquire(LaneId(R0.0), answered)),
         answered.after(SECOND)
     );
     limiter.check_invariants();
@@ -545,13 +590,13 @@ fn connection_down_and_up_again_while_held_rejoins_at_finish() {
 #[test]
 fn a_parked_pair_that_was_held_comes_back_up_with_the_booking_from_its_answer() {
     let mut limiter = up_limiter(1, 1);
-    let p = pair(limiter.acquire(R0, T0));
+    let p = pair(limiter.acquire(LaneId(R0.0), T0));
     limiter.set_connection(p, ConnState::Draining, T0);
     let answered = T0.after(ms(8));
     limiter.finish(p, answered);
     limiter.set_connection(p, ConnState::Up, T0.after(ms(20)));
     assert_eq!(
-        wait_until(limiter.acquire(R0, T0.after(ms(20)))),
+        wait_until(limiter.acquire(LaneId(R0.0), T0.after(ms(20)))),
         answered.after(SECOND)
     );
 }
@@ -566,7 +611,10 @@ fn a_pair_cooled_and_recovered_while_queued_is_handed_out_once() {
     assert_eq!(limiter.advance(t), 1);
     assert_eq!(send(&mut limiter, R0, t), PairId(1));
     assert_eq!(send(&mut limiter, R0, t), PairId(0));
-    assert!(matches!(limiter.acquire(R0, t), Acquire::WaitUntil(_)));
+    assert!(matches!(
+        limiter.acquire(LaneId(R0.0), t),
+        Acquire::WaitUntil(_)
+    ));
     limiter.check_invariants();
 }
 
@@ -590,7 +638,10 @@ fn stale_queue_entries_are_squeezed_out_when_a_ring_fills() {
         .map(|_| send(&mut limiter, R0, now).0)
         .collect();
     assert_eq!(got, vec![0, 1, 2, 3]);
-    assert!(matches!(limiter.acquire(R0, now), Acquire::WaitUntil(_)));
+    assert!(matches!(
+        limiter.acquire(LaneId(R0.0), now),
+        Acquire::WaitUntil(_)
+    ));
     limiter.check_invariants();
 }
 
@@ -603,11 +654,11 @@ fn a_zero_retry_after_leaves_a_ready_pair_ready_and_the_structure_whole() {
     limiter.cooldown(PairId(0), Ticks(0), later);
     limiter.check_invariants();
     assert_eq!(
-        pair(limiter.acquire(R0, later)),
+        pair(limiter.acquire(LaneId(R0.0), later)),
         PairId(0),
         "still first in line"
     );
-    assert_eq!(pair(limiter.acquire(R0, later)), PairId(1));
+    assert_eq!(pair(limiter.acquire(LaneId(R0.0), later)), PairId(1));
     limiter.check_invariants();
 }
 
@@ -628,12 +679,12 @@ fn a_longer_interval_from_a_reload_holds_a_pair_that_booked_under_the_shorter_on
     limiter.set_rate(R0, RegionRate::from_ms(RATE, 3_000, 1), T0.after(ms(10)));
     limiter.check_invariants();
     // Booked for T0 + 1 s under the old rate; the new one counts its send at T0.
-    let t = wait_until(limiter.acquire(R0, T0.after(SECOND)));
+    let t = wait_until(limiter.acquire(LaneId(R0.0), T0.after(SECOND)));
     due_at(&limiter, t, T0.after(ms(3_000)));
     let at = T0.after(ms(3_000));
-    let p = pair(limiter.acquire(R0, slot_ceil(&limiter, at)));
+    let p = pair(limiter.acquire(LaneId(R0.0), slot_ceil(&limiter, at)));
     limiter.finish(p, at);
-    let t = wait_until(limiter.acquire(R0, at));
+    let t = wait_until(limiter.acquire(LaneId(R0.0), at));
     due_at(&limiter, t, at.after(ms(3_000)));
     limiter.check_invariants();
 }
@@ -647,7 +698,7 @@ fn a_ready_pair_that_the_new_interval_makes_early_leaves_the_fifo() {
     assert_eq!(limiter.view(PairId(0)).place, Place::Ready);
     limiter.set_rate(R0, RegionRate::from_ms(RATE, 2_000, 1), later);
     limiter.check_invariants();
-    let t = wait_until(limiter.acquire(R0, later));
+    let t = wait_until(limiter.acquire(LaneId(R0.0), later));
     due_at(&limiter, t, T0.after(ms(2_000)));
 }
 
@@ -657,7 +708,7 @@ fn a_shorter_interval_from_a_reload_frees_a_pair_sooner() {
     send(&mut limiter, R0, T0);
     limiter.set_rate(R0, RegionRate::from_ms(RATE, 200, 1), T0.after(ms(10)));
     limiter.check_invariants();
-    let t = wait_until(limiter.acquire(R0, T0.after(ms(10))));
+    let t = wait_until(limiter.acquire(LaneId(R0.0), T0.after(ms(10))));
     due_at(&limiter, t, T0.after(ms(200)));
 }
 
@@ -666,14 +717,14 @@ fn a_rate_change_keeps_a_cooldown_and_a_held_pair_books_at_the_new_interval() {
     let mut limiter = up_limiter(2, 1);
     send(&mut limiter, R0, T0);
     limiter.cooldown(PairId(0), ms(5_000), T0);
-    let held = pair(limiter.acquire(R0, T0));
+    let held = pair(limiter.acquire(LaneId(R0.0), T0));
     assert_eq!(held, PairId(1));
     limiter.set_rate(R0, RegionRate::from_ms(RATE, 2_000, 1), T0);
     limiter.check_invariants();
     assert_eq!(limiter.view(PairId(0)).cooldown_until, T0.after(ms(5_000)));
     limiter.finish(held, T0);
     assert_eq!(limiter.view(held).next_allowed, T0.after(ms(2_000)));
-    let t = wait_until(limiter.acquire(R0, T0));
+    let t = wait_until(limiter.acquire(LaneId(R0.0), T0));
     due_at(&limiter, t, T0.after(ms(2_000)));
     limiter.check_invariants();
 }
@@ -682,14 +733,85 @@ fn a_rate_change_keeps_a_cooldown_and_a_held_pair_books_at_the_new_interval() {
 fn a_deferred_pair_waits_until_asked_and_keeps_its_own_booking() {
     let mut limiter = up_limiter(2, 1);
     send(&mut limiter, R0, T0);
-    let held = pair(limiter.acquire(R0, T0));
+    let held = pair(limiter.acquire(LaneId(R0.0), T0));
     assert_eq!(held, PairId(1));
     limiter.defer(held, T0.after(ms(300)), T0);
     limiter.check_invariants();
     assert_eq!(limiter.view(held).place, Place::Cooling);
-    let t = wait_until(limiter.acquire(R0, T0));
+    let t = wait_until(limiter.acquire(LaneId(R0.0), T0));
     due_at(&limiter, t, T0.after(ms(300)));
-    let p = pair(limiter.acquire(R0, slot_ceil(&limiter, T0.after(ms(300)))));
+    let p = pair(limiter.acquire(LaneId(R0.0), slot_ceil(&limiter, T0.after(ms(300)))));
     assert_eq!(p, held, "deferred, not booked a whole interval");
+    limiter.check_invariants();
+}
+
+/// 4 addresses × 1 region, the first 3 one egress group and the last another, all up.
+fn grouped_limiter() -> Limiter {
+    let config = LimiterConfig {
+        groups: vec![3, 1],
+        ..LimiterConfig::uniform(RATE, 4, 1)
+    };
+    let mut limiter = Limiter::new(&config, T0);
+    for p in 0..4 {
+        limiter.set_connection(PairId(p), ConnState::Up, T0);
+    }
+    limiter.check_invariants();
+    limiter
+}
+
+#[test]
+fn a_lane_hands_out_only_its_own_egress_groups_pairs() {
+    let mut limiter = grouped_limiter();
+    let (shared, own) = (limiter.lane(R0, 0), limiter.lane(R0, 1));
+    let mut got: Vec<u32> = (0..3)
+        .map(|_| pair(limiter.acquire(shared, T0)).0)
+        .collect();
+    got.sort();
+    assert_eq!(got, vec![0, 1, 2]);
+    assert_eq!(limiter.acquire(shared, T0), Acquire::NoPairUp);
+    assert_eq!(limiter.acquire(own, T0), Acquire::Pair(PairId(3)));
+    assert_eq!(limiter.acquire(own, T0), Acquire::NoPairUp);
+    limiter.check_invariants();
+}
+
+#[test]
+fn a_lane_whose_pairs_are_booked_waits_while_another_lane_of_the_region_sends() {
+    let mut limiter = grouped_limiter();
+    let own = limiter.lane(R0, 1);
+    let p = pair(limiter.acquire(own, T0));
+    limiter.finish(p, T0);
+    assert_eq!(wait_until(limiter.acquire(own, T0)), T0.after(SECOND));
+    let shared = limiter.lane(R0, 0);
+    assert!(matches!(limiter.acquire(shared, T0), Acquire::Pair(_)));
+    assert_eq!(limiter.next_ready_at(own), Some(T0.after(SECOND)));
+    assert_eq!(limiter.next_ready_at(shared), Some(T0));
+    limiter.check_invariants();
+}
+
+#[test]
+fn a_regions_counts_add_up_over_its_lanes() {
+    let mut limiter = grouped_limiter();
+    let own = limiter.lane(R0, 1);
+    pair(limiter.acquire(own, T0));
+    let shared = limiter.lane_counts(limiter.lane(R0, 0));
+    assert_eq!((shared.ready, shared.held), (3, 0));
+    let own = limiter.lane_counts(own);
+    assert_eq!((own.ready, own.held), (0, 1));
+    let region = limiter.counts(R0);
+    assert_eq!((region.ready, region.held, region.in_flight), (3, 1, 1));
+    assert_eq!(limiter.group_of(PairId(3)), 1);
+    assert_eq!(limiter.group_of(PairId(2)), 0);
+    assert_eq!(limiter.group_addresses(1), 3..4);
+}
+
+#[test]
+fn a_new_rate_paces_every_lane_of_its_region() {
+    let mut limiter = grouped_limiter();
+    let own = limiter.lane(R0, 1);
+    let p = pair(limiter.acquire(own, T0));
+    limiter.finish(p, T0);
+    limiter.set_rate(R0, RegionRate::from_ms(RATE, 2_000, 1), T0);
+    assert_eq!(wait_until(limiter.acquire(own, T0)), T0.after(ms(2_000)));
+    assert_eq!(limiter.pace(R0).0, ms(2_000));
     limiter.check_invariants();
 }

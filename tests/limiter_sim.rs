@@ -8,7 +8,7 @@
 //! cooldown allow), and no send may come before either.
 
 use bundle_relay::clock::{Instant, TickRate, Ticks};
-use bundle_relay::limiter::{Acquire, ConnState, Limiter, LimiterConfig, PairId, RegionId};
+use bundle_relay::limiter::{Acquire, ConnState, LaneId, Limiter, LimiterConfig, PairId};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -76,7 +76,7 @@ fn delivered_throughput_equals_pool_capacity_through_retry_after_storms() {
         let mut wake = u64::MAX;
         for r in 0..REGIONS {
             loop {
-                match limiter.acquire(RegionId(r as u8), Instant(now)) {
+                match limiter.acquire(LaneId(r as u8), Instant(now)) {
                     Acquire::Pair(p) => {
                         let i = p.0 as usize;
                         let allowed = last_answer[i]

@@ -87,8 +87,17 @@ async fn one_tenants_flood_fills_only_its_own_share() {
         default: None,
     };
     let stats = Arc::new(TenantStats::new(4));
-    let table =
-        TenantTable::build(&tenants, &names, &names, &[], s.arena_slots, None, &stats).unwrap();
+    let table = TenantTable::build(
+        &tenants,
+        &names,
+        &names,
+        &[],
+        &[],
+        s.arena_slots,
+        None,
+        &stats,
+    )
+    .unwrap();
     let (slot_a, slot_b) = (table.entries()[0].slot, table.entries()[1].slot);
     s.tenants = Arc::new(table);
     s.tenant_stats = stats.clone();
@@ -125,6 +134,82 @@ async fn one_tenants_flood_fills_only_its_own_share() {
         .count() as u64;
     assert_eq!(refused_a, 600 - a.admitted, "{}", flood.summary);
     assert_eq!(a.refused[Refused::Rate as usize], refused_a);
+    assert!(t.identity_holds(), "{t:?}");
+    assert_eq!(engine.stats().early_sends, 0);
+    let end = relay.shutdown(Duration::from_millis(200));
+    assert!(end.identity_holds(), "{end:?}");
+    engine.shutdown().await;
+}
+
+/// Tenant A owns one egress address, B shares the other fifteen: every bundle of A's reaches
+/// the engine from A's address (also the ones the thread without it accepted: they are sent
+/// by the thread that has it), and none of B's ever does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_with_an_egress_address_of_its_own_leaves_only_through_it() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
+    ec.interval_ms = 1_000;
+    ec.record = true;
+    let engine = Engine::start(ec).await.unwrap();
+    let mut s = spec(&engine.region_addrs(), "127.1.76.0/28", 1_000);
+    let own: std::net::IpAddr = "127.1.76.15".parse().unwrap();
+    s.source_group = (0..16).map(|i| u8::from(i == 15)).collect();
+    s.egress_groups = vec!["a-only".to_string()];
+    let names: Vec<String> = s.regions.iter().map(|r| r.name.clone()).collect();
+    let mut a = tenant("a", "key-a", 100);
+    a.policy.egress = Some("a-only".to_string());
+    let tenants = Tenants {
+        max: 4,
+        list: vec![a, tenant("b", "key-b", 1_000)],
+        default: None,
+    };
+    let stats = Arc::new(TenantStats::new(4));
+    let table = TenantTable::build(
+        &tenants,
+        &names,
+        &names,
+        &s.egress_groups,
+        &[],
+        s.arena_slots,
+        None,
+        &stats,
+    )
+    .unwrap();
+    let (slot_a, slot_b) = (table.entries()[0].slot, table.entries()[1].slot);
+    s.tenants = Arc::new(table);
+    s.tenant_stats = stats.clone();
+    let relay = Relay::start(s).unwrap();
+    wait_pairs_up(&relay, 128, Duration::from_secs(10)).await;
+    let target = relay.rotating_addr().unwrap();
+
+    // A: one address × 8 regions sends 8 a second; B: 15 × 8.
+    let (bundles_a, bundles_b) = (signed(51, 0, 12, "key-a"), signed(52, 0, 200, "key-b"));
+    let ids = |b: &[GeneratedBundle]| -> std::collections::HashSet<String> {
+        b.iter()
+            .map(|g| String::from_utf8(g.bundle_id.to_vec()).unwrap())
+            .collect()
+    };
+    let (ids_a, ids_b) = (ids(&bundles_a), ids(&bundles_b));
+    let (la, lb) = tokio::join!(load(target, 6.0, bundles_a), load(target, 100.0, bundles_b));
+    let t = wait_ended(&relay, Duration::from_secs(10)).await;
+    assert_eq!(ok(&la), 12, "{}", la.summary);
+    assert_eq!(ok(&lb), 200, "{}", lb.summary);
+    let (ca, cb) = (stats.counts(slot_a), stats.counts(slot_b));
+    assert_eq!((ca.admitted, ca.delivered), (12, 12), "{ca:?}");
+    assert_eq!((cb.admitted, cb.delivered), (200, 200), "{cb:?}");
+
+    let recorded = engine.recorded();
+    let from = |ids: &std::collections::HashSet<String>| -> Vec<std::net::IpAddr> {
+        recorded
+            .iter()
+            .filter(|r| ids.contains(&r.id))
+            .map(|r| r.source)
+            .collect()
+    };
+    let (sources_a, sources_b) = (from(&ids_a), from(&ids_b));
+    assert_eq!(sources_a.len(), 12);
+    assert!(sources_a.iter().all(|s| *s == own), "{sources_a:?}");
+    assert_eq!(sources_b.len(), 200);
+    assert!(!sources_b.contains(&own), "B left through A's address");
     assert!(t.identity_holds(), "{t:?}");
     assert_eq!(engine.stats().early_sends, 0);
     let end = relay.shutdown(Duration::from_millis(200));

@@ -127,6 +127,9 @@ pub struct BundleMeta {
     /// SHA-256 bundle id (Jito's, hex-encoded only when answering).
     pub bundle_id: [u8; 32],
     pub region: u8,
+    /// The lane it waits in: its region's pairs of its tenant's egress group (the limiter's
+    /// lane number).
+    pub lane: u8,
     pub admitted_at: Instant,
     /// Sends tried so far.
     pub attempts: u16,

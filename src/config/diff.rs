@@ -64,7 +64,12 @@ impl Changes {
         if !started.handoffs {
             let threads = started.threads.max(1);
             for t in 0..threads {
-                let own = &sources[super::model::even_share(sources.len(), threads, t)];
+                // The split the relay's threads were given (by group, when there are groups).
+                let (mine, _) = started.egress.thread_share(threads, t);
+                let own: Vec<&Source> = mine.iter().map(|&i| &sources[i]).collect();
+                if own.is_empty() {
+                    continue;
+                }
                 if !own.iter().any(|x| listed.contains(x)) {
                     return Some((
                         "egress",
@@ -147,6 +152,51 @@ impl Changes {
                 added.len(),
                 if added.len() == 1 { "" } else { "s" }
             ));
+        }
+        self.groups(&s.egress, &n.egress);
+    }
+
+    /// Egress groups added, removed, or holding other sources of this relay: the limiter's
+    /// lanes and the threads' split were sized by the groups the relay started with. Which
+    /// group a tenant names is the tenant table's, applied live.
+    fn groups(&mut self, s: &super::model::Egress, n: &super::model::Egress) {
+        let names = |e: &super::model::Egress, of: &super::model::Egress| -> Vec<String> {
+            e.groups
+                .iter()
+                .filter(|g| !of.groups.contains(g))
+                .cloned()
+                .collect()
+        };
+        let (added, removed) = (names(n, s), names(s, n));
+        if !added.is_empty() {
+            self.kept
+                .push(format!("egress groups: {} added", added.join(", ")));
+        }
+        if !removed.is_empty() {
+            self.kept
+                .push(format!("egress groups: {} removed", removed.join(", ")));
+        }
+        // One pass over each pool, not one per group.
+        let members = |e: &super::model::Egress| -> Vec<HashSet<Source>> {
+            let mut of = vec![HashSet::new(); e.groups.len() + 1];
+            for (i, x) in e.sources.iter().enumerate() {
+                of[usize::from(e.group_of(i))].insert(x.clone());
+            }
+            of
+        };
+        let (was, now) = (members(s), members(n));
+        for (j, name) in n.groups.iter().enumerate() {
+            let Some(i) = s.groups.iter().position(|g| g == name) else {
+                continue;
+            };
+            let (was, now) = (&was[i + 1], &now[j + 1]);
+            if was != now {
+                self.kept.push(format!(
+                    "egress group {name}: membership changed ({} → {} sources)",
+                    was.len(),
+                    now.len()
+                ));
+            }
         }
     }
 

@@ -50,8 +50,8 @@ impl Config {
     }
 
     /// This config with its tenants from `text`, the document its `[tenants_from]` endpoint
-    /// served (`origin` names it in errors), checked against this config's regions, listeners
-    /// and arena as the file's own tenants would be.
+    /// served (`origin` names it in errors), checked against this config's regions, listeners,
+    /// arena and egress groups as the file's own tenants would be.
     pub fn with_tenants_json(&self, text: &str, origin: &str) -> Result<Config, ConfigError> {
         let (list, default) = super::tenants_doc::parse(text, origin)?;
         let names = self.region_names();
@@ -64,6 +64,7 @@ impl Config {
                     r.pinned.map(|a| (format!("region[{i}].pinned"), a.port()))
                 }))
                 .collect();
+        let group_sources = self.egress.group_counts();
         let tenants = super::tenants::build(
             &super::tenants::Frame {
                 origin,
@@ -71,6 +72,9 @@ impl Config {
                 listeners: &listeners,
                 arena_slots: self.arena_slots,
                 bundle_max_age_ms_max: schema::BUNDLE_MAX_AGE_MS_MAX,
+                groups: &self.egress.groups,
+                group_sources: &group_sources,
+                slice: self.egress.slice.map(|s| (s.k, s.n)),
             },
             Some(self.tenants.max),
             list,
@@ -151,7 +155,9 @@ impl Config {
             },
             regions,
             egress: Egress {
+                source_group: vec![0; sources.len()],
                 sources,
+                groups: Vec::new(),
                 slice: None,
                 connect: ConnectMode::Eager,
                 reconnect_min_ms: schema::RECONNECT_MIN_MS_DEFAULT,

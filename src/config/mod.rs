@@ -12,7 +12,8 @@
 //!
 //! ```toml
 //! threads = 8                  # reactor threads; default: available cores, at most one per
-//!                              # egress source (fewer sources than threads is refused)
+//!                              # egress source (fewer sources than threads is refused; with
+//!                              # egress groups, than the largest group, shared included, holds)
 //! pin_threads = true           # pin thread i to core i
 //! handoffs = true              # a bundle may leave through another thread's pairs (the one that
 //!                              # sends it soonest), so any connection reaches the whole pool
@@ -57,6 +58,13 @@
 //! ping_timeout_ms = 2000       # a PING unanswered this long closes its connection
 //! tcp_user_timeout_ms = 5000   # sent data unacknowledged this long ends the connection
 //!
+//! [[egress.group]]             # addresses dedicated to the tenants naming the group; those
+//!                              # in no group (and every SOCKS5 proxy) are the "shared" ones
+//! name = "alpha"               # required; a-z, A-Z, 0-9, '-', '_', '.'; unique; not "shared"
+//! addresses = ["127.1.0.0/28", "127.1.0.20"]  # required, some of egress.addresses (entries as
+//!                              # there, checked before `slice`; a slice keeps its members);
+//!                              # one group per address; (groups + 1) × regions ≤ 256
+//!
 //! [admin]
 //! listen = "127.0.0.1:9464"    # admin/metrics listener; or "off"; beyond loopback, a warning
 //! token_file = "admin.token"   # bearer token required on all but /ping, relative to the
@@ -84,6 +92,9 @@
 //! rate = 50                    # sendBundle/sendTransaction per second (429 with Retry-After)
 //! rate_burst = 50              # back to back; default rate
 //! bundle_max_age_ms = 2000     # default: the relay's
+//! egress = "alpha"             # the [[egress.group]] its bundles leave through; default (or
+//!                              # "shared"): the shared addresses; either must hold a source of
+//!                              # this relay (refused otherwise, unless enabled = false)
 //!
 //! [default_tenant]             # for requests no tenant matches: the same policy keys
 //!
@@ -97,6 +108,12 @@
 //! Sources are the addresses (in order, each entry expanded) followed by the SOCKS5 proxies. A
 //! CIDR block lists every address in it; one address listed twice (in any two entries) is an
 //! error, as is a block or range of more than [`SOURCES_MAX`] addresses.
+//!
+//! Egress groups sell address capacity: a tenant naming a group sends only through its
+//! addresses, every other tenant only through the shared ones ([`Egress::source_group`], group
+//! id `i + 1` for `egress.group[i]`, 0 for shared). Each group is split over the threads on its
+//! own ([`Egress::thread_share`]). Groups are sized into the relay at start: a reload that
+//! changes them is kept until a restart, while which group a tenant names applies live.
 //!
 //! Region hosts are resolved at load with the system resolver ([`Resolve::Now`]) unless `connect`
 //! gives literal addresses or the host is an IP literal. With [`Resolve::Deferred`] (and in
@@ -129,7 +146,8 @@ pub use host::host_addresses;
 pub use model::{
     ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, FD_SLACK, FdBudget, Intake, Overrides,
     PING_IDLE_MS_DEFAULT, PING_TIMEOUT_MS_DEFAULT, PINNED_PORT_FIRST, ROTATING_PORT, Region,
-    Resolve, Source, TCP_USER_TIMEOUT_MS_DEFAULT, even_share, too_few_sources,
+    Resolve, SHARED_GROUP, Source, TCP_USER_TIMEOUT_MS_DEFAULT, even_share, thread_share,
+    too_few_sources,
 };
 pub use schema::stranded_sources;
 pub use snapshot::{Shared, Snapshot};

@@ -177,6 +177,13 @@ pub struct Egress {
     /// Addresses (entries expanded, in order), then SOCKS5 proxies; with a slice, only its
     /// part of them.
     pub sources: Vec<Source>,
+    /// `[[egress.group]]` names in file order: group id `i + 1` is `groups[i]`. Id 0 is the
+    /// shared addresses, those in no group (and every SOCKS5 proxy). Restart-only: the relay's
+    /// limiter lanes and each thread's split of sources are sized by them.
+    pub groups: Vec<String>,
+    /// The group id of each source, parallel to `sources`. A shorter list (a config built in
+    /// code) reads as 0 past its end.
+    pub source_group: Vec<u8>,
     /// `egress.slice`: which part of the listed pool this relay owns.
     pub slice: Option<EgressSlice>,
     pub connect: ConnectMode,
@@ -193,6 +200,44 @@ pub struct Egress {
     pub ping_timeout_ms: u64,
     /// `TCP_USER_TIMEOUT` of upstream sockets; default 5 s.
     pub tcp_user_timeout_ms: u64,
+}
+
+pub use super::tenants::SHARED_GROUP;
+
+impl Egress {
+    /// The group id of source `i`: 0 past the end of `source_group`, and for an id that
+    /// names no group (a config put together in code).
+    pub fn group_of(&self, i: usize) -> u8 {
+        self.source_group
+            .get(i)
+            .copied()
+            .filter(|&g| usize::from(g) <= self.groups.len())
+            .unwrap_or(0)
+    }
+
+    /// The name of group `id`: [`SHARED_GROUP`] for 0, else `groups[id - 1]`; an id past the
+    /// groups (a table from another generation) reads as `"?"` rather than panicking a log line.
+    pub fn group_name(&self, id: u8) -> &str {
+        match id {
+            0 => SHARED_GROUP,
+            id => self.groups.get(id as usize - 1).map_or("?", String::as_str),
+        }
+    }
+
+    /// This relay's sources per group id (length `groups.len() + 1`, 0 the shared ones).
+    pub fn group_counts(&self) -> Vec<usize> {
+        let mut counts = vec![0usize; self.groups.len() + 1];
+        for i in 0..self.sources.len() {
+            counts[usize::from(self.group_of(i))] += 1;
+        }
+        counts
+    }
+
+    /// Thread `t` of `threads`' sources, grouped (see [`thread_share`]).
+    pub fn thread_share(&self, threads: usize, t: usize) -> (Vec<usize>, Vec<u32>) {
+        let groups: Vec<u8> = (0..self.sources.len()).map(|i| self.group_of(i)).collect();
+        thread_share(&groups, self.groups.len(), threads, t)
+    }
 }
 
 /// This relay's part of a pool that several relays list alike (`egress.slice = "K/N"`).
@@ -353,8 +398,8 @@ impl Config {
         self.regions.iter().map(|r| r.name.clone()).collect()
     }
 
-    /// The tenant table of this config run as it is (its own regions and listeners), slots
-    /// following `previous`.
+    /// The tenant table of this config run by a relay started from `running` (its regions,
+    /// listeners, arena and egress groups), slots following `previous`.
     pub fn tenant_table(
         &self,
         running: &Config,
@@ -365,6 +410,7 @@ impl Config {
             &self.tenants,
             &self.region_names(),
             &running.region_names(),
+            &running.egress.groups,
             &running.intake_ports(),
             running.arena_slots,
             previous,
@@ -421,7 +467,9 @@ impl Config {
     }
 
     /// The sources thread `thread` owns, as indexes into `egress.sources`: [`even_share`]. A
-    /// source's pairs for every region belong to its thread. Panics when `thread >= threads`.
+    /// source's pairs for every region belong to its thread. Without egress groups this is
+    /// [`Egress::thread_share`]; with them, that is the split (not one run). Panics when
+    /// `thread >= threads`.
     pub fn per_thread_sources(&self, thread: usize) -> Range<usize> {
         assert!(thread < self.threads, "thread {thread} of {}", self.threads);
         even_share(self.egress.sources.len(), self.threads, thread)
@@ -444,6 +492,36 @@ pub fn too_few_sources(sources: usize, threads: usize) -> String {
          set threads = {sources}",
         threads - sources
     )
+}
+
+/// Thread `t` of `threads`' sources, as indexes into the list whose egress group ids are
+/// `source_group` (0 the shared addresses, then `groups` groups): grouped, group 0's first,
+/// and how many each group has (`groups + 1` counts). Each group is split with
+/// [`even_share`], its larger parts going to the threads after those the group before it gave
+/// its larger parts to, so every thread's total is within one of every other's and no thread
+/// is left without a source while there are as many sources as threads. With no groups, this
+/// is `even_share(sources, threads, t)`: one contiguous run. Panics when `t >= threads`.
+pub fn thread_share(
+    source_group: &[u8],
+    groups: usize,
+    threads: usize,
+    t: usize,
+) -> (Vec<usize>, Vec<u32>) {
+    assert!(threads > 0 && t < threads, "thread {t} of {threads}");
+    let mut own = Vec::new();
+    let mut counts = Vec::with_capacity(groups + 1);
+    let mut before = 0usize;
+    for g in 0..=groups {
+        let members: Vec<usize> = (0..source_group.len())
+            .filter(|&i| usize::from(source_group[i]) == g)
+            .collect();
+        let part = (t + threads - before % threads) % threads;
+        let range = even_share(members.len(), threads, part);
+        counts.push(range.len() as u32);
+        own.extend_from_slice(&members[range]);
+        before += members.len();
+    }
+    (own, counts)
 }
 
 /// Part `i` of `total` things split into `parts` contiguous runs as evenly as they go: the

@@ -12,11 +12,11 @@ use super::egress::{self, AddrRange, SOURCES_MAX};
 use super::error::{ConfigError, line_column};
 use super::model::{
     ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, Intake, Overrides, PING_IDLE_MS_DEFAULT,
-    PING_TIMEOUT_MS_DEFAULT, ROTATING_PORT, Region, Resolve, Source, TCP_USER_TIMEOUT_MS_DEFAULT,
-    even_share, too_few_sources,
+    PING_TIMEOUT_MS_DEFAULT, ROTATING_PORT, Region, Resolve, SHARED_GROUP, Source,
+    TCP_USER_TIMEOUT_MS_DEFAULT, even_share, too_few_sources,
 };
 use super::token::{TOKEN_BYTES_MAX, Token};
-use crate::limiter::REGIONS_MAX;
+use crate::limiter::{LANES_MAX, REGIONS_MAX};
 use crate::wire::{BASE58_LEN_MAX, BUNDLE_TXS_MAX};
 
 pub const ARENA_SLOTS_DEFAULT: u32 = 65_536;
@@ -88,6 +88,8 @@ pub const TCP_USER_TIMEOUT_MS_MIN: u64 = 100;
 pub const TCP_USER_TIMEOUT_MS_MAX: u64 = 600_000;
 /// More concurrent handshakes than a thread can own pairs is a typo.
 pub const HANDSHAKES_MAX_LIMIT: u32 = (SOURCES_MAX * REGIONS_MAX) as u32;
+/// Egress group names are log fields and metric labels, as tenant names are.
+pub const GROUP_NAME_BYTES_MAX: usize = 64;
 /// RFC 1929: username and password are 1 to 255 bytes each.
 pub const SOCKS5_FIELD_BYTES_MAX: usize = 255;
 /// Read no more of `[admin] token_file` than a token and its surrounding whitespace can take.
@@ -177,6 +179,17 @@ struct FileEgress {
     ping_idle_ms: Option<u64>,
     ping_timeout_ms: Option<u64>,
     tcp_user_timeout_ms: Option<u64>,
+    #[serde(default)]
+    group: Vec<FileGroup>,
+}
+
+/// One `[[egress.group]]`: some of the pool's addresses, dedicated to the tenants naming it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileGroup {
+    name: String,
+    #[serde(default)]
+    addresses: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -320,7 +333,26 @@ pub fn from_toml_with(
              [[tenant]], [default_tenant] or [tenants_from]; keep one",
         ));
     }
+    let file_tenants = !file.tenant.is_empty()
+        || file.default_tenant.is_some()
+        || file.tenants_from.is_some()
+        || overrides.tenants.is_some();
     let mut config = build(file, &Ctx { origin }, base, resolve)?;
+    // Without tenants every request is the open default's, on the shared addresses: with every
+    // source in a group there are none, and every bundle would wait for a pair it has not.
+    if !file_tenants && !config.egress.groups.is_empty() && config.egress.group_counts()[0] == 0 {
+        return Err(ConfigError::new(
+            origin,
+            "egress.group",
+            format!(
+                "every source is in an egress group{} and no tenant is listed: without tenants \
+                 every request uses the shared egress addresses, and there are none; list \
+                 [[tenant]] tables naming their `egress` group, or leave some addresses out of \
+                 the groups",
+                super::tenants::slice_phrase(config.egress.slice.map(|s| (s.k, s.n)))
+            ),
+        ));
+    }
     if let Some(doc) = &overrides.tenants {
         config = config.with_tenants_json(doc, "--tenants")?;
         notes.push(format!(
@@ -460,6 +492,20 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
             return Err(cx.err(format!("region[{i}]"), why));
         }
     }
+    // The limiter keeps one lane per (group, region), the shared addresses being a group.
+    let lanes = (egress.groups.len() + 1) * regions.len();
+    if lanes > LANES_MAX {
+        return Err(cx.err(
+            "egress.group",
+            format!(
+                "{} egress groups and {} regions need {lanes} limiter lanes ((groups + 1) × \
+                 regions, the shared addresses counting as a group); at most {LANES_MAX}: fewer \
+                 groups or fewer regions",
+                egress.groups.len(),
+                regions.len()
+            ),
+        ));
+    }
 
     let file_admin = file.admin.unwrap_or_default();
     let metrics = file_admin.metrics.unwrap_or(true);
@@ -529,6 +575,7 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         Some(f) => Some(super::tenants_doc::tenants_from(cx.origin, f)?),
         None => None,
     };
+    let group_sources = egress.group_counts();
     let tenants = super::tenants::build(
         &super::tenants::Frame {
             origin: cx.origin,
@@ -536,6 +583,9 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
             listeners: &ports,
             arena_slots,
             bundle_max_age_ms_max: BUNDLE_MAX_AGE_MS_MAX,
+            groups: &egress.groups,
+            group_sources: &group_sources,
+            slice: egress.slice.map(|s| (s.k, s.n)),
         },
         file.tenants_max,
         file.tenant,
@@ -778,6 +828,124 @@ fn build_region(
     Ok(region)
 }
 
+/// `[[egress.group]]` over `pool` (the sources as listed, before any slice): the group names
+/// in file order and each source's group id (0: in no group; SOCKS5 proxies are never in
+/// one). A group's entries are parsed like `egress.addresses` and must all be local addresses
+/// of the pool; a source belongs to one group at most. Linear in the pool and the entries: an
+/// entry is walked address by address only while each is new to the groups.
+fn build_groups(
+    cx: &Ctx<'_>,
+    file: Vec<FileGroup>,
+    pool: &[Source],
+) -> Result<(Vec<String>, Vec<u8>), ConfigError> {
+    let mut names: Vec<String> = Vec::with_capacity(file.len());
+    let mut of = vec![0u8; pool.len()];
+    if file.is_empty() {
+        return Ok((names, of));
+    }
+    // Ids are a byte; the limiter's lanes bound them long before that (checked with the
+    // regions, once they are known).
+    if file.len() >= LANES_MAX {
+        return Err(cx.err(
+            "egress.group",
+            format!(
+                "{} egress groups: at most {} (each group and the shared addresses take a \
+                 limiter lane per region, {LANES_MAX} lanes in all)",
+                file.len(),
+                LANES_MAX - 1
+            ),
+        ));
+    }
+    let index: HashMap<IpAddr, usize> = pool
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| match s {
+            Source::Local(ip) => Some((*ip, i)),
+            Source::Socks5 { .. } => None,
+        })
+        .collect();
+    for (g, fg) in file.into_iter().enumerate() {
+        let key = |k: &str| format!("egress.group[{g}].{k}");
+        let name = fg.name.trim().to_string();
+        if name.is_empty()
+            || name.len() > GROUP_NAME_BYTES_MAX
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        {
+            return Err(cx.err(
+                key("name"),
+                format!(
+                    "{:?}: an egress group name is 1 to {GROUP_NAME_BYTES_MAX} characters of \
+                     a-z, A-Z, 0-9, '-', '_' and '.'",
+                    fg.name
+                ),
+            ));
+        }
+        if name == SHARED_GROUP {
+            return Err(cx.err(
+                key("name"),
+                format!(
+                    "{SHARED_GROUP:?} names the addresses in no group (the shared ones): choose \
+                     another name"
+                ),
+            ));
+        }
+        if let Some(j) = names.iter().position(|n| *n == name) {
+            return Err(cx.err(
+                key("name"),
+                format!("{name:?} is already the name of egress.group[{j}]"),
+            ));
+        }
+        if fg.addresses.is_empty() {
+            return Err(cx.err(
+                key("addresses"),
+                format!("group {name:?} lists no address: a group holds some of egress.addresses"),
+            ));
+        }
+        let id = (g + 1) as u8;
+        for (j, text) in fg.addresses.iter().enumerate() {
+            let key = format!("egress.group[{g}].addresses[{j}]");
+            let range = egress::parse_entry(text).map_err(|why| cx.err(&key, why))?;
+            for ip in range.iter() {
+                let Some(&i) = index.get(&ip) else {
+                    let entry = if range.count() == 1 {
+                        String::new()
+                    } else {
+                        format!(" (of {text:?})")
+                    };
+                    return Err(cx.err(
+                        key,
+                        format!(
+                            "{ip}{entry} is not in the pool: a group's addresses are some of \
+                             egress.addresses (as listed, before egress.slice)"
+                        ),
+                    ));
+                };
+                match of[i] {
+                    0 => of[i] = id,
+                    other if other == id => {
+                        return Err(cx.err(key, format!("{ip} is listed twice in group {name:?}")));
+                    }
+                    other => {
+                        let o = other as usize - 1;
+                        return Err(cx.err(
+                            key,
+                            format!(
+                                "{ip} is in group {:?} (egress.group[{o}]) and in group \
+                                 {name:?}: a source belongs to one group at most",
+                                names[o]
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        names.push(name);
+    }
+    Ok((names, of))
+}
+
 /// `K/N` (1 ≤ K ≤ N ≤ the pool's sources, so every slice holds one at least).
 fn parse_slice(text: &str, pool: usize) -> Result<(u32, u32), String> {
     let bad = || format!("{text:?}: expected K/N, this relay's part K of N (e.g. \"2/4\")");
@@ -875,6 +1043,9 @@ fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
         }
         sources.push(source);
     }
+    // Groups are read against the pool as listed, before the slice: the relays of a sliced
+    // pool share one file, and each keeps the members its slice holds.
+    let (groups, mut source_group) = build_groups(cx, fe.group, &sources)?;
     // One relay's share of a pool several relays list alike: the K-th of N contiguous,
     // near-equal parts, so the relays' slices never share a source (issue of pacing one pair
     // from two relays) while their configs stay one file.
@@ -885,6 +1056,7 @@ fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
             let (k, n) = parse_slice(text, pool).map_err(|why| cx.err("egress.slice", why))?;
             let mine = even_share(pool, n as usize, k as usize - 1);
             sources = sources.drain(mine.clone()).collect();
+            source_group = source_group.drain(mine.clone()).collect();
             Some(EgressSlice {
                 k,
                 n,
@@ -915,6 +1087,8 @@ fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
     }
     Ok(Egress {
         sources,
+        groups,
+        source_group,
         slice,
         connect: match fe.connect {
             None | Some(FileConnect::Eager) => ConnectMode::Eager,

@@ -59,6 +59,11 @@ pub struct Entry {
     pub rate: Option<(u32, u32)>,
     /// `None`: the relay's.
     pub bundle_max_age_ms: Option<u64>,
+    /// The running relay's egress group its bundles leave through: 0 the shared addresses,
+    /// `i + 1` the relay's `egress.groups[i]` as it started (groups change on restart only).
+    pub group: u8,
+    /// That group's name (`"shared"` for 0), for /debug.
+    pub group_name: String,
     /// Short hashes of its keys, for /debug.
     pub keys: Vec<String>,
     pub cidrs: Vec<Cidr>,
@@ -88,6 +93,7 @@ impl Entry {
         if let Some(ms) = self.bundle_max_age_ms {
             s.push_str(&format!(", max age {ms} ms"));
         }
+        s.push_str(&format!(", egress {}", self.group_name));
         if !self.keys.is_empty() {
             s.push_str(&format!(", keys sha256:{}", self.keys.join(",")));
         }
@@ -135,13 +141,18 @@ pub struct TenantTable {
 
 impl TenantTable {
     /// Builds the table of `tenants` for a relay running `running` regions (names, in their
-    /// order) and intake listeners (`(port, listener index)`), with `cfg_regions` the names the
-    /// tenants' region indexes refer to. Slots follow `previous`; new ones are zeroed in
-    /// `stats`. `arena_slots` is the running arena.
+    /// order), egress `groups` (names, group id `i + 1` being `groups[i]`) and intake
+    /// listeners (`(port, listener index)`), with `cfg_regions` the names the tenants' region
+    /// indexes refer to. Slots follow `previous`; new ones are zeroed in `stats`.
+    /// `arena_slots` is the running arena.
+    // Each argument is one thing the running relay was sized by; a struct of them would be
+    // built at its one caller only to be taken apart here.
+    #[allow(clippy::too_many_arguments)]
     pub fn build(
         tenants: &Tenants,
         cfg_regions: &[String],
         running: &[String],
+        groups: &[String],
         listeners: &[(u16, usize)],
         arena_slots: u32,
         previous: Option<&TenantTable>,
@@ -208,6 +219,24 @@ impl TenantTable {
                      not start with needs a restart)"
                 ));
             }
+            // By name: a disabled tenant sends nothing, so the group it names need not run.
+            let group = match p.egress.as_deref() {
+                None => 0,
+                Some(g) => match groups.iter().position(|x| x == g) {
+                    Some(i) => (i + 1) as u8,
+                    None if !p.enabled => 0,
+                    None => {
+                        return Err(format!(
+                            "tenant {name}: egress group {g} is not one the relay started with \
+                             (egress groups change on restart)"
+                        ));
+                    }
+                },
+            };
+            let group_name = match group {
+                0 => super::tenants::SHARED_GROUP.to_string(),
+                g => groups[g as usize - 1].clone(),
+            };
             Ok(Entry {
                 name: name.to_string(),
                 slot,
@@ -225,6 +254,8 @@ impl TenantTable {
                 in_flight_max: p.in_flight_max.min(arena_slots),
                 rate: p.rate,
                 bundle_max_age_ms: p.bundle_max_age_ms,
+                group,
+                group_name,
                 keys: Vec::new(),
                 cidrs: Vec::new(),
             })

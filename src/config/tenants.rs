@@ -40,6 +40,7 @@ pub(super) struct FilePolicy {
     rate: Option<u32>,
     rate_burst: Option<u32>,
     bundle_max_age_ms: Option<u64>,
+    egress: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -169,6 +170,10 @@ pub struct Policy {
     pub rate: Option<(u32, u32)>,
     /// `None`: the relay's `bundle_max_age_ms` (following its reloads).
     pub bundle_max_age_ms: Option<u64>,
+    /// The `[[egress.group]]` its bundles leave through, by name (resolved against the running
+    /// relay's groups when the tenant table is built); `None`: the shared addresses, those in
+    /// no group (`egress = "shared"` reads the same).
+    pub egress: Option<String>,
 }
 
 /// One `[[tenant]]`.
@@ -215,7 +220,20 @@ impl Policy {
             in_flight_max: u32::MAX,
             rate: None,
             bundle_max_age_ms: None,
+            egress: None,
         }
+    }
+}
+
+/// The name of the egress addresses in no group: a tenant with no `egress` key leaves
+/// through them.
+pub const SHARED_GROUP: &str = "shared";
+
+/// ` (this relay's slice K/N)` for a sliced relay's messages, else nothing.
+pub(super) fn slice_phrase(slice: Option<(u32, u32)>) -> String {
+    match slice {
+        Some((k, n)) => format!(" (this relay's slice {k}/{n})"),
+        None => String::new(),
     }
 }
 
@@ -227,6 +245,13 @@ pub(super) struct Frame<'a> {
     pub listeners: &'a [(String, u16)],
     pub arena_slots: u32,
     pub bundle_max_age_ms_max: u64,
+    /// The egress group names, group id `i + 1` being `groups[i]`.
+    pub groups: &'a [String],
+    /// This relay's sources per group id, 0 the shared addresses (the egress config's
+    /// `group_counts`).
+    pub group_sources: &'a [usize],
+    /// `egress.slice` as (K, N), named when a group has no source in this relay's part.
+    pub slice: Option<(u32, u32)>,
 }
 
 impl Frame<'_> {
@@ -266,7 +291,7 @@ pub(super) fn build(
         });
     }
     let default = match default {
-        Some(p) => Some(policy(f, "default_tenant", p)?),
+        Some(p) => Some(policy(f, "default_tenant", "the default tenant", p)?),
         None => None,
     };
     let mut tenants: Vec<Tenant> = Vec::with_capacity(list.len());
@@ -394,7 +419,12 @@ pub(super) fn build(
                 ),
             ));
         }
-        let policy = policy(f, &format!("tenant[{i}]"), ft.policy)?;
+        let policy = policy(
+            f,
+            &format!("tenant[{i}]"),
+            &format!("tenant {name:?}"),
+            ft.policy,
+        )?;
         names.insert(name.clone(), i);
         tenants.push(Tenant {
             name,
@@ -426,7 +456,8 @@ pub(super) fn build(
     })
 }
 
-fn policy(f: &Frame<'_>, at: &str, p: FilePolicy) -> Result<Policy, ConfigError> {
+/// Checks one policy; `at` is its key (`tenant[3]`), `who` how messages name it.
+fn policy(f: &Frame<'_>, at: &str, who: &str, p: FilePolicy) -> Result<Policy, ConfigError> {
     let key = |k: &str| format!("{at}.{k}");
     let regions = match p.regions {
         None => Vec::new(),
@@ -508,8 +539,10 @@ fn policy(f: &Frame<'_>, at: &str, p: FilePolicy) -> Result<Policy, ConfigError>
             format!("must be 1 to {}, got {ms}", f.bundle_max_age_ms_max),
         ));
     }
+    let enabled = p.enabled.unwrap_or(true);
+    let egress = egress_group(f, at, who, enabled, p.egress)?;
     Ok(Policy {
-        enabled: p.enabled.unwrap_or(true),
+        enabled,
         regions,
         strategy: match p.rotating.unwrap_or(FileStrategy::Soonest) {
             FileStrategy::Soonest => Strategy::Soonest,
@@ -519,6 +552,73 @@ fn policy(f: &Frame<'_>, at: &str, p: FilePolicy) -> Result<Policy, ConfigError>
         in_flight_max,
         rate,
         bundle_max_age_ms: p.bundle_max_age_ms,
+        egress,
+    })
+}
+
+/// A policy's `egress`: a group that exists (whether the tenant is enabled or not: a typo is
+/// one either way), and, for an enabled tenant, one holding a source in this relay, since a
+/// tenant whose bundles can leave through no pair could only watch them expire. No key (or
+/// `"shared"`) is the shared addresses, which must then hold a source too.
+fn egress_group(
+    f: &Frame<'_>,
+    at: &str,
+    who: &str,
+    enabled: bool,
+    name: Option<String>,
+) -> Result<Option<String>, ConfigError> {
+    let key = format!("{at}.egress");
+    let name = name.map(|n| n.trim().to_string());
+    let explicit_shared = name.as_deref() == Some(SHARED_GROUP);
+    let name = name.filter(|_| !explicit_shared);
+    let id = match &name {
+        None => 0,
+        Some(n) => match f.groups.iter().position(|g| g == n) {
+            Some(i) => i + 1,
+            None => {
+                let there = if f.groups.is_empty() {
+                    "there are no egress groups ([[egress.group]])".to_string()
+                } else {
+                    format!("the groups are {}", f.groups.join(", "))
+                };
+                return Err(f.err(
+                    key,
+                    format!("{who} names egress group {n:?}, which does not exist; {there}"),
+                ));
+            }
+        },
+    };
+    if !enabled || f.group_sources.get(id).copied().unwrap_or(0) > 0 {
+        return Ok(name);
+    }
+    let slice = slice_phrase(f.slice);
+    Err(match &name {
+        None => f.err(
+            if explicit_shared { key } else { at.to_string() },
+            format!(
+                "{who} uses the shared egress addresses ({}) but every source is in a \
+                 group{slice}: give it `egress = \"…\"` naming one of {}, or leave some \
+                 addresses out of the groups",
+                if explicit_shared {
+                    "egress = \"shared\""
+                } else {
+                    "no `egress` key"
+                },
+                f.groups.join(", ")
+            ),
+        ),
+        Some(n) => f.err(
+            key,
+            format!(
+                "{who} uses egress group {n:?}, which has no source in {}: its addresses are \
+                 all in other relays' slices; name a group with addresses in this slice, or \
+                 set enabled = false",
+                match f.slice {
+                    Some((k, n)) => format!("this relay's slice {k}/{n} (egress.slice)"),
+                    None => "this relay".to_string(),
+                }
+            ),
+        ),
     })
 }
 

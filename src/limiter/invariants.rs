@@ -34,22 +34,22 @@ pub(super) fn check(
         let mut booked_due_min = None::<u64>;
         for ring in [READY_RING, BOOKED_RING] {
             let q = &reg.rings[ring];
-            assert!(q.len <= rings.cap(), "ring {ring} of region {r} overfull");
-            let base = rings.base(reg.base, ring);
+            assert!(q.len <= reg.cap, "ring {ring} of lane {r} overfull");
+            let base = Rings::base(reg.base, reg.cap, ring);
             let mut last_due = 0u64;
             for k in 0..q.len {
-                let e = rings.at(base, q, k);
+                let e = rings.at(base, reg.cap, q, k);
                 if !live(state, e, ring) {
                     continue;
                 }
                 let i = e.pair as usize;
                 let p = &state[i];
-                assert_eq!(p.region as usize, r, "pair {i} is in another region's ring");
+                assert_eq!(p.lane as usize, r, "pair {i} is in another lane's ring");
                 assert_eq!(p.conn, ConnState::Up, "pair {i} is in rotation but not up");
                 seen[i] += 1;
                 assert!(
                     last_due <= e.due_tick,
-                    "ring {ring} of region {r} out of order at {i}"
+                    "ring {ring} of lane {r} out of order at {i}"
                 );
                 last_due = e.due_tick;
                 if ring == READY_RING {
@@ -78,7 +78,7 @@ pub(super) fn check(
         if let (Some(ready), Some(booked)) = (ready_due_max, booked_due_min) {
             assert!(
                 ready < booked,
-                "region {r} has a booking due at {booked}, not after its ready FIFO ({ready})"
+                "lane {r} has a booking due at {booked}, not after its ready FIFO ({ready})"
             );
         }
         let wheel = &reg.wheel;
@@ -100,7 +100,7 @@ pub(super) fn check(
                     p.place, WHEEL,
                     "pair {i} in the wheel records another place"
                 );
-                assert_eq!(p.region as usize, r, "pair {i} is in another region's list");
+                assert_eq!(p.lane as usize, r, "pair {i} is in another lane's list");
                 assert_eq!(p.conn, ConnState::Up, "pair {i} is in rotation but not up");
                 seen[i as usize] += 1;
                 assert!(
@@ -153,11 +153,11 @@ pub(super) fn check(
         if wheel.soonest_valid {
             assert_eq!(
                 wheel.soonest_unit, min_due,
-                "cached soonest of region {r} is stale"
+                "cached soonest of lane {r} is stale"
             );
         }
         for (i, p) in state.iter().enumerate() {
-            if p.region as usize != r {
+            if p.lane as usize != r {
                 continue;
             }
             match p.conn {
@@ -181,6 +181,6 @@ pub(super) fn check(
             let expected = (p.conn == ConnState::Up || p.place == HELD) as u8;
             assert_eq!(seen[i], expected, "pair {i} is in {} places", seen[i]);
         }
-        assert_eq!(counts, reg.counts(), "counts of region {r} drifted");
+        assert_eq!(counts, reg.counts(), "counts of lane {r} drifted");
     }
 }

@@ -19,6 +19,17 @@
 //! checked against it, so there is no second structure to disagree with;
 //! [`Limiter::check_invariants`] walks everything and proves it.
 //!
+//! # Lanes
+//!
+//! Everything below that is "per region" is kept per lane: one region's pairs of one egress
+//! group ([`LimiterConfig::groups`]: the shared addresses, or a group that tenants have to
+//! themselves). With one group a lane is a region. A group's addresses are contiguous, so a
+//! lane's pair records are too and the pair index stays `region × addresses + address`;
+//! [`Limiter::acquire`] takes a lane and never hands out another group's pair, and a lane with
+//! nothing ready says so on its own, whatever the region's other lanes hold. Rates are set per
+//! region ([`Limiter::set_rate`] sets each of its lanes); [`Limiter::counts`] adds a region's
+//! lanes up, [`Limiter::lane_counts`] reads one.
+//!
 //! # Hold while in flight, book from the answer
 //!
 //! Pacing is judged at the block engine, which stamps a request somewhere between our send and
@@ -106,7 +117,7 @@ mod ring;
 mod wheel;
 
 pub use pair::{ConnState, PairId, Place};
-pub use region::{RegionCounts, RegionId, RegionRate};
+pub use region::{LaneId, RegionCounts, RegionId, RegionRate};
 pub use wheel::{LEVELS, LISTS_PER_REGION, SLOTS_PER_LEVEL};
 
 use crate::clock::{Instant, TickRate, Ticks};
@@ -121,6 +132,9 @@ pub const SLOT_US_MAX_DEFAULT: u64 = 50;
 /// Regions one limiter serves: Jito's 8 mainnet regions, 3 testnet ones and the geo-routed
 /// host fit with room to spare; the region id is a `u8`.
 pub const REGIONS_MAX: usize = 16;
+/// Lanes one limiter serves: a lane is a region's pairs of one egress group (the shared
+/// addresses, or one group's), paced and handed out on their own; a pair's lane is a `u8`.
+pub const LANES_MAX: usize = 256;
 /// Largest pair count: pair indexes are `u32`, `u32::MAX` marks "no pair", and a ring of twice
 /// a region's pairs must index in `u32`.
 pub const PAIRS_MAX: usize = (u32::MAX / 2 - 1) as usize;
@@ -147,6 +161,9 @@ pub struct LimiterConfig {
     pub addresses: u32,
     /// One entry per region, indexed by [`RegionId`].
     pub regions: Vec<RegionRate>,
+    /// How many addresses each egress group has, in address order (group 0 the first ones):
+    /// each region's pairs of one group are a lane of their own. Empty: one group of all.
+    pub groups: Vec<u32>,
     /// The slot width is the largest power of two of ticks not above this.
     pub slot_us_max: u64,
     /// The clock's rate, to turn `slot_us_max` into ticks.
@@ -162,6 +179,7 @@ impl LimiterConfig {
                 RegionRate::from_ms(tick_rate, crate::jito::INTERVAL_MS_DEFAULT, 1);
                 region_count
             ],
+            groups: Vec::new(),
             slot_us_max: SLOT_US_MAX_DEFAULT,
             tick_rate,
         }
@@ -204,13 +222,18 @@ pub struct PairView {
 pub struct Limiter {
     state: Box<[State]>,
     pace: Box<[Pace]>,
-    /// Two rings per region (ready, booking).
+    /// Two rings per lane (ready, booking).
     rings: Rings,
-    /// Every region's wheel lists and every pair's wheel link.
+    /// Every lane's wheel lists and every pair's wheel link.
     wheels: Wheels,
-    regions: Box<[Region]>,
+    /// Per lane (`region × groups + group`), its state.
+    lanes: Box<[Region]>,
     region_count: u32,
     addresses: u32,
+    /// Egress groups; each region has one lane per group.
+    groups: u32,
+    /// Group `g`'s addresses are `group_start[g]..group_start[g + 1]`.
+    group_start: Box<[u32]>,
 }
 
 /// Hints the CPU to fetch `p`'s cache line; a pure hint that never faults.
@@ -239,30 +262,61 @@ impl Limiter {
         );
         let pair_count = config.pair_count();
         assert!(pair_count <= PAIRS_MAX, "too many pairs: {pair_count}");
+        let sizes = if config.groups.is_empty() {
+            vec![config.addresses]
+        } else {
+            config.groups.clone()
+        };
+        assert_eq!(
+            sizes.iter().map(|&n| u64::from(n)).sum::<u64>(),
+            u64::from(config.addresses),
+            "egress groups must add up to the addresses"
+        );
+        let groups = sizes.len();
+        let lane_count = region_count * groups;
+        assert!(
+            lane_count <= LANES_MAX,
+            "{region_count} regions × {groups} egress groups exceed {LANES_MAX} lanes"
+        );
+        let mut group_start = Vec::with_capacity(groups + 1);
+        group_start.push(0u32);
+        for &n in &sizes {
+            group_start.push(group_start.last().copied().unwrap_or(0) + n);
+        }
+        let lane_pairs: Vec<u32> = (0..lane_count).map(|l| sizes[l % groups]).collect();
         let slot_ticks_max = config.tick_rate.from_us(config.slot_us_max).0.max(1);
         let shift = 63 - slot_ticks_max.leading_zeros();
-        let wheels = Wheels::new(pair_count, region_count, shift);
-        let rings = Rings::new(region_count, config.addresses);
+        let wheels = Wheels::new(pair_count, lane_count, shift);
+        let rings = Rings::new(&lane_pairs);
         let elapsed_unit = wheels.unit_of(now.0);
-        let regions: Box<[Region]> = config
-            .regions
-            .iter()
+        let lanes: Box<[Region]> = Rings::layout(&lane_pairs)
             .enumerate()
-            .map(|(r, rate)| {
-                Region::new(rate, config.addresses, rings.region_base(r), elapsed_unit)
+            .map(|(l, at)| {
+                let rate = &config.regions[l / groups];
+                Region::new(rate, lane_pairs[l], at, elapsed_unit)
             })
             .collect();
+        let addresses = config.addresses.max(1) as usize;
         let state: Box<[State]> = (0..pair_count)
-            .map(|i| State::new((i / config.addresses as usize) as u8))
+            .map(|i| {
+                let (r, a) = (i / addresses, (i % addresses) as u32);
+                let g = group_start[1..]
+                    .iter()
+                    .position(|&end| a < end)
+                    .unwrap_or(0);
+                State::new((r * groups + g) as u8)
+            })
             .collect();
         Limiter {
             state,
             pace: vec![Pace::RESTED; pair_count].into_boxed_slice(),
             rings,
             wheels,
-            regions,
+            lanes,
             region_count: region_count as u32,
             addresses: config.addresses,
+            groups: groups as u32,
+            group_start: group_start.into_boxed_slice(),
         }
     }
 
@@ -272,7 +326,7 @@ impl Limiter {
             + self.pace.len() * std::mem::size_of::<Pace>()
             + self.rings.allocated_bytes()
             + self.wheels.allocated_bytes()
-            + self.regions.len() * REGION_BYTES
+            + self.lanes.len() * REGION_BYTES
     }
 
     pub fn pair_count(&self) -> usize {
@@ -281,6 +335,41 @@ impl Limiter {
 
     pub fn region_count(&self) -> usize {
         self.region_count as usize
+    }
+
+    /// Egress groups: each region has a lane per group.
+    pub fn group_count(&self) -> usize {
+        self.groups as usize
+    }
+
+    /// Lanes: regions × groups.
+    pub fn lane_count(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// The lane of `region`'s pairs in egress group `group`.
+    #[inline]
+    pub fn lane(&self, region: RegionId, group: u8) -> LaneId {
+        debug_assert!((region.0 as u32) < self.region_count);
+        debug_assert!(u32::from(group) < self.groups);
+        LaneId((u32::from(region.0) * self.groups + u32::from(group)) as u8)
+    }
+
+    #[inline]
+    pub fn lane_of(&self, pair: PairId) -> LaneId {
+        LaneId(self.state[pair.0 as usize].lane)
+    }
+
+    /// The egress group of `pair`'s address.
+    #[inline]
+    pub fn group_of(&self, pair: PairId) -> u8 {
+        (u32::from(self.state[pair.0 as usize].lane) % self.groups) as u8
+    }
+
+    /// Group `group`'s addresses.
+    pub fn group_addresses(&self, group: u8) -> std::ops::Range<u32> {
+        let g = group as usize;
+        self.group_start[g]..self.group_start[g + 1]
     }
 
     /// The pair of `address` and `region`.
@@ -298,12 +387,12 @@ impl Limiter {
 
     #[inline]
     pub fn region_of(&self, pair: PairId) -> RegionId {
-        RegionId(self.state[pair.0 as usize].region)
+        RegionId((u32::from(self.state[pair.0 as usize].lane) / self.groups) as u8)
     }
 
     /// Region `region`'s pacing interval and burst tolerance (`(burst − 1) × interval`).
     pub fn pace(&self, region: RegionId) -> (Ticks, Ticks) {
-        let r = &self.regions[region.0 as usize];
+        let r = &self.lanes[self.lane(region, 0).0 as usize];
         (Ticks(r.interval_ticks), Ticks(r.tolerance_ticks))
     }
 
@@ -314,7 +403,7 @@ impl Limiter {
 
     // ---- picking ----
 
-    /// Takes the region's longest-ready pair and holds it until [`Limiter::finish`], or says
+    /// Takes the lane's longest-ready pair and holds it until [`Limiter::finish`], or says
     /// exactly when the first pair will be ready. A caller that skipped [`Limiter::advance`]
     /// still never waits on a pair that is due: the wheel is advanced once `now` reaches its
     /// first occupied slot, and a booking that has fallen due is taken straight from the
@@ -322,9 +411,9 @@ impl Limiter {
     /// any booking falls due, so the FIFO's head is always the longest-ready pair). Due
     /// bookings not yet taken count as booked until the next [`Limiter::advance`].
     #[inline]
-    pub fn acquire(&mut self, region: RegionId, now: Instant) -> Acquire {
-        let r = region.0 as usize;
-        if now.0 < self.regions[r].wheel_wake_tick
+    pub fn acquire(&mut self, lane: LaneId, now: Instant) -> Acquire {
+        let r = lane.0 as usize;
+        if now.0 < self.lanes[r].wheel_wake_tick
             && let Some(i) = self.pop_head(r, now.0)
         {
             return Acquire::Pair(PairId(i));
@@ -337,7 +426,7 @@ impl Limiter {
     /// else (a stale head, nothing due, wheel work) is `acquire_slow`'s.
     #[inline(always)]
     fn pop_head(&mut self, r: usize, now: u64) -> Option<u32> {
-        if self.regions[r].rings[READY_RING].len != 0 {
+        if self.lanes[r].rings[READY_RING].len != 0 {
             // Everything in the ready FIFO may go.
             self.pop_from::<READY_RING>(r, u64::MAX)
         } else {
@@ -345,11 +434,11 @@ impl Limiter {
         }
     }
 
-    /// Pops and holds the head of ring `RING` of region `r` if it is live and due by `due_by`.
+    /// Pops and holds the head of ring `RING` of lane `r` if it is live and due by `due_by`.
     #[inline(always)]
     fn pop_from<const RING: usize>(&mut self, r: usize, due_by: u64) -> Option<u32> {
-        let cap = self.rings.cap();
-        let reg = &self.regions[r];
+        let reg = &self.lanes[r];
+        let cap = reg.cap;
         let Ring { head, len } = reg.rings[RING];
         if len == 0 {
             return None;
@@ -366,7 +455,7 @@ impl Limiter {
             return None;
         }
         s.place = HELD;
-        let reg = &mut self.regions[r];
+        let reg = &mut self.lanes[r];
         reg.rings[RING] = Ring {
             head: if head + 1 == cap { 0 } else { head + 1 },
             len: len - 1,
@@ -384,7 +473,7 @@ impl Limiter {
     /// drops stale entries, and says when the first pair will be ready if none is.
     #[inline(never)]
     fn acquire_slow(&mut self, r: usize, now: u64) -> Acquire {
-        if now >= self.regions[r].wheel_wake_tick {
+        if now >= self.lanes[r].wheel_wake_tick {
             self.advance_slow(r, now);
         }
         match self.pop_due(r, now) {
@@ -419,9 +508,9 @@ impl Limiter {
             "finish without a send in flight on {pair:?}"
         );
         s.place = PARKED;
-        let r = s.region as usize;
+        let r = s.lane as usize;
         let up = s.conn == ConnState::Up;
-        let reg = &mut self.regions[r];
+        let reg = &mut self.lanes[r];
         reg.counts.held -= 1;
         let p = &mut self.pace[i];
         p.book(now.0, reg.interval_ticks);
@@ -445,13 +534,13 @@ impl Limiter {
         p.cooldown_until_tick = p.cooldown_until_tick.max(until.0);
         let s = &mut self.state[i];
         s.place = PARKED;
-        let r = s.region as usize;
+        let r = s.lane as usize;
         let up = s.conn == ConnState::Up;
-        self.regions[r].counts.held -= 1;
+        self.lanes[r].counts.held -= 1;
         if !up {
             return;
         }
-        let eligible = self.pace[i].eligible_tick(self.regions[r].tolerance_ticks);
+        let eligible = self.pace[i].eligible_tick(self.lanes[r].tolerance_ticks);
         self.schedule(i as u32, eligible, now.0);
     }
 
@@ -466,8 +555,8 @@ impl Limiter {
         if retry_after.0 == 0 || until <= p.cooldown_until_tick {
             return;
         }
-        let r = self.state[i].region as usize;
-        let before = p.eligible_tick(self.regions[r].tolerance_ticks);
+        let r = self.state[i].lane as usize;
+        let before = p.eligible_tick(self.lanes[r].tolerance_ticks);
         p.cooldown_until_tick = until;
         let s = self.state[i];
         if s.conn != ConnState::Up || s.place == HELD {
@@ -492,16 +581,19 @@ impl Limiter {
     pub fn set_rate(&mut self, region: RegionId, rate: RegionRate, now: Instant) {
         assert!(rate.burst >= 1, "burst must be at least 1");
         assert!(rate.interval.0 > 0, "interval must be positive");
-        let r = region.0 as usize;
-        let old = self.regions[r].interval_ticks;
+        let lanes =
+            self.lane(region, 0).0 as usize..self.lane(region, 0).0 as usize + self.groups as usize;
+        let old = self.lanes[lanes.start].interval_ticks;
         let new = rate.interval.0;
         let tolerance = new.saturating_mul(rate.burst as u64 - 1);
-        if old == new && self.regions[r].tolerance_ticks == tolerance {
+        if old == new && self.lanes[lanes.start].tolerance_ticks == tolerance {
             return;
         }
-        self.regions[r].interval_ticks = new;
-        self.regions[r].tolerance_ticks = tolerance;
-        let first = r as u32 * self.addresses;
+        for lane in &mut self.lanes[lanes] {
+            lane.interval_ticks = new;
+            lane.tolerance_ticks = tolerance;
+        }
+        let first = u32::from(region.0) * self.addresses;
         for i in first..first + self.addresses {
             let p = &mut self.pace[i as usize];
             if p.tat_tick != 0 {
@@ -526,8 +618,8 @@ impl Limiter {
         if old == state {
             return;
         }
-        let r = self.state[i].region as usize;
-        let counts = &mut self.regions[r].counts;
+        let r = self.state[i].lane as usize;
+        let counts = &mut self.lanes[r].counts;
         match old {
             ConnState::Down => counts.down -= 1,
             ConnState::Connecting => counts.connecting -= 1,
@@ -548,41 +640,41 @@ impl Limiter {
             self.remove(i as u32);
         }
         if state == ConnState::Up {
-            let eligible = self.pace[i].eligible_tick(self.regions[r].tolerance_ticks);
+            let eligible = self.pace[i].eligible_tick(self.lanes[r].tolerance_ticks);
             self.schedule(i as u32, eligible, now.0);
         }
     }
 
     // ---- time and views ----
 
-    /// Moves every pair that is due at `now` into its region's ready FIFO. The reactor calls it
+    /// Moves every pair that is due at `now` into its lane's ready FIFO. The reactor calls it
     /// once per loop iteration. Returns how many pairs became ready.
     pub fn advance(&mut self, now: Instant) -> u32 {
         let mut moved = 0;
-        for r in 0..self.region_count as usize {
-            if now.0 >= self.regions[r].wake_tick {
+        for r in 0..self.lanes.len() {
+            if now.0 >= self.lanes[r].wake_tick {
                 moved += self.advance_slow(r, now.0);
             }
         }
         moved
     }
 
-    /// When `region` can send next: the tick its longest-ready pair became ready (in the past),
+    /// When `lane` can send next: the tick its longest-ready pair became ready (in the past),
     /// or when the first pair not yet ready will be. `None` if no pair of it is in rotation.
-    pub fn next_ready_at(&mut self, region: RegionId) -> Option<Instant> {
-        let r = region.0 as usize;
+    pub fn next_ready_at(&mut self, lane: LaneId) -> Option<Instant> {
+        let r = lane.0 as usize;
         if let Some(e) = self.front(r, READY_RING) {
             return Some(Instant(e.due_tick));
         }
         self.first_due(r).map(Instant)
     }
 
-    /// The earliest instant a pair not yet ready becomes ready, in any region: the reactor's
+    /// The earliest instant a pair not yet ready becomes ready, in any lane: the reactor's
     /// sleep timeout. Call it after [`Limiter::advance`]; pairs already ready are the
     /// dispatcher's business, not a timer's.
     pub fn next_wakeup(&mut self) -> Option<Instant> {
         let mut soonest = None::<u64>;
-        for r in 0..self.region_count as usize {
+        for r in 0..self.lanes.len() {
             if let Some(t) = self.first_due(r) {
                 soonest = Some(soonest.map_or(t, |s| s.min(t)));
             }
@@ -593,7 +685,18 @@ impl Limiter {
     /// The region's pairs by place and connection state. A booking that has fallen due counts
     /// as booked until the next [`Limiter::advance`] (or until `acquire` takes it).
     pub fn counts(&self, region: RegionId) -> RegionCounts {
-        self.regions[region.0 as usize].counts()
+        let first = self.lane(region, 0).0 as usize;
+        let mut c = RegionCounts::default();
+        for lane in &self.lanes[first..first + self.groups as usize] {
+            c += lane.counts();
+        }
+        c
+    }
+
+    /// [`Limiter::counts`] of one lane.
+    #[inline]
+    pub fn lane_counts(&self, lane: LaneId) -> RegionCounts {
+        self.lanes[lane.0 as usize].counts()
     }
 
     /// One pair's record. Like [`Limiter::counts`], a booking that has fallen due reads
@@ -601,9 +704,9 @@ impl Limiter {
     pub fn view(&self, pair: PairId) -> PairView {
         let s = &self.state[pair.0 as usize];
         let p = &self.pace[pair.0 as usize];
-        let tolerance = self.regions[s.region as usize].tolerance_ticks;
+        let tolerance = self.lanes[s.lane as usize].tolerance_ticks;
         PairView {
-            region: RegionId(s.region),
+            region: self.region_of(pair),
             address: self.address_of(pair),
             conn: s.conn,
             place: s.place(),
@@ -621,27 +724,27 @@ impl Limiter {
             &self.pace,
             &self.rings,
             &self.wheels,
-            &self.regions,
+            &self.lanes,
         );
     }
 
     // ---- moving pairs between places ----
 
-    /// The first live entry of ring `ring` of region `r` (dropping stale ones ahead of it).
+    /// The first live entry of ring `ring` of lane `r` (dropping stale ones ahead of it).
     #[inline]
     fn front(&mut self, r: usize, ring: usize) -> Option<Entry> {
-        let reg = &mut self.regions[r];
-        let base = self.rings.base(reg.base, ring);
+        let reg = &mut self.lanes[r];
+        let base = Rings::base(reg.base, reg.cap, ring);
         self.rings
-            .front(base, &mut reg.rings[ring], &self.state, ring)
+            .front(base, reg.cap, &mut reg.rings[ring], &self.state, ring)
     }
 
     #[inline]
     fn push(&mut self, r: usize, ring: usize, e: Entry) {
-        let reg = &mut self.regions[r];
-        let base = self.rings.base(reg.base, ring);
+        let reg = &mut self.lanes[r];
+        let base = Rings::base(reg.base, reg.cap, ring);
         self.rings
-            .push(base, &mut reg.rings[ring], e, &self.state, ring);
+            .push(base, reg.cap, &mut reg.rings[ring], e, &self.state, ring);
     }
 
     /// Puts pair `i` (in no queue, connection up) into the ready FIFO, ready since `due`.
@@ -656,7 +759,7 @@ impl Limiter {
             seq: p.seq,
         };
         self.push(r, READY_RING, e);
-        self.regions[r].counts.ready += 1;
+        self.lanes[r].counts.ready += 1;
     }
 
     /// Files pair `i` (in no queue, connection up) to become ready at tick `eligible`: straight
@@ -664,10 +767,10 @@ impl Limiter {
     /// order, else the wheel.
     #[inline]
     fn schedule(&mut self, i: u32, eligible: u64, now: u64) {
-        let r = self.state[i as usize].region as usize;
+        let r = self.state[i as usize].lane as usize;
         if eligible <= now {
             // Pairs that became ready before `now` but are not yet in the FIFO go first.
-            if now >= self.regions[r].wake_tick {
+            if now >= self.lanes[r].wake_tick {
                 self.advance_slow(r, now);
             }
             self.push_ready(r, i, now);
@@ -676,11 +779,12 @@ impl Limiter {
         let cooling = self.pace[i as usize].cooldown_until_tick == eligible;
         self.state[i as usize].cooling = cooling;
         if !cooling {
-            let reg = &self.regions[r];
+            let reg = &self.lanes[r];
             let in_order = self
                 .rings
                 .last(
-                    self.rings.base(reg.base, BOOKED_RING),
+                    Rings::base(reg.base, reg.cap, BOOKED_RING),
+                    reg.cap,
                     &reg.rings[BOOKED_RING],
                 )
                 .is_none_or(|e| e.due_tick <= eligible);
@@ -694,7 +798,7 @@ impl Limiter {
                     seq: p.seq,
                 };
                 self.push(r, BOOKED_RING, e);
-                let reg = &mut self.regions[r];
+                let reg = &mut self.lanes[r];
                 reg.counts.booked += 1;
                 reg.wake_tick = reg.wake_tick.min(eligible);
                 return;
@@ -705,7 +809,7 @@ impl Limiter {
         let due_unit = self
             .wheels
             .unit_at_or_after(eligible)
-            .max(self.regions[r].wheel.elapsed_unit + 1);
+            .max(self.lanes[r].wheel.elapsed_unit + 1);
         self.wheel_insert(r, i, due_unit);
     }
 
@@ -713,10 +817,10 @@ impl Limiter {
     /// entry stops matching the record). The pair is parked until scheduled again.
     fn remove(&mut self, i: u32) {
         let p = &mut self.state[i as usize];
-        let r = p.region as usize;
+        let r = p.lane as usize;
         match p.place {
-            READY => self.regions[r].counts.ready -= 1,
-            QUEUED => self.regions[r].counts.booked -= 1,
+            READY => self.lanes[r].counts.ready -= 1,
+            QUEUED => self.lanes[r].counts.booked -= 1,
             WHEEL => self.wheel_unlink(i),
             _ => {}
         }
@@ -726,7 +830,7 @@ impl Limiter {
     /// Files pair `i` into region `r`'s wheel at `due_unit`, with its place, count and the
     /// region's wake-up ticks.
     fn wheel_insert(&mut self, r: usize, i: u32, due_unit: u64) {
-        let reg = &mut self.regions[r];
+        let reg = &mut self.lanes[r];
         let tick = self.wheels.insert(&mut reg.wheel, r, i, due_unit);
         reg.wake_tick = reg.wake_tick.min(tick);
         reg.wheel_wake_tick = reg.wheel_wake_tick.min(tick);
@@ -743,8 +847,8 @@ impl Limiter {
     fn wheel_unlink(&mut self, i: u32) {
         let p = &mut self.state[i as usize];
         p.place = PARKED;
-        let r = p.region as usize;
-        let reg = &mut self.regions[r];
+        let r = p.lane as usize;
+        let reg = &mut self.lanes[r];
         self.wheels.unlink(&mut reg.wheel, r, i);
         if p.cooling {
             reg.counts.cooling -= 1;
@@ -760,7 +864,7 @@ impl Limiter {
         let booked = self.front(r, BOOKED_RING).map(|e| e.due_tick);
         let wheel = self
             .wheels
-            .soonest_due(&mut self.regions[r].wheel, r)
+            .soonest_due(&mut self.lanes[r].wheel, r)
             .map(|unit| self.wheels.tick_of(unit));
         match (booked, wheel) {
             (Some(b), Some(w)) => Some(b.min(w)),
@@ -773,11 +877,11 @@ impl Limiter {
     /// ends the walk without touching its record.
     #[inline]
     fn ready_booked(&mut self, r: usize, until: u64) -> u32 {
-        let base = self.rings.base(self.regions[r].base, BOOKED_RING);
-        let cap = self.rings.cap();
+        let cap = self.lanes[r].cap;
+        let base = Rings::base(self.lanes[r].base, cap, BOOKED_RING);
         let mut moved = 0;
         loop {
-            let queue = self.regions[r].rings[BOOKED_RING];
+            let queue = self.lanes[r].rings[BOOKED_RING];
             if queue.len == 0 {
                 break;
             }
@@ -785,10 +889,10 @@ impl Limiter {
             if e.due_tick > until {
                 break;
             }
-            self.regions[r].rings[BOOKED_RING].pop_front(cap);
+            self.lanes[r].rings[BOOKED_RING].pop_front(cap);
             // The record of the booking this many places behind, fetched before it falls due.
             if queue.len > PREFETCH_AHEAD {
-                let ahead = self.rings.at(base, &queue, PREFETCH_AHEAD);
+                let ahead = self.rings.at(base, cap, &queue, PREFETCH_AHEAD);
                 prefetch(&self.state[ahead.pair as usize]);
             }
             if !live(&self.state, &e, BOOKED_RING) {
@@ -798,7 +902,7 @@ impl Limiter {
             // is reused, so the record is written once.
             self.state[e.pair as usize].place = READY;
             self.push(r, READY_RING, e);
-            let counts = &mut self.regions[r].counts;
+            let counts = &mut self.lanes[r].counts;
             counts.booked -= 1;
             counts.ready += 1;
             moved += 1;
@@ -812,13 +916,13 @@ impl Limiter {
     /// is read.
     #[inline]
     fn wake_of(&mut self, r: usize) -> (u64, u64) {
-        let reg = &mut self.regions[r];
+        let reg = &mut self.lanes[r];
         let queue = &reg.rings[BOOKED_RING];
         let booked = if queue.len == 0 {
             u64::MAX
         } else {
             self.rings
-                .head(self.rings.base(reg.base, BOOKED_RING), queue)
+                .head(Rings::base(reg.base, reg.cap, BOOKED_RING), queue)
                 .due_tick
         };
         let wheel = self
@@ -840,9 +944,9 @@ impl Limiter {
         // finer entries filed later overtake it, so every slot starting by `target` is
         // processed. An empty wheel (the common case: only cooldowns and bursts use it) has
         // none.
-        let wheel_empty = self.regions[r].wheel.is_known_empty();
-        while !wheel_empty && target > self.regions[r].wheel.elapsed_unit {
-            let Some((level, slot, start)) = self.regions[r].wheel.next_slot() else {
+        let wheel_empty = self.lanes[r].wheel.is_known_empty();
+        while !wheel_empty && target > self.lanes[r].wheel.elapsed_unit {
+            let Some((level, slot, start)) = self.lanes[r].wheel.next_slot() else {
                 break;
             };
             if start > target {
@@ -851,7 +955,7 @@ impl Limiter {
             // Bookings due before this slot fires became ready first: the FIFO stays in
             // ready-time order.
             moved += self.ready_booked(r, start << shift);
-            self.regions[r].wheel.elapsed_unit = start;
+            self.lanes[r].wheel.elapsed_unit = start;
             let list = Wheels::list_index(r, level, slot);
             loop {
                 let i = self.wheels.list(list).head;
@@ -868,11 +972,11 @@ impl Limiter {
                 }
             }
         }
-        let wheel = &mut self.regions[r].wheel;
+        let wheel = &mut self.lanes[r].wheel;
         wheel.elapsed_unit = wheel.elapsed_unit.max(target);
         moved += self.ready_booked(r, now);
         let (wake, wheel_wake) = self.wake_of(r);
-        let reg = &mut self.regions[r];
+        let reg = &mut self.lanes[r];
         reg.wake_tick = wake;
         reg.wheel_wake_tick = wheel_wake;
         moved

@@ -8,8 +8,8 @@
 pub(super) const NIL: u32 = u32::MAX;
 
 /// One (egress address, region) pair. Index layout: `region × addresses + address`, so a
-/// region's records are contiguous. Use [`super::Limiter::pair`],
-/// [`super::Limiter::address_of`], [`super::Limiter::region_of`].
+/// region's records are contiguous, and a lane's too (a group's addresses are contiguous).
+/// Use [`super::Limiter::pair`], [`super::Limiter::address_of`], [`super::Limiter::region_of`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PairId(pub u32);
 
@@ -52,25 +52,26 @@ pub(super) const HELD: u8 = 4;
 #[repr(C, align(8))]
 pub(super) struct State {
     /// Bumped on every push into a ring: only the entry carrying the current value is live.
-    /// A stale entry leaves its ring within one pass over it (twice the region's pairs), long
+    /// A stale entry leaves its ring within one pass over it (twice the lane's pairs), long
     /// before the `u32` could wrap back to its value.
     pub(super) seq: u32,
     pub(super) place: u8,
     pub(super) conn: ConnState,
     /// Filed in the wheel because of a cooldown rather than the rate.
     pub(super) cooling: bool,
-    pub(super) region: u8,
+    /// Its lane ([`super::LaneId`]).
+    pub(super) lane: u8,
 }
 
 impl State {
-    /// A `Down`, parked pair of `region`.
-    pub(super) fn new(region: u8) -> State {
+    /// A `Down`, parked pair of `lane`.
+    pub(super) fn new(lane: u8) -> State {
         State {
             seq: 0,
             place: PARKED,
             conn: ConnState::Down,
             cooling: false,
-            region,
+            lane,
         }
     }
 

@@ -1,6 +1,12 @@
-//! A region: its id, its rate, its counts, and the per-region state every call reads first.
+//! A region and its lanes: the ids, the rate, the counts, and the per-lane state every call
+//! reads first.
 //!
-//! This file holds the region's record; it is NOT where pairs move ([`super::Limiter`]).
+//! A lane is one region's pairs of one egress group (the shared addresses, or a group that
+//! tenants have to themselves): its own ready FIFO, booking queue, wheel and counts, so a
+//! bundle that may leave only through a group's addresses is never handed another's pair and
+//! never waits behind one. With no groups a lane is a region.
+//!
+//! This file holds the lane's record; it is NOT where pairs move ([`super::Limiter`]).
 
 use super::ring::Ring;
 use super::wheel::WheelState;
@@ -9,6 +15,11 @@ use crate::clock::{TickRate, Ticks};
 /// A block-engine region, numbered `0..regions` by the config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RegionId(pub u8);
+
+/// A lane: `region × groups + group`, numbered by [`super::Limiter::lane`]. With one group,
+/// lane `r` is region `r`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LaneId(pub u8);
 
 /// Pacing of one region's pairs: one send per `interval`, up to `burst` back to back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,7 +38,7 @@ impl RegionRate {
     }
 }
 
-/// Per-region counts, for observability. `ready + booked + cooling` are the pairs in rotation
+/// Per-region (or per-lane) counts, for observability. `ready + booked + cooling` are the pairs in rotation
 /// (up, not held); `held` pairs have a send in flight whatever their connection state;
 /// `down + connecting + draining` count connection states (a held pair is counted there too).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -43,8 +54,21 @@ pub struct RegionCounts {
     pub in_flight: u32,
 }
 
-/// One region's state. The fields `acquire` touches come first, in one cache line (64 bytes:
-/// 8 + 16 + 32 + 8).
+impl std::ops::AddAssign for RegionCounts {
+    fn add_assign(&mut self, o: RegionCounts) {
+        self.ready += o.ready;
+        self.booked += o.booked;
+        self.cooling += o.cooling;
+        self.held += o.held;
+        self.down += o.down;
+        self.connecting += o.connecting;
+        self.draining += o.draining;
+        self.in_flight += o.in_flight;
+    }
+}
+
+/// One lane's state. The fields `acquire` touches come first, in one cache line (64 bytes:
+/// 8 + 16 + 32 + 8), then its rings' capacity.
 #[derive(Clone, Debug)]
 #[repr(C, align(64))]
 pub(super) struct Region {
@@ -56,8 +80,10 @@ pub(super) struct Region {
     pub(super) rings: [Ring; 2],
     /// Kept as pairs move; `in_flight` is not kept (it equals `held`, see [`Region::counts`]).
     pub(super) counts: RegionCounts,
-    /// Index of this region's ready ring in the ring storage; its booking ring follows.
+    /// Index of this lane's ready ring in the ring storage; its booking ring follows.
     pub(super) base: usize,
+    /// Entries of each of its rings: twice its pairs.
+    pub(super) cap: u32,
     /// No booking and no wheel entry of this region falls due before this tick.
     pub(super) wake_tick: u64,
     pub(super) interval_ticks: u64,
@@ -67,9 +93,14 @@ pub(super) struct Region {
 }
 
 impl Region {
-    /// A region of `addresses` pairs, all down, at `rate`, its wheel standing at
-    /// `elapsed_unit`, its rings at `base`.
-    pub(super) fn new(rate: &RegionRate, addresses: u32, base: usize, elapsed_unit: u64) -> Region {
+    /// A lane of `addresses` pairs, all down, at `rate`, its wheel standing at `elapsed_unit`,
+    /// its rings at `base` with `cap` entries each.
+    pub(super) fn new(
+        rate: &RegionRate,
+        addresses: u32,
+        (base, cap): (usize, u32),
+        elapsed_unit: u64,
+    ) -> Region {
         assert!(rate.burst >= 1, "burst must be at least 1");
         assert!(rate.interval.0 > 0, "interval must be positive");
         Region {
@@ -80,6 +111,7 @@ impl Region {
                 ..RegionCounts::default()
             },
             base,
+            cap,
             wake_tick: u64::MAX,
             interval_ticks: rate.interval.0,
             tolerance_ticks: rate.interval.0.saturating_mul(rate.burst as u64 - 1),

@@ -1,23 +1,23 @@
-//! The per-region rings: each region has a ready FIFO and a booking queue, both rings of
+//! The per-lane rings: each lane has a ready FIFO and a booking queue, both rings of
 //! `(due tick, pair, seq)` entries in one array, so the pops and pushes of a rotation walk
 //! memory in order and never touch a pair record to find a neighbour.
 //!
 //! Removal is lazy: a pair taken out of the middle changes its record's place, and every push
 //! bumps the record's `seq`, so the old entry stops matching its record ([`live`]) and is
-//! dropped when it reaches the head. A ring holds twice its region's pairs; when one is full,
+//! dropped when it reaches the head. A ring holds twice its lane's pairs; when one is full,
 //! its stale entries are squeezed out in one pass, which frees at least half of it, so pushes
 //! stay O(1) amortised.
 //!
 //! This file holds the rings' storage and mechanics; it is NOT where a pair's place or a
-//! region's counts change (that is [`super::Limiter`]).
+//! lane's counts change (that is [`super::Limiter`]).
 
 use super::pair::{NIL, QUEUED, READY, State};
 
-/// Index of a region's ready FIFO in [`super::region::Region::rings`].
+/// Index of a lane's ready FIFO in [`super::region::Region::rings`].
 pub(super) const READY_RING: usize = 0;
-/// Index of a region's booking queue.
+/// Index of a lane's booking queue.
 pub(super) const BOOKED_RING: usize = 1;
-/// Ring entries per pair: a ready ring and a booking ring per region, each twice the region's
+/// Ring entries per pair: a ready ring and a booking ring per lane, each twice the lane's
 /// pairs, so squeezing out stale entries always frees at least half a ring.
 pub(super) const RING_ENTRIES_PER_PAIR: usize = 4;
 
@@ -36,7 +36,8 @@ const EMPTY_ENTRY: Entry = Entry {
     seq: 0,
 };
 
-/// Head and length of one ring; its storage is `cap` entries of [`Rings`] from its base.
+/// Head and length of one ring; its storage is its lane's `cap` entries of [`Rings`] from its
+/// base.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Ring {
     pub(super) head: u32,
@@ -73,19 +74,18 @@ pub(super) fn live(state: &[State], e: &Entry, ring: usize) -> bool {
     s.seq == e.seq && s.place == place
 }
 
-/// The storage of every region's two rings, `cap` entries each, allocated once.
+/// The storage of every lane's two rings, allocated once: lane by lane, each lane's ready ring
+/// then its booking ring, `cap` (twice the lane's pairs) entries each.
 pub(super) struct Rings {
     entries: Box<[Entry]>,
-    /// Entries per ring: twice the region's pairs.
-    cap: u32,
 }
 
 impl Rings {
-    pub(super) fn new(region_count: usize, addresses: u32) -> Rings {
-        let cap = 2 * addresses;
+    /// Rings for lanes of `lane_pairs[l]` pairs each.
+    pub(super) fn new(lane_pairs: &[u32]) -> Rings {
+        let total: usize = lane_pairs.iter().map(|&n| 4 * n as usize).sum();
         Rings {
-            entries: vec![EMPTY_ENTRY; region_count * 2 * cap as usize].into_boxed_slice(),
-            cap,
+            entries: vec![EMPTY_ENTRY; total].into_boxed_slice(),
         }
     }
 
@@ -93,20 +93,20 @@ impl Rings {
         self.entries.len() * std::mem::size_of::<Entry>()
     }
 
-    #[inline(always)]
-    pub(super) fn cap(&self) -> u32 {
-        self.cap
+    /// Where each lane's rings begin in the storage (its ready ring; its booking ring follows),
+    /// and their capacity, for lanes of `lane_pairs[l]` pairs.
+    pub(super) fn layout(lane_pairs: &[u32]) -> impl Iterator<Item = (usize, u32)> + '_ {
+        lane_pairs.iter().scan(0usize, |next, &n| {
+            let base = *next;
+            *next += 4 * n as usize;
+            Some((base, 2 * n))
+        })
     }
 
-    /// Where region `r`'s rings begin in the storage (its ready ring; its booking ring follows).
-    pub(super) fn region_base(&self, r: usize) -> usize {
-        2 * r * self.cap as usize
-    }
-
-    /// Where ring `ring` of the region whose rings begin at `region_base` begins.
+    /// Where ring `ring` of the lane whose rings begin at `lane_base` begins.
     #[inline(always)]
-    pub(super) fn base(&self, region_base: usize, ring: usize) -> usize {
-        region_base + ring * self.cap as usize
+    pub(super) fn base(lane_base: usize, cap: u32, ring: usize) -> usize {
+        lane_base + ring * cap as usize
     }
 
     /// The entry at storage index `i`, bounds-checked without a panic path.
@@ -121,16 +121,16 @@ impl Rings {
         &self.entries[base + ring.head as usize]
     }
 
-    /// The `k`-th entry from the head of the ring at `base`, live or not.
+    /// The `k`-th entry from the head of the ring at `base` of `cap` entries, live or not.
     #[inline]
-    pub(super) fn at(&self, base: usize, ring: &Ring, k: u32) -> &Entry {
-        &self.entries[base + ring.at(k, self.cap) as usize]
+    pub(super) fn at(&self, base: usize, cap: u32, ring: &Ring, k: u32) -> &Entry {
+        &self.entries[base + ring.at(k, cap) as usize]
     }
 
     /// The newest entry of the ring at `base`, live or not.
     #[inline]
-    pub(super) fn last(&self, base: usize, ring: &Ring) -> Option<&Entry> {
-        (ring.len != 0).then(|| self.at(base, ring, ring.len - 1))
+    pub(super) fn last(&self, base: usize, cap: u32, ring: &Ring) -> Option<&Entry> {
+        (ring.len != 0).then(|| self.at(base, cap, ring, ring.len - 1))
     }
 
     /// The first live entry of a ring (dropping stale ones ahead of it), not removed.
@@ -138,6 +138,7 @@ impl Rings {
     pub(super) fn front(
         &self,
         base: usize,
+        cap: u32,
         ring: &mut Ring,
         state: &[State],
         kind: usize,
@@ -150,32 +151,33 @@ impl Rings {
             if live(state, &e, kind) {
                 return Some(e);
             }
-            ring.pop_front(self.cap);
+            ring.pop_front(cap);
         }
     }
 
     /// Appends to a ring, first squeezing out its stale entries if it is full: live entries
-    /// are at most the region's pairs, half the ring, so the pass frees at least half of it.
+    /// are at most the lane's pairs, half the ring, so the pass frees at least half of it.
     #[inline]
     pub(super) fn push(
         &mut self,
         base: usize,
+        cap: u32,
         ring: &mut Ring,
         e: Entry,
         state: &[State],
         kind: usize,
     ) {
-        if ring.len == self.cap {
-            self.compact(base, ring, state, kind);
+        if ring.len == cap {
+            self.compact(base, cap, ring, state, kind);
         }
-        let at = ring.at(ring.len, self.cap);
+        let at = ring.at(ring.len, cap);
         ring.len += 1;
         self.entries[base + at as usize] = e;
     }
 
     #[cold]
-    fn compact(&mut self, base: usize, ring: &mut Ring, state: &[State], kind: usize) {
-        let cap = self.cap as usize;
+    fn compact(&mut self, base: usize, cap: u32, ring: &mut Ring, state: &[State], kind: usize) {
+        let cap = cap as usize;
         let head = ring.head as usize;
         let mut kept = 0usize;
         for k in 0..ring.len as usize {
@@ -188,8 +190,7 @@ impl Rings {
         ring.len = kept as u32;
         assert!(
             kept < cap,
-            "ring of region {} holds more live entries than pairs",
-            base / (2 * cap)
+            "the ring at {base} holds more live entries than its lane has pairs"
         );
     }
 }

@@ -2,15 +2,15 @@
 //! that would break the booking queue's order, wait here.
 //!
 //! A wheel unit is `2^shift` ticks, the largest power of two not above the configured slot
-//! width. Each region has [`LEVELS`] levels of [`SLOTS_PER_LEVEL`] slots, each level 64 times
+//! width. Each lane has [`LEVELS`] levels of [`SLOTS_PER_LEVEL`] slots, each level 64 times
 //! coarser than the one below, and one occupancy word per level, so the next due slot is a
 //! `trailing_zeros`, and a 30 s (or 30 day) cooldown is filed in O(1) and cascades down at
 //! most once per level. A pair due at tick `t` is filed under unit `ceil(t / 2^shift)`: never
 //! early, late by under one unit. Slots are intrusive lists through a per-pair [`Link`],
 //! touched only by the wheel.
 //!
-//! This file holds the lists, the links and each region's [`WheelState`]; it is NOT where a
-//! pair's place, its region's counts or its wake-up ticks change ([`super::Limiter`] does that
+//! This file holds the lists, the links and each lane's [`WheelState`]; it is NOT where a
+//! pair's place, its lane's counts or its wake-up ticks change ([`super::Limiter`] does that
 //! around every insert and unlink), nor where slots are fired (`Limiter::advance`).
 
 use super::pair::NIL;
@@ -22,7 +22,7 @@ pub const SLOTS_PER_LEVEL: usize = 1 << LEVEL_BITS;
 /// Enough levels to cover every 64-bit tick value even at a 1 tick slot (11 × 6 ≥ 64), so no
 /// deadline is ever clamped and none can wrap.
 pub const LEVELS: usize = 11;
-/// List heads per region: one per wheel slot (the ready FIFO and booking queue are rings).
+/// List heads per lane: one per wheel slot (the ready FIFO and booking queue are rings).
 pub const LISTS_PER_REGION: usize = LEVELS * SLOTS_PER_LEVEL;
 
 /// A pair's place in a wheel slot list.
@@ -55,14 +55,14 @@ const EMPTY_LIST: List = List {
     tail: NIL,
 };
 
-/// One region's wheel: how far it has been advanced, which slots hold pairs, and the cached
+/// One lane's wheel: how far it has been advanced, which slots hold pairs, and the cached
 /// earliest due unit.
 #[derive(Clone, Debug)]
 #[repr(C)]
 pub(super) struct WheelState {
-    /// Wheel time (units) this region's wheel has been advanced to.
+    /// Wheel time (units) this lane's wheel has been advanced to.
     pub(super) elapsed_unit: u64,
-    /// Smallest `due_unit` in this region's wheel (`u64::MAX` if empty), when `soonest_valid`.
+    /// Smallest `due_unit` in this lane's wheel (`u64::MAX` if empty), when `soonest_valid`.
     pub(super) soonest_unit: u64,
     pub(super) soonest_valid: bool,
     pub(super) occupied: [u64; LEVELS],
@@ -124,7 +124,7 @@ pub(super) fn slot_for(level: usize, due: u64) -> usize {
     ((due >> (LEVEL_BITS * level as u32)) & (SLOTS_PER_LEVEL as u64 - 1)) as usize
 }
 
-/// Every region's slot lists and every pair's link, allocated once, and the unit width.
+/// Every lane's slot lists and every pair's link, allocated once, and the unit width.
 pub(super) struct Wheels {
     links: Box<[Link]>,
     lists: Box<[List]>,
@@ -133,10 +133,10 @@ pub(super) struct Wheels {
 }
 
 impl Wheels {
-    pub(super) fn new(pair_count: usize, region_count: usize, shift: u32) -> Wheels {
+    pub(super) fn new(pair_count: usize, lane_count: usize, shift: u32) -> Wheels {
         Wheels {
             links: vec![UNLINKED; pair_count].into_boxed_slice(),
-            lists: vec![EMPTY_LIST; region_count * LISTS_PER_REGION].into_boxed_slice(),
+            lists: vec![EMPTY_LIST; lane_count * LISTS_PER_REGION].into_boxed_slice(),
             shift,
         }
     }
@@ -181,13 +181,13 @@ impl Wheels {
         &self.lists[index]
     }
 
-    /// Index of region `r`'s list for (`level`, `slot`).
+    /// Index of lane `r`'s list for (`level`, `slot`).
     #[inline]
     pub(super) fn list_index(r: usize, level: usize, slot: usize) -> usize {
         r * LISTS_PER_REGION + level * SLOTS_PER_LEVEL + slot
     }
 
-    /// Files `pair` under unit `due_unit` (after `wheel.elapsed_unit`) of region `r`'s wheel,
+    /// Files `pair` under unit `due_unit` (after `wheel.elapsed_unit`) of lane `r`'s wheel,
     /// at the tail of its slot's list; returns the tick that unit starts at.
     pub(super) fn insert(
         &mut self,
@@ -220,7 +220,7 @@ impl Wheels {
         self.tick_of(due_unit)
     }
 
-    /// Takes `pair` out of its slot in region `r`'s wheel, fixing occupancy and the cached
+    /// Takes `pair` out of its slot in lane `r`'s wheel, fixing occupancy and the cached
     /// soonest.
     pub(super) fn unlink(&mut self, wheel: &mut WheelState, r: usize, pair: u32) {
         let l = self.links[pair as usize];
@@ -249,7 +249,7 @@ impl Wheels {
         }
     }
 
-    /// Earliest `due_unit` in region `r`'s wheel; computed at most once per change of the
+    /// Earliest `due_unit` in lane `r`'s wheel; computed at most once per change of the
     /// earliest entry. A level-0 slot holds a single unit; a coarser slot is scanned once.
     #[inline]
     pub(super) fn soonest_due(&self, wheel: &mut WheelState, r: usize) -> Option<u64> {

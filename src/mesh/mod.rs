@@ -12,7 +12,7 @@
 //! threads bound the handoffs outstanding, so a handoff ring can never be full.
 //!
 //! Each thread also publishes, on lines only it writes, when its pool could send a bundle for
-//! each region ([`Estimate`]), whether it is about to sleep in the kernel (so a thread that
+//! each lane (a region's pairs of one egress group, [`Estimate`]), whether it is about to sleep in the kernel (so a thread that
 //! hands it work knows whether a wake-up is needed), its ring's file descriptor (the target
 //! of that wake-up, an io_uring `MSG_RING`), and whether it has drained at shutdown.
 //!
@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering, fence};
 
 use crate::arena::{LentSlot, SlotHandle};
 use crate::clock::Instant;
-use crate::limiter::REGIONS_MAX;
+use crate::limiter::LANES_MAX;
 
 pub use spsc::Ring;
 
@@ -35,25 +35,27 @@ pub use spsc::Ring;
 /// thousands of handoffs a second, few enough that idle credits hold little of an arena.
 pub const CREDITS_PER_PEER_MAX: usize = 64;
 
-/// A lent slot coming back to its owner with a bundle in it, bound for `region`.
+/// A lent slot coming back to its owner with a bundle in it, bound for `lane`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Handoff {
     pub slot: SlotHandle,
-    pub region: u8,
+    /// The region and egress group it leaves through ([`crate::limiter::LaneId`]).
+    pub lane: u8,
     /// Admitted (and counted) by the thread that hands it over, which can no longer send it;
     /// a fresh handoff is admitted by the thread it goes to.
     pub moved: bool,
 }
 
-/// No estimate: the thread has no pair up for the region, or its engine is silent.
+/// No estimate: the thread has no pair up for the lane, or its region's engine is silent.
 pub const NEVER: u64 = u64::MAX;
 
-/// When a thread's pool could send one more bundle for a region, as it last published.
+/// When a thread's pool could send one more bundle for a lane, as it last published.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Estimate {
     /// When the next bundle queued there now would leave (ticks; [`NEVER`] for none).
     pub due: u64,
-    /// How much later each bundle after it leaves (the region's interval over its pairs up).
+    /// How much later each bundle after it leaves (the region's interval over the lane's pairs
+    /// up).
     pub step: u64,
 }
 
@@ -84,8 +86,8 @@ struct Line {
     ring_fd: AtomicI32,
     /// Bumped at each publish, so a reader knows its own handoffs since are not in it yet.
     generation: AtomicU64,
-    due: [AtomicU64; REGIONS_MAX],
-    step: [AtomicU64; REGIONS_MAX],
+    due: [AtomicU64; LANES_MAX],
+    step: [AtomicU64; LANES_MAX],
 }
 
 /// One thread's handoff counts to each other thread, on lines of its own (written by that
@@ -175,7 +177,7 @@ impl Mesh {
         (0..self.threads).any(|b| b != owner && !self.handoffs(b, owner).is_empty())
     }
 
-    /// Thread `t` publishes region `r`'s estimate.
+    /// Thread `t` publishes lane `r`'s estimate.
     pub fn publish(&self, t: usize, r: usize, e: Estimate) {
         let line = &self.lines[t];
         if line.due[r].load(Ordering::Relaxed) != e.due {
@@ -198,7 +200,7 @@ impl Mesh {
         self.lines[t].generation.load(Ordering::Acquire)
     }
 
-    /// Region `r`'s estimate as thread `t` last published it.
+    /// Lane `r`'s estimate as thread `t` last published it.
     pub fn estimate(&self, t: usize, r: usize) -> Estimate {
         let line = &self.lines[t];
         Estimate {

@@ -1,5 +1,7 @@
 //! The dispatcher: one reactor thread's bundles, sans-IO. It owns the thread's arena slice (the
-//! in-flight cap) and a FIFO of waiting bundles per region, and sends each bundle through the
+//! in-flight cap) and a FIFO of waiting bundles per lane (a region's pairs of one egress group:
+//! a tenant with addresses of its own leaves only through them, everyone else only through the
+//! shared ones), and sends each bundle through the
 //! thread's [`Upstream`] (pairs, connections, pacing). The reactor feeds it completions (bytes
 //! received, bytes sent, connects, closes) and `now`; it answers with work for the reactor
 //! (pairs to connect, pairs to close, pairs with bytes to send) and the instant it next needs
@@ -18,7 +20,7 @@ use std::sync::Arc;
 use crate::arena::{Arena, LentSlot, SlotHandle, SlotMut};
 use crate::clock::{Instant, TickRate, Ticks};
 use crate::egress::transport::TransportError;
-use crate::limiter::{Acquire, Limiter, PairId, RegionId};
+use crate::limiter::{Acquire, LaneId, Limiter, PairId};
 use crate::log::LogQueue;
 use crate::mesh::{Estimate, Mesh, NEVER};
 use crate::metrics::ThreadMetrics;
@@ -35,9 +37,10 @@ use crate::metrics::tenants::{Ended as TenantEnded, Refused, TenantStats};
 pub use super::links::{ConnectOrder, DENIED_RETRY_MS};
 pub use super::pairs::{Link, PAIR_STATE_BYTES};
 
-/// The heap bytes one thread's side of the mesh holds (the budget counts it).
-pub const fn handoff_allocation_bytes(threads: usize) -> usize {
-    Peers::allocation_bytes(threads)
+/// The heap bytes one thread's side of the mesh holds with `lanes` lanes (the budget counts
+/// it).
+pub const fn handoff_allocation_bytes(threads: usize, lanes: usize) -> usize {
+    Peers::allocation_bytes(threads, lanes)
 }
 
 /// Room each pair has in the upstream's queues (to connect, to send, to close, ended calls).
@@ -61,6 +64,7 @@ const MOVE_RETRY_MS: u64 = 5;
 #[derive(Debug)]
 pub struct Admission {
     region: u8,
+    lane: u8,
     slot: Taken,
     pass: Pass,
 }
@@ -111,9 +115,12 @@ pub struct Dispatcher {
     rate: TickRate,
     arena: Arena,
     up: Upstream,
-    /// Per region: bundles waiting for a pair, oldest first (each allocated at its bound, the
-    /// thread's slots).
+    /// Per lane (`region × groups + group`): bundles waiting for a pair, oldest first (each
+    /// allocated at its bound, the thread's slots).
     fifos: Box<[VecDeque<SlotHandle>]>,
+    /// Egress groups: each region has a lane per group.
+    groups: usize,
+    regions: usize,
     /// Earliest instant a waiting bundle needs the dispatcher again (its expiry).
     wake: Option<Instant>,
     max_age: Ticks,
@@ -148,16 +155,17 @@ impl Dispatcher {
         metrics: Arc<ThreadMetrics>,
     ) -> Dispatcher {
         let slots = spec.arena_slots as usize;
+        let groups = spec.groups.len().max(1);
         stats.arena_capacity.set(slots as u64);
         Dispatcher {
             rate,
             arena: Arena::new(spec.arena_slots),
             up: Upstream::new(spec, rate, now, stats.clone(), metrics.clone()),
-            fifos: spec
-                .regions
-                .iter()
+            fifos: (0..spec.regions.len() * groups)
                 .map(|_| VecDeque::with_capacity(slots))
                 .collect(),
+            groups,
+            regions: spec.regions.len(),
             wake: None,
             max_age: rate.from_ms(spec.bundle_max_age_ms),
             rotate: 0,
@@ -215,10 +223,20 @@ impl Dispatcher {
         self.up.sources_listed()
     }
 
+    /// Nothing waits for region `r`, in any of its lanes.
+    fn region_idle(&self, r: usize) -> bool {
+        self.fifos[self.lanes_of(r)].iter().all(VecDeque::is_empty)
+    }
+
+    /// Region `r`'s lanes.
+    fn lanes_of(&self, r: usize) -> std::ops::Range<usize> {
+        r * self.groups..(r + 1) * self.groups
+    }
+
     /// Drains the pairs of retired regions that have nothing waiting any more.
     fn drain_retired(&mut self, now: Instant) {
-        for r in 0..self.fifos.len() {
-            if self.retired[r] && !self.drained[r] && self.fifos[r].is_empty() {
+        for r in 0..self.regions {
+            if self.retired[r] && !self.drained[r] && self.region_idle(r) {
                 self.drained[r] = true;
                 self.up.retire_region(r, true, now);
             }
@@ -226,7 +244,7 @@ impl Dispatcher {
     }
 
     pub fn region_count(&self) -> usize {
-        self.fifos.len()
+        self.regions
     }
 
     pub fn pair_count(&self) -> usize {
@@ -255,35 +273,41 @@ impl Dispatcher {
     /// Joins the threads' mesh as thread `me`: bundles it accepts may leave through other
     /// threads' pairs, and theirs through its own. Allocates its side now.
     pub fn join(&mut self, mesh: Arc<Mesh>, me: usize) {
-        self.peers = Some(Peers::new(mesh, me));
+        self.peers = Some(Peers::new(mesh, me, self.fifos.len()));
     }
 
-    /// When this thread's pool could send one more bundle for region `r`: its next ready pair,
-    /// plus a step per bundle already waiting for the region (the interval over its pairs in
-    /// rotation). [`Estimate::NONE`] for a silent region or one with no pair up.
-    fn own_estimate(&mut self, r: usize) -> Estimate {
+    /// When this thread's pool could send one more bundle for lane `lane`: its next ready
+    /// pair, plus a step per bundle already waiting there (the interval over its pairs in
+    /// rotation). [`Estimate::NONE`] for a silent region or a lane with no pair up.
+    fn own_estimate(&mut self, lane: usize) -> Estimate {
+        let r = lane / self.groups;
         if self.up.is_silent(r) {
             return Estimate::NONE;
         }
-        let Some(at) = self.up.next_ready_at(r) else {
+        let Some(at) = self.up.next_ready_at(lane) else {
             return Estimate::NONE;
         };
-        let c = self.up.limiter().counts(RegionId(r as u8));
+        let c = self.up.limiter().lane_counts(LaneId(lane as u8));
         let rotation = u64::from((c.ready + c.booked + c.held).max(1));
         let step = self.intervals[r].0 / rotation;
         Estimate {
             due: at
                 .0
-                .saturating_add(step.saturating_mul(self.fifos[r].len() as u64)),
+                .saturating_add(step.saturating_mul(self.fifos[lane].len() as u64)),
             step,
         }
     }
 
     /// Where a bundle from `port` goes: the region (the pinned one, or for the rotating port
     /// the one that can send soonest) and the thread (another when its pool sends sooner than
-    /// this thread's; this one on a tie). Regions tie round-robin.
-    fn route(&mut self, port: Port, pass: &Pass, now: Instant) -> (u8, Option<usize>) {
-        let n = self.fifos.len();
+    /// this thread's; this one on a tie), judged on the lanes of the tenant's egress group
+    /// only: its bundle never leaves through another group's addresses. Regions tie
+    /// round-robin. Returns the region and its lane.
+    fn route(&mut self, port: Port, pass: &Pass, now: Instant) -> (u8, u8, Option<usize>) {
+        let n = self.regions;
+        let groups = self.groups;
+        let group = usize::from(pass.group).min(groups - 1);
+        let lane = move |r: usize| r * groups + group;
         let (first, count) = match port {
             Port::Pinned(r) => (r as usize, 1),
             Port::Rotating => (self.rotate, n),
@@ -298,11 +322,12 @@ impl Dispatcher {
                 if !allowed(r, &self.retired) {
                     continue;
                 }
-                let own = self.own_estimate(r).at(now, 0);
-                let peer = self.peers.as_mut().and_then(|p| p.best(r, now));
+                let l = lane(r);
+                let own = self.own_estimate(l).at(now, 0);
+                let peer = self.peers.as_mut().and_then(|p| p.best(l, now));
                 match peer {
-                    Some((t, at)) if at < own => return (r as u8, Some(t)),
-                    _ if own != NEVER => return (r as u8, None),
+                    Some((t, at)) if at < own => return (r as u8, l as u8, Some(t)),
+                    _ if own != NEVER => return (r as u8, l as u8, None),
                     _ => {}
                 }
             }
@@ -314,12 +339,13 @@ impl Dispatcher {
             if !allowed(r, &self.retired) {
                 continue;
             }
-            let own = self.own_estimate(r).at(now, 0);
+            let l = lane(r);
+            let own = self.own_estimate(l).at(now, 0);
             if own != NEVER && best.is_none_or(|(b, _, _)| own < b) {
                 best = Some((own, r, None));
             }
             if let Some(peers) = self.peers.as_mut()
-                && let Some((t, at)) = peers.best(r, now)
+                && let Some((t, at)) = peers.best(l, now)
                 && best.is_none_or(|(b, _, _)| at < b)
             {
                 best = Some((at, r, Some(t)));
@@ -336,7 +362,7 @@ impl Dispatcher {
         if port == Port::Rotating {
             self.rotate = (r + 1) % n;
         }
-        (r as u8, peer)
+        (r as u8, lane(r) as u8, peer)
     }
 
     /// A slot for a bundle from `port`, admitted at `now`: lent by the thread whose pool will
@@ -353,14 +379,19 @@ impl Dispatcher {
             .tenancy
             .check(claim, port, now)
             .map_err(Refusal::Tenant)?;
-        let (region, peer) = self.route(port, &pass, now);
+        let (region, lane, peer) = self.route(port, &pass, now);
         let slot = if self.retired[region as usize] {
             Err(Refusal::RegionRemoved(region))
         } else {
             self.take_slot(peer, now).ok_or(Refusal::Full)
         };
         match slot {
-            Ok(slot) => Ok(Admission { region, slot, pass }),
+            Ok(slot) => Ok(Admission {
+                region,
+                lane,
+                slot,
+                pass,
+            }),
             Err(refusal) => {
                 self.tenancy.release(&pass);
                 if refusal == Refusal::Full {
@@ -426,13 +457,13 @@ impl Dispatcher {
         meta.beyond_floor = pass.beyond;
         self.tenancy.stats().admitted(pass.slot);
         match a.slot {
-            Taken::Local(slot) => self.enqueue(slot, a.region),
+            Taken::Local(slot) => self.enqueue(slot, a.lane),
             Taken::Lent { peer, slot } => {
                 self.stats.handoffs_out.inc();
                 self.peers
                     .as_mut()
                     .expect("a lent slot comes from the mesh")
-                    .hand_off(peer, slot, a.region, false);
+                    .hand_off(peer, slot, a.lane, false);
             }
         }
     }
@@ -447,22 +478,27 @@ impl Dispatcher {
         self.peers.as_ref().is_some_and(Peers::has_inbound)
     }
 
-    /// The slot holds a decoded, encoded bundle for `region`: it is admitted and queued.
-    fn enqueue(&mut self, slot: SlotHandle, region: u8) {
-        self.stats.region(region as usize).admitted.inc();
-        self.queue(slot, region);
+    /// The slot holds a decoded, encoded bundle for `lane`: it is admitted and queued.
+    fn enqueue(&mut self, slot: SlotHandle, lane: u8) {
+        let region = usize::from(lane) / self.groups;
+        self.stats.region(region).admitted.inc();
+        self.queue(slot, lane);
     }
 
-    /// Queues a bundle for `region`, in flight here from now on.
-    fn queue(&mut self, slot: SlotHandle, region: u8) {
-        self.arena.get_mut(slot).expect("held").meta.region = region;
-        self.fifos[region as usize].push_back(slot);
-        self.stats.region(region as usize).in_flight.inc();
+    /// Queues a bundle for `lane`, in flight here from now on.
+    fn queue(&mut self, slot: SlotHandle, lane: u8) {
+        let region = usize::from(lane) / self.groups;
+        let meta = self.arena.get_mut(slot).expect("held").meta;
+        meta.region = region as u8;
+        meta.lane = lane;
+        self.fifos[usize::from(lane)].push_back(slot);
+        self.stats.region(region).in_flight.inc();
     }
 
-    /// This thread has no source left (a reload removed them all): the bundles waiting for
-    /// region `r` go, oldest first, to the thread that can send them soonest, copied into
-    /// slots it lent (their admission time, tenant and attempts with them). One that finds no
+    /// This thread has no source of lane `r`'s egress group (a reload removed them, or the
+    /// group is smaller than the thread count): the bundles waiting in lane `r` go, oldest
+    /// first, to the thread that can send them soonest, copied into slots it lent (their
+    /// admission time, tenant and attempts with them). One that finds no
     /// such thread with a slot to lend waits here and is tried again shortly; only its age
     /// can end it.
     fn move_waiting(&mut self, r: usize, now: Instant) {
@@ -481,7 +517,7 @@ impl Dispatcher {
             unsafe { lent.slot_mut() }.copy_from(&src);
             self.fifos[r].pop_front();
             peers.hand_off(peer, lent, r as u8, true);
-            let counts = self.stats.region(r);
+            let counts = self.stats.region(r / self.groups);
             counts.in_flight.set(counts.in_flight.get() - 1);
             self.stats.handoffs_out.inc();
             self.moved_out += 1;
@@ -500,22 +536,23 @@ impl Dispatcher {
         };
         peers.receive(|h| {
             self.stats.handoffs_in.inc();
-            if std::mem::take(&mut self.drained[h.region as usize]) {
+            let region = usize::from(h.lane) / self.groups;
+            if std::mem::take(&mut self.drained[region]) {
                 // Handed over by a thread that had not yet seen the reload that retired the
                 // region: its pairs connect again for it (and drain again once it is sent).
-                self.up.retire_region(h.region as usize, false, now);
+                self.up.retire_region(region, false, now);
             }
             if h.moved {
                 self.moved_in += 1;
-                self.queue(h.slot, h.region);
+                self.queue(h.slot, h.lane);
             } else {
-                self.enqueue(h.slot, h.region);
+                self.enqueue(h.slot, h.lane);
             }
         });
         self.peers = Some(peers);
     }
 
-    /// Tells the other threads when this one could send for each region, and lends them
+    /// Tells the other threads when this one could send for each lane, and lends them
     /// slots up to their share.
     fn share(&mut self, now: Instant) {
         let Some(mut peers) = self.peers.take() else {
@@ -546,14 +583,15 @@ impl Dispatcher {
         self.up.begin_dispatch();
         self.receive_handoffs(now);
         let mut busy = 0u32;
-        let stranded = self.up.sources_listed() == 0;
-        for r in 0..self.fifos.len() {
-            if stranded && !self.fifos[r].is_empty() {
-                self.move_waiting(r, now);
+        for lane in 0..self.fifos.len() {
+            if !self.fifos[lane].is_empty() && self.up.group_listed(lane % self.groups) == 0 {
+                // No source of the lane's group here (a reload removed them, or the group
+                // has fewer sources than there are threads): another thread sends these.
+                self.move_waiting(lane, now);
             }
-            self.dispatch_region(r, now);
-            if !self.fifos[r].is_empty() {
-                busy |= 1 << r;
+            self.dispatch_lane(lane, now);
+            if !self.fifos[lane].is_empty() {
+                busy |= 1 << (lane / self.groups);
             }
         }
         if self.any_retired {
@@ -563,11 +601,14 @@ impl Dispatcher {
         self.share(now);
     }
 
-    fn dispatch_region(&mut self, r: usize, now: Instant) {
-        if self.up.is_silent(r) {
+    fn dispatch_lane(&mut self, r: usize, now: Instant) {
+        let region = r / self.groups;
+        if self.up.is_silent(region) {
             // Nothing is sent to a silent region until its engine answers a probe; its waiting
             // bundles only expire (at the max age, counted).
-            self.up.probe_silent(r, now);
+            if r % self.groups == 0 {
+                self.up.probe_silent(region, now);
+            }
             self.expire_waiting(r, now);
             return;
         }
@@ -607,7 +648,7 @@ impl Dispatcher {
         self.tenancy.max_age(tenant).unwrap_or(self.max_age)
     }
 
-    /// Ends the bundles at the head of region `r`'s FIFO that are past the max age; the first
+    /// Ends the bundles at the head of lane `r`'s FIFO that are past the max age; the first
     /// one that is not sets when the dispatcher must look again.
     fn expire_waiting(&mut self, r: usize, now: Instant) {
         while let Some(&slot) = self.fifos[r].front() {
@@ -682,7 +723,7 @@ impl Dispatcher {
         );
     }
 
-    /// Puts a bundle back at the head of its region's FIFO (it is the oldest there).
+    /// Puts a bundle back at the head of its lane's FIFO (it is the oldest there).
     fn requeue(&mut self, slot: SlotHandle, now: Instant) {
         let meta = *self.arena.get(slot).expect("held").meta;
         if now.since(meta.admitted_at).0 > self.max_age_of(meta.tenant).0 {
@@ -692,7 +733,7 @@ impl Dispatcher {
             self.end(slot, EndKind::Rejected);
         } else {
             self.stats.retries.inc();
-            self.fifos[meta.region as usize].push_front(slot);
+            self.fifos[meta.lane as usize].push_front(slot);
         }
     }
 
@@ -754,11 +795,8 @@ impl Dispatcher {
 
     /// One line per region for `/debug/pairs`: pairs by state, waiting bundles, next send.
     pub fn render_pairs(&mut self, now: Instant, out: &mut String) {
-        let mut waiting = [0usize; crate::limiter::REGIONS_MAX];
-        for (w, f) in waiting.iter_mut().zip(self.fifos.iter()) {
-            *w = f.len();
-        }
-        self.up.render_pairs(&waiting[..self.fifos.len()], now, out);
+        let waiting: Vec<usize> = self.fifos.iter().map(VecDeque::len).collect();
+        self.up.render_pairs(&waiting, now, out);
     }
 
     /// This thread's log queue (the reactor writes its own lines there too).
@@ -788,8 +826,8 @@ impl Dispatcher {
     /// Shutdown deadline passed: every bundle still held is counted failed and freed.
     pub fn abandon_all(&mut self, now: Instant) {
         self.receive_handoffs(now);
-        for r in 0..self.fifos.len() {
-            while let Some(slot) = self.fifos[r].pop_front() {
+        for lane in 0..self.fifos.len() {
+            while let Some(slot) = self.fifos[lane].pop_front() {
                 self.end(slot, EndKind::Failed);
             }
         }

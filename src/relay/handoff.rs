@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use crate::arena::{Arena, BundleMeta, LentSlot};
 use crate::clock::Instant;
-use crate::limiter::REGIONS_MAX;
 use crate::mesh::{Estimate, Handoff, Mesh};
 
 /// See the module docs.
@@ -24,46 +23,51 @@ pub struct Peers {
     spare: Box<[Option<LentSlot>]>,
     /// Per peer: slots this thread lent it and has not had back.
     lent: Box<[u32]>,
-    /// Per peer and region: bundles handed to it since the publish generation in `seen`, which
-    /// its published estimate does not count yet.
-    handed: Box<[[u32; REGIONS_MAX]]>,
+    /// Per peer and lane (`peer × lanes + lane`): bundles handed to it since the publish
+    /// generation in `seen`, which its published estimate does not count yet.
+    handed: Box<[u32]>,
+    lanes: usize,
     seen: Box<[u64]>,
     /// Peers handed a bundle this iteration, to wake if they sleep.
     wake: Box<[bool]>,
     wake_list: Box<[u16]>,
     wake_len: usize,
-    /// What this thread last published, per region.
-    published: [Estimate; REGIONS_MAX],
+    /// What this thread last published, per lane.
+    published: Box<[Estimate]>,
 }
 
 impl Peers {
-    /// Thread `me`'s side of `mesh`, allocated now.
-    pub fn new(mesh: Arc<Mesh>, me: usize) -> Peers {
+    /// Thread `me`'s side of `mesh` for `lanes` lanes, allocated now.
+    pub fn new(mesh: Arc<Mesh>, me: usize, lanes: usize) -> Peers {
         let n = mesh.threads();
         assert!(me < n, "thread {me} of a mesh of {n}");
+        assert!(lanes <= crate::limiter::LANES_MAX, "{lanes} lanes");
         Peers {
             mesh,
             me,
             spare: vec![None; n].into_boxed_slice(),
             lent: vec![0; n].into_boxed_slice(),
-            handed: vec![[0; REGIONS_MAX]; n].into_boxed_slice(),
+            handed: vec![0; n * lanes].into_boxed_slice(),
+            lanes,
             seen: vec![0; n].into_boxed_slice(),
             wake: vec![false; n].into_boxed_slice(),
             wake_list: vec![0; n].into_boxed_slice(),
             wake_len: 0,
-            published: [Estimate::NONE; REGIONS_MAX],
+            published: vec![Estimate::NONE; lanes].into_boxed_slice(),
         }
     }
 
-    /// The heap bytes one thread's side holds in a mesh of `threads` (the budget counts it).
-    pub const fn allocation_bytes(threads: usize) -> usize {
+    /// The heap bytes one thread's side holds in a mesh of `threads` with `lanes` lanes (the
+    /// budget counts it).
+    pub const fn allocation_bytes(threads: usize, lanes: usize) -> usize {
         threads
             * (std::mem::size_of::<Option<LentSlot>>()
                 + std::mem::size_of::<u32>()
-                + std::mem::size_of::<[u32; REGIONS_MAX]>()
+                + lanes * std::mem::size_of::<u32>()
                 + std::mem::size_of::<u64>()
                 + std::mem::size_of::<bool>()
                 + std::mem::size_of::<u16>())
+            + lanes * std::mem::size_of::<Estimate>()
     }
 
     pub fn me(&self) -> usize {
@@ -74,7 +78,7 @@ impl Peers {
         &self.mesh
     }
 
-    /// The other thread whose pool can send a bundle for region `r` soonest, and when; `None`
+    /// The other thread whose pool can send a bundle for lane `r` soonest, and when; `None`
     /// when none has a pair up for it.
     pub fn best(&mut self, r: usize, now: Instant) -> Option<(usize, u64)> {
         let mut best: Option<(usize, u64)> = None;
@@ -86,12 +90,12 @@ impl Peers {
             if generation != self.seen[t] {
                 // Its estimate now counts what was handed to it before it published.
                 self.seen[t] = generation;
-                self.handed[t] = [0; REGIONS_MAX];
+                self.handed[t * self.lanes..(t + 1) * self.lanes].fill(0);
             }
             let at = self
                 .mesh
                 .estimate(t, r)
-                .at(now, u64::from(self.handed[t][r]));
+                .at(now, u64::from(self.handed[t * self.lanes + r]));
             if at != crate::mesh::NEVER && best.is_none_or(|(_, b)| at < b) {
                 best = Some((t, at));
             }
@@ -120,20 +124,20 @@ impl Peers {
         self.spare[peer] = Some(slot);
     }
 
-    /// Hands `peer` back its slot with a decoded bundle for `region` in it; `moved`: one this
+    /// Hands `peer` back its slot with a decoded bundle for `lane` in it; `moved`: one this
     /// thread had admitted and copied there ([`Handoff::moved`]).
-    pub fn hand_off(&mut self, peer: usize, mut slot: LentSlot, region: u8, moved: bool) {
+    pub fn hand_off(&mut self, peer: usize, mut slot: LentSlot, lane: u8, moved: bool) {
         // SAFETY: as in `take_credit`; the ring's release publishes these writes to the owner.
-        unsafe { slot.slot_mut() }.meta.region = region;
+        unsafe { slot.slot_mut() }.meta.lane = lane;
         let pushed = self.mesh.handoffs(self.me, peer).push(Handoff {
             slot: slot.handle,
-            region,
+            lane,
             moved,
         });
         // Its owner lent at most a ring's worth, so the ring has room for every one back.
         assert!(pushed.is_ok(), "a handoff ring is never full");
         self.mesh.count_handoff(self.me, peer);
-        self.handed[peer][region as usize] += 1;
+        self.handed[peer * self.lanes + lane as usize] += 1;
         if !self.wake[peer] {
             self.wake[peer] = true;
             self.wake_list[self.wake_len] = peer as u16;
@@ -197,7 +201,7 @@ impl Peers {
         self.lent.iter().sum()
     }
 
-    /// Publishes region `r`'s estimate, if it changed.
+    /// Publishes lane `r`'s estimate, if it changed.
     pub fn publish(&mut self, r: usize, e: Estimate) -> bool {
         if self.published[r] == e {
             return false;

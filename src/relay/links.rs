@@ -19,7 +19,7 @@ use crate::egress::socks5::Socks5;
 use crate::egress::transport::TransportError;
 use crate::h2::Reason;
 use crate::limiter::ledger::{Ledger, pair_key};
-use crate::limiter::{Acquire, Limiter, LimiterConfig, PairId, RegionId, RegionRate};
+use crate::limiter::{Acquire, LaneId, Limiter, LimiterConfig, PairId, RegionId, RegionRate};
 use crate::log::LogQueue;
 use crate::metrics::ThreadMetrics;
 use crate::metrics::accounting::Stats;
@@ -55,10 +55,14 @@ pub struct Links {
     regions: Box<[Region]>,
     pairs: Pairs,
     sources: Box<[Source]>,
+    /// Egress group names, "shared" first (the limiter has a lane per region and group).
+    group_names: Box<[String]>,
     /// Per source: the config no longer lists it (a reload); its pairs are drained.
     source_retired: Box<[bool]>,
     /// Sources not retired, kept with `source_retired` (the dispatch loop asks every pass).
     sources_listed: usize,
+    /// The same per egress group.
+    group_listed: Box<[u32]>,
     /// Every pair's pacing as another relay process sees it (one taking over from this one,
     /// or the one this one takes over from), and each pair's entry there (`u32::MAX`: none).
     ledger: Option<(Arc<Ledger>, Box<[u32]>)>,
@@ -96,6 +100,7 @@ impl Links {
                     .iter()
                     .map(|r| RegionRate::from_ms(rate, r.interval_ms, r.burst.max(1)))
                     .collect(),
+                groups: spec.groups.clone(),
                 slot_us_max: crate::limiter::SLOT_US_MAX_DEFAULT,
                 tick_rate: rate,
             },
@@ -123,8 +128,14 @@ impl Links {
                 .collect(),
             pairs: Pairs::new(pair_count, spec.handshakes_max, spec.connect_eagerly, now),
             sources: spec.sources.clone().into_boxed_slice(),
+            group_names: spec.group_names.clone().into_boxed_slice(),
             source_retired: vec![false; spec.sources.len()].into_boxed_slice(),
             sources_listed: spec.sources.len(),
+            group_listed: if spec.groups.is_empty() {
+                vec![spec.sources.len() as u32].into_boxed_slice()
+            } else {
+                spec.groups.clone().into_boxed_slice()
+            },
             ledger,
             setup_timeout: rate.from_ms(spec.connect_timeout_ms),
             setup_timeout_ms: spec.connect_timeout_ms,
@@ -310,14 +321,15 @@ impl Links {
         }
     }
 
-    /// One line per region (pairs by limiter state, `waiting[r]` bundles, when the region can
-    /// send next) and its failing pairs, for `/debug/pairs`.
+    /// One line per region (pairs by limiter state, `waiting[lane]` bundles, when the region
+    /// can send next, and per egress group) and its failing pairs, for `/debug/pairs`.
     pub(super) fn render_pairs(&mut self, waiting: &[usize], now: Instant, out: &mut String) {
         // Pairs whose booking has passed are ready: say so rather than "booked, due now".
         self.limiter.advance(now);
         super::observe::render_pairs(
             &mut self.limiter,
             &self.regions,
+            &self.group_names,
             waiting,
             &self.pairs,
             self.sources.len(),
@@ -658,13 +670,13 @@ impl Links {
 
     // ---- pacing across processes ----
 
-    /// A pair of region `r` to send on now (see [`Limiter::acquire`]), that no other relay
+    /// A pair of `lane` to send on now (see [`Limiter::acquire`]), that no other relay
     /// process sending from the same host sent on within its interval either: a pair the
     /// ledger says is not free yet cools until it is, and the next one is tried.
-    pub(super) fn acquire(&mut self, r: usize, now: Instant) -> Acquire {
-        let region = RegionId(r as u8);
+    pub(super) fn acquire(&mut self, lane: usize, now: Instant) -> Acquire {
+        let lane = LaneId(lane as u8);
         loop {
-            let got = self.limiter.acquire(region, now);
+            let got = self.limiter.acquire(lane, now);
             let (Acquire::Pair(pair), Some((ledger, slots))) = (got, &self.ledger) else {
                 return got;
             };
@@ -672,7 +684,7 @@ impl Links {
             if slot == u32::MAX {
                 return got;
             }
-            let (interval, tolerance) = self.limiter.pace(region);
+            let (interval, tolerance) = self.limiter.pace(self.limiter.region_of(pair));
             match ledger.claim(slot, now, interval, tolerance) {
                 Ok(()) => return got,
                 Err(until) => {
@@ -681,6 +693,31 @@ impl Links {
                 }
             }
         }
+    }
+
+    /// A pair of region `r` in any of its lanes (the shared addresses first), for calls that
+    /// belong to no tenant (tip accounts, a silent engine's probe): the first lane with a
+    /// pair ready, else when the soonest will be, else none up.
+    pub(super) fn acquire_any(&mut self, r: usize, now: Instant) -> Acquire {
+        let groups = self.limiter.group_count();
+        let mut soonest = Acquire::NoPairUp;
+        for g in 0..groups {
+            match self.acquire(r * groups + g, now) {
+                Acquire::Pair(p) => return Acquire::Pair(p),
+                Acquire::WaitUntil(at) => {
+                    if !matches!(soonest, Acquire::WaitUntil(s) if s.0 <= at.0) {
+                        soonest = Acquire::WaitUntil(at);
+                    }
+                }
+                Acquire::NoPairUp => {}
+            }
+        }
+        soonest
+    }
+
+    /// Egress groups: each region has one lane per group (`r × groups + g`).
+    pub(super) fn groups(&self) -> usize {
+        self.limiter.group_count()
     }
 
     /// The call on held `pair` ended at `now`: back to the limiter, and its next send (booking
@@ -728,10 +765,13 @@ impl Links {
             let listed = t.sources.contains(&self.sources[a]);
             if self.source_retired[a] == listed {
                 self.source_retired[a] = !listed;
+                let g = usize::from(self.limiter.group_of(PairId(a as u32)));
                 if listed {
                     self.sources_listed += 1;
+                    self.group_listed[g] += 1;
                 } else {
                     self.sources_listed -= 1;
+                    self.group_listed[g] -= 1;
                 }
                 for r in 0..self.regions.len() {
                     self.refresh_retired(self.limiter.pair(a as u32, RegionId(r as u8)), now);
@@ -755,6 +795,11 @@ impl Links {
     /// Sources of this thread the config lists.
     pub(super) fn sources_listed(&self) -> usize {
         self.sources_listed
+    }
+
+    /// Sources of egress group `g` on this thread the config lists.
+    pub(super) fn group_listed(&self, g: usize) -> u32 {
+        self.group_listed[g]
     }
 
     /// A pair is retired when its source or its region is: a connection being set up closes

@@ -78,6 +78,11 @@ pub struct Spec {
     pub regions: Vec<RegionSpec>,
     /// Egress sources (local addresses or SOCKS5 proxies), split across threads.
     pub sources: Vec<Source>,
+    /// Per source, its egress group (0: the shared addresses; `g`: `egress_groups[g - 1]`).
+    pub source_group: Vec<u8>,
+    /// Egress groups' names: tenants that have addresses to themselves leave only through
+    /// their group's, and everyone else only through the shared ones.
+    pub egress_groups: Vec<String>,
     pub connect_eagerly: bool,
     pub reconnect_min_ms: u64,
     pub reconnect_max_ms: u64,
@@ -180,6 +185,8 @@ impl Spec {
             });
         }
         let sources = cfg.egress.sources.clone();
+        let source_group = cfg.egress.source_group.clone();
+        let egress_groups = cfg.egress.groups.clone();
         let tenant_stats = Arc::new(crate::metrics::tenants::TenantStats::new(cfg.tenants.max));
         let tenants = Arc::new(cfg.tenant_table(cfg, None, &tenant_stats)?);
         Ok(Spec {
@@ -192,6 +199,8 @@ impl Spec {
             upstream_timeout_ms: cfg.upstream_timeout_ms,
             rotating: cfg.intake.rotating,
             regions,
+            source_group,
+            egress_groups,
             sources,
             connect_eagerly: cfg.egress.connect == ConnectMode::Eager,
             reconnect_min_ms: cfg.egress.reconnect_min_ms,
@@ -220,7 +229,7 @@ impl Spec {
 
     /// A loopback setup for tests and the demo: `regions` engines, `sources` egress addresses.
     pub fn local(regions: Vec<RegionSpec>, sources: Vec<IpAddr>) -> Spec {
-        let sources = sources.into_iter().map(Source::Local).collect();
+        let sources: Vec<Source> = sources.into_iter().map(Source::Local).collect();
         let (tenants, tenant_stats) = open_tenants(&regions);
         Spec {
             tenants,
@@ -232,6 +241,8 @@ impl Spec {
             upstream_timeout_ms: 1_000,
             rotating: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             regions,
+            source_group: vec![0; sources.len()],
+            egress_groups: Vec::new(),
             sources,
             connect_eagerly: true,
             reconnect_min_ms: 100,
@@ -262,16 +273,27 @@ impl Spec {
         self.live = Some(live);
     }
 
-    /// Thread `t`'s share: a contiguous run of sources and of arena slots, split as the config
-    /// splits them ([`crate::config::even_share`]), so every thread owns pairs whenever there
-    /// are at least as many sources as threads ([`Relay::start`] refuses fewer).
+    /// Thread `t`'s share: of each egress group a contiguous run of its sources, the groups
+    /// one after another (the shared addresses first), and a run of arena slots, split as the
+    /// config splits them ([`crate::config::thread_share`]), so every thread owns pairs
+    /// whenever there are at least as many sources as threads ([`Relay::start`] refuses
+    /// fewer). With no groups, a contiguous run of the sources as listed.
     pub fn thread(&self, t: usize) -> ThreadSpec {
         let n = self.threads.max(1);
-        let sources = crate::config::even_share(self.sources.len(), n, t);
+        // A source past `source_group` (a spec whose sources were changed alone) is shared.
+        let of: Vec<u8> = (0..self.sources.len())
+            .map(|i| self.source_group.get(i).copied().unwrap_or(0))
+            .collect();
+        let (own, groups) = crate::config::thread_share(&of, self.egress_groups.len(), n, t);
         let slots = crate::config::even_share(self.arena_slots as usize, n, t);
+        let mut group_names = Vec::with_capacity(self.egress_groups.len() + 1);
+        group_names.push(crate::config::SHARED_GROUP.to_string());
+        group_names.extend(self.egress_groups.iter().cloned());
         ThreadSpec {
             thread: t,
-            sources: self.sources[sources].to_vec(),
+            sources: own.iter().map(|&i| self.sources[i].clone()).collect(),
+            groups,
+            group_names,
             arena_slots: (slots.len() as u32).max(1),
             regions: self.regions.clone(),
             bundle_max_age_ms: self.bundle_max_age_ms,
@@ -302,7 +324,7 @@ fn open_tenants(
     let stats = Arc::new(crate::metrics::tenants::TenantStats::new(open.max));
     let names: Vec<String> = regions.iter().map(|r| r.name.clone()).collect();
     let table =
-        crate::config::TenantTable::build(&open, &names, &names, &[], u32::MAX, None, &stats)
+        crate::config::TenantTable::build(&open, &names, &names, &[], &[], u32::MAX, None, &stats)
             .expect("the open table has no rule that can fail");
     (Arc::new(table), stats)
 }
@@ -311,7 +333,12 @@ fn open_tenants(
 #[derive(Clone, Debug)]
 pub struct ThreadSpec {
     pub thread: usize,
+    /// Its sources, grouped by egress group (group 0's first).
     pub sources: Vec<Source>,
+    /// How many of `sources` each egress group has, in order (empty: one group, all shared).
+    pub groups: Vec<u32>,
+    /// Each group's name, "shared" first.
+    pub group_names: Vec<String>,
     pub arena_slots: u32,
     pub regions: Vec<RegionSpec>,
     pub bundle_max_age_ms: u64,

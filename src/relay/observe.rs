@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::clock::{Instant, TickRate};
-use crate::limiter::{Limiter, RegionId};
+use crate::limiter::{LaneId, Limiter, RegionId};
 use crate::metrics::ThreadMetrics;
 
 use super::pairs::Pairs;
@@ -32,13 +32,16 @@ pub fn publish_gauges(limiter: &Limiter, regions: usize, metrics: &ThreadMetrics
     }
 }
 
-/// One line per region: pairs by limiter state, bundles waiting (`waiting[r]`) and when the
-/// region can send next; then its failing pairs grouped by what went wrong. `limiter` should
-/// have been advanced to `now`, so pairs whose booking passed read as ready.
+/// One line per region: pairs by limiter state, bundles waiting (`waiting[lane]`, summed over
+/// the region's lanes) and when the region can send next; with egress groups, a line per
+/// group under it (`groups` names them, "shared" first); then its failing pairs grouped by
+/// what went wrong. `limiter` should have been advanced to `now`, so pairs whose booking
+/// passed read as ready.
 #[allow(clippy::too_many_arguments)]
 pub fn render_pairs(
     limiter: &mut Limiter,
     regions: &[Region],
+    groups: &[String],
     waiting: &[usize],
     pairs: &Pairs,
     sources: usize,
@@ -46,18 +49,50 @@ pub fn render_pairs(
     now: Instant,
     out: &mut String,
 ) {
+    let g_count = limiter.group_count();
+    let when = |t: Option<Instant>| match t {
+        Some(t) if t.0 <= now.0 => "now".to_string(),
+        Some(t) => format!("in {} us", rate.to_us(t.since(now))),
+        None => "never (no pair up)".to_string(),
+    };
     for (r, region) in regions.iter().enumerate() {
         let c = limiter.counts(RegionId(r as u8));
-        let next = match limiter.next_ready_at(RegionId(r as u8)) {
-            Some(t) if t.0 <= now.0 => "now".to_string(),
-            Some(t) => format!("in {} us", rate.to_us(t.since(now))),
-            None => "never (no pair up)".to_string(),
-        };
+        let lanes = r * g_count..(r + 1) * g_count;
+        let next = lanes
+            .clone()
+            .filter_map(|l| limiter.next_ready_at(LaneId(l as u8)))
+            .min_by_key(|t| t.0);
         let _ = writeln!(
             out,
-            "region {r}: ready {} booked {} cooling {} held {} down {} connecting {} draining {}; waiting bundles {}; next send {next}",
-            c.ready, c.booked, c.cooling, c.held, c.down, c.connecting, c.draining, waiting[r]
+            "region {r}: ready {} booked {} cooling {} held {} down {} connecting {} draining {}; waiting bundles {}; next send {}",
+            c.ready,
+            c.booked,
+            c.cooling,
+            c.held,
+            c.down,
+            c.connecting,
+            c.draining,
+            waiting[lanes.clone()].iter().sum::<usize>(),
+            when(next)
         );
+        if g_count > 1 {
+            for (g, l) in lanes.enumerate() {
+                let c = limiter.lane_counts(LaneId(l as u8));
+                let next = limiter.next_ready_at(LaneId(l as u8));
+                let _ = writeln!(
+                    out,
+                    "  region {r} egress {}: pairs {} ready {} booked {} cooling {} held {}; waiting bundles {}; next send {}",
+                    groups.get(g).map_or("?", String::as_str),
+                    limiter.group_addresses(g as u8).len(),
+                    c.ready,
+                    c.booked,
+                    c.cooling,
+                    c.held,
+                    waiting[l],
+                    when(next)
+                );
+            }
+        }
         let mut errors: Vec<(String, u32)> = Vec::new();
         for a in 0..sources as u32 {
             let pair = limiter.pair(a, RegionId(r as u8));

@@ -4,7 +4,7 @@
 //!
 //! | the request's identity | answer |
 //! |---|---|
-//! | a tenant, enabled | its policy: regions, strategy, rate, share, max age |
+//! | a tenant, enabled | its policy: regions, egress group, strategy, rate, share, max age |
 //! | a tenant, disabled | 403, even when a default exists |
 //! | no tenant, a default enabled | the default's policy |
 //! | no tenant, no enabled default | 401 naming the key it lacks (or that its key is unknown) |
@@ -52,6 +52,8 @@ pub struct Pass {
     /// Running regions it may use.
     pub mask: u16,
     pub strategy: Strategy,
+    /// The egress group it leaves through (0: the shared addresses).
+    pub group: u8,
 }
 
 /// Why the request may not go on (the answer names what was wrong).
@@ -212,6 +214,7 @@ impl Tenancy {
                 beyond,
                 mask: e.mask,
                 strategy: e.strategy,
+                group: e.group,
             }),
             Err(_) => refuse(
                 Refused::Share,

@@ -20,7 +20,7 @@ use crate::clock::{Instant, Ticks};
 use crate::egress::transport::TransportError;
 use crate::grpc::{self, Code, Outcome};
 use crate::h2::conn::{Event, StreamEnd, StreamId};
-use crate::limiter::{Acquire, Limiter, PairId, RegionId};
+use crate::limiter::{Acquire, LaneId, Limiter, PairId, RegionId};
 use crate::log::LogQueue;
 use crate::metrics::ThreadMetrics;
 use crate::metrics::accounting::Stats;
@@ -197,15 +197,23 @@ impl Upstream {
         self.links.region(r).silence.is_some()
     }
 
-    /// When region `r`'s pool can next send (`None`: no pair up).
-    pub fn next_ready_at(&mut self, r: usize) -> Option<Instant> {
-        self.links.limiter_mut().next_ready_at(RegionId(r as u8))
+    /// When lane `lane`'s pool can next send (`None`: no pair up).
+    pub fn next_ready_at(&mut self, lane: usize) -> Option<Instant> {
+        self.links.limiter_mut().next_ready_at(LaneId(lane as u8))
     }
 
-    /// A pair of region `r` to send on now, held until its call ends; or when one will be
-    /// ready (the wake-up is noted); or none up (a lazily connecting region then connects).
-    pub fn acquire(&mut self, r: usize, now: Instant) -> Acquire {
-        let got = self.links.acquire(r, now);
+    /// Sources of egress group `g` this thread still lists: none, and a bundle waiting in one
+    /// of the group's lanes here can only leave through another thread.
+    pub fn group_listed(&self, g: usize) -> u32 {
+        self.links.group_listed(g)
+    }
+
+    /// A pair of lane `lane` (a region's pairs of one egress group) to send on now, held until
+    /// its call ends; or when one will be ready (the wake-up is noted); or none up (a lazily
+    /// connecting region then connects).
+    pub fn acquire(&mut self, lane: usize, now: Instant) -> Acquire {
+        let got = self.links.acquire(lane, now);
+        let r = lane / self.links.groups();
         match got {
             Acquire::WaitUntil(at) => self.wake_at(at),
             Acquire::NoPairUp if !self.links.region(r).connect_requested => {
@@ -283,7 +291,7 @@ impl Upstream {
             if busy & (1 << r) != 0 || self.is_silent(r) {
                 continue;
             }
-            let Acquire::Pair(pair) = self.links.acquire(r, now) else {
+            let Acquire::Pair(pair) = self.links.acquire_any(r, now) else {
                 continue;
             };
             self.tip_region = r + 1;
@@ -312,7 +320,7 @@ impl Upstream {
             self.wake_at(sil.probe_at);
             return;
         }
-        let pair = match self.links.acquire(r, now) {
+        let pair = match self.links.acquire_any(r, now) {
             Acquire::Pair(pair) => pair,
             Acquire::WaitUntil(at) => {
                 self.wake_at(at);

@@ -118,6 +118,9 @@ fn print_regions(cfg: &Config) {
             s.pool
         );
     }
+    for line in egress_groups(cfg) {
+        println!("{line}");
+    }
     for r in &cfg.regions {
         let how = if r.tls {
             format!("TLS, SNI {}", r.sni.as_deref().unwrap_or(&r.host))
@@ -131,6 +134,73 @@ fn print_regions(cfg: &Config) {
     }
 }
 
+/// Tenants named per group line, before "and N more": the plan is read by a person.
+const GROUP_TENANTS_SHOWN: usize = 8;
+
+/// One line per egress group, then the shared addresses: this relay's sources in it (first …
+/// last, in list order) and the tenants that send through it. Nothing without groups.
+fn egress_groups(cfg: &Config) -> Vec<String> {
+    let e = &cfg.egress;
+    if e.groups.is_empty() {
+        return Vec::new();
+    }
+    let mut tenants: Vec<Vec<&str>> = vec![Vec::new(); e.groups.len() + 1];
+    let policies = cfg
+        .tenants
+        .default
+        .iter()
+        .map(|p| (crate::config::DEFAULT_TENANT_NAME, p))
+        .chain(
+            cfg.tenants
+                .list
+                .iter()
+                .map(|t| (t.name.as_str(), &t.policy)),
+        );
+    for (name, p) in policies {
+        let id = match &p.egress {
+            None => Some(0),
+            Some(g) => e.groups.iter().position(|x| x == g).map(|i| i + 1),
+        };
+        if let Some(id) = id {
+            tenants[id].push(name);
+        }
+    }
+    let mut first_last: Vec<Option<(usize, usize)>> = vec![None; e.groups.len() + 1];
+    for i in 0..e.sources.len() {
+        let g = usize::from(e.group_of(i));
+        first_last[g] = Some(first_last[g].map_or((i, i), |(f, _)| (f, i)));
+    }
+    let counts = e.group_counts();
+    let ids = (1..=e.groups.len()).chain(std::iter::once(0));
+    ids.map(|id| {
+        let sources = match first_last[id] {
+            Some((f, l)) if f == l => format!("1 source ({})", e.sources[f]),
+            Some((f, l)) => format!(
+                "{} sources ({} … {})",
+                counts[id], e.sources[f], e.sources[l]
+            ),
+            None if e.slice.is_some() => "0 sources in this relay's slice".to_string(),
+            None => "0 sources".to_string(),
+        };
+        let names = &tenants[id];
+        let who = match names.len() {
+            0 => "no tenant".to_string(),
+            n if n <= GROUP_TENANTS_SHOWN => format!("tenants {}", names.join(", ")),
+            n => format!(
+                "tenants {} and {} more",
+                names[..GROUP_TENANTS_SHOWN].join(", "),
+                n - GROUP_TENANTS_SHOWN
+            ),
+        };
+        if id == 0 {
+            format!("egress shared (in no group): {sources}, {who}")
+        } else {
+            format!("egress group {}: {sources}, {who}", e.group_name(id as u8))
+        }
+    })
+    .collect()
+}
+
 fn print_budget(cfg: &Config, spec: &Spec) {
     let budget = Budget::new(BudgetInputs::of(spec));
     println!("{budget}");
@@ -142,4 +212,32 @@ fn print_budget(cfg: &Config, spec: &Spec) {
         spec.sources.len() * spec.regions.len(),
         cfg.fds_needed()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_shows_each_egress_groups_sources_and_tenants_then_the_shared_ones() {
+        let text = "[[region]]\nname = \"ny\"\nhost = \"127.0.0.15\"\nport = 10000\n\
+                    [egress]\naddresses = [\"127.1.0.0/24\"]\n\
+                    [[egress.group]]\nname = \"alpha\"\naddresses = [\"127.1.0.0/28\"]\n\
+                    [[egress.group]]\nname = \"beta\"\naddresses = [\"127.1.0.20\"]\n\
+                    [[tenant]]\nname = \"alpha-bot\"\nkeys = [\"a\"]\negress = \"alpha\"\n\
+                    [[tenant]]\nname = \"other\"\nkeys = [\"o\"]\n";
+        let cfg = Config::parse(text, "plan.toml", Resolve::Deferred).unwrap();
+        assert_eq!(
+            egress_groups(&cfg),
+            [
+                "egress group alpha: 16 sources (127.1.0.0 … 127.1.0.15), tenants alpha-bot",
+                "egress group beta: 1 source (127.1.0.20), no tenant",
+                "egress shared (in no group): 239 sources (127.1.0.16 … 127.1.0.255), tenants \
+                 other",
+            ]
+        );
+        let plain = text.split("[[egress.group]]").next().unwrap();
+        let cfg = Config::parse(plain, "plan.toml", Resolve::Deferred).unwrap();
+        assert!(egress_groups(&cfg).is_empty());
+    }
 }

@@ -228,6 +228,7 @@ impl RelaySetup {
                 &names,
                 &names,
                 &[],
+                &[],
                 spec.arena_slots,
                 None,
                 &stats,
