@@ -56,6 +56,11 @@ enum Command {
         /// How long bundles in flight may take to end at shutdown, in ms.
         #[arg(long, default_value_t = 5_000)]
         drain_ms: u64,
+        /// At SIGTERM or SIGINT, keep serving this long with /ping answering 503 before the
+        /// listeners close, so a load balancer in front stops sending first (a few of its
+        /// health-check intervals), in ms.
+        #[arg(long, default_value_t = 0)]
+        unready_ms: u64,
         /// Write every histogram as HdrHistogram interval logs (.hlog, rotated) into this
         /// directory.
         #[arg(long)]
@@ -154,6 +159,7 @@ fn main() {
             config,
             check,
             drain_ms,
+            unready_ms,
             hlog_dir,
             hlog_interval_s,
             resolve,
@@ -188,6 +194,7 @@ fn main() {
                 serve::Flags {
                     check,
                     drain_ms,
+                    unready_ms,
                     hlog: hlog_dir.map(|d| (d, hlog_interval_s)),
                     no_metrics,
                     ready_pairs_percent,

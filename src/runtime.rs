@@ -360,6 +360,15 @@ impl Relay {
             .collect()
     }
 
+    /// The relay is stopping: `GET /ping` on the intake answers 503 (`draining`) from now
+    /// on, while everything else is served as before, so a load balancer's health checks take
+    /// it out of rotation before its listeners close.
+    pub fn announce_draining(&self) {
+        for s in &self.stats {
+            s.draining.set(1);
+        }
+    }
+
     /// Each reactor thread's loop iterations so far: a count that stops moving between two
     /// calls (the loop wakes at least every 50 ms) is a wedged thread.
     pub fn thread_iterations(&self) -> Vec<u64> {

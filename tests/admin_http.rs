@@ -120,6 +120,20 @@ fn debug_endpoints_and_ping() {
 }
 
 #[test]
+fn ping_answers_503_draining_once_the_relay_is_stopping_and_the_rest_still_serves() {
+    let (_m, h) = start();
+    h.set_draining();
+    let (status, _, body) = get(h.local_addr(), "/ping");
+    assert_eq!(
+        (status.as_str(), body.as_str()),
+        ("HTTP/1.1 503 Service Unavailable", "draining\n")
+    );
+    let (status, _, _) = get(h.local_addr(), "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    h.shutdown();
+}
+
+#[test]
 fn unknown_paths_methods_and_garbage_get_404_405_400() {
     let (_m, h) = start();
     let (status, _, _) = get(h.local_addr(), "/metricz");

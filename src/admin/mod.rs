@@ -4,7 +4,8 @@
 //! - `GET /metrics`: the Prometheus text format ([`Metrics::render_prometheus`]);
 //! - `GET /debug/histograms`: every histogram's percentile distribution;
 //! - `GET /debug/pairs`: text from the callback the relay provides (pairs per region by state);
-//! - `GET /ping`: `pong`;
+//! - `GET /ping`: `pong`, or `503 draining` once the relay is stopping (a load balancer in
+//!   front takes it out of rotation before its listeners close);
 //!
 //! 404 for any other path, 405 for any other method, 400 for a request it cannot read, 408 for
 //! one that did not arrive in time. One request per connection (`Connection: close`).
@@ -104,6 +105,8 @@ struct Shared {
     pairs: PairsFn,
     token: RwLock<Option<Token>>,
     stop: AtomicBool,
+    /// The relay is stopping: `/ping` answers 503.
+    draining: AtomicBool,
     /// Per serving thread, a handle on the connection it is serving, so shutdown can close it.
     serving: Vec<Mutex<Option<TcpStream>>>,
 }
@@ -119,6 +122,11 @@ pub struct AdminHandle {
 impl AdminHandle {
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// From now on `/ping` answers `503 draining`: the relay is stopping.
+    pub fn set_draining(&self) {
+        self.shared.draining.store(true, Ordering::Relaxed);
     }
 
     /// Replaces the token (a config reload's new `token_file`); `None` opens every endpoint.
@@ -196,6 +204,7 @@ impl Admin {
             pairs,
             token: RwLock::new(options.token),
             stop: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
             serving: (0..options.threads).map(|_| Mutex::new(None)).collect(),
         });
         // From here a failed spawn drops the handle, which stops what did start.
@@ -380,6 +389,10 @@ fn serve(s: &mut TcpStream, deadline: Instant, shared: &Shared) -> io::Result<()
         "/debug/tenants" => {
             shared.metrics.render_tenants_debug(&mut body);
             ("200 OK", "text/plain; charset=utf-8")
+        }
+        "/ping" if shared.draining.load(Ordering::Relaxed) => {
+            body.push_str("draining\n");
+            ("503 Service Unavailable", "text/plain")
         }
         "/ping" => {
             body.push_str("pong\n");

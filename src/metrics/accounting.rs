@@ -82,6 +82,9 @@ macro_rules! accounting {
             /// Loop iterations the thread has run: a thread whose count stops moving is wedged
             /// (the loop wakes at least every sweep period, idle or not).
             pub iterations: Counter,
+            /// Non-zero once the relay is stopping: `GET /ping` answers 503 so a load balancer
+            /// takes the relay out of rotation while it still serves.
+            pub draining: Counter,
         }
 
         /// Every thread's counters added up, every region's too (serializable, so a relay in

@@ -73,6 +73,9 @@ pub fn handle(
         (n, v, method_seen.get())
     };
     match method {
+        http1::Method::Get if path == b"/ping" && d.stats().draining.get() != 0 => {
+            return reply(out, 503, "text/plain", &[], b"draining", Verdict::Answered);
+        }
         http1::Method::Get if path == b"/ping" => {
             return reply(out, 200, "text/plain", &[], b"ok", Verdict::Answered);
         }

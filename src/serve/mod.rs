@@ -59,6 +59,10 @@ pub struct Flags {
     pub check: bool,
     /// How long bundles in flight may take to end at shutdown.
     pub drain_ms: u64,
+    /// At SIGTERM or SIGINT, how long the relay keeps serving with `/ping` answering 503
+    /// before its listeners close: a load balancer's health checks take it out of rotation
+    /// meanwhile, so no request of its reaches a closing relay.
+    pub unready_ms: u64,
     /// Write .hlog files into this directory, one interval per this many seconds.
     pub hlog: Option<(PathBuf, u64)>,
     /// Record no metrics, whatever the config says.
@@ -174,6 +178,7 @@ struct Serving {
     readiness: Readiness,
     takeover: Option<Takeover>,
     drain_ms: u64,
+    unready_ms: u64,
 }
 
 impl Serving {
@@ -240,6 +245,7 @@ impl Serving {
             readiness,
             takeover: flags.takeover.map(Takeover::new),
             drain_ms: flags.drain_ms,
+            unready_ms: flags.unready_ms,
         })
     }
 
@@ -426,9 +432,32 @@ impl Serving {
             mut admin,
             hlog,
             mut manager,
+            mut watchdog,
             drain_ms,
+            unready_ms,
             ..
         } = self;
+        if end == End::Stopped {
+            relay.announce_draining();
+            if let Some(a) = &admin {
+                a.set_draining();
+            }
+            if unready_ms > 0 {
+                let line = format!(
+                    "stopping: /ping answers 503 (draining); still serving for {unready_ms} ms \
+                     before the listeners close"
+                );
+                println!("{line}");
+                manager.stopping(&line);
+                let until = std::time::Instant::now() + Duration::from_millis(unready_ms);
+                while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
+                    std::thread::sleep(left.min(TICK));
+                    if let Some(w) = &mut watchdog {
+                        w.tick(&relay, &mut manager);
+                    }
+                }
+            }
+        }
         let line = format!(
             "stopping: no new connections; draining {} bundles in flight for up to {drain_ms} ms",
             relay.totals().in_flight
