@@ -59,9 +59,8 @@ pub struct Links {
     group_names: Box<[String]>,
     /// Per source: the config no longer lists it (a reload); its pairs are drained.
     source_retired: Box<[bool]>,
-    /// Sources not retired, kept with `source_retired` (the dispatch loop asks every pass).
-    sources_listed: usize,
-    /// The same per egress group.
+    /// Per egress group, its sources not retired, kept with `source_retired` (the dispatch
+    /// loop asks every pass).
     group_listed: Box<[u32]>,
     /// Every pair's pacing as another relay process sees it (one taking over from this one,
     /// or the one this one takes over from), and each pair's entry there (`u32::MAX`: none).
@@ -130,7 +129,6 @@ impl Links {
             sources: spec.sources.clone().into_boxed_slice(),
             group_names: spec.group_names.clone().into_boxed_slice(),
             source_retired: vec![false; spec.sources.len()].into_boxed_slice(),
-            sources_listed: spec.sources.len(),
             group_listed: if spec.groups.is_empty() {
                 vec![spec.sources.len() as u32].into_boxed_slice()
             } else {
@@ -767,10 +765,8 @@ impl Links {
                 self.source_retired[a] = !listed;
                 let g = usize::from(self.limiter.group_of(PairId(a as u32)));
                 if listed {
-                    self.sources_listed += 1;
                     self.group_listed[g] += 1;
                 } else {
-                    self.sources_listed -= 1;
                     self.group_listed[g] -= 1;
                 }
                 for r in 0..self.regions.len() {
@@ -794,7 +790,7 @@ impl Links {
 
     /// Sources of this thread the config lists.
     pub(super) fn sources_listed(&self) -> usize {
-        self.sources_listed
+        self.group_listed.iter().map(|&n| n as usize).sum()
     }
 
     /// Sources of egress group `g` on this thread the config lists.
