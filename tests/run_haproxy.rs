@@ -10,25 +10,16 @@
 //! Needs `haproxy` (.ci/run installs it; elsewhere the test says so and passes) and the bench
 //! tools built beside the relay (`cargo test --workspace` builds them).
 
+mod process_support;
+
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-fn tool(name: &str) -> PathBuf {
-    let p = Path::new(env!("CARGO_BIN_EXE_bundle-relay"))
-        .parent()
-        .unwrap()
-        .join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: cargo build -p bundle-relay-bench --bin bench-engine --bin bench-load",
-        p.display()
-    );
-    p
-}
+use process_support::{free_port, http_get, json_u64, tool};
 
 fn haproxy() -> bool {
     let found = Command::new("haproxy")
@@ -44,39 +35,6 @@ fn haproxy() -> bool {
         eprintln!("skipped: haproxy is not installed (apt-get install haproxy)");
     }
     found
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
-    let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    c.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        c,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut out = String::new();
-    c.read_to_string(&mut out)?;
-    Ok(out)
-}
-
-fn json_u64(text: &str, key: &str) -> u64 {
-    let at = text
-        .find(&format!("\"{key}\":"))
-        .unwrap_or_else(|| panic!("{key} in {text}"));
-    text[at + key.len() + 3..]
-        .trim_start()
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
 }
 
 /// A relay process and every line it prints.

@@ -9,34 +9,16 @@
 //! Needs the bench tools built beside the relay (`cargo test --workspace` builds them; alone:
 //! `cargo build -p bundle-relay-bench --bin bench-engine --bin bench-load`).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+mod process_support;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-fn tool(name: &str) -> PathBuf {
-    let p = Path::new(env!("CARGO_BIN_EXE_bundle-relay"))
-        .parent()
-        .unwrap()
-        .join(name);
-    assert!(
-        p.exists(),
-        "{} is missing: cargo build -p bundle-relay-bench --bin bench-engine --bin bench-load",
-        p.display()
-    );
-    p
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use process_support::{free_port, http_get, json_u64, tool};
 
 /// Every line the relays print (the new process inherits the old one's stdout).
 fn collect(child: &mut Child) -> Arc<Mutex<Vec<String>>> {
@@ -64,31 +46,6 @@ fn wait_line(lines: &Mutex<Vec<String>>, pat: &str, limit: Duration) -> String {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
-    let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    c.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(
-        c,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut out = String::new();
-    c.read_to_string(&mut out)?;
-    Ok(out)
-}
-
-fn json_u64(text: &str, key: &str) -> u64 {
-    let at = text
-        .find(&format!("\"{key}\":"))
-        .unwrap_or_else(|| panic!("{key} in {text}"));
-    text[at + key.len() + 3..]
-        .trim_start()
-        .split(|c: char| !c.is_ascii_digit())
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
 }
 
 #[test]
