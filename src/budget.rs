@@ -49,6 +49,8 @@ pub struct BudgetInputs {
     pub metrics: bool,
     /// Tenants the relay keeps state for (`tenants_max`), besides the default.
     pub tenants_max: u64,
+    /// Heap bytes of every thread's record of recent bundles (rings and indexes).
+    pub record_bytes: u64,
 }
 
 impl BudgetInputs {
@@ -75,6 +77,9 @@ impl BudgetInputs {
             layered_pairs: sources * regions - (sources - socks5_sources) * (regions - tls_regions),
             metrics: spec.metrics,
             tenants_max: u64::from(spec.tenant_stats.tenants_max()),
+            record_bytes: (0..spec.threads.max(1))
+                .map(|t| crate::journal::Ring::bytes_for(spec.thread(t).records) as u64)
+                .sum(),
         }
     }
 
@@ -100,6 +105,19 @@ impl BudgetInputs {
             layered_pairs: addresses * regions,
             metrics: true,
             tenants_max: u64::from(crate::config::TENANTS_MAX_DEFAULT),
+            // Each thread's share of the pool at Jito's 1 s interval, over the default span.
+            record_bytes: (0..threads.max(1) as usize)
+                .map(|t| {
+                    let own = crate::config::even_share(addresses as usize, threads as usize, t);
+                    let cap = crate::journal::capacity_for(
+                        (own.len() as u64 * regions) as f64,
+                        crate::journal::KEEP_S_DEFAULT,
+                        crate::journal::RECORDS_MAX_DEFAULT,
+                        threads as usize,
+                    );
+                    crate::journal::Ring::bytes_for(cap) as u64
+                })
+                .sum(),
         }
     }
 }
@@ -141,6 +159,7 @@ impl Budget {
             layered_pairs,
             metrics,
             tenants_max,
+            record_bytes,
         } = inputs;
         let conns = threads * intake_conns_per_thread;
         let h2 = crate::h2::conn::Connection::allocation_bytes(&crate::relay::upstream_h2_config());
@@ -298,6 +317,16 @@ impl Budget {
                 if threads > 1 { threads } else { 0 },
                 relay::dispatch::handoff_allocation_bytes(threads as usize, lanes as usize),
             ),
+            // Per thread: its record of recent bundles (40 words each, 4 index words each
+            // rounded up to a power of two), allocated zeroed and touched only as bundles come.
+            Term {
+                name: "bundle record",
+                count: 1,
+                bytes_each: record_bytes
+                    + (arc_bytes::<crate::journal::Journals>()
+                        + threads as usize * size_of::<crate::journal::Ring>())
+                        as u64,
+            },
             // Per thread: the provided-buffer ring every receive lands in.
             term(
                 "receive buffer rings",

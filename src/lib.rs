@@ -17,6 +17,7 @@ pub mod h2;
 pub mod hist;
 pub mod http1;
 pub mod jito;
+pub mod journal;
 pub mod jsonrpc;
 pub mod limiter;
 pub mod log;

@@ -176,6 +176,9 @@ impl Relay {
             .min()
             .unwrap_or(1);
         let mesh = Arc::new(crate::mesh::Mesh::new(spec.threads, slots_min));
+        // Each thread records the bundles it sends; a status query on any thread reads all.
+        let records: Vec<usize> = (0..spec.threads).map(|t| spec.thread(t).records).collect();
+        let journals = Arc::new(crate::journal::Journals::new(&records));
         metrics.set_mesh(mesh.clone());
         let (live, fixed, regions) = (spec.live.clone(), spec.tenants.clone(), names.clone());
         metrics.set_tenants(
@@ -238,6 +241,7 @@ impl Relay {
                 failure,
                 accepting: accepting.clone(),
                 mesh: mesh.clone(),
+                journals: journals.clone(),
             };
             let handle = std::thread::Builder::new()
                 .name(format!("relay-{t}"))

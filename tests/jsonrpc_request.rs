@@ -379,9 +379,14 @@ fn get_tip_accounts_with_params_is_invalid_params() {
 
 #[test]
 fn bundle_status_methods_take_one_to_five_ids() {
+    let sent: Vec<String> = ["a", "b", "c", "d", "e"]
+        .iter()
+        .map(|c| c.repeat(64))
+        .collect();
     for method in ["getBundleStatuses", "getInflightBundleStatuses"] {
         let body = format!(
-            r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":[["a","b","c","d","e"]]}}"#
+            r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":[["{}"]]}}"#,
+            sent.join("\",\"")
         );
         let r = ok(&body);
         let ids = match r.call {
@@ -396,8 +401,34 @@ fn bundle_status_methods_take_one_to_five_ids() {
             other => panic!("{other:?}"),
         };
         let raw: Vec<&[u8]> = ids.iter().map(|s| s.raw()).collect();
-        assert_eq!(raw, [b"a", b"b", b"c", b"d", b"e"]);
+        let want: Vec<&[u8]> = sent.iter().map(|s| s.as_bytes()).collect();
+        assert_eq!(raw, want);
     }
+}
+
+#[test]
+fn inflight_statuses_refuse_an_id_that_is_not_64_hex_characters_naming_it() {
+    refused(
+        r#"{"jsonrpc":"2.0","id":1,"method":"getInflightBundleStatuses","params":[["xyz"]]}"#,
+        code::INVALID_PARAMS,
+        "bundle id 0 is \"xyz\": a bundle id is the 64 hex characters sendBundle answered",
+    );
+}
+
+#[test]
+fn bundle_delivery_takes_one_bundle_id() {
+    let id = "0f".repeat(32);
+    let body =
+        format!(r#"{{"jsonrpc":"2.0","id":1,"method":"getBundleDelivery","params":["{id}"]}}"#);
+    match ok(&body).call {
+        Call::GetBundleDelivery { bundle_id } => assert_eq!(bundle_id.raw(), id.as_bytes()),
+        other => panic!("{other:?}"),
+    }
+    refused(
+        r#"{"jsonrpc":"2.0","id":1,"method":"getBundleDelivery","params":[]}"#,
+        code::INVALID_PARAMS,
+        "getBundleDelivery expects [bundle id], got 0 params",
+    );
 }
 
 #[test]

@@ -12,7 +12,10 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("facts and time", &["jito", "clock", "proto"]),
     ("codecs", &["wire", "jsonrpc", "http1", "h2", "grpc", "tls"]),
     ("egress protocols", &["egress"]),
-    ("state", &["arena", "bundle", "limiter", "log", "mesh"]),
+    (
+        "state",
+        &["arena", "bundle", "journal", "limiter", "log", "mesh"],
+    ),
     ("metrics", &["metrics"]),
     ("config", &["config"]),
     ("relay core (sans-IO)", &["relay"]),

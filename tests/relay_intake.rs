@@ -105,7 +105,7 @@ fn the_other_methods_answer_as_jito_does_or_say_clearly_what_is_not_served() {
     let statuses = r#"{"jsonrpc":"2.0","id":2,"method":"getBundleStatuses","params":[["x"]]}"#;
     let (_, _, body) = exchange(&mut c, &post("/api/v1/bundles", statuses));
     assert!(
-        body.contains("-32601") && body.contains("does not track landing"),
+        body.contains("-32601") && body.contains("known only to a block engine"),
         "{body}"
     );
 
@@ -362,5 +362,30 @@ fn expect_100_continue_is_answered_once_before_the_body_is_sent() {
         answer,
         format!(r#"{{"jsonrpc":"2.0","result":"{id}","id":10}}"#)
     );
+    relay.shutdown(Duration::from_millis(100));
+}
+
+#[test]
+fn a_bundle_waiting_for_its_region_reads_pending_in_jitos_shape() {
+    let relay = start(2_000);
+    let mut c = connect(&relay);
+    let (txs, id, _) = bundle(6, 2);
+    let (status, _, _) = exchange(&mut c, &post("/api/v1/bundles", &send_bundle_body(&txs, 5)));
+    assert_eq!(status, 200);
+    let inflight = format!(
+        r#"{{"jsonrpc":"2.0","id":6,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
+    );
+    let (status, _, body) = exchange(
+        &mut c,
+        &post("/api/v1/getInflightBundleStatuses", &inflight),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        format!(
+            r#"{{"jsonrpc":"2.0","result":{{"context":{{"slot":0}},"value":[{{"bundle_id":"{id}","status":"Pending","landed_slot":null}}]}},"id":6}}"#
+        )
+    );
+
     relay.shutdown(Duration::from_millis(100));
 }

@@ -15,24 +15,9 @@ use bundle_relay::relay::tuning::Tuning;
 use bundle_relay::relay::{RegionSpec, Spec};
 use dispatcher_support::{MS, Sim};
 
-/// One thread, one region (ny, pinned), one source, its pair in rotation and idle, and the
-/// spec it runs (a reload's tuning starts from it).
+/// One thread, one region (ny, pinned), one source, its pair in rotation and idle.
 fn one(interval_ms: u64, max_age_ms: u64) -> (Sim, Spec, Instant) {
-    let region = RegionSpec {
-        interval_ms,
-        ..RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
-    };
-    let mut spec = Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
-    spec.bundle_max_age_ms = max_age_ms;
-    spec.upstream_timeout_ms = 600_000;
-    let now = Instant(MS);
-    let mut t = Sim::connected(&spec, 0, None, now);
-    // The tip-account refresh sent at start, answered: the pair is free after an interval.
-    assert!(t.send(now));
-    t.answer(now);
-    let now = Instant(now.0 + interval_ms * MS + 1);
-    t.d.dispatch(now);
-    (t, spec, now)
+    dispatcher_support::one_region(interval_ms, max_age_ms)
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! decoded into an arena slot, admitted, answered, dispatched on a paced pair, framed as a gRPC
 //! call and settled by the engine's reply — all through the sans-IO dispatcher, with a counting
 //! allocator watching, after a warm-up. (Connecting a pair allocates its HTTP/2 buffers; that
-//! happens once, before.)
+//! happens once, before.) The bot then asks after its bundle (getInflightBundleStatuses and
+//! getBundleDelivery), answered from the record without allocating either.
 
 mod counting_alloc;
 mod h2_support;
@@ -26,6 +27,23 @@ use rand::rngs::StdRng;
 use wire_support::{Shape, serialize, signed_tx};
 
 const CALLS: u32 = 500;
+
+/// A bot's JSON-RPC `body` on the region's pinned port, answered into `out`.
+fn post(d: &mut Dispatcher, body: &str, now: Instant, out: &mut [u8]) -> (usize, Verdict) {
+    let (n, verdict, _) = intake::handle(
+        d,
+        Port::Pinned(0),
+        Claim::LOOPBACK,
+        http1::Method::Post,
+        b"/api/v1/bundles",
+        b"",
+        body.as_bytes(),
+        true,
+        now,
+        out,
+    );
+    (n, verdict)
+}
 
 #[test]
 fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
@@ -99,22 +117,27 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
         r#"{{"jsonrpc":"2.0","id":1,"method":"sendBundle","params":[["{}","{}","{}"],{{"encoding":"base64"}}]}}"#,
         txs[0], txs[1], txs[2]
     );
+    // Then the bot asks after it, both ways: the record's answers allocate nothing either.
+    let first_signatures: Vec<[u8; 64]> = txs
+        .iter()
+        .map(|t| {
+            let raw = base64::engine::general_purpose::STANDARD.decode(t).unwrap();
+            raw[1..65].try_into().unwrap()
+        })
+        .collect();
+    let id = bundle_relay::wire::bundle_id(first_signatures.iter()).to_hex();
+    let id = std::str::from_utf8(&id).unwrap().to_string();
+    let queries = [
+        format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
+        ),
+        format!(r#"{{"jsonrpc":"2.0","id":3,"method":"getBundleDelivery","params":["{id}"]}}"#),
+    ];
     let mut out = vec![0u8; 8192];
     let mut stream_id = 1u32;
 
     let mut one = |d: &mut Dispatcher, now: Instant, reply: &mut Vec<u8>| {
-        let (n, verdict, _) = intake::handle(
-            d,
-            Port::Pinned(0),
-            Claim::LOOPBACK,
-            http1::Method::Post,
-            b"/api/v1/bundles",
-            b"",
-            body.as_bytes(),
-            true,
-            now,
-            &mut out,
-        );
+        let (n, verdict) = post(d, &body, now, &mut out);
         assert_eq!(
             verdict,
             Verdict::Admitted,
@@ -134,6 +157,23 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
         while let Some(p) = d.poll_dirty() {
             let n = d.transmit(p, now).len();
             d.transmitted(p, n, now);
+        }
+        for q in &queries {
+            let (n, verdict) = post(d, q, now, &mut out);
+            let answer = &out[..n];
+            assert_eq!(
+                verdict,
+                Verdict::Answered,
+                "{}",
+                String::from_utf8_lossy(answer)
+            );
+            assert!(
+                answer
+                    .windows(9)
+                    .any(|w| w == b"\"Pending\"" || w == b"delivered"),
+                "{}",
+                String::from_utf8_lossy(answer)
+            );
         }
     };
     for _ in 0..10 {

@@ -666,3 +666,50 @@ fn reloads_racing_requests_tear_nothing_lose_nothing_and_free_old_snapshots() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+// ---- bundle statuses, per tenant ----
+
+const TWO: &str = r#"
+[[tenant]]
+name = "alpha"
+keys = ["alpha-key"]
+[[tenant]]
+name = "beta"
+keys = ["beta-key"]
+"#;
+
+fn status_of(s: &mut Sim, who: Claim<'_>, id: &str) -> String {
+    let q = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
+    );
+    s.post_as(Port::Pinned(0), who, "", &q, NOW);
+    s.response()
+}
+
+#[test]
+fn a_tenant_asking_for_another_tenants_bundle_reads_it_as_invalid() {
+    let mut s = sim(TWO);
+    let v = s.post_as(Port::Pinned(0), key("alpha-key"), "", &body(1), NOW);
+    assert_eq!(v, Verdict::Admitted, "{}", s.response());
+    let r = s.response();
+    let id = r.split("\"result\":\"").nth(1).unwrap()[..64].to_string();
+    assert!(status_of(&mut s, key("alpha-key"), &id).contains("\"status\":\"Pending\""));
+    assert!(status_of(&mut s, key("beta-key"), &id).contains("\"status\":\"Invalid\""));
+    let q = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"getBundleDelivery","params":["{id}"]}}"#);
+    s.post_as(Port::Pinned(0), key("beta-key"), "", &q, NOW);
+    assert!(s.response().contains("\"result\":null"), "{}", s.response());
+    s.post_as(Port::Pinned(0), key("alpha-key"), "", &q, NOW);
+    assert!(
+        s.response().contains("\"tenant\":\"alpha\""),
+        "{}",
+        s.response()
+    );
+}
+
+#[test]
+fn a_status_query_from_no_tenant_is_401_as_a_bundle_is() {
+    let mut s = sim(TWO);
+    let r = status_of(&mut s, key("nobody"), &"ab".repeat(32));
+    assert!(r.starts_with("HTTP/1.1 401"), "{r}");
+    assert!(r.contains("-32001"), "{r}");
+}

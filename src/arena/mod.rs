@@ -139,6 +139,9 @@ pub struct BundleMeta {
     pub tenant: u16,
     /// Held beyond its tenant's floor, in the arena's unreserved part.
     pub beyond_floor: bool,
+    /// Its serial in the sending thread's record of recent bundles (`journal`), set when it
+    /// is queued there.
+    pub record: u64,
 }
 
 /// The arena's bookkeeping of one slot (never touched by a borrower).

@@ -104,6 +104,12 @@ impl Changes {
         self.keep("pin_threads", s.pin_threads, n.pin_threads);
         self.keep("handoffs", s.handoffs, n.handoffs);
         self.keep("arena_slots", s.arena_slots, n.arena_slots);
+        self.keep("record_keep_s", s.record_keep_s, n.record_keep_s);
+        self.keep(
+            "record_bundles_max",
+            s.record_bundles_max,
+            n.record_bundles_max,
+        );
         self.keep("tenants_max", s.tenants.max, n.tenants.max);
         self.keep(
             "intake.rotating",

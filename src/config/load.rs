@@ -139,6 +139,8 @@ impl Config {
             arena_slots: schema::ARENA_SLOTS_DEFAULT,
             bundle_max_age_ms: schema::BUNDLE_MAX_AGE_MS_DEFAULT,
             upstream_timeout_ms: schema::UPSTREAM_TIMEOUT_MS_DEFAULT,
+            record_keep_s: crate::journal::KEEP_S_DEFAULT,
+            record_bundles_max: crate::journal::RECORDS_MAX_DEFAULT,
             intake: Intake {
                 rotating: Some(SocketAddr::new(
                     IpAddr::V4(Ipv4Addr::LOCALHOST),

@@ -101,6 +101,11 @@ pub struct Config {
     pub bundle_max_age_ms: u64,
     /// Deadline of one SendBundle call; default 1,000 ms.
     pub upstream_timeout_ms: u64,
+    /// The record of recent bundles (statuses, `getBundleDelivery`) covers this many seconds at
+    /// the pool's full delivery rate; default 300 (Jito's own window), 0: off.
+    pub record_keep_s: u32,
+    /// ... in at most this many records over all threads; default 1,048,576.
+    pub record_bundles_max: u32,
     pub intake: Intake,
     /// 1 to [`crate::limiter::REGIONS_MAX`] regions, names unique.
     pub regions: Vec<Region>,

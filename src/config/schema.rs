@@ -115,6 +115,8 @@ struct File {
     arena_slots: Option<u32>,
     bundle_max_age_ms: Option<u64>,
     upstream_timeout_ms: Option<u64>,
+    record_keep_s: Option<u32>,
+    record_bundles_max: Option<u32>,
     intake: Option<FileIntake>,
     #[serde(default)]
     region: Vec<FileRegion>,
@@ -410,6 +412,19 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         1,
         UPSTREAM_TIMEOUT_MS_MAX,
     )?;
+    let record_keep_s = cx.range(
+        "record_keep_s",
+        file.record_keep_s.unwrap_or(crate::journal::KEEP_S_DEFAULT),
+        0,
+        crate::journal::KEEP_S_MAX,
+    )?;
+    let record_bundles_max = cx.range(
+        "record_bundles_max",
+        file.record_bundles_max
+            .unwrap_or(crate::journal::RECORDS_MAX_DEFAULT),
+        1,
+        crate::journal::RECORDS_MAX_LIMIT,
+    )?;
 
     let fi = file.intake.unwrap_or_default();
     let connections_max = cx.range(
@@ -601,6 +616,8 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         arena_slots,
         bundle_max_age_ms,
         upstream_timeout_ms,
+        record_keep_s,
+        record_bundles_max,
         intake,
         regions,
         egress,

@@ -284,6 +284,8 @@ pub enum ErrorKind<'a> {
     UnsupportedEncoding(JsonStr<'a>),
     /// The wire layer rejected transaction `index`.
     InvalidTransaction { index: usize, cause: InlineText },
+    /// Bundle id `index` is not 64 hex characters.
+    NotABundleId { index: usize, id: JsonStr<'a> },
 
     // -32001
     /// No tenant matched and the relay admits only tenants; `key_given`: a key was sent (and
@@ -335,7 +337,8 @@ impl ErrorKind<'_> {
             | ErrorKind::OptionsNotObject { .. }
             | ErrorKind::EncodingNotString(_)
             | ErrorKind::UnsupportedEncoding(_)
-            | ErrorKind::InvalidTransaction { .. } => code::INVALID_PARAMS,
+            | ErrorKind::InvalidTransaction { .. }
+            | ErrorKind::NotABundleId { .. } => code::INVALID_PARAMS,
             ErrorKind::Unauthorized { .. } => code::UNAUTHORIZED,
             ErrorKind::TenantDisabled(_) | ErrorKind::RegionNotAllowed(_) => code::FORBIDDEN,
             ErrorKind::RateLimited { .. }
@@ -485,6 +488,11 @@ impl fmt::Display for ErrorKind<'_> {
             ),
             ErrorKind::NotAString { of, index } => {
                 write!(f, "{} {index} is not a string", of.singular())
+            }
+            ErrorKind::NotABundleId { index, id } => {
+                write!(f, "bundle id {index} is ")?;
+                id.write_quoted(f, QUOTED_CHARS_MAX)?;
+                f.write_str(": a bundle id is the 64 hex characters sendBundle answered")
             }
             ErrorKind::TransactionTooLong {
                 index,

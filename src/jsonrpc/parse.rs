@@ -186,6 +186,15 @@ fn parse_params<'a>(method: Method, params: Option<&'a [u8]>) -> Result<Call<'a>
                     }
                     single = w.string();
                 }
+                (Method::GetBundleDelivery, 0) => {
+                    if w.peek() != b'"' {
+                        return Err(ErrorKind::NotAString {
+                            of: ListOf::BundleIds,
+                            index: 0,
+                        });
+                    }
+                    single = w.string();
+                }
                 (Method::SendBundle | Method::SendTransaction, 1) => encoding = options(&mut w, 1)?,
                 _ => w.skip(),
             }
@@ -218,8 +227,26 @@ fn parse_params<'a>(method: Method, params: Option<&'a [u8]>) -> Result<Call<'a>
         }
         Method::GetTipAccounts => Call::GetTipAccounts,
         Method::GetBundleStatuses => Call::GetBundleStatuses { bundle_ids: list },
-        Method::GetInflightBundleStatuses => Call::GetInflightBundleStatuses { bundle_ids: list },
+        Method::GetInflightBundleStatuses => {
+            for (index, id) in list.iter().enumerate() {
+                check_bundle_id(index, id)?;
+            }
+            Call::GetInflightBundleStatuses { bundle_ids: list }
+        }
+        Method::GetBundleDelivery => {
+            check_bundle_id(0, &single)?;
+            Call::GetBundleDelivery { bundle_id: single }
+        }
     })
+}
+
+/// A bundle id is Jito's: 64 hex characters (the SHA-256 the relay answered sendBundle with).
+fn check_bundle_id<'a>(index: usize, id: &JsonStr<'a>) -> Result<(), ErrorKind<'a>> {
+    let raw = id.raw();
+    if id.has_escapes() || raw.len() != 64 || !raw.iter().all(u8::is_ascii_hexdigit) {
+        return Err(ErrorKind::NotABundleId { index, id: *id });
+    }
+    Ok(())
 }
 
 /// `params[index]`: an array of 1 to `of.len_max()` strings.

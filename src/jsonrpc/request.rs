@@ -34,15 +34,18 @@ pub enum Method {
     GetTipAccounts,
     GetBundleStatuses,
     GetInflightBundleStatuses,
+    /// The relay's own: the full record of one bundle it admitted.
+    GetBundleDelivery,
 }
 
 impl Method {
-    pub const ALL: [Method; 5] = [
+    pub const ALL: [Method; 6] = [
         Method::SendBundle,
         Method::SendTransaction,
         Method::GetTipAccounts,
         Method::GetBundleStatuses,
         Method::GetInflightBundleStatuses,
+        Method::GetBundleDelivery,
     ];
 
     /// The method's JSON-RPC name.
@@ -53,6 +56,7 @@ impl Method {
             Method::GetTipAccounts => "getTipAccounts",
             Method::GetBundleStatuses => "getBundleStatuses",
             Method::GetInflightBundleStatuses => "getInflightBundleStatuses",
+            Method::GetBundleDelivery => "getBundleDelivery",
         }
     }
 
@@ -68,6 +72,7 @@ impl Method {
             Method::SendTransaction => "[transaction, options]",
             Method::GetTipAccounts => "[]",
             Method::GetBundleStatuses | Method::GetInflightBundleStatuses => "[[bundle id, ...]]",
+            Method::GetBundleDelivery => "[bundle id]",
         }
     }
 
@@ -76,7 +81,9 @@ impl Method {
         match self {
             Method::SendBundle | Method::SendTransaction => (1, 2),
             Method::GetTipAccounts => (0, 0),
-            Method::GetBundleStatuses | Method::GetInflightBundleStatuses => (1, 1),
+            Method::GetBundleStatuses
+            | Method::GetInflightBundleStatuses
+            | Method::GetBundleDelivery => (1, 1),
         }
     }
 }
@@ -153,9 +160,14 @@ pub enum Call<'a> {
     GetBundleStatuses {
         bundle_ids: StrList<'a>,
     },
-    /// 1 to [`STATUS_IDS_MAX`](super::limits::STATUS_IDS_MAX) bundle id strings (not otherwise checked).
+    /// 1 to [`STATUS_IDS_MAX`](super::limits::STATUS_IDS_MAX) bundle ids, each 64 hex
+    /// characters.
     GetInflightBundleStatuses {
         bundle_ids: StrList<'a>,
+    },
+    /// One bundle id of 64 hex characters.
+    GetBundleDelivery {
+        bundle_id: JsonStr<'a>,
     },
 }
 
@@ -167,6 +179,7 @@ impl Call<'_> {
             Call::GetTipAccounts => Method::GetTipAccounts,
             Call::GetBundleStatuses { .. } => Method::GetBundleStatuses,
             Call::GetInflightBundleStatuses { .. } => Method::GetInflightBundleStatuses,
+            Call::GetBundleDelivery { .. } => Method::GetBundleDelivery,
         }
     }
 }

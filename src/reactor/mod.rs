@@ -88,6 +88,8 @@ pub struct ThreadArgs {
     pub accepting: Arc<AtomicBool>,
     /// The threads' mesh: where this thread hands bundles to others and gets theirs.
     pub mesh: Arc<Mesh>,
+    /// Every thread's record of recent bundles (this thread writes its own).
+    pub journals: Arc<crate::journal::Journals>,
 }
 
 /// A thread's whole life: set up, run until stopped and drained, tear down. An error the
@@ -107,6 +109,7 @@ pub fn run_thread(args: ThreadArgs) {
         failure,
         accepting,
         mesh,
+        journals,
     } = args;
     if spec.pin_threads {
         pin_to_cpu(t);
@@ -117,6 +120,7 @@ pub fn run_thread(args: ThreadArgs) {
         pairs_text,
         accepting,
         mesh,
+        journals,
     };
     let mut w = match Worker::new(&spec, t, listen_fds, shared) {
         Ok(w) => w,
@@ -179,6 +183,7 @@ struct Shared {
     pairs_text: Arc<Mutex<String>>,
     accepting: Arc<AtomicBool>,
     mesh: Arc<Mesh>,
+    journals: Arc<crate::journal::Journals>,
 }
 
 /// One reactor thread: its ring, receive buffers, dispatcher, intake and pair sockets.
@@ -245,12 +250,21 @@ impl Worker {
             pairs_text,
             accepting,
             mesh,
+            journals,
         } = shared;
         let clock = Clock::calibrate();
         let now = clock.now();
         let rate = clock.rate();
         let tspec = spec.thread(t);
-        let mut d = Dispatcher::new(&tspec, rate, now, stats.clone(), metrics.clone());
+        let mut d = Dispatcher::with_journal(
+            &tspec,
+            rate,
+            now,
+            stats.clone(),
+            metrics.clone(),
+            journals,
+            t,
+        );
         if spec.handoffs && mesh.threads() > 1 {
             d.join(mesh.clone(), t);
         }

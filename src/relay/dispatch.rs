@@ -20,6 +20,7 @@ use std::sync::Arc;
 use crate::arena::{Arena, LentSlot, SlotHandle, SlotMut};
 use crate::clock::{Instant, TickRate, Ticks};
 use crate::egress::transport::TransportError;
+use crate::journal::{Attempt, End as RecordEnd, Found, Journals, Record};
 use crate::limiter::{Acquire, LaneId, Limiter, PairId};
 use crate::log::LogQueue;
 use crate::mesh::{Estimate, Mesh, NEVER};
@@ -143,10 +144,14 @@ pub struct Dispatcher {
     /// own accounting balances only with these ([`Dispatcher::check_accounting`]).
     moved_out: u64,
     moved_in: u64,
+    /// Every thread's record of recent bundles; this thread writes ring `me`.
+    journals: Arc<Journals>,
+    me: usize,
 }
 
 impl Dispatcher {
-    /// Everything a thread's share of the relay needs, allocated now.
+    /// Everything a thread's share of the relay needs, allocated now, with a record of recent
+    /// bundles of its own (one thread alone: see [`Dispatcher::with_journal`]).
     pub fn new(
         spec: &ThreadSpec,
         rate: TickRate,
@@ -154,6 +159,25 @@ impl Dispatcher {
         stats: Arc<Stats>,
         metrics: Arc<ThreadMetrics>,
     ) -> Dispatcher {
+        let journals = Arc::new(Journals::new(&[spec.records]));
+        Dispatcher::with_journal(spec, rate, now, stats, metrics, journals, 0)
+    }
+
+    /// As [`Dispatcher::new`], writing its bundles' records into ring `me` of `journals`
+    /// (every thread's, so a status query on any thread finds any bundle).
+    pub fn with_journal(
+        spec: &ThreadSpec,
+        rate: TickRate,
+        now: Instant,
+        stats: Arc<Stats>,
+        metrics: Arc<ThreadMetrics>,
+        journals: Arc<Journals>,
+        me: usize,
+    ) -> Dispatcher {
+        let unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        journals.ring(me).set_clock(now, unix_ns, rate);
         let slots = spec.arena_slots as usize;
         let groups = spec.groups.len().max(1);
         stats.arena_capacity.set(slots as u64);
@@ -183,7 +207,19 @@ impl Dispatcher {
             tenancy: Tenancy::new(spec.tenants.clone(), spec.tenant_stats.clone(), rate),
             moved_out: 0,
             moved_in: 0,
+            journals,
+            me,
         }
+    }
+
+    /// The bundle `id` that tenant slot `tenant` sent, in any thread's record.
+    pub fn find_bundle(&self, id: &[u8; 32], tenant: u16) -> Option<Found> {
+        self.journals.find(id, tenant)
+    }
+
+    /// Every thread's record of recent bundles.
+    pub fn journals(&self) -> &Arc<Journals> {
+        &self.journals
     }
 
     /// Applies a reload: the max age (for bundles waiting too: they are judged by the new
@@ -485,12 +521,20 @@ impl Dispatcher {
         self.queue(slot, lane);
     }
 
-    /// Queues a bundle for `lane`, in flight here from now on.
+    /// Queues a bundle for `lane`, in flight here from now on, and opens its record here.
     fn queue(&mut self, slot: SlotHandle, lane: u8) {
         let region = usize::from(lane) / self.groups;
         let meta = self.arena.get_mut(slot).expect("held").meta;
         meta.region = region as u8;
         meta.lane = lane;
+        let mut r = Record {
+            id: meta.bundle_id,
+            admitted: meta.admitted_at,
+            tenant: meta.tenant,
+            tx_count: meta.tx_count,
+            ..Record::default()
+        };
+        meta.record = self.journals.ring(self.me).open(&mut r).unwrap_or(u64::MAX);
         self.fifos[usize::from(lane)].push_back(slot);
         self.stats.region(region).in_flight.inc();
     }
@@ -515,6 +559,11 @@ impl Dispatcher {
             let src = self.arena.get(slot).expect("queued slot");
             // SAFETY: a slot lent to this thread and not handed back yet.
             unsafe { lent.slot_mut() }.copy_from(&src);
+            self.journals.ring(self.me).update(src.meta.record, |rec| {
+                rec.end = RecordEnd::Moved;
+                rec.moved_to = peer as u8;
+                rec.ended = now;
+            });
             self.fifos[r].pop_front();
             peers.hand_off(peer, lent, r as u8, true);
             let counts = self.stats.region(r / self.groups);
@@ -615,7 +664,7 @@ impl Dispatcher {
         while let Some(&slot) = self.fifos[r].front() {
             if self.too_old(slot, now) {
                 self.fifos[r].pop_front();
-                self.end(slot, EndKind::Expired);
+                self.end(slot, EndKind::Expired, now);
                 continue;
             }
             let Acquire::Pair(pair) = self.up.acquire(r, now) else {
@@ -630,6 +679,15 @@ impl Dispatcher {
             }
             let meta = self.arena.get_mut(slot).expect("held").meta;
             meta.attempts += 1;
+            let attempt = Attempt {
+                region: region as u8,
+                egress: self.up.egress_of(pair),
+                sent: now,
+                ..Attempt::default()
+            };
+            self.journals
+                .ring(self.me)
+                .update(meta.record, |rec| rec.push_attempt(attempt));
             if self.metrics.enabled() {
                 let waited = now.since(meta.admitted_at);
                 self.metrics.record_limiter_wait_ns(self.rate.to_ns(waited));
@@ -661,7 +719,7 @@ impl Dispatcher {
                 break;
             }
             self.fifos[r].pop_front();
-            self.end(slot, EndKind::Expired);
+            self.end(slot, EndKind::Expired, now);
         }
     }
 
@@ -686,8 +744,19 @@ impl Dispatcher {
             slot,
             fate,
             written,
+            answer,
         }) = self.up.poll_ended()
         {
+            let record = self.arena.get(slot).expect("held").meta.record;
+            self.journals.ring(self.me).update(record, |rec| {
+                if let Some(a) = rec.running() {
+                    a.answered = Some(now);
+                    a.verdict = answer.verdict;
+                    a.grpc_code = answer.grpc_code;
+                    a.retry_after_ms = answer.retry_after_ms;
+                }
+                rec.text = answer.text;
+            });
             match fate {
                 Fate::Delivered => {
                     if self.metrics.enabled() {
@@ -697,10 +766,10 @@ impl Dispatcher {
                         self.metrics.record_delivery_ns(ns);
                         self.tenancy.stats().record_delivery_ns(meta.tenant, ns);
                     }
-                    self.end(slot, EndKind::Delivered)
+                    self.end(slot, EndKind::Delivered, now)
                 }
-                Fate::Rejected => self.end(slot, EndKind::Rejected),
-                Fate::Failed => self.end(slot, EndKind::Failed),
+                Fate::Rejected => self.end(slot, EndKind::Rejected, now),
+                Fate::Failed => self.end(slot, EndKind::Failed, now),
                 Fate::Cooldown | Fate::Denied => {
                     // The pair was refused, not the bundle.
                     let meta = self.arena.get_mut(slot).expect("held").meta;
@@ -712,14 +781,21 @@ impl Dispatcher {
         }
     }
 
-    /// Ends a bundle: counts it in its region and frees its slot.
-    fn end(&mut self, slot: SlotHandle, kind: EndKind) {
+    /// Ends a bundle: counts it in its region, closes its record and frees its slot.
+    fn end(&mut self, slot: SlotHandle, kind: EndKind, now: Instant) {
+        let ring = self.journals.ring(self.me);
         end_bundle(
             &mut self.arena,
             &self.stats,
             self.tenancy.stats(),
             slot,
             kind,
+            |serial, end| {
+                ring.update(serial, |rec| {
+                    rec.end = end;
+                    rec.ended = now;
+                })
+            },
         );
     }
 
@@ -727,10 +803,10 @@ impl Dispatcher {
     fn requeue(&mut self, slot: SlotHandle, now: Instant) {
         let meta = *self.arena.get(slot).expect("held").meta;
         if now.since(meta.admitted_at).0 > self.max_age_of(meta.tenant).0 {
-            self.end(slot, EndKind::Expired);
+            self.end(slot, EndKind::Expired, now);
         } else if meta.attempts >= ATTEMPTS_MAX {
             // Never processed, by the engines' own word, however often it was tried.
-            self.end(slot, EndKind::Rejected);
+            self.end(slot, EndKind::Rejected, now);
         } else {
             self.stats.retries.inc();
             self.fifos[meta.lane as usize].push_front(slot);
@@ -828,12 +904,25 @@ impl Dispatcher {
         self.receive_handoffs(now);
         for lane in 0..self.fifos.len() {
             while let Some(slot) = self.fifos[lane].pop_front() {
-                self.end(slot, EndKind::Failed);
+                self.end(slot, EndKind::Failed, now);
             }
         }
         let (arena, stats, tenants) = (&mut self.arena, &self.stats, self.tenancy.stats());
+        let ring = self.journals.ring(self.me);
         self.up.abandon_calls(now, |slot| {
-            end_bundle(arena, stats, tenants, slot, EndKind::Failed)
+            end_bundle(
+                arena,
+                stats,
+                tenants,
+                slot,
+                EndKind::Failed,
+                |serial, end| {
+                    ring.update(serial, |rec| {
+                        rec.end = end;
+                        rec.ended = now;
+                    })
+                },
+            )
         });
     }
 
@@ -860,34 +949,37 @@ impl Dispatcher {
     }
 }
 
-/// Counts a bundle's end in its region and frees its slot.
+/// Counts a bundle's end in its region, closes its record (`close(serial, end)`) and frees
+/// its slot.
 fn end_bundle(
     arena: &mut Arena,
     stats: &Stats,
     tenants: &TenantStats,
     slot: SlotHandle,
     kind: EndKind,
+    close: impl FnOnce(u64, RecordEnd),
 ) {
     let meta = *arena.get(slot).expect("held").meta;
     let counts = stats.region(meta.region as usize);
-    let how = match kind {
+    let (how, end) = match kind {
         EndKind::Delivered => {
             counts.delivered.inc();
-            TenantEnded::Delivered
+            (TenantEnded::Delivered, RecordEnd::Delivered)
         }
         EndKind::Rejected => {
             counts.rejected.inc();
-            TenantEnded::Rejected
+            (TenantEnded::Rejected, RecordEnd::Rejected)
         }
         EndKind::Expired => {
             counts.expired.inc();
-            TenantEnded::Expired
+            (TenantEnded::Expired, RecordEnd::Expired)
         }
         EndKind::Failed => {
             counts.failed.inc();
-            TenantEnded::Failed
+            (TenantEnded::Failed, RecordEnd::Failed)
         }
     };
+    close(meta.record, end);
     tenants.ended(meta.tenant, how);
     tenants.release(meta.tenant, meta.beyond_floor);
     counts.in_flight.set(counts.in_flight.get() - 1);

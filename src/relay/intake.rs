@@ -12,6 +12,7 @@ use crate::jsonrpc::{self, Call, ErrorKind, Id, RpcError};
 use crate::wire::{self, SIGNATURE_BASE58_LEN_MAX};
 
 use super::dispatch::{Dispatcher, Refusal};
+use super::statuses;
 use super::tenancy::{Claim, Denied};
 
 /// Seconds a client is told to wait when the in-flight cap is reached.
@@ -112,6 +113,11 @@ pub fn handle(
     let id = request.id;
     method_seen.set(Some(request.method()));
     let call = request.call;
+    // A key in the header wins; Jito's clients put it in the query otherwise.
+    let claim = Claim {
+        key: claim.key.or_else(|| query_param(query, b"uuid")),
+        ..claim
+    };
     let (transactions, encoding, single) = match &call {
         Call::SendBundle {
             transactions,
@@ -125,26 +131,51 @@ pub fn handle(
             let b = jsonrpc::write_result_raw(&mut json, id, d.tip_accounts_json()).expect("fits");
             return reply(out, 200, "application/json", &[], b, Verdict::Answered);
         }
-        Call::GetBundleStatuses { .. } | Call::GetInflightBundleStatuses { .. } => {
+        Call::GetBundleStatuses { .. } => {
             let e = RpcError {
                 code: crate::jito::code::METHOD_NOT_FOUND,
                 kind: ErrorKind::Internal(
-                    "bundle-relay does not track landing yet: ask a block engine's JSON-RPC for bundle statuses",
+                    "getBundleStatuses (landing) is known only to a block engine: ask its JSON-RPC; \
+                     getInflightBundleStatuses and getBundleDelivery answer from the relay's record",
                 ),
                 id,
             };
             let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
             return reply(out, 200, "application/json", &[], b, Verdict::Invalid);
         }
+        Call::GetInflightBundleStatuses { .. } | Call::GetBundleDelivery { .. } => {
+            let tenant = match d.tenancy().identify(claim, port) {
+                Ok(slot) => slot,
+                Err(denied) => {
+                    let (status, kind) = denial(d, denied);
+                    let e = RpcError::new(kind).with_id(id);
+                    let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
+                    return reply(
+                        out,
+                        status,
+                        "application/json",
+                        &[],
+                        b,
+                        Verdict::RefusedTenant,
+                    );
+                }
+            };
+            let mut result = [0u8; BODY_BYTES_MAX];
+            let written = statuses::answer(d, &call, tenant, &mut result);
+            let b = match written {
+                Ok(r) => jsonrpc::write_result_raw(&mut json, id, r).expect("fits"),
+                Err(_) => {
+                    let e =
+                        RpcError::internal("the answer did not fit the relay's buffer").with_id(id);
+                    jsonrpc::write_error(&mut json, id, &e).expect("errors fit")
+                }
+            };
+            return reply(out, 200, "application/json", &[], b, Verdict::Answered);
+        }
     };
     // The cap is checked before decoding: an overloaded relay refuses without spending CPU.
     // The slot is taken where the bundle will be sent from (this thread's arena, or one lent
     // by the thread whose pool sends soonest), so it is decoded once, in place.
-    // A key in the header wins; Jito's clients put it in the query otherwise.
-    let claim = Claim {
-        key: claim.key.or_else(|| query_param(query, b"uuid")),
-        ..claim
-    };
     let mut admission = match d.admit(port, claim, now) {
         Ok(a) => a,
         Err(Refusal::Full) => {
@@ -169,34 +200,12 @@ pub fn handle(
         }
         Err(Refusal::Tenant(denied)) => {
             let mut wait = [0u8; 20];
-            let (status, kind, retry_after): (u16, ErrorKind<'_>, Option<&[u8]>) = match denied {
-                Denied::Unknown { key_given } => (401, ErrorKind::Unauthorized { key_given }, None),
-                Denied::Disabled { slot } => {
-                    (403, ErrorKind::TenantDisabled(d.tenancy().name(slot)), None)
-                }
-                Denied::Region { region, .. } => (
-                    403,
-                    ErrorKind::RegionNotAllowed(d.region_name(region as usize)),
-                    None,
-                ),
-                Denied::Rate {
-                    limit,
-                    retry_after_ms,
-                    ..
-                } => (
-                    429,
-                    ErrorKind::TenantRateLimited {
-                        limit,
-                        retry_after_ms,
-                    },
-                    Some(seconds(retry_after_ms, &mut wait)),
-                ),
-                Denied::Share { in_flight, .. } => (
-                    429,
-                    ErrorKind::ShareFull { in_flight },
-                    Some(CAP_RETRY_AFTER_S),
-                ),
+            let retry_after = match denied {
+                Denied::Rate { retry_after_ms, .. } => Some(seconds(retry_after_ms, &mut wait)),
+                Denied::Share { .. } => Some(CAP_RETRY_AFTER_S),
+                _ => None,
             };
+            let (status, kind) = denial(d, denied);
             let e = RpcError::new(kind).with_id(id);
             let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
             let wait = retry_after.map(|s| [("Retry-After", s)]);
@@ -249,6 +258,30 @@ pub fn handle(
         &[]
     };
     reply(out, 200, "application/json", extra, b, Verdict::Admitted)
+}
+
+/// The HTTP status and JSON-RPC error of a tenant check's refusal.
+fn denial(d: &Dispatcher, denied: Denied) -> (u16, ErrorKind<'_>) {
+    match denied {
+        Denied::Unknown { key_given } => (401, ErrorKind::Unauthorized { key_given }),
+        Denied::Disabled { slot } => (403, ErrorKind::TenantDisabled(d.tenancy().name(slot))),
+        Denied::Region { region, .. } => (
+            403,
+            ErrorKind::RegionNotAllowed(d.region_name(region as usize)),
+        ),
+        Denied::Rate {
+            limit,
+            retry_after_ms,
+            ..
+        } => (
+            429,
+            ErrorKind::TenantRateLimited {
+                limit,
+                retry_after_ms,
+            },
+        ),
+        Denied::Share { in_flight, .. } => (429, ErrorKind::ShareFull { in_flight }),
+    }
 }
 
 /// Whole seconds covering `ms` (at least 1), for `Retry-After`, written into `buf`.

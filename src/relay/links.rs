@@ -172,6 +172,11 @@ impl Links {
         &self.regions
     }
 
+    /// The source `pair` leaves from.
+    pub(super) fn source_of(&self, pair: PairId) -> &Source {
+        &self.sources[self.limiter.address_of(pair) as usize]
+    }
+
     pub(super) fn sources(&self) -> usize {
         self.sources.len()
     }

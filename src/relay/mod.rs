@@ -10,6 +10,7 @@ mod links;
 mod observe;
 mod pairs;
 mod region;
+pub mod statuses;
 pub mod tenancy;
 pub mod tips;
 pub mod tuning;
@@ -74,6 +75,10 @@ pub struct Spec {
     pub arena_slots: u32,
     pub bundle_max_age_ms: u64,
     pub upstream_timeout_ms: u64,
+    /// The record of recent bundles covers this long at the pool's full rate (0: off).
+    pub record_keep_s: u32,
+    /// ... in at most this many records over all threads.
+    pub record_bundles_max: u32,
     pub rotating: Option<SocketAddr>,
     pub regions: Vec<RegionSpec>,
     /// Egress sources (local addresses or SOCKS5 proxies), split across threads.
@@ -197,6 +202,8 @@ impl Spec {
             arena_slots: cfg.arena_slots,
             bundle_max_age_ms: cfg.bundle_max_age_ms,
             upstream_timeout_ms: cfg.upstream_timeout_ms,
+            record_keep_s: cfg.record_keep_s,
+            record_bundles_max: cfg.record_bundles_max,
             rotating: cfg.intake.rotating,
             regions,
             source_group,
@@ -239,6 +246,8 @@ impl Spec {
             arena_slots: 4096,
             bundle_max_age_ms: 2_000,
             upstream_timeout_ms: 1_000,
+            record_keep_s: crate::journal::KEEP_S_DEFAULT,
+            record_bundles_max: 1 << 16,
             rotating: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             regions,
             source_group: vec![0; sources.len()],
@@ -289,8 +298,20 @@ impl Spec {
         let mut group_names = Vec::with_capacity(self.egress_groups.len() + 1);
         group_names.push(crate::config::SHARED_GROUP.to_string());
         group_names.extend(self.egress_groups.iter().cloned());
+        // The thread's pairs' full rate: each of its sources once per interval, per region.
+        let sends_per_s: f64 = self
+            .regions
+            .iter()
+            .map(|r| own.len() as f64 * 1_000.0 / r.interval_ms.max(1) as f64)
+            .sum();
         ThreadSpec {
             thread: t,
+            records: crate::journal::capacity_for(
+                sends_per_s,
+                self.record_keep_s,
+                self.record_bundles_max,
+                n,
+            ),
             sources: own.iter().map(|&i| self.sources[i].clone()).collect(),
             groups,
             group_names,
@@ -333,6 +354,8 @@ fn open_tenants(
 #[derive(Clone, Debug)]
 pub struct ThreadSpec {
     pub thread: usize,
+    /// Records of recent bundles it keeps ([`crate::journal::capacity_for`]).
+    pub records: usize,
     /// Its sources, grouped by egress group (group 0's first).
     pub sources: Vec<Source>,
     /// How many of `sources` each egress group has, in order (empty: one group, all shared).

@@ -165,6 +165,20 @@ impl Tenancy {
         }
     }
 
+    /// Who is asking, for a call that admits nothing (bundle statuses): the tenant's slot, or
+    /// why it may not ask (unknown and no default: 401; disabled: 403).
+    pub fn identify(&self, claim: Claim<'_>, port: Port) -> Result<u16, Denied> {
+        let listener = match port {
+            Port::Rotating => 0,
+            Port::Pinned(r) => 1 + r as usize,
+        };
+        match self.table.identify(claim.key, claim.peer, listener) {
+            Found::Tenant(e) | Found::Default(e) if e.enabled => Ok(e.slot),
+            Found::Tenant(e) | Found::Default(e) => Err(Denied::Disabled { slot: e.slot }),
+            Found::Unknown { key_given } => Err(Denied::Unknown { key_given }),
+        }
+    }
+
     /// The decision table for one sendBundle or sendTransaction: `Ok` holds one bundle of the
     /// tenant's share (given back by [`Tenancy::release`], or when the bundle ends).
     pub fn check(&self, claim: Claim<'_>, port: Port, now: Instant) -> Result<Pass, Denied> {

@@ -20,6 +20,7 @@ use crate::clock::{Instant, Ticks};
 use crate::egress::transport::TransportError;
 use crate::grpc::{self, Code, Outcome};
 use crate::h2::conn::{Event, StreamEnd, StreamId};
+use crate::journal::{Egress, Text, Verdict};
 use crate::limiter::{Acquire, LaneId, Limiter, PairId, RegionId};
 use crate::log::LogQueue;
 use crate::metrics::ThreadMetrics;
@@ -63,6 +64,32 @@ pub struct Ended {
     pub fate: Fate,
     /// When the request's last byte went to the kernel, if it did.
     pub written: Option<Instant>,
+    /// What the engine said, for the bundle's record.
+    pub answer: Answer,
+}
+
+/// An engine's answer to one bundle call, as the record keeps it.
+#[derive(Clone, Copy, Debug)]
+pub struct Answer {
+    pub verdict: Verdict,
+    /// The gRPC status, when the engine gave one.
+    pub grpc_code: Option<u8>,
+    pub retry_after_ms: u32,
+    /// The engine's uuid (accepted), its message (refused), or why the call was lost.
+    pub text: Text,
+}
+
+impl Answer {
+    /// A call that ended without an answer from the engine, `why` (never sent whole: sent
+    /// again).
+    fn unanswered(why: &str) -> Answer {
+        Answer {
+            verdict: Verdict::Unprocessed,
+            grpc_code: None,
+            retry_after_ms: 0,
+            text: Text::new(why.as_bytes()),
+        }
+    }
 }
 
 /// Room each pair has in the queue of ended bundle calls (the budget counts it).
@@ -467,6 +494,7 @@ impl Upstream {
                 slot,
                 fate: Fate::Retry,
                 written: f.written,
+                answer: Answer::unanswered("the connection ended before the request was sent"),
             }),
             Call::Tips => self.tips.call_ended(now, self.tip_retry),
             Call::Probe => self.probe_unanswered(r, now),
@@ -569,6 +597,7 @@ impl Upstream {
         let mut timed_out = false;
         let mut denied: Option<(Code, [u8; 128], usize)> = None;
         let mut cooldown_ms = None;
+        let mut text = Text::default();
         let (fate, code) = match conn.response(id) {
             Some(resp) => {
                 answered = resp.end == StreamEnd::Complete;
@@ -578,33 +607,46 @@ impl Upstream {
                     Outcome::Ok(msg) => {
                         if f.is_some_and(|f| f.call == Call::Tips) {
                             self.tips.refresh(msg);
+                        } else {
+                            text = Text::new(grpc::send_bundle_uuid(msg).unwrap_or("").as_bytes());
                         }
                         (Fate::Delivered, Some(Code::OK))
                     }
                     Outcome::RateLimited { retry_after_ms } => {
                         cooldown_ms = Some(retry_after_ms);
+                        text = status_text(&resp);
                         (Fate::Cooldown, Some(Code::RESOURCE_EXHAUSTED))
                     }
-                    Outcome::Retryable { .. } => (Fate::Retry, None),
+                    Outcome::Retryable { why } => {
+                        text = Text::new(why.as_bytes());
+                        (Fate::Retry, None)
+                    }
                     Outcome::Rejected { code, message } => {
+                        let mut buf = [0u8; 128];
+                        let len = message.decode_into(&mut buf).len();
+                        text = Text::new(&buf[..len]);
                         if code == Code::PERMISSION_DENIED || code == Code::UNAUTHENTICATED {
-                            let mut buf = [0u8; 128];
-                            let len = message.decode_into(&mut buf).len();
                             denied = Some((code, buf, len));
                             (Fate::Denied, Some(code))
                         } else {
                             (Fate::Rejected, Some(code))
                         }
                     }
-                    Outcome::Unknown { .. } => match f {
-                        Some(f) if !st.stack.left_whole(f.stream, request_end) => {
-                            (Fate::Retry, None)
+                    Outcome::Unknown { why } => {
+                        text = Text::new(why.as_bytes());
+                        match f {
+                            Some(f) if !st.stack.left_whole(f.stream, request_end) => {
+                                (Fate::Retry, None)
+                            }
+                            _ => (Fate::Failed, None),
                         }
-                        _ => (Fate::Failed, None),
-                    },
+                    }
                 }
             }
-            None => (Fate::Retry, None),
+            None => {
+                text = Text::new(b"the stream ended without a response");
+                (Fate::Retry, None)
+            }
         };
         match code {
             Some(c) => self.metrics.upstream_status(region, c),
@@ -657,6 +699,19 @@ impl Upstream {
                 slot,
                 fate,
                 written: f.written,
+                answer: Answer {
+                    verdict: match fate {
+                        Fate::Delivered => Verdict::Accepted,
+                        Fate::Cooldown => Verdict::RateLimited,
+                        Fate::Retry => Verdict::Unprocessed,
+                        Fate::Rejected => Verdict::Rejected,
+                        Fate::Failed => Verdict::Lost,
+                        Fate::Denied => Verdict::SourceDenied,
+                    },
+                    grpc_code: code.map(|c| c.0.min(255) as u8),
+                    retry_after_ms: cooldown_ms.unwrap_or(0) as u32,
+                    text,
+                },
             }),
             // Its answer refreshed the cache; failures retry later.
             Call::Tips => self.tips.call_ended(now, self.tip_retry),
@@ -679,6 +734,14 @@ impl Upstream {
             retry_ms: DENIED_RETRY_MS,
         };
         self.links.fail(pair, error, now);
+    }
+
+    /// The address `pair` leaves from, as the bundle's record shows it.
+    pub fn egress_of(&self, pair: PairId) -> Egress {
+        match self.links.source_of(pair) {
+            crate::config::Source::Local(ip) => Egress::Local(*ip),
+            crate::config::Source::Socks5 { proxy, .. } => Egress::Socks5(*proxy),
+        }
     }
 
     /// A bundle call that ended, for the dispatcher to settle.
@@ -715,4 +778,16 @@ impl Upstream {
     pub fn close_all(&mut self, now: Instant) {
         self.links.close_all(now);
     }
+}
+
+/// A call's grpc-message (trailers, else a Trailers-Only reply's headers), decoded.
+fn status_text(resp: &crate::h2::Response<'_>) -> Text {
+    let raw = resp
+        .trailers
+        .get(b"grpc-message")
+        .or_else(|| resp.headers.get(b"grpc-message"))
+        .unwrap_or(b"");
+    let mut buf = [0u8; 128];
+    let len = grpc::StatusMessage(raw).decode_into(&mut buf).len();
+    Text::new(&buf[..len])
 }

@@ -100,6 +100,14 @@ impl Sim {
         self.flush(now);
     }
 
+    /// The engine answers the call in flight with gRPC status `code` and `message`.
+    pub fn answer_error(&mut self, code: u32, message: &str, now: Instant) {
+        let reply = crate::h2_support::error_reply(self.stream, code, message);
+        self.stream += 2;
+        self.d.received(self.pair, &reply, now);
+        self.flush(now);
+    }
+
     /// Builds the engine's answers for the next `calls` streams now, so answering them later
     /// allocates nothing.
     pub fn prepare_replies(&mut self, calls: u32) {
@@ -159,6 +167,26 @@ impl Sim {
     pub fn totals(&self) -> Totals {
         self.stats.totals()
     }
+}
+
+/// One thread, one region (ny, pinned), one source (127.1.0.1), its pair in rotation and
+/// idle at the returned instant (the tip-account refresh sent at start answered and an
+/// interval passed), and the spec it runs.
+pub fn one_region(interval_ms: u64, max_age_ms: u64) -> (Sim, Spec, Instant) {
+    let region = bundle_relay::relay::RegionSpec {
+        interval_ms,
+        ..bundle_relay::relay::RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
+    };
+    let mut spec = Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
+    spec.bundle_max_age_ms = max_age_ms;
+    spec.upstream_timeout_ms = 600_000;
+    let now = Instant(MS);
+    let mut t = Sim::connected(&spec, 0, None, now);
+    assert!(t.send(now));
+    t.answer(now);
+    let now = Instant(now.0 + interval_ms * MS + 1);
+    t.d.dispatch(now);
+    (t, spec, now)
 }
 
 /// A sendBundle body for a signed two-transaction bundle of `seed`.

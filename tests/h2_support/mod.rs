@@ -61,6 +61,34 @@ pub fn ok_reply(stream: u32) -> Vec<u8> {
     reply
 }
 
+/// The engine's Trailers-Only error answer on `stream`: gRPC status `code` with `message`
+/// (percent-encoded as gRPC asks).
+pub fn error_reply(stream: u32, code: u32, message: &str) -> Vec<u8> {
+    let mut encoded = String::new();
+    for b in message.bytes() {
+        if (0x20..0x7f).contains(&b) && b != b'%' {
+            encoded.push(b as char);
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    let code = code.to_string();
+    let mut reply = Vec::new();
+    let at = push_frame(
+        &mut reply,
+        frame::HEADERS,
+        frame::FLAG_END_HEADERS | frame::FLAG_END_STREAM,
+        &block(&[
+            (b":status", b"200"),
+            (b"content-type", b"application/grpc"),
+            (b"grpc-status", code.as_bytes()),
+            (b"grpc-message", encoded.as_bytes()),
+        ]),
+    );
+    reply[at..at + 4].copy_from_slice(&stream.to_be_bytes());
+    reply
+}
+
 /// An engine on an ephemeral loopback port that answers every connection's HTTP/2 start
 /// ([`engine_hello`]) and then only reads: enough for a relay's pairs to join rotation.
 pub fn hello_engine() -> std::net::SocketAddr {

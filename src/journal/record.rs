@@ -1,0 +1,346 @@
+//! One bundle's record as plain data, and its fixed encoding into [`WORDS`] 64-bit words (what
+//! the ring stores, so another thread can copy it under a sequence lock without tearing).
+
+use std::net::{IpAddr, Ipv6Addr};
+
+use crate::clock::Instant;
+
+/// Attempts a record keeps: the first three and the latest. A bundle is sent once unless an
+/// engine refused the pair (a cooldown) or the call unprocessed; more than four is rare, and
+/// [`Record::attempts`] still counts them all.
+pub const ATTEMPTS_KEPT: usize = 4;
+/// Bytes of the last engine answer kept (its uuid, or its error text, cut at a character).
+pub const TEXT_BYTES: usize = 88;
+/// Words one record takes in the ring, its sequence word included (the budget counts them).
+pub const WORDS: usize = 40;
+/// Words of a record's payload (all but the sequence word).
+pub(super) const PAYLOAD: usize = WORDS - 1;
+
+const HEAD: usize = 8;
+const ATTEMPT_WORDS: usize = 5;
+const _: () = assert!(HEAD + ATTEMPTS_KEPT * ATTEMPT_WORDS + TEXT_BYTES / 8 == PAYLOAD);
+const _: () = assert!(TEXT_BYTES % 8 == 0 && TEXT_BYTES < 256);
+
+/// What one send of the bundle came to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Verdict {
+    /// Sent, not answered yet.
+    #[default]
+    Sending,
+    /// The engine took it (gRPC OK); the record's text is its uuid.
+    Accepted,
+    /// RESOURCE_EXHAUSTED: the pair cools down for the engine's wait; the bundle went on.
+    RateLimited,
+    /// Not processed (UNAVAILABLE, REFUSED_STREAM, lost before it was sent whole): sent again.
+    Unprocessed,
+    /// Refused for good (the record's text says why).
+    Rejected,
+    /// Lost after it was sent whole: it may have been processed, so it was not sent again.
+    Lost,
+    /// The engine refused the source address (PERMISSION_DENIED, UNAUTHENTICATED): the bundle
+    /// went to another pair.
+    SourceDenied,
+}
+
+impl Verdict {
+    const ALL: [Verdict; 7] = [
+        Verdict::Sending,
+        Verdict::Accepted,
+        Verdict::RateLimited,
+        Verdict::Unprocessed,
+        Verdict::Rejected,
+        Verdict::Lost,
+        Verdict::SourceDenied,
+    ];
+
+    /// As `getBundleDelivery` names it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Verdict::Sending => "sending",
+            Verdict::Accepted => "accepted",
+            Verdict::RateLimited => "rate_limited",
+            Verdict::Unprocessed => "unprocessed",
+            Verdict::Rejected => "rejected",
+            Verdict::Lost => "lost",
+            Verdict::SourceDenied => "source_denied",
+        }
+    }
+
+    fn code(self) -> u64 {
+        Verdict::ALL.iter().position(|v| *v == self).unwrap_or(0) as u64
+    }
+
+    fn of(code: u64) -> Verdict {
+        Verdict::ALL.get(code as usize).copied().unwrap_or_default()
+    }
+}
+
+/// Where the bundle stands: still the relay's, or how it ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum End {
+    /// Waiting for a pair, or its send unanswered.
+    #[default]
+    Open,
+    /// An engine took it.
+    Delivered,
+    /// Refused for good by an engine, or refused unprocessed too often.
+    Rejected,
+    /// Older than its max age before an engine took it.
+    Expired,
+    /// Lost after it was sent whole, or still held at shutdown.
+    Failed,
+    /// Handed to another thread (this one had no source left for it): its record goes on
+    /// there.
+    Moved,
+}
+
+impl End {
+    const ALL: [End; 6] = [
+        End::Open,
+        End::Delivered,
+        End::Rejected,
+        End::Expired,
+        End::Failed,
+        End::Moved,
+    ];
+
+    /// As `getBundleDelivery` names it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            End::Open => "in_flight",
+            End::Delivered => "delivered",
+            End::Rejected => "rejected",
+            End::Expired => "expired",
+            End::Failed => "failed",
+            End::Moved => "moved",
+        }
+    }
+
+    fn code(self) -> u64 {
+        End::ALL.iter().position(|v| *v == self).unwrap_or(0) as u64
+    }
+
+    fn of(code: u64) -> End {
+        End::ALL.get(code as usize).copied().unwrap_or_default()
+    }
+}
+
+/// The address a send left from: a local address, or a SOCKS5 proxy's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Egress {
+    Local(IpAddr),
+    Socks5(std::net::SocketAddr),
+}
+
+impl Default for Egress {
+    fn default() -> Self {
+        Egress::Local(IpAddr::V6(Ipv6Addr::UNSPECIFIED))
+    }
+}
+
+impl std::fmt::Display for Egress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Egress::Local(ip) => write!(f, "{ip}"),
+            Egress::Socks5(proxy) => write!(f, "socks5://{proxy}"),
+        }
+    }
+}
+
+/// One send of the bundle.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Attempt {
+    pub region: u8,
+    pub egress: Egress,
+    /// When its request was handed to the connection.
+    pub sent: Instant,
+    /// When its answer (or the loss) was known; `None` while it runs.
+    pub answered: Option<Instant>,
+    pub verdict: Verdict,
+    /// The gRPC status code the engine answered, when it answered one.
+    pub grpc_code: Option<u8>,
+    /// The engine's wait, for [`Verdict::RateLimited`].
+    pub retry_after_ms: u32,
+}
+
+/// A short text kept inline: the engine's uuid or error message.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Text {
+    bytes: [u8; TEXT_BYTES],
+    len: u8,
+}
+
+impl Default for Text {
+    fn default() -> Self {
+        Text {
+            bytes: [0; TEXT_BYTES],
+            len: 0,
+        }
+    }
+}
+
+impl Text {
+    /// `s` cut to [`TEXT_BYTES`] at a character boundary (invalid UTF-8 becomes its valid
+    /// prefix).
+    pub fn new(s: &[u8]) -> Text {
+        let valid = match std::str::from_utf8(s) {
+            Ok(v) => v,
+            Err(e) => std::str::from_utf8(&s[..e.valid_up_to()]).unwrap_or(""),
+        };
+        let mut end = valid.len().min(TEXT_BYTES);
+        while !valid.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut t = Text::default();
+        t.bytes[..end].copy_from_slice(&valid.as_bytes()[..end]);
+        t.len = end as u8;
+        t
+    }
+
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or("")
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl std::fmt::Debug for Text {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// What the relay knows of one bundle it admitted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Record {
+    /// Jito's bundle id (SHA-256).
+    pub id: [u8; 32],
+    /// Its place in the thread's sequence of records.
+    pub serial: u64,
+    pub admitted: Instant,
+    /// When it ended (`End::Open`: not yet).
+    pub ended: Instant,
+    pub end: End,
+    /// The tenant's slot (0: the default tenant).
+    pub tenant: u16,
+    pub tx_count: u8,
+    /// For [`End::Moved`]: the thread it went to.
+    pub moved_to: u8,
+    /// Every send so far (the kept ones are in `kept`).
+    pub attempts: u16,
+    /// The first `ATTEMPTS_KEPT - 1` sends, then the latest.
+    pub kept: [Attempt; ATTEMPTS_KEPT],
+    /// The engine's last answer: its uuid, or its error text.
+    pub text: Text,
+}
+
+impl Record {
+    /// The kept sends, oldest first.
+    pub fn kept(&self) -> &[Attempt] {
+        &self.kept[..usize::from(self.attempts).min(ATTEMPTS_KEPT)]
+    }
+
+    /// A new send: the first three keep their place, later ones take the last.
+    pub fn push_attempt(&mut self, a: Attempt) {
+        let i = usize::from(self.attempts).min(ATTEMPTS_KEPT - 1);
+        self.kept[i] = a;
+        self.attempts = self.attempts.saturating_add(1);
+    }
+
+    /// The send still running, if any.
+    pub fn running(&mut self) -> Option<&mut Attempt> {
+        let n = usize::from(self.attempts).min(ATTEMPTS_KEPT);
+        self.kept[..n]
+            .last_mut()
+            .filter(|a| a.verdict == Verdict::Sending)
+    }
+
+    pub(super) fn encode(&self, w: &mut [u64; PAYLOAD]) {
+        for (word, bytes) in w.iter_mut().zip(self.id.chunks_exact(8)) {
+            *word = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+        }
+        w[4] = self.serial;
+        w[5] = self.admitted.0;
+        w[6] = self.ended.0;
+        w[7] = self.end.code()
+            | u64::from(self.tenant) << 8
+            | u64::from(self.tx_count) << 24
+            | u64::from(self.moved_to) << 32
+            | u64::from(self.attempts) << 40
+            | u64::from(self.text.len) << 56;
+        for (k, a) in self.kept.iter().enumerate() {
+            let at = HEAD + k * ATTEMPT_WORDS;
+            let (ip, port, socks) = match a.egress {
+                Egress::Local(ip) => (ip, 0u16, 0u64),
+                Egress::Socks5(p) => (p.ip(), p.port(), 1),
+            };
+            let v6 = match ip {
+                IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+                IpAddr::V6(v6) => v6,
+            };
+            let bits = u128::from(v6);
+            w[at] = a.sent.0;
+            w[at + 1] = a.answered.map_or(u64::MAX, |t| t.0);
+            w[at + 2] = (bits >> 64) as u64;
+            w[at + 3] = bits as u64;
+            w[at + 4] = u64::from(a.region)
+                | a.verdict.code() << 8
+                | a.grpc_code.map_or(0xff, u64::from) << 16
+                | socks << 24
+                | u64::from(matches!(ip, IpAddr::V4(_))) << 25
+                | u64::from(port) << 32
+                | u64::from(a.retry_after_ms.min(0xffff)) << 48;
+        }
+        let text_at = HEAD + ATTEMPTS_KEPT * ATTEMPT_WORDS;
+        for (i, chunk) in self.text.bytes.chunks_exact(8).enumerate() {
+            w[text_at + i] = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+        }
+    }
+
+    pub(super) fn decode(w: &[u64; PAYLOAD]) -> Record {
+        let mut r = Record::default();
+        for (bytes, word) in r.id.chunks_exact_mut(8).zip(w) {
+            bytes.copy_from_slice(&word.to_le_bytes());
+        }
+        r.serial = w[4];
+        r.admitted = Instant(w[5]);
+        r.ended = Instant(w[6]);
+        r.end = End::of(w[7] & 0xff);
+        r.tenant = (w[7] >> 8) as u16;
+        r.tx_count = (w[7] >> 24) as u8;
+        r.moved_to = (w[7] >> 32) as u8;
+        r.attempts = (w[7] >> 40) as u16;
+        r.text.len = ((w[7] >> 56) as u8).min(TEXT_BYTES as u8);
+        for (k, a) in r.kept.iter_mut().enumerate() {
+            let at = HEAD + k * ATTEMPT_WORDS;
+            let bits = u128::from(w[at + 2]) << 64 | u128::from(w[at + 3]);
+            let v6 = Ipv6Addr::from(bits);
+            let m = w[at + 4];
+            let ip = match (m >> 25 & 1 == 1, v6.to_ipv4_mapped()) {
+                (true, Some(v4)) => IpAddr::V4(v4),
+                _ => IpAddr::V6(v6),
+            };
+            a.sent = Instant(w[at]);
+            a.answered = (w[at + 1] != u64::MAX).then_some(Instant(w[at + 1]));
+            a.region = m as u8;
+            a.verdict = Verdict::of(m >> 8 & 0xff);
+            a.grpc_code = match (m >> 16) as u8 {
+                0xff => None,
+                c => Some(c),
+            };
+            a.egress = if m >> 24 & 1 == 1 {
+                Egress::Socks5(std::net::SocketAddr::new(ip, (m >> 32) as u16))
+            } else {
+                Egress::Local(ip)
+            };
+            a.retry_after_ms = (m >> 48) as u32;
+        }
+        let text_at = HEAD + ATTEMPTS_KEPT * ATTEMPT_WORDS;
+        for i in 0..TEXT_BYTES / 8 {
+            r.text.bytes[i * 8..i * 8 + 8].copy_from_slice(&w[text_at + i].to_le_bytes());
+        }
+        r
+    }
+}

@@ -1,0 +1,276 @@
+//! The record of recent bundles as a reader on another thread sees it: what was written reads
+//! back whole, a ring forgets only what it has no room for, a tenant finds only its own
+//! bundles, and a reader racing the writer never gets a torn record.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bundle_relay::clock::{Instant, TickRate};
+use bundle_relay::journal::answer::{self, Names};
+use bundle_relay::journal::{
+    ATTEMPTS_KEPT, Attempt, Egress, End, Journals, Record, Ring, TEXT_BYTES, Text, Verdict,
+};
+use bundle_relay::jsonrpc::Writer;
+
+/// A bundle id from a number (ids are SHA-256 digests: spread over every byte).
+fn id(n: u64) -> [u8; 32] {
+    let mut x = n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xdead_beef;
+    let mut out = [0u8; 32];
+    for chunk in out.chunks_exact_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        chunk.copy_from_slice(&x.to_le_bytes());
+    }
+    out
+}
+
+fn opened(ring: &Ring, n: u64, tenant: u16, at: u64) -> u64 {
+    let mut r = Record {
+        id: id(n),
+        admitted: Instant(at),
+        tenant,
+        tx_count: 3,
+        ..Record::default()
+    };
+    ring.open(&mut r).expect("the record is on")
+}
+
+#[test]
+fn a_record_reads_back_whole_with_every_kept_attempt() {
+    let journals = Journals::new(&[1_024]);
+    let ring = journals.ring(0);
+    let serial = opened(ring, 7, 2, 1_000);
+    let proxy: SocketAddr = "[2001:db8::7]:1080".parse().unwrap();
+    let local: IpAddr = "127.1.0.9".parse().unwrap();
+    for k in 0..6u64 {
+        ring.update(serial, |r| {
+            r.push_attempt(Attempt {
+                region: k as u8,
+                egress: if k % 2 == 0 {
+                    Egress::Local(local)
+                } else {
+                    Egress::Socks5(proxy)
+                },
+                sent: Instant(2_000 + k),
+                ..Attempt::default()
+            });
+            let a = r.running().expect("the send just started runs");
+            a.answered = Some(Instant(3_000 + k));
+            a.verdict = Verdict::RateLimited;
+            a.grpc_code = Some(8);
+            a.retry_after_ms = 1_606;
+        });
+    }
+    ring.update(serial, |r| {
+        r.end = End::Delivered;
+        r.ended = Instant(9_000);
+        r.text = Text::new(b"uuid-of-the-engine");
+    });
+    let found = journals.find(&id(7), 2).expect("found");
+    let r = found.latest;
+    assert_eq!(
+        (r.end, r.ended, r.tx_count, r.attempts),
+        (End::Delivered, Instant(9_000), 3, 6)
+    );
+    assert_eq!(r.text.as_str(), "uuid-of-the-engine");
+    let kept = r.kept();
+    assert_eq!(kept.len(), ATTEMPTS_KEPT);
+    // The first three and the latest.
+    let regions: Vec<u8> = kept.iter().map(|a| a.region).collect();
+    assert_eq!(regions, [0, 1, 2, 5]);
+    assert_eq!(kept[0].egress, Egress::Local(local));
+    assert_eq!(kept[1].egress, Egress::Socks5(proxy));
+    assert_eq!(kept[3].answered, Some(Instant(3_005)));
+    assert_eq!(
+        (kept[3].grpc_code, kept[3].retry_after_ms),
+        (Some(8), 1_606)
+    );
+    assert_eq!(found.submissions, 1);
+}
+
+#[test]
+fn an_engine_text_longer_than_the_record_keeps_is_cut_at_a_character() {
+    let long = "é".repeat(TEXT_BYTES);
+    let t = Text::new(long.as_bytes());
+    assert!(t.as_str().len() <= TEXT_BYTES);
+    assert!(t.as_str().chars().all(|c| c == 'é'));
+    assert_eq!(Text::new(b"ok\xff\xfe").as_str(), "ok");
+}
+
+#[test]
+fn a_ring_forgets_a_bundle_only_once_it_has_no_room_for_it() {
+    let journals = Journals::new(&[1_024]);
+    let ring = journals.ring(0);
+    for n in 0..1_024 {
+        opened(ring, n, 0, n);
+    }
+    assert!(journals.find(&id(0), 0).is_some(), "still within capacity");
+    opened(ring, 5_000, 0, 5_000);
+    assert!(
+        journals.find(&id(0), 0).is_none(),
+        "overwritten by the 1,025th"
+    );
+    for n in 1..1_024 {
+        assert!(
+            journals.find(&id(n), 0).is_some(),
+            "bundle {n} of the last 1,024"
+        );
+    }
+}
+
+#[test]
+fn every_bundle_of_the_last_capacity_is_found_after_many_wraps() {
+    let journals = Journals::new(&[4_096]);
+    let ring = journals.ring(0);
+    let total = 10 * 4_096u64;
+    for n in 0..total {
+        opened(ring, n, 0, n);
+    }
+    let missing = (total - 4_096..total)
+        .filter(|n| journals.find(&id(*n), 0).is_none())
+        .count();
+    assert_eq!(missing, 0);
+    let stale = (0..total - 4_096)
+        .filter(|n| journals.find(&id(*n), 0).is_some())
+        .count();
+    assert_eq!(stale, 0);
+}
+
+#[test]
+fn a_tenant_finds_only_its_own_bundles() {
+    let journals = Journals::new(&[1_024, 1_024]);
+    opened(journals.ring(0), 1, 3, 10);
+    assert!(journals.find(&id(1), 3).is_some());
+    assert!(
+        journals.find(&id(1), 4).is_none(),
+        "another tenant's id reads as unknown"
+    );
+}
+
+#[test]
+fn a_bundle_sent_twice_answers_with_its_latest_record_and_counts_both() {
+    let journals = Journals::new(&[1_024, 1_024]);
+    let first = opened(journals.ring(0), 1, 0, 10);
+    journals.ring(0).update(first, |r| r.end = End::Expired);
+    opened(journals.ring(1), 1, 0, 20);
+    let f = journals.find(&id(1), 0).unwrap();
+    assert_eq!((f.thread, f.latest.end, f.submissions), (1, End::Open, 2));
+}
+
+#[test]
+fn a_moved_bundle_answers_from_the_thread_it_moved_to() {
+    let journals = Journals::new(&[1_024, 1_024]);
+    let old = opened(journals.ring(0), 1, 0, 10);
+    journals.ring(0).update(old, |r| {
+        r.end = End::Moved;
+        r.moved_to = 1;
+    });
+    opened(journals.ring(1), 1, 0, 10);
+    let f = journals.find(&id(1), 0).unwrap();
+    assert_eq!((f.thread, f.latest.end, f.submissions), (1, End::Open, 1));
+}
+
+#[test]
+fn a_record_that_is_off_keeps_nothing() {
+    let journals = Journals::new(&[0]);
+    let mut r = Record::default();
+    assert_eq!(journals.ring(0).open(&mut r), None);
+    assert!(journals.find(&r.id, 0).is_none());
+    assert_eq!(Ring::bytes_for(0), 0);
+}
+
+/// One writer rewriting a record as fast as it can, with every field derived from one counter;
+/// a reader on another thread copies it meanwhile and checks every copy agrees with itself.
+/// The schedule is the machine's; the check holds whatever it is.
+#[test]
+fn a_reader_racing_the_writer_never_gets_a_torn_record() {
+    let journals = Arc::new(Journals::new(&[1_024]));
+    let serial = opened(journals.ring(0), 42, 0, 0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (journals, stop) = (journals.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut k = 0u64;
+            while !stop.load(Ordering::Relaxed) && k < 2_000_000 {
+                k += 1;
+                journals.ring(0).update(serial, |r| {
+                    r.ended = Instant(k);
+                    r.attempts = (k % 1_000) as u16;
+                    for a in r.kept.iter_mut() {
+                        a.sent = Instant(k);
+                        a.retry_after_ms = (k % 60_000) as u32;
+                    }
+                    let t = format!("{k:0>80}");
+                    r.text = Text::new(t.as_bytes());
+                });
+            }
+            k
+        })
+    };
+    let mut seen = 0u64;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    while std::time::Instant::now() < deadline {
+        let Some(f) = journals.find(&id(42), 0) else {
+            continue;
+        };
+        let r = f.latest;
+        let k = r.ended.0;
+        assert_eq!(u64::from(r.attempts), k % 1_000, "torn at {k}");
+        for a in &r.kept {
+            assert_eq!(a.sent.0, k, "torn at {k}");
+            assert_eq!(u64::from(a.retry_after_ms), k % 60_000, "torn at {k}");
+        }
+        if k > 0 {
+            assert_eq!(r.text.as_str(), format!("{k:0>80}"), "torn at {k}");
+        }
+        seen += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let written = writer.join().unwrap();
+    assert!(seen > 100 && written > 100, "read {seen}, wrote {written}");
+}
+
+#[test]
+fn the_largest_delivery_answer_fits_the_intake_buffer() {
+    // Every field at its widest: 4 SOCKS5 IPv6 attempts, a long region name, a tenant name of
+    // 64 quotes (each escaped to 2 bytes), an engine text of control characters (6 each).
+    let journals = Journals::new(&[1_024]);
+    let ring = journals.ring(0);
+    let serial = opened(ring, 1, 0, 0);
+    let proxy: SocketAddr = "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535"
+        .parse()
+        .unwrap();
+    ring.update(serial, |r| {
+        for _ in 0..9 {
+            r.push_attempt(Attempt {
+                region: 0,
+                egress: Egress::Socks5(proxy),
+                sent: Instant(u64::MAX / 4),
+                answered: Some(Instant(u64::MAX / 2)),
+                verdict: Verdict::RateLimited,
+                grpc_code: Some(255),
+                retry_after_ms: 60_000,
+            });
+        }
+        r.end = End::Delivered;
+        r.ended = Instant(u64::MAX / 2);
+        r.text = Text::new(&[0x01; TEXT_BYTES]);
+    });
+    let f = journals.find(&id(1), 0).unwrap();
+    let region = "r".repeat(32);
+    let name_of = |_| region.as_str();
+    let tenant = "\"".repeat(64);
+    let names = Names {
+        region: &name_of,
+        tenant: &tenant,
+    };
+    let mut buf = [0u8; bundle_relay::relay::intake::BODY_BYTES_MAX];
+    let mut w = Writer::new(&mut buf);
+    answer::write_delivery(&mut w, &f, TickRate::NANOS, |t| t.0, &names);
+    let out = w.finish().expect("fits");
+    let v: serde_json::Value = serde_json::from_slice(out).expect("valid JSON");
+    assert_eq!(v["attempts"].as_array().unwrap().len(), ATTEMPTS_KEPT);
+    assert_eq!(v["attempts_total"], 9);
+}

@@ -1,0 +1,209 @@
+//! The bundle-status calls a bot makes, answered from the relay's record of its bundles and
+//! driven through one thread's dispatcher without sockets: Jito's getInflightBundleStatuses
+//! (its shape, with the relay's own view of what failed) and the relay's getBundleDelivery
+//! (every send, the address it left from, the engine's answer).
+
+mod dispatcher_support;
+mod h2_support;
+mod intake_support;
+mod wire_support;
+
+use bundle_relay::clock::Instant;
+use bundle_relay::relay::intake::{Port, Verdict};
+use bundle_relay::relay::tenancy::Claim;
+use dispatcher_support::{MS, Sim, body, one_region};
+use serde_json::Value;
+
+/// Posts `body` as a bot would and returns the JSON-RPC answer.
+fn call(t: &mut Sim, body: &str, now: Instant) -> (Verdict, Value) {
+    let v = t.post_as(Port::Pinned(0), Claim::LOOPBACK, "", body, now);
+    let text = t.response();
+    let json = text.split("\r\n\r\n").nth(1).expect("a body");
+    (v, serde_json::from_str(json).expect("JSON"))
+}
+
+/// The bundle id sendBundle answered for bundle `seed`.
+fn send(t: &mut Sim, seed: u64, now: Instant) -> String {
+    let (v, answer) = call(t, &body(seed), now);
+    assert_eq!(v, Verdict::Admitted, "{answer}");
+    answer["result"]
+        .as_str()
+        .expect("the bundle id")
+        .to_string()
+}
+
+fn inflight(t: &mut Sim, ids: &[&str], now: Instant) -> Value {
+    let list: Vec<String> = ids.iter().map(|i| format!("\"{i}\"")).collect();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"getInflightBundleStatuses","params":[[{}]]}}"#,
+        list.join(",")
+    );
+    let (v, answer) = call(t, &body, now);
+    assert_eq!(v, Verdict::Answered, "{answer}");
+    answer
+}
+
+fn statuses(t: &mut Sim, ids: &[&str], now: Instant) -> Vec<String> {
+    let answer = inflight(t, ids, now);
+    answer["result"]["value"]
+        .as_array()
+        .expect("value")
+        .iter()
+        .map(|v| v["status"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn delivery(t: &mut Sim, id: &str, now: Instant) -> Value {
+    let body =
+        format!(r#"{{"jsonrpc":"2.0","id":8,"method":"getBundleDelivery","params":["{id}"]}}"#);
+    let (v, answer) = call(t, &body, now);
+    assert_eq!(v, Verdict::Answered, "{answer}");
+    answer["result"].clone()
+}
+
+#[test]
+fn a_bundle_is_pending_while_it_waits_and_after_an_engine_took_it() {
+    let (mut t, _, now) = one_region(1_000, 10_000);
+    let id = send(&mut t, 1, now);
+    assert_eq!(statuses(&mut t, &[&id], now), ["Pending"]);
+    let answer = inflight(&mut t, &[&id], now);
+    // Jito's shape, field for field.
+    assert_eq!(answer["id"], 7);
+    assert_eq!(answer["result"]["context"]["slot"], 0);
+    let v = &answer["result"]["value"][0];
+    assert_eq!(v["bundle_id"], id.as_str());
+    assert!(v["landed_slot"].is_null());
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0);
+    let later = Instant(now.0 + 3 * MS);
+    t.answer(later);
+    assert_eq!(t.totals().delivered, 1);
+    assert_eq!(
+        statuses(&mut t, &[&id], later),
+        ["Pending"],
+        "landing is the engine's to say"
+    );
+    let d = delivery(&mut t, &id, later);
+    assert_eq!(d["bundle_id"], id.as_str());
+    assert_eq!(d["status"], "delivered");
+    assert_eq!(d["tenant"], "default");
+    assert_eq!(d["transactions"], 2);
+    assert_eq!(d["ended_after_us"], 3_000);
+    assert_eq!(d["submissions"], 1);
+    let a = &d["attempts"][0];
+    assert_eq!(a["region"], "ny");
+    assert_eq!(a["egress"], "127.1.0.1");
+    assert_eq!(a["sent_after_us"], 0);
+    assert_eq!(a["answered_after_us"], 3_000);
+    assert_eq!(a["verdict"], "accepted");
+    assert_eq!(a["grpc_status"], 0);
+    // The scripted engine's uuid.
+    assert_eq!(d["engine"], "id");
+    let unix_ms = d["admitted_unix_ms"].as_u64().unwrap();
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(unix_ms.abs_diff(wall) < 60_000, "{unix_ms} vs {wall}");
+}
+
+#[test]
+fn a_bundle_an_engine_rejected_or_that_expired_is_failed_not_invalid() {
+    let (mut t, _, now) = one_region(1_000, 500);
+    let rejected = send(&mut t, 1, now);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0);
+    // The one pair is busy until an interval after the answer: this one waits and expires.
+    let expired = send(&mut t, 2, now);
+    t.answer_error(3, "bundle contains an expired blockhash", now);
+    let late = Instant(now.0 + 600 * MS);
+    t.d.dispatch(late);
+    let s = t.totals();
+    assert_eq!((s.rejected, s.expired), (1, 1), "{s:?}");
+    assert_eq!(
+        statuses(&mut t, &[&rejected, &expired], late),
+        ["Failed", "Failed"]
+    );
+    let d = delivery(&mut t, &rejected, late);
+    assert_eq!(d["status"], "rejected");
+    assert_eq!(d["attempts"][0]["verdict"], "rejected");
+    assert_eq!(d["attempts"][0]["grpc_status"], 3);
+    assert_eq!(d["engine"], "bundle contains an expired blockhash");
+    let d = delivery(&mut t, &expired, late);
+    assert_eq!(d["status"], "expired");
+    assert_eq!(d["attempts_total"], 0);
+    assert_eq!(d["attempts"].as_array().unwrap().len(), 0);
+    assert!(d["engine"].is_null());
+}
+
+#[test]
+fn a_rate_limited_send_shows_before_the_send_that_took_the_bundle() {
+    let (mut t, _, now) = one_region(100, 10_000);
+    let id = send(&mut t, 1, now);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0);
+    let text = "Rate limit exceeded. Limit: 1 per second for txn requests. Back-off triggered: \
+                Retry after 300ms";
+    t.answer_error(8, text, now);
+    let d = delivery(&mut t, &id, now);
+    assert_eq!(d["status"], "in_flight");
+    assert!(d["ended_after_us"].is_null());
+    assert_eq!(d["attempts"][0]["verdict"], "rate_limited");
+    assert_eq!(d["attempts"][0]["retry_after_ms"], 300);
+    assert!(
+        d["engine"]
+            .as_str()
+            .unwrap()
+            .starts_with("Rate limit exceeded"),
+        "{d}"
+    );
+    // The cooldown over, the same pair sends it again and the engine takes it.
+    let later = Instant(now.0 + 301 * MS);
+    t.d.dispatch(later);
+    assert!(t.flush(later) > 0);
+    t.answer(later);
+    let d = delivery(&mut t, &id, later);
+    assert_eq!(d["status"], "delivered");
+    assert_eq!(d["attempts_total"], 2);
+    let verdicts: Vec<&str> = d["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["rate_limited", "accepted"]);
+    assert_eq!(d["attempts"][1]["sent_after_us"], 301_000);
+}
+
+#[test]
+fn an_unknown_bundle_is_invalid_and_its_delivery_null() {
+    let (mut t, _, now) = one_region(1_000, 10_000);
+    let unknown = "ab".repeat(32);
+    let known = send(&mut t, 1, now);
+    assert_eq!(
+        statuses(&mut t, &[&unknown, &known, &unknown.to_uppercase()], now),
+        ["Invalid", "Pending", "Invalid"]
+    );
+    assert!(delivery(&mut t, &unknown, now).is_null());
+    // Either case names the same bundle.
+    assert_eq!(statuses(&mut t, &[&known.to_uppercase()], now), ["Pending"]);
+}
+
+#[test]
+fn a_malformed_bundle_id_is_refused_naming_it() {
+    let (mut t, _, now) = one_region(1_000, 10_000);
+    let body =
+        r#"{"jsonrpc":"2.0","id":1,"method":"getInflightBundleStatuses","params":[["ab","xyz"]]}"#;
+    let (v, answer) = call(&mut t, body, now);
+    assert_eq!(v, Verdict::Invalid);
+    assert_eq!(answer["error"]["code"], -32602);
+    let m = answer["error"]["message"].as_str().unwrap();
+    assert!(m.contains("bundle id 0 is \"ab\""), "{m}");
+    assert!(m.contains("64 hex characters"), "{m}");
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"getBundleDelivery","params":[5]}"#;
+    let (_, answer) = call(&mut t, body, now);
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"getInflightBundleStatuses","params":[[]]}"#;
+    let (_, answer) = call(&mut t, body, now);
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+}
