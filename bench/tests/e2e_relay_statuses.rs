@@ -1,6 +1,6 @@
 //! A bot asking the relay about its bundles, end to end on loopback: bench-load sends signed
 //! bundles over HTTP to the relay, bench-engine throttles every third SendBundle ("Network
-//! congested", RESOURCE_EXHAUSTED), and the bot then asks getInflightBundleStatuses and
+//! congested", RESOURCE_EXHAUSTED: the region backs off), and the bot then asks getInflightBundleStatuses and
 //! getBundleDelivery over HTTP, as a Jito client would, and reads what happened to each.
 
 mod support;
@@ -52,8 +52,12 @@ async fn a_bot_reads_where_each_bundle_went_and_what_the_engine_said() {
     let end = wait_ended(&relay, Duration::from_secs(10)).await;
     assert_eq!(end.delivered, 30, "{end:?}");
     assert!(
-        end.cooldowns > 0,
+        end.throttles > 0,
         "the engine throttled some sends: {end:?}"
+    );
+    assert_eq!(
+        end.cooldowns, 0,
+        "a global throttle cools no address: {end:?}"
     );
 
     let rotating = relay.rotating_addr().unwrap();
@@ -86,7 +90,12 @@ async fn a_bot_reads_where_each_bundle_went_and_what_the_engine_said() {
         // bench-engine answers SendBundle with the bundle's own id as its uuid.
         assert_eq!(d["engine"], id.as_str(), "{d}");
         let attempts = d["attempts"].as_array().unwrap();
-        assert_eq!(d["attempts_total"], attempts.len(), "{d}");
+        let total = d["attempts_total"].as_u64().unwrap() as usize;
+        assert_eq!(
+            attempts.len(),
+            total.min(4),
+            "the first three and the latest: {d}"
+        );
         let (last, earlier) = attempts.split_last().expect("sent at least once");
         assert_eq!(last["verdict"], "accepted", "{d}");
         for a in attempts {
@@ -95,13 +104,10 @@ async fn a_bot_reads_where_each_bundle_went_and_what_the_engine_said() {
             assert!(pool.contains(&ip), "left from {ip}, not the pool: {d}");
         }
         for a in earlier {
-            assert_eq!(a["verdict"], "rate_limited", "{d}");
+            // Everyone throttled: the region backed off, from 100 ms.
+            assert_eq!(a["verdict"], "region_throttled", "{d}");
             assert_eq!(a["grpc_status"], 8, "{d}");
-            assert_eq!(a["retry_after_ms"], 1_000, "no hint: Jito's 1 s: {d}");
-            assert_ne!(
-                a["egress"], last["egress"],
-                "the bundle moved to another pair: {d}"
-            );
+            assert!(a["retry_after_ms"].as_u64().unwrap() >= 100, "{d}");
             throttled += 1;
         }
     }

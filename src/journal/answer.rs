@@ -143,7 +143,10 @@ pub fn write_delivery(
             }
             None => w.bytes(b"null"),
         }
-        if a.verdict == super::Verdict::RateLimited {
+        if matches!(
+            a.verdict,
+            super::Verdict::RateLimited | super::Verdict::RegionThrottled
+        ) {
             let _ = write!(w, ",\"retry_after_ms\":{}", a.retry_after_ms);
         }
         w.bytes(b"}");

@@ -40,10 +40,13 @@ pub enum Verdict {
     /// The engine refused the source address (PERMISSION_DENIED, UNAUTHENTICATED): the bundle
     /// went to another pair.
     SourceDenied,
+    /// RESOURCE_EXHAUSTED for everyone ("globally rate limited"): the whole region backed off
+    /// for `retry_after_ms`, the address kept its place.
+    RegionThrottled,
 }
 
 impl Verdict {
-    const ALL: [Verdict; 7] = [
+    const ALL: [Verdict; 8] = [
         Verdict::Sending,
         Verdict::Accepted,
         Verdict::RateLimited,
@@ -51,6 +54,7 @@ impl Verdict {
         Verdict::Rejected,
         Verdict::Lost,
         Verdict::SourceDenied,
+        Verdict::RegionThrottled,
     ];
 
     /// As `getBundleDelivery` names it.
@@ -63,6 +67,7 @@ impl Verdict {
             Verdict::Rejected => "rejected",
             Verdict::Lost => "lost",
             Verdict::SourceDenied => "source_denied",
+            Verdict::RegionThrottled => "region_throttled",
         }
     }
 

@@ -130,6 +130,9 @@ accounting! {
         in_flight,
         /// Pair cooldowns started (the engine's Retry-After).
         cooldowns,
+        /// Region-wide back-offs started: the engine said it throttles everyone ("Network
+        /// congested. Endpoint is globally rate limited."), so no address would help.
+        throttles,
     }
     thread {
         /// Intake requests answered.

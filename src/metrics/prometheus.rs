@@ -244,6 +244,14 @@ fn render(m: &Metrics, out: &mut String) {
     per_region(
         out,
         m,
+        "bundle_relay_region_throttles_total",
+        "counter",
+        "Region-wide back-offs started: the engine throttled everyone (globally rate limited), by region.",
+        |r| regions[r].bundles.throttles,
+    );
+    per_region(
+        out,
+        m,
         "bundle_relay_cooldowns_active",
         "gauge",
         "Pairs cooling now, by region.",

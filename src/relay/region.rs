@@ -16,6 +16,11 @@ use super::RegionSpec;
 pub const PROBE_BACKOFF_MS_MIN: u64 = 100;
 pub const PROBE_BACKOFF_MS_MAX: u64 = 5_000;
 
+/// A region whose engine throttles everyone gets no call for this long, doubling while it keeps
+/// saying so, back to the least once a call is accepted again.
+pub const THROTTLE_BACKOFF_MS_MIN: u64 = 100;
+pub const THROTTLE_BACKOFF_MS_MAX: u64 = 5_000;
+
 /// The same connection error of one region is logged again at most this often.
 pub const ERROR_RELOG_MS: u64 = 10_000;
 
@@ -73,6 +78,10 @@ pub struct Region {
     /// It left the config (a reload) and nothing of it waits any more: its pairs are drained
     /// and stay down until it is listed again.
     pub retired: bool,
+    /// Its engine said it throttles everyone: no call goes to it before this.
+    pub throttled_until: Instant,
+    /// The next region-wide back-off (doubling while throttled).
+    pub throttle_backoff_ms: u64,
 }
 
 impl Region {
@@ -99,7 +108,23 @@ impl Region {
             silence: None,
             keepalive_ms: (ping_idle_ms > 0).then_some(ping_idle_ms),
             retired: false,
+            throttled_until: Instant(0),
+            throttle_backoff_ms: THROTTLE_BACKOFF_MS_MIN,
         }
+    }
+
+    /// Its engine throttles everyone: no call before `now` plus the back-off, which doubles;
+    /// returns the back-off applied.
+    pub fn throttle(&mut self, now: Instant, rate: TickRate) -> u64 {
+        let ms = self.throttle_backoff_ms;
+        self.throttled_until = now.after(rate.from_ms(ms));
+        self.throttle_backoff_ms = (ms * 2).min(THROTTLE_BACKOFF_MS_MAX);
+        ms
+    }
+
+    /// A call was accepted: the next throttle starts from the least back-off again.
+    pub fn accepted(&mut self) {
+        self.throttle_backoff_ms = THROTTLE_BACKOFF_MS_MIN;
     }
 
     /// Whether an error reading `text` should be logged now: it differs from the last one

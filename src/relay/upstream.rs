@@ -224,9 +224,15 @@ impl Upstream {
         self.links.region(r).silence.is_some()
     }
 
-    /// When lane `lane`'s pool can next send (`None`: no pair up).
+    /// When lane `lane`'s pool can next send (`None`: no pair up): its next ready pair, or the
+    /// end of its region's back-off when its engine throttles everyone.
     pub fn next_ready_at(&mut self, lane: usize) -> Option<Instant> {
-        self.links.limiter_mut().next_ready_at(LaneId(lane as u8))
+        let until = self
+            .links
+            .region(lane / self.links.groups())
+            .throttled_until;
+        let at = self.links.limiter_mut().next_ready_at(LaneId(lane as u8))?;
+        Some(if until.0 > at.0 { until } else { at })
     }
 
     /// Sources of egress group `g` this thread still lists: none, and a bundle waiting in one
@@ -239,8 +245,14 @@ impl Upstream {
     /// its call ends; or when one will be ready (the wake-up is noted); or none up (a lazily
     /// connecting region then connects).
     pub fn acquire(&mut self, lane: usize, now: Instant) -> Acquire {
-        let got = self.links.acquire(lane, now);
         let r = lane / self.links.groups();
+        let until = self.links.region(r).throttled_until;
+        if until.0 > now.0 {
+            // Its engine throttles everyone: another address would be throttled too.
+            self.wake_at(until);
+            return Acquire::WaitUntil(until);
+        }
+        let got = self.links.acquire(lane, now);
         match got {
             Acquire::WaitUntil(at) => self.wake_at(at),
             Acquire::NoPairUp if !self.links.region(r).connect_requested => {
@@ -597,6 +609,7 @@ impl Upstream {
         let mut timed_out = false;
         let mut denied: Option<(Code, [u8; 128], usize)> = None;
         let mut cooldown_ms = None;
+        let mut throttled = false;
         let mut text = Text::default();
         let (fate, code) = match conn.response(id) {
             Some(resp) => {
@@ -613,8 +626,13 @@ impl Upstream {
                         (Fate::Delivered, Some(Code::OK))
                     }
                     Outcome::RateLimited { retry_after_ms } => {
-                        cooldown_ms = Some(retry_after_ms);
                         text = status_text(&resp);
+                        // Everyone is throttled, not this source: the region backs off, and
+                        // the address keeps its place (the engine booked nothing for it).
+                        throttled = is_global_throttle(text.as_str());
+                        if !throttled {
+                            cooldown_ms = Some(retry_after_ms);
+                        }
                         (Fate::Cooldown, Some(Code::RESOURCE_EXHAUSTED))
                     }
                     Outcome::Retryable { why } => {
@@ -687,6 +705,25 @@ impl Upstream {
                 .cooldown(pair, rate.from_ms(ms), now);
             self.stats.region(region).cooldowns.inc();
         }
+        let mut throttle_ms = 0;
+        if throttled {
+            throttle_ms = self.links.region_mut(region).throttle(now, rate);
+            self.stats.region(region).throttles.inc();
+            self.wake_at(self.links.region(region).throttled_until);
+            if self.links.region_mut(region).error_worth_logging(
+                crate::jito::GLOBAL_THROTTLE_MESSAGE,
+                now,
+                rate,
+            ) {
+                self.links.log().line(format_args!(
+                    "region {}: its engine throttles everyone (\"{}\"): no call to it for {throttle_ms} ms, doubling while it says so",
+                    self.links.region(region).name,
+                    crate::jito::GLOBAL_THROTTLE_MESSAGE
+                ));
+            }
+        } else if fate == Fate::Delivered {
+            self.links.region_mut(region).accepted();
+        }
         self.links.finish(pair, now);
         if timed_out {
             // No answer in time: the pair leaves rotation and reconnects, backing off further
@@ -702,6 +739,7 @@ impl Upstream {
                 answer: Answer {
                     verdict: match fate {
                         Fate::Delivered => Verdict::Accepted,
+                        Fate::Cooldown if throttled => Verdict::RegionThrottled,
                         Fate::Cooldown => Verdict::RateLimited,
                         Fate::Retry => Verdict::Unprocessed,
                         Fate::Rejected => Verdict::Rejected,
@@ -709,7 +747,7 @@ impl Upstream {
                         Fate::Denied => Verdict::SourceDenied,
                     },
                     grpc_code: code.map(|c| c.0.min(255) as u8),
-                    retry_after_ms: cooldown_ms.unwrap_or(0) as u32,
+                    retry_after_ms: cooldown_ms.unwrap_or(throttle_ms) as u32,
                     text,
                 },
             }),
@@ -790,4 +828,13 @@ fn status_text(resp: &crate::h2::Response<'_>) -> Text {
     let mut buf = [0u8; 128];
     let len = grpc::StatusMessage(raw).decode_into(&mut buf).len();
     Text::new(&buf[..len])
+}
+
+/// The engine's answer when it throttles everyone, whatever the source (Jito's wording).
+fn is_global_throttle(message: &str) -> bool {
+    const KEY: &str = "globally rate limited";
+    message
+        .as_bytes()
+        .windows(KEY.len())
+        .any(|w| w.eq_ignore_ascii_case(KEY.as_bytes()))
 }

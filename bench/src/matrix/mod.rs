@@ -422,7 +422,11 @@ fn fault_rows(
                 pairs,
             ),
             "throttle" => (
-                "globally rate limited: the pair backed off, the bundle requeued".to_string(),
+                format!(
+                    "globally rate limited: the region backed off ({} back-offs), no address \
+                     cooled, the bundle requeued",
+                    stats.throttles
+                ),
                 0,
             ),
             "storm" => (
