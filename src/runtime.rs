@@ -179,6 +179,7 @@ impl Relay {
         // Each thread records the bundles it sends; a status query on any thread reads all.
         let records: Vec<usize> = (0..spec.threads).map(|t| spec.thread(t).records).collect();
         let journals = Arc::new(crate::journal::Journals::new(&records));
+        metrics.set_journals(journals.clone());
         metrics.set_mesh(mesh.clone());
         let (live, fixed, regions) = (spec.live.clone(), spec.tenants.clone(), names.clone());
         metrics.set_tenants(

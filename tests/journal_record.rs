@@ -274,3 +274,24 @@ fn the_largest_delivery_answer_fits_the_intake_buffer() {
     assert_eq!(v["attempts"].as_array().unwrap().len(), ATTEMPTS_KEPT);
     assert_eq!(v["attempts_total"], 9);
 }
+
+#[test]
+fn a_ring_is_resident_only_as_far_as_records_reached_it() {
+    let capacity = 1 << 16;
+    let journals = Journals::new(&[capacity]);
+    let ring = journals.ring(0);
+    let ring_bytes = (capacity * bundle_relay::journal::WORDS * 8) as u64;
+    let before = journals.resident_bytes();
+    assert!(
+        before < ring_bytes / 4,
+        "allocated untouched: {before} of {ring_bytes}"
+    );
+    for n in 0..capacity as u64 {
+        opened(ring, n, 0, n);
+    }
+    let after = journals.resident_bytes();
+    assert!(
+        after >= ring_bytes,
+        "every record written: {after} of {ring_bytes}"
+    );
+}

@@ -78,6 +78,11 @@ impl Journals {
         self.rings.iter().map(Ring::capacity).sum()
     }
 
+    /// Bytes of every ring the kernel holds in memory now ([`Ring::resident_bytes`]).
+    pub fn resident_bytes(&self) -> u64 {
+        self.rings.iter().map(Ring::resident_bytes).sum()
+    }
+
     /// The bundle `id` as tenant `tenant` sent it: its latest record that is not a move
     /// (a bundle moved between threads goes on in the record it moved to).
     pub fn find(&self, id: &[u8; 32], tenant: u16) -> Option<Found> {

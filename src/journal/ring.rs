@@ -50,6 +50,25 @@ fn zeroed(n: usize) -> Box<[AtomicU64]> {
     unsafe { Box::from_raw(Box::into_raw(plain) as *mut [AtomicU64]) }
 }
 
+/// Resident bytes of the pages `words` spans.
+fn resident(words: &[AtomicU64]) -> u64 {
+    if words.is_empty() {
+        return 0;
+    }
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+    let start = words.as_ptr() as usize / page * page;
+    let end = (words.as_ptr() as usize + size_of_val(words)).div_ceil(page) * page;
+    let pages = (end - start) / page;
+    let mut vec = vec![0u8; pages];
+    // SAFETY: [start, end) covers pages of one live allocation; `vec` has a byte per page.
+    let rc = unsafe { libc::mincore(start as *mut libc::c_void, end - start, vec.as_mut_ptr()) };
+    if rc != 0 {
+        return 0;
+    }
+    vec.iter().filter(|&&b| b & 1 == 1).count() as u64 * page as u64
+}
+
 impl Ring {
     /// Room for `capacity` records (0: the record is off; nothing is kept).
     pub fn new(capacity: usize) -> Ring {
@@ -83,6 +102,13 @@ impl Ring {
 
     pub fn capacity(&self) -> usize {
         self.capacity as usize
+    }
+
+    /// Bytes of the ring and its index the kernel holds in memory now (`mincore`): the
+    /// record fills its pages only as bundles come, so a growing resident set is it filling,
+    /// up to its budget, not a leak. For the admin thread; never on the request path.
+    pub fn resident_bytes(&self) -> u64 {
+        resident(&self.words) + resident(&self.index)
     }
 
     /// The owner's clock: `now` is `unix_ns` on the wall clock, ticking at `rate`.

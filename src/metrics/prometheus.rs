@@ -137,6 +137,7 @@ fn render(m: &Metrics, out: &mut String) {
     sample(out, ENABLED_NAME, &[], u64::from(m.enabled()));
     render_defences(&m.totals(), out);
     render_handoffs(m, out);
+    render_record(m, out);
     render_tenants(m, out);
     if !m.enabled() {
         render_accounting(m, out);
@@ -472,6 +473,28 @@ fn render_tenants(m: &Metrics, out: &mut String) {
         );
         sample(out, &format!("{name}_count"), &[("tenant", t)], cumulative);
     }
+}
+
+fn render_record(m: &Metrics, out: &mut String) {
+    let Some((capacity, resident)) = m.record() else {
+        return;
+    };
+    let name = "bundle_relay_record_capacity";
+    family(
+        out,
+        name,
+        "gauge",
+        "Bundles the record of recent bundles holds (getInflightBundleStatuses, getBundleDelivery), over all threads.",
+    );
+    sample(out, name, &[], capacity);
+    let name = "bundle_relay_record_resident_bytes";
+    family(
+        out,
+        name,
+        "gauge",
+        "Bytes of the record in memory now: it fills its pages as bundles come, up to its budget.",
+    );
+    sample(out, name, &[], resident);
 }
 
 fn render_handoffs(m: &Metrics, out: &mut String) {

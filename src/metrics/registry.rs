@@ -51,6 +51,7 @@ pub struct Metrics {
     enabled: bool,
     /// The threads' mesh, for the handoff counts (set once by the relay at start).
     mesh: OnceLock<Arc<Mesh>>,
+    journals: OnceLock<Arc<crate::journal::Journals>>,
     /// The tenants' shared state and who they are now (set once by the relay at start).
     tenants: OnceLock<(Arc<TenantStats>, TenantsFn)>,
 }
@@ -84,6 +85,7 @@ impl Metrics {
             config_reloads_refused: AtomicU64::new(0),
             enabled,
             mesh: OnceLock::new(),
+            journals: OnceLock::new(),
             tenants: OnceLock::new(),
         }
     }
@@ -135,6 +137,17 @@ impl Metrics {
                 }
             );
         });
+    }
+
+    /// The record of recent bundles, for its size and resident bytes (set once at start).
+    pub fn set_journals(&self, journals: Arc<crate::journal::Journals>) {
+        let _ = self.journals.set(journals);
+    }
+
+    /// The record's (capacity in records, bytes resident now), when it is set.
+    pub fn record(&self) -> Option<(u64, u64)> {
+        let j = self.journals.get()?;
+        Some((j.capacity() as u64, j.resident_bytes()))
     }
 
     /// Where the handoff counts between threads are read (set once, by the relay at start).

@@ -56,7 +56,8 @@ pub(super) fn wait_settled(probe: &RelayProbe, good_pairs: u64) -> Result<(), St
     }
 }
 
-/// `(family, region) -> value` from the relay's /metrics.
+/// `(family, region) -> value` from the relay's /metrics (`region` empty for a sample without
+/// labels).
 pub(super) fn scrape(admin: SocketAddr) -> Result<BTreeMap<(String, String), f64>, String> {
     let mut c = TcpStream::connect(admin).map_err(|e| format!("admin: {e}"))?;
     c.set_read_timeout(Some(SCRAPE_TIMEOUT)).ok();
@@ -67,6 +68,13 @@ pub(super) fn scrape(admin: SocketAddr) -> Result<BTreeMap<(String, String), f64
         .map_err(|e| format!("admin: {e}"))?;
     let mut out = BTreeMap::new();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
+        if let Some((name, v)) = line.split_once(' ')
+            && !name.contains('{')
+            && let Ok(v) = v.trim().parse::<f64>()
+        {
+            out.insert((name.to_string(), String::new()), v);
+            continue;
+        }
         let Some((name, rest)) = line.split_once("{region=\"") else {
             continue;
         };
