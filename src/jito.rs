@@ -51,6 +51,9 @@ pub const MAINNET_DOMAIN: &str = "mainnet.block-engine.jito.wtf";
 /// Port of Jito's block engines (TLS, ALPN h2).
 pub const ENGINE_PORT: u16 = 443;
 
+/// Where a block engine serves JSON-RPC `sendTransaction`, on the same host as its gRPC.
+pub const TRANSACTIONS_PATH: &str = "/api/v1/transactions";
+
 /// Jito's default rule: one request per second per (source IP, region).
 pub const INTERVAL_MS_DEFAULT: u64 = 1_000;
 

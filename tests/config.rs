@@ -330,6 +330,70 @@ fn millisecond_settings_are_bounded_with_their_reason() {
 }
 
 #[test]
+fn leader_routing_is_a_rotating_strategy_whose_poll_and_wait_are_bounded_with_their_reason() {
+    use bundle_relay::config::{Leader, Strategy};
+    let c = parse(&format!(
+        "{REGION}{EGRESS}[default_tenant]\nrotating = \"leader\"\n"
+    ))
+    .unwrap();
+    assert_eq!(c.tenants.default.unwrap().strategy, Strategy::Leader);
+    assert_eq!(
+        c.leader,
+        Leader {
+            poll_ms: 400,
+            wait_ms: 20
+        }
+    );
+    let c = parse(&format!(
+        "{REGION}{EGRESS}[leader]\npoll_ms = 100\nwait_ms = 0\n"
+    ))
+    .unwrap();
+    assert_eq!((c.leader.poll_ms, c.leader.wait_ms), (100, 0));
+    let e = refused(&format!("{REGION}{EGRESS}[leader]\npoll_ms = 10\n"));
+    assert!(
+        e.contains("leader.poll_ms: must be at least 50, got 10"),
+        "{e}"
+    );
+    let e = refused(&format!(
+        "bundle_max_age_ms = 500\n{REGION}{EGRESS}[leader]\nwait_ms = 500\n"
+    ));
+    assert!(
+        e.contains("leader.wait_ms: must be below bundle_max_age_ms (500), got 500"),
+        "{e}"
+    );
+    let e = refused(&format!(
+        "{REGION}{EGRESS}[default_tenant]\nrotating = \"fastest\"\n"
+    ));
+    assert!(
+        e.contains("fastest") && e.contains("leader") && e.contains("ordered"),
+        "{e}"
+    );
+}
+
+#[test]
+fn fan_out_is_one_by_default_and_at_most_four_and_the_tenants_regions() {
+    let two = format!(
+        "{}{EGRESS}[default_tenant]\nregions = [\"r0\", \"r1\"]\n",
+        regions(3)
+    );
+    assert_eq!(parse(&two).unwrap().tenants.default.unwrap().fan_out, 1);
+    let c = parse(&format!("{two}fan_out = 2\n")).unwrap();
+    assert_eq!(c.tenants.default.unwrap().fan_out, 2);
+    let e = refused(&format!("{two}fan_out = 3\n"));
+    assert!(
+        e.contains("default_tenant.fan_out: must be 1 to 2 (at most 4, and no more than the 2 regions it may use), got 3"),
+        "{e}"
+    );
+    let e = refused(&format!(
+        "{}{EGRESS}[default_tenant]\nfan_out = 5\n",
+        regions(8)
+    ));
+    assert!(e.contains("fan_out: must be 1 to 4"), "{e}");
+    let e = refused(&format!("{REGION}{EGRESS}[default_tenant]\nfan_out = 0\n"));
+    assert!(e.contains("fan_out: must be 1 to 1"), "{e}");
+}
+
+#[test]
 fn connections_per_source_default_to_a_quarter_of_the_table_and_fit_in_it() {
     let c = parse(&format!(
         "{REGION}{EGRESS}[intake]\nconnections_max = 100\n"

@@ -51,6 +51,11 @@ fn timeouts_ages_and_rates_are_applied_naming_both_values() {
         ["region ny.interval_ms 1000 → 2000", "region ny.burst 1 → 2"]
     );
     assert!(changes(&next_rate).kept.is_empty());
+    let leader = config(&format!("{BASE}[leader]\npoll_ms = 200\nwait_ms = 5\n"));
+    assert_eq!(
+        changes(&leader).applied,
+        ["leader.poll_ms 400 → 200", "leader.wait_ms 20 → 5"]
+    );
 }
 
 #[test]

@@ -172,3 +172,65 @@ fn worst_case_error_responses_fit_error_response_len_max() {
         write_error(&mut buf, id, &err).expect("longest quoted name fits");
     }
 }
+
+// ---- an engine's answer to a forwarded sendTransaction ----
+
+mod engine_reply {
+    use bundle_relay::jsonrpc::fuzz_reply;
+    use proptest::prelude::*;
+    use proptest::test_runner::RngSeed;
+
+    #[test]
+    fn jitos_answers_read_as_serde_json_reads_them() {
+        for body in [
+            r#"{"jsonrpc":"2.0","result":"5VERv8NMvzbJMEkV8xnrLkEaWRtSz9CosKDYjCJjBRn","id":1}"#,
+            r#"{"jsonrpc":"2.0","error":{"code":-32097,"message":"Network congested. Endpoint is globally rate limited."},"id":null}"#,
+            r#"{"error":{"code":9223372036854775807,"message":"a \"quoted\" \u00e9"},"result":1}"#,
+            r#"{"error":{"code":-0,"message":7}}"#,
+            r#"{"result":"a","result":"b"}"#,
+            r#"{"result":1e999}"#,
+        ] {
+            fuzz_reply(body.as_bytes());
+        }
+    }
+
+    fn config() -> ProptestConfig {
+        ProptestConfig {
+            cases: 1024,
+            rng_seed: RngSeed::Fixed(2026),
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// JSON-RPC-like documents built from the members an engine sends, and a few it does not.
+    fn reply() -> impl Strategy<Value = String> {
+        let value = prop_oneof![
+            Just("null".to_string()),
+            any::<i64>().prop_map(|v| v.to_string()),
+            any::<f64>().prop_map(|v| format!("{v:?}").replace("inf", "1e999")),
+            ".{0,12}".prop_map(|s| serde_json::to_string(&s).unwrap()),
+            Just("[1,{\"a\":2}]".to_string()),
+        ];
+        let member = prop_oneof![
+            value.clone().prop_map(|v| format!("\"result\":{v}")),
+            (value.clone(), value.clone())
+                .prop_map(|(c, m)| format!("\"error\":{{\"code\":{c},\"message\":{m}}}")),
+            value.prop_map(|v| format!("\"id\":{v}")),
+        ];
+        proptest::collection::vec(member, 0..4).prop_map(|m| format!("{{{}}}", m.join(",")))
+    }
+
+    proptest! {
+        #![proptest_config(config())]
+
+        #[test]
+        fn built_replies_read_as_serde_json_reads_them(body in reply()) {
+            fuzz_reply(body.as_bytes());
+        }
+
+        #[test]
+        fn any_bytes_read_as_serde_json_reads_them(data in proptest::collection::vec(any::<u8>(), 0..48)) {
+            fuzz_reply(&data);
+        }
+    }
+}

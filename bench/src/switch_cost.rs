@@ -1,6 +1,8 @@
 //! What one switch of bundle-relay costs, in one run: bench-demo `--metrics-cost` (metrics on
-//! against off, `Spec::metrics`) and `--tls-cost` (TLS to the engines against plaintext
-//! HTTP/2). The same engine set-up, egress, load and pre-generated bundles go through the relay
+//! against off, `Spec::metrics`), `--tls-cost` (TLS to the engines against plaintext
+//! HTTP/2), `--tenants-cost`, `--reload-cost`, and `--leader-cost` (the rotating port routed
+//! by the next leader against the soonest region, with the share of bundles that reached the
+//! next leader's region beside what it costs in latency). The same engine set-up, egress, load and pre-generated bundles go through the relay
 //! (each step a fresh engine and a fresh relay process, so the relay's CPU is its own) with the
 //! switch on and off, at a fixed offered rate and near saturation, for several rounds. Within a
 //! round the two modes run back to back; the order flips every round (on, off, then off, on,
@@ -49,6 +51,9 @@ pub enum Switch {
     /// A relay of 10,000 tenants run from its config file, reloaded every second (on) or never
     /// (off); the answer p99 bound is issue 15's 1.1×, reported beside the table.
     Reload,
+    /// The rotating port routed by the next leader (on) or to the soonest region (off); no
+    /// bound: the share at the leader's region and the latency it costs are reported.
+    Leader,
 }
 
 /// The tenants the relay serves in `--tenants-cost`'s "on" steps.
@@ -61,6 +66,7 @@ impl Switch {
             Switch::Tls => "TLS",
             Switch::Tenants => "10,000 tenants",
             Switch::Reload => "reload every 1 s",
+            Switch::Leader => "by leader",
         }
     }
 
@@ -70,6 +76,7 @@ impl Switch {
             Switch::Tls => "plaintext",
             Switch::Tenants => "1 tenant",
             Switch::Reload => "no reloads",
+            Switch::Leader => "by soonest",
         }
     }
 
@@ -79,6 +86,7 @@ impl Switch {
             Switch::Tls => "--tls-cost",
             Switch::Tenants => "--tenants-cost",
             Switch::Reload => "--reload-cost",
+            Switch::Leader => "--leader-cost",
         }
     }
 
@@ -96,6 +104,7 @@ impl Switch {
                 reload_every_ms: if on { 1_000 } else { 3_600_000 },
                 ..cfg
             },
+            Switch::Leader => DemoConfig { leader: on, ..cfg },
         }
     }
 }
@@ -410,16 +419,26 @@ const FIGURES: [Figure; 7] = [
     },
 ];
 
+/// What the leader switch is for: the share of accepted bundles that reached the region of the
+/// next leader (as the engine's schedule had it when each arrived).
+const LEADER_SHARE: Figure = Figure {
+    name: "at the next leader's region",
+    value: |s| 100.0 * s.engine.at_leader as f64 / s.engine.accepted.max(1) as f64,
+    show: |v| format!("{v:.1}%"),
+    clean_only: false,
+};
+
 /// The table's rows from both loads' rounds: the pure part of the mode.
 pub fn rows(fixed: &LoadRuns, saturation: &LoadRuns, switch: Switch) -> Vec<VersusRow> {
     let mut rows = Vec::new();
+    let leader = (switch == Switch::Leader).then_some(&LEADER_SHARE);
     for (runs, saturated) in [(fixed, false), (saturation, true)] {
         let at = if saturated {
             format!("near saturation ({:.0}/s)", runs.rate_per_s)
         } else {
             format!("at {:.0}/s", runs.rate_per_s)
         };
-        for f in &FIGURES {
+        for f in leader.into_iter().chain(&FIGURES) {
             let counts = |s: &StepReport| !f.clean_only || s.error_fraction < ERROR_SHARE_MAX;
             let value = |s: &StepReport| counts(s).then(|| (f.value)(s));
             let on: Vec<Option<f64>> = runs.pairs.iter().map(|p| value(&p.on)).collect();
@@ -651,6 +670,21 @@ mod tests {
         }
         let cfg = CostConfig::new(DemoConfig::default(), Switch::Metrics);
         assert_eq!(cfg.load_config().tenants, 0);
+    }
+
+    #[test]
+    fn the_leader_switch_reports_the_share_at_the_leaders_region_first() {
+        let mut fixed = runs(3000.0, &[1.0; 3], &[1.0; 3]);
+        for p in &mut fixed.pairs {
+            (p.on.engine.accepted, p.on.engine.at_leader) = (1000, 950);
+            (p.off.engine.accepted, p.off.engine.at_leader) = (1000, 125);
+        }
+        let rows = rows(&fixed, &runs(10000.0, &[1.0; 3], &[1.0; 3]), Switch::Leader);
+        assert_eq!(rows[0].metric, "at the next leader's region at 3000/s");
+        assert_eq!(rows[0].figures, ["95.0%".to_string(), "12.5%".to_string()]);
+        assert!((rows[0].ratio.unwrap() - 7.6).abs() < 1e-9, "{:?}", rows[0]);
+        let metrics = super::rows(&fixed, &fixed, Switch::Metrics);
+        assert!(metrics.iter().all(|r| !r.metric.contains("leader")));
     }
 
     #[test]

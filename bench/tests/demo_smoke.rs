@@ -173,6 +173,7 @@ fn a_relay_process_reports_its_addresses_answers_stats_and_exits_cleanly_when_st
         tenants: 0,
         reload_every_ms: 0,
         egress_cut_at_ms: 0,
+        leader: false,
     };
     let mut child = Command::new(env!("CARGO_BIN_EXE_bench-demo"))
         .args([demo::SERVE_RELAY_ARG, "bundle-relay", "--spec"])

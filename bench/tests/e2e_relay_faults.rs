@@ -195,18 +195,7 @@ async fn bundles_accepted_on_every_thread_are_delivered_when_sources_do_not_divi
 
 /// One JSON-RPC call over a fresh connection to `addr`; the parsed answer.
 fn rpc(addr: SocketAddr, path: &str, body: &str) -> Value {
-    let mut c = std::net::TcpStream::connect(addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    let req = format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n\
-         Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    c.write_all(req.as_bytes()).unwrap();
-    let mut out = String::new();
-    c.read_to_string(&mut out).unwrap();
-    let json = out.split("\r\n\r\n").nth(1).expect("a body");
-    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {out}"))
+    support::relay::rpc_call(addr, path, body).2
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

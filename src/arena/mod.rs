@@ -66,6 +66,13 @@ const _: () = assert!(
     "a bundle must fit one DATA frame at the default frame size"
 );
 const _: () = assert!(FRAME_BYTES_MAX <= u16::MAX as usize);
+const _: () = assert!(
+    crate::jsonrpc::send_transaction_len(PACKET_DATA_SIZE) <= FRAME_BYTES_MAX,
+    "a forwarded sendTransaction's request fits the frame area"
+);
+
+/// Further regions one bundle may be fanned out to besides its own (`fan_out` ≤ 4).
+pub const FAN_EXTRA_MAX: usize = 3;
 
 /// Transaction bytes of one slot: each transaction has its own fixed 1232-byte region.
 pub const TX_BYTES_PER_SLOT: usize = BUNDLE_TXS_MAX * PACKET_DATA_SIZE;
@@ -135,6 +142,19 @@ pub struct BundleMeta {
     pub attempts: u16,
     /// Bytes of the encoded frame in the frame area (0: not encoded yet).
     pub frame_len: u16,
+    /// Copies of the bundle queued or in flight (a fanned-out bundle waits in several lanes at
+    /// once); it ends when the last one does. 1 for a bundle sent to one region.
+    pub copies: u8,
+    /// The further lanes a fanned-out bundle is queued in at admission, `fan_lanes[..fan_extra]`.
+    pub fan_lanes: [u8; FAN_EXTRA_MAX],
+    pub fan_extra: u8,
+    /// An engine took one of its copies (it ends delivered), or one was lost after being sent
+    /// whole (failed, unless another was delivered).
+    pub fan_delivered: bool,
+    pub fan_failed: bool,
+    /// The frame is a JSON-RPC `sendTransaction` body for the engine's HTTP endpoint (a
+    /// transaction sent without `bundleOnly=true`), not a gRPC SendBundle message.
+    pub json: bool,
     /// The tenant's slot in the shared tenant state (0: the default tenant).
     pub tenant: u16,
     /// Held beyond its tenant's floor, in the arena's unreserved part.

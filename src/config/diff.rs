@@ -223,6 +223,11 @@ impl Changes {
             Opt(&r.ca_file.as_ref().map(|p| p.display().to_string())),
         );
         self.keep(&key("authority"), &o.authority, &r.authority);
+        self.keep(
+            &key("transactions_path"),
+            &o.transactions_path,
+            &r.transactions_path,
+        );
         self.keep(&key("pinned"), Addr(o.pinned), Addr(r.pinned));
     }
 
@@ -237,6 +242,8 @@ impl Changes {
             o.upstream_timeout_ms,
             n.upstream_timeout_ms,
         );
+        self.apply("leader.poll_ms", o.leader.poll_ms, n.leader.poll_ms);
+        self.apply("leader.wait_ms", o.leader.wait_ms, n.leader.wait_ms);
         let (oi, ni) = (&o.intake, &n.intake);
         self.apply(
             "intake.head_timeout_ms",

@@ -127,6 +127,7 @@ impl Config {
                         IpAddr::V4(Ipv4Addr::LOCALHOST),
                         PINNED_PORT_FIRST + i as u16,
                     )),
+                    transactions_path: crate::jito::TRANSACTIONS_PATH.to_string(),
                 }
             })
             .collect();
@@ -141,6 +142,7 @@ impl Config {
             upstream_timeout_ms: schema::UPSTREAM_TIMEOUT_MS_DEFAULT,
             record_keep_s: crate::journal::KEEP_S_DEFAULT,
             record_bundles_max: crate::journal::RECORDS_MAX_DEFAULT,
+            leader: super::model::Leader::default(),
             intake: Intake {
                 rotating: Some(SocketAddr::new(
                     IpAddr::V4(Ipv4Addr::LOCALHOST),

@@ -46,6 +46,8 @@
 //! interval_ms = 1000           # one send per (source, region) per interval ...
 //! burst = 1                    # ... with this many back to back
 //! pinned = "127.0.0.1:8081"    # intake port whose bundles all go to this region
+//! transactions_path = "/api/v1/transactions"  # the engine's JSON-RPC sendTransaction (a
+//!                              # transaction without bundleOnly=true), same host and connections
 //!
 //! [egress]                     # required: at least one source
 //! addresses = ["127.1.0.0/24", "10.0.0.5", "127.1.1.1-127.1.1.9"]
@@ -68,6 +70,12 @@
 //!                              # there, checked before `slice`; a slice keeps its members);
 //!                              # one group per address; (groups + 1) × regions ≤ 256
 //!
+//! [leader]                     # for tenants (or [default_tenant]) with rotating = "leader"
+//! poll_ms = 400                # GetNextScheduledLeader asked of one engine this often (a
+//!                              # call on a pair, paced like any), only while some tenant uses it
+//! wait_ms = 20                 # the leader's region takes a bundle when a pair there is ready
+//!                              # within this; else the soonest region does (< bundle_max_age_ms)
+//!
 //! [admin]
 //! listen = "127.0.0.1:9464"    # admin/metrics listener; or "off"; beyond loopback, a warning
 //! token_file = "admin.token"   # bearer token required on all but /ping, relative to the
@@ -88,8 +96,11 @@
 //! ports = [8081]               # intake listener ports whose requests are this tenant's
 //! enabled = true               # false: 403, even when a [default_tenant] exists
 //! regions = ["frankfurt"]      # default: all; [] is refused (nowhere to send)
-//! rotating = "soonest"         # rotating port: "soonest" region, or "ordered" (first in
-//!                              # `regions` with a pair up)
+//! rotating = "soonest"         # rotating port: "soonest" region, "ordered" (first in
+//!                              # `regions` with a pair up), or "leader" (the region whose
+//!                              # engine holds the next Jito leader, see [leader])
+//! fan_out = 1                  # rotating port: each bundle to this many regions at once (≤ 4
+//!                              # and ≤ its regions), the strategy's pick first; counted once
 //! in_flight_min = 0            # arena slots reserved for the tenant (floors add up ≤ arena)
 //! in_flight_max = 65536        # arena slots it may never exceed; default arena_slots
 //! rate = 50                    # sendBundle/sendTransaction per second (429 with Retry-After)
@@ -147,17 +158,17 @@ pub use egress::SOURCES_MAX;
 pub use error::ConfigError;
 pub use host::host_addresses;
 pub use model::{
-    ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, FD_SLACK, FdBudget, Intake, Overrides,
-    PING_IDLE_MS_DEFAULT, PING_TIMEOUT_MS_DEFAULT, PINNED_PORT_FIRST, ROTATING_PORT, Region,
-    Resolve, SHARED_GROUP, Source, TCP_USER_TIMEOUT_MS_DEFAULT, even_share, thread_share,
+    ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, FD_SLACK, FdBudget, Intake, Leader,
+    Overrides, PING_IDLE_MS_DEFAULT, PING_TIMEOUT_MS_DEFAULT, PINNED_PORT_FIRST, ROTATING_PORT,
+    Region, Resolve, SHARED_GROUP, Source, TCP_USER_TIMEOUT_MS_DEFAULT, even_share, thread_share,
     too_few_sources,
 };
 pub use schema::stranded_sources;
 pub use snapshot::{Shared, Snapshot};
 pub use tenant_table::{Entry as TenantEntry, Found, LISTENERS_MAX, TenantTable};
 pub use tenants::{
-    Cidr, DEFAULT_NAME as DEFAULT_TENANT_NAME, KeyDigest, Policy, Strategy, TENANTS_MAX_DEFAULT,
-    TENANTS_MAX_LIMIT, Tenant, Tenants,
+    Cidr, DEFAULT_NAME as DEFAULT_TENANT_NAME, FAN_OUT_MAX, KeyDigest, Policy, Strategy,
+    TENANTS_MAX_DEFAULT, TENANTS_MAX_LIMIT, Tenant, Tenants,
 };
 pub use tenants_doc::TenantsFrom;
 pub use token::{TOKEN_BYTES_MAX, Token};

@@ -106,6 +106,8 @@ pub struct Config {
     pub record_keep_s: u32,
     /// ... in at most this many records over all threads; default 1,048,576.
     pub record_bundles_max: u32,
+    /// Leader-aware routing (tenants with `rotating = "leader"`).
+    pub leader: Leader,
     pub intake: Intake,
     /// 1 to [`crate::limiter::REGIONS_MAX`] regions, names unique.
     pub regions: Vec<Region>,
@@ -126,6 +128,36 @@ pub struct Config {
     pub tenants_from: Option<super::tenants_doc::TenantsFrom>,
     /// Things that load but deserve the operator's attention (printed at startup).
     pub warnings: Vec<String>,
+}
+
+/// Leader-aware routing: the next leader is asked for once a slot (400 ms) by default.
+pub const LEADER_POLL_MS_DEFAULT: u64 = 400;
+/// Polls closer than this spend pairs for nothing: a leader holds its turn for 1.6 s.
+pub const LEADER_POLL_MS_MIN: u64 = 50;
+/// An answer older than three polls is no longer trusted, so a poll far apart is a typo.
+pub const LEADER_POLL_MS_MAX: u64 = 60_000;
+/// A bundle waits this long at most for a pair of the leader's region.
+pub const LEADER_WAIT_MS_DEFAULT: u64 = 20;
+
+/// `[leader]`: how the rotating port's `leader` strategy learns and follows the next Jito
+/// leader's region. Live on reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leader {
+    /// An engine is asked `GetNextScheduledLeader` this often (a call on a pair, paced like
+    /// any), while some tenant routes by leader.
+    pub poll_ms: u64,
+    /// The leader's region takes a bundle when one of its pairs is ready within this; else
+    /// the soonest region does.
+    pub wait_ms: u64,
+}
+
+impl Default for Leader {
+    fn default() -> Leader {
+        Leader {
+            poll_ms: LEADER_POLL_MS_DEFAULT,
+            wait_ms: LEADER_WAIT_MS_DEFAULT,
+        }
+    }
 }
 
 /// The HTTP intake: listeners and per-connection limits.
@@ -174,6 +206,9 @@ pub struct Region {
     pub burst: u32,
     /// Intake listener whose bundles all go to this region.
     pub pinned: Option<SocketAddr>,
+    /// The engine's JSON-RPC path for `sendTransaction` (a transaction without `bundleOnly`),
+    /// on the same host and connections as its gRPC.
+    pub transactions_path: String,
 }
 
 /// The egress pool and how its connections are opened.

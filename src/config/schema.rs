@@ -11,9 +11,10 @@ use serde::Deserialize;
 use super::egress::{self, AddrRange, SOURCES_MAX};
 use super::error::{ConfigError, line_column};
 use super::model::{
-    ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, Intake, Overrides, PING_IDLE_MS_DEFAULT,
-    PING_TIMEOUT_MS_DEFAULT, ROTATING_PORT, Region, Resolve, SHARED_GROUP, Source,
-    TCP_USER_TIMEOUT_MS_DEFAULT, even_share, too_few_sources,
+    ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, Intake, LEADER_POLL_MS_DEFAULT,
+    LEADER_POLL_MS_MAX, LEADER_POLL_MS_MIN, LEADER_WAIT_MS_DEFAULT, Leader, Overrides,
+    PING_IDLE_MS_DEFAULT, PING_TIMEOUT_MS_DEFAULT, ROTATING_PORT, Region, Resolve, SHARED_GROUP,
+    Source, TCP_USER_TIMEOUT_MS_DEFAULT, even_share, too_few_sources,
 };
 use super::token::{TOKEN_BYTES_MAX, Token};
 use crate::limiter::{LANES_MAX, REGIONS_MAX};
@@ -90,6 +91,8 @@ pub const TCP_USER_TIMEOUT_MS_MAX: u64 = 600_000;
 pub const HANDSHAKES_MAX_LIMIT: u32 = (SOURCES_MAX * REGIONS_MAX) as u32;
 /// Egress group names are log fields and metric labels, as tenant names are.
 pub const GROUP_NAME_BYTES_MAX: usize = 64;
+/// A request path goes out in every forwarded call's headers; longer is a typo.
+const PATH_BYTES_MAX: usize = 256;
 /// RFC 1929: username and password are 1 to 255 bytes each.
 pub const SOCKS5_FIELD_BYTES_MAX: usize = 255;
 /// Read no more of `[admin] token_file` than a token and its surrounding whitespace can take.
@@ -127,6 +130,14 @@ struct File {
     tenant: Vec<super::tenants::FileTenant>,
     default_tenant: Option<super::tenants::FilePolicy>,
     tenants_from: Option<super::tenants_doc::FileTenantsFrom>,
+    leader: Option<FileLeader>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileLeader {
+    poll_ms: Option<u64>,
+    wait_ms: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -163,6 +174,7 @@ struct FileRegion {
     interval_ms: Option<u64>,
     burst: Option<u32>,
     pinned: Option<String>,
+    transactions_path: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -412,6 +424,27 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         1,
         UPSTREAM_TIMEOUT_MS_MAX,
     )?;
+    let file_leader = file.leader.unwrap_or_default();
+    let leader = Leader {
+        poll_ms: cx.range(
+            "leader.poll_ms",
+            file_leader.poll_ms.unwrap_or(LEADER_POLL_MS_DEFAULT),
+            LEADER_POLL_MS_MIN,
+            LEADER_POLL_MS_MAX,
+        )?,
+        wait_ms: file_leader.wait_ms.unwrap_or(LEADER_WAIT_MS_DEFAULT),
+    };
+    if leader.wait_ms >= bundle_max_age_ms {
+        return Err(cx.err(
+            "leader.wait_ms",
+            format!(
+                "must be below bundle_max_age_ms ({bundle_max_age_ms}), got {}: a bundle \
+                 waiting that long for the leader's region would expire instead of going to \
+                 another",
+                leader.wait_ms
+            ),
+        ));
+    }
     let record_keep_s = cx.range(
         "record_keep_s",
         file.record_keep_s.unwrap_or(crate::journal::KEEP_S_DEFAULT),
@@ -618,6 +651,7 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         upstream_timeout_ms,
         record_keep_s,
         record_bundles_max,
+        leader,
         intake,
         regions,
         egress,
@@ -823,6 +857,21 @@ fn build_region(
         }
         None => addrs_from_host(&host, port),
     };
+    let transactions_path = fr
+        .transactions_path
+        .unwrap_or_else(|| crate::jito::TRANSACTIONS_PATH.to_string());
+    if !transactions_path.starts_with('/')
+        || transactions_path.len() > PATH_BYTES_MAX
+        || !transactions_path.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(cx.err(
+            key("transactions_path"),
+            format!(
+                "{transactions_path:?}: a path on the engine's host, starting with '/', at most \
+                 {PATH_BYTES_MAX} printable ASCII characters without spaces"
+            ),
+        ));
+    }
     let mut region = Region {
         name,
         host,
@@ -836,6 +885,7 @@ fn build_region(
         interval_ms,
         burst,
         pinned,
+        transactions_path,
     };
     if resolve == Resolve::Now {
         region

@@ -54,6 +54,7 @@ pub struct Entry {
     /// The same regions in the tenant's order.
     pub order: Vec<u8>,
     pub strategy: Strategy,
+    pub fan_out: u8,
     pub in_flight_min: u32,
     pub in_flight_max: u32,
     pub rate: Option<(u32, u32)>,
@@ -86,6 +87,9 @@ impl Entry {
             self.in_flight_min,
             self.in_flight_max
         );
+        if self.fan_out > 1 {
+            s.push_str(&format!(", fan-out {}", self.fan_out));
+        }
         match self.rate {
             Some((r, b)) => s.push_str(&format!(", rate {r}/s burst {b}")),
             None => s.push_str(", no rate limit"),
@@ -137,6 +141,8 @@ pub struct TenantTable {
     max: u16,
     /// Bundles the arena holds beyond every floor: what tenants above their floors share.
     pool: u32,
+    /// Some enabled entry's rotating port follows the next leader: the relay must learn it.
+    by_leader: bool,
 }
 
 impl TenantTable {
@@ -177,6 +183,7 @@ impl TenantTable {
             fresh: previous.map_or(DEFAULT_SLOT + 1, |p| p.fresh),
             max,
             pool: 0,
+            by_leader: false,
         };
         // By name, so a reload of n tenants costs O(n), not O(n²).
         let before: HashMap<&str, u16> = previous
@@ -250,6 +257,7 @@ impl TenantTable {
                 },
                 order,
                 strategy: p.strategy,
+                fan_out: p.fan_out,
                 in_flight_min: p.in_flight_min.min(arena_slots),
                 in_flight_max: p.in_flight_max.min(arena_slots),
                 rate: p.rate,
@@ -325,6 +333,8 @@ impl TenantTable {
             .map(|e| e.in_flight_min)
             .sum();
         t.pool = arena_slots.saturating_sub(floors);
+        let by_leader = t.all().any(|e| e.enabled && e.strategy == Strategy::Leader);
+        t.by_leader = by_leader;
         Ok(t)
     }
 
@@ -404,6 +414,11 @@ impl TenantTable {
     /// Every entry, the default first when there is one.
     pub fn all(&self) -> impl Iterator<Item = &Entry> {
         self.default.iter().chain(self.entries.iter())
+    }
+
+    /// Some enabled tenant (or the default) routes the rotating port by the next leader.
+    pub fn routes_by_leader(&self) -> bool {
+        self.by_leader
     }
 
     /// Bundles tenants above their floors share.

@@ -26,6 +26,9 @@ pub const TENANT_NAME_BYTES_MAX: usize = 64;
 pub const KEY_BYTES_MAX: usize = 128;
 /// A request rate above this per second is more than any relay serves: a typo.
 pub const RATE_MAX: u32 = 1_000_000;
+/// A bundle goes to at most this many regions at once: each copy holds a pair of its region,
+/// and past a few the copies only spend the pool.
+pub const FAN_OUT_MAX: u8 = 4;
 /// The name the default policy is counted under in /metrics (not a tenant name).
 pub const DEFAULT_NAME: &str = "default";
 
@@ -37,6 +40,7 @@ pub(super) struct FilePolicy {
     rotating: Option<FileStrategy>,
     in_flight_min: Option<u32>,
     in_flight_max: Option<u32>,
+    fan_out: Option<u8>,
     rate: Option<u32>,
     rate_burst: Option<u32>,
     bundle_max_age_ms: Option<u64>,
@@ -64,6 +68,7 @@ pub(super) struct FileTenant {
 enum FileStrategy {
     Soonest,
     Ordered,
+    Leader,
 }
 
 /// How a tenant's bundles on the rotating port pick a region.
@@ -73,6 +78,9 @@ pub enum Strategy {
     Soonest,
     /// The first region in the tenant's list with a pair up: a primary and its fallbacks.
     Ordered,
+    /// The region whose engine is connected to the next Jito leader (`[leader]`), when it is
+    /// one of the tenant's and can send within `leader.wait_ms`; else the soonest.
+    Leader,
 }
 
 /// A SHA-256 digest of an API key. `Debug` shows its first four bytes only.
@@ -162,6 +170,9 @@ pub struct Policy {
     /// naming none), so the policy stays the same when the regions change.
     pub regions: Vec<u8>,
     pub strategy: Strategy,
+    /// Rotating-port bundles are sent to this many regions at once (1: one), the strategy's
+    /// pick first; counted once, each send in the bundle's record.
+    pub fan_out: u8,
     /// Bundles in flight always available to the tenant (reserved in the arena).
     pub in_flight_min: u32,
     /// Bundles in flight the tenant may never exceed (`u32::MAX`: the arena, as it is).
@@ -216,6 +227,7 @@ impl Policy {
             enabled: true,
             regions: Vec::new(),
             strategy: Strategy::Soonest,
+            fan_out: 1,
             in_flight_min: 0,
             in_flight_max: u32::MAX,
             rate: None,
@@ -492,6 +504,22 @@ fn policy(f: &Frame<'_>, at: &str, who: &str, p: FilePolicy) -> Result<Policy, C
         }
     };
     debug_assert!(regions.len() <= REGIONS_MAX);
+    let fan_out = p.fan_out.unwrap_or(1);
+    let reachable = if regions.is_empty() {
+        f.regions.len()
+    } else {
+        regions.len()
+    };
+    if fan_out == 0 || fan_out > FAN_OUT_MAX || usize::from(fan_out) > reachable {
+        return Err(f.err(
+            key("fan_out"),
+            format!(
+                "must be 1 to {} (at most {FAN_OUT_MAX}, and no more than the {reachable} \
+                 regions it may use), got {fan_out}",
+                FAN_OUT_MAX.min(reachable as u8)
+            ),
+        ));
+    }
     let in_flight_max = p.in_flight_max.unwrap_or(u32::MAX);
     if p.in_flight_max.is_some() && (in_flight_max == 0 || in_flight_max > f.arena_slots) {
         return Err(f.err(
@@ -547,7 +575,9 @@ fn policy(f: &Frame<'_>, at: &str, who: &str, p: FilePolicy) -> Result<Policy, C
         strategy: match p.rotating.unwrap_or(FileStrategy::Soonest) {
             FileStrategy::Soonest => Strategy::Soonest,
             FileStrategy::Ordered => Strategy::Ordered,
+            FileStrategy::Leader => Strategy::Leader,
         },
+        fan_out,
         in_flight_min,
         in_flight_max,
         rate,

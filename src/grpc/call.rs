@@ -2,7 +2,7 @@
 //! 5-byte message prefix, and the message written by the caller straight into the stream's
 //! send buffer.
 
-use crate::h2::{Connection, Field, StartError, StreamId};
+use crate::h2::{Connection, Fields, StartError, StreamId};
 
 /// Method paths (jito-facts.md section 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,35 +52,22 @@ pub fn start_call(
     message: impl FnOnce(&mut [u8]) -> Option<usize>,
 ) -> Result<StreamId, StartError> {
     let mut timeout = [0u8; 10];
-    let mut fields = [Field {
-        name: b"",
-        value: b"",
-        sensitive: false,
-    }; 8];
-    let mut n = 0;
-    let mut push = |name: &'static [u8], value, sensitive| {
-        fields[n] = Field {
-            name,
-            value,
-            sensitive,
-        };
-        n += 1;
-    };
-    push(b":method", b"POST", false);
-    push(b":scheme", cfg.scheme.as_bytes(), false);
-    push(b":path", method.path().as_bytes(), false);
-    push(b":authority", cfg.authority.as_bytes(), false);
-    push(b"content-type", b"application/grpc", false);
-    push(b"te", b"trailers", false);
+    let mut fields = Fields::<8>::new();
+    fields.push(b":method", b"POST", false);
+    fields.push(b":scheme", cfg.scheme.as_bytes(), false);
+    fields.push(b":path", method.path().as_bytes(), false);
+    fields.push(b":authority", cfg.authority.as_bytes(), false);
+    fields.push(b"content-type", b"application/grpc", false);
+    fields.push(b"te", b"trailers", false);
     if let Some(ms) = timeout_ms {
         let len = write_timeout(ms, &mut timeout);
-        push(b"grpc-timeout", &timeout[..len], false);
+        fields.push(b"grpc-timeout", &timeout[..len], false);
     }
     if let Some(a) = &cfg.authorization {
-        push(b"authorization", a.as_bytes(), true);
+        fields.push(b"authorization", a.as_bytes(), true);
     }
     let deadline = timeout_ms.map(|ms| now_ns + ms * 1_000_000);
-    conn.start_request(now_ns, &fields[..n], deadline, |buf| {
+    conn.start_request(now_ns, fields.as_slice(), deadline, |buf| {
         let body = buf.get_mut(PREFIX_LEN..)?;
         let len = message(body)?;
         buf[0] = 0;

@@ -4,7 +4,8 @@
 //! its own (the dispatcher decides from the [`Outcome`]).
 //!
 //! Read it in this order: `status.rs` (codes and messages), `call.rs` (starting a call),
-//! `outcome.rs` (what a call came to), `message.rs` (the searcher messages).
+//! `outcome.rs` (what a call came to), `message.rs` (the searcher messages), `protowire.rs`
+//! (the wire format read by hand, for the answers decoded on a reactor).
 //!
 //! SendBundle is encoded by hand straight from the transactions' wire bytes into the stream's
 //! send buffer ([`encode_send_bundle`]); a test checks it byte for byte against prost. No
@@ -13,6 +14,7 @@
 mod call;
 mod message;
 mod outcome;
+pub mod protowire;
 mod status;
 
 pub use call::{CallConfig, Method, PREFIX_LEN, start_call};

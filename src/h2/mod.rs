@@ -29,4 +29,4 @@ pub use conn::{Connection, Event};
 pub use error::{Blame, ConnError, StartError, StreamEnd};
 pub use frame::Reason;
 pub use hpack::HeaderList;
-pub use stream::{Field, Response, StreamId};
+pub use stream::{Field, Fields, Response, StreamId};

@@ -57,6 +57,45 @@ pub struct Field<'a> {
     pub sensitive: bool,
 }
 
+/// A request's header fields gathered in place, at most `N` (no allocation).
+pub struct Fields<'a, const N: usize> {
+    fields: [Field<'a>; N],
+    len: usize,
+}
+
+impl<'a, const N: usize> Fields<'a, N> {
+    pub fn new() -> Self {
+        Fields {
+            fields: [Field {
+                name: b"",
+                value: b"",
+                sensitive: false,
+            }; N],
+            len: 0,
+        }
+    }
+
+    /// Adds a field; more than `N` is a programmer's error.
+    pub fn push(&mut self, name: &'a [u8], value: &'a [u8], sensitive: bool) {
+        self.fields[self.len] = Field {
+            name,
+            value,
+            sensitive,
+        };
+        self.len += 1;
+    }
+
+    pub fn as_slice(&self) -> &[Field<'a>] {
+        &self.fields[..self.len]
+    }
+}
+
+impl<const N: usize> Default for Fields<'_, N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// A finished stream's response, borrowed from its slot.
 pub struct Response<'a> {
     pub end: StreamEnd,

@@ -254,6 +254,16 @@ impl Record {
         self.attempts = self.attempts.saturating_add(1);
     }
 
+    /// The send to `region` still running, the latest kept (a fanned-out bundle runs one per
+    /// region at once).
+    pub fn running_in(&mut self, region: u8) -> Option<&mut Attempt> {
+        let n = usize::from(self.attempts).min(ATTEMPTS_KEPT);
+        self.kept[..n]
+            .iter_mut()
+            .rev()
+            .find(|a| a.verdict == Verdict::Sending && a.region == region)
+    }
+
     /// The send still running, if any.
     pub fn running(&mut self) -> Option<&mut Attempt> {
         let n = usize::from(self.attempts).min(ATTEMPTS_KEPT);

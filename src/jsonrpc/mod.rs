@@ -4,7 +4,8 @@
 //!
 //! Read it in this order: `limits.rs`, `json_str.rs` (strings borrowed from the body),
 //! `request.rs` (what a valid request is), `error.rs`, `scan.rs` (the JSON scanner),
-//! `parse.rs` (the request parser), `write.rs` (answers).
+//! `parse.rs` (the request parser), `write.rs` (answers), `reply.rs` (an engine's answer to a
+//! forwarded `sendTransaction`, and that request).
 //!
 //! [`parse_request`] takes one HTTP body. One strict RFC 8259 pass checks the whole document
 //! (any invalid JSON is -32700 with the byte offset and what was expected) while it notes the
@@ -48,6 +49,7 @@ mod error;
 mod json_str;
 mod limits;
 mod parse;
+mod reply;
 mod request;
 mod scan;
 mod write;
@@ -59,6 +61,7 @@ pub use error::{
 pub use json_str::{BufferTooSmall, Bytes, JsonStr};
 pub use limits::{DEPTH_MAX, ID_LEN_MAX, MEMBERS_MAX, STATUS_IDS_MAX, STR_LIST_LEN_MAX};
 pub use parse::parse_request;
+pub use reply::{Reply, fuzz_reply, parse_reply, send_transaction_len, write_send_transaction};
 pub use request::{Call, Id, Method, Request, StrList};
 pub use write::{
     ERROR_RESPONSE_LEN_MAX, Escaping, Overflow, Writer, write_error, write_result_raw,

@@ -453,6 +453,13 @@ impl<'a> Walk<'a> {
         k
     }
 
+    /// The raw JSON text of the value under the cursor (a number's digits), skipping it.
+    pub(crate) fn raw_value(&mut self) -> &'a [u8] {
+        let start = self.pos;
+        self.skip();
+        &self.b[start..self.pos]
+    }
+
     /// Skips the value under the cursor.
     pub(crate) fn skip(&mut self) {
         match self.peek() {

@@ -133,6 +133,9 @@ accounting! {
         /// Region-wide back-offs started: the engine said it throttles everyone ("Network
         /// congested. Endpoint is globally rate limited."), so no address would help.
         throttles,
+        /// Bundles from the rotating port sent here by the leader strategy: its engine holds
+        /// the next Jito leader.
+        leader_routed,
     }
     thread {
         /// Intake requests answered.
@@ -183,6 +186,12 @@ accounting! {
         /// Pairs handed out by the limiter that another relay process on the host had sent on
         /// within their interval (a takeover): each cooled until the shared ledger allowed it.
         ledger_waits,
+        /// GetNextScheduledLeader calls made, and answers kept (the leader strategy).
+        leader_polls,
+        leader_answers,
+        /// Bundles of the leader strategy that went to the soonest region instead: the
+        /// leader's region had no pair ready within `leader.wait_ms`, or no answer was fresh.
+        leader_fallbacks,
     }
 }
 

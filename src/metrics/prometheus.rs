@@ -137,6 +137,7 @@ fn render(m: &Metrics, out: &mut String) {
     sample(out, ENABLED_NAME, &[], u64::from(m.enabled()));
     render_defences(&m.totals(), out);
     render_handoffs(m, out);
+    render_leader(m, out);
     render_record(m, out);
     render_tenants(m, out);
     if !m.enabled() {
@@ -249,6 +250,14 @@ fn render(m: &Metrics, out: &mut String) {
         "counter",
         "Region-wide back-offs started: the engine throttled everyone (globally rate limited), by region.",
         |r| regions[r].bundles.throttles,
+    );
+    per_region(
+        out,
+        m,
+        "bundle_relay_leader_routed_total",
+        "counter",
+        "Bundles from the rotating port the leader strategy sent to the region whose engine holds the next Jito leader, by region.",
+        |r| regions[r].bundles.leader_routed,
     );
     per_region(
         out,
@@ -495,6 +504,30 @@ fn render_record(m: &Metrics, out: &mut String) {
         "Bytes of the record in memory now: it fills its pages as bundles come, up to its budget.",
     );
     sample(out, name, &[], resident);
+}
+
+fn render_leader(m: &Metrics, out: &mut String) {
+    let t = m.totals();
+    for (name, help, v) in [
+        (
+            "bundle_relay_leader_polls_total",
+            "GetNextScheduledLeader calls made for the leader strategy.",
+            t.leader_polls,
+        ),
+        (
+            "bundle_relay_leader_answers_total",
+            "GetNextScheduledLeader answers kept (decoded, region matched by name).",
+            t.leader_answers,
+        ),
+        (
+            "bundle_relay_leader_fallbacks_total",
+            "Bundles of the leader strategy sent to the soonest region instead: the leader's region had no pair ready within leader.wait_ms, or no answer was fresh.",
+            t.leader_fallbacks,
+        ),
+    ] {
+        family(out, name, "counter", help);
+        sample(out, name, &[], v);
+    }
 }
 
 fn render_handoffs(m: &Metrics, out: &mut String) {

@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::arena::{Arena, LentSlot, SlotHandle, SlotMut};
+use crate::arena::{Arena, FAN_EXTRA_MAX, LentSlot, SlotHandle, SlotMut};
 use crate::clock::{Instant, TickRate, Ticks};
 use crate::egress::transport::TransportError;
 use crate::journal::{Attempt, End as RecordEnd, Found, Journals, Record};
@@ -68,6 +68,8 @@ pub struct Admission {
     lane: u8,
     slot: Taken,
     pass: Pass,
+    /// Further lanes a fanned-out bundle goes to (`fan.0[..fan.1]`).
+    fan: ([u8; FAN_EXTRA_MAX], u8),
 }
 
 #[derive(Debug)]
@@ -126,6 +128,8 @@ pub struct Dispatcher {
     wake: Option<Instant>,
     max_age: Ticks,
     rotate: usize,
+    /// The leader strategy's wait: the leader's region takes a bundle it can send this soon.
+    leader_wait: Ticks,
     /// Each region's pacing interval: with its pairs up, how far apart its sends can be.
     intervals: Box<[Ticks]>,
     /// The other threads, once this one joins the mesh.
@@ -193,6 +197,7 @@ impl Dispatcher {
             wake: None,
             max_age: rate.from_ms(spec.bundle_max_age_ms),
             rotate: 0,
+            leader_wait: rate.from_ms(spec.leader.wait_ms),
             intervals: spec
                 .regions
                 .iter()
@@ -228,6 +233,7 @@ impl Dispatcher {
     /// upstream's settings ([`Upstream::retune`]). Between loop iterations, never mid-request.
     pub fn retune(&mut self, t: &super::tuning::Tuning, now: Instant) {
         self.max_age = self.rate.from_ms(t.bundle_max_age_ms);
+        self.leader_wait = self.rate.from_ms(t.leader.wait_ms);
         for (r, pace) in t.regions.iter().enumerate() {
             if let Some(p) = pace {
                 self.intervals[r] = self.rate.from_ms(p.interval_ms);
@@ -351,6 +357,27 @@ impl Dispatcher {
         let allowed = |r: usize, retired: &[bool]| {
             port != Port::Rotating || (!retired[r] && pass.mask & (1 << r) != 0)
         };
+        if port == Port::Rotating && pass.strategy == Strategy::Leader {
+            // The next leader's region, if it is the tenant's and it (or another thread's pool
+            // for it) can send within the wait; else the soonest region, as below.
+            if let Some(r) = self.up.leader_region(now).map(usize::from)
+                && r < n
+                && allowed(r, &self.retired)
+            {
+                let l = lane(r);
+                let own = self.own_estimate(l).at(now, 0);
+                let peer = self.peers.as_mut().and_then(|p| p.best(l, now));
+                let (at, peer) = match peer {
+                    Some((t, at)) if at < own => (at, Some(t)),
+                    _ => (own, None),
+                };
+                if at != NEVER && at <= now.after(self.leader_wait).0 {
+                    self.stats.region(r).leader_routed.inc();
+                    return (r as u8, l as u8, peer);
+                }
+            }
+            self.stats.leader_fallbacks.inc();
+        }
         if port == Port::Rotating && pass.strategy == Strategy::Ordered {
             // The first of the tenant's regions, in its order, that can send at all.
             for k in 0..self.tenancy.order(pass.slot).len() {
@@ -416,6 +443,10 @@ impl Dispatcher {
             .check(claim, port, now)
             .map_err(Refusal::Tenant)?;
         let (region, lane, peer) = self.route(port, &pass, now);
+        let fan = match port {
+            Port::Rotating if pass.fan_out > 1 => self.fan_lanes(region, &pass, now),
+            _ => ([0; FAN_EXTRA_MAX], 0),
+        };
         let slot = if self.retired[region as usize] {
             Err(Refusal::RegionRemoved(region))
         } else {
@@ -427,6 +458,7 @@ impl Dispatcher {
                 lane,
                 slot,
                 pass,
+                fan,
             }),
             Err(refusal) => {
                 self.tenancy.release(&pass);
@@ -436,6 +468,42 @@ impl Dispatcher {
                 Err(refusal)
             }
         }
+    }
+
+    /// The further lanes a bundle for `primary` fans out to: the tenant's other regions that
+    /// can send soonest (this thread's view), up to `fan_out - 1` of them, none with no pair up.
+    fn fan_lanes(&mut self, primary: u8, pass: &Pass, now: Instant) -> ([u8; FAN_EXTRA_MAX], u8) {
+        let group = usize::from(pass.group).min(self.groups - 1);
+        let want = usize::from(pass.fan_out - 1).min(FAN_EXTRA_MAX);
+        // (when, region), soonest first; ties keep region order after the primary.
+        let mut best = [(NEVER, 0u8); FAN_EXTRA_MAX];
+        let mut found = 0;
+        for k in 1..self.regions {
+            let r = (usize::from(primary) + k) % self.regions;
+            if self.retired[r] || pass.mask & (1 << r) == 0 {
+                continue;
+            }
+            let at = self.own_estimate(r * self.groups + group).at(now, 0);
+            if at == NEVER {
+                continue;
+            }
+            let mut i = found.min(want);
+            while i > 0 && best[i - 1].0 > at {
+                if i < want {
+                    best[i] = best[i - 1];
+                }
+                i -= 1;
+            }
+            if i < want {
+                best[i] = (at, r as u8);
+                found = (found + 1).min(want);
+            }
+        }
+        let mut lanes = [0u8; FAN_EXTRA_MAX];
+        for (l, (_, r)) in lanes.iter_mut().zip(&best[..found]) {
+            *l = (usize::from(*r) * self.groups + group) as u8;
+        }
+        (lanes, found as u8)
     }
 
     /// A slot lent by `peer` when it has one, else this thread's own, else any thread's.
@@ -488,9 +556,13 @@ impl Dispatcher {
     /// thread that lent the slot, which admits it.
     pub fn commit(&mut self, mut a: Admission) {
         let pass = a.pass;
+        let (fan_lanes, fan_extra) = a.fan;
         let meta = self.slot_mut(&mut a).meta;
         meta.tenant = pass.slot;
         meta.beyond_floor = pass.beyond;
+        meta.fan_lanes = fan_lanes;
+        meta.fan_extra = fan_extra;
+        meta.copies = 1 + fan_extra;
         self.tenancy.stats().admitted(pass.slot);
         match a.slot {
             Taken::Local(slot) => self.enqueue(slot, a.lane),
@@ -518,11 +590,12 @@ impl Dispatcher {
     fn enqueue(&mut self, slot: SlotHandle, lane: u8) {
         let region = usize::from(lane) / self.groups;
         self.stats.region(region).admitted.inc();
-        self.queue(slot, lane);
+        self.queue(slot, lane, true);
     }
 
-    /// Queues a bundle for `lane`, in flight here from now on, and opens its record here.
-    fn queue(&mut self, slot: SlotHandle, lane: u8) {
+    /// Queues a bundle for `lane` (and, newly admitted with `fan`, a copy in each of its fan-out
+    /// lanes), in flight here from now on, and opens its record here.
+    fn queue(&mut self, slot: SlotHandle, lane: u8, fan: bool) {
         let region = usize::from(lane) / self.groups;
         let meta = self.arena.get_mut(slot).expect("held").meta;
         meta.region = region as u8;
@@ -535,7 +608,12 @@ impl Dispatcher {
             ..Record::default()
         };
         meta.record = self.journals.ring(self.me).open(&mut r).unwrap_or(u64::MAX);
+        let extra = if fan { meta.fan_extra } else { 0 };
+        let fan_lanes = meta.fan_lanes;
         self.fifos[usize::from(lane)].push_back(slot);
+        for &l in &fan_lanes[..usize::from(extra)] {
+            self.fifos[usize::from(l)].push_back(slot);
+        }
         self.stats.region(region).in_flight.inc();
     }
 
@@ -550,6 +628,13 @@ impl Dispatcher {
             return;
         };
         while let Some(&slot) = self.fifos[r].front() {
+            let meta = self.arena.get_mut(slot).expect("queued slot").meta;
+            if meta.copies > 1 {
+                // A fanned-out bundle's copy: the others still go, so this one just ends.
+                meta.copies -= 1;
+                self.fifos[r].pop_front();
+                continue;
+            }
             let Some((peer, _)) = peers.best(r, now) else {
                 break;
             };
@@ -558,7 +643,9 @@ impl Dispatcher {
             };
             let src = self.arena.get(slot).expect("queued slot");
             // SAFETY: a slot lent to this thread and not handed back yet.
-            unsafe { lent.slot_mut() }.copy_from(&src);
+            let mut copy = unsafe { lent.slot_mut() };
+            copy.copy_from(&src);
+            copy.meta.fan_extra = 0;
             self.journals.ring(self.me).update(src.meta.record, |rec| {
                 rec.end = RecordEnd::Moved;
                 rec.moved_to = peer as u8;
@@ -593,7 +680,7 @@ impl Dispatcher {
             }
             if h.moved {
                 self.moved_in += 1;
-                self.queue(h.slot, h.lane);
+                self.queue(h.slot, h.lane, false);
             } else {
                 self.enqueue(h.slot, h.lane);
             }
@@ -647,6 +734,9 @@ impl Dispatcher {
             self.drain_retired(now);
         }
         self.up.refresh_tips(busy, now);
+        if self.tenancy.table().routes_by_leader() {
+            self.up.poll_leader(busy, now);
+        }
         self.share(now);
     }
 
@@ -664,7 +754,7 @@ impl Dispatcher {
         while let Some(&slot) = self.fifos[r].front() {
             if self.too_old(slot, now) {
                 self.fifos[r].pop_front();
-                self.end(slot, EndKind::Expired, now);
+                self.end_copy(slot, EndKind::Expired, now);
                 continue;
             }
             let Acquire::Pair(pair) = self.up.acquire(r, now) else {
@@ -672,7 +762,10 @@ impl Dispatcher {
             };
             self.fifos[r].pop_front();
             let s = self.arena.get(slot).expect("queued slot");
-            if !self.up.start_bundle(pair, slot, s.encoded_frame(), now) {
+            if !self
+                .up
+                .start_bundle(pair, slot, s.encoded_frame(), s.meta.json, now)
+            {
                 // The connection could not take a call: back to the head, for another pair.
                 self.fifos[r].push_front(slot);
                 continue;
@@ -719,7 +812,7 @@ impl Dispatcher {
                 break;
             }
             self.fifos[r].pop_front();
-            self.end(slot, EndKind::Expired, now);
+            self.end_copy(slot, EndKind::Expired, now);
         }
     }
 
@@ -745,11 +838,14 @@ impl Dispatcher {
             fate,
             written,
             answer,
+            region,
         }) = self.up.poll_ended()
         {
-            let record = self.arena.get(slot).expect("held").meta.record;
-            self.journals.ring(self.me).update(record, |rec| {
-                if let Some(a) = rec.running() {
+            let meta = *self.arena.get(slot).expect("held").meta;
+            // The copy's own lane: a fanned-out bundle waits in one per region it goes to.
+            let lane = usize::from(region) * self.groups + usize::from(meta.lane) % self.groups;
+            self.journals.ring(self.me).update(meta.record, |rec| {
+                if let Some(a) = rec.running_in(region) {
                     a.answered = Some(now);
                     a.verdict = answer.verdict;
                     a.grpc_code = answer.grpc_code;
@@ -759,25 +855,31 @@ impl Dispatcher {
             });
             match fate {
                 Fate::Delivered => {
-                    if self.metrics.enabled() {
-                        let meta = self.arena.get(slot).expect("held").meta;
+                    if self.metrics.enabled() && !meta.fan_delivered {
                         let written = written.unwrap_or(now);
                         let ns = self.rate.to_ns(written.since(meta.admitted_at));
                         self.metrics.record_delivery_ns(ns);
                         self.tenancy.stats().record_delivery_ns(meta.tenant, ns);
                     }
-                    self.end(slot, EndKind::Delivered, now)
+                    self.end_copy(slot, EndKind::Delivered, now)
                 }
-                Fate::Rejected => self.end(slot, EndKind::Rejected, now),
-                Fate::Failed => self.end(slot, EndKind::Failed, now),
+                Fate::Rejected => self.end_copy(slot, EndKind::Rejected, now),
+                Fate::Failed => self.end_copy(slot, EndKind::Failed, now),
                 Fate::Cooldown | Fate::Denied => {
                     // The pair was refused, not the bundle.
                     let meta = self.arena.get_mut(slot).expect("held").meta;
                     meta.attempts = meta.attempts.saturating_sub(1);
-                    self.requeue(slot, now)
+                    self.requeue(slot, lane, now)
                 }
-                Fate::Retry => self.requeue(slot, now),
+                Fate::Retry => self.requeue(slot, lane, now),
             }
+        }
+    }
+
+    /// One copy of a bundle ended as `kind`; the bundle ends with its last copy ([`last_copy`]).
+    fn end_copy(&mut self, slot: SlotHandle, kind: EndKind, now: Instant) {
+        if let Some(kind) = last_copy(&mut self.arena, slot, kind) {
+            self.end(slot, kind, now);
         }
     }
 
@@ -799,17 +901,17 @@ impl Dispatcher {
         );
     }
 
-    /// Puts a bundle back at the head of its lane's FIFO (it is the oldest there).
-    fn requeue(&mut self, slot: SlotHandle, now: Instant) {
+    /// Puts a bundle's copy back at the head of its `lane`'s FIFO (it is the oldest there).
+    fn requeue(&mut self, slot: SlotHandle, lane: usize, now: Instant) {
         let meta = *self.arena.get(slot).expect("held").meta;
         if now.since(meta.admitted_at).0 > self.max_age_of(meta.tenant).0 {
-            self.end(slot, EndKind::Expired, now);
+            self.end_copy(slot, EndKind::Expired, now);
         } else if meta.attempts >= ATTEMPTS_MAX {
             // Never processed, by the engines' own word, however often it was tried.
-            self.end(slot, EndKind::Rejected, now);
+            self.end_copy(slot, EndKind::Rejected, now);
         } else {
             self.stats.retries.inc();
-            self.fifos[meta.lane as usize].push_front(slot);
+            self.fifos[lane].push_front(slot);
         }
     }
 
@@ -904,25 +1006,21 @@ impl Dispatcher {
         self.receive_handoffs(now);
         for lane in 0..self.fifos.len() {
             while let Some(slot) = self.fifos[lane].pop_front() {
-                self.end(slot, EndKind::Failed, now);
+                self.end_copy(slot, EndKind::Failed, now);
             }
         }
         let (arena, stats, tenants) = (&mut self.arena, &self.stats, self.tenancy.stats());
         let ring = self.journals.ring(self.me);
         self.up.abandon_calls(now, |slot| {
-            end_bundle(
-                arena,
-                stats,
-                tenants,
-                slot,
-                EndKind::Failed,
-                |serial, end| {
-                    ring.update(serial, |rec| {
-                        rec.end = end;
-                        rec.ended = now;
-                    })
-                },
-            )
+            let Some(kind) = last_copy(arena, slot, EndKind::Failed) else {
+                return;
+            };
+            end_bundle(arena, stats, tenants, slot, kind, |serial, end| {
+                ring.update(serial, |rec| {
+                    rec.end = end;
+                    rec.ended = now;
+                })
+            })
         });
     }
 
@@ -947,6 +1045,26 @@ impl Dispatcher {
             == t.delivered + t.rejected + t.expired + t.failed + t.in_flight + self.moved_out
             && t.in_flight == u64::from(self.in_flight())
     }
+}
+
+/// One copy of the bundle in `slot` ended as `kind`: the bundle's own end when it was the last
+/// (delivered if any copy was, else failed if any was lost after being sent, else `kind`),
+/// `None` while other copies still wait or run.
+fn last_copy(arena: &mut Arena, slot: SlotHandle, kind: EndKind) -> Option<EndKind> {
+    let meta = arena.get_mut(slot).expect("held").meta;
+    meta.fan_delivered |= kind == EndKind::Delivered;
+    meta.fan_failed |= kind == EndKind::Failed;
+    if meta.copies > 1 {
+        meta.copies -= 1;
+        return None;
+    }
+    Some(if meta.fan_delivered {
+        EndKind::Delivered
+    } else if meta.fan_failed {
+        EndKind::Failed
+    } else {
+        kind
+    })
 }
 
 /// Counts a bundle's end in its region, closes its record (`close(serial, end)`) and frees

@@ -220,14 +220,26 @@ pub fn handle(
             );
         }
     };
+    // A transaction without bundleOnly=true goes to the engine's own sendTransaction, as Jito
+    // forwards it to the validator (an untipped one-transaction bundle would lose the auction).
+    let forward = single && !bundle_only(query);
     let decoded = {
         let mut s = d.slot_mut(&mut admission);
         match bundle::decode_into_slot(&mut s, transactions, encoding) {
             Ok(decoded) => {
-                let (txs, frame) = s.txs_and_frame();
-                let len = grpc::encode_send_bundle(txs, frame)
-                    .expect("the frame area holds the largest bundle");
+                let len = {
+                    let (mut txs, frame) = s.txs_and_frame();
+                    if forward {
+                        let tx = txs.next().expect("one transaction");
+                        jsonrpc::write_send_transaction(tx, frame)
+                            .expect("the frame area holds the largest transaction's request")
+                    } else {
+                        grpc::encode_send_bundle(txs, frame)
+                            .expect("the frame area holds the largest bundle")
+                    }
+                };
                 s.meta.frame_len = len as u16;
+                s.meta.json = forward;
                 Ok(decoded)
             }
             Err(e) => Err(e),

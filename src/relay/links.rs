@@ -310,6 +310,44 @@ impl Links {
         crate::grpc::start_call(conn, call, now_ns, method, Some(timeout_ms), body).ok()
     }
 
+    /// Starts a forwarded `sendTransaction` (JSON `body`) on held `pair`.
+    pub(super) fn start_forward(
+        &mut self,
+        pair: PairId,
+        timeout_ms: u64,
+        now: Instant,
+        body: &[u8],
+    ) -> Option<crate::h2::conn::StreamId> {
+        let r = self.region_of(pair);
+        let now_ns = self.now_ns(now);
+        let region = &self.regions[r];
+        let conn = self.pairs.get_mut(pair).stack.conn_mut()?;
+        let path = &region.transactions_path;
+        super::forward::start(conn, &region.call, path, now_ns, timeout_ms, body).ok()
+    }
+
+    /// Starts GetNextScheduledLeader on held `pair`, asking about every region the relay runs.
+    pub(super) fn start_leader_call(
+        &mut self,
+        pair: PairId,
+        timeout_ms: u64,
+        now: Instant,
+    ) -> Option<crate::h2::conn::StreamId> {
+        let r = self.region_of(pair);
+        let now_ns = self.now_ns(now);
+        let regions = &self.regions;
+        let conn = self.pairs.get_mut(pair).stack.conn_mut()?;
+        crate::grpc::start_call(
+            conn,
+            &regions[r].call,
+            now_ns,
+            crate::grpc::Method::GetNextScheduledLeader,
+            Some(timeout_ms),
+            |buf| super::leader::encode_request(regions.iter().map(|g| g.name.as_str()), buf),
+        )
+        .ok()
+    }
+
     /// PINGs every connection of region `r`: a dead one closes when its PING goes unanswered.
     pub(super) fn ping_region(&mut self, r: usize, ping_timeout_ms: u64, now: Instant) {
         let now_ns = self.now_ns(now);

@@ -4,8 +4,10 @@
 //! are moved below it (`reactor`).
 
 pub mod dispatch;
+mod forward;
 mod handoff;
 pub mod intake;
+pub mod leader;
 mod links;
 mod observe;
 mod pairs;
@@ -49,6 +51,8 @@ pub struct RegionSpec {
     pub pinned: Option<SocketAddr>,
     /// TLS to the engine (ALPN h2, SNI and trust), or plaintext HTTP/2 when `None`.
     pub tls: Option<TlsTarget>,
+    /// The engine's JSON-RPC path for `sendTransaction` (transactions without `bundleOnly`).
+    pub transactions_path: String,
 }
 
 impl RegionSpec {
@@ -62,6 +66,7 @@ impl RegionSpec {
             burst: 1,
             pinned: None,
             tls: None,
+            transactions_path: crate::jito::TRANSACTIONS_PATH.to_string(),
         }
     }
 }
@@ -79,6 +84,9 @@ pub struct Spec {
     pub record_keep_s: u32,
     /// ... in at most this many records over all threads.
     pub record_bundles_max: u32,
+    /// Leader-aware routing's settings, and the next leader as the threads learn it.
+    pub leader: crate::config::Leader,
+    pub leader_board: Arc<leader::Board>,
     pub rotating: Option<SocketAddr>,
     pub regions: Vec<RegionSpec>,
     /// Egress sources (local addresses or SOCKS5 proxies), split across threads.
@@ -187,6 +195,7 @@ impl Spec {
                 burst: r.burst,
                 pinned: r.pinned,
                 tls,
+                transactions_path: r.transactions_path.clone(),
             });
         }
         let sources = cfg.egress.sources.clone();
@@ -204,6 +213,8 @@ impl Spec {
             upstream_timeout_ms: cfg.upstream_timeout_ms,
             record_keep_s: cfg.record_keep_s,
             record_bundles_max: cfg.record_bundles_max,
+            leader: cfg.leader,
+            leader_board: Arc::default(),
             rotating: cfg.intake.rotating,
             regions,
             source_group,
@@ -237,7 +248,7 @@ impl Spec {
     /// A loopback setup for tests and the demo: `regions` engines, `sources` egress addresses.
     pub fn local(regions: Vec<RegionSpec>, sources: Vec<IpAddr>) -> Spec {
         let sources: Vec<Source> = sources.into_iter().map(Source::Local).collect();
-        let (tenants, tenant_stats) = open_tenants(&regions);
+        let (tenants, tenant_stats) = open_tenants(&regions, crate::config::Policy::open());
         Spec {
             tenants,
             tenant_stats,
@@ -248,6 +259,8 @@ impl Spec {
             upstream_timeout_ms: 1_000,
             record_keep_s: crate::journal::KEEP_S_DEFAULT,
             record_bundles_max: 1 << 16,
+            leader: crate::config::Leader::default(),
+            leader_board: Arc::default(),
             rotating: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             regions,
             source_group: vec![0; sources.len()],
@@ -273,6 +286,12 @@ impl Spec {
             handoffs: true,
             ledger: None,
         }
+    }
+
+    /// No tenants: everyone's requests get `policy` (replaces any tenants), as a file's
+    /// `[default_tenant]` alone does.
+    pub fn open_to_all(&mut self, policy: crate::config::Policy) {
+        (self.tenants, self.tenant_stats) = open_tenants(&self.regions, policy);
     }
 
     /// Runs on `live`: each thread follows its reloads, starting from its current tenants.
@@ -319,6 +338,8 @@ impl Spec {
             regions: self.regions.clone(),
             bundle_max_age_ms: self.bundle_max_age_ms,
             upstream_timeout_ms: self.upstream_timeout_ms,
+            leader: self.leader,
+            leader_board: self.leader_board.clone(),
             connect_eagerly: self.connect_eagerly,
             reconnect_min_ms: self.reconnect_min_ms,
             reconnect_max_ms: self.reconnect_max_ms,
@@ -334,14 +355,18 @@ impl Spec {
     }
 }
 
-/// No tenant and no limit: every request is the default tenant's, with all of `regions`.
+/// No tenant: every request is the default tenant's, under `policy`.
 fn open_tenants(
     regions: &[RegionSpec],
+    policy: crate::config::Policy,
 ) -> (
     Arc<crate::config::TenantTable>,
     Arc<crate::metrics::tenants::TenantStats>,
 ) {
-    let open = crate::config::Tenants::open();
+    let open = crate::config::Tenants {
+        default: Some(policy),
+        ..crate::config::Tenants::open()
+    };
     let stats = Arc::new(crate::metrics::tenants::TenantStats::new(open.max));
     let names: Vec<String> = regions.iter().map(|r| r.name.clone()).collect();
     let table =
@@ -366,6 +391,9 @@ pub struct ThreadSpec {
     pub regions: Vec<RegionSpec>,
     pub bundle_max_age_ms: u64,
     pub upstream_timeout_ms: u64,
+    pub leader: crate::config::Leader,
+    /// Shared by every thread.
+    pub leader_board: Arc<leader::Board>,
     pub connect_eagerly: bool,
     pub reconnect_min_ms: u64,
     pub reconnect_max_ms: u64,

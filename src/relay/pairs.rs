@@ -81,12 +81,16 @@ pub enum Call {
     /// GetTipAccounts to a region gone silent: an answer (of any status) says its engine
     /// processes calls again.
     Probe,
+    /// GetNextScheduledLeader, for the leader strategy.
+    Leader,
 }
 
 /// A call in flight on a pair: the pair is held by the limiter until it ends.
 #[derive(Clone, Copy, Debug)]
 pub struct InFlight {
     pub call: Call,
+    /// A forwarded JSON-RPC call (`sendTransaction`), not gRPC.
+    pub json: bool,
     pub stream: StreamId,
     pub started: Instant,
     /// When the request's last byte went to the kernel: the bundle's delivery time if the
@@ -98,7 +102,7 @@ impl InFlight {
     pub fn slot(&self) -> Option<SlotHandle> {
         match self.call {
             Call::Bundle(s) => Some(s),
-            Call::Tips | Call::Probe => None,
+            Call::Tips | Call::Probe | Call::Leader => None,
         }
     }
 }

@@ -59,6 +59,8 @@ impl Silence {
 pub struct Region {
     pub name: String,
     pub call: CallConfig,
+    /// The engine's JSON-RPC path for a forwarded `sendTransaction`.
+    pub transactions_path: String,
     pub addrs: Arc<HostAddrs>,
     pub tls: Option<TlsTarget>,
     /// The last error logged for this region and when, so a thousand pairs failing alike log
@@ -99,6 +101,7 @@ impl Region {
                 authorization: None,
                 retry_after_ms_default: grpc::RETRY_AFTER_MS_DEFAULT,
             },
+            transactions_path: spec.transactions_path.clone(),
             addrs: spec.addrs.clone(),
             tls: spec.tls.clone(),
             logged_error: None,

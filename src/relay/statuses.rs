@@ -4,8 +4,7 @@
 
 use crate::journal::Found;
 use crate::journal::answer::{self, Names};
-use crate::jsonrpc::{Call, Overflow, Writer};
-use crate::wire::BUNDLE_TXS_MAX;
+use crate::jsonrpc::{Call, Overflow, STATUS_IDS_MAX, Writer};
 
 use super::dispatch::Dispatcher;
 
@@ -19,7 +18,7 @@ pub fn answer<'b>(
     let mut w = Writer::new(out);
     match call {
         Call::GetInflightBundleStatuses { bundle_ids } => {
-            let mut found: [([u8; 32], Option<Found>); BUNDLE_TXS_MAX] = [([0; 32], None); 5];
+            let mut found = [([0u8; 32], None::<Found>); STATUS_IDS_MAX];
             let n = bundle_ids.len().min(found.len());
             for (slot, s) in found.iter_mut().zip(bundle_ids.iter()) {
                 // The parser checked each is 64 hex characters.

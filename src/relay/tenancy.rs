@@ -52,6 +52,8 @@ pub struct Pass {
     /// Running regions it may use.
     pub mask: u16,
     pub strategy: Strategy,
+    /// Regions a rotating-port bundle goes to at once.
+    pub fan_out: u8,
     /// The egress group it leaves through (0: the shared addresses).
     pub group: u8,
 }
@@ -228,6 +230,7 @@ impl Tenancy {
                 beyond,
                 mask: e.mask,
                 strategy: e.strategy,
+                fan_out: e.fan_out,
                 group: e.group,
             }),
             Err(_) => refuse(

@@ -9,6 +9,7 @@
 use prost::Message;
 
 use crate::clock::{Instant, Ticks};
+use crate::grpc::protowire::{Fields, Value};
 use crate::proto::searcher::GetTipAccountsResponse;
 use crate::wire::{self, Encoding, PACKET_DATA_SIZE};
 
@@ -30,19 +31,6 @@ pub const TIP_JSON_BYTES: usize = TIP_ACCOUNTS_MAX * (KEY_BASE58_LEN_MAX + 3) + 
 const KEY_BYTES: usize = 32;
 /// `accounts` in `GetTipAccountsResponse`.
 const ACCOUNTS_FIELD: u32 = 1;
-/// A varint is at most 10 bytes (64 bits, 7 per byte), and then its last byte holds bit 63 only.
-const VARINT_BYTES_MAX: usize = 10;
-/// Groups nested this deep are refused, as prost (the generated types' decoder) refuses them;
-/// proto3 never sends groups, so the limit only bounds a hostile message.
-const GROUP_DEPTH_MAX: usize = 100;
-
-/// Protobuf wire types.
-const WIRE_VARINT: u32 = 0;
-const WIRE_FIXED64: u32 = 1;
-const WIRE_LEN: u32 = 2;
-const WIRE_START_GROUP: u32 = 3;
-const WIRE_END_GROUP: u32 = 4;
-const WIRE_FIXED32: u32 = 5;
 
 /// The tip accounts as JSON, refreshed from the engines.
 pub(super) struct TipCache {
@@ -102,75 +90,32 @@ impl TipCache {
 /// Fields other than `accounts` are skipped by their wire type, as protobuf requires, so a
 /// field an engine adds later does not cost the whole answer. `out` may be written either way.
 pub fn decode_accounts(msg: &[u8], out: &mut [u8; TIP_JSON_BYTES]) -> Option<usize> {
-    let mut r = Reader(msg);
-    // The field numbers of the groups being skipped, innermost last.
-    let mut groups = [0u32; GROUP_DEPTH_MAX];
-    let mut depth = 0;
     let mut count = 0;
     out[0] = b'[';
     let mut len = 1;
-    while !r.0.is_empty() {
-        // A key is a varint too, but one past 32 bits is malformed.
-        let key = u32::try_from(r.varint()?).ok()?;
-        let field = key >> 3;
-        let wire = key & 7;
-        if field == 0 {
-            return None;
-        }
-        if wire == WIRE_END_GROUP {
-            // Closes the innermost open group, which must be the same field.
-            if depth == 0 || groups[depth - 1] != field {
-                return None;
-            }
-            depth -= 1;
+    for f in Fields::new(msg) {
+        let (field, value) = f.ok()?;
+        if field != ACCOUNTS_FIELD {
             continue;
         }
-        if depth == GROUP_DEPTH_MAX {
+        // A string field sent with another wire type is malformed, not unknown.
+        let Value::Len(acct) = value else {
+            return None;
+        };
+        if count == TIP_ACCOUNTS_MAX || !is_key(acct) {
             return None;
         }
-        if field == ACCOUNTS_FIELD && depth == 0 {
-            // A string field sent with another wire type is malformed, not unknown.
-            if wire != WIRE_LEN || count == TIP_ACCOUNTS_MAX {
-                return None;
-            }
-            let n = r.varint()?;
-            let acct = r.take(n)?;
-            if !is_key(acct) {
-                return None;
-            }
-            if count > 0 {
-                out[len] = b',';
-                len += 1;
-            }
-            out[len] = b'"';
-            out[len + 1..len + 1 + acct.len()].copy_from_slice(acct);
-            out[len + 1 + acct.len()] = b'"';
-            len += acct.len() + 2;
-            count += 1;
-            continue;
+        if count > 0 {
+            out[len] = b',';
+            len += 1;
         }
-        match wire {
-            WIRE_VARINT => {
-                r.varint()?;
-            }
-            WIRE_FIXED64 => {
-                r.take(8)?;
-            }
-            WIRE_LEN => {
-                let n = r.varint()?;
-                r.take(n)?;
-            }
-            WIRE_START_GROUP => {
-                groups[depth] = field;
-                depth += 1;
-            }
-            WIRE_FIXED32 => {
-                r.take(4)?;
-            }
-            _ => return None,
-        }
+        out[len] = b'"';
+        out[len + 1..len + 1 + acct.len()].copy_from_slice(acct);
+        out[len + 1 + acct.len()] = b'"';
+        len += acct.len() + 2;
+        count += 1;
     }
-    if depth != 0 || count == 0 {
+    if count == 0 {
         return None;
     }
     out[len] = b']';
@@ -187,36 +132,6 @@ fn is_key(text: &[u8]) -> bool {
         wire::decode(Encoding::Base58, text, &mut key),
         Ok(KEY_BYTES)
     )
-}
-
-/// The unread rest of a message.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    /// A base-128 varint, least significant group first. Overlong encodings (`0x81 0x00` for 1)
-    /// are valid protobuf; one past 64 bits is not.
-    fn varint(&mut self) -> Option<u64> {
-        let mut value = 0u64;
-        for i in 0..VARINT_BYTES_MAX {
-            let b = *self.0.get(i)?;
-            value |= u64::from(b & 0x7f) << (7 * i);
-            if b < 0x80 {
-                if i == VARINT_BYTES_MAX - 1 && b > 1 {
-                    return None;
-                }
-                self.0 = &self.0[i + 1..];
-                return Some(value);
-            }
-        }
-        None
-    }
-
-    fn take(&mut self, n: u64) -> Option<&'a [u8]> {
-        let n = usize::try_from(n).ok().filter(|&n| n <= self.0.len())?;
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Some(head)
-    }
 }
 
 /// The `tip_accounts` fuzz target's body (also run as a seeded proptest in
@@ -255,6 +170,7 @@ pub fn fuzz_answer(data: &[u8]) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::grpc::protowire::GROUP_DEPTH_MAX;
 
     /// Field 1 with a one-byte length, as engines send it today.
     fn answer(accounts: &[&str]) -> Vec<u8> {

@@ -36,6 +36,7 @@ pub struct Tuning {
     pub ping_idle_ms: u64,
     pub ping_timeout_ms: u64,
     pub tcp_user_timeout_ms: u64,
+    pub leader: crate::config::Leader,
     /// Per running region, in the running order: its pace, or `None` when the config no longer
     /// lists it.
     pub regions: Vec<Option<Pace>>,
@@ -62,6 +63,7 @@ impl Tuning {
             ping_idle_ms: e.ping_idle_ms,
             ping_timeout_ms: e.ping_timeout_ms,
             tcp_user_timeout_ms: e.tcp_user_timeout_ms,
+            leader: cfg.leader,
             regions: running
                 .iter()
                 .map(|r| {
@@ -91,6 +93,7 @@ impl Tuning {
             ping_idle_ms: spec.ping_idle_ms,
             ping_timeout_ms: spec.ping_timeout_ms,
             tcp_user_timeout_ms: spec.tcp_user_timeout_ms,
+            leader: spec.leader,
             regions: spec
                 .regions
                 .iter()

@@ -1,5 +1,6 @@
 //! One reactor thread's upstream calls: which pair a call goes on, what each answer means,
-//! whether a region's engine went silent, and the tip-account refreshes. Sans-IO and
+//! whether a region's engine went silent, the tip-account refreshes and the next-leader polls.
+//! Sans-IO and
 //! clock-free; built on [`Links`], which keeps the connections those calls run on.
 //!
 //! Pacing is the limiter's: a pair is handed out by [`Upstream::acquire`], held while its call
@@ -27,6 +28,7 @@ use crate::metrics::ThreadMetrics;
 use crate::metrics::accounting::Stats;
 
 use super::ThreadSpec;
+use super::leader::{self, Board, VALID_POLLS};
 use super::links::{ConnectOrder, DENIED_RETRY_MS, Links};
 use super::observe;
 use super::pairs::{Call, InFlight, Link};
@@ -66,6 +68,8 @@ pub struct Ended {
     pub written: Option<Instant>,
     /// What the engine said, for the bundle's record.
     pub answer: Answer,
+    /// The region the call went to.
+    pub region: u8,
 }
 
 /// An engine's answer to one bundle call, as the record keeps it.
@@ -107,6 +111,12 @@ pub struct Upstream {
     tip_refresh: Ticks,
     tip_retry: Ticks,
     tip_region: usize,
+    /// The next leader, shared by the threads; this thread's poll of it in flight; how often
+    /// it is asked; the region asked last.
+    leader: Arc<Board>,
+    leader_in_flight: bool,
+    leader_poll: Ticks,
+    leader_region: usize,
     /// Earliest instant call work (a silent region's probe, a pair coming free) needs the
     /// dispatcher again.
     wake: Option<Instant>,
@@ -137,6 +147,10 @@ impl Upstream {
             tip_refresh: rate.from_ms(TIP_REFRESH_MS),
             tip_retry: rate.from_ms(TIP_RETRY_MS),
             tip_region: spec.thread,
+            leader: spec.leader_board.clone(),
+            leader_in_flight: false,
+            leader_poll: rate.from_ms(spec.leader.poll_ms),
+            leader_region: spec.thread,
             wake: None,
             ended: VecDeque::with_capacity(pair_count),
             stats,
@@ -199,6 +213,7 @@ impl Upstream {
         self.silence_after =
             rate.from_ms((t.upstream_timeout_ms / SILENCE_SHARE_OF_TIMEOUT).max(1));
         self.ping_timeout_ms = t.ping_timeout_ms;
+        self.leader_poll = rate.from_ms(t.leader.poll_ms);
         self.links.retune(t, now);
     }
 
@@ -263,36 +278,53 @@ impl Upstream {
         got
     }
 
-    /// A bundle's call on held `pair`, its request the encoded `frame`; false when the
-    /// connection cannot take a call (closing, out of stream ids): the pair is given back and
-    /// leaves rotation, and the bundle should wait for another.
+    /// A bundle's call on held `pair`, its request the encoded `frame` (a SendBundle message,
+    /// or with `json` a forwarded `sendTransaction` body); false when the connection cannot
+    /// take a call (closing, out of stream ids): the pair is given back and leaves rotation,
+    /// and the bundle should wait for another.
     pub fn start_bundle(
         &mut self,
         pair: PairId,
         slot: SlotHandle,
         frame: &[u8],
+        json: bool,
         now: Instant,
     ) -> bool {
         let timeout_ms = self.upstream_timeout_ms;
-        let started =
+        let started = if json {
+            self.links.start_forward(pair, timeout_ms, now, frame)
+        } else {
             self.links
                 .start_call(pair, grpc::Method::SendBundle, timeout_ms, now, |buf| {
                     let out = buf.get_mut(..frame.len())?;
                     out.copy_from_slice(frame);
                     Some(frame.len())
-                });
+                })
+        };
         let Some(stream) = started else {
             self.give_back_unused(pair, now);
             return false;
         };
-        self.call_started(pair, Call::Bundle(slot), stream, now);
+        self.call_started_as(pair, Call::Bundle(slot), json, stream, now);
         true
     }
 
     fn call_started(&mut self, pair: PairId, call: Call, stream: StreamId, now: Instant) {
+        self.call_started_as(pair, call, false, stream, now);
+    }
+
+    fn call_started_as(
+        &mut self,
+        pair: PairId,
+        call: Call,
+        json: bool,
+        stream: StreamId,
+        now: Instant,
+    ) {
         let st = self.links.pair_mut(pair);
         st.in_flight = Some(InFlight {
             call,
+            json,
             stream,
             started: now,
             written: None,
@@ -344,6 +376,60 @@ impl Upstream {
             return;
         }
         self.tips.due = now.after(self.tip_retry);
+    }
+
+    /// The next leader's region, while an engine's answer is trusted.
+    pub fn leader_region(&self, now: Instant) -> Option<u8> {
+        self.leader.region(now)
+    }
+
+    /// Asks an engine for the next leader when a poll is due and this thread claims it (one
+    /// thread polls for all, see [`Board`]), on a pair the limiter hands out like any other.
+    /// Regions take turns; one with no bundle waiting (`busy`, bit per region) is asked first,
+    /// so a poll rarely delays a bundle, but a busy one is asked rather than none.
+    pub fn poll_leader(&mut self, busy: u32, now: Instant) {
+        if self.leader_in_flight {
+            return;
+        }
+        let hold = self.links.rate().from_ms(self.upstream_timeout_ms);
+        if let Err(due) = self.leader.claim(now, hold) {
+            self.wake_at(due);
+            return;
+        }
+        let n = self.links.regions().len();
+        for idle_only in [true, false] {
+            for k in 0..n {
+                let r = (self.leader_region + k) % n;
+                if (idle_only && busy & (1 << r) != 0) || self.is_silent(r) {
+                    continue;
+                }
+                let Acquire::Pair(pair) = self.links.acquire_any(r, now) else {
+                    continue;
+                };
+                self.leader_region = r + 1;
+                let timeout_ms = self.upstream_timeout_ms;
+                match self.links.start_leader_call(pair, timeout_ms, now) {
+                    Some(stream) => {
+                        self.leader_in_flight = true;
+                        self.stats.leader_polls.inc();
+                        self.call_started(pair, Call::Leader, stream, now);
+                    }
+                    None => {
+                        self.give_back_unused(pair, now);
+                        self.leader_unanswered(now);
+                    }
+                }
+                return;
+            }
+        }
+        // No pair of any region free now: another thread (or this one, soon) tries again.
+        self.leader_unanswered(now);
+    }
+
+    /// A leader poll that got no usable answer (or could not start): the next one is due a
+    /// period from now; the last answer stays trusted until it ages out.
+    fn leader_unanswered(&mut self, now: Instant) {
+        self.leader.unanswered(now, self.leader_poll);
     }
 
     /// A silent region gets one probe call at a time (GetTipAccounts, through the limiter like
@@ -507,9 +593,14 @@ impl Upstream {
                 fate: Fate::Retry,
                 written: f.written,
                 answer: Answer::unanswered("the connection ended before the request was sent"),
+                region: r as u8,
             }),
             Call::Tips => self.tips.call_ended(now, self.tip_retry),
             Call::Probe => self.probe_unanswered(r, now),
+            Call::Leader => {
+                self.leader_in_flight = false;
+                self.leader_unanswered(now);
+            }
         }
     }
 
@@ -610,23 +701,47 @@ impl Upstream {
         let mut denied: Option<(Code, [u8; 128], usize)> = None;
         let mut cooldown_ms = None;
         let mut throttled = false;
+        let mut leader_answer = false;
         let mut text = Text::default();
         let (fate, code) = match conn.response(id) {
             Some(resp) => {
                 answered = resp.end == StreamEnd::Complete;
                 timed_out = matches!(resp.end, StreamEnd::TimedOut { .. });
                 let request_end = resp.request_end;
-                match grpc::outcome(&resp, grpc::RETRY_AFTER_MS_DEFAULT) {
+                // A forwarded call's answer is JSON-RPC: its text is the engine's words.
+                let (outcome, words) = match f {
+                    Some(f) if f.json => {
+                        let (o, t) = super::forward::outcome(&resp);
+                        (o, Some(t))
+                    }
+                    _ => (grpc::outcome(&resp, grpc::RETRY_AFTER_MS_DEFAULT), None),
+                };
+                match outcome {
+                    Outcome::Ok(_) if words.is_some() => {
+                        text = words.unwrap_or_default();
+                        (Fate::Delivered, Some(Code::OK))
+                    }
                     Outcome::Ok(msg) => {
-                        if f.is_some_and(|f| f.call == Call::Tips) {
-                            self.tips.refresh(msg);
-                        } else {
-                            text = Text::new(grpc::send_bundle_uuid(msg).unwrap_or("").as_bytes());
+                        match f.map(|f| f.call) {
+                            Some(Call::Tips) => self.tips.refresh(msg),
+                            Some(Call::Leader) => {
+                                leader_answer = keep_leader(
+                                    &self.leader,
+                                    self.links.regions(),
+                                    msg,
+                                    now,
+                                    self.leader_poll,
+                                );
+                            }
+                            _ => {
+                                text =
+                                    Text::new(grpc::send_bundle_uuid(msg).unwrap_or("").as_bytes())
+                            }
                         }
                         (Fate::Delivered, Some(Code::OK))
                     }
                     Outcome::RateLimited { retry_after_ms } => {
-                        text = status_text(&resp);
+                        text = words.unwrap_or_else(|| status_text(&resp));
                         // Everyone is throttled, not this source: the region backs off, and
                         // the address keeps its place (the engine booked nothing for it).
                         throttled = is_global_throttle(text.as_str());
@@ -641,7 +756,14 @@ impl Upstream {
                     }
                     Outcome::Rejected { code, message } => {
                         let mut buf = [0u8; 128];
-                        let len = message.decode_into(&mut buf).len();
+                        let len = match &words {
+                            Some(w) => {
+                                let w = w.as_str().as_bytes();
+                                buf[..w.len()].copy_from_slice(w);
+                                w.len()
+                            }
+                            None => message.decode_into(&mut buf).len(),
+                        };
                         text = Text::new(&buf[..len]);
                         if code == Code::PERMISSION_DENIED || code == Code::UNAUTHENTICATED {
                             denied = Some((code, buf, len));
@@ -651,7 +773,9 @@ impl Upstream {
                         }
                     }
                     Outcome::Unknown { why } => {
-                        text = Text::new(why.as_bytes());
+                        text = words
+                            .filter(|w| !w.as_str().is_empty())
+                            .unwrap_or_else(|| Text::new(why.as_bytes()));
                         match f {
                             Some(f) if !st.stack.left_whole(f.stream, request_end) => {
                                 (Fate::Retry, None)
@@ -746,16 +870,26 @@ impl Upstream {
                         Fate::Failed => Verdict::Lost,
                         Fate::Denied => Verdict::SourceDenied,
                     },
-                    grpc_code: code.map(|c| c.0.min(255) as u8),
+                    // A forwarded call's answer had no gRPC status: the verdict and text say it.
+                    grpc_code: code.filter(|_| !f.json).map(|c| c.0.min(255) as u8),
                     retry_after_ms: cooldown_ms.unwrap_or(throttle_ms) as u32,
                     text,
                 },
+                region: region as u8,
             }),
             // Its answer refreshed the cache; failures retry later.
             Call::Tips => self.tips.call_ended(now, self.tip_retry),
             Call::Probe => {
                 if !answered {
                     self.probe_unanswered(region, now);
+                }
+            }
+            Call::Leader => {
+                self.leader_in_flight = false;
+                if leader_answer {
+                    self.stats.leader_answers.inc();
+                } else {
+                    self.leader_unanswered(now);
                 }
             }
         }
@@ -816,6 +950,26 @@ impl Upstream {
     pub fn close_all(&mut self, now: Instant) {
         self.links.close_all(now);
     }
+}
+
+/// An engine's answer to a leader poll, published on `board` when it decodes (its region
+/// matched among `regions` by name): trusted for [`VALID_POLLS`] periods, the next poll due in
+/// one. False when it does not decode.
+fn keep_leader(
+    board: &Board,
+    regions: &[super::region::Region],
+    msg: &[u8],
+    now: Instant,
+    poll: Ticks,
+) -> bool {
+    let found = leader::decode_next_leader(msg, |name| {
+        regions.iter().position(|g| g.name == name).map(|r| r as u8)
+    });
+    let Some(l) = found else {
+        return false;
+    };
+    board.answered(l, now, poll, Ticks(poll.0.saturating_mul(VALID_POLLS)));
+    true
 }
 
 /// A call's grpc-message (trailers, else a Trailers-Only reply's headers), decoded.

@@ -10,6 +10,7 @@
 //! bench-demo --tls --socks5 32                  # TLS to the engines, 32 of the 256 addresses via SOCKS5
 //! bench-demo --tls-cost                         # bundle-relay, TLS vs plaintext to the engines, one table
 //! bench-demo --metrics-cost                     # bundle-relay, metrics on vs off, one table
+//! bench-demo --leader-cost                      # bundle-relay, routed by leader vs soonest
 //! bench-demo --handoffs                         # one connection against the whole pool
 //! bench-demo --faults                           # every fault at once, what the relay did, what was lost
 //! ```
@@ -161,6 +162,12 @@ struct Args {
     /// rate and at saturation, one table (the `--cost-*` flags apply).
     #[arg(long)]
     reload_cost: bool,
+    /// What leader-aware routing gives and costs: the rotating port routed by the next leader
+    /// (the engine's schedule, learned with GetNextScheduledLeader) and to the soonest region,
+    /// alternating rounds, at a fixed rate and at saturation: the share of bundles at the next
+    /// leader's region, and latency (the `--cost-*` flags apply).
+    #[arg(long)]
+    leader_cost: bool,
     /// The fault matrix: bundle-relay over TLS through an engine with a different fault on
     /// every region (black hole, stalls, RST, GOAWAY, down-then-up, throttle, storm, latency,
     /// a bad TLS name) while abusive clients hit the intake; one table per side and the
@@ -262,11 +269,13 @@ fn main() -> ExitCode {
         tenants: 0,
         reload_every_ms: 0,
         egress_cut_at_s: a.egress_cut_at_s,
+        leader: false,
     };
     let own_process = a.compare
         || a.tls_cost
         || a.tenants_cost
         || a.reload_cost
+        || a.leader_cost
         || a.metrics_cost
         || a.faults_matrix
         || a.handoffs;
@@ -311,13 +320,15 @@ fn main() -> ExitCode {
             Err(e) => bad(e),
         };
     }
-    if a.metrics_cost || a.tls_cost || a.tenants_cost || a.reload_cost {
+    if a.metrics_cost || a.tls_cost || a.tenants_cost || a.reload_cost || a.leader_cost {
         let switch = if a.tls_cost {
             Switch::Tls
         } else if a.tenants_cost {
             Switch::Tenants
         } else if a.reload_cost {
             Switch::Reload
+        } else if a.leader_cost {
+            Switch::Leader
         } else {
             Switch::Metrics
         };

@@ -45,6 +45,11 @@ struct Args {
     /// One accepted bundle per (source IP, region) per this many ms.
     #[arg(long, default_value_t = engine::INTERVAL_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..))]
     interval_ms: u64,
+    /// Slot time of the synthetic leader schedule (GetNextScheduledLeader): a leader holds 4
+    /// slots, the regions in turn; the stats count bundles that arrived at the next leader's
+    /// region.
+    #[arg(long, default_value_t = engine::SLOT_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..))]
+    slot_ms: u64,
     /// KIND@START[+DURATION][:key=value,...], repeatable; kinds: storm, throttle, rst, stall,
     /// latency, goaway, close (e.g. storm@5s:fraction=0.5,retry_ms=30000, rst@1s+2s:every=10,
     /// latency@0s:ms=5,region=ny).
@@ -125,6 +130,7 @@ async fn run(args: Args) -> ExitCode {
         port: args.port,
         port_step: args.port_step,
         interval_ms: args.interval_ms,
+        slot_ms: args.slot_ms,
         faults: args.faults,
         seed: args.seed,
         tls: args.tls,

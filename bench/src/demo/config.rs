@@ -120,6 +120,9 @@ pub struct DemoConfig {
     /// bundle-relay runs from a config file and this many seconds after it starts reloads it
     /// once with the second half of its egress addresses removed, drained under the load.
     pub egress_cut_at_s: Option<f64>,
+    /// bundle-relay routes the rotating port by the next leader (`rotating = "leader"`); the
+    /// engine's report counts the bundles that reached the next leader's region.
+    pub leader: bool,
 }
 
 impl Default for DemoConfig {
@@ -148,6 +151,7 @@ impl Default for DemoConfig {
             tenants: 0,
             reload_every_ms: 0,
             egress_cut_at_s: None,
+            leader: false,
         }
     }
 }

@@ -97,6 +97,9 @@ pub struct RelaySetup {
     /// it once with the second half of its egress addresses gone (drained under the load).
     #[serde(default)]
     pub egress_cut_at_ms: u64,
+    /// bundle-relay routes the rotating port by the next leader (no tenants).
+    #[serde(default)]
+    pub leader: bool,
 }
 
 /// The key the demo's load sends (`x-jito-auth`) when the relay has tenants.
@@ -217,6 +220,12 @@ impl RelaySetup {
         spec.arena_slots = self.in_flight_max;
         spec.handoffs = self.handoffs;
         spec.metrics = self.metrics;
+        if self.leader {
+            spec.open_to_all(bundle_relay::config::Policy {
+                strategy: bundle_relay::config::Strategy::Leader,
+                ..bundle_relay::config::Policy::open()
+            });
+        }
         if self.tenants > 0 {
             let tenants = demo_tenants(self.tenants);
             let names: Vec<String> = spec.regions.iter().map(|r| r.name.clone()).collect();

@@ -173,6 +173,7 @@ fn start_relay(cfg: &DemoConfig, engine: &EngineThread) -> Result<(ProxyThread, 
         tenants: cfg.tenants,
         reload_every_ms: cfg.reload_every_ms,
         egress_cut_at_ms: cfg.egress_cut_at_s.map_or(0, |s| (s * 1000.0) as u64),
+        leader: cfg.leader,
     };
     let relay = RelayRun::start(cfg, setup)?;
     if cfg.relay == RelayKind::BundleRelay

@@ -1,13 +1,17 @@
 //! bench-engine: a synthetic Jito block engine that every relay measurement goes through.
 //!
 //! It serves `searcher.SearcherService` (SendBundle, GetTipAccounts, GetNextScheduledLeader,
-//! GetRegions) on one loopback address per region, enforces Jito's one bundle per interval per
-//! (source IP, region), checks every packet with the Solana crates, answers Jito's bundle id,
-//! injects faults on a schedule, measures delivery latency from bench-load's shared sent log, and
-//! reports everything as JSON ([`EngineStats`]).
+//! GetRegions) on one loopback address per region, and JSON-RPC `sendTransaction` on
+//! `/api/v1/transactions` beside it (as Jito's engines do, same host), enforces Jito's one call
+//! per interval per (source IP, region) on both, checks every packet with the Solana crates,
+//! answers Jito's bundle id (and a transaction's signature), runs a leader schedule (the next
+//! leader's region changes every four `slot_ms`; accepted bundles that arrived at it are
+//! counted), injects faults on a schedule, measures delivery latency from bench-load's shared
+//! sent log, and reports everything as JSON ([`EngineStats`]).
 //!
 //! Layers: [`limiter`] (the rate rule), [`validate`] (bundle checks and id), [`fault`] (rule
-//! syntax and schedule) and [`grpc`] (framing, statuses) decide; `server` only does I/O.
+//! syntax and schedule) and [`grpc`] (framing, statuses) decide; `server` (gRPC) and `jsonrpc`
+//! (sendTransaction) only do I/O.
 //!
 //! gRPC is served on the `h2` crate directly, not on tonic: the faults need what tonic's server
 //! hides (RST_STREAM on one stream, GOAWAY at a chosen instant, withholding flow-control credit,
@@ -28,6 +32,7 @@
 
 pub mod fault;
 pub mod grpc;
+mod jsonrpc;
 pub mod limiter;
 pub mod probe;
 mod server;
@@ -67,6 +72,10 @@ pub const STATS_ADDR_DEFAULT: SocketAddr =
 /// Bundle ids remembered for duplicate counting: 32 B each plus set overhead, ≈16 MiB, more than
 /// a minute of any load these two cores can offer.
 pub const DUP_CAPACITY_DEFAULT: usize = 262_144;
+/// Solana's slot time, for the synthetic leader schedule.
+pub const SLOT_MS_DEFAULT: u64 = 400;
+/// Leaders hold 4 consecutive slots, as on Solana.
+pub const LEADER_SLOTS: u64 = 4;
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -78,6 +87,9 @@ pub struct EngineConfig {
     pub port: u16,
     pub port_step: u16,
     pub interval_ms: u64,
+    /// The synthetic leader schedule's slot: leaders hold [`LEADER_SLOTS`] slots each, the
+    /// regions in turn.
+    pub slot_ms: u64,
     pub faults: Vec<FaultSpec>,
     /// Seeds the storm's choice of sources.
     pub seed: u64,
@@ -102,6 +114,7 @@ impl Default for EngineConfig {
             port: PORT_DEFAULT,
             port_step: 0,
             interval_ms: INTERVAL_MS_DEFAULT,
+            slot_ms: SLOT_MS_DEFAULT,
             faults: Vec::new(),
             seed: 0,
             tls: false,
@@ -164,6 +177,7 @@ pub(crate) struct Shared {
     pub start_ns: u64,
     pub start_instant: tokio::time::Instant,
     pub interval_ms: u64,
+    pub slot_ms: u64,
     pub seed: u64,
     pub regions: Vec<Region>,
     pub faults: Faults,
@@ -248,6 +262,11 @@ impl Shared {
             fault_rules,
             latency,
             other_calls: get(&c.other_calls),
+            slot_ms: self.slot_ms,
+            at_leader: get(&c.at_leader),
+            send_transaction_calls: get(&c.send_transaction_calls),
+            transactions_accepted: get(&c.transactions_accepted),
+            transactions_rejected: get(&c.transactions_rejected),
             unknown_method: get(&c.unknown_method),
             connections_accepted: get(&c.connections_accepted),
             connections_open: get(&c.connections_open),
@@ -270,6 +289,9 @@ impl Engine {
         }
         if cfg.interval_ms == 0 {
             return Err(bad("interval_ms must be at least 1".into()));
+        }
+        if cfg.slot_ms == 0 {
+            return Err(bad("slot_ms must be at least 1".into()));
         }
         let rules = cfg
             .faults
@@ -334,6 +356,7 @@ impl Engine {
             start_ns: sentlog::monotonic_ns(),
             start_instant: tokio::time::Instant::now(),
             interval_ms: cfg.interval_ms,
+            slot_ms: cfg.slot_ms,
             seed: cfg.seed,
             regions,
             faults: Faults { rules },

@@ -28,7 +28,7 @@ use super::grpc;
 use super::limiter::Verdict;
 use super::stats::inc;
 use super::validate::{self, Reject};
-use super::{RecordedBundle, Shared, TIP_ACCOUNTS};
+use super::{LEADER_SLOTS, RecordedBundle, Shared, TIP_ACCOUNTS};
 use crate::fds::{FDS_PROCESS_MAX, nofile_limit};
 use crate::sentlog;
 
@@ -42,10 +42,6 @@ const MAX_BODY_BYTES: usize = 64 * 1024;
 const EMFILE_BACKOFF_MS: u64 = 20;
 /// At most one EMFILE message per listener per this many ms, so the log stays readable.
 const EMFILE_REPORT_EVERY_MS: u64 = 1_000;
-/// Solana slot time, for the synthetic leader schedule.
-const SLOT_MS: u64 = 400;
-/// Leaders hold 4 consecutive slots.
-const LEADER_SLOTS: u64 = 4;
 /// A plausible mainnet slot to count from.
 const SLOT_BASE: u64 = 380_000_000;
 
@@ -258,6 +254,9 @@ async fn serve_stream(
     req: Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
 ) {
+    if req.uri().path() == bundle_relay::jito::TRANSACTIONS_PATH {
+        return super::jsonrpc::serve(&sh, region, peer, req, respond).await;
+    }
     let Some(method) = method_of(req.uri().path()) else {
         inc(&sh.counters.unknown_method);
         let msg = format!("unknown method {}", req.uri().path());
@@ -348,41 +347,41 @@ fn decode_arg<M: Message + Default>(body: &[u8], respond: &mut SendResponse<Byte
     }
 }
 
-/// A synthetic leader schedule: 400 ms slots from engine start, leaders every 4 slots, regions
-/// in turn (restricted to the asked ones when given).
+/// A synthetic leader schedule: `slot_ms` slots from engine start, leaders every
+/// [`LEADER_SLOTS`] slots, regions in turn (restricted to the asked ones when given).
 fn next_leader(sh: &Shared, req: &NextScheduledLeaderRequest) -> NextScheduledLeaderResponse {
-    let current_slot = SLOT_BASE + sh.elapsed_ns() / (SLOT_MS * 1_000_000);
-    let names: Vec<&String> = sh
-        .regions
-        .iter()
-        .map(|r| &r.name)
-        .filter(|n| req.regions.is_empty() || req.regions.contains(n))
-        .collect();
-    let mut next = (current_slot / LEADER_SLOTS + 1) * LEADER_SLOTS;
-    let region = if names.is_empty() {
-        String::new()
-    } else {
-        // Step to the next leader whose turn falls on an asked-for region.
-        loop {
-            let turn = (next / LEADER_SLOTS) as usize % sh.regions.len();
-            if names.contains(&&sh.regions[turn].name) {
-                break sh.regions[turn].name.clone();
-            }
-            next += LEADER_SLOTS;
-        }
-    };
+    let asked = |n: &str| req.regions.is_empty() || req.regions.iter().any(|r| r == n);
+    let (current_slot, region, next) = next_leader_turn(sh, asked);
     NextScheduledLeaderResponse {
         current_slot,
         next_leader_slot: next,
         next_leader_identity: TIP_ACCOUNTS[(next / LEADER_SLOTS) as usize % TIP_ACCOUNTS.len()]
             .to_string(),
-        next_leader_region: region,
+        next_leader_region: region.map_or(String::new(), |r| sh.regions[r].name.clone()),
+    }
+}
+
+/// The current slot, and the region and first slot of the next leader whose region is
+/// `asked` (none when no region is).
+fn next_leader_turn(sh: &Shared, asked: impl Fn(&str) -> bool) -> (u64, Option<usize>, u64) {
+    let current_slot = SLOT_BASE + sh.elapsed_ns() / (sh.slot_ms * 1_000_000);
+    let mut next = (current_slot / LEADER_SLOTS + 1) * LEADER_SLOTS;
+    if !sh.regions.iter().any(|r| asked(&r.name)) {
+        return (current_slot, None, next);
+    }
+    // Step to the next leader whose turn falls on an asked-for region.
+    loop {
+        let turn = (next / LEADER_SLOTS) as usize % sh.regions.len();
+        if asked(&sh.regions[turn].name) {
+            return (current_slot, Some(turn), next);
+        }
+        next += LEADER_SLOTS;
     }
 }
 
 /// Reads a whole request body, giving flow-control credit back as it goes. `Err(Some)`: too
 /// large (message for the client); `Err(None)`: the stream broke.
-async fn read_body(body: &mut RecvStream) -> Result<Bytes, Option<String>> {
+pub(super) async fn read_body(body: &mut RecvStream) -> Result<Bytes, Option<String>> {
     let mut first: Option<Bytes> = None;
     let mut rest: Option<BytesMut> = None;
     while let Some(chunk) = body.data().await {
@@ -413,11 +412,61 @@ async fn read_body(body: &mut RecvStream) -> Result<Bytes, Option<String>> {
     })
 }
 
-enum Gate {
+/// What the engine's front end says to one call before looking at it: Jito's per-source rule,
+/// and the faults that answer in its place.
+pub(super) enum Gate {
+    /// The source is refused outright (the `deny` fault), with this gRPC code.
+    Denied(u32),
+    /// Inside its interval: an early send, counted.
     Early(u64),
+    /// Everyone is throttled (the `throttle` fault).
     Throttled,
+    /// The source is told to back off this many ms (the `storm` fault).
     Storm(u64),
     Pass,
+}
+
+/// Applies the per-(source, region) rule and the faults to a call from `peer` at `now_ns`,
+/// counting what it refuses; a call that passes is booked.
+pub(super) fn gate(sh: &Shared, region: usize, peer: IpAddr, now_ns: u64) -> Gate {
+    let elapsed_ns = now_ns.saturating_sub(sh.start_ns);
+    let c = &sh.counters;
+    let reg = &sh.regions[region];
+    // Refusing the caller comes before any rate rule, as an authenticating front end would.
+    if let Some(rule) = sh
+        .faults
+        .hit(FaultKind::Deny, region, elapsed_ns, Some((sh.seed, peer)))
+    {
+        return Gate::Denied(rule.spec.code);
+    }
+    let mut lim = reg.limiter.lock().expect("limiter lock");
+    match lim.check(peer, now_ns) {
+        Verdict::Early { retry_ms } => {
+            inc(&c.early_sends);
+            inc(&reg.early);
+            Gate::Early(retry_ms)
+        }
+        Verdict::OnTime => {
+            if sh
+                .faults
+                .hit(FaultKind::Throttle, region, elapsed_ns, None)
+                .is_some()
+            {
+                inc(&c.throttled);
+                Gate::Throttled
+            } else if let Some(rule) =
+                sh.faults
+                    .hit(FaultKind::Storm, region, elapsed_ns, Some((sh.seed, peer)))
+            {
+                lim.hold(peer, now_ns + rule.spec.retry_ms * 1_000_000);
+                inc(&c.storm_told);
+                Gate::Storm(rule.spec.retry_ms)
+            } else {
+                lim.book(peer, now_ns);
+                Gate::Pass
+            }
+        }
+    }
 }
 
 use bundle_relay::jito::{GLOBAL_THROTTLE_MESSAGE as THROTTLE_MESSAGE, rate_limit_message};
@@ -434,53 +483,17 @@ async fn send_bundle(
     let c = &sh.counters;
     let reg = &sh.regions[region];
     inc(&c.send_bundle_calls);
-    // Refusing the caller comes before any rate rule, as an authenticating front end would.
-    if let Some(rule) = sh
-        .faults
-        .hit(FaultKind::Deny, region, elapsed_ns, Some((sh.seed, peer)))
-    {
-        let msg = format!("source {peer} is not allowed to send bundles");
-        return grpc::send_status(&mut respond, rule.spec.code, &msg);
-    }
-    let gate = {
-        let mut lim = reg.limiter.lock().expect("limiter lock");
-        match lim.check(peer, now_ns) {
-            Verdict::Early { retry_ms } => Gate::Early(retry_ms),
-            Verdict::OnTime => {
-                if sh
-                    .faults
-                    .hit(FaultKind::Throttle, region, elapsed_ns, None)
-                    .is_some()
-                {
-                    Gate::Throttled
-                } else if let Some(rule) =
-                    sh.faults
-                        .hit(FaultKind::Storm, region, elapsed_ns, Some((sh.seed, peer)))
-                {
-                    lim.hold(peer, now_ns + rule.spec.retry_ms * 1_000_000);
-                    Gate::Storm(rule.spec.retry_ms)
-                } else {
-                    lim.book(peer, now_ns);
-                    Gate::Pass
-                }
-            }
+    match gate(sh, region, peer, now_ns) {
+        Gate::Denied(code) => {
+            let msg = format!("source {peer} is not allowed to send bundles");
+            return grpc::send_status(&mut respond, code, &msg);
         }
-    };
-    match gate {
-        Gate::Early(retry_ms) => {
-            inc(&c.early_sends);
-            inc(&reg.early);
+        Gate::Early(retry_ms) | Gate::Storm(retry_ms) => {
             let msg = rate_limit_message(retry_ms);
             return grpc::send_status(&mut respond, grpc::RESOURCE_EXHAUSTED, &msg);
         }
         Gate::Throttled => {
-            inc(&c.throttled);
             return grpc::send_status(&mut respond, grpc::RESOURCE_EXHAUSTED, THROTTLE_MESSAGE);
-        }
-        Gate::Storm(retry_ms) => {
-            inc(&c.storm_told);
-            let msg = rate_limit_message(retry_ms);
-            return grpc::send_status(&mut respond, grpc::RESOURCE_EXHAUSTED, &msg);
         }
         Gate::Pass => {}
     }
@@ -514,6 +527,9 @@ async fn send_bundle(
     };
     inc(&c.accepted);
     inc(&reg.accepted);
+    if next_leader_turn(sh, |_| true).1 == Some(region) {
+        inc(&c.at_leader);
+    }
     if sh.dups.lock().expect("dup lock").seen(checked.id) {
         inc(&c.duplicates);
     }

@@ -29,6 +29,10 @@ pub struct Counters {
     pub decode_failures: AtomicU64,
     pub duplicates: AtomicU64,
     pub other_calls: AtomicU64,
+    pub at_leader: AtomicU64,
+    pub send_transaction_calls: AtomicU64,
+    pub transactions_accepted: AtomicU64,
+    pub transactions_rejected: AtomicU64,
     pub unknown_method: AtomicU64,
     pub body_too_large: AtomicU64,
     pub connections_accepted: AtomicU64,
@@ -160,6 +164,21 @@ pub struct EngineStats {
     pub fault_rules: Vec<FaultRuleStats>,
     pub latency: LatencyStats,
     pub other_calls: u64,
+    /// The leader schedule's slot (a leader holds 4).
+    #[serde(default)]
+    pub slot_ms: u64,
+    /// Accepted bundles that arrived at the region holding the next leader (what
+    /// GetNextScheduledLeader answered at that instant, asked about every region).
+    #[serde(default)]
+    pub at_leader: u64,
+    /// JSON-RPC `sendTransaction` calls, and those accepted (answered with the signature) and
+    /// refused as invalid; rate-limit refusals count with SendBundle's (`early_sends`, …).
+    #[serde(default)]
+    pub send_transaction_calls: u64,
+    #[serde(default)]
+    pub transactions_accepted: u64,
+    #[serde(default)]
+    pub transactions_rejected: u64,
     pub unknown_method: u64,
     pub connections_accepted: u64,
     pub connections_open: u64,

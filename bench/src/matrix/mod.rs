@@ -232,6 +232,7 @@ pub fn run(cfg: &MatrixConfig) -> Result<MatrixReport, String> {
         tenants: 0,
         reload_every_ms: 0,
         egress_cut_at_ms: 0,
+        leader: false,
     };
     let relay_cfg = DemoConfig {
         relay_exe: Some(cfg.relay_exe.clone()),

@@ -117,6 +117,26 @@ pub async fn run_load(
         .unwrap()
 }
 
+/// One JSON-RPC call over a connection of its own, as a Jito client makes it: the answer's
+/// HTTP status, its head (lower-cased) and its JSON body.
+pub fn rpc_call(addr: SocketAddr, path: &str, body: &str) -> (u16, String, serde_json::Value) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let req = format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    c.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    let (head, json) = out.split_once("\r\n\r\n").expect("a head and a body");
+    let status = head[9..12].parse().unwrap();
+    let json = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {out}"));
+    (status, head.to_ascii_lowercase(), json)
+}
+
 /// The relay's pinned port for `region`.
 pub fn pinned(relay: &Relay, region: &str) -> SocketAddr {
     relay

@@ -1,0 +1,296 @@
+//! What a searcher asks of Jito, end to end through the relay to bench-engine:
+//!
+//! - `sendTransaction` without `bundleOnly=true` goes to the engine's own JSON-RPC
+//!   `sendTransaction` (not as a one-transaction bundle), answered with the signature; with
+//!   it, as a bundle with `x-bundle-id`; the engine's JSON-RPC throttles (-32097 with its wait)
+//!   cool the pair exactly as gRPC's do.
+//! - Leader-aware routing: bench-engine runs a leader schedule (the next leader's region
+//!   changes every 400 ms here) and counts the bundles that arrive at that region; the relay
+//!   learns it from GetNextScheduledLeader and sends the rotating port's bundles there, or to
+//!   the soonest region when the leader's has no pair ready within the wait.
+//! - Fan-out: a bundle sent to several regions at once, counted once, every send recorded.
+
+mod support;
+
+use std::time::Duration;
+
+use bundle_relay::config::{Policy, Strategy};
+use bundle_relay::runtime::Relay;
+use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use support::baseline::{first_signature, transfer_tx};
+use support::relay::{bundles, rpc_call, run_load, spec, wait_ended, wait_pairs_up};
+
+fn send_transaction(tx: &[u8]) -> String {
+    let b64 = base64_encode(tx);
+    format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"sendTransaction","params":["{b64}",{{"encoding":"base64"}}]}}"#
+    )
+}
+
+fn base64_encode(b: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(b)
+}
+
+/// Jito's id of a one-transaction bundle: SHA-256 of its signature's base58, in hex.
+fn bundle_id_of(tx: &[u8]) -> String {
+    let d = Sha256::digest(first_signature(tx).as_bytes());
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Three transactions without bundleOnly reach the engine's JSON-RPC sendTransaction and none
+/// of its SendBundle; one with bundleOnly=true is a bundle. Each is answered with its
+/// signature, the bundle one with its id in x-bundle-id too, and the record shows each send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_transaction_goes_to_the_engines_send_transaction_unless_bundle_only() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..2]);
+    ec.interval_ms = 10;
+    let engine = Engine::start(ec).await.unwrap();
+    let s = spec(&engine.region_addrs(), "127.1.83.0/30", 10);
+    let relay = Relay::start(s).unwrap();
+    wait_pairs_up(&relay, 8, Duration::from_secs(10)).await;
+    let rotating = relay.rotating_addr().unwrap();
+    let txs: Vec<Vec<u8>> = (0..4).map(|i| transfer_tx(8300 + i, 5_000)).collect();
+    for (i, tx) in txs.iter().enumerate() {
+        let path = if i == 3 {
+            "/api/v1/transactions?bundleOnly=true"
+        } else {
+            "/api/v1/transactions"
+        };
+        let (status, head, answer) = rpc_call(rotating, path, &send_transaction(tx));
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["result"], first_signature(tx), "{answer}");
+        assert_eq!(answer["id"], 7);
+        assert_eq!(
+            head.contains(&format!("x-bundle-id: {}", bundle_id_of(tx))),
+            i == 3,
+            "{head}"
+        );
+    }
+    let t = wait_ended(&relay, Duration::from_secs(10)).await;
+    assert_eq!(t.delivered, 4, "{t:?}");
+    let es = engine.stats();
+    assert_eq!(
+        (es.transactions_accepted, es.send_bundle_calls, es.accepted),
+        (3, 1, 1),
+        "{es:?}"
+    );
+    for tx in &txs[..3] {
+        let body = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"getBundleDelivery","params":["{}"]}}"#,
+            bundle_id_of(tx)
+        );
+        let d = rpc_call(rotating, "/api/v1/bundles", &body).2["result"].clone();
+        assert_eq!(d["status"], "delivered", "{d}");
+        assert_eq!(d["attempts"][0]["verdict"], "accepted", "{d}");
+        // The engine's own answer, kept: the signature.
+        assert_eq!(d["engine"], first_signature(tx), "{d}");
+    }
+    assert_eq!(es.early_sends, 0);
+    let end = relay.shutdown(Duration::from_millis(200));
+    assert!(end.identity_holds(), "{end:?}");
+    engine.shutdown().await;
+}
+
+/// The engine tells every source to back off 1.5 s (-32097, "Retry after 1500ms", as HTTP
+/// 429): the pair cools exactly that long, the transaction is sent again when it may be, and
+/// the record shows both sends with the engine's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engines_json_rpc_retry_after_cools_the_pair_as_grpcs_does() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..1]);
+    ec.interval_ms = 10;
+    ec.faults = vec!["storm@0s+1s:fraction=1,retry_ms=1500".parse().unwrap()];
+    let engine = Engine::start(ec).await.unwrap();
+    let mut s = spec(&engine.region_addrs(), "127.1.84.1", 10);
+    s.threads = 1;
+    s.bundle_max_age_ms = 5_000;
+    let relay = Relay::start(s).unwrap();
+    wait_pairs_up(&relay, 1, Duration::from_secs(10)).await;
+    let rotating = relay.rotating_addr().unwrap();
+    let tx = transfer_tx(8400, 5_000);
+    let (status, _, answer) = rpc_call(rotating, "/api/v1/transactions", &send_transaction(&tx));
+    assert_eq!(
+        (status, &answer["result"]),
+        (200, &Value::from(first_signature(&tx)))
+    );
+    let t = wait_ended(&relay, Duration::from_secs(10)).await;
+    assert_eq!((t.delivered, t.cooldowns), (1, 1), "{t:?}");
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"getBundleDelivery","params":["{}"]}}"#,
+        bundle_id_of(&tx)
+    );
+    let d = rpc_call(rotating, "/api/v1/bundles", &body).2["result"].clone();
+    let a = d["attempts"].as_array().unwrap();
+    assert_eq!(a.len(), 2, "{d}");
+    assert_eq!(a[0]["verdict"], "rate_limited", "{d}");
+    assert_eq!(a[0]["retry_after_ms"], 1500, "{d}");
+    assert_eq!(a[1]["verdict"], "accepted", "{d}");
+    let waited =
+        a[1]["sent_after_us"].as_u64().unwrap() - a[0]["answered_after_us"].as_u64().unwrap();
+    assert!(waited >= 1_500_000, "sent again only after the wait: {d}");
+    let es = engine.stats();
+    assert_eq!((es.transactions_accepted, es.early_sends), (1, 0), "{es:?}");
+    let end = relay.shutdown(Duration::from_millis(200));
+    assert!(end.identity_holds(), "{end:?}");
+    engine.shutdown().await;
+}
+
+/// The engine's slot: a leader holds four, so the leader's region changes every 400 ms.
+const SLOT_MS: u64 = 100;
+
+fn ok(r: &bundle_relay_bench::load::LoadReport) -> u64 {
+    r.outcomes
+        .iter()
+        .filter(|o| {
+            matches!(o.outcome, bundle_relay_bench::load::Outcome::Answered(a)
+                if a.status == 200 && a.rpc_error.is_none())
+        })
+        .count() as u64
+}
+
+/// The same engine, pool and load through a relay routing by leader, then one routing to the
+/// soonest region: by leader, most bundles reach the next leader's region (the rest are the
+/// ones sent in the moments after a turn changed, before the next poll); by soonest, about
+/// one region in eight, as chance has it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rotating_ports_bundles_go_to_the_next_leaders_region() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
+    ec.interval_ms = 10;
+    ec.slot_ms = SLOT_MS;
+    let engine = Engine::start(ec).await.unwrap();
+    let mut share = [0.0; 2];
+    for (i, strategy) in [Strategy::Leader, Strategy::Soonest]
+        .into_iter()
+        .enumerate()
+    {
+        let mut s = spec(&engine.region_addrs(), "127.1.81.0/28", 10);
+        s.open_to_all(Policy {
+            strategy,
+            ..Policy::open()
+        });
+        s.leader.poll_ms = 50;
+        let relay = Relay::start(s).unwrap();
+        wait_pairs_up(&relay, 128, Duration::from_secs(10)).await;
+        let before = engine.stats();
+        let load = run_load(
+            vec![relay.rotating_addr().unwrap()],
+            200.0,
+            bundles(81 + i as u64, 0, 400),
+        )
+        .await;
+        let t = wait_ended(&relay, Duration::from_secs(10)).await;
+        let after = engine.stats();
+        assert_eq!(ok(&load), 400, "{strategy:?}: {}", load.summary);
+        assert_eq!(t.delivered, 400, "{strategy:?}: {t:?}");
+        let accepted = after.accepted - before.accepted;
+        share[i] = (after.at_leader - before.at_leader) as f64 / accepted as f64;
+        if strategy == Strategy::Leader {
+            assert!(t.leader_answers > 0, "{t:?}");
+            assert!(t.leader_routed >= 300, "{t:?}");
+        } else {
+            assert_eq!((t.leader_polls, t.leader_routed), (0, 0), "{t:?}");
+        }
+        let end = relay.shutdown(Duration::from_millis(200));
+        assert!(end.identity_holds(), "{end:?}");
+    }
+    eprintln!(
+        "at the next leader's region: {:.1}% by leader, {:.1}% by soonest",
+        100.0 * share[0],
+        100.0 * share[1]
+    );
+    assert!(share[0] >= 0.6, "by leader: {share:?}");
+    assert!(share[1] <= 0.35, "by soonest: {share:?}");
+    assert_eq!(engine.stats().early_sends, 0);
+    engine.shutdown().await;
+}
+
+/// Two addresses at Jito's one send a second: the leader's region can take two bundles a
+/// second, the pool sixteen. At ten a second, a relay that held bundles for the leader's
+/// region would expire most of them; the wait sends them to the soonest region instead, and
+/// every one is delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaders_region_with_no_pair_ready_within_the_wait_hands_its_bundles_to_the_soonest() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
+    ec.interval_ms = 1_000;
+    ec.slot_ms = SLOT_MS;
+    let engine = Engine::start(ec).await.unwrap();
+    let mut s = spec(&engine.region_addrs(), "127.1.82.0/31", 1_000);
+    // Polled at the default 400 ms: 2.5 of the pool's 16 sends a second.
+    s.open_to_all(Policy {
+        strategy: Strategy::Leader,
+        ..Policy::open()
+    });
+    let relay = Relay::start(s).unwrap();
+    wait_pairs_up(&relay, 16, Duration::from_secs(10)).await;
+    // Let a poll or two through first: a poll takes a pair like a bundle does.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let load = run_load(
+        vec![relay.rotating_addr().unwrap()],
+        10.0,
+        bundles(82, 0, 20),
+    )
+    .await;
+    let t = wait_ended(&relay, Duration::from_secs(10)).await;
+    assert_eq!(ok(&load), 20, "{}", load.summary);
+    assert_eq!((t.delivered, t.expired), (20, 0), "{t:?}");
+    assert!(t.leader_routed > 0, "{t:?}");
+    assert!(t.leader_fallbacks > 0, "{t:?}");
+    assert_eq!(engine.stats().early_sends, 0);
+    let end = relay.shutdown(Duration::from_millis(200));
+    assert!(end.identity_holds(), "{end:?}");
+    engine.shutdown().await;
+}
+
+/// Everyone's bundles fan out to three regions: each reaches three different regions' engines
+/// (each accepts it once: the engine counts the other two as duplicates of the id), is answered
+/// and counted once, and its record shows the three sends, all accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fanned_out_bundle_reaches_three_regions_and_is_counted_once() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
+    ec.interval_ms = 10;
+    ec.record = true;
+    let engine = Engine::start(ec).await.unwrap();
+    let mut s = spec(&engine.region_addrs(), "127.1.85.0/30", 10);
+    s.open_to_all(Policy {
+        fan_out: 3,
+        ..Policy::open()
+    });
+    let relay = Relay::start(s).unwrap();
+    wait_pairs_up(&relay, 32, Duration::from_secs(10)).await;
+    let sent = bundles(85, 0, 40);
+    let ids: Vec<String> = sent
+        .iter()
+        .map(|g| String::from_utf8(g.bundle_id.to_vec()).unwrap())
+        .collect();
+    let load = run_load(vec![relay.rotating_addr().unwrap()], 100.0, sent).await;
+    let t = wait_ended(&relay, Duration::from_secs(10)).await;
+    assert_eq!(ok(&load), 40, "{}", load.summary);
+    assert_eq!((t.admitted, t.delivered), (40, 40), "{t:?}");
+    let es = engine.stats();
+    assert_eq!((es.accepted, es.duplicates), (120, 80), "{es:?}");
+    let recorded = engine.recorded();
+    let rotating = relay.rotating_addr().unwrap();
+    for id in &ids {
+        let mut regions: Vec<&str> = recorded
+            .iter()
+            .filter(|b| &b.id == id)
+            .map(|b| b.region.as_str())
+            .collect();
+        regions.sort_unstable();
+        regions.dedup();
+        assert_eq!(regions.len(), 3, "{id}: {regions:?}");
+        let body =
+            format!(r#"{{"jsonrpc":"2.0","id":2,"method":"getBundleDelivery","params":["{id}"]}}"#);
+        let d = rpc_call(rotating, "/api/v1/bundles", &body).2["result"].clone();
+        assert_eq!(d["status"], "delivered", "{d}");
+        let a = d["attempts"].as_array().unwrap();
+        assert_eq!(a.len(), 3, "{d}");
+        assert!(a.iter().all(|a| a["verdict"] == "accepted"), "{d}");
+    }
+    assert_eq!(es.early_sends, 0);
+    let end = relay.shutdown(Duration::from_millis(200));
+    assert!(end.identity_holds(), "{end:?}");
+    engine.shutdown().await;
+}
