@@ -111,3 +111,23 @@ proptest! {
         leader::fuzz_answer(&data);
     }
 }
+
+#[test]
+fn a_known_field_sent_as_a_group_refuses_the_answer_as_prost_does() {
+    // Found by the fuzz target: field 4 (the region) as a group holding a varint.
+    let msg = [8, 0, 8, 8, 8, 8, 35, 8, 2, 36];
+    assert_eq!(leader::fuzz_answer(&msg), None);
+    // An unknown field as a group is skipped.
+    let mut m = answer(1, 4, "ny");
+    m.extend([0x2b, 8, 2, 0x2c]); // field 5, a group
+    assert_eq!(leader::fuzz_answer(&m).unwrap().region, Some(1));
+}
+
+#[test]
+fn a_region_that_is_not_utf8_refuses_the_answer_even_when_a_later_one_is() {
+    // Found by the fuzz target: prost checks every occurrence of a string field.
+    let msg = [
+        8, 1, 34, 2, 110, 255, 8, 1, 34, 2, 110, 69, 69, 69, 69, 69, 121,
+    ];
+    assert_eq!(leader::fuzz_answer(&msg), None);
+}

@@ -6,7 +6,8 @@
 //! enforces: multi-byte (and overlong) varints, keys within 32 bits, field 0 refused, groups
 //! skipped whole but nested at most [`GROUP_DEPTH_MAX`] deep and closed by their own field,
 //! lengths within the message. What a field means, and which wire type it must have, is the
-//! caller's: a known field with the wrong type is malformed there, an unknown one is skipped.
+//! caller's: a known field with the wrong type (a group included) is malformed there, an unknown
+//! one is skipped.
 
 /// A varint is at most 10 bytes (64 bits, 7 per byte), and then its last byte holds bit 63 only.
 const VARINT_BYTES_MAX: usize = 10;
@@ -29,6 +30,9 @@ pub enum Value<'a> {
     /// Strings, bytes, embedded messages, packed repeated fields.
     Len(&'a [u8]),
     Fixed32(u32),
+    /// A group (proto2), skipped whole: yielded once it closes, so a caller can refuse a known
+    /// field sent as one, as prost does.
+    Group,
 }
 
 /// The message is not valid protobuf; nothing read from it should be kept.
@@ -105,6 +109,9 @@ impl<'a> Fields<'a> {
                     return Err(Malformed);
                 }
                 self.depth -= 1;
+                if self.depth == 0 {
+                    return Ok(Some((field, Value::Group)));
+                }
                 continue;
             }
             if self.depth == GROUP_DEPTH_MAX {

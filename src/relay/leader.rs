@@ -146,7 +146,7 @@ pub fn decode_next_leader(
         next_leader_slot: 0,
         region: None,
     };
-    let mut region: &[u8] = b"";
+    let mut region = "";
     for f in Fields::new(msg) {
         match f.ok()? {
             (CURRENT_SLOT_FIELD, Value::Varint(v)) => l.current_slot = v,
@@ -154,12 +154,12 @@ pub fn decode_next_leader(
             (NEXT_LEADER_IDENTITY_FIELD, Value::Len(s)) => {
                 core::str::from_utf8(s).ok()?;
             }
-            (NEXT_LEADER_REGION_FIELD, Value::Len(s)) => region = s,
+            // Each string must be UTF-8, a repeated one too (prost checks every occurrence).
+            (NEXT_LEADER_REGION_FIELD, Value::Len(s)) => region = core::str::from_utf8(s).ok()?,
             (CURRENT_SLOT_FIELD..=NEXT_LEADER_REGION_FIELD, _) => return None,
             _ => {}
         }
     }
-    let region = core::str::from_utf8(region).ok()?;
     l.region = if region.is_empty() {
         None
     } else {

@@ -277,6 +277,13 @@ mod tests {
     }
 
     #[test]
+    fn the_accounts_field_sent_as_a_group_refuses_the_answer_as_prost_does() {
+        let mut m = answer(&[A]);
+        m.extend([0x0b, 0x10, 1, 0x0c]); // field 1 as a group holding a varint
+        assert_eq!(fuzz_answer(&m), None);
+    }
+
+    #[test]
     fn groups_nested_deeper_than_prost_allows_are_refused() {
         let nested = |depth: usize| {
             let mut m = answer(&[A]);
