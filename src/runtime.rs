@@ -53,6 +53,9 @@ pub struct Relay {
     stats: Vec<Arc<Stats>>,
     metrics: Arc<crate::metrics::Metrics>,
     pairs_text: Vec<Arc<std::sync::Mutex<String>>>,
+    /// The next leader as the threads learned it, and the region names it indexes.
+    leader: Arc<crate::relay::leader::Board>,
+    region_names: Vec<String>,
     stop: Arc<AtomicBool>,
     drain_deadline_ms: Arc<AtomicU64>,
     threads: Vec<JoinHandle<()>>,
@@ -287,6 +290,8 @@ impl Relay {
             stats,
             metrics,
             pairs_text,
+            leader: spec.leader_board.clone(),
+            region_names: names.clone(),
             stop,
             drain_deadline_ms,
             threads,
@@ -347,7 +352,19 @@ impl Relay {
     /// The admin's /debug/pairs: each thread's pairs by state, refreshed every second.
     pub fn pairs_fn(&self) -> crate::admin::PairsFn {
         let texts = self.pairs_text.clone();
+        let (leader, names) = (self.leader.clone(), self.region_names.clone());
         Box::new(move |out: &mut String| {
+            // The leader strategy's view, once an engine has answered a poll.
+            let (current, next) = leader.slots();
+            if next != 0 {
+                let region = leader
+                    .last_region()
+                    .and_then(|r| names.get(usize::from(r)))
+                    .map_or("none the relay runs", String::as_str);
+                out.push_str(&format!(
+                    "next leader: slot {next} (current slot {current}), region {region}\n"
+                ));
+            }
             for (t, text) in texts.iter().enumerate() {
                 out.push_str(&format!("thread {t}\n"));
                 if let Ok(text) = text.lock() {

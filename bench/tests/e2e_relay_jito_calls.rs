@@ -20,7 +20,7 @@ use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use support::baseline::{first_signature, transfer_tx};
-use support::relay::{bundles, rpc_call, run_load, spec, wait_ended, wait_pairs_up};
+use support::relay::{bundles, pairs_text, rpc_call, run_load, spec, wait_ended, wait_pairs_up};
 
 fn send_transaction(tx: &[u8]) -> String {
     let b64 = base64_encode(tx);
@@ -186,11 +186,14 @@ async fn the_rotating_ports_bundles_go_to_the_next_leaders_region() {
         assert_eq!(t.delivered, 400, "{strategy:?}: {t:?}");
         let accepted = after.accepted - before.accepted;
         share[i] = (after.at_leader - before.at_leader) as f64 / accepted as f64;
+        let debug = pairs_text(&relay);
         if strategy == Strategy::Leader {
             assert!(t.leader_answers > 0, "{t:?}");
             assert!(t.leader_routed >= 300, "{t:?}");
+            assert!(debug.starts_with("next leader: slot 38"), "{debug}");
         } else {
             assert_eq!((t.leader_polls, t.leader_routed), (0, 0), "{t:?}");
+            assert!(!debug.contains("next leader"), "{debug}");
         }
         let end = relay.shutdown(Duration::from_millis(200));
         assert!(end.identity_holds(), "{end:?}");
@@ -289,6 +292,48 @@ async fn a_fanned_out_bundle_reaches_three_regions_and_is_counted_once() {
         assert_eq!(a.len(), 3, "{d}");
         assert!(a.iter().all(|a| a["verdict"] == "accepted"), "{d}");
     }
+    assert_eq!(es.early_sends, 0);
+    let end = relay.shutdown(Duration::from_millis(200));
+    assert!(end.identity_holds(), "{end:?}");
+    engine.shutdown().await;
+}
+
+/// One of the eight engines stops answering (its calls stall): the copies sent there are lost
+/// or wait out the region's silence, and every bundle still ends once, delivered, because
+/// another copy was accepted; none counts as failed or expired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fanned_out_bundle_whose_copy_is_lost_ends_delivered_by_the_others() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
+    ec.interval_ms = 10;
+    ec.faults = vec!["stall@0s:region=frankfurt".parse().unwrap()];
+    let engine = Engine::start(ec).await.unwrap();
+    let mut s = spec(&engine.region_addrs(), "127.1.86.0/30", 10);
+    s.open_to_all(Policy {
+        fan_out: 3,
+        ..Policy::open()
+    });
+    let relay = Relay::start(s).unwrap();
+    wait_pairs_up(&relay, 32, Duration::from_secs(10)).await;
+    let load = run_load(
+        vec![relay.rotating_addr().unwrap()],
+        20.0,
+        bundles(86, 0, 24),
+    )
+    .await;
+    let t = wait_ended(&relay, Duration::from_secs(10)).await;
+    assert_eq!(ok(&load), 24, "{}", load.summary);
+    assert_eq!(
+        (t.admitted, t.delivered, t.failed, t.expired),
+        (24, 24, 0, 0),
+        "{t:?}"
+    );
+    let es = engine.stats();
+    let stalled = es.regions.iter().find(|r| r.name == "frankfurt").unwrap();
+    assert_eq!(stalled.accepted, 0, "{es:?}");
+    assert!(
+        es.accepted >= 48,
+        "two healthy copies of each at least: {es:?}"
+    );
     assert_eq!(es.early_sends, 0);
     let end = relay.shutdown(Duration::from_millis(200));
     assert!(end.identity_holds(), "{end:?}");

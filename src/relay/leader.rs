@@ -111,6 +111,11 @@ impl Board {
         self.due.store(now.after(poll).0, Relaxed);
     }
 
+    /// The last answer's region, however old (for `/debug/pairs`; routing uses [`Board::region`]).
+    pub fn last_region(&self) -> Option<u8> {
+        (self.region.load(Relaxed) as u8).checked_sub(1)
+    }
+
     /// The last answer's slots (current, next leader's), 0 before any.
     pub fn slots(&self) -> (u64, u64) {
         (

@@ -1,6 +1,7 @@
 //! The engine's HTTP JSON-RPC as Jito serves it beside gRPC: `sendTransaction` on
-//! `/api/v1/transactions`, under the same per-(source, region) rule and faults as SendBundle,
-//! answered in Jito's shape and words: the signature, or HTTP 429 with -32097 ("Retry after
+//! `/api/v1/transactions`, under the same per-(source, region) rule as SendBundle and the faults
+//! that answer in its place (`deny`, `throttle`, `storm`; the stream faults are SendBundle's
+//! alone), answered in Jito's shape and words: the signature, or HTTP 429 with -32097 ("Retry after
 //! Nms", "Network congested. …"), 403 for a denied source, -32602 for a transaction that does
 //! not decode or sanitize.
 
