@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use bundle_relay::config::{Policy, Strategy};
 use bundle_relay::runtime::Relay;
-use bundle_relay_bench::engine::{Engine, EngineConfig, MAINNET_REGIONS};
+use bundle_relay_bench::engine::{Engine, EngineConfig, EngineHandle, MAINNET_REGIONS};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use support::baseline::{first_signature, transfer_tx};
@@ -246,22 +246,29 @@ async fn a_leaders_region_with_no_pair_ready_within_the_wait_hands_its_bundles_t
     engine.shutdown().await;
 }
 
-/// Everyone's bundles fan out to three regions: each reaches three different regions' engines
-/// (each accepts it once: the engine counts the other two as duplicates of the id), is answered
-/// and counted once, and its record shows the three sends, all accepted.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fanned_out_bundle_reaches_three_regions_and_is_counted_once() {
-    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
+/// `ec`'s engine at a 10 ms interval, and a relay through `egress` (four addresses) whose
+/// every rotating-port bundle fans out to three regions, its pairs up.
+async fn fanned_out_by_three(mut ec: EngineConfig, egress: &str) -> (EngineHandle, Relay) {
     ec.interval_ms = 10;
-    ec.record = true;
     let engine = Engine::start(ec).await.unwrap();
-    let mut s = spec(&engine.region_addrs(), "127.1.85.0/30", 10);
+    let mut s = spec(&engine.region_addrs(), egress, 10);
     s.open_to_all(Policy {
         fan_out: 3,
         ..Policy::open()
     });
     let relay = Relay::start(s).unwrap();
     wait_pairs_up(&relay, 32, Duration::from_secs(10)).await;
+    (engine, relay)
+}
+
+/// Everyone's bundles fan out to three regions: each reaches three different regions' engines
+/// (each accepts it once: the engine counts the other two as duplicates of the id), is answered
+/// and counted once, and its record shows the three sends, all accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fanned_out_bundle_reaches_three_regions_and_is_counted_once() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
+    ec.record = true;
+    let (engine, relay) = fanned_out_by_three(ec, "127.1.85.0/30").await;
     let sent = bundles(85, 0, 40);
     let ids: Vec<String> = sent
         .iter()
@@ -304,16 +311,8 @@ async fn a_fanned_out_bundle_reaches_three_regions_and_is_counted_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fanned_out_bundle_whose_copy_is_lost_ends_delivered_by_the_others() {
     let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
-    ec.interval_ms = 10;
     ec.faults = vec!["stall@0s:region=frankfurt".parse().unwrap()];
-    let engine = Engine::start(ec).await.unwrap();
-    let mut s = spec(&engine.region_addrs(), "127.1.86.0/30", 10);
-    s.open_to_all(Policy {
-        fan_out: 3,
-        ..Policy::open()
-    });
-    let relay = Relay::start(s).unwrap();
-    wait_pairs_up(&relay, 32, Duration::from_secs(10)).await;
+    let (engine, relay) = fanned_out_by_three(ec, "127.1.86.0/30").await;
     let load = run_load(
         vec![relay.rotating_addr().unwrap()],
         20.0,
