@@ -268,6 +268,13 @@ impl Budget {
                 threads,
                 crate::log::LogQueue::allocation_bytes(),
             ),
+            // Per thread: bots' bundle-status queries waiting on an engine, each with room for
+            // the engine's answer.
+            term(
+                "status query tables",
+                threads,
+                crate::relay::queries::Queries::allocation_bytes(),
+            ),
             term(
                 "submission backlogs",
                 threads,

@@ -54,6 +54,10 @@ pub const ENGINE_PORT: u16 = 443;
 /// Where a block engine serves JSON-RPC `sendTransaction`, on the same host as its gRPC.
 pub const TRANSACTIONS_PATH: &str = "/api/v1/transactions";
 
+/// Where a block engine serves JSON-RPC `sendBundle` and the bundle-status calls
+/// (`getBundleStatuses`, `getInflightBundleStatuses`), on the same host as its gRPC.
+pub const BUNDLES_PATH: &str = "/api/v1/bundles";
+
 /// Jito's default rule: one request per second per (source IP, region).
 pub const INTERVAL_MS_DEFAULT: u64 = 1_000;
 

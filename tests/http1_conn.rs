@@ -3,7 +3,7 @@
 //! in test names; the "handler" answers every request with a fixed body naming its path.
 
 use bundle_relay::clock::{Instant, Ticks};
-use bundle_relay::http1::conn::{Close, Conn, ConnConfig};
+use bundle_relay::http1::conn::{Answer, Close, Conn, ConnConfig};
 use bundle_relay::http1::{Limits, Request, write_response};
 
 const MS: u64 = 1_000_000; // ticks are nanoseconds here
@@ -291,4 +291,89 @@ fn more_than_the_input_holds_is_refused_413_and_closed() {
     c.handle_bytes(&big, at(0));
     assert!(drain(&mut c, at(0)).starts_with("HTTP/1.1 413"));
     assert_eq!(c.poll_close(), Some(Close::BadRequest));
+}
+
+/// A handler that answers `/later` afterwards and everything else at once.
+fn later_or_now(req: &Request<'_>, out: &mut [u8]) -> Answer {
+    if req.path == b"/later" {
+        Answer::Later
+    } else {
+        Answer::Now(answer(req, out))
+    }
+}
+
+fn owed_body(out: &mut [u8], keep_alive: bool) -> usize {
+    write_response(out, 200, keep_alive, "text/plain", &[], b"/later").unwrap()
+}
+
+#[test]
+fn a_request_answered_later_holds_the_pipelined_ones_behind_it_until_its_answer() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    let mut bytes = ping("/a");
+    bytes.extend(ping("/later"));
+    bytes.extend(ping("/b"));
+    c.handle_bytes(&bytes, at(1));
+    assert_eq!(c.serve_deferring(&cfg, at(1), later_or_now).requests, 2);
+    assert!(c.is_owed());
+    assert_eq!(answers(&drain(&mut c, at(1))).len(), 1, "only /a so far");
+    // Serving again while owed answers nothing: /b stays behind the owed answer.
+    assert_eq!(c.serve_deferring(&cfg, at(2), later_or_now).requests, 0);
+    assert!(c.answer_owed(at(3), owed_body));
+    assert!(!c.is_owed());
+    assert_eq!(c.serve_deferring(&cfg, at(3), later_or_now).requests, 1);
+    let text = drain(&mut c, at(3));
+    let order: Vec<&str> = answers(&text)
+        .iter()
+        .map(|a| a.rsplit("\r\n").next().unwrap())
+        .collect();
+    assert_eq!(order, ["/later", "/b"]);
+}
+
+#[test]
+fn a_connection_owed_an_answer_is_not_idle_and_not_closed_by_a_drain() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(&ping("/later"), at(1));
+    c.serve_deferring(&cfg, at(1), later_or_now);
+    c.begin_drain(at(2));
+    assert_eq!(
+        c.handle_timeout(&cfg, at(5_000)),
+        None,
+        "owed: neither idle nor drained"
+    );
+    // The drain began after the request: its answer says close, then the connection closes.
+    assert!(c.answer_owed(at(5_001), owed_body));
+    let text = drain(&mut c, at(5_001));
+    assert!(
+        text.contains("Connection: close") || text.contains("connection: close"),
+        "{text}"
+    );
+    assert_eq!(c.poll_close(), Some(Close::Client));
+}
+
+#[test]
+fn a_half_closed_client_still_gets_its_owed_answer_then_the_connection_closes() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(&ping("/later"), at(1));
+    c.handle_eof(at(1));
+    c.serve_deferring(&cfg, at(1), later_or_now);
+    assert_eq!(c.poll_close(), None, "the answer is still owed");
+    assert!(c.answer_owed(at(2), owed_body));
+    c.serve_deferring(&cfg, at(2), later_or_now);
+    assert!(drain(&mut c, at(2)).ends_with("/later"));
+    assert_eq!(c.poll_close(), Some(Close::Client));
+}
+
+#[test]
+fn nothing_is_written_for_an_answer_not_owed() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    assert!(!c.answer_owed(at(1), owed_body));
+    assert_eq!(c.output_len(), 0);
 }

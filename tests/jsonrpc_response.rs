@@ -234,3 +234,81 @@ mod engine_reply {
         }
     }
 }
+
+/// An engine's answer to a forwarded bundle-status query read as serde_json reads it.
+mod status_reply {
+    use bundle_relay::jsonrpc::fuzz_status_reply;
+    use proptest::prelude::*;
+    use proptest::test_runner::RngSeed;
+
+    #[test]
+    fn jitos_status_answers_read_as_serde_json_reads_them() {
+        for body in [
+            r#"{"jsonrpc":"2.0","result":{"context":{"slot":280999028},"value":[{"bundle_id":"b1","status":"Landed","landed_slot":280999025},{"bundle_id":"b2","status":"Invalid","landed_slot":null}]},"id":1}"#,
+            r#"{"jsonrpc":"2.0","result":{"context":{"slot":7},"value":[null,{"bundle_id":"x","transactions":["s"],"slot":5,"confirmation_status":"finalized","err":{"Ok":null}}]},"id":1}"#,
+            r#"{"jsonrpc":"2.0","error":{"code":-32097,"message":"Rate limit exceeded. Limit: 1 per second for txn requests. Back-off triggered: Retry after 1606ms"},"id":1}"#,
+            r#"{"result":{"context":{"slot":1},"context":7,"value":[{"status":"Landed","status":1,"landed_slot":-1}]}}"#,
+            r#"{"result":{"value":[1,"a",[{}]],"value":{}}}"#,
+            r#"{"result":{"context":{"slot":18446744073709551616}}}"#,
+        ] {
+            fuzz_status_reply(body.as_bytes());
+        }
+    }
+
+    /// Status answers built from the members an engine sends, duplicated and mistyped too.
+    fn reply() -> impl Strategy<Value = String> {
+        let scalar = prop_oneof![
+            Just("null".to_string()),
+            any::<i64>().prop_map(|v| v.to_string()),
+            any::<u64>().prop_map(|v| v.to_string()),
+            Just("1.5".to_string()),
+            "[a-zA-Z]{0,8}".prop_map(|s| serde_json::to_string(&s).unwrap()),
+        ];
+        let entry_member = prop_oneof![
+            scalar.clone().prop_map(|v| format!("\"bundle_id\":{v}")),
+            prop_oneof![Just("\"Landed\"".to_string()), scalar.clone()]
+                .prop_map(|v| format!("\"status\":{v}")),
+            scalar.clone().prop_map(|v| format!("\"landed_slot\":{v}")),
+        ];
+        let entry = prop_oneof![
+            scalar.clone(),
+            proptest::collection::vec(entry_member, 0..4)
+                .prop_map(|m| format!("{{{}}}", m.join(","))),
+        ];
+        let result_member = prop_oneof![
+            scalar
+                .clone()
+                .prop_map(|v| format!("\"context\":{{\"slot\":{v}}}")),
+            scalar.clone().prop_map(|v| format!("\"context\":{v}")),
+            proptest::collection::vec(entry, 0..4)
+                .prop_map(|e| format!("\"value\":[{}]", e.join(","))),
+        ];
+        let member = prop_oneof![
+            proptest::collection::vec(result_member, 0..4)
+                .prop_map(|m| format!("\"result\":{{{}}}", m.join(","))),
+            scalar.clone().prop_map(|v| format!("\"result\":{v}")),
+            (scalar.clone(), scalar.clone())
+                .prop_map(|(c, m)| format!("\"error\":{{\"code\":{c},\"message\":{m}}}")),
+            scalar.prop_map(|v| format!("\"id\":{v}")),
+        ];
+        proptest::collection::vec(member, 0..4).prop_map(|m| format!("{{{}}}", m.join(",")))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 1024,
+            rng_seed: RngSeed::Fixed(2026),
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn built_status_answers_read_as_serde_json_reads_them(body in reply()) {
+            fuzz_status_reply(body.as_bytes());
+        }
+
+        #[test]
+        fn any_bytes_read_as_a_status_answer_as_serde_json_reads_them(data in proptest::collection::vec(any::<u8>(), 0..48)) {
+            fuzz_status_reply(&data);
+        }
+    }
+}

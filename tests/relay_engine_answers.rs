@@ -15,7 +15,7 @@ mod wire_support;
 
 use bundle_relay::clock::Instant;
 use bundle_relay::jito::GLOBAL_THROTTLE_MESSAGE;
-use bundle_relay::relay::intake::{Port, Verdict};
+use bundle_relay::relay::intake::{self, Port, Verdict};
 use bundle_relay::relay::tenancy::Claim;
 use dispatcher_support::{MS, Sim, body, one_region};
 use serde_json::Value;
@@ -84,10 +84,32 @@ fn a_bundle_is_pending_while_it_waits_and_after_an_engine_took_it() {
     let later = Instant(now.0 + 3 * MS);
     t.answer(later);
     assert_eq!(t.totals().delivered, 1);
+    // An engine took it: landing is the engine's to say, so an engine is asked, on a pair and
+    // after the bundles. The only pair cools for a second, past the query's wait: the answer
+    // is then the record's alone.
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
+    );
+    assert_eq!(t.post(&body, later), Verdict::Deferred);
+    t.d.dispatch(later);
+    assert!(t.d.poll_answered().is_none(), "waiting for a pair");
+    t.d.dispatch(Instant(later.0 + 251 * MS));
+    let (_, q) = t.d.poll_answered().expect("given up waiting");
+    let mut out = vec![0u8; 16 * 1024];
+    let n = intake::write_answer(&t.d, q, true, &mut out);
+    t.d.free_query(q);
+    let text = String::from_utf8_lossy(&out[..n]).into_owned();
+    let answer: Value = serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(answer["id"], 9);
     assert_eq!(
-        statuses(&mut t, &[&id], later),
-        ["Pending"],
-        "landing is the engine's to say"
+        answer["result"]["value"][0]["status"], "Pending",
+        "{answer}"
+    );
+    assert_eq!(answer["result"]["context"]["slot"], 0, "no engine's slot");
+    let totals = t.totals();
+    assert_eq!(
+        (totals.status_queries, totals.status_queries_unanswered),
+        (1, 1)
     );
     let d = delivery(&mut t, &id, later);
     assert_eq!(d["bundle_id"], id.as_str());

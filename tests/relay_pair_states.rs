@@ -174,6 +174,7 @@ impl Sim {
         let (_, verdict, _) = intake::handle(
             &mut self.d,
             Port::Pinned(0),
+            bundle_relay::relay::queries::ConnRef::DETACHED,
             Claim::LOOPBACK,
             http1::Method::Post,
             b"/api/v1/bundles",

@@ -9,6 +9,10 @@
 //!   learns it from GetNextScheduledLeader and sends the rotating port's bundles there, or to
 //!   the soonest region when the leader's has no pair ready within the wait.
 //! - Fan-out: a bundle sent to several regions at once, counted once, every send recorded.
+//! - Bundle statuses: landing is the engine's to say (bench-engine lands accepted bundles a
+//!   set time after it took them); the relay forwards the bots' status calls to the engine's
+//!   JSON-RPC on a pair and answers with the engine's word merged with its own record, or with
+//!   the record alone (inflight) or a clear error (statuses) when no engine answers in time.
 
 mod support;
 
@@ -334,6 +338,217 @@ async fn a_fanned_out_bundle_whose_copy_is_lost_ends_delivered_by_the_others() {
         "two healthy copies of each at least: {es:?}"
     );
     assert_eq!(es.early_sends, 0);
+    let end = relay.shutdown(Duration::from_millis(200));
+    assert!(end.identity_holds(), "{end:?}");
+    engine.shutdown().await;
+}
+
+/// The JSON body of a generated bundle's HTTP request.
+fn json_body(b: &bundle_relay_bench::txgen::GeneratedBundle) -> String {
+    let text = String::from_utf8(b.request.to_vec()).unwrap();
+    text.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+fn status_call(method: &str, ids: &[&str]) -> String {
+    let ids: Vec<String> = ids.iter().map(|i| format!("\"{i}\"")).collect();
+    format!(
+        r#"{{"jsonrpc":"2.0","id":"q","method":"{method}","params":[[{}]]}}"#,
+        ids.join(",")
+    )
+}
+
+/// A bundle the engine took is `Pending` to a bot until the engine lands it, then `Landed` at
+/// the engine's slot; `getBundleStatuses` is the engine's own answer (`null`, then the entry
+/// with the bundle's signatures and confirmation), each asked of the engine on a pair. An id
+/// the relay never had is `Invalid` without asking anyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bots_status_calls_show_its_bundle_pending_then_landed_at_the_engines_slot() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..2]);
+    ec.interval_ms = 10;
+    ec.slot_ms = 50;
+    ec.land_ms = 400;
+    let engine = Engine::start(ec).await.unwrap();
+    let s = spec(&engine.region_addrs(), "127.1.87.0/30", 10);
+    let relay = Relay::start(s).unwrap();
+    wait_pairs_up(&relay, 8, Duration::from_secs(10)).await;
+    let rotating = relay.rotating_addr().unwrap();
+    let b = &bundles(87, 0, 1)[0];
+    let id = String::from_utf8(b.bundle_id.to_vec()).unwrap();
+    let (status, _, answer) = rpc_call(rotating, "/api/v1/bundles", &json_body(b));
+    assert_eq!(
+        (status, answer["result"].as_str()),
+        (200, Some(id.as_str()))
+    );
+    wait_ended(&relay, Duration::from_secs(5)).await;
+    let unknown = "ab".repeat(32);
+    let inflight = status_call("getInflightBundleStatuses", &[&id, &unknown]);
+    let (_, _, a) = rpc_call(rotating, "/api/v1/getInflightBundleStatuses", &inflight);
+    assert_eq!(a["id"], "q", "{a}");
+    let v = &a["result"]["value"];
+    assert_eq!(
+        (&v[0]["bundle_id"], &v[0]["status"]),
+        (&Value::from(id.clone()), &Value::from("Pending")),
+        "{a}"
+    );
+    assert_eq!(
+        (&v[1]["status"], &v[1]["landed_slot"]),
+        (&Value::from("Invalid"), &Value::Null),
+        "{a}"
+    );
+    assert!(
+        a["result"]["context"]["slot"].as_u64().unwrap() > 0,
+        "the engine's slot: {a}"
+    );
+    let statuses = status_call("getBundleStatuses", &[&id]);
+    let (_, _, a) = rpc_call(rotating, "/api/v1/bundles", &statuses);
+    assert_eq!(
+        a["result"]["value"],
+        serde_json::json!([null]),
+        "not landed yet: {a}"
+    );
+
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, _, a) = rpc_call(rotating, "/api/v1/bundles", &inflight);
+    let landed = &a["result"]["value"][0];
+    assert_eq!(landed["status"], "Landed", "{a}");
+    let slot = landed["landed_slot"].as_u64().expect("a landed slot");
+    let (_, _, a) = rpc_call(rotating, "/api/v1/getBundleStatuses", &statuses);
+    let e = &a["result"]["value"][0];
+    assert_eq!(
+        (&e["bundle_id"], e["slot"].as_u64()),
+        (&Value::from(id.clone()), Some(slot)),
+        "{a}"
+    );
+    assert!(
+        ["processed", "confirmed", "finalized"]
+            .contains(&e["confirmation_status"].as_str().unwrap()),
+        "{a}"
+    );
+    assert_eq!(e["err"], serde_json::json!({"Ok": null}), "{a}");
+    // Jito's id is the SHA-256 of the signatures the engine lists: they are this bundle's.
+    let sigs: Vec<&str> = e["transactions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    let digest = Sha256::digest(sigs.join(",").as_bytes());
+    assert_eq!(
+        digest
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>(),
+        id,
+        "{a}"
+    );
+
+    let t = relay.totals();
+    assert_eq!(
+        (t.status_queries, t.status_queries_answered),
+        (4, 4),
+        "{t:?}"
+    );
+    let es = engine.stats();
+    assert_eq!(
+        (es.status_calls, es.inflight_status_calls),
+        (2, 2),
+        "{es:?}"
+    );
+    assert_eq!(es.early_sends, 0, "status calls keep the per-address rule");
+    let end = relay.shutdown(Duration::from_millis(200));
+    assert!(end.identity_holds(), "{end:?}");
+    engine.shutdown().await;
+}
+
+/// One address at Jito's one call a second: right after a bundle, no pair is free within the
+/// query's wait. `getInflightBundleStatuses` is then the relay's record alone (`Pending`, no
+/// slot), `getBundleStatuses` an error saying no engine answered and why; both counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_pair_free_in_time_inflight_is_the_record_and_statuses_says_why() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..1]);
+    ec.interval_ms = 1_000;
+    let engine = Engine::start(ec).await.unwrap();
+    let mut s = spec(&engine.region_addrs(), "127.1.88.1", 1_000);
+    s.threads = 1;
+    let relay = Relay::start(s).unwrap();
+    wait_pairs_up(&relay, 1, Duration::from_secs(10)).await;
+    // The tip-account refresh takes the pair at start: let its second pass.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let rotating = relay.rotating_addr().unwrap();
+    let b = &bundles(88, 0, 1)[0];
+    let id = String::from_utf8(b.bundle_id.to_vec()).unwrap();
+    rpc_call(rotating, "/api/v1/bundles", &json_body(b));
+    wait_ended(&relay, Duration::from_secs(5)).await;
+    let (_, _, a) = rpc_call(
+        rotating,
+        "/api/v1/bundles",
+        &status_call("getInflightBundleStatuses", &[&id]),
+    );
+    assert_eq!(a["result"]["value"][0]["status"], "Pending", "{a}");
+    assert_eq!(a["result"]["context"]["slot"], 0, "{a}");
+    let (status, _, a) = rpc_call(
+        rotating,
+        "/api/v1/bundles",
+        &status_call("getBundleStatuses", &[&id]),
+    );
+    assert_eq!(
+        (status, a["error"]["code"].as_i64()),
+        (200, Some(-32603)),
+        "{a}"
+    );
+    let msg = a["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("no pair to the engine was free in time"),
+        "{msg}"
+    );
+    let t = relay.totals();
+    assert_eq!(
+        (t.status_queries, t.status_queries_unanswered),
+        (2, 2),
+        "{t:?}"
+    );
+    let end = relay.shutdown(Duration::from_millis(200));
+    assert!(end.identity_holds(), "{end:?}");
+    engine.shutdown().await;
+}
+
+/// A tenant's request rate covers the engine calls made for it: with its one token spent on a
+/// bundle, a status query that would ask an engine is refused 429 in Jito's words with a
+/// Retry-After, and no engine is asked; one the record answers alone costs nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_query_that_asks_an_engine_takes_from_the_tenants_rate() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..1]);
+    ec.interval_ms = 10;
+    let engine = Engine::start(ec).await.unwrap();
+    let mut s = spec(&engine.region_addrs(), "127.1.89.0/31", 10);
+    s.open_to_all(Policy {
+        rate: Some((1, 1)),
+        ..Policy::open()
+    });
+    let relay = Relay::start(s).unwrap();
+    wait_pairs_up(&relay, 2, Duration::from_secs(10)).await;
+    let rotating = relay.rotating_addr().unwrap();
+    let b = &bundles(89, 0, 1)[0];
+    let id = String::from_utf8(b.bundle_id.to_vec()).unwrap();
+    rpc_call(rotating, "/api/v1/bundles", &json_body(b));
+    wait_ended(&relay, Duration::from_secs(5)).await;
+    let inflight = status_call("getInflightBundleStatuses", &[&id]);
+    let (status, head, a) = rpc_call(rotating, "/api/v1/bundles", &inflight);
+    assert_eq!(
+        (status, a["error"]["code"].as_i64()),
+        (429, Some(-32097)),
+        "{a}"
+    );
+    assert!(head.contains("retry-after: 1"), "{head}");
+    let unknown = status_call("getInflightBundleStatuses", &[&"cd".repeat(32)]);
+    let (status, _, a) = rpc_call(rotating, "/api/v1/bundles", &unknown);
+    assert_eq!(
+        (status, &a["result"]["value"][0]["status"]),
+        (200, &Value::from("Invalid")),
+        "{a}"
+    );
+    assert_eq!(engine.stats().inflight_status_calls, 0);
+    assert_eq!(relay.totals().status_queries, 0);
     let end = relay.shutdown(Duration::from_millis(200));
     assert!(end.identity_holds(), "{end:?}");
     engine.shutdown().await;

@@ -228,6 +228,7 @@ impl Changes {
             &o.transactions_path,
             &r.transactions_path,
         );
+        self.keep(&key("bundles_path"), &o.bundles_path, &r.bundles_path);
         self.keep(&key("pinned"), Addr(o.pinned), Addr(r.pinned));
     }
 

@@ -128,6 +128,7 @@ impl Config {
                         PINNED_PORT_FIRST + i as u16,
                     )),
                     transactions_path: crate::jito::TRANSACTIONS_PATH.to_string(),
+                    bundles_path: crate::jito::BUNDLES_PATH.to_string(),
                 }
             })
             .collect();

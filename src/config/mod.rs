@@ -48,6 +48,8 @@
 //! pinned = "127.0.0.1:8081"    # intake port whose bundles all go to this region
 //! transactions_path = "/api/v1/transactions"  # the engine's JSON-RPC sendTransaction (a
 //!                              # transaction without bundleOnly=true), same host and connections
+//! bundles_path = "/api/v1/bundles"  # the engine's JSON-RPC getBundleStatuses and
+//!                              # getInflightBundleStatuses, which the relay forwards
 //!
 //! [egress]                     # required: at least one source
 //! addresses = ["127.1.0.0/24", "10.0.0.5", "127.1.1.1-127.1.1.9"]

@@ -209,6 +209,9 @@ pub struct Region {
     /// The engine's JSON-RPC path for `sendTransaction` (a transaction without `bundleOnly`),
     /// on the same host and connections as its gRPC.
     pub transactions_path: String,
+    /// The engine's JSON-RPC path for the bundle-status calls the relay forwards
+    /// (`getBundleStatuses`, and `getInflightBundleStatuses` for bundles an engine took).
+    pub bundles_path: String,
 }
 
 /// The egress pool and how its connections are opened.

@@ -175,6 +175,7 @@ struct FileRegion {
     burst: Option<u32>,
     pinned: Option<String>,
     transactions_path: Option<String>,
+    bundles_path: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -857,21 +858,28 @@ fn build_region(
         }
         None => addrs_from_host(&host, port),
     };
-    let transactions_path = fr
-        .transactions_path
-        .unwrap_or_else(|| crate::jito::TRANSACTIONS_PATH.to_string());
-    if !transactions_path.starts_with('/')
-        || transactions_path.len() > PATH_BYTES_MAX
-        || !transactions_path.bytes().all(|b| b.is_ascii_graphic())
-    {
-        return Err(cx.err(
-            key("transactions_path"),
-            format!(
-                "{transactions_path:?}: a path on the engine's host, starting with '/', at most \
-                 {PATH_BYTES_MAX} printable ASCII characters without spaces"
-            ),
-        ));
-    }
+    let engine_path = |name: &str, given: Option<String>, default: &str| {
+        let path = given.unwrap_or_else(|| default.to_string());
+        if !path.starts_with('/')
+            || path.len() > PATH_BYTES_MAX
+            || !path.bytes().all(|b| b.is_ascii_graphic())
+        {
+            return Err(cx.err(
+                key(name),
+                format!(
+                    "{path:?}: a path on the engine's host, starting with '/', at most \
+                     {PATH_BYTES_MAX} printable ASCII characters without spaces"
+                ),
+            ));
+        }
+        Ok(path)
+    };
+    let transactions_path = engine_path(
+        "transactions_path",
+        fr.transactions_path,
+        crate::jito::TRANSACTIONS_PATH,
+    )?;
+    let bundles_path = engine_path("bundles_path", fr.bundles_path, crate::jito::BUNDLES_PATH)?;
     let mut region = Region {
         name,
         host,
@@ -886,6 +894,7 @@ fn build_region(
         burst,
         pinned,
         transactions_path,
+        bundles_path,
     };
     if resolve == Resolve::Now {
         region

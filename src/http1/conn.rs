@@ -10,6 +10,11 @@
 //! input until a send drains the output (back-pressure on a client that pipelines without
 //! reading).
 //!
+//! A request may be answered later ([`Answer::Later`]: a status query waiting on an engine).
+//! The room for its answer stays free, the requests pipelined behind it wait in the input (an
+//! HTTP/1.1 client matches answers to requests by order alone), and the connection is neither
+//! idle nor closed by a drain until the answer is written ([`Conn::answer_owed`]).
+//!
 //! The head is parsed once, not once per receive: while it is incomplete, each receive only
 //! scans its own new bytes for the blank line that ends the head, and httparse runs when that
 //! line arrives (or when the partial head has grown by half since it last ran, so a malformed
@@ -111,6 +116,16 @@ struct Scan {
     len: Option<usize>,
 }
 
+/// What the request handler did with one request (see [`Conn::serve_deferring`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// The whole answer is written: this many bytes of the output.
+    Now(usize),
+    /// The answer comes later ([`Conn::answer_owed`]); requests after it wait until then, so
+    /// answers keep the order their requests came in (HTTP/1.1 has no other way to match them).
+    Later,
+}
+
 /// What one [`Conn::serve`] call did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Served {
@@ -147,6 +162,9 @@ pub struct Conn {
     /// The relay is draining: each answer says `Connection: close` and ends the connection,
     /// and one with nothing in progress at this instant is closed.
     drain_until: Option<Instant>,
+    /// An answer is owed for a request already consumed (its keep-alive): nothing else is
+    /// handled until it is written, and the connection is not idle meanwhile.
+    owed: Option<bool>,
 }
 
 impl Conn {
@@ -169,6 +187,7 @@ impl Conn {
             stalled_since: None,
             parses: 0,
             drain_until: None,
+            owed: None,
         }
     }
 
@@ -192,6 +211,7 @@ impl Conn {
         self.stalled_since = None;
         self.parses = 0;
         self.drain_until = None;
+        self.owed = None;
     }
 
     // ---- inputs ----
@@ -274,9 +294,18 @@ impl Conn {
     where
         F: FnMut(&Request<'_>, &mut [u8]) -> usize,
     {
+        self.serve_deferring(cfg, now, |req, out| Answer::Now(answer(req, out)))
+    }
+
+    /// [`Conn::serve`] for a handler that may answer a request later ([`Answer::Later`]): the
+    /// room for its answer stays free, and the requests after it wait in the input.
+    pub fn serve_deferring<F>(&mut self, cfg: &ConnConfig, now: Instant, mut answer: F) -> Served
+    where
+        F: FnMut(&Request<'_>, &mut [u8]) -> Answer,
+    {
         let mut served = Served::default();
         loop {
-            if matches!(self.state, State::Closing(_)) {
+            if matches!(self.state, State::Closing(_)) || self.owed.is_some() {
                 break;
             }
             if self.out.len() - self.out_tail < cfg.response_bytes_max {
@@ -308,15 +337,24 @@ impl Conn {
                         request.keep_alive = false;
                     }
                     let (len, keep_alive) = (request.len, request.keep_alive);
-                    let n = answer(&request, &mut self.out[self.out_tail..]);
-                    self.note_output(n, now);
+                    let answered = answer(&request, &mut self.out[self.out_tail..]);
                     self.in_start += len;
                     self.scan = Scan::default();
                     self.partial_since = None;
                     self.continue_sent = false;
                     served.requests += 1;
-                    if !keep_alive {
-                        self.state = State::Closing(Close::Client);
+                    match answered {
+                        Answer::Now(n) => {
+                            self.note_output(n, now);
+                            if !keep_alive {
+                                self.state = State::Closing(Close::Client);
+                            }
+                        }
+                        Answer::Later => {
+                            self.owed = Some(keep_alive);
+                            self.last_active = now;
+                            break;
+                        }
                     }
                 }
                 Err(e) => {
@@ -325,7 +363,9 @@ impl Conn {
                 }
             }
         }
-        if self.state == State::ReadClosed {
+        if self.owed.is_some() {
+            // The rest waits for the owed answer, half-closed or not.
+        } else if self.state == State::ReadClosed {
             // Nothing whole is left: a partial request can never complete now.
             self.state = State::Closing(Close::Client);
             self.drop_input();
@@ -337,6 +377,41 @@ impl Conn {
             self.in_len = 0;
         }
         served
+    }
+
+    /// Whether an answer is owed (a request was answered [`Answer::Later`]).
+    pub fn is_owed(&self) -> bool {
+        self.owed.is_some()
+    }
+
+    /// Writes the owed answer: `write` gets the output's free room (at least the largest
+    /// answer's, kept free since the request) and whether the connection stays open (false
+    /// when the client asked to close or the relay is draining), and returns the bytes it
+    /// wrote. Then [`Conn::serve`] again handles the requests that waited. False, and nothing
+    /// written, when no answer is owed or the connection is closing.
+    pub fn answer_owed(
+        &mut self,
+        now: Instant,
+        write: impl FnOnce(&mut [u8], bool) -> usize,
+    ) -> bool {
+        let Some(keep_alive) = self.owed else {
+            return false;
+        };
+        if matches!(self.state, State::Closing(_)) {
+            return false;
+        }
+        self.owed = None;
+        let keep_alive = keep_alive && self.drain_until.is_none();
+        if !self.pinned {
+            self.compact_output();
+        }
+        let n = write(&mut self.out[self.out_tail..], keep_alive);
+        self.note_output(n, now);
+        self.last_active = now;
+        if !keep_alive {
+            self.state = State::Closing(Close::Client);
+        }
+        true
     }
 
     /// Deadlines at `now`: a late head (answered 408, then closed), an idle connection, or
@@ -371,6 +446,10 @@ impl Conn {
             }
             self.state = State::Closing(Close::HeadTimeout);
             return Some(Close::HeadTimeout);
+        }
+        if self.owed.is_some() {
+            // The relay's own deadline ends what it owes; the connection waits for it.
+            return None;
         }
         if let Some(until) = self.drain_until
             && self.in_start == self.in_len

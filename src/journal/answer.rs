@@ -8,7 +8,8 @@
 //! | waiting for a pair, being sent, or taken by an engine | `Pending` |
 //! | rejected by an engine, expired before any engine took it, or lost | `Failed` |
 //!
-//! `Landed` is the engine's to say: an engine that took a bundle stays `Pending` here.
+//! `Landed` is the engine's to say: a bundle an engine took is `Pending` here until the
+//! engine's own answer (`relay::statuses`) says `Landed` (with its slot) or `Failed`.
 //! `getBundleDelivery` is the relay's own: the full record of one bundle.
 
 use core::fmt::Write as _;
@@ -59,16 +60,34 @@ pub fn parse_id(s: &[u8]) -> Option<[u8; 32]> {
 /// `{"context":{"slot":<slot>},"value":[{"bundle_id":…,"status":…,"landed_slot":null},…]}`
 /// for `ids` in order.
 pub fn write_inflight(w: &mut Writer<'_>, slot: u64, ids: &[([u8; 32], Option<Found>)]) {
+    write_inflight_with(w, slot, ids.len(), |i| {
+        (ids[i].0, jito_status(ids[i].1.as_ref()), None)
+    });
+}
+
+/// As [`write_inflight`], entry `i` of `n` being `(bundle id, status, landed slot)`.
+pub fn write_inflight_with(
+    w: &mut Writer<'_>,
+    slot: u64,
+    n: usize,
+    entry: impl Fn(usize) -> ([u8; 32], &'static str, Option<u64>),
+) {
     let _ = write!(w, "{{\"context\":{{\"slot\":{slot}}},\"value\":[");
-    for (i, (id, found)) in ids.iter().enumerate() {
+    for i in 0..n {
+        let (id, status, landed) = entry(i);
         if i > 0 {
             w.bytes(b",");
         }
         w.bytes(b"{\"bundle_id\":\"");
-        write_hex(w, id);
+        write_hex(w, &id);
         w.bytes(b"\",\"status\":\"");
-        w.bytes(jito_status(found.as_ref()).as_bytes());
-        w.bytes(b"\",\"landed_slot\":null}");
+        w.bytes(status.as_bytes());
+        match landed {
+            Some(s) => {
+                let _ = write!(w, "\",\"landed_slot\":{s}}}");
+            }
+            None => w.bytes(b"\",\"landed_slot\":null}"),
+        }
     }
     w.bytes(b"]}");
 }

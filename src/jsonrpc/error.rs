@@ -311,6 +311,13 @@ pub enum ErrorKind<'a> {
     Internal(&'static str),
     /// The pinned port's region left the relay's config (a reload); its name.
     RegionRemoved(&'a str),
+    /// An engine's own error to a call the relay forwarded for the client: its code and words.
+    FromEngine { code: i32, message: &'a str },
+    /// A call only an engine can answer (`method`) got no answer from one, and `why`.
+    EngineUnanswered {
+        method: &'static str,
+        why: &'static str,
+    },
 }
 
 impl ErrorKind<'_> {
@@ -344,7 +351,10 @@ impl ErrorKind<'_> {
             ErrorKind::RateLimited { .. }
             | ErrorKind::TenantRateLimited { .. }
             | ErrorKind::ShareFull { .. } => code::RATE_LIMITED,
-            ErrorKind::Internal(_) | ErrorKind::RegionRemoved(_) => code::INTERNAL,
+            ErrorKind::FromEngine { code, .. } => *code,
+            ErrorKind::Internal(_)
+            | ErrorKind::RegionRemoved(_)
+            | ErrorKind::EngineUnanswered { .. } => code::INTERNAL,
         }
     }
 }
@@ -560,6 +570,12 @@ impl fmt::Display for ErrorKind<'_> {
                  of the in-flight cap is full: {in_flight} bundles in flight)"
             ),
             ErrorKind::Internal(message) => f.write_str(message),
+            ErrorKind::FromEngine { message, .. } => f.write_str(message),
+            ErrorKind::EngineUnanswered { method, why } => write!(
+                f,
+                "{method} is answered by a block engine, and none answered the relay: {why}; \
+                 ask again"
+            ),
             ErrorKind::RegionRemoved(name) => write!(
                 f,
                 "region {name} is no longer in the relay's config: send to the rotating port \

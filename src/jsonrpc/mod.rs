@@ -5,7 +5,8 @@
 //! Read it in this order: `limits.rs`, `json_str.rs` (strings borrowed from the body),
 //! `request.rs` (what a valid request is), `error.rs`, `scan.rs` (the JSON scanner),
 //! `parse.rs` (the request parser), `write.rs` (answers), `reply.rs` (an engine's answer to a
-//! forwarded `sendTransaction`, and that request).
+//! forwarded `sendTransaction`, and that request), `status_reply.rs` (the bundle-status queries
+//! the relay forwards, and the engine's answers to them).
 //!
 //! [`parse_request`] takes one HTTP body. One strict RFC 8259 pass checks the whole document
 //! (any invalid JSON is -32700 with the byte offset and what was expected) while it notes the
@@ -52,6 +53,7 @@ mod parse;
 mod reply;
 mod request;
 mod scan;
+mod status_reply;
 mod write;
 
 pub use error::{
@@ -63,6 +65,10 @@ pub use limits::{DEPTH_MAX, ID_LEN_MAX, MEMBERS_MAX, STATUS_IDS_MAX, STR_LIST_LE
 pub use parse::parse_request;
 pub use reply::{Reply, fuzz_reply, parse_reply, send_transaction_len, write_send_transaction};
 pub use request::{Call, Id, Method, Request, StrList};
+pub use status_reply::{
+    InflightEntry, STATUS_QUERY_LEN_MAX, StatusReply, for_each_element, fuzz_status_reply,
+    inflight_entry, parse_status_reply, write_status_query,
+};
 pub use write::{
     ERROR_RESPONSE_LEN_MAX, Escaping, Overflow, Writer, write_error, write_result_raw,
     write_result_str,

@@ -23,18 +23,7 @@ pub enum Reply<'a> {
 /// The engine's answer in `body`; `None` when it is not a JSON object holding `result` or
 /// `error` (an `error` wins when both are there).
 pub fn parse_reply(body: &[u8]) -> Option<Reply<'_>> {
-    // JSON's whitespace only (not a form feed, which `is_ascii_whitespace` would skip).
-    let start = body
-        .iter()
-        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))?;
-    let body = &body[start..];
-    if body[0] != b'{' {
-        return None;
-    }
-    let mut s = Scanner::new(body);
-    s.value(0).ok()?;
-    s.end().ok()?;
-    let mut w = Walk::new(body);
+    let mut w = checked_object(body)?;
     let (mut result, mut error) = (None, None);
     if w.enter() {
         loop {
@@ -47,7 +36,8 @@ pub fn parse_reply(body: &[u8]) -> Option<Reply<'_>> {
                     Reply::OtherResult
                 });
             } else if key.eq_str("error") {
-                error = Some(error_object(&mut w));
+                let (code, message) = read_error(&mut w);
+                error = Some(Reply::Error { code, message });
             } else {
                 w.skip();
             }
@@ -59,20 +49,44 @@ pub fn parse_reply(body: &[u8]) -> Option<Reply<'_>> {
     error.or(result)
 }
 
-/// The `error` member's value under the cursor.
-fn error_object<'a>(w: &mut Walk<'a>) -> Reply<'a> {
-    let (mut code, mut message) = (0, JsonStr::from_checked(b"", false));
+/// `body` checked whole as one JSON object (JSON whitespace around it allowed), and a cursor at
+/// its start; `None` for anything else.
+pub(super) fn checked_object(body: &[u8]) -> Option<Walk<'_>> {
+    // JSON's whitespace only (not a form feed, which `is_ascii_whitespace` would skip).
+    let start = body
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))?;
+    let body = &body[start..];
+    if body[0] != b'{' {
+        return None;
+    }
+    let mut s = Scanner::new(body);
+    s.value(0).ok()?;
+    s.end().ok()?;
+    Some(Walk::new(body))
+}
+
+/// The `error` member's value under the cursor: its `code` (0 when absent or not an integer)
+/// and `message` (empty when absent or not a string), the last of each counting, as in
+/// serde_json.
+pub(super) fn read_error<'a>(w: &mut Walk<'a>) -> (i64, JsonStr<'a>) {
+    let (mut code, mut message) = (0, JsonStr::EMPTY);
     if w.peek() != b'{' {
         w.skip();
-        return Reply::Error { code, message };
+        return (code, message);
     }
     if w.enter() {
         loop {
             let key = w.key();
             if key.eq_str("code") {
                 code = parse_i64(w.raw_value()).unwrap_or(0);
-            } else if key.eq_str("message") && w.peek() == b'"' {
-                message = w.string();
+            } else if key.eq_str("message") {
+                message = if w.peek() == b'"' {
+                    w.string()
+                } else {
+                    w.skip();
+                    JsonStr::EMPTY
+                };
             } else {
                 w.skip();
             }
@@ -81,7 +95,7 @@ fn error_object<'a>(w: &mut Walk<'a>) -> Reply<'a> {
             }
         }
     }
-    Reply::Error { code, message }
+    (code, message)
 }
 
 /// An integer's JSON text (`-32097`); `None` for a fraction, an exponent or a value past i64.
@@ -119,13 +133,28 @@ pub fn write_send_transaction(tx: &[u8], out: &mut [u8]) -> Option<usize> {
 /// the scanner's [`DEPTH_MAX`], which it refuses, and numbers past f64's
 /// range, which RFC 8259 allows and serde_json refuses (the scanner keeps them as text).
 pub fn fuzz_reply(data: &[u8]) {
-    use serde_json::Value;
     let ours = parse_reply(data).map(|r| match r {
         Reply::Result(s) => (None, Some(unescaped(&s))),
         Reply::OtherResult => (None, None),
         Reply::Error { code, message } => (Some((code, unescaped(&message))), None),
     });
-    let parsed = serde_json::from_slice::<Value>(data);
+    assert_reads_as_serde_json(data, ours, |m| match (m.get("error"), m.get("result")) {
+        (Some(e), _) => Some((Some(serde_error(e)), None)),
+        (None, Some(r)) => Some((None, r.as_str().map(str::to_string))),
+        (None, None) => None,
+    });
+}
+
+/// The differential check of the engine-answer fuzz targets: `ours`, what a reader made of
+/// `data`, equals what `theirs` makes of serde_json's top-level object (`None` when `data` is
+/// no object), except where serde_json refuses what RFC 8259 allows (numbers past f64's
+/// range) or the scanner refuses nesting past [`DEPTH_MAX`].
+pub(super) fn assert_reads_as_serde_json<T: PartialEq + core::fmt::Debug>(
+    data: &[u8],
+    ours: Option<T>,
+    theirs: impl FnOnce(&serde_json::Map<String, serde_json::Value>) -> Option<T>,
+) {
+    let parsed = serde_json::from_slice::<serde_json::Value>(data);
     if parsed
         .as_ref()
         .is_err_and(|e| e.to_string().starts_with("number out of range"))
@@ -133,20 +162,7 @@ pub fn fuzz_reply(data: &[u8]) {
         return;
     }
     let theirs = match parsed {
-        Ok(Value::Object(m)) => match (m.get("error"), m.get("result")) {
-            (Some(e), _) => Some((
-                Some((
-                    e.get("code").and_then(Value::as_i64).unwrap_or(0),
-                    e.get("message")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
-                )),
-                None,
-            )),
-            (None, Some(r)) => Some((None, r.as_str().map(str::to_string))),
-            (None, None) => None,
-        },
+        Ok(serde_json::Value::Object(m)) => theirs(&m),
         _ => None,
     };
     let nested = data.iter().filter(|&&b| b == b'[' || b == b'{').count();
@@ -156,7 +172,22 @@ pub fn fuzz_reply(data: &[u8]) {
     assert_eq!(ours, theirs, "{:?}", String::from_utf8_lossy(data));
 }
 
-fn unescaped(s: &JsonStr<'_>) -> String {
+/// An `error` member as serde_json reads it: `code` as an i64 else 0, `message` as a string
+/// else empty.
+pub(super) fn serde_error(e: &serde_json::Value) -> (i64, String) {
+    (
+        e.get("code")
+            .and_then(serde_json::Value::as_i64)
+            .unwrap_or(0),
+        e.get("message")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+    )
+}
+
+/// A checked string's content.
+pub(super) fn unescaped(s: &JsonStr<'_>) -> String {
     let mut buf = vec![0u8; s.raw().len()];
     let out = s.unescape_into(&mut buf).expect("unescaping never grows");
     String::from_utf8(out.to_vec()).expect("a checked string is UTF-8")

@@ -20,6 +20,11 @@ impl<'a> Id<'a> {
         Id { raw }
     }
 
+    /// An id kept from an earlier request ([`Id::raw`]'s text, copied), to answer it later.
+    pub fn kept(raw: &'a [u8]) -> Id<'a> {
+        Id { raw }
+    }
+
     /// The JSON text to echo.
     pub fn raw(&self) -> &'a [u8] {
         self.raw

@@ -524,6 +524,21 @@ fn render_leader(m: &Metrics, out: &mut String) {
             "Bundles of the leader strategy sent to the soonest region instead: the leader's region had no pair ready within leader.wait_ms, or no answer was fresh.",
             t.leader_fallbacks,
         ),
+        (
+            "bundle_relay_status_queries_total",
+            "Bots' bundle-status queries forwarded to an engine's JSON-RPC (getBundleStatuses; getInflightBundleStatuses for bundles an engine took).",
+            t.status_queries,
+        ),
+        (
+            "bundle_relay_status_queries_answered_total",
+            "Forwarded bundle-status queries the engine answered.",
+            t.status_queries_answered,
+        ),
+        (
+            "bundle_relay_status_queries_unanswered_total",
+            "Forwarded bundle-status queries answered without the engine: no pair free within 250 ms, an engine error, or the relay stopping.",
+            t.status_queries_unanswered,
+        ),
     ] {
         family(out, name, "counter", help);
         sample(out, name, &[], v);

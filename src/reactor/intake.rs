@@ -13,9 +13,10 @@ use std::os::fd::RawFd;
 use io_uring::{cqueue, opcode, types};
 
 use crate::clock::{Instant, Ticks};
-use crate::http1::conn::{Close, Conn, ConnConfig};
+use crate::http1::conn::{Answer, Close, Conn, ConnConfig};
 use crate::metrics::ReqOutcome;
 use crate::relay::intake::{self, Port, Verdict};
+use crate::relay::queries::ConnRef;
 use crate::relay::tenancy::Claim;
 
 use super::clients::Clients;
@@ -276,8 +277,12 @@ impl Intake {
     fn serve(&mut self, cx: &mut Cx, c: u32, now: Instant) {
         let conn = &mut self.conns[c as usize];
         let (port, peer) = (conn.port, conn.peer);
+        let me = ConnRef {
+            index: c,
+            generation: conn.s.generation,
+        };
         let (d, stats, metrics, clock) = (&mut *cx.d, cx.stats, cx.metrics, cx.clock);
-        let served = conn.http.serve(&self.http_cfg, now, |req, out| {
+        let served = conn.http.serve_deferring(&self.http_cfg, now, |req, out| {
             let claim = Claim {
                 key: req.header("x-jito-auth"),
                 peer,
@@ -285,6 +290,7 @@ impl Intake {
             let (n, verdict, method) = intake::handle(
                 d,
                 port,
+                me,
                 claim,
                 req.method,
                 req.path,
@@ -305,21 +311,44 @@ impl Intake {
                     ReqOutcome::Invalid
                 }
                 Verdict::RefusedTenant => ReqOutcome::RefusedTenant,
-                Verdict::Admitted | Verdict::Answered => ReqOutcome::Ok,
+                Verdict::Admitted | Verdict::Answered | Verdict::Deferred => ReqOutcome::Ok,
             };
             metrics.request(method, outcome);
             // Request read (this iteration's clock) to answer written: a clock read for the
             // metric only, so none with metrics off.
+            if verdict == Verdict::Deferred {
+                // Waiting on an engine is not the relay's overhead: not recorded.
+                return Answer::Later;
+            }
             if metrics.enabled() {
                 let done = clock.now();
                 metrics.record_overhead_ns(clock.rate().to_ns(done.since(now)));
             }
-            n
+            Answer::Now(n)
         });
         if served.error.is_some() {
             cx.stats.bad_requests.inc();
         }
         self.flush(cx, c);
+    }
+
+    /// Writes the answer status query `q` owes connection `conn` (nothing when the bot is
+    /// gone: its slot closed or serves another client now), then serves the requests that
+    /// waited behind it.
+    pub fn answer_owed(&mut self, cx: &mut Cx, conn: ConnRef, q: u16, now: Instant) {
+        let c = conn.index;
+        let Some(ic) = self.conns.get_mut(c as usize) else {
+            return;
+        };
+        if !ic.live || ic.s.closing || ic.s.generation != conn.generation {
+            return;
+        }
+        let d = &*cx.d;
+        if ic.http.answer_owed(now, |out, keep_alive| {
+            intake::write_answer(d, q, keep_alive, out)
+        }) {
+            self.serve(cx, c, now);
+        }
     }
 
     /// Sends the connection's pending output (one send in flight at a time), or closes it when

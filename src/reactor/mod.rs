@@ -368,6 +368,7 @@ impl Worker {
                 drain_until = Some(now.after(self.clock.rate().from_ms(ms)));
             }
             self.d.dispatch(now);
+            self.answer_queries(now);
             self.wake_peers();
             self.upstream_work(now);
             if now.0 >= self.next_sweep.0 {
@@ -399,6 +400,15 @@ impl Worker {
                 .enter(now, deadline, may_sleep, rate, &self.stats, &log);
             self.mesh.set_sleeping(self.me, false);
             entered?;
+        }
+    }
+
+    /// Writes the answer of every status query an engine answered (or the relay stopped waiting
+    /// for) to the bot that asked.
+    fn answer_queries(&mut self, now: Instant) {
+        while let Some((conn, q)) = self.d.poll_answered() {
+            self.intake.answer_owed(&mut cx!(self), conn, q, now);
+            self.d.free_query(q);
         }
     }
 

@@ -30,6 +30,7 @@ use crate::metrics::accounting::Stats;
 use super::Port;
 use super::ThreadSpec;
 use super::handoff::Peers;
+use super::queries::{Asked, ConnRef, Full, Query};
 use super::tenancy::{Claim, Denied, Pass, Tenancy};
 use super::upstream::{Ended, Fate, Upstream};
 use crate::config::Strategy;
@@ -111,6 +112,15 @@ enum EndKind {
     Rejected,
     Expired,
     Failed,
+}
+
+/// What [`Dispatcher::ask_engine`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Asking {
+    /// An engine is asked: the answer comes from [`Dispatcher::poll_answered`].
+    Asked,
+    /// The thread's query table is full: answer now without the engine.
+    Full,
 }
 
 /// See the module docs.
@@ -706,6 +716,32 @@ impl Dispatcher {
         self.peers = Some(peers);
     }
 
+    // ---- bundle-status queries ----
+
+    /// Opens a bot's status query for an engine (see [`super::statuses`]).
+    pub fn ask_engine(&mut self, a: &Asked<'_>, now: Instant) -> Asking {
+        match self.up.ask(a, now) {
+            Ok(_) => Asking::Asked,
+            Err(Full) => Asking::Full,
+        }
+    }
+
+    /// A status query whose bot can be answered now: its connection, and the query
+    /// ([`Dispatcher::query`]) to answer, then free ([`Dispatcher::free_query`]).
+    pub fn poll_answered(&mut self) -> Option<(ConnRef, u16)> {
+        let q = self.up.poll_query_done()?;
+        Some((self.up.query(q).conn, q))
+    }
+
+    /// Status query `q`.
+    pub fn query(&self, q: u16) -> &Query {
+        self.up.query(q)
+    }
+
+    pub fn free_query(&mut self, q: u16) {
+        self.up.free_query(q);
+    }
+
     /// The tip accounts as a JSON array (see [`Upstream::tip_accounts_json`]).
     pub fn tip_accounts_json(&self) -> &[u8] {
         self.up.tip_accounts_json()
@@ -733,6 +769,8 @@ impl Dispatcher {
         if self.any_retired {
             self.drain_retired(now);
         }
+        // Bots' status queries take what pairs the bundles left.
+        self.up.run_queries(now);
         self.up.refresh_tips(busy, now);
         if self.tenancy.table().routes_by_leader() {
             self.up.poll_leader(busy, now);

@@ -1,7 +1,8 @@
 //! One intake request in, one HTTP response out: routing, JSON-RPC, admission. Sans-IO.
 //!
 //! Fire-and-forget: a `sendBundle` is answered with its id as soon as it is decoded, validated
-//! and holds an arena slot; the send happens after. No slot free is the in-flight cap: 429 with
+//! and holds an arena slot; the send happens after. The one kind of request answered later is
+//! a status query only an engine can answer ([`Verdict::Deferred`], see `statuses`). No slot free is the in-flight cap: 429 with
 //! `Retry-After: 1` and JSON-RPC -32097, decided before any decoding, without allocating.
 
 use crate::bundle;
@@ -11,7 +12,8 @@ use crate::http1;
 use crate::jsonrpc::{self, Call, ErrorKind, Id, RpcError};
 use crate::wire::{self, SIGNATURE_BASE58_LEN_MAX};
 
-use super::dispatch::{Dispatcher, Refusal};
+use super::dispatch::{Asking, Dispatcher, Refusal};
+use super::queries::ConnRef;
 use super::statuses;
 use super::tenancy::{Claim, Denied};
 
@@ -50,14 +52,19 @@ pub enum Verdict {
     RefusedTenant,
     /// The request was wrong; the answer says how.
     Invalid,
+    /// Nothing written yet: an engine is asked, and the answer comes from
+    /// [`Dispatcher::poll_answered`].
+    Deferred,
 }
 
-/// Handles one complete request; writes the whole HTTP response into `out` and returns its
-/// length, what happened, and the JSON-RPC method (for the request counters).
+/// Handles one complete request from intake connection `conn`; writes the whole HTTP response
+/// into `out` and returns its length, what happened, and the JSON-RPC method (for the request
+/// counters). [`Verdict::Deferred`] writes nothing.
 #[allow(clippy::too_many_arguments)]
 pub fn handle(
     d: &mut Dispatcher,
     port: Port,
+    conn: ConnRef,
     claim: Claim<'_>,
     method: http1::Method,
     path: &[u8],
@@ -131,19 +138,9 @@ pub fn handle(
             let b = jsonrpc::write_result_raw(&mut json, id, d.tip_accounts_json()).expect("fits");
             return reply(out, 200, "application/json", &[], b, Verdict::Answered);
         }
-        Call::GetBundleStatuses { .. } => {
-            let e = RpcError {
-                code: crate::jito::code::METHOD_NOT_FOUND,
-                kind: ErrorKind::Internal(
-                    "getBundleStatuses (landing) is known only to a block engine: ask its JSON-RPC; \
-                     getInflightBundleStatuses and getBundleDelivery answer from the relay's record",
-                ),
-                id,
-            };
-            let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
-            return reply(out, 200, "application/json", &[], b, Verdict::Invalid);
-        }
-        Call::GetInflightBundleStatuses { .. } | Call::GetBundleDelivery { .. } => {
+        Call::GetBundleStatuses { .. }
+        | Call::GetInflightBundleStatuses { .. }
+        | Call::GetBundleDelivery { .. } => {
             let tenant = match d.tenancy().identify(claim, port) {
                 Ok(slot) => slot,
                 Err(denied) => {
@@ -160,6 +157,24 @@ pub fn handle(
                     );
                 }
             };
+            let to_ask = statuses::to_ask(d, &call, tenant);
+            if to_ask.is_some()
+                && let Err(denied) = d.tenancy().take_rate(tenant, now)
+            {
+                // An engine call on the tenant's behalf takes from its rate as a bundle does.
+                let n = write_denied(d, denied, id, keep_alive, out);
+                return (n, Verdict::RefusedTenant, method_seen.get());
+            }
+            let asking = to_ask.map(|to| d.ask_engine(&to.asked(conn, tenant, id), now));
+            match asking {
+                Some(Asking::Asked) => return (0, Verdict::Deferred, method_seen.get()),
+                // No room to wait for an engine: landing cannot be answered now.
+                Some(Asking::Full) if matches!(call, Call::GetBundleStatuses { .. }) => {
+                    let n = write_full(id, keep_alive, out);
+                    return (n, Verdict::RefusedCap, method_seen.get());
+                }
+                Some(Asking::Full) | None => {}
+            }
             let mut result = [0u8; BODY_BYTES_MAX];
             let written = statuses::answer(d, &call, tenant, &mut result);
             let b = match written {
@@ -179,19 +194,8 @@ pub fn handle(
     let mut admission = match d.admit(port, claim, now) {
         Ok(a) => a,
         Err(Refusal::Full) => {
-            let e = RpcError::new(ErrorKind::RateLimited {
-                retry_after_ms: 1000,
-            })
-            .with_id(id);
-            let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
-            return reply(
-                out,
-                429,
-                "application/json",
-                &[("Retry-After", CAP_RETRY_AFTER_S)],
-                b,
-                Verdict::RefusedCap,
-            );
+            let n = write_full(id, keep_alive, out);
+            return (n, Verdict::RefusedCap, method_seen.get());
         }
         Err(Refusal::RegionRemoved(r)) => {
             let e = RpcError::new(ErrorKind::RegionRemoved(d.region_name(r as usize))).with_id(id);
@@ -199,25 +203,8 @@ pub fn handle(
             return reply(out, 503, "application/json", &[], b, Verdict::Invalid);
         }
         Err(Refusal::Tenant(denied)) => {
-            let mut wait = [0u8; 20];
-            let retry_after = match denied {
-                Denied::Rate { retry_after_ms, .. } => Some(seconds(retry_after_ms, &mut wait)),
-                Denied::Share { .. } => Some(CAP_RETRY_AFTER_S),
-                _ => None,
-            };
-            let (status, kind) = denial(d, denied);
-            let e = RpcError::new(kind).with_id(id);
-            let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
-            let wait = retry_after.map(|s| [("Retry-After", s)]);
-            let extra: &[(&str, &[u8])] = wait.as_ref().map_or(&[], |w| w);
-            return reply(
-                out,
-                status,
-                "application/json",
-                extra,
-                b,
-                Verdict::RefusedTenant,
-            );
+            let n = write_denied(d, denied, id, keep_alive, out);
+            return (n, Verdict::RefusedTenant, method_seen.get());
         }
     };
     // A transaction without bundleOnly=true goes to the engine's own sendTransaction, as Jito
@@ -270,6 +257,66 @@ pub fn handle(
         &[]
     };
     reply(out, 200, "application/json", extra, b, Verdict::Admitted)
+}
+
+/// The whole HTTP response to status query `q` of `d` into `out` (at least
+/// [`BODY_BYTES_MAX`] plus a head's room): the engine's answer with the record's, or an error
+/// saying why there is none or why it did not fit.
+pub fn write_answer(d: &Dispatcher, q: u16, keep_alive: bool, out: &mut [u8]) -> usize {
+    let mut body = [0u8; super::queries::QUERY_ANSWER_BYTES + 1024];
+    let query = d.query(q);
+    if let Ok(b) = statuses::write_query_answer(d, query, &mut body)
+        && let Some(n) = http1::write_response(out, 200, keep_alive, "application/json", &[], b)
+    {
+        return n;
+    }
+    let id = Id::kept(query.id());
+    let e = RpcError::internal(
+        "the engine's answer is larger than the relay's answer buffer: ask for fewer bundles at once",
+    )
+    .with_id(id);
+    let mut small = [0u8; BODY_BYTES_MAX];
+    let b = jsonrpc::write_error(&mut small, id, &e).expect("errors fit");
+    http1::write_response(out, 200, keep_alive, "application/json", &[], b)
+        .expect("an error fits any answer's room")
+}
+
+/// The whole HTTP response of a relay with no room for the request (the in-flight cap, or no
+/// room to wait on an engine): 429, `Retry-After`, and Jito's -32097 wording.
+fn write_full(id: Id<'_>, keep_alive: bool, out: &mut [u8]) -> usize {
+    let e = RpcError::new(ErrorKind::RateLimited {
+        retry_after_ms: 1000,
+    })
+    .with_id(id);
+    let mut json = [0u8; BODY_BYTES_MAX];
+    let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
+    let retry = [("Retry-After", CAP_RETRY_AFTER_S)];
+    http1::write_response(out, 429, keep_alive, "application/json", &retry, b)
+        .expect("intake output buffer holds any response")
+}
+
+/// The whole HTTP response refusing a tenant's request (`Retry-After` where waiting helps).
+fn write_denied(
+    d: &Dispatcher,
+    denied: Denied,
+    id: Id<'_>,
+    keep_alive: bool,
+    out: &mut [u8],
+) -> usize {
+    let mut wait = [0u8; 20];
+    let retry_after = match denied {
+        Denied::Rate { retry_after_ms, .. } => Some(seconds(retry_after_ms, &mut wait)),
+        Denied::Share { .. } => Some(CAP_RETRY_AFTER_S),
+        _ => None,
+    };
+    let (status, kind) = denial(d, denied);
+    let e = RpcError::new(kind).with_id(id);
+    let mut json = [0u8; BODY_BYTES_MAX];
+    let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
+    let wait = retry_after.map(|s| [("Retry-After", s)]);
+    let extra: &[(&str, &[u8])] = wait.as_ref().map_or(&[], |w| w);
+    http1::write_response(out, status, keep_alive, "application/json", extra, b)
+        .expect("intake output buffer holds any response")
 }
 
 /// The HTTP status and JSON-RPC error of a tenant check's refusal.

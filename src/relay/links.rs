@@ -48,6 +48,15 @@ pub struct ConnectOrder {
     pub remote: SocketAddr,
 }
 
+/// Which of an engine's JSON-RPC paths a forwarded call goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EnginePath {
+    /// `sendTransaction` (`[[region]] transactions_path`).
+    Transactions,
+    /// The bundle-status calls (`[[region]] bundles_path`).
+    Bundles,
+}
+
 /// See the module docs.
 pub struct Links {
     rate: TickRate,
@@ -317,12 +326,16 @@ impl Links {
         timeout_ms: u64,
         now: Instant,
         body: &[u8],
+        to: EnginePath,
     ) -> Option<crate::h2::conn::StreamId> {
         let r = self.region_of(pair);
         let now_ns = self.now_ns(now);
         let region = &self.regions[r];
         let conn = self.pairs.get_mut(pair).stack.conn_mut()?;
-        let path = &region.transactions_path;
+        let path = match to {
+            EnginePath::Transactions => &region.transactions_path,
+            EnginePath::Bundles => &region.bundles_path,
+        };
         super::forward::start(conn, &region.call, path, now_ns, timeout_ms, body).ok()
     }
 

@@ -11,6 +11,7 @@ pub mod leader;
 mod links;
 mod observe;
 mod pairs;
+pub mod queries;
 mod region;
 pub mod statuses;
 pub mod tenancy;
@@ -53,6 +54,8 @@ pub struct RegionSpec {
     pub tls: Option<TlsTarget>,
     /// The engine's JSON-RPC path for `sendTransaction` (transactions without `bundleOnly`).
     pub transactions_path: String,
+    /// The engine's JSON-RPC path for the bundle-status calls the relay forwards.
+    pub bundles_path: String,
 }
 
 impl RegionSpec {
@@ -67,6 +70,7 @@ impl RegionSpec {
             pinned: None,
             tls: None,
             transactions_path: crate::jito::TRANSACTIONS_PATH.to_string(),
+            bundles_path: crate::jito::BUNDLES_PATH.to_string(),
         }
     }
 }
@@ -196,6 +200,7 @@ impl Spec {
                 pinned: r.pinned,
                 tls,
                 transactions_path: r.transactions_path.clone(),
+                bundles_path: r.bundles_path.clone(),
             });
         }
         let sources = cfg.egress.sources.clone();

@@ -83,6 +83,9 @@ pub enum Call {
     Probe,
     /// GetNextScheduledLeader, for the leader strategy.
     Leader,
+    /// A bot's bundle-status query forwarded to the engine's JSON-RPC (its entry in
+    /// [`super::queries::Queries`]).
+    Query(u16),
 }
 
 /// A call in flight on a pair: the pair is held by the limiter until it ends.
@@ -102,7 +105,7 @@ impl InFlight {
     pub fn slot(&self) -> Option<SlotHandle> {
         match self.call {
             Call::Bundle(s) => Some(s),
-            Call::Tips | Call::Probe | Call::Leader => None,
+            Call::Tips | Call::Probe | Call::Leader | Call::Query(_) => None,
         }
     }
 }

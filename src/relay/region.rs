@@ -61,6 +61,8 @@ pub struct Region {
     pub call: CallConfig,
     /// The engine's JSON-RPC path for a forwarded `sendTransaction`.
     pub transactions_path: String,
+    /// The engine's JSON-RPC path for a forwarded bundle-status query.
+    pub bundles_path: String,
     pub addrs: Arc<HostAddrs>,
     pub tls: Option<TlsTarget>,
     /// The last error logged for this region and when, so a thousand pairs failing alike log
@@ -102,6 +104,7 @@ impl Region {
                 retry_after_ms_default: grpc::RETRY_AFTER_MS_DEFAULT,
             },
             transactions_path: spec.transactions_path.clone(),
+            bundles_path: spec.bundles_path.clone(),
             addrs: spec.addrs.clone(),
             tls: spec.tls.clone(),
             logged_error: None,

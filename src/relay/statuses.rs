@@ -1,12 +1,215 @@
-//! The bundle-status calls answered from the record of recent bundles (`journal`): Jito's
-//! `getInflightBundleStatuses` and the relay's own `getBundleDelivery`. Sans-IO. A tenant sees
-//! only its own bundles: another tenant's id is `Invalid` to it, as an unknown one is.
+//! The bundle-status calls: Jito's `getInflightBundleStatuses` and `getBundleStatuses`, and the
+//! relay's own `getBundleDelivery`. Sans-IO.
+//!
+//! What the relay knows it answers from its record of recent bundles (`journal`); landing is
+//! known only to Jito, so those questions go to an engine ([`super::queries`]) and the answer
+//! combines both:
+//!
+//! | call | asked of an engine | answered with |
+//! |---|---|---|
+//! | `getInflightBundleStatuses` | only the ids an engine took (the rest it cannot know better) | the record's status; `Landed` with its slot, or `Failed`, where the engine says so |
+//! | `getBundleStatuses` | every id that is a bundle id (64 hex) | the engine's entries as it wrote them; `null` for what is no bundle id |
+//! | either, no engine answer in time | — | inflight: the record alone; statuses: -32603 saying why |
+//! | `getBundleDelivery` | never | the record |
+//!
+//! A tenant sees only its own bundles in the record: another tenant's id is `Invalid` to it, as
+//! an unknown one is (an engine is asked only about the tenant's own for inflight).
 
-use crate::journal::Found;
+use core::fmt::Write as _;
+
 use crate::journal::answer::{self, Names};
-use crate::jsonrpc::{Call, Overflow, STATUS_IDS_MAX, Writer};
+use crate::journal::{Found, Verdict};
+use crate::jsonrpc::{
+    self, Call, ErrorKind, Id, Overflow, RpcError, STATUS_IDS_MAX, StatusReply, Writer,
+};
 
 use super::dispatch::Dispatcher;
+use super::queries::{Ask, Asked, ConnRef, Query};
+
+/// What an engine is asked for a status `call`: the bot's ids (in its order), which of them
+/// go to the engine, and the region to ask (`None`: any). `None` when none needs one.
+pub struct ToAsk {
+    pub ask: Ask,
+    pub ids: [[u8; 32]; STATUS_IDS_MAX],
+    pub len: usize,
+    pub forwarded: u8,
+    pub region: Option<u8>,
+}
+
+impl ToAsk {
+    pub fn asked<'a>(&'a self, conn: ConnRef, tenant: u16, id: Id<'a>) -> Asked<'a> {
+        Asked {
+            conn,
+            ask: self.ask,
+            tenant,
+            id: id.raw(),
+            ids: &self.ids[..self.len],
+            forwarded: self.forwarded,
+            region: self.region,
+        }
+    }
+}
+
+/// The region of the engine that took the bundle `found` records, if one did.
+fn taken_by(found: &Found) -> Option<u8> {
+    found
+        .latest
+        .kept()
+        .iter()
+        .find(|a| a.verdict == Verdict::Accepted)
+        .map(|a| a.region)
+}
+
+/// What to ask an engine for `call` from tenant slot `tenant` (see the module docs' table).
+pub fn to_ask(d: &Dispatcher, call: &Call<'_>, tenant: u16) -> Option<ToAsk> {
+    let (ask, ids) = match call {
+        Call::GetBundleStatuses { bundle_ids } => (Ask::Statuses, bundle_ids),
+        Call::GetInflightBundleStatuses { bundle_ids } => (Ask::Inflight, bundle_ids),
+        _ => return None,
+    };
+    let mut t = ToAsk {
+        ask,
+        ids: [[0; 32]; STATUS_IDS_MAX],
+        len: ids.len().min(STATUS_IDS_MAX),
+        forwarded: 0,
+        region: None,
+    };
+    for (i, s) in ids.iter().enumerate().take(STATUS_IDS_MAX) {
+        let Some(id) = answer::parse_id(s.raw()) else {
+            continue;
+        };
+        t.ids[i] = id;
+        let region = d.find_bundle(&id, tenant).as_ref().and_then(taken_by);
+        if ask == Ask::Inflight && region.is_none() {
+            continue;
+        }
+        t.region = t.region.or(region);
+        t.forwarded |= 1 << i;
+    }
+    (t.forwarded != 0).then_some(t)
+}
+
+/// The whole JSON-RPC response body to query `q` (see the module docs), into `out`.
+pub fn write_query_answer<'b>(
+    d: &Dispatcher,
+    q: &Query,
+    out: &'b mut [u8],
+) -> Result<&'b [u8], Overflow> {
+    let id = Id::kept(q.id());
+    let engine = q.answer().map(jsonrpc::parse_status_reply);
+    let mut result = [0u8; super::queries::QUERY_ANSWER_BYTES + 512];
+    let mut message = [0u8; 256];
+    let failed = match (q.ask, engine) {
+        (Ask::Inflight, Ok(Some(StatusReply::Result { slot, value }))) => {
+            let r = inflight(d, q, slot, value, &mut result)?;
+            return jsonrpc::write_result_raw(out, id, r);
+        }
+        // The record alone: what the relay knows is still worth more than an error.
+        (Ask::Inflight, _) => {
+            let r = inflight(d, q, 0, None, &mut result)?;
+            return jsonrpc::write_result_raw(out, id, r);
+        }
+        (Ask::Statuses, Ok(Some(StatusReply::Result { slot, value }))) => {
+            let r = statuses(q, slot, value, &mut result)?;
+            return jsonrpc::write_result_raw(out, id, r);
+        }
+        (Ask::Statuses, Ok(Some(StatusReply::Error { code, message: m }))) => {
+            let words = m.unescape_into(&mut message).unwrap_or(b"");
+            RpcError::new(ErrorKind::FromEngine {
+                code: i32::try_from(code).unwrap_or(crate::jito::code::INTERNAL),
+                message: core::str::from_utf8(words).unwrap_or(""),
+            })
+        }
+        (Ask::Statuses, Ok(None)) => RpcError::new(ErrorKind::EngineUnanswered {
+            method: "getBundleStatuses",
+            why: "the engine's answer was not a JSON-RPC result",
+        }),
+        (Ask::Statuses, Err(u)) => RpcError::new(ErrorKind::EngineUnanswered {
+            method: "getBundleStatuses",
+            why: u.why(),
+        }),
+    };
+    jsonrpc::write_error(out, id, &failed.with_id(id))
+}
+
+/// `getInflightBundleStatuses` for the ids `q` asked, in order: the record's status, and
+/// `Landed` (with its slot) or `Failed` where the engine's `value` says so of a bundle it
+/// took; `slot` is the engine's (0 without its answer).
+fn inflight<'b>(
+    d: &Dispatcher,
+    q: &Query,
+    slot: u64,
+    value: Option<&[u8]>,
+    out: &'b mut [u8],
+) -> Result<&'b [u8], Overflow> {
+    let ids = q.ids();
+    let mut engine = [None::<(&'static str, Option<u64>)>; STATUS_IDS_MAX];
+    if let Some(value) = value {
+        jsonrpc::for_each_element(value, |raw| {
+            let e = jsonrpc::inflight_entry(raw);
+            let Some(id) = e.bundle_id.and_then(|b| answer::parse_id(b.raw())) else {
+                return;
+            };
+            let said = match e.status {
+                Some(s) if s.eq_str("Landed") => ("Landed", e.landed_slot),
+                Some(s) if s.eq_str("Failed") => ("Failed", None),
+                _ => return,
+            };
+            for (i, asked) in ids.iter().enumerate() {
+                if q.is_forwarded(i) && *asked == id {
+                    engine[i] = Some(said);
+                }
+            }
+        });
+    }
+    let mut w = Writer::new(out);
+    answer::write_inflight_with(&mut w, slot, ids.len(), |i| {
+        let mine = answer::jito_status(d.find_bundle(&ids[i], q.tenant).as_ref());
+        match engine[i] {
+            // The engine knows landing; a bundle the relay saw fail did not land, whatever
+            // an engine that never had it says.
+            Some((said, landed)) if mine == "Pending" => (ids[i], said, landed),
+            _ => (ids[i], mine, None),
+        }
+    });
+    w.finish()
+}
+
+/// `getBundleStatuses` for the ids `q` asked, in order: the engine's entry (as it wrote it)
+/// for each forwarded one, `null` for the others and for any the engine left out.
+fn statuses<'b>(
+    q: &Query,
+    slot: u64,
+    value: Option<&[u8]>,
+    out: &'b mut [u8],
+) -> Result<&'b [u8], Overflow> {
+    let mut given: [&[u8]; STATUS_IDS_MAX] = [b"null"; STATUS_IDS_MAX];
+    let mut n = 0;
+    if let Some(value) = value {
+        jsonrpc::for_each_element(value, |raw| {
+            if n < STATUS_IDS_MAX {
+                given[n] = raw;
+                n += 1;
+            }
+        });
+    }
+    let mut w = Writer::new(out);
+    let _ = write!(w, "{{\"context\":{{\"slot\":{slot}}},\"value\":[");
+    let mut k = 0;
+    for i in 0..q.ids().len() {
+        if i > 0 {
+            w.bytes(b",");
+        }
+        if q.is_forwarded(i) {
+            w.bytes(given[k]);
+            k += 1;
+        } else {
+            w.bytes(b"null");
+        }
+    }
+    w.bytes(b"]}");
+    w.finish()
+}
 
 /// The result of a status `call` for tenant slot `tenant`, written into `out`.
 pub fn answer<'b>(
@@ -48,6 +251,14 @@ pub fn answer<'b>(
                     answer::write_delivery(&mut w, &f, ring.rate(), |t| ring.unix_ns(t), &names);
                 }
             }
+        }
+        // Only when no id is a bundle id (an engine is asked otherwise): none has a status.
+        Call::GetBundleStatuses { bundle_ids } => {
+            w.bytes(b"{\"context\":{\"slot\":0},\"value\":[");
+            for i in 0..bundle_ids.len() {
+                w.bytes(if i == 0 { b"null" } else { b",null" });
+            }
+            w.bytes(b"]}");
         }
         _ => w.bytes(b"null"),
     }

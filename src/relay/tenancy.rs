@@ -243,6 +243,25 @@ impl Tenancy {
         }
     }
 
+    /// A call of tenant slot `slot` that spends an engine call but carries no bundle (a
+    /// forwarded status query) takes from the tenant's request rate as a bundle does.
+    pub fn take_rate(&self, slot: u16, now: Instant) -> Result<(), Denied> {
+        let Some((g, limit)) = self.slots[usize::from(slot)].gcra else {
+            return Ok(());
+        };
+        match self.stats.take_rate(slot, g, now.0) {
+            Ok(_) => Ok(()),
+            Err(wait) => {
+                self.stats.refused(slot, Refused::Rate);
+                Err(Denied::Rate {
+                    slot,
+                    limit,
+                    retry_after_ms: self.rate.to_ns(Ticks(wait)).div_ceil(1_000_000).max(1),
+                })
+            }
+        }
+    }
+
     /// The pass's bundle never was (no slot, or a bad request): its share goes back.
     pub fn release(&self, pass: &Pass) {
         self.stats.release(pass.slot, pass.beyond);

@@ -1,7 +1,6 @@
 //! One reactor thread's upstream calls: which pair a call goes on, what each answer means,
-//! whether a region's engine went silent, the tip-account refreshes and the next-leader polls.
-//! Sans-IO and
-//! clock-free; built on [`Links`], which keeps the connections those calls run on.
+//! whether a region's engine went silent, the tip-account refreshes, the next-leader polls and
+//! the bots' bundle-status queries ([`Queries`]). Sans-IO and clock-free; built on [`Links`], which keeps the connections those calls run on.
 //!
 //! Pacing is the limiter's: a pair is handed out by [`Upstream::acquire`], held while its call
 //! runs, and booked again from the answer (or from the answer plus the engine's Retry-After).
@@ -29,9 +28,10 @@ use crate::metrics::accounting::Stats;
 
 use super::ThreadSpec;
 use super::leader::{self, Board, VALID_POLLS};
-use super::links::{ConnectOrder, DENIED_RETRY_MS, Links};
+use super::links::{ConnectOrder, DENIED_RETRY_MS, EnginePath, Links};
 use super::observe;
 use super::pairs::{Call, InFlight, Link};
+use super::queries::{Asked, Full, QUERIES_MAX, QUERY_PAIR_WAIT_MS, Queries, Query, Unanswered};
 use super::region::Silence;
 use super::tips::{TIP_REFRESH_MS, TIP_RETRY_MS, TipCache};
 
@@ -117,6 +117,9 @@ pub struct Upstream {
     leader_in_flight: bool,
     leader_poll: Ticks,
     leader_region: usize,
+    /// Bots' bundle-status queries waiting on an engine; the region asked last when any will do.
+    queries: Queries,
+    query_region: usize,
     /// Earliest instant call work (a silent region's probe, a pair coming free) needs the
     /// dispatcher again.
     wake: Option<Instant>,
@@ -151,6 +154,8 @@ impl Upstream {
             leader_in_flight: false,
             leader_poll: rate.from_ms(spec.leader.poll_ms),
             leader_region: spec.thread,
+            queries: Queries::new(),
+            query_region: spec.thread,
             wake: None,
             ended: VecDeque::with_capacity(pair_count),
             stats,
@@ -292,7 +297,8 @@ impl Upstream {
     ) -> bool {
         let timeout_ms = self.upstream_timeout_ms;
         let started = if json {
-            self.links.start_forward(pair, timeout_ms, now, frame)
+            self.links
+                .start_forward(pair, timeout_ms, now, frame, EnginePath::Transactions)
         } else {
             self.links
                 .start_call(pair, grpc::Method::SendBundle, timeout_ms, now, |buf| {
@@ -338,6 +344,103 @@ impl Upstream {
     fn give_back_unused(&mut self, pair: PairId, now: Instant) {
         self.links.finish(pair, now);
         self.links.request_close(pair, now);
+    }
+
+    // ---- bundle-status queries ----
+
+    /// Opens a bot's status query; it waits up to [`QUERY_PAIR_WAIT_MS`] for a pair.
+    pub fn ask(&mut self, a: &Asked<'_>, now: Instant) -> Result<u16, Full> {
+        let deadline = now.after(self.links.rate().from_ms(QUERY_PAIR_WAIT_MS));
+        let q = self.queries.open(a, deadline)?;
+        self.stats.status_queries.inc();
+        Ok(q)
+    }
+
+    /// Query `q`.
+    pub fn query(&self, q: u16) -> &Query {
+        self.queries.get(q)
+    }
+
+    /// A query whose bot can be answered now ([`Upstream::query`]); free it after.
+    pub fn poll_query_done(&mut self) -> Option<u16> {
+        self.queries.poll_done()
+    }
+
+    pub fn free_query(&mut self, q: u16) {
+        self.queries.free(q);
+    }
+
+    /// Starts every waiting query that gets a pair (after the bundles: the dispatcher calls
+    /// this once they had theirs); one past its wait is answered without the engine.
+    pub fn run_queries(&mut self, now: Instant) {
+        let mut again = [0u16; QUERIES_MAX];
+        let mut n_again = 0;
+        for _ in 0..self.queries.waiting_len() {
+            let Some(q) = self.queries.next_waiting() else {
+                break;
+            };
+            let deadline = self.queries.get(q).deadline;
+            if now.0 > deadline.0 {
+                self.queries.give_up(q, Unanswered::NoPair);
+                self.stats.status_queries_unanswered.inc();
+                continue;
+            }
+            if let Err(at) = self.start_query(q, now) {
+                self.wake_at(match at {
+                    Some(at) if at.0 < deadline.0 => at,
+                    _ => deadline.after(Ticks(1)),
+                });
+                again[n_again] = q;
+                n_again += 1;
+            }
+        }
+        for &q in &again[..n_again] {
+            self.queries.wait_again(q);
+        }
+    }
+
+    /// Starts query `q` on a free pair: of its region first, else of any region (every
+    /// engine answers for every bundle). `Err`: none free, with when one will be.
+    fn start_query(&mut self, q: u16, now: Instant) -> Result<(), Option<Instant>> {
+        let n = self.links.regions().len();
+        let e = self.queries.get(q);
+        let first = e.region.map_or(self.query_region, usize::from) % n;
+        let mut ids = [[0u8; 32]; crate::jsonrpc::STATUS_IDS_MAX];
+        let n_ids = e.forwarded_ids(&mut ids);
+        let mut body = [0u8; crate::jsonrpc::STATUS_QUERY_LEN_MAX];
+        let len = crate::jsonrpc::write_status_query(e.ask.method(), &ids[..n_ids], &mut body)
+            .expect("five ids fit");
+        let mut soonest: Option<Instant> = None;
+        for k in 0..n {
+            let r = (first + k) % n;
+            let until = self.links.region(r).throttled_until;
+            if self.is_silent(r) || until.0 > now.0 {
+                continue;
+            }
+            let pair = match self.links.acquire_any(r, now) {
+                Acquire::Pair(pair) => pair,
+                Acquire::WaitUntil(at) => {
+                    soonest = Some(soonest.map_or(at, |s| if at.0 < s.0 { at } else { s }));
+                    continue;
+                }
+                Acquire::NoPairUp => continue,
+            };
+            let timeout_ms = self.upstream_timeout_ms;
+            let body = &body[..len];
+            match self
+                .links
+                .start_forward(pair, timeout_ms, now, body, EnginePath::Bundles)
+            {
+                Some(stream) => {
+                    self.query_region = r + 1;
+                    self.queries.started(q);
+                    self.call_started_as(pair, Call::Query(q), true, stream, now);
+                    return Ok(());
+                }
+                None => self.give_back_unused(pair, now),
+            }
+        }
+        Err(soonest)
     }
 
     // ---- tips and probes ----
@@ -601,6 +704,7 @@ impl Upstream {
                 self.leader_in_flight = false;
                 self.leader_unanswered(now);
             }
+            Call::Query(q) => self.query_again(q, now),
         }
     }
 
@@ -716,6 +820,20 @@ impl Upstream {
                     }
                     _ => (grpc::outcome(&resp, grpc::RETRY_AFTER_MS_DEFAULT), None),
                 };
+                // A status query keeps the engine's answer, its refusals included (the bot
+                // gets the engine's own error); a cooled or denied pair's answer is not one.
+                if let Some(Call::Query(q)) = f.map(|f| f.call) {
+                    let kept = match outcome {
+                        Outcome::Ok(_) => true,
+                        Outcome::Rejected { code, .. } => {
+                            code != Code::PERMISSION_DENIED && code != Code::UNAUTHENTICATED
+                        }
+                        _ => false,
+                    };
+                    if kept {
+                        self.queries.answered(q, resp.body);
+                    }
+                }
                 match outcome {
                     Outcome::Ok(_) if words.is_some() => {
                         text = words.unwrap_or_default();
@@ -892,6 +1010,32 @@ impl Upstream {
                     self.leader_unanswered(now);
                 }
             }
+            Call::Query(q) => match fate {
+                // The answer was kept above (or found too large: counted unanswered).
+                Fate::Delivered | Fate::Rejected => match self.queries.get(q).answer() {
+                    Ok(_) => self.stats.status_queries_answered.inc(),
+                    Err(_) => self.stats.status_queries_unanswered.inc(),
+                },
+                // The pair was cooled or the call never left whole: another pair, in time.
+                Fate::Cooldown | Fate::Retry | Fate::Denied => self.query_again(q, now),
+                Fate::Failed => {
+                    self.queries.give_up(q, Unanswered::Failed);
+                    self.stats.status_queries_unanswered.inc();
+                }
+            },
+        }
+    }
+
+    /// Query `q`'s call ended unanswered but may go again: it waits for another pair until its
+    /// deadline, then is answered without the engine.
+    fn query_again(&mut self, q: u16, now: Instant) {
+        let deadline = self.queries.get(q).deadline;
+        if now.0 > deadline.0 {
+            self.queries.give_up(q, Unanswered::Failed);
+            self.stats.status_queries_unanswered.inc();
+        } else {
+            self.queries.wait_again(q);
+            self.wake_at(now);
         }
     }
 
@@ -937,8 +1081,12 @@ impl Upstream {
                 if let Some(slot) = f.slot() {
                     bundle(slot);
                 }
+                if let Call::Query(q) = f.call {
+                    self.queries.give_up(q, Unanswered::Stopping);
+                }
             }
         }
+        self.queries.give_up_waiting(Unanswered::Stopping);
     }
 
     /// Leaks every pair's connection buffers (see the reactor's teardown).

@@ -135,6 +135,7 @@ impl Sim {
         let (n, verdict, _) = intake::handle(
             &mut self.d,
             port,
+            bundle_relay::relay::queries::ConnRef::DETACHED,
             claim,
             http1::Method::Post,
             b"/api/v1/bundles",

@@ -13,6 +13,7 @@
 //!     --fault storm@5s:fraction=0.5,retry_ms=30000 --fault rst@1s+2s:every=10,region=ny
 //! bench-engine --tls --tls-cert-out /tmp/engine-ca.pem
 //! bench-engine --regions ny,tokyo --base-ip 127.0.0.1 --ip-step 0 --port 10000 --port-step 1
+//! bench-engine --land-ms 400 --land-share 0.8   # getBundleStatuses: 80% land, 400 ms after
 //! ```
 //!
 //! Fault syntax: `KIND@START[+DURATION][:key=value,...]`, see `engine::fault` (kinds storm,
@@ -50,6 +51,15 @@ struct Args {
     /// region.
     #[arg(long, default_value_t = engine::SLOT_MS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..))]
     slot_ms: u64,
+    /// getBundleStatuses / getInflightBundleStatuses: an accepted bundle that lands does so
+    /// this many ms after acceptance, in the slot of that instant; one that does not land is
+    /// Pending until then and Failed after.
+    #[arg(long, default_value_t = engine::LAND_MS_DEFAULT)]
+    land_ms: u64,
+    /// Share of accepted bundles that land, 0.0 to 1.0: a bundle lands iff the first byte of its
+    /// id is below land-share × 256 (0 = none lands, 1 = all do).
+    #[arg(long, default_value_t = engine::LAND_SHARE_DEFAULT, value_parser = parse_land_share)]
+    land_share: f64,
     /// KIND@START[+DURATION][:key=value,...], repeatable; kinds: storm, throttle, rst, stall,
     /// latency, goaway, close (e.g. storm@5s:fraction=0.5,retry_ms=30000, rst@1s+2s:every=10,
     /// latency@0s:ms=5,region=ny).
@@ -92,6 +102,19 @@ struct Args {
     probe_sources: u32,
 }
 
+fn parse_land_share(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a number: {e}"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{v} is outside 0.0..=1.0 (the share of accepted bundles that land)"
+        ))
+    }
+}
+
 bundle_relay_bench::allocator!();
 
 fn main() -> ExitCode {
@@ -131,6 +154,8 @@ async fn run(args: Args) -> ExitCode {
         port_step: args.port_step,
         interval_ms: args.interval_ms,
         slot_ms: args.slot_ms,
+        land_ms: args.land_ms,
+        land_share: args.land_share,
         faults: args.faults,
         seed: args.seed,
         tls: args.tls,

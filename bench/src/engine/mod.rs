@@ -1,17 +1,25 @@
 //! bench-engine: a synthetic Jito block engine that every relay measurement goes through.
 //!
-//! It serves `searcher.SearcherService` (SendBundle, GetTipAccounts, GetNextScheduledLeader,
-//! GetRegions) on one loopback address per region, and JSON-RPC `sendTransaction` on
-//! `/api/v1/transactions` beside it (as Jito's engines do, same host), enforces Jito's one call
-//! per interval per (source IP, region) on both, checks every packet with the Solana crates,
-//! answers Jito's bundle id (and a transaction's signature), runs a leader schedule (the next
-//! leader's region changes every four `slot_ms`; accepted bundles that arrived at it are
-//! counted), injects faults on a schedule, measures delivery latency from bench-load's shared
-//! sent log, and reports everything as JSON ([`EngineStats`]).
+//! It serves, on one loopback address per region (as Jito's engines do, all on the same host):
 //!
-//! Layers: [`limiter`] (the rate rule), [`validate`] (bundle checks and id), [`fault`] (rule
-//! syntax and schedule) and [`grpc`] (framing, statuses) decide; `server` (gRPC) and `jsonrpc`
-//! (sendTransaction) only do I/O.
+//! - gRPC `searcher.SearcherService`: SendBundle, GetTipAccounts, GetNextScheduledLeader,
+//!   GetRegions;
+//! - JSON-RPC `sendTransaction` on `/api/v1/transactions`;
+//! - JSON-RPC `getBundleStatuses` and `getInflightBundleStatuses` on `/api/v1/bundles`,
+//!   `/api/v1/getBundleStatuses` and `/api/v1/getInflightBundleStatuses`, answered from a
+//!   landing model: an accepted bundle lands `land_ms` after acceptance, in the slot of that
+//!   instant, iff its id's first byte is below `land_share × 256`, else it fails then.
+//!
+//! It enforces Jito's one call per interval per (source IP, region) on every SendBundle and
+//! JSON-RPC call alike, checks every packet with the Solana crates, answers Jito's bundle id
+//! (and a transaction's signature), runs a leader schedule (the next leader's region changes
+//! every four `slot_ms`; accepted bundles that arrived at it are counted; the status calls'
+//! slots are the same clock), injects faults on a schedule, measures delivery latency from
+//! bench-load's shared sent log, and reports everything as JSON ([`EngineStats`]).
+//!
+//! Layers: [`limiter`] (the rate rule), [`validate`] (bundle checks and id), [`landing`] (which
+//! bundles land, and when), [`fault`] (rule syntax and schedule) and [`grpc`] (framing,
+//! statuses) decide; `server` (gRPC) and `jsonrpc` (the JSON-RPC methods) only do I/O.
 //!
 //! gRPC is served on the `h2` crate directly, not on tonic: the faults need what tonic's server
 //! hides (RST_STREAM on one stream, GOAWAY at a chosen instant, withholding flow-control credit,
@@ -33,6 +41,7 @@
 pub mod fault;
 pub mod grpc;
 mod jsonrpc;
+pub mod landing;
 pub mod limiter;
 pub mod probe;
 mod server;
@@ -60,6 +69,7 @@ use crate::report::Percentiles;
 use crate::sentlog::{self, SentLog};
 pub use bundle_relay::jito::{INTERVAL_MS_DEFAULT, MAINNET_REGIONS, TIP_ACCOUNTS};
 use fault::{FaultRule, Faults};
+use landing::Landing;
 use limiter::Limiter;
 use stats::{Counters, DupSet, Latency, get};
 use validate::Reject;
@@ -76,6 +86,23 @@ pub const DUP_CAPACITY_DEFAULT: usize = 262_144;
 pub const SLOT_MS_DEFAULT: u64 = 400;
 /// Leaders hold 4 consecutive slots, as on Solana.
 pub const LEADER_SLOTS: u64 = 4;
+/// The slot the engine's clock starts at: a plausible mainnet slot to count from.
+pub const SLOT_BASE: u64 = 380_000_000;
+/// An accepted bundle that lands does so this long after acceptance: two of Solana's 400 ms
+/// slots.
+pub const LAND_MS_DEFAULT: u64 = 800;
+/// Share of accepted bundles that land (by their id's first byte, see [`landing`]).
+pub const LAND_SHARE_DEFAULT: f64 = 1.0;
+/// Accepted bundles remembered for the status calls: ≈300 B each with 3 transactions
+/// (≈20 MiB), half a minute of the most these two cores can offer and far longer than a relay
+/// polls a bundle's status.
+pub const LANDING_CAPACITY: usize = 65_536;
+
+/// The engine's slot `elapsed_ns` after it started, `slot_ms` a slot: the one clock the leader
+/// schedule and the bundle statuses share.
+pub fn slot_at(elapsed_ns: u64, slot_ms: u64) -> u64 {
+    SLOT_BASE + elapsed_ns / (slot_ms * 1_000_000)
+}
 
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
@@ -90,6 +117,11 @@ pub struct EngineConfig {
     /// The synthetic leader schedule's slot: leaders hold [`LEADER_SLOTS`] slots each, the
     /// regions in turn.
     pub slot_ms: u64,
+    /// An accepted bundle that lands does so this many ms after acceptance; one that does not
+    /// is `Pending` until then, `Failed` after (see [`landing`]).
+    pub land_ms: u64,
+    /// 0.0..=1.0: a bundle lands iff its id's first byte is below `land_share × 256`.
+    pub land_share: f64,
     pub faults: Vec<FaultSpec>,
     /// Seeds the storm's choice of sources.
     pub seed: u64,
@@ -115,6 +147,8 @@ impl Default for EngineConfig {
             port_step: 0,
             interval_ms: INTERVAL_MS_DEFAULT,
             slot_ms: SLOT_MS_DEFAULT,
+            land_ms: LAND_MS_DEFAULT,
+            land_share: LAND_SHARE_DEFAULT,
             faults: Vec::new(),
             seed: 0,
             tls: false,
@@ -178,12 +212,15 @@ pub(crate) struct Shared {
     pub start_instant: tokio::time::Instant,
     pub interval_ms: u64,
     pub slot_ms: u64,
+    pub land_ms: u64,
+    pub land_share: f64,
     pub seed: u64,
     pub regions: Vec<Region>,
     pub faults: Faults,
     pub counters: Counters,
     pub latency: Mutex<Latency>,
     pub dups: Mutex<DupSet>,
+    pub landing: Mutex<Landing>,
     pub recorded: Option<Mutex<Vec<RecordedBundle>>>,
     pub sent_log: Option<SentLog>,
     pub run_id: Option<u32>,
@@ -195,6 +232,11 @@ pub(crate) struct Shared {
 impl Shared {
     pub fn elapsed_ns(&self) -> u64 {
         sentlog::monotonic_ns().saturating_sub(self.start_ns)
+    }
+
+    /// The engine's slot at `elapsed_ns`.
+    pub fn slot_at(&self, elapsed_ns: u64) -> u64 {
+        slot_at(elapsed_ns, self.slot_ms)
     }
 
     pub fn snapshot(&self) -> EngineStats {
@@ -246,8 +288,14 @@ impl Shared {
             unsent: get(&c.latency_unsent),
             other_run: get(&c.latency_other_run),
         };
+        let elapsed_ns = self.elapsed_ns();
+        let bundles_landed = self
+            .landing
+            .lock()
+            .expect("landing lock")
+            .landed(elapsed_ns);
         EngineStats {
-            uptime_ms: self.elapsed_ns() / 1_000_000,
+            uptime_ms: elapsed_ns / 1_000_000,
             interval_ms: self.interval_ms,
             send_bundle_calls: get(&c.send_bundle_calls),
             accepted: get(&c.accepted),
@@ -263,10 +311,15 @@ impl Shared {
             latency,
             other_calls: get(&c.other_calls),
             slot_ms: self.slot_ms,
+            land_ms: self.land_ms,
+            land_share: self.land_share,
             at_leader: get(&c.at_leader),
             send_transaction_calls: get(&c.send_transaction_calls),
             transactions_accepted: get(&c.transactions_accepted),
             transactions_rejected: get(&c.transactions_rejected),
+            status_calls: get(&c.status_calls),
+            inflight_status_calls: get(&c.inflight_status_calls),
+            bundles_landed,
             unknown_method: get(&c.unknown_method),
             connections_accepted: get(&c.connections_accepted),
             connections_open: get(&c.connections_open),
@@ -292,6 +345,12 @@ impl Engine {
         }
         if cfg.slot_ms == 0 {
             return Err(bad("slot_ms must be at least 1".into()));
+        }
+        if !(0.0..=1.0).contains(&cfg.land_share) {
+            return Err(bad(format!(
+                "land_share {} is outside 0.0..=1.0",
+                cfg.land_share
+            )));
         }
         let rules = cfg
             .faults
@@ -357,12 +416,15 @@ impl Engine {
             start_instant: tokio::time::Instant::now(),
             interval_ms: cfg.interval_ms,
             slot_ms: cfg.slot_ms,
+            land_ms: cfg.land_ms,
+            land_share: cfg.land_share,
             seed: cfg.seed,
             regions,
             faults: Faults { rules },
             counters: Counters::default(),
             latency: Mutex::new(Latency::new()),
             dups: Mutex::new(DupSet::new(cfg.dup_capacity)),
+            landing: Mutex::new(Landing::new(LANDING_CAPACITY, cfg.land_ms, cfg.land_share)),
             recorded: cfg.record.then(|| Mutex::new(Vec::new())),
             sent_log,
             run_id: cfg.run_id,

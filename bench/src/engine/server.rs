@@ -42,8 +42,6 @@ const MAX_BODY_BYTES: usize = 64 * 1024;
 const EMFILE_BACKOFF_MS: u64 = 20;
 /// At most one EMFILE message per listener per this many ms, so the log stays readable.
 const EMFILE_REPORT_EVERY_MS: u64 = 1_000;
-/// A plausible mainnet slot to count from.
-const SLOT_BASE: u64 = 380_000_000;
 
 const EMFILE_HELP: &str = "too many open files";
 
@@ -254,8 +252,8 @@ async fn serve_stream(
     req: Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
 ) {
-    if req.uri().path() == bundle_relay::jito::TRANSACTIONS_PATH {
-        return super::jsonrpc::serve(&sh, region, peer, req, respond).await;
+    if let Some(endpoint) = super::jsonrpc::endpoint(req.uri().path()) {
+        return super::jsonrpc::serve(&sh, region, peer, endpoint, req, respond).await;
     }
     let Some(method) = method_of(req.uri().path()) else {
         inc(&sh.counters.unknown_method);
@@ -364,7 +362,7 @@ fn next_leader(sh: &Shared, req: &NextScheduledLeaderRequest) -> NextScheduledLe
 /// The current slot, and the region and first slot of the next leader whose region is
 /// `asked` (none when no region is).
 fn next_leader_turn(sh: &Shared, asked: impl Fn(&str) -> bool) -> (u64, Option<usize>, u64) {
-    let current_slot = SLOT_BASE + sh.elapsed_ns() / (sh.slot_ms * 1_000_000);
+    let current_slot = sh.slot_at(sh.elapsed_ns());
     let mut next = (current_slot / LEADER_SLOTS + 1) * LEADER_SLOTS;
     if !sh.regions.iter().any(|r| asked(&r.name)) {
         return (current_slot, None, next);
@@ -532,6 +530,16 @@ async fn send_bundle(
     }
     if sh.dups.lock().expect("dup lock").seen(checked.id) {
         inc(&c.duplicates);
+    }
+    let signatures = bundle
+        .packets
+        .iter()
+        .map(|p| *validate::first_signature(&p.data))
+        .collect();
+    {
+        // The instant is taken under the lock so instants follow the order they are remembered in.
+        let mut landing = sh.landing.lock().expect("landing lock");
+        landing.accept(checked.id, signatures, sh.elapsed_ns());
     }
     match checked.tag {
         None => inc(&c.latency_untagged),

@@ -33,6 +33,8 @@ pub struct Counters {
     pub send_transaction_calls: AtomicU64,
     pub transactions_accepted: AtomicU64,
     pub transactions_rejected: AtomicU64,
+    pub status_calls: AtomicU64,
+    pub inflight_status_calls: AtomicU64,
     pub unknown_method: AtomicU64,
     pub body_too_large: AtomicU64,
     pub connections_accepted: AtomicU64,
@@ -164,9 +166,15 @@ pub struct EngineStats {
     pub fault_rules: Vec<FaultRuleStats>,
     pub latency: LatencyStats,
     pub other_calls: u64,
-    /// The leader schedule's slot (a leader holds 4).
+    /// The leader schedule's slot (a leader holds 4), also the bundle statuses' clock.
     #[serde(default)]
     pub slot_ms: u64,
+    /// The landing model: an accepted bundle lands `land_ms` after acceptance iff its id's
+    /// first byte is below `land_share × 256`.
+    #[serde(default)]
+    pub land_ms: u64,
+    #[serde(default)]
+    pub land_share: f64,
     /// Accepted bundles that arrived at the region holding the next leader (what
     /// GetNextScheduledLeader answered at that instant, asked about every region).
     #[serde(default)]
@@ -179,6 +187,17 @@ pub struct EngineStats {
     pub transactions_accepted: u64,
     #[serde(default)]
     pub transactions_rejected: u64,
+    /// JSON-RPC `getBundleStatuses` and `getInflightBundleStatuses` calls that passed the
+    /// per-source rule and the faults (refusals count with SendBundle's).
+    #[serde(default)]
+    pub status_calls: u64,
+    #[serde(default)]
+    pub inflight_status_calls: u64,
+    /// Accepted bundles that have landed by the snapshot (their landing instant passed and they
+    /// land), counted exactly at snapshot time; one forgotten after it landed still counts, one
+    /// forgotten before does not.
+    #[serde(default)]
+    pub bundles_landed: u64,
     pub unknown_method: u64,
     pub connections_accepted: u64,
     pub connections_open: u64,

@@ -213,6 +213,30 @@ pub fn bundle_id<'a>(first_signatures: impl IntoIterator<Item = &'a [u8; 64]>) -
     hasher.finalize().into()
 }
 
+/// The first signature of a transaction [`check_bundle`] accepted: its signature count is
+/// below 128 (one byte of compact-u16; 128 signatures would not fit a packet) and at least 1.
+///
+/// Panics on fewer than 65 bytes, which no checked transaction has.
+pub fn first_signature(tx: &[u8]) -> &[u8; 64] {
+    tx[1..65]
+        .try_into()
+        .expect("a checked transaction is signed")
+}
+
+/// A bundle id from 64 hex digits (either case), as Jito's status calls take it.
+pub fn unhex(s: &str) -> Option<[u8; 32]> {
+    let s = s.as_bytes();
+    if s.len() != 64 {
+        return None;
+    }
+    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let mut id = [0u8; 32];
+    for (b, pair) in id.iter_mut().zip(s.chunks_exact(2)) {
+        *b = (digit(pair[0])? << 4) | digit(pair[1])?;
+    }
+    Some(id)
+}
+
 /// Lowercase hex, as Jito writes bundle ids.
 pub fn hex(id: &[u8; 32]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -248,6 +272,17 @@ mod tests {
                 bs58::encode(sig).into_string()
             );
         }
+    }
+
+    #[test]
+    fn unhex_reads_back_hex_and_refuses_anything_else() {
+        let id: [u8; 32] = std::array::from_fn(|i| (i * 37) as u8);
+        assert_eq!(unhex(&hex(&id)), Some(id));
+        assert_eq!(unhex(&hex(&id).to_uppercase()), Some(id));
+        assert_eq!(unhex(&hex(&id)[..62]), None);
+        assert_eq!(unhex(&format!("{}0", hex(&id))), None);
+        assert_eq!(unhex(&format!("g{}", &hex(&id)[1..])), None);
+        assert_eq!(unhex(&format!("+{}", &hex(&id)[1..])), None);
     }
 
     #[test]
