@@ -1,4 +1,4 @@
-//! Generates the Jito searcher schema's message types from `proto/` with a pure-Rust
+//! Generates the Jito searcher (and searcher auth) schema's message types from `proto/` with a pure-Rust
 //! protobuf compiler (protox), so a fresh machine needs no system `protoc`.
 
 fn main() {
@@ -7,6 +7,7 @@ fn main() {
         "proto/packet.proto",
         "proto/bundle.proto",
         "proto/searcher.proto",
+        "proto/auth.proto",
     ];
     for f in files {
         println!("cargo:rerun-if-changed={f}");

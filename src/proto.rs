@@ -1,4 +1,5 @@
-//! The Jito searcher schema (packages `searcher`, `bundle`, `packet`, `shared`), generated at
+//! The Jito searcher schema (packages `searcher`, `bundle`, `packet`, `shared`, and `auth` for
+//! searcher authentication), generated at
 //! build time from `proto/` by prost. The relay encodes `SendBundleRequest` by hand on the hot
 //! path (see `grpc`); these types serve tests, the bench tools and the cold paths.
 
@@ -15,4 +16,7 @@ pub mod bundle {
 }
 pub mod searcher {
     include!(concat!(env!("OUT_DIR"), "/searcher.rs"));
+}
+pub mod auth {
+    include!(concat!(env!("OUT_DIR"), "/auth.rs"));
 }

@@ -1994,3 +1994,56 @@ fn the_mainnet_examples_commented_egress_group_loads_when_uncommented() {
     assert_eq!(c.egress.groups, ["alpha"]);
     assert_eq!(c.egress.group_counts(), [48, 16]);
 }
+
+#[test]
+fn a_searcher_keypair_file_is_read_for_auth_and_a_bad_one_is_refused_naming_file_and_key() {
+    let dir = temp_dir("auth-keypair");
+    let load = |file: &str, content: Option<&str>| {
+        let path = dir.join("relay.toml");
+        std::fs::write(
+            &path,
+            format!("[auth]\nkeypair_file = \"{file}\"\n{REGION}{EGRESS}"),
+        )
+        .unwrap();
+        if let Some(content) = content {
+            std::fs::write(dir.join(file), content).unwrap();
+        }
+        Config::load_with(&path, Resolve::Deferred)
+    };
+    let at = |name: &str| {
+        format!(
+            "{}: auth.keypair_file: {}",
+            dir.join("relay.toml").display(),
+            dir.join(name).display()
+        )
+    };
+    // `solana-keygen new` of the secret [9; 32]: the secret, then its public key.
+    let key = bundle_relay::config::SearcherKey::from_seed([9; 32]);
+    let public = bs58::decode(key.pubkey_b58()).into_vec().unwrap();
+    let pair: Vec<u8> = [vec![9u8; 32], public].concat();
+    let cfg = load("id.json", Some(&serde_json::to_string(&pair).unwrap())).unwrap();
+    assert_eq!(
+        cfg.auth.as_ref().map(|k| k.pubkey_b58()),
+        Some(key.pubkey_b58())
+    );
+    assert_eq!(
+        format!("{:?}", cfg.auth.unwrap()),
+        format!("SearcherKey({})", key.pubkey_b58()),
+        "no secret in Debug"
+    );
+    let e = load("missing.json", None).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!("{} cannot be read: ", at("missing.json"))),
+        "{e}"
+    );
+    let e = load("short.json", Some("[1,2,3]")).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&at("short.json")) && e.contains("this file has 3"),
+        "{e}"
+    );
+    let e = load("text.json", Some("hunter2")).unwrap_err().to_string();
+    assert!(
+        e.contains("not a Solana keypair file") && !e.contains("hunter2"),
+        "{e}"
+    );
+}

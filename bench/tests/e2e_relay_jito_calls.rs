@@ -13,14 +13,18 @@
 //!   set time after it took them); the relay forwards the bots' status calls to the engine's
 //!   JSON-RPC on a pair and answers with the engine's word merged with its own record, or with
 //!   the record alone (inflight) or a clear error (statuses) when no engine answers in time.
+//! - Searcher authentication: the relay buys and renews tokens from the engine's auth service
+//!   as the searcher and sends every call with one.
 
 mod support;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use bundle_relay::config::{Policy, Strategy};
+use bundle_relay::config::{Policy, SearcherKey, Strategy};
+use bundle_relay::relay::auth::Signer;
 use bundle_relay::runtime::Relay;
-use bundle_relay_bench::engine::{Engine, EngineConfig, EngineHandle, MAINNET_REGIONS};
+use bundle_relay_bench::engine::{AuthConfig, Engine, EngineConfig, EngineHandle, MAINNET_REGIONS};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use support::baseline::{first_signature, transfer_tx};
@@ -549,6 +553,64 @@ async fn a_status_query_that_asks_an_engine_takes_from_the_tenants_rate() {
     );
     assert_eq!(engine.stats().inflight_status_calls, 0);
     assert_eq!(relay.totals().status_queries, 0);
+    let end = relay.shutdown(Duration::from_millis(200));
+    assert!(end.identity_holds(), "{end:?}");
+    engine.shutdown().await;
+}
+
+/// Tokens that live 1.5 s: the relay authenticates each thread to each region as the searcher
+/// before sending anything there and renews its access token half way through each life. Mid
+/// load the engine forgets every access token (as a restart would): the calls that meet it are
+/// refused UNAUTHENTICATED, the relay voids its token, refreshes, and sends those bundles
+/// again; no pair leaves rotation as a denied source. Every bundle is delivered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_relay_authenticates_renews_its_token_and_recovers_from_a_revoke_under_load() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..2]);
+    ec.interval_ms = 10;
+    ec.faults = vec!["revoke@1500ms".parse().unwrap()];
+    ec.auth = Some(AuthConfig {
+        access_ttl_ms: 1_500,
+        refresh_ttl_ms: 60_000,
+    });
+    let engine = Engine::start(ec).await.unwrap();
+    let mut s = spec(&engine.region_addrs(), "127.1.90.0/30", 10);
+    let key = SearcherKey::from_seed([7; 32]);
+    s.auth = Some(Arc::new(Signer::new(&key)));
+    let relay = Relay::start(s).unwrap();
+    wait_pairs_up(&relay, 8, Duration::from_secs(10)).await;
+    // Two threads, two regions: four flows.
+    support::relay::wait_for(
+        &relay,
+        "every thread holds a token for every region",
+        Duration::from_secs(5),
+        |t| t.auth_tokens >= 4,
+    )
+    .await;
+    let load = run_load(
+        vec![relay.rotating_addr().unwrap()],
+        100.0,
+        bundles(90, 0, 300),
+    )
+    .await;
+    let t = wait_ended(&relay, Duration::from_secs(10)).await;
+    assert_eq!(ok(&load), 300, "{}", load.summary);
+    assert_eq!((t.delivered, t.failed, t.expired), (300, 0, 0), "{t:?}");
+    let es = engine.stats();
+    assert_eq!(
+        es.auth_challenges, 4,
+        "one whole flow per thread and region, the refresh token outliving the revoke: {es:?}"
+    );
+    assert!(
+        es.auth_refreshes >= 8,
+        "renewed every 750 ms for 3 s: {es:?}"
+    );
+    assert!(
+        (1..=20).contains(&es.unauthenticated_calls),
+        "only calls that met the revoke before the relay knew: {es:?}"
+    );
+    assert_eq!(es.faults["revoke"], 1, "{es:?}");
+    assert_eq!((es.accepted, es.early_sends), (300, 0), "{es:?}");
+    assert_eq!((t.auth_failures, t.pairs_up), (0, 8), "{t:?}");
     let end = relay.shutdown(Duration::from_millis(200));
     assert!(end.identity_holds(), "{end:?}");
     engine.shutdown().await;

@@ -4,13 +4,12 @@
 
 mod support;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::Duration;
 
 use bundle_relay::jito::{BUNDLES_PATH, code};
 use bundle_relay::proto::searcher::NextScheduledLeaderRequest;
 use bundle_relay_bench::engine::{EngineConfig, EngineHandle, SLOT_BASE, testkit};
-use bytes::Bytes;
 use serde_json::{Value, json};
 use support::engine::*;
 
@@ -20,34 +19,6 @@ const STATUSES_PATH: &str = "/api/v1/getBundleStatuses";
 /// A loopback source 127.1.0.`n`, apart from the 127.0.1.x ones `src` gives.
 fn source(lo: u8) -> IpAddr {
     IpAddr::from([127, 1, 0, lo])
-}
-
-/// One JSON-RPC POST over a fresh h2 connection from `from`: HTTP status and parsed body.
-async fn rpc(addr: SocketAddr, from: IpAddr, path: &str, body: &Value) -> (u16, Value) {
-    let (send, conn) = h2_connect(addr, from).await;
-    let req = http::Request::builder()
-        .method("POST")
-        .uri(format!("http://engine{path}"))
-        .header("content-type", "application/json")
-        .body(())
-        .unwrap();
-    let mut ready = send.ready().await.unwrap();
-    let (resp, mut stream) = ready.send_request(req, false).unwrap();
-    stream
-        .send_data(Bytes::from(body.to_string()), true)
-        .unwrap();
-    let resp = resp.await.unwrap();
-    let status = resp.status().as_u16();
-    assert_eq!(resp.headers()["content-type"], "application/json");
-    let mut recv = resp.into_body();
-    let mut bytes = Vec::new();
-    while let Some(chunk) = recv.data().await {
-        let chunk = chunk.unwrap();
-        let _ = recv.flow_control().release_capacity(chunk.len());
-        bytes.extend_from_slice(&chunk);
-    }
-    conn.abort();
-    (status, serde_json::from_slice(&bytes).unwrap())
 }
 
 fn call(method: &str, ids: &[&str]) -> Value {
@@ -96,7 +67,7 @@ async fn a_landed_bundle_is_pending_then_landed_with_its_slot() {
         .uuid;
 
     let r = result(
-        rpc(
+        json_rpc(
             ny,
             source(1),
             INFLIGHT_PATH,
@@ -110,7 +81,7 @@ async fn a_landed_bundle_is_pending_then_landed_with_its_slot() {
         json!([{"bundle_id": id, "status": "Pending", "landed_slot": null}])
     );
     let r = result(
-        rpc(
+        json_rpc(
             ny,
             source(2),
             STATUSES_PATH,
@@ -122,7 +93,7 @@ async fn a_landed_bundle_is_pending_then_landed_with_its_slot() {
 
     tokio::time::sleep(Duration::from_millis(land_ms + 50)).await;
     let r = result(
-        rpc(
+        json_rpc(
             ny,
             source(3),
             BUNDLES_PATH,
@@ -141,7 +112,7 @@ async fn a_landed_bundle_is_pending_then_landed_with_its_slot() {
     assert!(before >= SLOT_BASE && r["context"]["slot"].as_u64().unwrap() >= landed);
 
     let r = result(
-        rpc(
+        json_rpc(
             ny,
             source(4),
             BUNDLES_PATH,
@@ -163,7 +134,7 @@ async fn a_landed_bundle_is_pending_then_landed_with_its_slot() {
     // 33 slots on, the landing is final.
     tokio::time::sleep(Duration::from_millis(33 * slot_ms + 20)).await;
     let r = result(
-        rpc(
+        json_rpc(
             ny,
             source(5),
             STATUSES_PATH,
@@ -202,7 +173,7 @@ async fn a_bundle_that_does_not_land_fails_after_land_ms() {
         .into_inner()
         .uuid;
     let r = result(
-        rpc(
+        json_rpc(
             ny,
             source(1),
             BUNDLES_PATH,
@@ -213,7 +184,7 @@ async fn a_bundle_that_does_not_land_fails_after_land_ms() {
     assert_eq!(r["value"][0]["status"], "Pending", "{r}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     let r = result(
-        rpc(
+        json_rpc(
             ny,
             source(2),
             BUNDLES_PATH,
@@ -226,7 +197,7 @@ async fn a_bundle_that_does_not_land_fails_after_land_ms() {
         json!([{"bundle_id": id, "status": "Failed", "landed_slot": null}])
     );
     let r = result(
-        rpc(
+        json_rpc(
             ny,
             source(3),
             BUNDLES_PATH,
@@ -249,11 +220,11 @@ async fn status_calls_are_paced_per_source_like_bundles() {
     let unknown = "ab".repeat(32);
     let asked =
         json!({"jsonrpc": "2.0", "id": "q7", "method": "getBundleStatuses", "params": [[unknown]]});
-    let (status, _) = rpc(ny, source(1), BUNDLES_PATH, &asked).await;
+    let (status, _) = json_rpc(ny, source(1), BUNDLES_PATH, &asked).await;
     assert_eq!(status, 200);
     // The same source again inside the interval, whatever the method: Jito's refusal.
     let again = json!({"jsonrpc": "2.0", "id": "q8", "method": "getInflightBundleStatuses", "params": [[unknown]]});
-    let (status, body) = rpc(ny, source(1), INFLIGHT_PATH, &again).await;
+    let (status, body) = json_rpc(ny, source(1), INFLIGHT_PATH, &again).await;
     assert_eq!((status, &body["id"]), (429, &json!("q8")), "{body}");
     assert_eq!(body["error"]["code"], code::RATE_LIMITED);
     let retry = retry_ms_of(body["error"]["message"].as_str().unwrap());
@@ -266,7 +237,10 @@ async fn status_calls_are_paced_per_source_like_bundles() {
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::ResourceExhausted);
     // Per (source, region): the same source on another region passes.
-    assert_eq!(rpc(tokyo, source(1), BUNDLES_PATH, &again).await.0, 200);
+    assert_eq!(
+        json_rpc(tokyo, source(1), BUNDLES_PATH, &again).await.0,
+        200
+    );
     let s = h.stats();
     assert_eq!(
         (s.status_calls, s.inflight_status_calls, s.early_sends),
@@ -278,7 +252,7 @@ async fn status_calls_are_paced_per_source_like_bundles() {
         ..EngineConfig::for_tests(&["ny"])
     })
     .await;
-    let (status, body) = rpc(addr_of(&denied, "ny"), source(1), BUNDLES_PATH, &asked).await;
+    let (status, body) = json_rpc(addr_of(&denied, "ny"), source(1), BUNDLES_PATH, &asked).await;
     assert_eq!(
         (status, &body["error"]["code"]),
         (403, &json!(code::FORBIDDEN))
@@ -292,7 +266,7 @@ async fn unknown_ids_are_invalid_and_malformed_params_are_invalid_params() {
     let ny = addr_of(&h, "ny");
     let (a, b) = ("0".repeat(64), "F".repeat(64));
     let r = result(
-        rpc(
+        json_rpc(
             ny,
             source(1),
             BUNDLES_PATH,
@@ -307,7 +281,7 @@ async fn unknown_ids_are_invalid_and_malformed_params_are_invalid_params() {
                {"bundle_id": b, "status": "Invalid", "landed_slot": null}])
     );
     let r = result(
-        rpc(
+        json_rpc(
             ny,
             source(2),
             BUNDLES_PATH,
@@ -338,7 +312,7 @@ async fn unknown_ids_are_invalid_and_malformed_params_are_invalid_params() {
         ),
     ];
     for (i, (req, says)) in cases.iter().enumerate() {
-        let (status, body) = rpc(ny, source(10 + i as u8), BUNDLES_PATH, req).await;
+        let (status, body) = json_rpc(ny, source(10 + i as u8), BUNDLES_PATH, req).await;
         assert_eq!((status, &body["id"]), (200, &json!(1)), "{body}");
         assert_eq!(body["error"]["code"], code::INVALID_PARAMS, "{body}");
         let msg = body["error"]["message"].as_str().unwrap();
@@ -346,7 +320,7 @@ async fn unknown_ids_are_invalid_and_malformed_params_are_invalid_params() {
     }
     // Another path's method, with a null id echoed.
     let req = json!({"jsonrpc": "2.0", "id": null, "method": "sendTransaction", "params": []});
-    let (status, body) = rpc(ny, source(20), BUNDLES_PATH, &req).await;
+    let (status, body) = json_rpc(ny, source(20), BUNDLES_PATH, &req).await;
     assert_eq!((status, &body["id"]), (200, &Value::Null));
     assert_eq!(body["error"]["code"], code::METHOD_NOT_FOUND);
 }

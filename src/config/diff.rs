@@ -100,6 +100,8 @@ impl Changes {
     }
 
     fn restart_only(&mut self, s: &Config, n: &Config) {
+        let searcher = |c: &Config| c.auth.as_ref().map(|k| k.pubkey_b58().to_string());
+        self.keep("auth.keypair_file", Opt(&searcher(s)), Opt(&searcher(n)));
         self.keep("threads", s.threads, n.threads);
         self.keep("pin_threads", s.pin_threads, n.pin_threads);
         self.keep("handoffs", s.handoffs, n.handoffs);

@@ -144,6 +144,7 @@ impl Config {
             record_keep_s: crate::journal::KEEP_S_DEFAULT,
             record_bundles_max: crate::journal::RECORDS_MAX_DEFAULT,
             leader: super::model::Leader::default(),
+            auth: None,
             intake: Intake {
                 rotating: Some(SocketAddr::new(
                     IpAddr::V4(Ipv4Addr::LOCALHOST),

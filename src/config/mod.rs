@@ -51,6 +51,10 @@
 //! bundles_path = "/api/v1/bundles"  # the engine's JSON-RPC getBundleStatuses and
 //!                              # getInflightBundleStatuses, which the relay forwards
 //!
+//! [auth]                       # optional: searcher authentication to every region's engine
+//! keypair_file = "searcher.json"  # Solana CLI keypair (relative to this file); its access
+//!                              # token goes as `authorization: Bearer` on every call
+//!
 //! [egress]                     # required: at least one source
 //! addresses = ["127.1.0.0/24", "10.0.0.5", "127.1.1.1-127.1.1.9"]
 //! socks5 = [{ proxy = "127.0.0.1:1080", username = "u", password = "p" }]
@@ -146,6 +150,7 @@ mod diff;
 mod egress;
 mod error;
 mod host;
+mod keypair;
 mod load;
 mod model;
 mod schema;
@@ -159,6 +164,7 @@ pub use diff::Changes;
 pub use egress::SOURCES_MAX;
 pub use error::ConfigError;
 pub use host::host_addresses;
+pub use keypair::{KEYPAIR_FILE_BYTES_MAX, SearcherKey};
 pub use model::{
     ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, FD_SLACK, FdBudget, Intake, Leader,
     Overrides, PING_IDLE_MS_DEFAULT, PING_TIMEOUT_MS_DEFAULT, PINNED_PORT_FIRST, ROTATING_PORT,

@@ -108,6 +108,8 @@ pub struct Config {
     pub record_bundles_max: u32,
     /// Leader-aware routing (tenants with `rotating = "leader"`).
     pub leader: Leader,
+    /// Searcher authentication to every region's engine (`[auth] keypair_file`): its key.
+    pub auth: Option<super::keypair::SearcherKey>,
     pub intake: Intake,
     /// 1 to [`crate::limiter::REGIONS_MAX`] regions, names unique.
     pub regions: Vec<Region>,

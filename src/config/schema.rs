@@ -131,6 +131,13 @@ struct File {
     default_tenant: Option<super::tenants::FilePolicy>,
     tenants_from: Option<super::tenants_doc::FileTenantsFrom>,
     leader: Option<FileLeader>,
+    auth: Option<FileAuth>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileAuth {
+    keypair_file: std::path::PathBuf,
 }
 
 #[derive(Deserialize, Default)]
@@ -556,6 +563,11 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         ));
     }
 
+    let auth = match &file.auth {
+        Some(a) => Some(read_keypair(cx, &base.join(&a.keypair_file))?),
+        None => None,
+    };
+
     let file_admin = file.admin.unwrap_or_default();
     let metrics = file_admin.metrics.unwrap_or(true);
     let admin = match file_admin.listen {
@@ -653,6 +665,7 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         record_keep_s,
         record_bundles_max,
         leader,
+        auth,
         intake,
         regions,
         egress,
@@ -699,6 +712,32 @@ pub fn stranded_sources(r: &Region, sources: &[Source]) -> Option<String> {
 
 /// The bearer token in `path`, surrounding whitespace (a trailing newline) trimmed. Errors name
 /// the file, never its content.
+/// The searcher keypair at `path` (`[auth] keypair_file`), read bounded; the error names the
+/// file and what is wrong, never its content.
+fn read_keypair(cx: &Ctx<'_>, path: &Path) -> Result<super::keypair::SearcherKey, ConfigError> {
+    let key = "auth.keypair_file";
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            f.take(super::keypair::KEYPAIR_FILE_BYTES_MAX + 1)
+                .read_to_end(&mut bytes)
+        })
+        .map_err(|e| cx.err(key, format!("{} cannot be read: {e}", path.display())))?;
+    if bytes.len() as u64 > super::keypair::KEYPAIR_FILE_BYTES_MAX {
+        return Err(cx.err(
+            key,
+            format!(
+                "{} is over {} bytes: not a keypair file",
+                path.display(),
+                super::keypair::KEYPAIR_FILE_BYTES_MAX
+            ),
+        ));
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    super::keypair::SearcherKey::from_json(&text)
+        .map_err(|why| cx.err(key, format!("{}: {why}", path.display())))
+}
+
 fn read_token(cx: &Ctx<'_>, path: &Path) -> Result<Token, ConfigError> {
     let key = "admin.token_file";
     let mut bytes = Vec::new();

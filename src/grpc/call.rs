@@ -10,6 +10,10 @@ pub enum Method {
     SendBundle,
     GetTipAccounts,
     GetNextScheduledLeader,
+    /// Searcher authentication (`auth.AuthService`).
+    GenerateAuthChallenge,
+    GenerateAuthTokens,
+    RefreshAccessToken,
 }
 
 impl Method {
@@ -18,6 +22,9 @@ impl Method {
             Method::SendBundle => "/searcher.SearcherService/SendBundle",
             Method::GetTipAccounts => "/searcher.SearcherService/GetTipAccounts",
             Method::GetNextScheduledLeader => "/searcher.SearcherService/GetNextScheduledLeader",
+            Method::GenerateAuthChallenge => "/auth.AuthService/GenerateAuthChallenge",
+            Method::GenerateAuthTokens => "/auth.AuthService/GenerateAuthTokens",
+            Method::RefreshAccessToken => "/auth.AuthService/RefreshAccessToken",
         }
     }
 }

@@ -198,6 +198,11 @@ accounting! {
         status_queries,
         status_queries_answered,
         status_queries_unanswered,
+        /// Searcher-authentication calls made (challenges, token requests, refreshes), those
+        /// that gave a new access token, and those that failed.
+        auth_calls,
+        auth_tokens,
+        auth_failures,
     }
 }
 

@@ -539,6 +539,21 @@ fn render_leader(m: &Metrics, out: &mut String) {
             "Forwarded bundle-status queries answered without the engine: no pair free within 250 ms, an engine error, or the relay stopping.",
             t.status_queries_unanswered,
         ),
+        (
+            "bundle_relay_auth_calls_total",
+            "Searcher-authentication calls made to the engines (GenerateAuthChallenge, GenerateAuthTokens, RefreshAccessToken).",
+            t.auth_calls,
+        ),
+        (
+            "bundle_relay_auth_tokens_total",
+            "New access tokens the engines issued (a whole flow or a refresh).",
+            t.auth_tokens,
+        ),
+        (
+            "bundle_relay_auth_failures_total",
+            "Searcher-authentication calls that failed (refused, unanswered or undecodable): retried after a back-off.",
+            t.auth_failures,
+        ),
     ] {
         family(out, name, "counter", help);
         sample(out, name, &[], v);

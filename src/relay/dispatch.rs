@@ -333,7 +333,7 @@ impl Dispatcher {
     /// rotation). [`Estimate::NONE`] for a silent region or a lane with no pair up.
     fn own_estimate(&mut self, lane: usize) -> Estimate {
         let r = lane / self.groups;
-        if self.up.is_silent(r) {
+        if !self.up.may_call(r) {
             return Estimate::NONE;
         }
         let Some(at) = self.up.next_ready_at(lane) else {
@@ -753,6 +753,8 @@ impl Dispatcher {
     pub fn dispatch(&mut self, now: Instant) {
         self.wake = None;
         self.up.begin_dispatch();
+        // Tokens first: a region that authenticates takes no call without one.
+        self.up.run_auth(now);
         self.receive_handoffs(now);
         let mut busy = 0u32;
         for lane in 0..self.fifos.len() {
@@ -786,6 +788,11 @@ impl Dispatcher {
             if r % self.groups == 0 {
                 self.up.probe_silent(region, now);
             }
+            self.expire_waiting(r, now);
+            return;
+        }
+        if self.up.is_unauthenticated(region) {
+            // Its bundles wait for a token (or expire at the max age, counted).
             self.expire_waiting(r, now);
             return;
         }

@@ -132,7 +132,15 @@ impl Links {
             regions: spec
                 .regions
                 .iter()
-                .map(|r| Region::new(r, spec.connect_eagerly, spec.ping_idle_ms, now))
+                .map(|r| {
+                    Region::new(
+                        r,
+                        spec.connect_eagerly,
+                        spec.ping_idle_ms,
+                        spec.auth.as_ref(),
+                        now,
+                    )
+                })
                 .collect(),
             pairs: Pairs::new(pair_count, spec.handshakes_max, spec.connect_eagerly, now),
             sources: spec.sources.clone().into_boxed_slice(),

@@ -3,6 +3,7 @@
 //! it is split across threads. Threads are started above this layer (`runtime`), and bytes
 //! are moved below it (`reactor`).
 
+pub mod auth;
 pub mod dispatch;
 mod forward;
 mod handoff;
@@ -91,6 +92,8 @@ pub struct Spec {
     /// Leader-aware routing's settings, and the next leader as the threads learn it.
     pub leader: crate::config::Leader,
     pub leader_board: Arc<leader::Board>,
+    /// Searcher authentication to every region's engine (each thread runs its own flow).
+    pub auth: Option<Arc<auth::Signer>>,
     pub rotating: Option<SocketAddr>,
     pub regions: Vec<RegionSpec>,
     /// Egress sources (local addresses or SOCKS5 proxies), split across threads.
@@ -220,6 +223,7 @@ impl Spec {
             record_bundles_max: cfg.record_bundles_max,
             leader: cfg.leader,
             leader_board: Arc::default(),
+            auth: cfg.auth.as_ref().map(|k| Arc::new(auth::Signer::new(k))),
             rotating: cfg.intake.rotating,
             regions,
             source_group,
@@ -266,6 +270,7 @@ impl Spec {
             record_bundles_max: 1 << 16,
             leader: crate::config::Leader::default(),
             leader_board: Arc::default(),
+            auth: None,
             rotating: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
             regions,
             source_group: vec![0; sources.len()],
@@ -345,6 +350,7 @@ impl Spec {
             upstream_timeout_ms: self.upstream_timeout_ms,
             leader: self.leader,
             leader_board: self.leader_board.clone(),
+            auth: self.auth.clone(),
             connect_eagerly: self.connect_eagerly,
             reconnect_min_ms: self.reconnect_min_ms,
             reconnect_max_ms: self.reconnect_max_ms,
@@ -399,6 +405,7 @@ pub struct ThreadSpec {
     pub leader: crate::config::Leader,
     /// Shared by every thread.
     pub leader_board: Arc<leader::Board>,
+    pub auth: Option<Arc<auth::Signer>>,
     pub connect_eagerly: bool,
     pub reconnect_min_ms: u64,
     pub reconnect_max_ms: u64,

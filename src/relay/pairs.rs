@@ -86,6 +86,8 @@ pub enum Call {
     /// A bot's bundle-status query forwarded to the engine's JSON-RPC (its entry in
     /// [`super::queries::Queries`]).
     Query(u16),
+    /// A step of searcher authentication to the region (its [`super::auth::RegionAuth`]).
+    Auth,
 }
 
 /// A call in flight on a pair: the pair is held by the limiter until it ends.
@@ -105,7 +107,7 @@ impl InFlight {
     pub fn slot(&self) -> Option<SlotHandle> {
         match self.call {
             Call::Bundle(s) => Some(s),
-            Call::Tips | Call::Probe | Call::Leader | Call::Query(_) => None,
+            Call::Tips | Call::Probe | Call::Leader | Call::Query(_) | Call::Auth => None,
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::egress::transport::TlsTarget;
 use crate::grpc::{self, CallConfig};
 
 use super::RegionSpec;
+use super::auth::{RegionAuth, Signer};
 
 /// Probes of a silent region: the first soon, then doubling while unanswered.
 pub const PROBE_BACKOFF_MS_MIN: u64 = 100;
@@ -86,6 +87,9 @@ pub struct Region {
     pub throttled_until: Instant,
     /// The next region-wide back-off (doubling while throttled).
     pub throttle_backoff_ms: u64,
+    /// Searcher authentication to its engine, when configured: no call but the auth service's
+    /// goes to it until a token is held.
+    pub auth: Option<RegionAuth>,
 }
 
 impl Region {
@@ -93,6 +97,7 @@ impl Region {
         spec: &RegionSpec,
         connect_eagerly: bool,
         ping_idle_ms: u64,
+        signer: Option<&Arc<Signer>>,
         now: Instant,
     ) -> Region {
         Region {
@@ -116,6 +121,7 @@ impl Region {
             retired: false,
             throttled_until: Instant(0),
             throttle_backoff_ms: THROTTLE_BACKOFF_MS_MIN,
+            auth: signer.map(|s| RegionAuth::new(s.clone())),
         }
     }
 

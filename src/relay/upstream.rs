@@ -27,6 +27,7 @@ use crate::metrics::ThreadMetrics;
 use crate::metrics::accounting::Stats;
 
 use super::ThreadSpec;
+use super::auth::Step;
 use super::leader::{self, Board, VALID_POLLS};
 use super::links::{ConnectOrder, DENIED_RETRY_MS, EnginePath, Links};
 use super::observe;
@@ -40,6 +41,9 @@ use super::tips::{TIP_REFRESH_MS, TIP_RETRY_MS, TipCache};
 /// enough that few bundles follow it into the silence. Pausing a region loses no bundle (they
 /// wait, or expire counted), so an early verdict costs latency only.
 const SILENCE_SHARE_OF_TIMEOUT: u64 = 4;
+
+/// A region that finds another running the key's challenge flow looks again this much later.
+const AUTH_FLOW_WAIT_MS: u64 = 10;
 
 /// What became of a bundle's call, for the dispatcher to settle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,6 +121,10 @@ pub struct Upstream {
     leader_in_flight: bool,
     leader_poll: Ticks,
     leader_region: usize,
+    /// Unix time (ms) at `unix_at`, for tokens' expiries (the only wall-clock times the
+    /// upstream reads).
+    unix_base_ms: u64,
+    unix_at: Instant,
     /// Bots' bundle-status queries waiting on an engine; the region asked last when any will do.
     queries: Queries,
     query_region: usize,
@@ -154,6 +162,10 @@ impl Upstream {
             leader_in_flight: false,
             leader_poll: rate.from_ms(spec.leader.poll_ms),
             leader_region: spec.thread,
+            unix_base_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            unix_at: now,
             queries: Queries::new(),
             query_region: spec.thread,
             wake: None,
@@ -242,6 +254,167 @@ impl Upstream {
     /// Region `r`'s engine went silent: nothing may be sent to it but probes.
     pub fn is_silent(&self, r: usize) -> bool {
         self.links.region(r).silence.is_some()
+    }
+
+    /// Region `r` requires searcher authentication and holds no valid access token: nothing
+    /// may be sent to it but the auth service's calls.
+    pub fn is_unauthenticated(&self, r: usize) -> bool {
+        let region = self.links.region(r);
+        region.auth.is_some() && region.call.authorization.is_none()
+    }
+
+    /// Region `r` takes calls now: neither silent nor waiting for a token.
+    pub fn may_call(&self, r: usize) -> bool {
+        !self.is_silent(r) && !self.is_unauthenticated(r)
+    }
+
+    fn unix_ms(&self, now: Instant) -> u64 {
+        self.unix_base_ms + self.links.rate().to_us(now.since(self.unix_at)) / 1_000
+    }
+
+    /// The instant of Unix time `ms` on this thread's clock.
+    fn instant_of_unix_ms(&self, ms: u64) -> Instant {
+        let ahead = ms.saturating_sub(self.unix_base_ms);
+        self.unix_at.after(self.links.rate().from_ms(ahead))
+    }
+
+    // ---- searcher authentication ----
+
+    /// Each region that authenticates: its access token (or none) set on its calls, and the
+    /// auth service's call that is due started on a pair the limiter hands out (the token first:
+    /// the dispatcher calls this before sending anything).
+    pub fn run_auth(&mut self, now: Instant) {
+        let unix = self.unix_ms(now);
+        for r in 0..self.links.regions().len() {
+            let Some(auth) = self.links.region(r).auth.as_ref() else {
+                continue;
+            };
+            let bearer = auth.bearer(unix);
+            if bearer != self.links.region(r).call.authorization.as_deref() {
+                let bearer = bearer.map(str::to_string);
+                self.links.region_mut(r).call.authorization = bearer;
+            }
+            let auth = self.links.region(r).auth.as_ref().expect("checked");
+            let Some(step) = auth.due(unix) else {
+                if let Some(at) = auth.next_due_ms() {
+                    self.wake_at(self.instant_of_unix_ms(at));
+                }
+                continue;
+            };
+            if self.is_silent(r) || self.links.region(r).throttled_until.0 > now.0 {
+                continue;
+            }
+            let auth = self.links.region_mut(r).auth.as_mut().expect("checked");
+            if !auth.claim(step) {
+                // Another region or thread runs the key's challenge flow: look again shortly.
+                self.wake_at(now.after(self.links.rate().from_ms(AUTH_FLOW_WAIT_MS)));
+                continue;
+            }
+            let pair = match self.links.acquire_any(r, now) {
+                Acquire::Pair(pair) => pair,
+                got => {
+                    if let Some(a) = self.links.region_mut(r).auth.as_mut() {
+                        a.unclaim();
+                    }
+                    match got {
+                        Acquire::WaitUntil(at) => self.wake_at(at),
+                        _ if !self.links.region(r).connect_requested => {
+                            self.links.connect_region(r, now)
+                        }
+                        _ => {}
+                    }
+                    continue;
+                }
+            };
+            let method = match step {
+                Step::Challenge => grpc::Method::GenerateAuthChallenge,
+                Step::Tokens => grpc::Method::GenerateAuthTokens,
+                Step::Refresh => grpc::Method::RefreshAccessToken,
+            };
+            let request = self
+                .links
+                .region_mut(r)
+                .auth
+                .as_mut()
+                .expect("checked")
+                .start(step);
+            let timeout_ms = self.upstream_timeout_ms;
+            let started = self.links.start_call(pair, method, timeout_ms, now, |buf| {
+                buf.get_mut(..request.len())?.copy_from_slice(&request);
+                Some(request.len())
+            });
+            self.stats.auth_calls.inc();
+            match started {
+                Some(stream) => self.call_started(pair, Call::Auth, stream, now),
+                None => {
+                    self.give_back_unused(pair, now);
+                    self.auth_failed(r, now, "the connection could not take the call");
+                }
+            }
+        }
+    }
+
+    /// Region `r`'s auth call in flight failed (`why`): counted, logged at most every
+    /// [`super::region::ERROR_RELOG_MS`] per region, tried again after its back-off.
+    fn auth_failed(&mut self, r: usize, now: Instant, why: &str) {
+        let unix = self.unix_ms(now);
+        let rate = self.links.rate();
+        self.stats.auth_failures.inc();
+        let region = self.links.region_mut(r);
+        let step = region.auth.as_ref().and_then(|a| a.in_flight());
+        if let Some(a) = region.auth.as_mut() {
+            a.failed(unix);
+        }
+        let step = step.map_or("authentication", Step::label);
+        if region.error_worth_logging(step, now, rate) {
+            self.links.log().line(format_args!(
+                "region {}: searcher authentication failed at {step}: {why}; no call to it until it succeeds (tried again after a back-off)",
+                self.links.region(r).name
+            ));
+        }
+    }
+
+    /// Region `r`'s auth call in flight was answered `msg` (OK).
+    fn auth_answered(&mut self, r: usize, msg: &[u8], now: Instant) {
+        let unix = self.unix_ms(now);
+        let Some(auth) = self.links.region_mut(r).auth.as_mut() else {
+            return;
+        };
+        let first = auth.bearer(unix).is_none();
+        match auth.answered(msg, unix) {
+            Ok(true) => {
+                self.stats.auth_tokens.inc();
+                let bearer = auth.bearer(unix).map(str::to_string);
+                self.links.region_mut(r).call.authorization = bearer;
+                if first {
+                    self.links.log().line(format_args!(
+                        "region {}: authenticated as searcher {}",
+                        self.links.region(r).name,
+                        self.links
+                            .region(r)
+                            .auth
+                            .as_ref()
+                            .map_or("", |a| a.pubkey_b58())
+                    ));
+                }
+            }
+            Ok(false) => {}
+            Err(why) => {
+                // The step already backed off; counted and logged here.
+                self.stats.auth_failures.inc();
+                let rate = self.links.rate();
+                if self
+                    .links
+                    .region_mut(r)
+                    .error_worth_logging("auth answer", now, rate)
+                {
+                    self.links.log().line(format_args!(
+                        "region {}: searcher authentication: the engine's answer is unusable: {why}",
+                        self.links.region(r).name
+                    ));
+                }
+            }
+        }
     }
 
     /// When lane `lane`'s pool can next send (`None`: no pair up): its next ready pair, or the
@@ -414,7 +587,7 @@ impl Upstream {
         for k in 0..n {
             let r = (first + k) % n;
             let until = self.links.region(r).throttled_until;
-            if self.is_silent(r) || until.0 > now.0 {
+            if !self.may_call(r) || until.0 > now.0 {
                 continue;
             }
             let pair = match self.links.acquire_any(r, now) {
@@ -462,7 +635,7 @@ impl Upstream {
         let n = self.links.regions().len();
         for k in 0..n {
             let r = (self.tip_region + k) % n;
-            if busy & (1 << r) != 0 || self.is_silent(r) {
+            if busy & (1 << r) != 0 || !self.may_call(r) {
                 continue;
             }
             let Acquire::Pair(pair) = self.links.acquire_any(r, now) else {
@@ -503,7 +676,7 @@ impl Upstream {
         for idle_only in [true, false] {
             for k in 0..n {
                 let r = (self.leader_region + k) % n;
-                if (idle_only && busy & (1 << r) != 0) || self.is_silent(r) {
+                if (idle_only && busy & (1 << r) != 0) || !self.may_call(r) {
                     continue;
                 }
                 let Acquire::Pair(pair) = self.links.acquire_any(r, now) else {
@@ -541,7 +714,7 @@ impl Upstream {
         let Some(sil) = self.links.region(r).silence else {
             return;
         };
-        if sil.probe_in_flight {
+        if sil.probe_in_flight || self.is_unauthenticated(r) {
             return;
         }
         if now.0 < sil.probe_at.0 {
@@ -705,6 +878,7 @@ impl Upstream {
                 self.leader_unanswered(now);
             }
             Call::Query(q) => self.query_again(q, now),
+            Call::Auth => self.auth_failed(r, now, "the connection ended before the call was sent"),
         }
     }
 
@@ -806,6 +980,10 @@ impl Upstream {
         let mut cooldown_ms = None;
         let mut throttled = false;
         let mut leader_answer = false;
+        let mut auth_answer: Option<Vec<u8>> = None;
+        let is_auth = f.is_some_and(|f| f.call == Call::Auth);
+        let authenticates = self.links.region(region).auth.is_some();
+        let mut reauth = false;
         let mut text = Text::default();
         let (fate, code) = match conn.response(id) {
             Some(resp) => {
@@ -842,6 +1020,8 @@ impl Upstream {
                     Outcome::Ok(msg) => {
                         match f.map(|f| f.call) {
                             Some(Call::Tips) => self.tips.refresh(msg),
+                            // Copied: the answer's bytes live in the connection.
+                            Some(Call::Auth) => auth_answer = Some(msg.to_vec()),
                             Some(Call::Leader) => {
                                 leader_answer = keep_leader(
                                     &self.leader,
@@ -883,7 +1063,13 @@ impl Upstream {
                             None => message.decode_into(&mut buf).len(),
                         };
                         text = Text::new(&buf[..len]);
-                        if code == Code::PERMISSION_DENIED || code == Code::UNAUTHENTICATED {
+                        if code == Code::UNAUTHENTICATED && authenticates && !is_auth {
+                            // The token, not the source: a new one, and the call goes again.
+                            reauth = true;
+                            (Fate::Retry, Some(code))
+                        } else if is_auth {
+                            (Fate::Rejected, Some(code))
+                        } else if code == Code::PERMISSION_DENIED || code == Code::UNAUTHENTICATED {
                             denied = Some((code, buf, len));
                             (Fate::Denied, Some(code))
                         } else {
@@ -914,6 +1100,10 @@ impl Upstream {
         }
         if let Some((code, buf, len)) = denied {
             self.source_denied(pair, code, &buf[..len], now);
+        }
+        if reauth && let Some(a) = self.links.region_mut(region).auth.as_mut() {
+            a.invalidate();
+            self.links.region_mut(region).call.authorization = None;
         }
         let conn = self
             .links
@@ -1010,6 +1200,10 @@ impl Upstream {
                     self.leader_unanswered(now);
                 }
             }
+            Call::Auth => match auth_answer {
+                Some(msg) => self.auth_answered(region, &msg, now),
+                None => self.auth_failed(region, now, text.as_str()),
+            },
             Call::Query(q) => match fate {
                 // The answer was kept above (or found too large: counted unanswered).
                 Fate::Delivered | Fate::Rejected => match self.queries.get(q).answer() {

@@ -132,6 +132,12 @@ fn print_regions(cfg: &Config) {
             r.name, r.host, r.port, r.addrs, r.interval_ms
         );
     }
+    if let Some(key) = &cfg.auth {
+        println!(
+            "searcher authentication: as {} to every region's engine (nothing but the auth calls goes to a region until it holds a token)",
+            key.pubkey_b58()
+        );
+    }
 }
 
 /// Tenants named per group line, before "and N more": the plan is read by a person.

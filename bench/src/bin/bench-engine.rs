@@ -14,10 +14,11 @@
 //! bench-engine --tls --tls-cert-out /tmp/engine-ca.pem
 //! bench-engine --regions ny,tokyo --base-ip 127.0.0.1 --ip-step 0 --port 10000 --port-step 1
 //! bench-engine --land-ms 400 --land-share 0.8   # getBundleStatuses: 80% land, 400 ms after
+//! bench-engine --auth --auth-access-ttl-ms 60000 # every call needs a token from auth.AuthService
 //! ```
 //!
 //! Fault syntax: `KIND@START[+DURATION][:key=value,...]`, see `engine::fault` (kinds storm,
-//! throttle, rst, stall, latency, goaway, close).
+//! throttle, rst, stall, latency, goaway, close, blackhole, deny, revoke).
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -26,7 +27,7 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use bundle_relay_bench::engine::{self, Engine, EngineConfig, FaultSpec};
+use bundle_relay_bench::engine::{self, AuthConfig, Engine, EngineConfig, FaultSpec, auth};
 use bundle_relay_bench::report;
 
 #[derive(Parser, Debug)]
@@ -61,13 +62,27 @@ struct Args {
     #[arg(long, default_value_t = engine::LAND_SHARE_DEFAULT, value_parser = parse_land_share)]
     land_share: f64,
     /// KIND@START[+DURATION][:key=value,...], repeatable; kinds: storm, throttle, rst, stall,
-    /// latency, goaway, close (e.g. storm@5s:fraction=0.5,retry_ms=30000, rst@1s+2s:every=10,
-    /// latency@0s:ms=5,region=ny).
+    /// latency, goaway, close, blackhole, deny, revoke (e.g. storm@5s:fraction=0.5,retry_ms=30000,
+    /// rst@1s+2s:every=10, latency@0s:ms=5,region=ny). revoke@START (no duration, no region):
+    /// at START every access token issued so far is forgotten, as an engine restart would lose
+    /// them (calls with one get "unknown access token"); refresh tokens and challenges are kept.
     #[arg(long = "fault")]
     faults: Vec<FaultSpec>,
     /// Seeds the storm's choice of sources.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Require Jito's searcher auth: every SearcherService and JSON-RPC call must carry
+    /// `authorization: Bearer <access token>` from auth.AuthService (GenerateAuthChallenge, then
+    /// GenerateAuthTokens with the ed25519-signed challenge; RefreshAccessToken), else gRPC
+    /// UNAUTHENTICATED / HTTP 401. The auth service is served either way.
+    #[arg(long)]
+    auth: bool,
+    /// With --auth: lifetime of an access token (Jito's is 30 minutes).
+    #[arg(long, default_value_t = auth::ACCESS_TTL_MS_DEFAULT, requires = "auth", value_parser = clap::value_parser!(u64).range(1..))]
+    auth_access_ttl_ms: u64,
+    /// With --auth: lifetime of a refresh token, which buys new access tokens until it expires.
+    #[arg(long, default_value_t = auth::REFRESH_TTL_MS_DEFAULT, requires = "auth", value_parser = clap::value_parser!(u64).range(1..))]
+    auth_refresh_ttl_ms: u64,
     /// Serve TLS (self-signed CA + server certificate, ALPN h2).
     #[arg(long)]
     tls: bool,
@@ -165,6 +180,10 @@ async fn run(args: Args) -> ExitCode {
         stats_addr: Some(args.stats_addr),
         dup_capacity: args.dup_capacity,
         record: false,
+        auth: args.auth.then_some(AuthConfig {
+            access_ttl_ms: args.auth_access_ttl_ms,
+            refresh_ttl_ms: args.auth_refresh_ttl_ms,
+        }),
     };
     let handle = match Engine::start(cfg).await {
         Ok(h) => h,

@@ -20,9 +20,10 @@
 //! | `close` | at START every open connection is closed (TCP FIN, no GOAWAY); during `+DURATION` new connections are closed at once | |
 //! | `blackhole` | at START every open connection goes silent: nothing more is read or written (no answers, no PING ACKs, no GOAWAY); connections accepted during `+DURATION` get nothing either, not even SETTINGS; when the window ends they are all dropped unread, as if the packets had never arrived | |
 //! | `deny` | sources picked by `fraction` (deterministic from `seed`) get `code` (PERMISSION_DENIED, or 16 UNAUTHENTICATED) for every SendBundle: the engine refuses the source, not the bundle | `fraction` (default 0.5), `seed`, `code` (7 or 16, default 7) |
+//! | `revoke` | at START the engine forgets every access token issued before then, as a restart would: a call presenting one is refused as an unknown token (UNAUTHENTICATED `unknown access token`, JSON-RPC 401 with -32001); refresh tokens and outstanding challenges are kept, so RefreshAccessToken buys a working token again, and tokens issued after START work. Only an engine with `auth` checks tokens at all. Counted once, at START | none; no `+DURATION` (it is an instant) and no `region` (a token is good on every region, so it is forgotten on all) |
 //!
-//! Every kind takes `region=NAME` to hit one region only. `every=N` hits the Nth, 2Nth, ...
-//! request that reaches the rule (default 1: all).
+//! Every kind but `revoke` takes `region=NAME` to hit one region only. `every=N` hits the Nth,
+//! 2Nth, ... request that reaches the rule (default 1: all).
 //!
 //! Stream faults (`rst`, `stall`) act before the rate limiter: a reset or stalled request was
 //! never processed, so it books nothing. `throttle` and `storm` act after the early-send check, so
@@ -52,10 +53,11 @@ pub enum FaultKind {
     Close,
     Blackhole,
     Deny,
+    Revoke,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 10] = [
         FaultKind::Storm,
         FaultKind::Throttle,
         FaultKind::Rst,
@@ -65,6 +67,7 @@ impl FaultKind {
         FaultKind::Close,
         FaultKind::Blackhole,
         FaultKind::Deny,
+        FaultKind::Revoke,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +81,7 @@ impl FaultKind {
             FaultKind::Close => "close",
             FaultKind::Blackhole => "blackhole",
             FaultKind::Deny => "deny",
+            FaultKind::Revoke => "revoke",
         }
     }
 
@@ -92,6 +96,11 @@ impl FaultKind {
             FaultKind::GoAway | FaultKind::Close | FaultKind::Blackhole
         )
     }
+
+    /// Kinds that act on the requests reaching them, the ones `every=N` counts.
+    fn acts_per_request(self) -> bool {
+        !self.is_connection_event() && self != FaultKind::Revoke
+    }
 }
 
 /// One parsed `--fault` rule.
@@ -99,7 +108,8 @@ impl FaultKind {
 pub struct FaultSpec {
     pub kind: FaultKind,
     pub start_ms: u64,
-    /// `None`: until the engine stops (per-request kinds) or only the instant (connection kinds).
+    /// `None`: until the engine stops (per-request kinds) or only the instant (connection kinds,
+    /// `revoke`).
     pub duration_ms: Option<u64>,
     pub region: Option<String>,
     pub every: u64,
@@ -159,14 +169,18 @@ impl std::str::FromStr for FaultSpec {
             .split_once('@')
             .ok_or_else(|| e("expected KIND@START, e.g. rst@1s+2s".into()))?;
         let kind = FaultKind::parse(kind_s).ok_or_else(|| {
-            e(format!(
-                "unknown kind `{kind_s}` (storm, throttle, rst, stall, latency, goaway, close, blackhole, deny)"
-            ))
+            let kinds: Vec<&str> = FaultKind::ALL.iter().map(|k| k.name()).collect();
+            e(format!("unknown kind `{kind_s}` ({})", kinds.join(", ")))
         })?;
         let (start_s, dur_s) = match when.split_once('+') {
             Some((a, b)) => (a, Some(b)),
             None => (when, None),
         };
+        if kind == FaultKind::Revoke && dur_s.is_some() {
+            return Err(e(
+                "revoke happens at an instant: no +DURATION (tokens issued after it work)".into(),
+            ));
+        }
         let mut spec = FaultSpec {
             kind,
             start_ms: parse_time_ms(start_s, "start", text)?,
@@ -197,11 +211,17 @@ impl std::str::FromStr for FaultSpec {
                     .map_err(|_| e(format!("option {k}=`{v}` is not a whole number")))
             };
             let allowed = match (k, kind) {
+                ("region", FaultKind::Revoke) => {
+                    return Err(e(
+                        "revoke forgets tokens on every region (a token is good on all): no region="
+                            .into(),
+                    ));
+                }
                 ("region", _) => {
                     spec.region = Some(v.to_string());
                     true
                 }
-                ("every", k) if !k.is_connection_event() => {
+                ("every", k) if k.acts_per_request() => {
                     spec.every = num(v)?;
                     if spec.every == 0 {
                         return Err(e("every must be at least 1".into()));
@@ -293,7 +313,7 @@ impl FaultRule {
         let start_ns = spec.start_ms * 1_000_000;
         let end_ns = match spec.duration_ms {
             Some(d) => start_ns + d * 1_000_000,
-            None if spec.kind.is_connection_event() => start_ns,
+            None if !spec.kind.acts_per_request() => start_ns,
             None => u64::MAX,
         };
         Ok(FaultRule {
@@ -323,6 +343,16 @@ impl FaultRule {
 
     pub fn applies_to_region(&self, region: usize) -> bool {
         self.region.is_none_or(|r| r == region)
+    }
+
+    /// Times the rule has acted by `elapsed_ns`. A revoke acts once, at its instant, whether or
+    /// not a call comes then: the tokens are forgotten by the clock, not by a call (see
+    /// [`Faults::revoke_instants`]).
+    pub fn injected_by(&self, elapsed_ns: u64) -> u64 {
+        match self.spec.kind {
+            FaultKind::Revoke => u64::from(elapsed_ns >= self.start_ns),
+            _ => self.injected.load(Ordering::Relaxed),
+        }
     }
 
     /// Whether a storm rule picks this source: a fixed hash of (seed, address) below `fraction`.
@@ -392,6 +422,19 @@ impl Faults {
         })
     }
 
+    /// The instants (ns since engine start) of the revoke rules, in order: the auth store forgets
+    /// every access token issued before one once the engine's clock has passed it.
+    pub fn revoke_instants(&self) -> Vec<u64> {
+        let mut at: Vec<u64> = self
+            .rules
+            .iter()
+            .filter(|r| r.spec.kind == FaultKind::Revoke)
+            .map(|r| r.start_ns)
+            .collect();
+        at.sort_unstable();
+        at
+    }
+
     /// A black hole whose window is open now for this region.
     pub fn blackhole(&self, region: usize, elapsed_ns: u64) -> Option<&FaultRule> {
         self.rules
@@ -441,6 +484,31 @@ mod tests {
         assert!(err("storm@1s:fraction=2").contains("between 0 and 1"));
         assert!(err("throttle@1s:every=0").contains("at least 1"));
         assert!(err("deny@1s:code=3").contains("not 7 (PERMISSION_DENIED) or 16"));
+        assert!(err("revoke@1s+1s").contains("no +DURATION"));
+        assert!(err("revoke@1s:region=ny").contains("no region="));
+        assert!(err("revoke@1s:every=2").contains("`every` does not apply to revoke"));
+        assert!(err("boom@1s").contains("deny, revoke)"));
+    }
+
+    #[test]
+    fn a_revoke_is_an_instant_counted_once_by_the_clock() {
+        let regions = vec!["ny".to_string()];
+        let rules = ["revoke@2s", "throttle@0s", "revoke@500ms"]
+            .map(|t| FaultRule::new(t.parse().unwrap(), &regions).unwrap());
+        let f = Faults {
+            rules: rules.into(),
+        };
+        assert_eq!(f.revoke_instants(), [500_000_000, 2_000_000_000]);
+        let revoke = &f.rules[0];
+        assert_eq!(
+            (revoke.spec.start_ms, revoke.spec.duration_ms),
+            (2_000, None)
+        );
+        assert_eq!(revoke.end_ns(), revoke.start_ns());
+        let count = |ms: u64| revoke.injected_by(ms * 1_000_000);
+        assert_eq!((count(1_999), count(2_000), count(60_000)), (0, 1, 1));
+        // Not a per-request kind: no request ever hits it.
+        assert!(f.hit(FaultKind::Revoke, 0, 3_000_000_000, None).is_none());
     }
 
     #[test]

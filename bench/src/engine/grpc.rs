@@ -11,9 +11,11 @@ use http::{HeaderMap, HeaderValue, Response};
 /// gRPC status codes used here (grpc/doc/statuscodes.md).
 pub const OK: u32 = 0;
 pub const INVALID_ARGUMENT: u32 = 3;
+pub const PERMISSION_DENIED: u32 = 7;
 pub const RESOURCE_EXHAUSTED: u32 = 8;
 pub const UNIMPLEMENTED: u32 = 12;
 pub const INTERNAL: u32 = 13;
+pub const UNAUTHENTICATED: u32 = 16;
 
 /// The length-prefixed message framing: flag byte (0: not compressed) and u32 BE length.
 pub const PREFIX_LEN: usize = 5;

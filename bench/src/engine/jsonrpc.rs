@@ -8,6 +8,11 @@
 //!   with the engine's slot as `context.slot`; -32602 for params that are not `[[id, ...]]`,
 //!   more than 5 ids or an id that is not 64 hex digits.
 //!
+//! With tokens required (`EngineConfig::auth`), a call without a live access token in
+//! `authorization: Bearer <token>` is refused first, as gRPC calls are: HTTP 401 with -32001
+//! and the same words ("missing access token", "unknown access token", "access token
+//! expired"), counted nowhere but the stats' token refusals.
+//!
 //! Every call passes the same gate as SendBundle: the per-(source, region) rule and the faults
 //! that answer in its place (`deny`, `throttle`, `storm`; the stream faults are SendBundle's
 //! alone), refused in Jito's shape and words: HTTP 429 with -32097 ("Retry after Nms",
@@ -34,7 +39,7 @@ use serde_json::{Value, json};
 
 use super::Shared;
 use super::landing::{State, confirmation};
-use super::server::{Gate, gate, read_body};
+use super::server::{Gate, authorize, gate, read_body};
 use super::stats::inc;
 use super::validate::{self, SIG_B58_MAX};
 use crate::sentlog;
@@ -107,11 +112,25 @@ pub(super) async fn serve(
     req: Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
 ) {
+    let authorized = authorize(sh, req.headers());
     let mut body = req.into_body();
     let c = &sh.counters;
-    let bytes = match read_body(&mut body).await {
-        Ok(b) => b,
-        Err(Some(msg)) => {
+    // The body is read even for a refused call, to echo its id.
+    let bytes = match (read_body(&mut body).await, authorized) {
+        (Err(None), _) => return,
+        (read, Err(refusal)) => {
+            let id = read
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                .and_then(|v| v.get("id").cloned())
+                .unwrap_or(Value::Null);
+            return answer(
+                &mut respond,
+                401,
+                error(&id, code::UNAUTHORIZED, refusal.message()),
+            );
+        }
+        (Err(Some(msg)), Ok(())) => {
             inc(&c.body_too_large);
             return answer(
                 &mut respond,
@@ -119,7 +138,7 @@ pub(super) async fn serve(
                 error(&Value::Null, code::INVALID_REQUEST, &msg),
             );
         }
-        Err(None) => return,
+        (Ok(b), Ok(())) => b,
     };
     if endpoint == Endpoint::Transactions {
         inc(&c.send_transaction_calls);
@@ -318,11 +337,14 @@ fn error(id: &Value, code: i32, message: &str) -> Value {
 }
 
 fn answer(respond: &mut SendResponse<Bytes>, status: u16, body: Value) {
-    let head = Response::builder()
+    let mut head = Response::builder()
         .status(status)
-        .header("content-type", "application/json")
-        .body(())
-        .expect("static head");
+        .header("content-type", "application/json");
+    if status == 401 {
+        // HTTP requires a 401 to name the scheme it wants.
+        head = head.header("www-authenticate", "Bearer");
+    }
+    let head = head.body(()).expect("static head");
     let Ok(mut stream) = respond.send_response(head, false) else {
         return;
     };

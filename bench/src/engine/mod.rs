@@ -8,7 +8,15 @@
 //! - JSON-RPC `getBundleStatuses` and `getInflightBundleStatuses` on `/api/v1/bundles`,
 //!   `/api/v1/getBundleStatuses` and `/api/v1/getInflightBundleStatuses`, answered from a
 //!   landing model: an accepted bundle lands `land_ms` after acceptance, in the slot of that
-//!   instant, iff its id's first byte is below `land_share × 256`, else it fails then.
+//!   instant, iff its id's first byte is below `land_share × 256`, else it fails then;
+//! - gRPC `auth.AuthService`: GenerateAuthChallenge, GenerateAuthTokens, RefreshAccessToken,
+//!   Jito's searcher authentication (an ed25519-signed challenge buys an access and a refresh
+//!   token), served always and checked as Jito checks it ([`auth`]). With
+//!   [`EngineConfig::auth`] set, every SearcherService and JSON-RPC call must carry
+//!   `authorization: Bearer <access token>` of a live token, else it is refused before anything
+//!   else looks at it (gRPC UNAUTHENTICATED, JSON-RPC HTTP 401 with -32001). Tokens are good on
+//!   every region; auth calls are not under the per-source rule. The `revoke` fault makes the
+//!   engine forget every access token it has issued, as a restart would ([`fault`]).
 //!
 //! It enforces Jito's one call per interval per (source IP, region) on every SendBundle and
 //! JSON-RPC call alike, checks every packet with the Solana crates, answers Jito's bundle id
@@ -18,8 +26,8 @@
 //! bench-load's shared sent log, and reports everything as JSON ([`EngineStats`]).
 //!
 //! Layers: [`limiter`] (the rate rule), [`validate`] (bundle checks and id), [`landing`] (which
-//! bundles land, and when), [`fault`] (rule syntax and schedule) and [`grpc`] (framing,
-//! statuses) decide; `server` (gRPC) and `jsonrpc` (the JSON-RPC methods) only do I/O.
+//! bundles land, and when), [`auth`] (challenges, tokens, their expiry), [`fault`] (rule syntax
+//! and schedule) and [`grpc`] (framing, statuses) decide; `server` (gRPC) and `jsonrpc` (the JSON-RPC methods) only do I/O.
 //!
 //! gRPC is served on the `h2` crate directly, not on tonic: the faults need what tonic's server
 //! hides (RST_STREAM on one stream, GOAWAY at a chosen instant, withholding flow-control credit,
@@ -38,6 +46,7 @@
 //! Base58 of the first signatures was the largest single user-space cost until `validate` got
 //! its own limb-wise encoder (≈5 µs → well under 1 µs per signature).
 
+pub mod auth;
 pub mod fault;
 pub mod grpc;
 mod jsonrpc;
@@ -50,6 +59,7 @@ pub mod testkit;
 pub mod tls;
 pub mod validate;
 
+pub use auth::AuthConfig;
 pub use fault::{FaultKind, FaultParseError, FaultSpec, storm_picks};
 pub use stats::{EngineStats, FaultRuleStats, LatencyStats, RegionStats};
 
@@ -57,7 +67,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -67,6 +77,7 @@ use tokio::task::JoinHandle;
 
 use crate::report::Percentiles;
 use crate::sentlog::{self, SentLog};
+use auth::AuthStore;
 pub use bundle_relay::jito::{INTERVAL_MS_DEFAULT, MAINNET_REGIONS, TIP_ACCOUNTS};
 use fault::{FaultRule, Faults};
 use landing::Landing;
@@ -135,6 +146,10 @@ pub struct EngineConfig {
     pub dup_capacity: usize,
     /// Keep every accepted bundle for [`EngineHandle::recorded`] (memory grows with each).
     pub record: bool,
+    /// `Some`: every engine call must carry a live access token from the auth service, which
+    /// issues them with these lifetimes. `None`: no token is asked for, and the auth service
+    /// (still served) issues them with Jito's lifetimes ([`AuthConfig::default`]).
+    pub auth: Option<AuthConfig>,
 }
 
 impl Default for EngineConfig {
@@ -158,6 +173,7 @@ impl Default for EngineConfig {
             stats_addr: Some(STATS_ADDR_DEFAULT),
             dup_capacity: DUP_CAPACITY_DEFAULT,
             record: false,
+            auth: None,
         }
     }
 }
@@ -222,6 +238,10 @@ pub(crate) struct Shared {
     pub dups: Mutex<DupSet>,
     pub landing: Mutex<Landing>,
     pub recorded: Option<Mutex<Vec<RecordedBundle>>>,
+    /// Whether engine calls need an access token.
+    pub auth_required: bool,
+    /// One store for every region: a token bought on one is good on all.
+    pub auth: Mutex<AuthStore>,
     pub sent_log: Option<SentLog>,
     pub run_id: Option<u32>,
     pub shutdown: watch::Sender<bool>,
@@ -271,9 +291,10 @@ impl Shared {
             .iter()
             .map(|k| (k.name().to_string(), 0))
             .collect();
+        let elapsed_ns = self.elapsed_ns();
         let mut fault_rules = Vec::new();
         for rule in &self.faults.rules {
-            let n = rule.injected.load(Ordering::Relaxed);
+            let n = rule.injected_by(elapsed_ns);
             *faults
                 .get_mut(rule.spec.kind.name())
                 .expect("every kind listed") += n;
@@ -288,7 +309,6 @@ impl Shared {
             unsent: get(&c.latency_unsent),
             other_run: get(&c.latency_other_run),
         };
-        let elapsed_ns = self.elapsed_ns();
         let bundles_landed = self
             .landing
             .lock()
@@ -326,6 +346,14 @@ impl Shared {
             accept_errors: get(&c.accept_errors),
             accept_emfile: get(&c.accept_emfile),
             tls_handshake_failures: get(&c.tls_handshake_failures),
+            auth: self.auth_required,
+            auth_access_ttl_ms: self.auth.lock().expect("auth lock").config().access_ttl_ms,
+            auth_challenges: get(&c.auth_challenges),
+            auth_tokens_issued: get(&c.auth_tokens_issued),
+            auth_refreshes: get(&c.auth_refreshes),
+            auth_refused: get(&c.auth_refused),
+            unauthenticated_calls: get(&c.unauthenticated_calls),
+            expired_token_calls: get(&c.expired_token_calls),
         }
     }
 }
@@ -351,6 +379,12 @@ impl Engine {
                 "land_share {} is outside 0.0..=1.0",
                 cfg.land_share
             )));
+        }
+        if cfg
+            .auth
+            .is_some_and(|a| a.access_ttl_ms == 0 || a.refresh_ttl_ms == 0)
+        {
+            return Err(bad("auth token lifetimes must be at least 1 ms".into()));
         }
         let rules = cfg
             .faults
@@ -411,6 +445,7 @@ impl Engine {
         };
         let (shutdown, _) = watch::channel(false);
         let (events, _) = broadcast::channel(64);
+        let faults = Faults { rules };
         let sh = Arc::new(Shared {
             start_ns: sentlog::monotonic_ns(),
             start_instant: tokio::time::Instant::now(),
@@ -420,12 +455,16 @@ impl Engine {
             land_share: cfg.land_share,
             seed: cfg.seed,
             regions,
-            faults: Faults { rules },
+            auth: Mutex::new(
+                AuthStore::new(cfg.auth.unwrap_or_default()).with_revokes(faults.revoke_instants()),
+            ),
+            faults,
             counters: Counters::default(),
             latency: Mutex::new(Latency::new()),
             dups: Mutex::new(DupSet::new(cfg.dup_capacity)),
             landing: Mutex::new(Landing::new(LANDING_CAPACITY, cfg.land_ms, cfg.land_share)),
             recorded: cfg.record.then(|| Mutex::new(Vec::new())),
+            auth_required: cfg.auth.is_some(),
             sent_log,
             run_id: cfg.run_id,
             shutdown,

@@ -1,17 +1,17 @@
 //! The I/O half: listeners, connections, streams. Everything it decides comes from the sans-IO
-//! parts (`limiter`, `validate`, `fault`); this file only moves bytes and waits.
+//! parts (`limiter`, `validate`, `fault`, `auth`); this file only moves bytes and waits.
 
 use std::future::poll_fn;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream};
-use http::Request;
+use http::{HeaderMap, Request};
 use prost::Message;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
@@ -23,6 +23,7 @@ use bundle_relay::proto::searcher::{
     NextScheduledLeaderResponse, SendBundleRequest, SendBundleResponse,
 };
 
+use super::auth::{Now, TokenRefusal};
 use super::fault::FaultKind;
 use super::grpc;
 use super::limiter::Verdict;
@@ -235,14 +236,40 @@ enum Method {
     GetRegions,
 }
 
-fn method_of(path: &str) -> Option<Method> {
-    Some(match path.strip_prefix("/searcher.SearcherService/")? {
-        "SendBundle" => Method::SendBundle,
-        "GetTipAccounts" => Method::GetTipAccounts,
-        "GetNextScheduledLeader" => Method::GetNextScheduledLeader,
-        "GetRegions" => Method::GetRegions,
-        _ => return None,
-    })
+/// `auth.AuthService`'s methods.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum AuthMethod {
+    GenerateAuthChallenge,
+    GenerateAuthTokens,
+    RefreshAccessToken,
+}
+
+/// What a gRPC path calls: the searcher service, guarded by tokens when they are required, or
+/// the auth service that issues them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Searcher(Method),
+    Auth(AuthMethod),
+}
+
+fn method_of(path: &str) -> Option<Call> {
+    if let Some(name) = path.strip_prefix("/auth.AuthService/") {
+        return Some(Call::Auth(match name {
+            "GenerateAuthChallenge" => AuthMethod::GenerateAuthChallenge,
+            "GenerateAuthTokens" => AuthMethod::GenerateAuthTokens,
+            "RefreshAccessToken" => AuthMethod::RefreshAccessToken,
+            _ => return None,
+        }));
+    }
+    Some(Call::Searcher(
+        match path.strip_prefix("/searcher.SearcherService/")? {
+            "SendBundle" => Method::SendBundle,
+            "GetTipAccounts" => Method::GetTipAccounts,
+            "GetNextScheduledLeader" => Method::GetNextScheduledLeader,
+            "GetRegions" => Method::GetRegions,
+            _ => return None,
+        },
+    ))
 }
 
 async fn serve_stream(
@@ -255,12 +282,20 @@ async fn serve_stream(
     if let Some(endpoint) = super::jsonrpc::endpoint(req.uri().path()) {
         return super::jsonrpc::serve(&sh, region, peer, endpoint, req, respond).await;
     }
-    let Some(method) = method_of(req.uri().path()) else {
+    let Some(call) = method_of(req.uri().path()) else {
         inc(&sh.counters.unknown_method);
         let msg = format!("unknown method {}", req.uri().path());
         grpc::send_status(&mut respond, grpc::UNIMPLEMENTED, &msg);
         return;
     };
+    let method = match call {
+        Call::Auth(m) => return serve_auth(&sh, m, req.into_body(), respond).await,
+        Call::Searcher(m) => m,
+    };
+    if let Err(refusal) = authorize(&sh, req.headers()) {
+        grpc::send_status(&mut respond, grpc::UNAUTHENTICATED, refusal.message());
+        return;
+    }
     let mut body = req.into_body();
     if method == Method::SendBundle {
         let elapsed = sh.elapsed_ns();
@@ -321,6 +356,99 @@ async fn serve_stream(
             };
             grpc::send_ok(&mut respond, &next_leader(&sh, &req));
         }
+    }
+}
+
+/// Answers one `auth.AuthService` call: no token needed, not under the per-source rule.
+async fn serve_auth(
+    sh: &Shared,
+    method: AuthMethod,
+    mut body: RecvStream,
+    mut respond: SendResponse<Bytes>,
+) {
+    let c = &sh.counters;
+    let bytes = match read_body(&mut body).await {
+        Ok(b) => b,
+        Err(Some(msg)) => {
+            inc(&c.body_too_large);
+            inc(&c.auth_refused);
+            grpc::send_status(&mut respond, grpc::RESOURCE_EXHAUSTED, &msg);
+            return;
+        }
+        Err(None) => return,
+    };
+    let now = auth_now(sh);
+    let answered = match method {
+        AuthMethod::GenerateAuthChallenge => decode_arg(&bytes, &mut respond).map(|req| {
+            let r = sh.auth.lock().expect("auth lock").challenge(&req, now);
+            answer_auth(&mut respond, r, &c.auth_challenges)
+        }),
+        AuthMethod::GenerateAuthTokens => decode_arg(&bytes, &mut respond).map(|req| {
+            let r = sh.auth.lock().expect("auth lock").tokens(&req, now);
+            answer_auth(&mut respond, r, &c.auth_tokens_issued)
+        }),
+        AuthMethod::RefreshAccessToken => decode_arg(&bytes, &mut respond).map(|req| {
+            let r = sh.auth.lock().expect("auth lock").refresh(&req, now);
+            answer_auth(&mut respond, r, &c.auth_refreshes)
+        }),
+    };
+    if answered != Some(true) {
+        inc(&c.auth_refused);
+    }
+}
+
+/// Sends an auth-service answer, counting a success on `ok`; whether it was one.
+fn answer_auth<M: Message>(
+    respond: &mut SendResponse<Bytes>,
+    r: Result<M, super::auth::Refused>,
+    ok: &std::sync::atomic::AtomicU64,
+) -> bool {
+    match r {
+        Ok(msg) => {
+            inc(ok);
+            grpc::send_ok(respond, &msg);
+            true
+        }
+        Err(e) => {
+            grpc::send_status(respond, e.code, &e.message);
+            false
+        }
+    }
+}
+
+/// Whether an engine call (gRPC or JSON-RPC) carrying `headers` may go on: always without
+/// `auth`, else only with a live access token. Refusals are counted here; the caller answers
+/// in its protocol's shape with [`TokenRefusal::message`].
+pub(super) fn authorize(sh: &Shared, headers: &HeaderMap) -> Result<(), TokenRefusal> {
+    if !sh.auth_required {
+        return Ok(());
+    }
+    let header = headers
+        .get(http::header::AUTHORIZATION)
+        .map(|v| v.as_bytes());
+    let r = sh
+        .auth
+        .lock()
+        .expect("auth lock")
+        .check(header, auth_now(sh));
+    match r {
+        Ok(()) => {}
+        Err(TokenRefusal::Expired) => inc(&sh.counters.expired_token_calls),
+        Err(TokenRefusal::Missing | TokenRefusal::Unknown) => {
+            inc(&sh.counters.unauthenticated_calls)
+        }
+    }
+    r
+}
+
+/// Now on both of the auth store's clocks: the system clock token expiry is stated in, and the
+/// engine's, which the `revoke` fault is scheduled on.
+fn auth_now(sh: &Shared) -> Now {
+    Now {
+        unix_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        engine_ns: sh.elapsed_ns(),
     }
 }
 

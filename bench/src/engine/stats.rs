@@ -45,6 +45,12 @@ pub struct Counters {
     pub latency_untagged: AtomicU64,
     pub latency_unsent: AtomicU64,
     pub latency_other_run: AtomicU64,
+    pub auth_challenges: AtomicU64,
+    pub auth_tokens_issued: AtomicU64,
+    pub auth_refreshes: AtomicU64,
+    pub auth_refused: AtomicU64,
+    pub unauthenticated_calls: AtomicU64,
+    pub expired_token_calls: AtomicU64,
 }
 
 pub fn get(a: &AtomicU64) -> u64 {
@@ -204,4 +210,28 @@ pub struct EngineStats {
     pub accept_errors: u64,
     pub accept_emfile: u64,
     pub tls_handshake_failures: u64,
+    /// Whether engine calls needed an access token (`--auth`).
+    #[serde(default)]
+    pub auth: bool,
+    /// Lifetime of the access tokens the auth service issues (Jito's 30 minutes unless `auth`
+    /// set another).
+    #[serde(default)]
+    pub auth_access_ttl_ms: u64,
+    /// Auth service: challenges issued, GenerateAuthTokens and RefreshAccessToken answered with
+    /// tokens, and calls of the three refused (bad role, shape, challenge, signature or refresh
+    /// token).
+    #[serde(default)]
+    pub auth_challenges: u64,
+    #[serde(default)]
+    pub auth_tokens_issued: u64,
+    #[serde(default)]
+    pub auth_refreshes: u64,
+    #[serde(default)]
+    pub auth_refused: u64,
+    /// Engine calls (gRPC and JSON-RPC) refused, with `auth`, for a missing or unknown access
+    /// token, and for an expired one. They count nowhere else.
+    #[serde(default)]
+    pub unauthenticated_calls: u64,
+    #[serde(default)]
+    pub expired_token_calls: u64,
 }

@@ -134,3 +134,36 @@ pub async fn h2_call(
         body: body.get(5..).unwrap_or_default().to_vec(),
     })
 }
+
+/// One JSON-RPC POST over a fresh h2 connection from `from` (no token): HTTP status and parsed body.
+pub async fn json_rpc(
+    addr: SocketAddr,
+    from: IpAddr,
+    path: &str,
+    body: &serde_json::Value,
+) -> (u16, serde_json::Value) {
+    let (send, conn) = h2_connect(addr, from).await;
+    let req = http::Request::builder()
+        .method("POST")
+        .uri(format!("http://engine{path}"))
+        .header("content-type", "application/json")
+        .body(())
+        .unwrap();
+    let mut ready = send.ready().await.unwrap();
+    let (resp, mut stream) = ready.send_request(req, false).unwrap();
+    stream
+        .send_data(Bytes::from(body.to_string()), true)
+        .unwrap();
+    let resp = resp.await.unwrap();
+    let status = resp.status().as_u16();
+    assert_eq!(resp.headers()["content-type"], "application/json");
+    let mut recv = resp.into_body();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = recv.data().await {
+        let chunk = chunk.unwrap();
+        let _ = recv.flow_control().release_capacity(chunk.len());
+        bytes.extend_from_slice(&chunk);
+    }
+    conn.abort();
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
