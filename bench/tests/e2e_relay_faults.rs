@@ -203,6 +203,8 @@ async fn a_bot_reads_where_each_bundle_went_and_what_the_engine_said() {
     let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
     ec.interval_ms = 10;
     ec.faults = vec!["throttle@0s:every=3".parse().unwrap()];
+    // Nothing lands while the test runs: the engine took the bundles, and says only Pending.
+    ec.land_ms = 600_000;
     let engine = Engine::start(ec).await.unwrap();
     let egress = "127.1.77.0/29";
     let relay = Relay::start(spec(&engine.region_addrs(), egress, 10)).unwrap();

@@ -254,12 +254,12 @@ async fn a_wrong_signature_or_a_replayed_challenge_is_refused() {
 
 #[tokio::test]
 async fn an_expired_access_token_is_refused_and_a_refresh_buys_a_new_one() {
-    let h = start(auth_cfg(300)).await;
+    let h = start(auth_cfg(1_000)).await;
     let (ny, _c) = h2_connect(addr_of(&h, "ny"), src(1)).await;
     let (access, refresh) = log_in(&ny).await;
     let _: SendBundleResponse = ok(send_bundle(&ny, Some(&access), 1).await);
 
-    tokio::time::sleep(Duration::from_millis(350)).await;
+    tokio::time::sleep(Duration::from_millis(1_050)).await;
     assert_eq!(
         refused(send_bundle(&ny, Some(&access), 2).await),
         (UNAUTHENTICATED, "access token expired".into())
@@ -289,7 +289,7 @@ async fn an_expired_access_token_is_refused_and_a_refresh_buys_a_new_one() {
     let s = h.shutdown().await;
     assert_eq!(
         (s.auth_access_ttl_ms, s.auth_refreshes, s.auth_refused),
-        (300, 1, 1)
+        (1_000, 1, 1)
     );
     assert_eq!(
         (s.accepted, s.expired_token_calls, s.unauthenticated_calls),
@@ -300,7 +300,7 @@ async fn an_expired_access_token_is_refused_and_a_refresh_buys_a_new_one() {
 #[tokio::test]
 async fn a_revoke_makes_every_access_token_unknown_and_a_refresh_buys_one_again() {
     let h = start(EngineConfig {
-        faults: vec!["revoke@300ms".parse().unwrap()],
+        faults: vec!["revoke@1s".parse().unwrap()],
         ..auth_cfg(60_000)
     })
     .await;
@@ -310,7 +310,7 @@ async fn a_revoke_makes_every_access_token_unknown_and_a_refresh_buys_one_again(
     assert_eq!(h.stats().faults["revoke"], 0, "not yet");
 
     // No call comes at the instant: the token is forgotten all the same.
-    tokio::time::sleep(Duration::from_millis(350)).await;
+    tokio::time::sleep(Duration::from_millis(1_050)).await;
     assert_eq!(h.stats().faults["revoke"], 1);
     assert_eq!(
         refused(send_bundle(&ny, Some(&access), 2).await),
@@ -332,7 +332,7 @@ async fn a_revoke_makes_every_access_token_unknown_and_a_refresh_buys_one_again(
     let _: SendBundleResponse = ok(send_bundle(&ny, Some(&fresh), 2).await);
 
     let s = h.shutdown().await;
-    assert_eq!(s.fault_rules[0].rule, "revoke@300ms");
+    assert_eq!(s.fault_rules[0].rule, "revoke@1s");
     assert_eq!(s.fault_rules[0].injected, 1);
     assert_eq!(
         (s.auth_tokens_issued, s.auth_refreshes, s.auth_refused),

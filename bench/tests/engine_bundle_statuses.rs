@@ -44,7 +44,8 @@ async fn current_slot(h: &EngineHandle) -> u64 {
 
 #[tokio::test]
 async fn a_landed_bundle_is_pending_then_landed_with_its_slot() {
-    let (slot_ms, land_ms) = (10, 300);
+    // Long enough that the first calls come before the landing, even on a loaded machine.
+    let (slot_ms, land_ms) = (10, 1_000);
     let h = start(EngineConfig {
         slot_ms,
         land_ms,
@@ -159,7 +160,7 @@ async fn a_landed_bundle_is_pending_then_landed_with_its_slot() {
 async fn a_bundle_that_does_not_land_fails_after_land_ms() {
     let h = start(EngineConfig {
         slot_ms: 10,
-        land_ms: 150,
+        land_ms: 600,
         land_share: 0.0,
         ..EngineConfig::for_tests(&["ny"])
     })
@@ -182,7 +183,7 @@ async fn a_bundle_that_does_not_land_fails_after_land_ms() {
         .await,
     );
     assert_eq!(r["value"][0]["status"], "Pending", "{r}");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(Duration::from_millis(650)).await;
     let r = result(
         json_rpc(
             ny,
