@@ -120,6 +120,15 @@ async fn log_in(send: &Conn) -> (String, String) {
     )
 }
 
+/// RefreshAccessToken with `refresh_token`.
+async fn refresh(send: &Conn, refresh_token: &str) -> RawReply {
+    let path = "/auth.AuthService/RefreshAccessToken";
+    let req = RefreshAccessTokenRequest {
+        refresh_token: refresh_token.to_string(),
+    };
+    call(send, path, None, &req).await
+}
+
 async fn send_bundle(send: &Conn, token: Option<&str>, n: u64) -> RawReply {
     let path = "/searcher.SearcherService/SendBundle";
     call(send, path, token, &bundle(n)).await
@@ -256,7 +265,7 @@ async fn a_wrong_signature_or_a_replayed_challenge_is_refused() {
 async fn an_expired_access_token_is_refused_and_a_refresh_buys_a_new_one() {
     let h = start(auth_cfg(1_000)).await;
     let (ny, _c) = h2_connect(addr_of(&h, "ny"), src(1)).await;
-    let (access, refresh) = log_in(&ny).await;
+    let (access, refresh_token) = log_in(&ny).await;
     let _: SendBundleResponse = ok(send_bundle(&ny, Some(&access), 1).await);
 
     tokio::time::sleep(Duration::from_millis(1_050)).await;
@@ -265,23 +274,11 @@ async fn an_expired_access_token_is_refused_and_a_refresh_buys_a_new_one() {
         (UNAUTHENTICATED, "access token expired".into())
     );
 
-    let path = "/auth.AuthService/RefreshAccessToken";
-    let unknown = RefreshAccessTokenRequest {
-        refresh_token: access.clone(),
-    };
     assert_eq!(
-        refused(call(&ny, path, None, &unknown).await),
+        refused(refresh(&ny, &access).await),
         (UNAUTHENTICATED, "unknown or expired refresh token".into())
     );
-    let r: RefreshAccessTokenResponse = ok(call(
-        &ny,
-        path,
-        None,
-        &RefreshAccessTokenRequest {
-            refresh_token: refresh,
-        },
-    )
-    .await);
+    let r: RefreshAccessTokenResponse = ok(refresh(&ny, &refresh_token).await);
     let fresh = r.access_token.unwrap().value;
     assert_ne!(fresh, access);
     let _: SendBundleResponse = ok(send_bundle(&ny, Some(&fresh), 2).await);
@@ -305,7 +302,7 @@ async fn a_revoke_makes_every_access_token_unknown_and_a_refresh_buys_one_again(
     })
     .await;
     let (ny, _c) = h2_connect(addr_of(&h, "ny"), src(1)).await;
-    let (access, refresh) = log_in(&ny).await;
+    let (access, refresh_token) = log_in(&ny).await;
     let _: SendBundleResponse = ok(send_bundle(&ny, Some(&access), 1).await);
     assert_eq!(h.stats().faults["revoke"], 0, "not yet");
 
@@ -317,16 +314,7 @@ async fn a_revoke_makes_every_access_token_unknown_and_a_refresh_buys_one_again(
         (UNAUTHENTICATED, "unknown access token".into())
     );
 
-    let path = "/auth.AuthService/RefreshAccessToken";
-    let r: RefreshAccessTokenResponse = ok(call(
-        &ny,
-        path,
-        None,
-        &RefreshAccessTokenRequest {
-            refresh_token: refresh,
-        },
-    )
-    .await);
+    let r: RefreshAccessTokenResponse = ok(refresh(&ny, &refresh_token).await);
     let fresh = r.access_token.unwrap().value;
     assert_ne!(fresh, access);
     let _: SendBundleResponse = ok(send_bundle(&ny, Some(&fresh), 2).await);

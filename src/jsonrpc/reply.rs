@@ -25,27 +25,21 @@ pub enum Reply<'a> {
 pub fn parse_reply(body: &[u8]) -> Option<Reply<'_>> {
     let mut w = checked_object(body)?;
     let (mut result, mut error) = (None, None);
-    if w.enter() {
-        loop {
-            let key = w.key();
-            if key.eq_str("result") {
-                result = Some(if w.peek() == b'"' {
-                    Reply::Result(w.string())
-                } else {
-                    w.skip();
-                    Reply::OtherResult
-                });
-            } else if key.eq_str("error") {
-                let (code, message) = read_error(&mut w);
-                error = Some(Reply::Error { code, message });
+    w.members(|key, w| {
+        if key.eq_str("result") {
+            result = Some(if w.peek() == b'"' {
+                Reply::Result(w.string())
             } else {
                 w.skip();
-            }
-            if !w.next() {
-                break;
-            }
+                Reply::OtherResult
+            });
+        } else if key.eq_str("error") {
+            let (code, message) = read_error(w);
+            error = Some(Reply::Error { code, message });
+        } else {
+            w.skip();
         }
-    }
+    });
     error.or(result)
 }
 
@@ -75,26 +69,20 @@ pub(super) fn read_error<'a>(w: &mut Walk<'a>) -> (i64, JsonStr<'a>) {
         w.skip();
         return (code, message);
     }
-    if w.enter() {
-        loop {
-            let key = w.key();
-            if key.eq_str("code") {
-                code = parse_i64(w.raw_value()).unwrap_or(0);
-            } else if key.eq_str("message") {
-                message = if w.peek() == b'"' {
-                    w.string()
-                } else {
-                    w.skip();
-                    JsonStr::EMPTY
-                };
+    w.members(|key, w| {
+        if key.eq_str("code") {
+            code = parse_i64(w.raw_value()).unwrap_or(0);
+        } else if key.eq_str("message") {
+            message = if w.peek() == b'"' {
+                w.string()
             } else {
                 w.skip();
-            }
-            if !w.next() {
-                break;
-            }
+                JsonStr::EMPTY
+            };
+        } else {
+            w.skip();
         }
-    }
+    });
     (code, message)
 }
 

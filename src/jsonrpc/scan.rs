@@ -416,6 +416,21 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// Each member of the object under the cursor: `f` gets its key with the cursor on its
+    /// value, which it must read or skip; the cursor ends past the object.
+    pub(crate) fn members(&mut self, mut f: impl FnMut(JsonStr<'a>, &mut Walk<'a>)) {
+        if !self.enter() {
+            return;
+        }
+        loop {
+            let key = self.key();
+            f(key, self);
+            if !self.next() {
+                break;
+            }
+        }
+    }
+
     /// After an element: true if another follows (the cursor is then on it), false when the
     /// container closed.
     pub(crate) fn next(&mut self) -> bool {

@@ -27,73 +27,55 @@ pub enum StatusReply<'a> {
 pub fn parse_status_reply(body: &[u8]) -> Option<StatusReply<'_>> {
     let mut w = checked_object(body)?;
     let (mut result, mut error) = (None, None);
-    if w.enter() {
-        loop {
-            let key = w.key();
-            if key.eq_str("result") {
-                result = if w.peek() == b'{' {
-                    Some(result_object(&mut w))
-                } else {
-                    w.skip();
-                    None
-                };
-            } else if key.eq_str("error") {
-                let (code, message) = read_error(&mut w);
-                error = Some(StatusReply::Error { code, message });
+    w.members(|key, w| {
+        if key.eq_str("result") {
+            result = if w.peek() == b'{' {
+                Some(result_object(w))
             } else {
                 w.skip();
-            }
-            if !w.next() {
-                break;
-            }
+                None
+            };
+        } else if key.eq_str("error") {
+            let (code, message) = read_error(w);
+            error = Some(StatusReply::Error { code, message });
+        } else {
+            w.skip();
         }
-    }
+    });
     error.or(result)
 }
 
 fn result_object<'a>(w: &mut Walk<'a>) -> StatusReply<'a> {
     let (mut slot, mut value) = (0, None);
-    if w.enter() {
-        loop {
-            let key = w.key();
-            if key.eq_str("context") {
-                // The last one counts, as in serde_json, whatever its type.
-                slot = if w.peek() == b'{' {
-                    context_slot(w)
-                } else {
-                    w.skip();
-                    0
-                };
-            } else if key.eq_str("value") {
-                value = (w.peek() == b'[').then(|| w.raw_value());
-                if value.is_none() {
-                    w.skip();
-                }
+    w.members(|key, w| {
+        if key.eq_str("context") {
+            // The last one counts, as in serde_json, whatever its type.
+            slot = if w.peek() == b'{' {
+                context_slot(w)
             } else {
                 w.skip();
+                0
+            };
+        } else if key.eq_str("value") {
+            value = (w.peek() == b'[').then(|| w.raw_value());
+            if value.is_none() {
+                w.skip();
             }
-            if !w.next() {
-                break;
-            }
+        } else {
+            w.skip();
         }
-    }
+    });
     StatusReply::Result { slot, value }
 }
 
 fn context_slot(w: &mut Walk<'_>) -> u64 {
     let mut slot = 0;
-    if w.enter() {
-        loop {
-            let key = w.key();
-            let raw = w.raw_value();
-            if key.eq_str("slot") {
-                slot = parse_u64(raw).unwrap_or(0);
-            }
-            if !w.next() {
-                break;
-            }
+    w.members(|key, w| {
+        let raw = w.raw_value();
+        if key.eq_str("slot") {
+            slot = parse_u64(raw).unwrap_or(0);
         }
-    }
+    });
     slot
 }
 
@@ -135,32 +117,28 @@ pub fn inflight_entry<'a>(raw: &'a [u8]) -> InflightEntry<'a> {
         landed_slot: None,
     };
     let mut w = Walk::new(raw);
-    if w.peek() != b'{' || !w.enter() {
+    if w.peek() != b'{' {
         return e;
     }
-    loop {
-        let key = w.key();
-        let string = |w: &mut Walk<'a>| {
-            if w.peek() == b'"' {
-                Some(w.string())
-            } else {
-                w.skip();
-                None
-            }
-        };
+    let string = |w: &mut Walk<'a>| {
+        if w.peek() == b'"' {
+            Some(w.string())
+        } else {
+            w.skip();
+            None
+        }
+    };
+    w.members(|key, w| {
         if key.eq_str("bundle_id") {
-            e.bundle_id = string(&mut w);
+            e.bundle_id = string(w);
         } else if key.eq_str("status") {
-            e.status = string(&mut w);
+            e.status = string(w);
         } else if key.eq_str("landed_slot") {
             e.landed_slot = parse_u64(w.raw_value());
         } else {
             w.skip();
         }
-        if !w.next() {
-            break;
-        }
-    }
+    });
     e
 }
 
