@@ -1,7 +1,8 @@
 //! The wire layer's request-path work for one 3-transaction bundle (decode + validate + bundle
 //! id), beside the same work done with the Solana crates (decode to a Vec, bincode, sanitize,
 //! bs58 strings joined and hashed), in the same run. Also each decoder alone against the crate it
-//! replaces. Run: `cargo bench --bench decode -- --warm-up-time 1 --measurement-time 3`.
+//! replaces. Run: `cargo bench --bench decode -- --warm-up-time 1 --measurement-time 3`; the five-transaction
+//! bundle in each encoding alone: `cargo bench --bench decode -- bundle5`.
 
 #[path = "../tests/wire_support/mod.rs"]
 mod wire_support;
@@ -19,11 +20,12 @@ use rand::rngs::StdRng;
 use sha2::{Digest, Sha256};
 use wire_support::{Shape, oracle, serialize, signed_tx};
 
-/// Three signed transactions of realistic size (200–400 bytes): one legacy, two v0 with tables.
-fn bundle() -> Vec<Vec<u8>> {
+/// `n` signed transactions of realistic size (200–400 bytes): the first legacy, the rest v0 with
+/// tables.
+fn bundle(n: usize) -> Vec<Vec<u8>> {
     let mut rng = StdRng::seed_from_u64(0xbe7c);
     let mut txs = Vec::new();
-    while txs.len() < 3 {
+    while txs.len() < n {
         let shape = Shape {
             signers: 1 + txs.len() % 2,
             instructions: 3,
@@ -39,12 +41,12 @@ fn bundle() -> Vec<Vec<u8>> {
     txs
 }
 
-fn relay_path(
+fn relay_path<const N: usize>(
     enc: Encoding,
     texts: &[String],
-    slots: &mut [[u8; PACKET_DATA_SIZE]; 3],
+    slots: &mut [[u8; PACKET_DATA_SIZE]; N],
 ) -> BundleId {
-    let mut sigs = [[0u8; 64]; 3];
+    let mut sigs = [[0u8; 64]; N];
     for (i, text) in texts.iter().enumerate() {
         let (_, info) = decode_and_validate(enc, text.as_bytes(), &mut slots[i]).unwrap();
         sigs[i] = info.first_signature;
@@ -66,8 +68,44 @@ fn solana_path(enc: Encoding, texts: &[String]) -> String {
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The relay's path for a bundle with the `bs58` crate's decoder in place of the relay's own.
+fn bs58_path<const N: usize>(
+    texts: &[String],
+    slots: &mut [[u8; PACKET_DATA_SIZE]; N],
+) -> BundleId {
+    let mut sigs = [[0u8; 64]; N];
+    for (i, text) in texts.iter().enumerate() {
+        let len = bs58::decode(text).onto(&mut slots[i][..]).unwrap();
+        sigs[i] = validate(&slots[i][..len]).unwrap().first_signature;
+    }
+    bundle_id(&sigs)
+}
+
+/// A five-transaction bundle's request-path work in each encoding, one group: base58's cost
+/// as a multiple of base64's is the figure the README gives.
+fn bundle5(c: &mut Criterion) {
+    let txs = bundle(5);
+    let b64: Vec<String> = txs.iter().map(|t| STANDARD.encode(t)).collect();
+    let b58: Vec<String> = txs.iter().map(|t| bs58::encode(t).into_string()).collect();
+    let mut slots = [[0u8; PACKET_DATA_SIZE]; 5];
+    let id = relay_path(Encoding::Base64, &b64, &mut slots);
+    assert_eq!(relay_path(Encoding::Base58, &b58, &mut slots), id);
+    assert_eq!(bs58_path(&b58, &mut slots), id);
+    let mut g = c.benchmark_group("bundle5");
+    g.bench_function("relay_base64", |b| {
+        b.iter(|| relay_path(Encoding::Base64, black_box(&b64), &mut slots))
+    });
+    g.bench_function("relay_base58", |b| {
+        b.iter(|| relay_path(Encoding::Base58, black_box(&b58), &mut slots))
+    });
+    g.bench_function("bs58_crate_base58", |b| {
+        b.iter(|| bs58_path(black_box(&b58), &mut slots))
+    });
+    g.finish();
+}
+
 fn bench(c: &mut Criterion) {
-    let txs = bundle();
+    let txs = bundle(3);
     for (enc, encode) in [
         (
             Encoding::Base64,
@@ -140,5 +178,5 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bundle5, bench);
 criterion_main!(benches);
