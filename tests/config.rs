@@ -330,6 +330,46 @@ fn millisecond_settings_are_bounded_with_their_reason() {
 }
 
 #[test]
+fn reactor_threads_sleep_unless_poll_is_chosen_and_napi_busy_polling_needs_poll_mode() {
+    use bundle_relay::config::{Reactor, ReactorMode};
+    assert_eq!(
+        parse(&format!("{REGION}{EGRESS}")).unwrap().reactor,
+        Reactor::default()
+    );
+    assert_eq!(Reactor::default().mode, ReactorMode::Sleep);
+    let c = parse(&format!(
+        "{REGION}{EGRESS}[reactor]\nmode = \"poll\"\nnapi_busy_poll_us = 50\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.reactor,
+        Reactor {
+            mode: ReactorMode::Poll,
+            napi_busy_poll_us: 50
+        }
+    );
+    let e = refused(&format!("{REGION}{EGRESS}[reactor]\nmode = \"spin\"\n"));
+    assert!(
+        e.contains(r#"reactor.mode: must be "sleep" or "poll", got "spin""#),
+        "{e}"
+    );
+    let e = refused(&format!(
+        "{REGION}{EGRESS}[reactor]\nnapi_busy_poll_us = 50\n"
+    ));
+    assert!(
+        e.contains("reactor.napi_busy_poll_us: applies in mode = \"poll\" only"),
+        "{e}"
+    );
+    let e = refused(&format!(
+        "{REGION}{EGRESS}[reactor]\nmode = \"poll\"\nnapi_busy_poll_us = 5000\n"
+    ));
+    assert!(
+        e.contains("reactor.napi_busy_poll_us: must be at most 1000, got 5000"),
+        "{e}"
+    );
+}
+
+#[test]
 fn leader_routing_is_a_rotating_strategy_whose_poll_and_wait_are_bounded_with_their_reason() {
     use bundle_relay::config::{Leader, Strategy};
     let c = parse(&format!(

@@ -67,6 +67,8 @@ fn threads_arena_and_listeners_are_kept_until_a_restart() {
     let c = changes(&next);
     assert_eq!(c.kept, ["threads 2 → 4", "arena_slots 1024 → 2048"]);
     assert!(c.applied.is_empty());
+    let polling = config(&format!("{BASE}[reactor]\nmode = \"poll\"\n"));
+    assert_eq!(changes(&polling).kept, ["reactor.mode sleep → poll"]);
     let moved = with("127.0.0.1:8080", "127.0.0.1:9090");
     assert_eq!(
         changes(&moved).kept,

@@ -23,6 +23,7 @@ macro_rules! allocator {
 #[doc(hidden)]
 pub use mimalloc::MiMalloc;
 
+pub mod affinity;
 pub mod baseline;
 pub mod compare;
 pub mod demo;

@@ -54,6 +54,10 @@ pub enum Switch {
     /// The rotating port routed by the next leader (on) or to the soonest region (off); no
     /// bound: the share at the leader's region and the latency it costs are reported.
     Leader,
+    /// Reactor threads that never sleep (`[reactor] mode = "poll"`, on) or sleep in
+    /// `io_uring_enter` (off), the relay's threads pinned to cores of their own in both: the
+    /// latency a dedicated core buys and the CPU it burns, p99.9 included.
+    Poll,
 }
 
 /// The tenants the relay serves in `--tenants-cost`'s "on" steps.
@@ -67,6 +71,7 @@ impl Switch {
             Switch::Tenants => "10,000 tenants",
             Switch::Reload => "reload every 1 s",
             Switch::Leader => "by leader",
+            Switch::Poll => "poll mode",
         }
     }
 
@@ -77,6 +82,7 @@ impl Switch {
             Switch::Tenants => "1 tenant",
             Switch::Reload => "no reloads",
             Switch::Leader => "by soonest",
+            Switch::Poll => "sleep mode",
         }
     }
 
@@ -87,6 +93,7 @@ impl Switch {
             Switch::Tenants => "--tenants-cost",
             Switch::Reload => "--reload-cost",
             Switch::Leader => "--leader-cost",
+            Switch::Poll => "--poll-cost",
         }
     }
 
@@ -105,6 +112,11 @@ impl Switch {
                 ..cfg
             },
             Switch::Leader => DemoConfig { leader: on, ..cfg },
+            Switch::Poll => DemoConfig {
+                reactor_poll: on,
+                pin_relay: true,
+                ..cfg
+            },
         }
     }
 }
@@ -251,6 +263,11 @@ impl CostReport {
 /// Runs every round of both loads on one set of generated bundles.
 pub fn run(cfg: &CostConfig) -> Result<CostReport, String> {
     cfg.validate()?;
+    // The machine's cores, counted before this process keeps off the relay's.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cfg.switch == Switch::Poll {
+        keep_off_relay_cores(cfg.base.relay_threads, cores);
+    }
     let load = demo::generate(&cfg.load_config(), cfg.bundles_needed())?;
     let mut fixed = LoadRuns {
         rate_per_s: cfg.fixed_rate_per_s,
@@ -297,7 +314,6 @@ pub fn run(cfg: &CostConfig) -> Result<CostReport, String> {
             });
         }
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut notes: Vec<String> = [
         (true, cfg.switch.on_label()),
         (false, cfg.switch.off_label()),
@@ -327,6 +343,24 @@ pub fn run(cfg: &CostConfig) -> Result<CostReport, String> {
         fixed,
         saturation,
     })
+}
+
+/// Moves this process (the engine and the load) to the cores above the relay's, where the
+/// machine has any; the relay processes it starts run on cores 0..`relay_threads`, one thread
+/// each (`DemoConfig::pin_relay`). A polling relay thread then has its core to itself, as on a
+/// host with isolated cores. With no core to spare it says so and leaves the affinity as it is.
+fn keep_off_relay_cores(relay_threads: usize, cores: usize) {
+    if cores <= relay_threads {
+        eprintln!(
+            "bench-demo: --poll-cost: {cores} cores, {relay_threads} relay threads: no core left \
+             for the engine and the load, which share the relay's"
+        );
+        return;
+    }
+    let others: Vec<usize> = (relay_threads..cores).collect();
+    if let Err(e) = crate::affinity::confine(&others) {
+        eprintln!("bench-demo: --poll-cost: keeping off the relay's cores: {e}");
+    }
 }
 
 /// The table of `rows`, its figures the switch on against off, medians over rounds.
@@ -419,6 +453,22 @@ const FIGURES: [Figure; 7] = [
     },
 ];
 
+/// What poll mode is for: the tail. Shown for `--poll-cost` only.
+const TAIL: [Figure; 2] = [
+    Figure {
+        name: "answer p99.9",
+        value: |s| s.load.latency.p999_us,
+        show: us,
+        clean_only: false,
+    },
+    Figure {
+        name: "delivery p99.9",
+        value: |s| s.engine.latency.percentiles.p999_us,
+        show: us,
+        clean_only: false,
+    },
+];
+
 /// What the leader switch is for: the share of accepted bundles that reached the region of the
 /// next leader (as the engine's schedule had it when each arrived).
 const LEADER_SHARE: Figure = Figure {
@@ -438,7 +488,12 @@ pub fn rows(fixed: &LoadRuns, saturation: &LoadRuns, switch: Switch) -> Vec<Vers
         } else {
             format!("at {:.0}/s", runs.rate_per_s)
         };
-        for f in leader.into_iter().chain(&FIGURES) {
+        let tail = if switch == Switch::Poll {
+            &TAIL[..]
+        } else {
+            &[]
+        };
+        for f in leader.into_iter().chain(&FIGURES).chain(tail) {
             let counts = |s: &StepReport| !f.clean_only || s.error_fraction < ERROR_SHARE_MAX;
             let value = |s: &StepReport| counts(s).then(|| (f.value)(s));
             let on: Vec<Option<f64>> = runs.pairs.iter().map(|p| value(&p.on)).collect();

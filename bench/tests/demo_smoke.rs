@@ -174,6 +174,8 @@ fn a_relay_process_reports_its_addresses_answers_stats_and_exits_cleanly_when_st
         reload_every_ms: 0,
         egress_cut_at_ms: 0,
         leader: false,
+        reactor_poll: false,
+        cpus: Vec::new(),
     };
     let mut child = Command::new(env!("CARGO_BIN_EXE_bench-demo"))
         .args([demo::SERVE_RELAY_ARG, "bundle-relay", "--spec"])

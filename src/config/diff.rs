@@ -104,6 +104,12 @@ impl Changes {
         self.keep("auth.keypair_file", Opt(&searcher(s)), Opt(&searcher(n)));
         self.keep("threads", s.threads, n.threads);
         self.keep("pin_threads", s.pin_threads, n.pin_threads);
+        self.keep("reactor.mode", s.reactor.mode, n.reactor.mode);
+        self.keep(
+            "reactor.napi_busy_poll_us",
+            s.reactor.napi_busy_poll_us,
+            n.reactor.napi_busy_poll_us,
+        );
         self.keep("handoffs", s.handoffs, n.handoffs);
         self.keep("arena_slots", s.arena_slots, n.arena_slots);
         self.keep("record_keep_s", s.record_keep_s, n.record_keep_s);

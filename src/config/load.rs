@@ -137,6 +137,7 @@ impl Config {
             tenants_from: None,
             threads: schema::default_threads_for(sources.len()),
             pin_threads: true,
+            reactor: super::model::Reactor::default(),
             handoffs: true,
             arena_slots: schema::ARENA_SLOTS_DEFAULT,
             bundle_max_age_ms: schema::BUNDLE_MAX_AGE_MS_DEFAULT,

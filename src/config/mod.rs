@@ -55,6 +55,12 @@
 //! keypair_file = "searcher.json"  # Solana CLI keypair (relative to this file); its access
 //!                              # token goes as `authorization: Bearer` on every call
 //!
+//! [reactor]                    # how reactor threads wait; fixed until a restart
+//! mode = "sleep"               # "sleep": in io_uring_enter until work or a deadline; "poll":
+//!                              # never sleeps, each thread keeps its (isolated) core busy
+//! napi_busy_poll_us = 0        # poll mode only: wait this long in the kernel with NAPI busy
+//!                              # polling of the NIC (real NICs only; loopback has no NAPI)
+//!
 //! [egress]                     # required: at least one source
 //! addresses = ["127.1.0.0/24", "10.0.0.5", "127.1.1.1-127.1.1.9"]
 //! socks5 = [{ proxy = "127.0.0.1:1080", username = "u", password = "p" }]
@@ -168,8 +174,8 @@ pub use keypair::{KEYPAIR_FILE_BYTES_MAX, SearcherKey};
 pub use model::{
     ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, FD_SLACK, FdBudget, Intake, Leader,
     Overrides, PING_IDLE_MS_DEFAULT, PING_TIMEOUT_MS_DEFAULT, PINNED_PORT_FIRST, ROTATING_PORT,
-    Region, Resolve, SHARED_GROUP, Source, TCP_USER_TIMEOUT_MS_DEFAULT, even_share, thread_share,
-    too_few_sources,
+    Reactor, ReactorMode, Region, Resolve, SHARED_GROUP, Source, TCP_USER_TIMEOUT_MS_DEFAULT,
+    even_share, thread_share, too_few_sources,
 };
 pub use schema::stranded_sources;
 pub use snapshot::{Shared, Snapshot};

@@ -91,6 +91,8 @@ pub struct Config {
     pub threads: usize,
     /// Pin reactor thread i to core i; default true.
     pub pin_threads: bool,
+    /// How the reactor threads wait (`[reactor]`).
+    pub reactor: Reactor,
     /// Bundles may move between threads (`handoffs`, default true): a bundle accepted on one
     /// thread leaves through the thread whose pool can send it soonest, so any connection
     /// reaches the whole pool. Off, each thread sends only what it accepted.
@@ -160,6 +162,55 @@ impl Default for Leader {
             wait_ms: LEADER_WAIT_MS_DEFAULT,
         }
     }
+}
+
+/// How a reactor thread waits for work (`[reactor] mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReactorMode {
+    /// Sleeps in `io_uring_enter` until a completion or its next deadline (the default): a
+    /// core is used only while there is work, at the price of a wake-up per burst of events.
+    #[default]
+    Sleep,
+    /// Never sleeps: spins on the completion queue and enters the kernel only to submit or when
+    /// the kernel flags completions waiting (`IORING_SQ_TASKRUN`). Each thread keeps its core
+    /// 100% busy, idle or not: for cores isolated for the relay (`isolcpus`, `nohz_full`).
+    Poll,
+}
+
+impl ReactorMode {
+    pub const NAMES: &'static str = "\"sleep\" or \"poll\"";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReactorMode::Sleep => "sleep",
+            ReactorMode::Poll => "poll",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ReactorMode> {
+        match text {
+            "sleep" => Some(ReactorMode::Sleep),
+            "poll" => Some(ReactorMode::Poll),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for ReactorMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `[reactor]`: how the reactor threads wait. Fixed until a restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reactor {
+    pub mode: ReactorMode,
+    /// In poll mode, a thread with nothing to do waits in the kernel this long with NAPI busy
+    /// polling on (the NIC queues its sockets use are polled instead of waiting for their
+    /// interrupts); 0 (the default): it spins in user space. Loopback has no NAPI: a host whose
+    /// traffic is all local keeps 0.
+    pub napi_busy_poll_us: u32,
 }
 
 /// The HTTP intake: listeners and per-connection limits.

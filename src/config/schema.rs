@@ -13,8 +13,8 @@ use super::error::{ConfigError, line_column};
 use super::model::{
     ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, Intake, LEADER_POLL_MS_DEFAULT,
     LEADER_POLL_MS_MAX, LEADER_POLL_MS_MIN, LEADER_WAIT_MS_DEFAULT, Leader, Overrides,
-    PING_IDLE_MS_DEFAULT, PING_TIMEOUT_MS_DEFAULT, ROTATING_PORT, Region, Resolve, SHARED_GROUP,
-    Source, TCP_USER_TIMEOUT_MS_DEFAULT, even_share, too_few_sources,
+    PING_IDLE_MS_DEFAULT, PING_TIMEOUT_MS_DEFAULT, ROTATING_PORT, Reactor, ReactorMode, Region,
+    Resolve, SHARED_GROUP, Source, TCP_USER_TIMEOUT_MS_DEFAULT, even_share, too_few_sources,
 };
 use super::token::{TOKEN_BYTES_MAX, Token};
 use crate::limiter::{LANES_MAX, REGIONS_MAX};
@@ -132,7 +132,18 @@ struct File {
     tenants_from: Option<super::tenants_doc::FileTenantsFrom>,
     leader: Option<FileLeader>,
     auth: Option<FileAuth>,
+    reactor: Option<FileReactor>,
 }
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct FileReactor {
+    mode: Option<String>,
+    napi_busy_poll_us: Option<u32>,
+}
+
+/// A NAPI busy-poll wait longer than this holds a thread in the kernel past its timers' grain.
+pub const NAPI_BUSY_POLL_US_MAX: u32 = 1_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -432,6 +443,30 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         1,
         UPSTREAM_TIMEOUT_MS_MAX,
     )?;
+    let file_reactor = file.reactor.unwrap_or_default();
+    let reactor = Reactor {
+        mode: match file_reactor.mode.as_deref() {
+            None => ReactorMode::Sleep,
+            Some(text) => ReactorMode::parse(text).ok_or_else(|| {
+                cx.err(
+                    "reactor.mode",
+                    format!("must be {}, got {text:?}", ReactorMode::NAMES),
+                )
+            })?,
+        },
+        napi_busy_poll_us: cx.range(
+            "reactor.napi_busy_poll_us",
+            file_reactor.napi_busy_poll_us.unwrap_or(0),
+            0,
+            NAPI_BUSY_POLL_US_MAX,
+        )?,
+    };
+    if reactor.napi_busy_poll_us > 0 && reactor.mode != ReactorMode::Poll {
+        return Err(cx.err(
+            "reactor.napi_busy_poll_us",
+            "applies in mode = \"poll\" only (a sleeping thread is woken by interrupts)",
+        ));
+    }
     let file_leader = file.leader.unwrap_or_default();
     let leader = Leader {
         poll_ms: cx.range(
@@ -658,6 +693,7 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         tenants_from,
         threads,
         pin_threads: file.pin_threads.unwrap_or(true),
+        reactor,
         handoffs: file.handoffs.unwrap_or(true),
         arena_slots,
         bundle_max_age_ms,

@@ -273,7 +273,7 @@ impl Worker {
             d.pair_count(),
             listen_fds.len(),
         );
-        let ring = Ring::new(backlog)?;
+        let ring = Ring::new(backlog, spec.reactor)?;
         let bufs = BufRing::new(
             ring.io_uring(),
             BUFFER_GROUP,
@@ -393,12 +393,18 @@ impl Worker {
             let (rate, log) = (self.clock.rate(), self.d.log().clone());
             // Said before looking for handoffs, so a thread handing this one a bundle after the
             // look sees it and wakes it (the mesh's sequentially consistent pair).
-            self.mesh.set_sleeping(self.me, true);
+            // A polling thread never sleeps, so it is never marked so (and never woken).
+            let polls = self.ring.polls();
+            if !polls {
+                self.mesh.set_sleeping(self.me, true);
+            }
             let may_sleep = !self.d.has_inbound();
             let entered = self
                 .ring
                 .enter(now, deadline, may_sleep, rate, &self.stats, &log);
-            self.mesh.set_sleeping(self.me, false);
+            if !polls {
+                self.mesh.set_sleeping(self.me, false);
+            }
             entered?;
         }
     }

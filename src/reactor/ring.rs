@@ -1,12 +1,20 @@
 //! The thread's io_uring: submissions (with a backlog for entries the submission queue had no
 //! room for), one `io_uring_enter` per loop iteration that submits and waits together, and the
 //! completions of each iteration collected in one batch.
+//!
+//! In poll mode (`[reactor] mode = "poll"`) the thread never sleeps: the ring is also set up
+//! with `IORING_SETUP_TASKRUN_FLAG`, so the kernel raises `IORING_SQ_TASKRUN` in the shared
+//! ring when completions wait to be posted (with DEFER_TASKRUN they are posted only inside
+//! `io_uring_enter`), and an iteration enters the kernel only when it has entries to submit or
+//! that flag is up. An idle poll-mode thread makes no system call at all; a busy one makes one
+//! per iteration, as in sleep mode, but never waits for a wake-up.
 
 use std::collections::VecDeque;
 
 use io_uring::{IoUring, squeue, types};
 
 use crate::clock::{Instant, TickRate};
+use crate::config::{Reactor, ReactorMode};
 use crate::log::LogQueue;
 use crate::metrics::accounting::Stats;
 
@@ -32,6 +40,9 @@ pub struct Ring {
     /// This iteration's completions (allocated at its bound, the completion queue's size).
     cqes: Vec<Completion>,
     enter_error_logged: Option<Instant>,
+    mode: ReactorMode,
+    /// Poll mode with NAPI: an idle iteration waits in the kernel this long, busy polling.
+    napi_wait_ns: u64,
 }
 
 impl Ring {
@@ -39,23 +50,65 @@ impl Ring {
     /// processed only when this thread enters the kernel: no interrupts mid-iteration), a
     /// plain ring where it does not; `backlog_max` entries of room for what the submission
     /// queue cannot take at once.
-    pub fn new(backlog_max: usize) -> std::io::Result<Ring> {
-        let ring = IoUring::builder()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .setup_cqsize(CQ_ENTRIES)
-            .build(RING_ENTRIES)
-            .or_else(|_| {
-                IoUring::builder()
-                    .setup_cqsize(CQ_ENTRIES)
-                    .build(RING_ENTRIES)
-            })?;
+    ///
+    /// Poll mode needs the kernel's flag for waiting completions (Linux 5.19 with DEFER_TASKRUN,
+    /// 6.1): a kernel without it is refused with the reason, not run as a spinning loop that
+    /// could miss completions. NAPI busy polling that the kernel refuses (before 6.9) is said and
+    /// left off.
+    pub fn new(backlog_max: usize, reactor: Reactor) -> std::io::Result<Ring> {
+        let ring = match reactor.mode {
+            ReactorMode::Sleep => IoUring::builder()
+                .setup_single_issuer()
+                .setup_defer_taskrun()
+                .setup_cqsize(CQ_ENTRIES)
+                .build(RING_ENTRIES)
+                .or_else(|_| {
+                    IoUring::builder()
+                        .setup_cqsize(CQ_ENTRIES)
+                        .build(RING_ENTRIES)
+                })?,
+            ReactorMode::Poll => IoUring::builder()
+                .setup_single_issuer()
+                .setup_defer_taskrun()
+                .setup_taskrun_flag()
+                .setup_cqsize(CQ_ENTRIES)
+                .build(RING_ENTRIES)
+                .map_err(|e| {
+                    std::io::Error::new(
+                        e.kind(),
+                        format!(
+                            "[reactor] mode = \"poll\" needs io_uring with DEFER_TASKRUN and \
+                             TASKRUN_FLAG (Linux 6.1 or later): {e}"
+                        ),
+                    )
+                })?,
+        };
+        let mut napi_wait_ns = 0;
+        if reactor.mode == ReactorMode::Poll && reactor.napi_busy_poll_us > 0 {
+            let mut napi = types::Napi::new()
+                .set_busy_poll_timeout(reactor.napi_busy_poll_us)
+                .set_prefer_busy_poll(true);
+            match ring.submitter().register_napi(&mut napi) {
+                Ok(()) => napi_wait_ns = u64::from(reactor.napi_busy_poll_us) * 1_000,
+                Err(e) => eprintln!(
+                    "reactor: NAPI busy polling refused by the kernel ({e}; Linux 6.9 or later \
+                     has it): polling in user space"
+                ),
+            }
+        }
         Ok(Ring {
             ring,
             backlog: VecDeque::with_capacity(backlog_max),
             cqes: Vec::with_capacity(CQ_ENTRIES as usize),
             enter_error_logged: None,
+            mode: reactor.mode,
+            napi_wait_ns,
         })
+    }
+
+    /// Whether the thread never sleeps in the kernel (poll mode).
+    pub fn polls(&self) -> bool {
+        self.mode == ReactorMode::Poll
     }
 
     /// The kernel ring (to register buffer rings with).
@@ -134,11 +187,31 @@ impl Ring {
             let _ = self.ring.submit();
             self.flush_backlog();
         }
-        // Completions waiting, or entries still backlogged: come straight back.
-        let wait_ns = if may_sleep && self.ring.completion().is_empty() && self.backlog.is_empty() {
-            rate.to_ns(deadline.since(now))
-        } else {
-            0
+        let wait_ns = match self.mode {
+            // Completions waiting, or entries still backlogged: come straight back.
+            ReactorMode::Sleep
+                if may_sleep && self.ring.completion().is_empty() && self.backlog.is_empty() =>
+            {
+                rate.to_ns(deadline.since(now))
+            }
+            ReactorMode::Sleep => 0,
+            ReactorMode::Poll => {
+                let sq = self.ring.submission();
+                let work = !sq.is_empty() || sq.taskrun() || sq.cq_overflow();
+                drop(sq);
+                if !work && self.backlog.is_empty() {
+                    if self.napi_wait_ns == 0 || !may_sleep {
+                        // Nothing for the kernel to do: no system call this iteration.
+                        std::hint::spin_loop();
+                        return Ok(());
+                    }
+                    // The kernel busy polls the NIC for at most this long (never past the
+                    // thread's next deadline).
+                    self.napi_wait_ns.min(rate.to_ns(deadline.since(now)))
+                } else {
+                    0
+                }
+            }
         };
         let ts = types::Timespec::new()
             .sec(wait_ns / 1_000_000_000)

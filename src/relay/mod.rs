@@ -81,6 +81,8 @@ impl RegionSpec {
 pub struct Spec {
     pub threads: usize,
     pub pin_threads: bool,
+    /// How the reactor threads wait.
+    pub reactor: crate::config::Reactor,
     /// In-flight cap over all threads.
     pub arena_slots: u32,
     pub bundle_max_age_ms: u64,
@@ -216,6 +218,7 @@ impl Spec {
             tenant_stats,
             threads: cfg.threads.max(1),
             pin_threads: cfg.pin_threads,
+            reactor: cfg.reactor,
             arena_slots: cfg.arena_slots,
             bundle_max_age_ms: cfg.bundle_max_age_ms,
             upstream_timeout_ms: cfg.upstream_timeout_ms,
@@ -263,6 +266,7 @@ impl Spec {
             tenant_stats,
             threads: 1,
             pin_threads: false,
+            reactor: crate::config::Reactor::default(),
             arena_slots: 4096,
             bundle_max_age_ms: 2_000,
             upstream_timeout_ms: 1_000,

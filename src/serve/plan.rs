@@ -218,6 +218,33 @@ fn print_budget(cfg: &Config, spec: &Spec) {
         spec.sources.len() * spec.regions.len(),
         cfg.fds_needed()
     );
+    println!("{}", reactor_line(spec));
+}
+
+/// How the reactor threads wait, and what poll mode costs, said where the operator reads the
+/// plan: a polling thread keeps its core busy whether bundles come or not.
+fn reactor_line(spec: &Spec) -> String {
+    use crate::config::ReactorMode;
+    let pinned = if spec.pin_threads {
+        format!("pinned to cores 0-{}", spec.threads - 1)
+    } else {
+        "not pinned".to_string()
+    };
+    match (spec.reactor.mode, spec.reactor.napi_busy_poll_us) {
+        (ReactorMode::Sleep, _) => {
+            format!("reactor: sleep mode (threads wait in io_uring_enter), {pinned}")
+        }
+        (ReactorMode::Poll, napi) => format!(
+            "reactor: poll mode, {pinned}: each of the {} threads keeps its core 100% busy, \
+             idle or not; NAPI busy polling {}",
+            spec.threads,
+            if napi == 0 {
+                "off".to_string()
+            } else {
+                format!("{napi} µs")
+            }
+        ),
+    }
 }
 
 #[cfg(test)]

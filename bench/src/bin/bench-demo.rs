@@ -11,6 +11,7 @@
 //! bench-demo --tls-cost                         # bundle-relay, TLS vs plaintext to the engines, one table
 //! bench-demo --metrics-cost                     # bundle-relay, metrics on vs off, one table
 //! bench-demo --leader-cost                      # bundle-relay, routed by leader vs soonest
+//! bench-demo --poll-cost                        # bundle-relay, reactor poll mode vs sleep mode
 //! bench-demo --handoffs                         # one connection against the whole pool
 //! bench-demo --faults                           # every fault at once, what the relay did, what was lost
 //! ```
@@ -168,6 +169,13 @@ struct Args {
     /// leader's region, and latency (the `--cost-*` flags apply).
     #[arg(long)]
     leader_cost: bool,
+    /// What poll mode buys and costs: the relay's reactor threads spinning (`[reactor] mode =
+    /// "poll"`) and sleeping in io_uring_enter, pinned to cores 0.. in both, the engine and the
+    /// load kept off those cores where the machine has others; alternating rounds at a fixed
+    /// rate and at saturation: answer and delivery p50 / p99 / p99.9 and relay CPU (the
+    /// `--cost-*` flags apply).
+    #[arg(long)]
+    poll_cost: bool,
     /// The fault matrix: bundle-relay over TLS through an engine with a different fault on
     /// every region (black hole, stalls, RST, GOAWAY, down-then-up, throttle, storm, latency,
     /// a bad TLS name) while abusive clients hit the intake; one table per side and the
@@ -270,12 +278,15 @@ fn main() -> ExitCode {
         reload_every_ms: 0,
         egress_cut_at_s: a.egress_cut_at_s,
         leader: false,
+        reactor_poll: false,
+        pin_relay: false,
     };
     let own_process = a.compare
         || a.tls_cost
         || a.tenants_cost
         || a.reload_cost
         || a.leader_cost
+        || a.poll_cost
         || a.metrics_cost
         || a.faults_matrix
         || a.handoffs;
@@ -320,7 +331,13 @@ fn main() -> ExitCode {
             Err(e) => bad(e),
         };
     }
-    if a.metrics_cost || a.tls_cost || a.tenants_cost || a.reload_cost || a.leader_cost {
+    if a.metrics_cost
+        || a.tls_cost
+        || a.tenants_cost
+        || a.reload_cost
+        || a.leader_cost
+        || a.poll_cost
+    {
         let switch = if a.tls_cost {
             Switch::Tls
         } else if a.tenants_cost {
@@ -329,6 +346,8 @@ fn main() -> ExitCode {
             Switch::Reload
         } else if a.leader_cost {
             Switch::Leader
+        } else if a.poll_cost {
+            Switch::Poll
         } else {
             Switch::Metrics
         };

@@ -85,6 +85,11 @@ pub fn serve_relay(
         .and_then(|setup| {
             crate::fds::raise_nofile();
             stop_on_signals();
+            if !setup.cpus.is_empty() {
+                // Before the relay's threads start: they inherit the set and pin within it.
+                crate::affinity::confine(&setup.cpus)
+                    .map_err(|e| format!("running on cores {:?}: {e}", setup.cpus))?;
+            }
             let want_admin = setup.admin;
             start_relay(kind, setup).map(|relay| (relay, want_admin))
         });

@@ -123,6 +123,10 @@ pub struct DemoConfig {
     /// bundle-relay routes the rotating port by the next leader (`rotating = "leader"`); the
     /// engine's report counts the bundles that reached the next leader's region.
     pub leader: bool,
+    /// bundle-relay's reactor threads poll (`[reactor] mode = "poll"`) instead of sleeping.
+    pub reactor_poll: bool,
+    /// bundle-relay's process on cores 0..relay_threads, thread i pinned to core i.
+    pub pin_relay: bool,
 }
 
 impl Default for DemoConfig {
@@ -152,6 +156,8 @@ impl Default for DemoConfig {
             reload_every_ms: 0,
             egress_cut_at_s: None,
             leader: false,
+            reactor_poll: false,
+            pin_relay: false,
         }
     }
 }

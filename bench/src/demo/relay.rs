@@ -100,6 +100,13 @@ pub struct RelaySetup {
     /// bundle-relay routes the rotating port by the next leader (no tenants).
     #[serde(default)]
     pub leader: bool,
+    /// bundle-relay's reactor threads poll instead of sleeping.
+    #[serde(default)]
+    pub reactor_poll: bool,
+    /// Non-empty: the relay process runs on these cores, bundle-relay's thread i pinned to the
+    /// i-th.
+    #[serde(default)]
+    pub cpus: Vec<usize>,
 }
 
 /// The key the demo's load sends (`x-jito-auth`) when the relay has tenants.
@@ -220,6 +227,10 @@ impl RelaySetup {
         spec.arena_slots = self.in_flight_max;
         spec.handoffs = self.handoffs;
         spec.metrics = self.metrics;
+        spec.pin_threads = !self.cpus.is_empty();
+        if self.reactor_poll {
+            spec.reactor.mode = bundle_relay::config::ReactorMode::Poll;
+        }
         if self.leader {
             spec.open_to_all(bundle_relay::config::Policy {
                 strategy: bundle_relay::config::Strategy::Leader,

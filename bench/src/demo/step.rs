@@ -174,6 +174,12 @@ fn start_relay(cfg: &DemoConfig, engine: &EngineThread) -> Result<(ProxyThread, 
         reload_every_ms: cfg.reload_every_ms,
         egress_cut_at_ms: cfg.egress_cut_at_s.map_or(0, |s| (s * 1000.0) as u64),
         leader: cfg.leader,
+        reactor_poll: cfg.reactor_poll,
+        cpus: if cfg.pin_relay {
+            (0..cfg.relay_threads.max(1)).collect()
+        } else {
+            Vec::new()
+        },
     };
     let relay = RelayRun::start(cfg, setup)?;
     if cfg.relay == RelayKind::BundleRelay

@@ -233,6 +233,8 @@ pub fn run(cfg: &MatrixConfig) -> Result<MatrixReport, String> {
         reload_every_ms: 0,
         egress_cut_at_ms: 0,
         leader: false,
+        reactor_poll: false,
+        cpus: Vec::new(),
     };
     let relay_cfg = DemoConfig {
         relay_exe: Some(cfg.relay_exe.clone()),
