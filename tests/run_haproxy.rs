@@ -11,6 +11,8 @@
 //! tools built beside the relay (`cargo test --workspace` builds them).
 
 mod process_support;
+#[path = "../bench/src/haproxy/template.rs"]
+mod template;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::SocketAddr;
@@ -179,11 +181,14 @@ fn two_relays_behind_haproxy_survive_a_restart_and_a_kill_without_a_failed_reque
         "/deploy/haproxy/haproxy.cfg"
     ))
     .unwrap();
-    let cfg = shipped
-        .replace("127.0.0.1:8080", &format!("127.0.0.1:{front}"))
-        .replace("127.0.0.1:18080", &format!("127.0.0.1:{}", intakes[0]))
-        .replace("127.0.0.1:18081", &format!("127.0.0.1:{}", intakes[1]))
-        .replace("/run/haproxy/bundle-relay.sock", socket.to_str().unwrap());
+    let loopback = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+    let cfg = template::haproxy_config(
+        &shipped,
+        loopback(front),
+        socket.to_str().unwrap(),
+        &intakes.map(loopback),
+    )
+    .unwrap();
     let haproxy_cfg = dir.join("haproxy.cfg");
     std::fs::write(&haproxy_cfg, cfg).unwrap();
 

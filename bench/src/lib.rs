@@ -30,6 +30,7 @@ pub mod demo;
 pub mod engine;
 pub mod fds;
 pub mod handoff;
+pub mod haproxy;
 pub mod load;
 pub mod matrix;
 pub mod null;

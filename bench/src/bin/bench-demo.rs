@@ -14,6 +14,7 @@
 //! bench-demo --poll-cost                        # bundle-relay, reactor poll mode vs sleep mode
 //! bench-demo --handoffs                         # one connection against the whole pool
 //! bench-demo --faults                           # every fault at once, what the relay did, what was lost
+//! bench-demo --relays 2 --haproxy               # one relay vs HAProxy + 2 relays (egress sliced), one table
 //! ```
 //!
 //! The relay runs as a child process of this executable (`bench-demo --serve-relay KIND --spec
@@ -198,6 +199,28 @@ struct Args {
     /// verdicts.
     #[arg(long)]
     handoffs: bool,
+    /// One relay against HAProxy in front of this many relays (each `--egress-slice K/N` of
+    /// `--egress`), at each `--haproxy-rates`, one table; needs `--haproxy`.
+    #[arg(long, value_name = "N")]
+    relays: Option<usize>,
+    /// Run `--relays N` behind HAProxy (the shipped deploy/haproxy/haproxy.cfg).
+    #[arg(long, requires = "relays")]
+    haproxy: bool,
+    /// --haproxy: the rates both shapes are offered.
+    #[arg(long, value_delimiter = ',', default_value = bundle_relay_bench::haproxy::RATES_DEFAULT)]
+    haproxy_rates: Vec<f64>,
+    /// --haproxy: seconds of load per step.
+    #[arg(long, default_value_t = bundle_relay_bench::haproxy::DURATION_S_DEFAULT)]
+    haproxy_duration_s: f64,
+    /// --haproxy: the engine's and the relays' interval.
+    #[arg(long, default_value_t = bundle_relay_bench::haproxy::INTERVAL_MS_DEFAULT)]
+    haproxy_interval_ms: u64,
+    /// --haproxy: the relay binary (default: `bundle-relay` beside this executable).
+    #[arg(long)]
+    relay_bin: Option<PathBuf>,
+    /// --haproxy: the HAProxy binary.
+    #[arg(long, default_value = "haproxy")]
+    haproxy_bin: PathBuf,
 }
 
 /// `bench-demo --serve-relay KIND --spec JSON`: the relay process the demo starts.
@@ -289,7 +312,8 @@ fn main() -> ExitCode {
         || a.poll_cost
         || a.metrics_cost
         || a.faults_matrix
-        || a.handoffs;
+        || a.handoffs
+        || a.haproxy;
     let cfg = if a.in_process && !own_process {
         cfg
     } else {
@@ -301,6 +325,41 @@ fn main() -> ExitCode {
             Err(e) => return bad(format!("finding this executable to run the relay: {e}")),
         }
     };
+    if a.relays.is_some() && !a.haproxy {
+        return bad("--relays N runs behind HAProxy: add --haproxy".into());
+    }
+    if a.haproxy {
+        let Some(relay_bin) = a.relay_bin.clone().or_else(|| {
+            cfg.relay_exe
+                .as_ref()
+                .and_then(|e| e.parent())
+                .map(|d| d.join("bundle-relay"))
+        }) else {
+            return bad("--haproxy: no --relay-bin and no directory of this executable".into());
+        };
+        let hcfg = bundle_relay_bench::haproxy::HaproxyConfig {
+            base: DemoConfig {
+                interval_ms: a.haproxy_interval_ms,
+                storm: false,
+                faults: Vec::new(),
+                ..cfg
+            },
+            relays: a.relays.unwrap_or(2),
+            rates_per_s: a.haproxy_rates,
+            duration_s: a.haproxy_duration_s,
+            relay_bin,
+            haproxy_bin: a.haproxy_bin,
+        };
+        return match bundle_relay_bench::haproxy::run(&hcfg) {
+            Ok(r) => finish(
+                bundle_relay_bench::haproxy::render(&r),
+                &r,
+                a.json.as_deref(),
+                r.failures(),
+            ),
+            Err(e) => bad(e),
+        };
+    }
     if a.faults_matrix {
         let Some(exe) = cfg.relay_exe.clone() else {
             return bad("--faults runs the relay in a process of its own".into());

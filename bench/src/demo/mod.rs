@@ -49,7 +49,8 @@ pub use config::{
     STORM_FRACTION_DEFAULT, STORM_RETRY_MS_DEFAULT, SUSTAINED_ERROR_FRACTION_MAX,
     SUSTAINED_SEND_FRACTION_MIN, parse_egress,
 };
-pub(crate) use host::{EngineThread, start_engine};
+pub(crate) use host::{ENGINE_THREAD, EngineThread, start_engine};
+pub(crate) use procfs::{CpuSampler, pid_ticks, process_ticks, tick_us};
 pub use procfs::{parse_mem_kb, read_mem_kb};
 pub use relay::{RelaySetup, RelayStats, RelayTuning, RunningRelay};
 pub use relay_run::PAIRS_UP_WAIT_MAX;
@@ -58,6 +59,7 @@ pub use render::{cpu_note, render, step_figures};
 #[cfg(test)]
 pub(crate) use results::test_steps;
 pub use results::{CpuFigures, DemoReport, RelayMemory, StepReport, sustained_rate, verdicts};
+pub(crate) use step::{SentLogFile, run_load};
 
 /// Runs every step and returns the report (the caller prints it and decides the exit code).
 pub fn run(cfg: &DemoConfig) -> Result<DemoReport, String> {

@@ -9,13 +9,13 @@ use std::path::Path;
 /// Per-thread CPU ticks by tid, the latest seen, with the thread's name: a thread that exits
 /// between samples keeps its last figure.
 #[derive(Default)]
-pub(super) struct CpuSampler {
+pub(crate) struct CpuSampler {
     ticks: HashMap<u32, (String, u64)>,
 }
 
 impl CpuSampler {
     /// Reads every thread of this process once.
-    pub(super) fn sample(&mut self) {
+    pub(crate) fn sample(&mut self) {
         let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
             return;
         };
@@ -32,7 +32,7 @@ impl CpuSampler {
     }
 
     /// Ticks of every thread whose name starts with `prefix`.
-    pub(super) fn by_prefix(&self, prefix: &str) -> u64 {
+    pub(crate) fn by_prefix(&self, prefix: &str) -> u64 {
         self.ticks
             .values()
             .filter(|(n, _)| n.starts_with(prefix))
@@ -55,17 +55,17 @@ fn read_stat(path: &Path) -> Option<(String, u64)> {
 }
 
 /// utime + stime of this whole process (its exited threads included), in clock ticks.
-pub(super) fn process_ticks() -> u64 {
+pub(crate) fn process_ticks() -> u64 {
     read_stat(Path::new("/proc/self/stat")).map_or(0, |(_, t)| t)
 }
 
 /// utime + stime of a whole process (its exited threads included), in clock ticks.
-pub(super) fn pid_ticks(pid: u32) -> u64 {
+pub(crate) fn pid_ticks(pid: u32) -> u64 {
     read_stat(Path::new(&format!("/proc/{pid}/stat"))).map_or(0, |(_, t)| t)
 }
 
 /// Microseconds per clock tick.
-pub(super) fn tick_us() -> f64 {
+pub(crate) fn tick_us() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     1e6 / if hz > 0 { hz as f64 } else { 100.0 }

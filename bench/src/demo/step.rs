@@ -84,14 +84,14 @@ pub(super) fn run_step(
 }
 
 /// The step's sent log in the temp dir, removed when the step ends.
-struct SentLogFile {
-    path: PathBuf,
+pub(crate) struct SentLogFile {
+    pub(crate) path: PathBuf,
 }
 
 impl SentLogFile {
     /// Creates a log for `count` bundles; the engine maps it when it starts and the load
     /// re-creates it with the same size.
-    fn create(rate: f64, count: usize) -> Result<SentLogFile, String> {
+    pub(crate) fn create(rate: f64, count: usize) -> Result<SentLogFile, String> {
         // Unique per step, so steps run at once in one process (tests) never share a log.
         static STEP: AtomicU64 = AtomicU64::new(0);
         let path = std::env::temp_dir().join(format!(
@@ -227,7 +227,7 @@ fn announce(cfg: &DemoConfig, rate: f64, relay: &RelayRun, rotating: SocketAddr)
 }
 
 /// The open-loop load on a thread of its own (`demo-load`), until every bundle was sent.
-fn run_load(
+pub(crate) fn run_load(
     cfg: &DemoConfig,
     rate: f64,
     targets: Vec<SocketAddr>,
