@@ -219,6 +219,13 @@ impl Budget {
                 tenants_max + 1,
                 crate::metrics::tenants::CELL_BYTES,
             ),
+            // Per tenant and the default: the lease thread's lease of its global rate and the
+            // name it is of (the name's bytes are the tenant table's size, not counted here).
+            term(
+                "quota leases",
+                tenants_max + 1,
+                crate::quota::LEASE_BYTES + std::mem::size_of::<String>(),
+            ),
             // Per thread, per tenant: its rate and max age in clock ticks.
             term(
                 "tenant rules per thread",

@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod notify;
 pub mod probe;
 pub mod proto;
+pub mod quota;
 pub mod reactor;
 pub mod relay;
 pub mod runtime;

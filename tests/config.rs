@@ -2087,3 +2087,97 @@ fn a_searcher_keypair_file_is_read_for_auth_and_a_bad_one_is_refused_naming_file
         "{e}"
     );
 }
+
+// ---- [quota]: tenants' global rates across relays ----
+
+const QUOTA: &str = "[quota]\nredis = \"127.0.0.1:6379\"\n";
+
+#[test]
+fn a_global_rate_needs_the_quota_store_and_loads_with_its_defaults() {
+    let tenant = "[[tenant]]\nname = \"g\"\nkeys = [\"k\"]\nglobal_rate = 500\n";
+    let e = refused(&format!("{REGION}{EGRESS}{tenant}"));
+    assert!(
+        e.contains("tenant[0].global_rate: needs [quota] redis = \"host:port\""),
+        "{e}"
+    );
+    let c = parse(&format!("{REGION}{EGRESS}{QUOTA}{tenant}")).unwrap();
+    assert_eq!(c.tenants.list[0].policy.global_rate, Some(500));
+    let q = c.quota.unwrap();
+    assert_eq!(
+        (q.redis.as_str(), q.key_prefix.as_str(), q.timeout_ms),
+        ("127.0.0.1:6379", "bundle-relay:quota:", 100)
+    );
+    // A twentieth of the rate by default, never above the rate, at least one.
+    assert_eq!(
+        (q.chunk_for(500), q.chunk_for(10), q.chunk_for(1)),
+        (25, 1, 1)
+    );
+    let e = refused(&format!(
+        "{REGION}{EGRESS}{QUOTA}[default_tenant]\nglobal_rate = 0\n"
+    ));
+    assert!(
+        e.contains("default_tenant.global_rate: must be 1 to 1000000 requests per second, got 0"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_bad_quota_table_is_refused_naming_the_key() {
+    let cases = [
+        (
+            "redis = \"localhost\"",
+            "quota.redis: \"localhost\" is not host:port",
+        ),
+        ("redis = \"h:0\"", "quota.redis: \"h:0\" is not host:port"),
+        (
+            "redis = \"h:1\"\nlease_chunk = 0",
+            "quota.lease_chunk: must be 1 to 1000000 requests, got 0",
+        ),
+        (
+            "redis = \"h:1\"\ntimeout_ms = 0",
+            "quota.timeout_ms: must be 1 to 5000 ms, got 0",
+        ),
+        (
+            "redis = \"h:1\"\nkey_prefix = \"a b\"",
+            "quota.key_prefix: \"a b\": at most 64 printable characters",
+        ),
+        ("redis = \"h:1\"\nchunk = 3", "quota.chunk"),
+    ];
+    for (table, want) in cases {
+        let e = refused(&format!("{REGION}{EGRESS}[quota]\n{table}\n"));
+        assert!(e.contains(want), "{table}: {e}");
+    }
+    assert_eq!(
+        parse(&format!(
+            "{REGION}{EGRESS}[quota]\nredis = \"r.internal:6380\"\nlease_chunk = 7\n"
+        ))
+        .unwrap()
+        .quota
+        .unwrap()
+        .lease_chunk,
+        Some(7)
+    );
+}
+
+#[test]
+fn a_tenants_document_gives_a_global_rate_checked_by_the_files_rules() {
+    let with_quota = parse(&format!(
+        "{REGION}{EGRESS}{QUOTA}[tenants_from]\nurl = \"http://127.0.0.1:9300/t\"\n"
+    ))
+    .unwrap();
+    let doc = r#"{"tenant": [{"name": "a", "keys": ["k"], "global_rate": 300}]}"#;
+    let c = with_quota.with_tenants_json(doc, "doc").unwrap();
+    assert_eq!(c.tenants.list[0].policy.global_rate, Some(300));
+    let without = parse(&format!(
+        "{REGION}{EGRESS}[tenants_from]\nurl = \"http://127.0.0.1:9300/t\"\n"
+    ))
+    .unwrap();
+    let e = without
+        .with_tenants_json(doc, "doc")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("doc: tenant[0].global_rate: needs [quota]"),
+        "{e}"
+    );
+}

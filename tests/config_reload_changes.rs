@@ -190,3 +190,39 @@ fn without_handoffs_a_reload_may_not_leave_a_thread_without_its_sources() {
     );
     assert_eq!(Changes::refusal(&base, &one_each), None);
 }
+
+#[test]
+fn the_quota_store_and_tenants_global_rates_are_applied_live() {
+    let quota = |redis: &str, chunk: &str, rate: u32| {
+        config(&format!(
+            "{BASE}[quota]\nredis = \"{redis}\"\n{chunk}\n\
+             [[tenant]]\nname = \"g\"\nkeys = [\"k\"]\nglobal_rate = {rate}\n"
+        ))
+    };
+    let a = quota("10.0.0.1:6379", "", 500);
+    assert_eq!(
+        changes(&a).applied,
+        [
+            "tenants: 1 added, 0 removed (their bundles in flight finish), 0 changed; 1 listed",
+            "default_tenant: none; requests no tenant matches are refused (401)",
+            "quota: tenants' global_rate leased from redis 10.0.0.1:6379"
+        ]
+    );
+    let b = quota("10.0.0.2:6379", "lease_chunk = 10", 800);
+    let c = Changes::between(&config(BASE), &a, &b);
+    assert_eq!(
+        c.applied,
+        [
+            "tenants: 0 added, 0 removed (their bundles in flight finish), 1 changed; 1 listed",
+            "quota.redis 10.0.0.1:6379 → 10.0.0.2:6379",
+            "quota.lease_chunk (default) → 10"
+        ]
+    );
+    assert!(c.kept.is_empty());
+    let none = Changes::between(&config(BASE), &a, &config(BASE));
+    assert!(
+        none.applied
+            .contains(&"quota: none; no store to lease global rates from".to_string()),
+        "{none:?}"
+    );
+}

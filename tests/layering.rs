@@ -14,7 +14,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("egress protocols", &["egress"]),
     (
         "state",
-        &["arena", "bundle", "journal", "limiter", "log", "mesh"],
+        &[
+            "arena", "bundle", "journal", "limiter", "log", "mesh", "quota",
+        ],
     ),
     ("metrics", &["metrics"]),
     ("config", &["config"]),

@@ -330,6 +330,40 @@ fn a_tenant_past_its_rate_is_429_with_jitos_wording_and_the_wait() {
 }
 
 #[test]
+fn a_tenant_with_nothing_left_on_lease_of_its_global_rate_is_429_with_jitos_wording() {
+    let mut s = sim(
+        "[[tenant]]\nname = \"g\"\nkeys = [\"k\"]\nglobal_rate = 40\n\
+         [quota]\nredis = \"127.0.0.1:6379\"\n",
+    );
+    let slot = s.d.tenancy().table().entries()[0].slot;
+    // Nothing leased yet: refused, in the per-relay rate's words, naming the global rate.
+    assert_eq!(
+        s.post_as(Port::Rotating, key("k"), "", &body(1), NOW),
+        Verdict::RefusedTenant
+    );
+    let r = s.response();
+    assert!(r.starts_with("HTTP/1.1 429"), "{r}");
+    assert!(r.contains("Retry-After: 1\r\n"), "{r}");
+    assert!(
+        r.contains("Rate limit exceeded. Limit: 40 per second for txn requests."),
+        "{r}"
+    );
+    // Two leased: two admitted, then refused again until the lease is topped up.
+    s.d.tenancy().stats().add_leased(slot, 2);
+    for n in 2..4 {
+        let v = s.post_as(Port::Rotating, key("k"), "", &body(n), NOW);
+        assert_eq!(v, Verdict::Admitted, "{}", s.response());
+    }
+    assert_eq!(
+        s.post_as(Port::Rotating, key("k"), "", &body(4), NOW),
+        Verdict::RefusedTenant
+    );
+    let c = s.d.tenancy().stats().counts(slot);
+    assert_eq!(c.refused[Refused::Global as usize], 2);
+    assert_eq!((c.admitted, c.leased), (2, 0));
+}
+
+#[test]
 fn a_tenant_is_recognised_by_key_else_source_block_else_port() {
     let tenants = r#"
 [[tenant]]

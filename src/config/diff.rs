@@ -351,6 +351,7 @@ impl Changes {
             ));
         }
         self.tenants(&o.tenants, &n.tenants);
+        self.quota(o.quota.as_ref(), n.quota.as_ref());
         if o.tenants_from != n.tenants_from {
             self.applied.push(match &n.tenants_from {
                 Some(f) => format!(
@@ -359,6 +360,30 @@ impl Changes {
                 ),
                 None => "tenants_from: none; the tenants are the file's".to_string(),
             });
+        }
+    }
+
+    /// `[quota]`: the lease thread reads it every tick, so all of it applies live.
+    fn quota(&mut self, o: Option<&super::quota::Quota>, n: Option<&super::quota::Quota>) {
+        match (o, n) {
+            (None, None) => {}
+            (None, Some(q)) => self.applied.push(format!(
+                "quota: tenants' global_rate leased from redis {}",
+                q.redis
+            )),
+            (Some(_), None) => self
+                .applied
+                .push("quota: none; no store to lease global rates from".to_string()),
+            (Some(o), Some(n)) => {
+                self.apply("quota.redis", &o.redis, &n.redis);
+                self.apply("quota.key_prefix", &o.key_prefix, &n.key_prefix);
+                self.apply(
+                    "quota.lease_chunk",
+                    Opt(&o.lease_chunk.map(|c| c.to_string())),
+                    Opt(&n.lease_chunk.map(|c| c.to_string())),
+                );
+                self.apply("quota.timeout_ms", o.timeout_ms, n.timeout_ms);
+            }
         }
     }
 

@@ -68,6 +68,7 @@ impl Config {
         let tenants = super::tenants::build(
             &super::tenants::Frame {
                 origin,
+                quota: self.quota.is_some(),
                 regions: &names,
                 listeners: &listeners,
                 arena_slots: self.arena_slots,
@@ -135,6 +136,7 @@ impl Config {
         Config {
             tenants: super::tenants::Tenants::open(),
             tenants_from: None,
+            quota: None,
             threads: schema::default_threads_for(sources.len()),
             pin_threads: true,
             reactor: super::model::Reactor::default(),

@@ -117,6 +117,8 @@
 //! in_flight_max = 65536        # arena slots it may never exceed; default arena_slots
 //! rate = 50                    # sendBundle/sendTransaction per second (429 with Retry-After)
 //! rate_burst = 50              # back to back; default rate
+//! global_rate = 500            # per second across every relay sharing [quota]'s store (429
+//!                              # in the same words); needs [quota]
 //! bundle_max_age_ms = 2000     # default: the relay's
 //! egress = "alpha"             # the [[egress.group]] its bundles leave through; default (or
 //!                              # "shared"): the shared addresses; either must hold a source of
@@ -129,6 +131,12 @@
 //! url = "http://127.0.0.1:9300/tenants"  # serves {"tenant": [...], "default_tenant": {...}}
 //! every_ms = 5000              # polled this often; a changed document is applied as a reload
 //! timeout_ms = 1000            # one poll's limit; a failed poll keeps the last good tenants
+//!
+//! [quota]                      # tenants' global_rate across relays, leased from Redis
+//! redis = "127.0.0.1:6379"     # host:port
+//! key_prefix = "bundle-relay:quota:"  # keys: PREFIX + tenant + ":" + unix second
+//! lease_chunk = 25             # requests per lease; default a twentieth of the global rate
+//! timeout_ms = 100             # one round trip's limit; past it the relay runs on its last lease
 //! ```
 //!
 //! Sources are the addresses (in order, each entry expanded) followed by the SOCKS5 proxies. A
@@ -159,6 +167,7 @@ mod host;
 mod keypair;
 mod load;
 mod model;
+mod quota;
 mod schema;
 mod snapshot;
 mod tenant_table;
@@ -177,6 +186,7 @@ pub use model::{
     Reactor, ReactorMode, Region, Resolve, SHARED_GROUP, Source, TCP_USER_TIMEOUT_MS_DEFAULT,
     even_share, thread_share, too_few_sources,
 };
+pub use quota::Quota;
 pub use schema::stranded_sources;
 pub use snapshot::{Shared, Snapshot};
 pub use tenant_table::{Entry as TenantEntry, Found, LISTENERS_MAX, TenantTable};

@@ -130,6 +130,9 @@ pub struct Config {
     /// `[tenants_from]`: the tenants are the document this endpoint serves (polled), not the
     /// file's; `tenants` holds the last good document's.
     pub tenants_from: Option<super::tenants_doc::TenantsFrom>,
+    /// `[quota]`: the store that makes tenants' `global_rate` hold across relays; `None`: no
+    /// tenant may have one.
+    pub quota: Option<super::quota::Quota>,
     /// Things that load but deserve the operator's attention (printed at startup).
     pub warnings: Vec<String>,
 }

@@ -133,6 +133,7 @@ struct File {
     leader: Option<FileLeader>,
     auth: Option<FileAuth>,
     reactor: Option<FileReactor>,
+    quota: Option<super::quota::FileQuota>,
 }
 
 #[derive(Deserialize, Default)]
@@ -671,10 +672,15 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         Some(f) => Some(super::tenants_doc::tenants_from(cx.origin, f)?),
         None => None,
     };
+    let quota = match file.quota {
+        Some(f) => Some(super::quota::quota(cx.origin, f)?),
+        None => None,
+    };
     let group_sources = egress.group_counts();
     let tenants = super::tenants::build(
         &super::tenants::Frame {
             origin: cx.origin,
+            quota: quota.is_some(),
             regions: &names,
             listeners: &ports,
             arena_slots,
@@ -691,6 +697,7 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
     Ok(Config {
         tenants,
         tenants_from,
+        quota,
         threads,
         pin_threads: file.pin_threads.unwrap_or(true),
         reactor,

@@ -58,6 +58,8 @@ pub struct Entry {
     pub in_flight_min: u32,
     pub in_flight_max: u32,
     pub rate: Option<(u32, u32)>,
+    /// Requests per second across every relay sharing the `[quota]` store.
+    pub global_rate: Option<u32>,
     /// `None`: the relay's.
     pub bundle_max_age_ms: Option<u64>,
     /// The running relay's egress group its bundles leave through: 0 the shared addresses,
@@ -93,6 +95,9 @@ impl Entry {
         match self.rate {
             Some((r, b)) => s.push_str(&format!(", rate {r}/s burst {b}")),
             None => s.push_str(", no rate limit"),
+        }
+        if let Some(g) = self.global_rate {
+            s.push_str(&format!(", global rate {g}/s"));
         }
         if let Some(ms) = self.bundle_max_age_ms {
             s.push_str(&format!(", max age {ms} ms"));
@@ -261,6 +266,7 @@ impl TenantTable {
                 in_flight_min: p.in_flight_min.min(arena_slots),
                 in_flight_max: p.in_flight_max.min(arena_slots),
                 rate: p.rate,
+                global_rate: p.global_rate,
                 bundle_max_age_ms: p.bundle_max_age_ms,
                 group,
                 group_name,

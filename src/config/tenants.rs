@@ -43,6 +43,7 @@ pub(super) struct FilePolicy {
     fan_out: Option<u8>,
     rate: Option<u32>,
     rate_burst: Option<u32>,
+    global_rate: Option<u32>,
     bundle_max_age_ms: Option<u64>,
     egress: Option<String>,
 }
@@ -179,6 +180,8 @@ pub struct Policy {
     pub in_flight_max: u32,
     /// Requests (sendBundle, sendTransaction) per second, and how many may come back to back.
     pub rate: Option<(u32, u32)>,
+    /// Requests per second across every relay sharing the `[quota]` store.
+    pub global_rate: Option<u32>,
     /// `None`: the relay's `bundle_max_age_ms` (following its reloads).
     pub bundle_max_age_ms: Option<u64>,
     /// The `[[egress.group]]` its bundles leave through, by name (resolved against the running
@@ -231,6 +234,7 @@ impl Policy {
             in_flight_min: 0,
             in_flight_max: u32::MAX,
             rate: None,
+            global_rate: None,
             bundle_max_age_ms: None,
             egress: None,
         }
@@ -264,6 +268,8 @@ pub(super) struct Frame<'a> {
     pub group_sources: &'a [usize],
     /// `egress.slice` as (K, N), named when a group has no source in this relay's part.
     pub slice: Option<(u32, u32)>,
+    /// `[quota]` is set: a policy may have a `global_rate`.
+    pub quota: bool,
 }
 
 impl Frame<'_> {
@@ -559,6 +565,21 @@ fn policy(f: &Frame<'_>, at: &str, who: &str, p: FilePolicy) -> Result<Policy, C
             Some((r, b))
         }
     };
+    if let Some(r) = p.global_rate {
+        if r == 0 || r > RATE_MAX {
+            return Err(f.err(
+                key("global_rate"),
+                format!("must be 1 to {RATE_MAX} requests per second, got {r}"),
+            ));
+        }
+        if !f.quota {
+            return Err(f.err(
+                key("global_rate"),
+                "needs [quota] redis = \"host:port\": the store the relays share the rate \
+                 through",
+            ));
+        }
+    }
     if let Some(ms) = p.bundle_max_age_ms
         && (ms == 0 || ms > f.bundle_max_age_ms_max)
     {
@@ -581,6 +602,7 @@ fn policy(f: &Frame<'_>, at: &str, who: &str, p: FilePolicy) -> Result<Policy, C
         in_flight_min,
         in_flight_max,
         rate,
+        global_rate: p.global_rate,
         bundle_max_age_ms: p.bundle_max_age_ms,
         egress,
     })

@@ -66,6 +66,7 @@ pub mod hlog;
 mod labels;
 mod percentiles;
 mod prometheus;
+pub mod quota;
 mod registry;
 pub mod tenants;
 mod thread;

@@ -140,6 +140,7 @@ fn render(m: &Metrics, out: &mut String) {
     render_leader(m, out);
     render_record(m, out);
     render_tenants(m, out);
+    render_quota(m, out);
     if !m.enabled() {
         render_accounting(m, out);
         return;
@@ -377,6 +378,92 @@ fn render(m: &Metrics, out: &mut String) {
 /// Bundles moving between threads: how many each thread handed each other one, and how often a
 /// bundle another thread could have sent sooner stayed (no slot lent at that moment). Counted
 /// whether metrics are on or off; one series per ordered pair of threads.
+/// The lease thread's counts: leases asked of the quota store and its answers, its failures,
+/// and tenants running on their last lease; per tenant, what is held on lease.
+fn render_quota(m: &Metrics, out: &mut String) {
+    let q = m.quota().counts();
+    let counters: [(&str, &str, u64); 6] = [
+        (
+            "bundle_relay_quota_leases_asked_total",
+            "Leases of tenants' global rates asked of the quota store.",
+            q.asked,
+        ),
+        (
+            "bundle_relay_quota_leases_granted_total",
+            "Leases the quota store granted, in part or whole.",
+            q.granted,
+        ),
+        (
+            "bundle_relay_quota_leases_refused_total",
+            "Leases the quota store granted nothing of: the tenant's global rate was used up for that second.",
+            q.refused,
+        ),
+        (
+            "bundle_relay_quota_requests_granted_total",
+            "Requests of tenants' global rates the quota store granted this relay.",
+            q.granted_requests,
+        ),
+        (
+            "bundle_relay_quota_store_errors_total",
+            "Round trips to the quota store that failed (refused, timed out, or an error reply).",
+            q.store_errors,
+        ),
+        (
+            "bundle_relay_quota_store_outages_total",
+            "Times the quota store stopped answering.",
+            q.outages,
+        ),
+    ];
+    for (name, help, v) in counters {
+        family(out, name, "counter", help);
+        sample(out, name, &[], v);
+    }
+    let gauges: [(&str, &str, u64); 2] = [
+        (
+            "bundle_relay_quota_store_up",
+            "1 while the quota store answers (or none is configured), 0 in an outage.",
+            u64::from(q.store_up),
+        ),
+        (
+            "bundle_relay_quota_tenants_on_last_lease",
+            "Tenants with a global rate running on their last lease: the quota store does not answer.",
+            q.on_last_lease,
+        ),
+    ];
+    for (name, help, v) in gauges {
+        family(out, name, "gauge", help);
+        sample(out, name, &[], v);
+    }
+    let Some((stats, list)) = m.tenants() else {
+        return;
+    };
+    let mut rows: Vec<(String, u64, u64)> = Vec::new();
+    list(&mut |name, slot, _| {
+        let c = stats.counts(slot);
+        rows.push((name.to_string(), c.leased, c.leased_total));
+    });
+    let name = "bundle_relay_tenant_quota_leased";
+    family(
+        out,
+        name,
+        "gauge",
+        "Requests of the tenant's global rate this relay holds on lease, unused.",
+    );
+    for (t, held, _) in &rows {
+        sample(out, name, &[("tenant", t)], *held);
+    }
+    let name = "bundle_relay_tenant_quota_leased_total";
+    family(
+        out,
+        name,
+        "counter",
+        "Requests of the tenant's global rate leased by this relay (from the store, or on its last lease).",
+    );
+    for (t, _, total) in &rows {
+        sample(out, name, &[("tenant", t)], *total);
+    }
+}
+
 /// Per tenant of the current config: its bundles by end, in flight, refusals by reason and
 /// delivery latency. Labels are the config's tenant names, so their number is the config's.
 fn render_tenants(m: &Metrics, out: &mut String) {
@@ -433,7 +520,7 @@ fn render_tenants(m: &Metrics, out: &mut String) {
         out,
         name,
         "counter",
-        "Requests refused, by tenant and reason (rate, share, cap: 429; region, disabled: 403).",
+        "Requests refused, by tenant and reason (rate, global, share, cap: 429; region, disabled: 403).",
     );
     for (t, c) in &rows {
         for r in Refused::ALL {

@@ -54,6 +54,8 @@ pub struct Metrics {
     journals: OnceLock<Arc<crate::journal::Journals>>,
     /// The tenants' shared state and who they are now (set once by the relay at start).
     tenants: OnceLock<(Arc<TenantStats>, TenantsFn)>,
+    /// The lease thread's counts (tenants' global rates).
+    quota: super::quota::QuotaStats,
 }
 
 /// Calls its argument once per tenant of the current config (the default policy first, when
@@ -87,7 +89,13 @@ impl Metrics {
             mesh: OnceLock::new(),
             journals: OnceLock::new(),
             tenants: OnceLock::new(),
+            quota: super::quota::QuotaStats::new(),
         }
+    }
+
+    /// The lease thread's counts.
+    pub fn quota(&self) -> &super::quota::QuotaStats {
+        &self.quota
     }
 
     /// Where the tenants' counts are read, and their names (set once, by the relay at start).

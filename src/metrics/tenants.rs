@@ -1,5 +1,7 @@
 //! Per-tenant state every reactor thread shares: each tenant's bundles in flight (its share of
-//! the arena), its request-rate state (GCRA's theoretical arrival time) and its counts.
+//! the arena), its request-rate state (GCRA's theoretical arrival time), the requests of its
+//! global rate this relay holds on lease (the lease thread adds, the reactors take one each),
+//! and its counts.
 //!
 //! Unlike [`super::ThreadMetrics`], these cells have many writers (a tenant's bots reach every
 //! thread), so they are real atomic read-modify-writes: one `fetch_add` or one compare-and-swap
@@ -31,6 +33,8 @@ pub const CELL_BYTES: usize = size_of::<Cell>();
 pub enum Refused {
     /// The tenant's request rate (429).
     Rate,
+    /// The tenant's global rate, across relays: nothing left on lease (429).
+    Global,
     /// The tenant's in-flight ceiling, or its share of the arena beyond its floor (429).
     Share,
     /// The whole relay's in-flight cap (429).
@@ -42,8 +46,9 @@ pub enum Refused {
 }
 
 impl Refused {
-    pub const ALL: [Refused; 5] = [
+    pub const ALL: [Refused; 6] = [
         Refused::Rate,
+        Refused::Global,
         Refused::Share,
         Refused::Cap,
         Refused::Region,
@@ -54,6 +59,7 @@ impl Refused {
     pub const fn label(self) -> &'static str {
         match self {
             Refused::Rate => "rate",
+            Refused::Global => "global",
             Refused::Share => "share",
             Refused::Cap => "cap",
             Refused::Region => "region",
@@ -77,6 +83,12 @@ struct Cell {
     in_flight: AtomicU32,
     /// GCRA's theoretical arrival time, in clock ticks.
     tat: AtomicU64,
+    /// Requests of the global rate this relay holds on lease and has not used.
+    leased: AtomicU64,
+    /// Requests of the global rate leased, all told (from the store or on the last lease).
+    leased_total: AtomicU64,
+    /// 1 while the store does not answer and the tenant runs on its last lease.
+    on_last_lease: AtomicU64,
     admitted: AtomicU64,
     delivered: AtomicU64,
     rejected: AtomicU64,
@@ -91,6 +103,10 @@ struct Cell {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TenantCounts {
     pub in_flight: u32,
+    /// Requests of the global rate held on lease now.
+    pub leased: u64,
+    pub leased_total: u64,
+    pub on_last_lease: bool,
     pub admitted: u64,
     pub delivered: u64,
     pub rejected: u64,
@@ -164,6 +180,52 @@ impl TenantStats {
                 Err(v) => seen = v,
             }
         }
+    }
+
+    /// One request of the tenant's global rate, from what this relay holds on lease: `false`
+    /// when nothing is left. One compare-and-swap (retried only when another thread took one
+    /// meanwhile); never below zero, so a lease added later is whole.
+    pub fn take_leased(&self, slot: u16) -> bool {
+        let leased = &self.cells[slot as usize].leased;
+        let mut seen = leased.load(Relaxed);
+        loop {
+            if seen == 0 {
+                return false;
+            }
+            match leased.compare_exchange_weak(seen, seen - 1, Relaxed, Relaxed) {
+                Ok(_) => return true,
+                Err(v) => seen = v,
+            }
+        }
+    }
+
+    /// `n` more requests of the tenant's global rate on lease (the lease thread's).
+    pub fn add_leased(&self, slot: u16, n: u64) {
+        let c = &self.cells[slot as usize];
+        c.leased.fetch_add(n, Relaxed);
+        c.leased_total.fetch_add(n, Relaxed);
+    }
+
+    /// Lowers what the tenant holds on lease to at most `most` (a new second begins: what a
+    /// relay carries over is bounded). Returns what it holds now.
+    pub fn cap_leased(&self, slot: u16, most: u64) -> u64 {
+        let leased = &self.cells[slot as usize].leased;
+        let was = leased
+            .fetch_update(Relaxed, Relaxed, |v| Some(v.min(most)))
+            .unwrap_or_else(|v| v);
+        was.min(most)
+    }
+
+    /// What the tenant holds on lease now.
+    pub fn leased(&self, slot: u16) -> u64 {
+        self.cells[slot as usize].leased.load(Relaxed)
+    }
+
+    /// Whether the tenant runs on its last lease (the store does not answer).
+    pub fn set_on_last_lease(&self, slot: u16, on: bool) {
+        self.cells[slot as usize]
+            .on_last_lease
+            .store(u64::from(on), Relaxed);
     }
 
     /// One more bundle in flight for the tenant, within its `ceiling`, and beyond its `floor`
@@ -254,6 +316,9 @@ impl TenantStats {
         let c = &self.cells[slot as usize];
         for a in [
             &c.tat,
+            &c.leased,
+            &c.leased_total,
+            &c.on_last_lease,
             &c.admitted,
             &c.delivered,
             &c.rejected,
@@ -273,6 +338,9 @@ impl TenantStats {
         let c = &self.cells[slot as usize];
         TenantCounts {
             in_flight: c.in_flight.load(Relaxed),
+            leased: c.leased.load(Relaxed),
+            leased_total: c.leased_total.load(Relaxed),
+            on_last_lease: c.on_last_lease.load(Relaxed) != 0,
             admitted: c.admitted.load(Relaxed),
             delivered: c.delivered.load(Relaxed),
             rejected: c.rejected.load(Relaxed),
@@ -325,6 +393,19 @@ mod tests {
             (s.in_flight(1), s.in_flight(2), s.beyond_floor()),
             (1, 1, 1)
         );
+    }
+
+    #[test]
+    fn a_lease_is_taken_one_request_at_a_time_and_never_below_zero() {
+        let s = TenantStats::new(1);
+        assert!(!s.take_leased(1));
+        s.add_leased(1, 2);
+        assert!(s.take_leased(1));
+        assert!(s.take_leased(1));
+        assert!(!s.take_leased(1));
+        s.add_leased(1, 10);
+        assert_eq!(s.cap_leased(1, 4), 4);
+        assert_eq!((s.leased(1), s.counts(1).leased_total), (4, 12));
     }
 
     #[test]

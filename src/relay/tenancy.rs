@@ -10,12 +10,17 @@
 //! | no tenant, no enabled default | 401 naming the key it lacks (or that its key is unknown) |
 //! | a pinned port outside the tenant's regions | 403 naming the region |
 //! | the tenant's rate used up | 429, `Retry-After`, Jito's -32097 wording with the wait |
+//! | the tenant's global rate: nothing left on lease | 429, the same words, the wait to the next second |
 //! | the tenant's share full (its ceiling, or the arena beyond every floor) | 429 |
 //!
 //! The tenant's state lives in [`TenantStats`] (shared by every thread, one cell per tenant);
 //! this is one thread's view: the current table and, per slot, what its checks need in clock
 //! ticks, rebuilt when a reload swaps the table (no allocation then: the arrays are sized by
 //! `tenants_max` at startup).
+//!
+//! A global rate (`global_rate`, across relays) is one compare-and-swap on what this relay
+//! holds on lease: the lease thread (`serve/lease.rs`) keeps it topped up from the store, so
+//! the check never waits on the network, locks or allocates.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -83,6 +88,8 @@ pub const PER_SLOT_BYTES: usize = size_of::<PerSlot>();
 #[derive(Clone, Copy, Debug, Default)]
 struct PerSlot {
     gcra: Option<(Gcra, u32)>,
+    /// The tenant's global rate (requests per second across relays), taken from its lease.
+    global: Option<u32>,
     /// `None`: the relay's.
     max_age: Option<Ticks>,
     /// The table entry of the slot (`u32::MAX`: the default policy).
@@ -124,6 +131,7 @@ impl Tenancy {
             let s = &mut self.slots[usize::from(e.slot)];
             s.entry = entry;
             s.max_age = e.bundle_max_age_ms.map(|ms| rate.from_ms(ms));
+            s.global = e.global_rate;
             s.gcra = e.rate.map(|(per_s, burst)| {
                 let interval = (rate.ticks_per_s() / u64::from(per_s)).max(1);
                 (
@@ -221,6 +229,11 @@ impl Tenancy {
                 },
             );
         }
+        if let Some(limit) = self.slots[usize::from(slot)].global
+            && !self.stats.take_leased(slot)
+        {
+            return refuse(Refused::Global, global_denied(slot, limit));
+        }
         match self
             .stats
             .take_share(slot, e.in_flight_min, e.in_flight_max, self.table.pool())
@@ -246,24 +259,42 @@ impl Tenancy {
     /// A call of tenant slot `slot` that spends an engine call but carries no bundle (a
     /// forwarded status query) takes from the tenant's request rate as a bundle does.
     pub fn take_rate(&self, slot: u16, now: Instant) -> Result<(), Denied> {
-        let Some((g, limit)) = self.slots[usize::from(slot)].gcra else {
-            return Ok(());
-        };
-        match self.stats.take_rate(slot, g, now.0) {
-            Ok(_) => Ok(()),
-            Err(wait) => {
-                self.stats.refused(slot, Refused::Rate);
-                Err(Denied::Rate {
-                    slot,
-                    limit,
-                    retry_after_ms: self.rate.to_ns(Ticks(wait)).div_ceil(1_000_000).max(1),
-                })
-            }
+        let rules = self.slots[usize::from(slot)];
+        if let Some((g, limit)) = rules.gcra
+            && let Err(wait) = self.stats.take_rate(slot, g, now.0)
+        {
+            self.stats.refused(slot, Refused::Rate);
+            return Err(Denied::Rate {
+                slot,
+                limit,
+                retry_after_ms: self.rate.to_ns(Ticks(wait)).div_ceil(1_000_000).max(1),
+            });
         }
+        if let Some(limit) = rules.global
+            && !self.stats.take_leased(slot)
+        {
+            self.stats.refused(slot, Refused::Global);
+            return Err(global_denied(slot, limit));
+        }
+        Ok(())
     }
 
     /// The pass's bundle never was (no slot, or a bad request): its share goes back.
     pub fn release(&self, pass: &Pass) {
         self.stats.release(pass.slot, pass.beyond);
+    }
+}
+
+/// A global rate used up: the lease comes back with the next second (leases are per second of
+/// the wall clock, as the store keys them), so that is the wait. Reading the wall clock is a
+/// vDSO call, no syscall, and only a refusal pays it.
+fn global_denied(slot: u16, limit: u32) -> Denied {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    Denied::Rate {
+        slot,
+        limit,
+        retry_after_ms: crate::quota::WINDOW_MS - ms % crate::quota::WINDOW_MS,
     }
 }

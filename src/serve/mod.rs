@@ -16,9 +16,11 @@
 //! | 70 | a reactor thread failed, or a takeover did; the relay drained and stopped itself |
 
 mod fetch;
+mod lease;
 mod pacing;
 mod plan;
 mod poll;
+mod quota_store;
 mod ready;
 mod reload;
 mod signals;
@@ -161,6 +163,9 @@ struct Serving {
     watch: Option<watch::Watch>,
     /// `[tenants_from]`'s poller, while the config has one (started with it, or by a reload).
     poller: Option<poll::Poller>,
+    /// Leases tenants' global rates from the `[quota]` store, while the config has one.
+    /// Dropped (stopped) when serving ends.
+    _leaser: lease::Leaser,
     /// The tenants document last applied or refused: the same document again is no reload.
     tenants_doc: Option<String>,
     /// Why the last poll failed, said once until it changes.
@@ -228,9 +233,20 @@ impl Serving {
             None => None,
         };
         let admin_token = cfg.admin_token.clone();
+        let leaser = match lease::Leaser::start(live.clone(), metrics.clone()) {
+            Ok(l) => l,
+            Err(e) => {
+                return Err(abandon(
+                    relay,
+                    drain,
+                    &format!("starting the quota lease thread: {e}"),
+                ));
+            }
+        };
         Ok(Serving {
             watch: path.map(|p| watch::Watch::new(p.to_path_buf())),
             poller: None,
+            _leaser: leaser,
             tenants_doc,
             poll_failing: None,
             cfg,

@@ -69,6 +69,7 @@ pub fn plan(
     }
     let report = probe::check(&cfg).map_err(|e| e.to_string())?;
     println!("{report}");
+    println!("{}", super::quota_store::check_line(&cfg));
     print_budget(&cfg, &spec);
     Ok(Plan {
         cfg,

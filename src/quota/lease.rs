@@ -1,0 +1,282 @@
+//! One tenant's lease on one relay, as a decision table (the tests name its rows):
+//!
+//! | the relay holds | the store | this second | step |
+//! |---|---|---|---|
+//! | at least the low-water mark | any | any | hold |
+//! | less | answers | it granted less than asked (the global rate is used up) | hold |
+//! | less | answers | otherwise | ask for a chunk |
+//! | less | does not answer | less than its allowance granted | grant itself a chunk (at most up to the allowance) |
+//! | less | does not answer | its allowance granted | hold |
+//!
+//! A second that begins caps what the relay carries into it at one chunk. The allowance, for
+//! a second the store does not answer in, is what the store granted this relay in its last
+//! second without a failure, and at least one chunk.
+//!
+//! The bound. The store grants at most the global rate R per second over every relay together
+//! (one atomic script per lease), and a relay carries at most one chunk C into a second, so
+//! over any k whole seconds the N relays admit at most k×R + N×C. Without the store each relay
+//! admits per second at most its allowance plus the chunk it carried: the sum of what they
+//! were granted in their last second (R at most when that second is the same for all) plus
+//! 2×N×C.
+
+/// The store counts each tenant's leases per second of the wall clock: relays agree on a
+/// second as far as their clocks agree (NTP keeps them within milliseconds).
+pub const WINDOW_MS: u64 = 1_000;
+
+/// Bytes of one tenant's lease state (the budget counts one per tenant slot).
+pub const LEASE_BYTES: usize = size_of::<Lease>();
+
+/// What a tenant leases by: its global rate and the chunk asked per lease.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Terms {
+    /// Requests per second across relays.
+    pub rate: u32,
+    /// Requests asked per lease (1 to `rate`).
+    pub chunk: u32,
+}
+
+impl Terms {
+    /// Below this the relay asks for more, so the reactors are not left with nothing while a
+    /// lease is in flight: half a chunk.
+    pub fn low_water(&self) -> u64 {
+        u64::from(self.chunk.div_ceil(2))
+    }
+}
+
+/// What the lease thread does for a tenant now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    Hold,
+    /// Ask the store for `amount` of second `window`'s rate.
+    Ask {
+        window: u64,
+        amount: u32,
+    },
+    /// Add `amount` to the balance without the store (it does not answer).
+    Grant {
+        amount: u32,
+    },
+}
+
+/// See the module docs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lease {
+    /// The second (unix) the counts below are of; 0 before the first poll.
+    window: u64,
+    /// Granted this second, by the store or by the relay itself.
+    granted: u64,
+    /// The store failed an ask this second.
+    failed: bool,
+    /// The store granted less than asked this second: the global rate is used up.
+    used_up: bool,
+    /// Granted by the store in the last second without a failure.
+    last_granted: u64,
+}
+
+impl Lease {
+    /// A new second: what the balance is to be capped at before the next [`Lease::poll`]
+    /// (`None`: still the same second).
+    pub fn handle_second(&mut self, terms: Terms, now_s: u64) -> Option<u64> {
+        if now_s == self.window {
+            return None;
+        }
+        if self.window != 0 && !self.failed {
+            self.last_granted = self.granted;
+        }
+        *self = Lease {
+            window: now_s,
+            last_granted: self.last_granted,
+            ..Lease::default()
+        };
+        Some(u64::from(terms.chunk))
+    }
+
+    /// The step for a relay holding `balance` when the store `answers` (or not).
+    pub fn poll(&self, terms: Terms, balance: u64, answers: bool) -> Step {
+        if balance >= terms.low_water() {
+            return Step::Hold;
+        }
+        if !answers {
+            let left = self.allowance(terms).saturating_sub(self.granted);
+            return match left.min(u64::from(terms.chunk)) {
+                0 => Step::Hold,
+                n => Step::Grant { amount: n as u32 },
+            };
+        }
+        if self.used_up {
+            return Step::Hold;
+        }
+        Step::Ask {
+            window: self.window,
+            amount: terms.chunk,
+        }
+    }
+
+    /// The store answered an ask of `asked` with `granted`.
+    pub fn handle_granted(&mut self, asked: u32, granted: u32) {
+        self.granted += u64::from(granted);
+        if granted < asked {
+            self.used_up = true;
+        }
+    }
+
+    /// The relay granted itself `amount` (the store did not answer).
+    pub fn handle_self_granted(&mut self, amount: u32) {
+        self.granted += u64::from(amount);
+    }
+
+    /// The store did not answer an ask.
+    pub fn handle_failed(&mut self) {
+        self.failed = true;
+    }
+
+    /// Per second without the store: its last grant, at least a chunk.
+    pub fn allowance(&self, terms: Terms) -> u64 {
+        self.last_granted.max(u64::from(terms.chunk))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: Terms = Terms {
+        rate: 100,
+        chunk: 10,
+    };
+
+    fn at(now_s: u64) -> Lease {
+        let mut l = Lease::default();
+        l.handle_second(T, now_s);
+        l
+    }
+
+    #[test]
+    fn holding_at_least_the_low_water_mark_holds_whatever_the_store_does() {
+        let l = at(7);
+        assert_eq!(l.poll(T, 5, true), Step::Hold);
+        assert_eq!(l.poll(T, 5, false), Step::Hold);
+    }
+
+    #[test]
+    fn holding_less_with_the_store_answering_asks_a_chunk_of_this_second() {
+        let l = at(7);
+        assert_eq!(
+            l.poll(T, 4, true),
+            Step::Ask {
+                window: 7,
+                amount: 10
+            }
+        );
+    }
+
+    #[test]
+    fn holding_less_after_the_store_granted_less_than_asked_holds_until_the_next_second() {
+        let mut l = at(7);
+        l.handle_granted(10, 3);
+        assert_eq!(l.poll(T, 0, true), Step::Hold);
+        assert_eq!(l.handle_second(T, 8), Some(10));
+        assert!(matches!(l.poll(T, 0, true), Step::Ask { window: 8, .. }));
+    }
+
+    #[test]
+    fn holding_less_without_the_store_grants_itself_up_to_its_last_seconds_grant() {
+        let mut l = at(7);
+        for _ in 0..4 {
+            l.handle_granted(10, 10);
+        }
+        l.handle_second(T, 8);
+        l.handle_failed();
+        assert_eq!(l.allowance(T), 40);
+        let mut total = 0;
+        while let Step::Grant { amount } = l.poll(T, 0, false) {
+            l.handle_self_granted(amount);
+            total += amount;
+        }
+        assert_eq!(total, 40);
+        assert_eq!(l.poll(T, 0, false), Step::Hold);
+    }
+
+    #[test]
+    fn holding_less_without_the_store_counts_what_the_store_granted_this_second() {
+        let mut l = at(7);
+        for _ in 0..4 {
+            l.handle_granted(10, 10);
+        }
+        l.handle_second(T, 8);
+        l.handle_granted(10, 10);
+        l.handle_failed();
+        assert_eq!(l.poll(T, 0, false), Step::Grant { amount: 10 });
+        l.handle_self_granted(10);
+        l.handle_self_granted(10);
+        // 10 from the store and 25 of its own: 5 left of the 40.
+        l.handle_self_granted(5);
+        assert_eq!(l.poll(T, 0, false), Step::Grant { amount: 5 });
+    }
+
+    #[test]
+    fn a_second_with_a_failure_leaves_the_allowance_as_the_last_good_second_made_it() {
+        let mut l = at(7);
+        l.handle_granted(10, 10);
+        l.handle_granted(10, 10);
+        l.handle_second(T, 8);
+        l.handle_failed();
+        l.handle_self_granted(20);
+        l.handle_second(T, 9);
+        assert_eq!(l.allowance(T), 20);
+        l.handle_second(T, 10);
+        assert_eq!(l.allowance(T), 20);
+    }
+
+    #[test]
+    fn a_relay_the_store_never_answered_allows_itself_one_chunk_a_second() {
+        let mut l = at(7);
+        l.handle_failed();
+        assert_eq!(l.poll(T, 0, false), Step::Grant { amount: 10 });
+        l.handle_self_granted(10);
+        assert_eq!(l.poll(T, 0, false), Step::Hold);
+    }
+
+    #[test]
+    fn a_new_second_caps_the_carried_balance_at_one_chunk_and_the_same_second_does_not() {
+        let mut l = at(7);
+        assert_eq!(l.handle_second(T, 7), None);
+        assert_eq!(l.handle_second(T, 8), Some(10));
+    }
+
+    /// The bound in the module docs, played: N relays asking as fast as they may over k
+    /// seconds from one store admit at most k×R + N×C.
+    #[test]
+    fn relays_sharing_a_store_admit_at_most_the_rate_per_second_plus_a_chunk_each() {
+        let (n, k) = (4usize, 5u64);
+        let mut store = std::collections::HashMap::<u64, u64>::new();
+        let mut relays = vec![(Lease::default(), 0u64); n];
+        let mut admitted = 0u64;
+        for second in 1..=k {
+            for (lease, balance) in relays.iter_mut() {
+                if let Some(cap) = lease.handle_second(T, second) {
+                    *balance = (*balance).min(cap);
+                }
+            }
+            // Every relay spends as fast as it can; the store grants what fits.
+            for _ in 0..1_000 {
+                for (lease, balance) in relays.iter_mut() {
+                    if *balance > 0 {
+                        *balance -= 1;
+                        admitted += 1;
+                    }
+                    if let Step::Ask { window, amount } = lease.poll(T, *balance, true) {
+                        let used = store.entry(window).or_default();
+                        let g = u64::from(amount).min(u64::from(T.rate) - *used);
+                        *used += g;
+                        *balance += g;
+                        lease.handle_granted(amount, g as u32);
+                    }
+                }
+            }
+        }
+        let bound = k * u64::from(T.rate) + n as u64 * u64::from(T.chunk);
+        assert!(admitted <= bound, "{admitted} > {bound}");
+        assert!(admitted >= k * u64::from(T.rate), "{admitted}");
+    }
+}
