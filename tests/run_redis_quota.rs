@@ -2,9 +2,10 @@
 //! here on a free loopback port), each owning half of one egress list, bench-engine behind and
 //! one bench-load per relay in front, each at several times the global rate. Counted: what
 //! both relays admitted while Redis answers stays within the documented bound (k seconds ×
-//! the rate + a chunk per relay), the rest answered 429 with -32097; Redis stopped mid-run,
-//! both keep admitting at about their last lease, every answer still fast, the outage said
-//! once per relay and shown in /metrics; Redis started again, leasing resumes.
+//! the rate + a chunk per relay), the rest answered 429 with -32097; Redis stopped mid-run
+//! (SIGSTOP: it accepts and never answers, so every lease times out), both keep admitting at
+//! about their last lease, every answer still fast, the outage said once per relay and shown
+//! in /metrics; Redis continued, leasing resumes.
 //!
 //! Needs `redis-server` (.ci/run installs it; elsewhere the test says so and passes) and the
 //! bench tools built beside the relay (`cargo test --workspace` builds them).
@@ -55,13 +56,16 @@ impl Drop for Reaped {
 
 /// A Redis server of its own, nothing saved.
 fn start_redis(port: u16) -> Reaped {
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    // Reaped at once: a failed wait below leaves nothing running.
+    let child = Reaped(
+        Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let pong = TcpStream::connect(("127.0.0.1", port)).and_then(|mut c| {
@@ -72,7 +76,7 @@ fn start_redis(port: u16) -> Reaped {
             Ok(b == *b"+PONG\r\n")
         });
         if pong.is_ok_and(|p| p) {
-            return Reaped(child);
+            return child;
         }
         assert!(Instant::now() < deadline, "redis-server did not come up");
         std::thread::sleep(Duration::from_millis(20));
@@ -233,7 +237,7 @@ fn two_relays_hold_a_tenants_global_rate_through_redis_and_run_on_their_last_lea
             path
         })
         .collect();
-    let mut redis = start_redis(redis_port);
+    let redis = start_redis(redis_port);
     let _engine = Reaped(
         Command::new(&engine_bin)
             .args(["--regions", "amsterdam", "--base-ip", "127.0.0.42"])
@@ -275,8 +279,10 @@ fn two_relays_hold_a_tenants_global_rate_through_redis_and_run_on_their_last_lea
     std::thread::sleep(Duration::from_millis(2_500));
     let before = admitted(&admins);
     let kill_s = unix_s();
-    let _ = redis.0.kill();
-    let _ = redis.0.wait();
+    // Stopped, not killed: connections still open and requests still sent, never answered,
+    // so each lease runs into the relay's timeout.
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(redis.0.id() as i32, libc::SIGSTOP) };
     let killed_at = started.elapsed();
     let mut outs = Vec::new();
     for l in loads {
@@ -299,7 +305,8 @@ fn two_relays_hold_a_tenants_global_rate_through_redis_and_run_on_their_last_lea
         .collect();
 
     // Redis back: leasing resumes.
-    let _redis = start_redis(redis_port);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(redis.0.id() as i32, libc::SIGCONT) };
     for r in &relays {
         r.wait_line("answers again after", Duration::from_secs(3));
     }
@@ -364,7 +371,17 @@ fn two_relays_hold_a_tenants_global_rate_through_redis_and_run_on_their_last_lea
             .unwrap()
             .parse::<f64>()
             .unwrap();
-        assert!(p99_us < 50_000.0, "p99 {p99_us} µs: {s}");
+        // A request that waited on Redis would wait its 50 ms timeout while it is stopped.
+        let p50_us = s[s.find("\"p50_us\":").unwrap() + 9..]
+            .trim_start()
+            .split(|c: char| c != '.' && !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse::<f64>()
+            .unwrap();
+        eprintln!("latency p50 {p50_us} µs, p99 {p99_us} µs");
+        assert!(p50_us < 10_000.0, "p50 {p50_us} µs: {s}");
+        assert!(p99_us < 100_000.0, "p99 {p99_us} µs: {s}");
         ok += s200;
     }
     assert_eq!(ok, after.iter().sum::<u64>(), "200s against admitted");
