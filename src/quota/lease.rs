@@ -224,8 +224,13 @@ mod tests {
         l.handle_self_granted(20);
         l.handle_second(T, 9);
         assert_eq!(l.allowance(T), 20);
+        // Still down: the second is not the store's either.
+        l.handle_failed();
         l.handle_second(T, 10);
         assert_eq!(l.allowance(T), 20);
+        // A second the store answered, granting nothing: the floor of one chunk.
+        l.handle_second(T, 11);
+        assert_eq!(l.allowance(T), 10);
     }
 
     #[test]

@@ -105,7 +105,13 @@ impl Loop {
     fn tick(&mut self) -> Duration {
         let snap = self.live.load_full();
         let Some(quota) = snap.config.quota.clone() else {
-            self.store = None;
+            if self.store.take().is_some() {
+                // A reload took the store away: nothing runs on a last lease any more.
+                self.answering = true;
+                self.down_since = None;
+                self.metrics.quota().set_store_up(true);
+                self.metrics.quota().set_on_last_lease(0);
+            }
             return NAP;
         };
         if !self.store.as_ref().is_some_and(|s| s.is(&quota)) {
