@@ -747,3 +747,36 @@ fn a_status_query_from_no_tenant_is_401_as_a_bundle_is() {
     assert!(r.starts_with("HTTP/1.1 401"), "{r}");
     assert!(r.contains("-32001"), "{r}");
 }
+
+#[test]
+fn a_reload_that_gives_a_tenant_a_global_rate_makes_it_take_from_its_lease() {
+    let tenant = |global: &str| {
+        config(&format!(
+            "[[tenant]]\nname = \"g\"\nkeys = [\"k\"]\n{global}\n[quota]\nredis = \"127.0.0.1:6379\"\n"
+        ))
+    };
+    let (dir, path) = config_file("global", &tenant(""));
+    let shared = Shared::from_file(&path, Resolve::Now).unwrap();
+    let mut t = Tenancy::new(
+        shared.load().tenants.clone(),
+        shared.tenant_stats().clone(),
+        TickRate::NANOS,
+    );
+    // No global rate: nothing leased, and still admitted.
+    let pass = t.check(key("k"), Port::Rotating, NOW).unwrap();
+    t.release(&pass);
+    std::fs::write(&path, tenant("global_rate = 50")).unwrap();
+    shared.reload().unwrap();
+    t.retune(shared.load().tenants.clone());
+    let slot = t.table().entries()[0].slot;
+    assert!(t.check(key("k"), Port::Rotating, NOW).is_err());
+    t.stats().add_leased(slot, 1);
+    let pass = t.check(key("k"), Port::Rotating, NOW).unwrap();
+    t.release(&pass);
+    // And taken away again: the lease is no longer asked.
+    std::fs::write(&path, tenant("")).unwrap();
+    shared.reload().unwrap();
+    t.retune(shared.load().tenants.clone());
+    assert!(t.check(key("k"), Port::Rotating, NOW).is_ok());
+    let _ = std::fs::remove_dir_all(dir);
+}

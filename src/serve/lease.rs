@@ -11,7 +11,9 @@
 //! it answers.
 //!
 //! A thread of its own, beside the reactors, as the tenants poller is: a round trip may take
-//! its whole timeout. Its state is one [`Lease`] per tenant slot, allocated at start.
+//! its whole timeout. Its state is one [`Lease`] per tenant slot, allocated at start; each
+//! round trip's request and answer are built as it goes (the client allocates them), which
+//! touches no reactor.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
