@@ -291,6 +291,11 @@ fn two_relays_hold_a_tenants_global_rate_through_redis_and_run_on_their_last_lea
     let end_s = unix_s();
     let after = admitted(&admins);
     let scrapes: Vec<String> = admins.iter().map(|&a| scrape(a)).collect();
+    let debug = http_get(
+        format!("127.0.0.1:{}", admins[0]).parse().unwrap(),
+        "/debug/tenants",
+    )
+    .unwrap();
     let summaries: Vec<String> = jsons
         .iter()
         .zip(&outs)
@@ -402,6 +407,11 @@ fn two_relays_hold_a_tenants_global_rate_through_redis_and_run_on_their_last_lea
             ) > 0
         );
     }
+    assert!(
+        debug.contains("global rate 100/s")
+            && debug.contains("(its last lease: the store is down)"),
+        "{debug}"
+    );
     for m in &back {
         assert_eq!(metric(m, "bundle_relay_quota_store_up"), 1, "{m}");
         assert_eq!(metric(m, "bundle_relay_quota_tenants_on_last_lease"), 0);

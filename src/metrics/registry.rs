@@ -128,9 +128,18 @@ impl Metrics {
                 .filter(|(_, n)| *n > 0)
                 .map(|(r, n)| format!("{} {n}", r.label()))
                 .collect();
+            // Only a tenant that ever leased has a global rate worth a word.
+            let lease = match (c.leased_total, c.on_last_lease) {
+                (0, _) => String::new(),
+                (_, false) => format!(", on lease {}", c.leased),
+                (_, true) => format!(
+                    ", on lease {} (its last lease: the store is down)",
+                    c.leased
+                ),
+            };
             let _ = writeln!(
                 out,
-                "{name}: {policy}; in flight {}, admitted {}, delivered {}, rejected {}, \
+                "{name}: {policy}; in flight {}{lease}, admitted {}, delivered {}, rejected {}, \
                  expired {}, failed {}, refused: {}",
                 c.in_flight,
                 c.admitted,
