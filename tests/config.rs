@@ -2181,3 +2181,23 @@ fn a_tenants_document_gives_a_global_rate_checked_by_the_files_rules() {
         "{e}"
     );
 }
+
+#[test]
+fn the_mainnet_examples_commented_quota_loads_when_uncommented() {
+    let text = std::fs::read_to_string(examples().join("mainnet.toml")).unwrap();
+    let at = text.find("# [quota]").unwrap();
+    let (head, tail) = text.split_at(at);
+    let tail: String = tail
+        .lines()
+        .map(|l| l.strip_prefix("# ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let c = Config::parse(
+        &format!("{head}{tail}\n"),
+        "mainnet.toml",
+        Resolve::Deferred,
+    )
+    .unwrap();
+    assert_eq!(c.quota.unwrap().redis, "10.0.0.5:6379");
+    assert_eq!(c.tenants.list[0].policy.global_rate, Some(500));
+}
