@@ -21,23 +21,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use process_support::{free_port, http_get, json_u64, tool};
-
-fn haproxy() -> bool {
-    let found = Command::new("haproxy")
-        .arg("-v")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        // CI installs it (.ci/run): missing there is a broken CI, not a reason to skip.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI=true but haproxy is missing: .ci/run installs Debian's haproxy package"
-        );
-        eprintln!("skipped: haproxy is not installed (apt-get install haproxy)");
-    }
-    found
-}
+use process_support::{free_port, http_get, installed, json_u64, tool};
 
 /// A relay process and every line it prints.
 struct RelayProc {
@@ -144,7 +128,7 @@ fn server_status(stat: &str, backend: &str, server: &str) -> String {
 
 #[test]
 fn two_relays_behind_haproxy_survive_a_restart_and_a_kill_without_a_failed_request() {
-    if !haproxy() {
+    if !installed("haproxy", "-v", "haproxy") {
         return;
     }
     let (engine_bin, load_bin) = (tool("bench-engine"), tool("bench-load"));

@@ -19,7 +19,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use process_support::{free_port, http_get, json_u64, tool};
+use process_support::{free_port, http_get, installed, json_u64, tool};
 
 /// The tenant's global rate (requests per second across both relays) and its lease chunk.
 const RATE: u64 = 100;
@@ -27,22 +27,6 @@ const CHUNK: u64 = 5;
 const RELAYS: u64 = 2;
 /// Each relay's load: three times the global rate on its own, six times together.
 const LOAD_PER_RELAY: u64 = 300;
-
-fn redis_server() -> bool {
-    let found = Command::new("redis-server")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        // CI installs it (.ci/run): missing there is a broken CI, not a reason to skip.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI=true but redis-server is missing: .ci/run installs Debian's redis-server package"
-        );
-        eprintln!("skipped: redis-server is not installed (apt-get install redis-server)");
-    }
-    found
-}
 
 /// Kills a helper process when the test ends, however it ends.
 struct Reaped(Child);
@@ -204,7 +188,7 @@ fn load(bin: &Path, target: u16, seconds: f64, json: &Path) -> Child {
 
 #[test]
 fn two_relays_hold_a_tenants_global_rate_through_redis_and_run_on_their_last_lease_without_it() {
-    if !redis_server() {
+    if !installed("redis-server", "--version", "redis-server") {
         return;
     }
     let (engine_bin, load_bin) = (tool("bench-engine"), tool("bench-load"));
@@ -369,21 +353,9 @@ fn two_relays_hold_a_tenants_global_rate_through_redis_and_run_on_their_last_lea
         assert_eq!(s200 + s429, scheduled, "{s}");
         assert_eq!(json_in(s, "by_rpc_error", "-32097"), s429, "{s}");
         assert!(s429 > scheduled / 2, "{s}");
-        let p99_us = s[s.find("\"p99_us\":").unwrap() + 9..]
-            .trim_start()
-            .split(|c: char| c != '.' && !c.is_ascii_digit())
-            .next()
-            .unwrap()
-            .parse::<f64>()
-            .unwrap();
+        let p99_us = json_f64(s, "p99_us");
         // A request that waited on Redis would wait its 50 ms timeout while it is stopped.
-        let p50_us = s[s.find("\"p50_us\":").unwrap() + 9..]
-            .trim_start()
-            .split(|c: char| c != '.' && !c.is_ascii_digit())
-            .next()
-            .unwrap()
-            .parse::<f64>()
-            .unwrap();
+        let p50_us = json_f64(s, "p50_us");
         eprintln!("latency p50 {p50_us} µs, p99 {p99_us} µs");
         assert!(p50_us < 10_000.0, "p50 {p50_us} µs: {s}");
         assert!(p99_us < 100_000.0, "p99 {p99_us} µs: {s}");
@@ -416,4 +388,17 @@ fn two_relays_hold_a_tenants_global_rate_through_redis_and_run_on_their_last_lea
         assert_eq!(metric(m, "bundle_relay_quota_store_up"), 1, "{m}");
         assert_eq!(metric(m, "bundle_relay_quota_tenants_on_last_lease"), 0);
     }
+}
+
+/// The number after `"key":` in a JSON text (the load's summary).
+fn json_f64(text: &str, key: &str) -> f64 {
+    let pattern = format!("\"{key}\":");
+    let at = text.find(&pattern).expect("the key is in the text") + pattern.len();
+    text[at..]
+        .trim_start()
+        .split(|c: char| c != '.' && !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
 }

@@ -8,10 +8,13 @@
 //! absent the two tests that run it say so and pass, except under CI (`CI` set), where they
 //! fail; the rest need nothing.
 
+mod process_support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use bundle_relay::config::{Config, Overrides, Resolve};
+use process_support::installed;
 
 const UNITS: [&str; 2] = ["bundle-relay.service", "bundle-relay@.service"];
 
@@ -28,22 +31,6 @@ fn values<'a>(text: &'a str, key: &str) -> Vec<&'a str> {
     text.lines()
         .filter_map(|l| l.strip_prefix(key)?.strip_prefix('='))
         .collect()
-}
-
-fn systemd_analyze() -> bool {
-    let found = Command::new("systemd-analyze")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        // CI installs it (.ci/run): missing there is a broken CI, not a reason to skip.
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI=true but systemd-analyze is missing: .ci/run installs Debian's systemd package"
-        );
-        eprintln!("skipped: systemd-analyze is not installed (apt-get install systemd)");
-    }
-    found
 }
 
 /// A root holding the units, the binary and `kill` where the units name them, and the host's
@@ -78,7 +65,7 @@ fn scratch_root(name: &str) -> PathBuf {
 
 #[test]
 fn systemd_analyze_verify_finds_nothing_to_say_about_either_unit() {
-    if !systemd_analyze() {
+    if !installed("systemd-analyze", "--version", "systemd") {
         return;
     }
     let root = scratch_root("verify");
@@ -99,7 +86,7 @@ fn systemd_analyze_verify_finds_nothing_to_say_about_either_unit() {
 
 #[test]
 fn systemd_analyze_security_scores_both_units_as_the_readme_says() {
-    if !systemd_analyze() {
+    if !installed("systemd-analyze", "--version", "systemd") {
         return;
     }
     let root = scratch_root("security");
