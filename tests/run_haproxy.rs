@@ -14,96 +14,29 @@ mod process_support;
 #[path = "../bench/src/haproxy/template.rs"]
 mod template;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use process_support::{free_port, http_get, installed, json_u64, tool};
+use process_support::{Reaped, RelayProc, free_port, http_get, installed, json_u64, tool};
 
-/// A relay process and every line it prints.
-struct RelayProc {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl RelayProc {
-    fn start(config: &Path, slice: &str) -> RelayProc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
-            .args(["run", "--config"])
-            .arg(config)
-            .args(["--egress-slice", slice, "--unready-ms", "1500"])
-            .args(["--drain-ms", "2000"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let out = child.stdout.take().unwrap();
-        let l = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                l.lock().unwrap().push(line);
-            }
-        });
-        let r = RelayProc { child, lines };
-        r.wait_line(
-            "ready: listening, 16 of 16 pairs up",
-            Duration::from_secs(20),
-        );
-        r
-    }
-
-    fn wait_line(&self, pat: &str, limit: Duration) -> String {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(l) = self.lines.lock().unwrap().iter().find(|l| l.contains(pat)) {
-                return l.clone();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no line with {pat:?}:\n{}",
-                self.lines.lock().unwrap().join("\n")
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn signal(&self, sig: i32) {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, sig) };
-    }
-
-    fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s.code();
-            }
-            assert!(Instant::now() < deadline, "the relay did not exit");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for RelayProc {
-    fn drop(&mut self) {
-        // A failed assertion leaves nothing running.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Kills a helper process when the test ends, however it ends.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+/// A relay on its slice that stays /ping-unready 1.5 s at SIGTERM, drains for 2 s, and is
+/// started once its 16 pairs are up.
+fn start_relay(config: &Path, slice: &str) -> RelayProc {
+    RelayProc::start(
+        config,
+        &[
+            "--egress-slice",
+            slice,
+            "--unready-ms",
+            "1500",
+            "--drain-ms",
+            "2000",
+        ],
+        "ready: listening, 16 of 16 pairs up",
+    )
 }
 
 /// HAProxy's `show stat` CSV over its stats socket.
@@ -187,8 +120,8 @@ fn two_relays_behind_haproxy_survive_a_restart_and_a_kill_without_a_failed_reque
             .unwrap(),
     );
     std::thread::sleep(Duration::from_millis(500));
-    let mut relay1 = RelayProc::start(&configs[0], "1/2");
-    let mut relay2 = RelayProc::start(&configs[1], "2/2");
+    let mut relay1 = start_relay(&configs[0], "1/2");
+    let mut relay2 = start_relay(&configs[1], "2/2");
     let _proxy = Reaped(
         Command::new("haproxy")
             .arg("-db")
@@ -239,7 +172,7 @@ fn two_relays_behind_haproxy_survive_a_restart_and_a_kill_without_a_failed_reque
     );
     assert_eq!(relay1.wait_exit(Duration::from_secs(10)), Some(0));
     let first_books = relay1.wait_line("stopped: admitted ", Duration::ZERO);
-    relay1 = RelayProc::start(&configs[0], "1/2");
+    relay1 = start_relay(&configs[0], "1/2");
     std::thread::sleep(Duration::from_millis(1_500));
     // A kill: whatever it held is lost, nothing else.
     relay2.signal(libc::SIGKILL);

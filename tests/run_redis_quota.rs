@@ -12,14 +12,13 @@
 
 mod process_support;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use process_support::{free_port, http_get, installed, json_u64, tool};
+use process_support::{Reaped, RelayProc, free_port, http_get, installed, json_u64, tool};
 
 /// The tenant's global rate (requests per second across both relays) and its lease chunk.
 const RATE: u64 = 100;
@@ -27,16 +26,6 @@ const CHUNK: u64 = 5;
 const RELAYS: u64 = 2;
 /// Each relay's load: three times the global rate on its own, six times together.
 const LOAD_PER_RELAY: u64 = 300;
-
-/// Kills a helper process when the test ends, however it ends.
-struct Reaped(Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// A Redis server of its own, nothing saved.
 fn start_redis(port: u16) -> Reaped {
@@ -64,67 +53,6 @@ fn start_redis(port: u16) -> Reaped {
         }
         assert!(Instant::now() < deadline, "redis-server did not come up");
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// A relay process and every line it prints.
-struct RelayProc {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl RelayProc {
-    fn start(config: &Path, slice: &str) -> RelayProc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
-            .args(["run", "--config"])
-            .arg(config)
-            .args(["--egress-slice", slice])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let out = child.stdout.take().unwrap();
-        let l = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                l.lock().unwrap().push(line);
-            }
-        });
-        let r = RelayProc { child, lines };
-        r.wait_line("ready: listening", Duration::from_secs(20));
-        r
-    }
-
-    fn wait_line(&self, pat: &str, limit: Duration) -> String {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(l) = self.lines.lock().unwrap().iter().find(|l| l.contains(pat)) {
-                return l.clone();
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no line with {pat:?}:\n{}",
-                self.lines.lock().unwrap().join("\n")
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn count_lines(&self, pat: &str) -> usize {
-        self.lines
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| l.contains(pat))
-            .count()
-    }
-}
-
-impl Drop for RelayProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -237,8 +165,8 @@ fn two_relays_hold_a_tenants_global_rate_through_redis_and_run_on_their_last_lea
         std::thread::sleep(Duration::from_millis(20));
     }
     let relays = [
-        RelayProc::start(&configs[0], "1/2"),
-        RelayProc::start(&configs[1], "2/2"),
+        RelayProc::start(&configs[0], &["--egress-slice", "1/2"], "ready: listening"),
+        RelayProc::start(&configs[1], &["--egress-slice", "2/2"], "ready: listening"),
     ];
     let check = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
         .args(["run", "--check", "--config"])

@@ -11,42 +11,13 @@
 
 mod process_support;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use process_support::{free_port, http_get, json_u64, tool};
-
-/// Every line the relays print (the new process inherits the old one's stdout).
-fn collect(child: &mut Child) -> Arc<Mutex<Vec<String>>> {
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let out = child.stdout.take().unwrap();
-    let l = lines.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            l.lock().unwrap().push(line);
-        }
-    });
-    lines
-}
-
-fn wait_line(lines: &Mutex<Vec<String>>, pat: &str, limit: Duration) -> String {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(l) = lines.lock().unwrap().iter().find(|l| l.contains(pat)) {
-            return l.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no line with {pat:?}:\n{}",
-            lines.lock().unwrap().join("\n")
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use process_support::{collect_lines, free_port, http_get, json_u64, tool, wait_line};
 
 #[test]
 fn a_takeover_under_load_refuses_no_connection_and_leaves_no_request_unanswered() {
@@ -90,7 +61,7 @@ fn a_takeover_under_load_refuses_no_connection_and_leaves_no_request_unanswered(
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    let lines = collect(&mut old);
+    let lines = collect_lines(&mut old);
     wait_line(
         &lines,
         "ready: listening, 16 of 16 pairs up",

@@ -4,6 +4,11 @@
 
 #![allow(dead_code)]
 
+mod relay_proc;
+
+#[allow(unused_imports)] // each test binary uses its own part
+pub use relay_proc::{Reaped, RelayProc, collect_lines, wait_line};
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
