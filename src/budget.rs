@@ -236,6 +236,14 @@ impl Budget {
             term("pair states", pairs, relay::dispatch::PAIR_STATE_BYTES),
             // Per pair: its room in the queues to connect, to send, to close, of ended calls.
             term("pair queues", pairs, relay::dispatch::PAIR_QUEUE_BYTES),
+            // Per pair: its place in the connection timers' wheel and its room in the due list;
+            // per thread, the wheel's list heads.
+            term("pair timers", pairs, limiter::timers::TIMER_BYTES_PER_PAIR),
+            term(
+                "pair timer lists",
+                threads,
+                limiter::timers::TIMER_LIST_BYTES,
+            ),
             // Per pair: the reactor's socket record (fd, generation, operations, address).
             term("pair sockets", pairs, reactor::PAIR_SOCKET_BYTES),
             // Per pair, while connected: the HTTP/2 connection's buffers, streams and HPACK table.

@@ -19,8 +19,10 @@ use std::time::Duration;
 pub const QUEUE_LINES: usize = 256;
 /// Bytes of one line; longer lines are cut (and end with "...").
 pub const LINE_BYTES_MAX: usize = 240;
-/// How often the logging thread looks for lines.
-const POLL_MS: u64 = 20;
+/// How often the logging thread looks for lines: an operator reads them, a tenth of a second
+/// later is as good, and an idle relay wakes for it ten times a second, not fifty. A stop wakes
+/// it at once.
+const POLL_MS: u64 = 100;
 
 struct Slot {
     len: usize,
@@ -190,7 +192,7 @@ impl Logger {
                     if last {
                         return;
                     }
-                    std::thread::sleep(Duration::from_millis(POLL_MS));
+                    std::thread::park_timeout(Duration::from_millis(POLL_MS));
                 }
             })?;
         Ok(Logger {
@@ -207,6 +209,7 @@ impl Logger {
     fn stop_and_join(&mut self) {
         self.stop.store(true, Ordering::Release);
         if let Some(j) = self.join.take() {
+            j.thread().unpark();
             let _ = j.join();
         }
     }

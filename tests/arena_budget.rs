@@ -3,6 +3,7 @@
 use bundle_relay::arena::{Arena, SLOT_BYTES};
 use bundle_relay::budget::{Budget, BudgetInputs};
 use bundle_relay::clock::{Instant, TickRate};
+use bundle_relay::limiter::timers::PairTimers;
 use bundle_relay::limiter::{Limiter, LimiterConfig};
 
 #[test]
@@ -31,6 +32,11 @@ fn the_budget_terms_add_up_to_what_the_layers_allocate() {
     .sum();
     assert_eq!(limiter_terms, limiter.allocated_bytes() as u64);
     assert!(budget.total_bytes() > arena_terms + limiter_terms);
+    let timers = PairTimers::new(64 * 8, TickRate::NANOS, Instant(0));
+    assert_eq!(
+        budget.term_bytes("pair timers") + budget.term_bytes("pair timer lists"),
+        timers.allocated_bytes() as u64
+    );
 }
 
 #[test]

@@ -188,7 +188,11 @@ impl Sim {
     }
 
     /// The counts kept from the pairs' states agree with the states.
-    fn check(&self) {
+    fn check(&mut self) {
+        // Every pair's timer holds its earliest deadline, so none is missed without a scan.
+        if let Err(e) = self.d.check_timers() {
+            panic!("{e}");
+        }
         let links: Vec<Link> = (0..self.d.pair_count() as u32)
             .map(|p| self.d.link(PairId(p)))
             .collect();
@@ -418,4 +422,63 @@ fn a_handshake_timeout_stays_the_reason_on_every_later_try() {
         sim.now = Instant(sim.now.0 + 100 * MS);
         sim.check();
     }
+}
+
+/// Every pair connected, its engine's SETTINGS and PING answer in: all in rotation.
+fn all_up(sim: &mut Sim) {
+    while sim.stats.pairs_up.get() < SOURCES as u64 {
+        sim.reactor(true);
+        let connecting: Vec<u32> = sim
+            .socks
+            .iter()
+            .filter(|(_, s)| **s == Sock::Connecting)
+            .map(|(p, _)| *p)
+            .collect();
+        for p in connecting {
+            sim.socks.insert(p, Sock::Connected);
+            sim.d.connected(PairId(p), sim.now);
+        }
+        sim.reactor(true);
+        for p in 0..SOURCES as u32 {
+            if sim.d.link(PairId(p)) == Link::Opened {
+                sim.d.received(PairId(p), &hello(), sim.now);
+            }
+        }
+        sim.reactor(true);
+    }
+    sim.check();
+}
+
+#[test]
+fn an_idle_pool_sleeps_until_its_first_keepalive_and_then_every_pair_pings_once() {
+    let mut sim = Sim::new(|s| s.ping_idle_ms = 2_000);
+    all_up(&mut sim);
+    let up_at = sim.now;
+    sim.d.file_timers();
+    let next = sim.d.next_deadline().expect("keepalives are timed");
+    assert!(
+        next.0 >= up_at.0 + 2_000 * MS && next.0 <= up_at.0 + 2_002 * MS,
+        "nothing before the keepalive: next deadline {} ms after the pool came up",
+        (next.0 - up_at.0) / MS
+    );
+    // Just before it, the timers fire nothing: no pair has anything to send.
+    sim.now = Instant(up_at.0 + 1_999 * MS);
+    sim.d.sweep(sim.now);
+    assert!(sim.d.poll_dirty().is_none());
+    // At it, each pair PINGs its engine once, and the next deadline is that PING's answer's.
+    sim.now = next;
+    sim.d.sweep(sim.now);
+    let dirty: Vec<PairId> = std::iter::from_fn(|| sim.d.poll_dirty()).collect();
+    let pinged: Vec<u32> = dirty
+        .into_iter()
+        .map(|p| {
+            let bytes = sim.d.transmit(p, sim.now).to_vec();
+            sim.d.transmitted(p, bytes.len(), sim.now);
+            let h = frame::Head::parse(bytes[..9].try_into().unwrap());
+            assert_eq!(h.kind, frame::PING, "pair {}", p.0);
+            p.0
+        })
+        .collect();
+    assert_eq!(pinged.len(), SOURCES, "{pinged:?}");
+    sim.check();
 }

@@ -114,6 +114,7 @@ pub mod ledger;
 mod pair;
 mod region;
 mod ring;
+pub mod timers;
 mod wheel;
 
 pub use pair::{ConnState, PairId, Place};

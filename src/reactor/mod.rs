@@ -367,6 +367,7 @@ impl Worker {
                 let ms = drain_ms.load(Ordering::Relaxed);
                 drain_until = Some(now.after(self.clock.rate().from_ms(ms)));
             }
+            self.d.run_timers(now);
             self.d.dispatch(now);
             self.answer_queries(now);
             self.wake_peers();
@@ -389,6 +390,7 @@ impl Worker {
                     return Ok(());
                 }
             }
+            self.d.file_timers();
             let deadline = self.deadline(now);
             let (rate, log) = (self.clock.rate(), self.d.log().clone());
             // Said before looking for handoffs, so a thread handing this one a bundle after the
@@ -432,18 +434,19 @@ impl Worker {
     /// Connects due, closes asked for, bytes to send: the dispatcher's work for the sockets.
     fn upstream_work(&mut self, now: Instant) {
         let cx = &mut cx!(self);
+        self.ups.expire_connects(cx, now);
         self.ups.start_connects(cx, now);
         self.ups.close_requested(cx, now);
         self.ups.flush(cx, now);
     }
 
-    /// The periodic pass: connection timers, deadlines, gauges, the progress line and the
-    /// /debug/pairs text.
+    /// The periodic pass: gauges, client connections' deadlines, the progress line and the
+    /// /debug/pairs text. Pair timers and connect deadlines are not here: they are filed when
+    /// they change and run when due, so an idle pool costs nothing per pair.
     fn sweep(&mut self, now: Instant) {
         self.d.sweep(now);
         {
             let cx = &mut cx!(self);
-            self.ups.sweep(cx, now);
             self.intake.sweep(cx, now);
         }
         self.stats.log_lines_dropped.set(self.d.log().dropped());
@@ -468,10 +471,13 @@ impl Worker {
     /// or the idle wake-up that notices a stop request.
     fn deadline(&self, now: Instant) -> Instant {
         let mut deadline = self.next_sweep;
-        if let Some(d) = self.d.next_deadline()
-            && d.0 < deadline.0
+        for d in [self.d.next_deadline(), self.ups.next_connect_deadline()]
+            .into_iter()
+            .flatten()
         {
-            deadline = d;
+            if d.0 < deadline.0 {
+                deadline = d;
+            }
         }
         let idle = now.after(self.clock.rate().from_ms(IDLE_WAKE_MS));
         if idle.0 < deadline.0 {

@@ -26,7 +26,13 @@ struct UpSock {
     errno: i32,
     /// The address the connect points at (the kernel reads it until the connect completes).
     addr: libc::sockaddr_storage,
+    /// Its place in the list of connects pending, oldest first (`NIL` at an end).
+    prev: u32,
+    next: u32,
+    listed: bool,
 }
+
+const NIL: u32 = u32::MAX;
 
 /// See the module docs.
 pub struct UpSocks {
@@ -34,6 +40,10 @@ pub struct UpSocks {
     /// Connects still pending this long (ticks) are given up.
     connect_timeout: u64,
     tcp_user_timeout_ms: u64,
+    /// Connects pending, in the order they started: every one has the same timeout, so the
+    /// oldest is the first due and a pool of idle sockets is never walked.
+    pending_head: u32,
+    pending_tail: u32,
 }
 
 impl UpSocks {
@@ -47,10 +57,74 @@ impl UpSocks {
                     errno: 0,
                     // SAFETY: all-zero is a valid sockaddr_storage.
                     addr: unsafe { std::mem::zeroed() },
+                    prev: NIL,
+                    next: NIL,
+                    listed: false,
                 })
                 .collect(),
             connect_timeout,
             tcp_user_timeout_ms,
+            pending_head: NIL,
+            pending_tail: NIL,
+        }
+    }
+
+    fn list_pending(&mut self, p: u32) {
+        let tail = self.pending_tail;
+        let u = &mut self.ups[p as usize];
+        debug_assert!(!u.listed);
+        u.listed = true;
+        u.prev = tail;
+        u.next = NIL;
+        if tail == NIL {
+            self.pending_head = p;
+        } else {
+            self.ups[tail as usize].next = p;
+        }
+        self.pending_tail = p;
+    }
+
+    fn unlist_pending(&mut self, p: u32) {
+        let u = &mut self.ups[p as usize];
+        if !u.listed {
+            return;
+        }
+        u.listed = false;
+        let (prev, next) = (u.prev, u.next);
+        if prev == NIL {
+            self.pending_head = next;
+        } else {
+            self.ups[prev as usize].next = next;
+        }
+        if next == NIL {
+            self.pending_tail = prev;
+        } else {
+            self.ups[next as usize].prev = prev;
+        }
+    }
+
+    /// When the oldest connect pending times out (one tick past its deadline), if any.
+    pub fn next_connect_deadline(&self) -> Option<Instant> {
+        (self.pending_head != NIL).then(|| {
+            let started = self.ups[self.pending_head as usize].connect_started;
+            started.after(crate::clock::Ticks(self.connect_timeout + 1))
+        })
+    }
+
+    /// Connects past their deadline are given up (ETIMEDOUT): the oldest pending ones, so
+    /// one compare when none is due.
+    pub fn expire_connects(&mut self, cx: &mut Cx, now: Instant) {
+        while self.pending_head != NIL {
+            let p = self.pending_head;
+            if now.since(self.ups[p as usize].connect_started).0 <= self.connect_timeout {
+                break;
+            }
+            self.unlist_pending(p);
+            if self.ups[p as usize].s.closing {
+                continue;
+            }
+            self.ups[p as usize].errno = libc::ETIMEDOUT;
+            self.close(cx, p, now);
         }
     }
 
@@ -91,6 +165,8 @@ impl UpSocks {
         u.connecting = true;
         u.connect_started = now;
         u.s.ops = 1;
+        self.list_pending(p);
+        let u = &mut self.ups[p as usize];
         let e = opcode::Connect::new(
             types::Fd(fd),
             (&u.addr as *const libc::sockaddr_storage).cast(),
@@ -108,6 +184,8 @@ impl UpSocks {
         }
         u.s.ops -= 1;
         u.connecting = false;
+        self.unlist_pending(p);
+        let u = &mut self.ups[p as usize];
         if res < 0 || u.s.closing {
             u.s.closing = true;
             u.errno = if res < 0 { -res } else { libc::ETIMEDOUT };
@@ -238,23 +316,13 @@ impl UpSocks {
         if u.s.ops > 0 || u.s.fd < 0 {
             return;
         }
+        self.unlist_pending(p);
+        let u = &mut self.ups[p as usize];
         // SAFETY: no operation refers to the fd any more.
         unsafe { libc::close(u.s.fd) };
         u.s.closed();
         let errno = std::mem::replace(&mut u.errno, 0);
         cx.d.socket_released(PairId(p), now, errno);
-    }
-
-    /// Connects past their deadline are given up (ETIMEDOUT).
-    pub fn sweep(&mut self, cx: &mut Cx, now: Instant) {
-        for p in 0..self.ups.len() as u32 {
-            let u = &self.ups[p as usize];
-            if u.connecting && !u.s.closing && now.since(u.connect_started).0 > self.connect_timeout
-            {
-                self.ups[p as usize].errno = libc::ETIMEDOUT;
-                self.close(cx, p, now);
-            }
-        }
     }
 
     /// Closes every socket now (teardown).

@@ -1010,10 +1010,30 @@ impl Dispatcher {
         self.settle(now);
     }
 
-    /// Runs every connection's timers (see [`Upstream::sweep`]).
-    pub fn sweep(&mut self, now: Instant) {
-        self.up.sweep(now);
+    /// Files the timers of every pair whose deadlines may have moved this iteration (see
+    /// [`Upstream::file_timers`]); before [`Dispatcher::next_deadline`] is read.
+    pub fn file_timers(&mut self) {
+        self.up.file_timers();
+    }
+
+    /// Runs the connection timers due by `now` (see [`Upstream::run_timers`]) and settles what
+    /// they ended. One compare when nothing is due.
+    pub fn run_timers(&mut self, now: Instant) {
+        self.up.file_timers();
+        self.up.run_timers(now);
         self.settle(now);
+    }
+
+    /// Every pair is filed in the timers at its earliest deadline (for tests; walks every
+    /// pair).
+    pub fn check_timers(&mut self) -> Result<(), String> {
+        self.up.check_timers()
+    }
+
+    /// The coarse periodic pass: the pair-state gauges, and the timers due.
+    pub fn sweep(&mut self, now: Instant) {
+        self.up.publish_gauges();
+        self.run_timers(now);
     }
 
     /// One line per region for `/debug/pairs`: pairs by state, waiting bundles, next send.

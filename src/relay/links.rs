@@ -19,6 +19,7 @@ use crate::egress::socks5::Socks5;
 use crate::egress::transport::TransportError;
 use crate::h2::Reason;
 use crate::limiter::ledger::{Ledger, pair_key};
+use crate::limiter::timers::PairTimers;
 use crate::limiter::{Acquire, LaneId, Limiter, LimiterConfig, PairId, RegionId, RegionRate};
 use crate::log::LogQueue;
 use crate::metrics::ThreadMetrics;
@@ -63,6 +64,8 @@ pub struct Links {
     limiter: Limiter,
     regions: Box<[Region]>,
     pairs: Pairs,
+    /// Each pair's earliest deadline (filed by `Upstream`, which knows what they all are).
+    timers: PairTimers,
     sources: Box<[Source]>,
     /// Egress group names, "shared" first (the limiter has a lane per region and group).
     group_names: Box<[String]>,
@@ -143,6 +146,7 @@ impl Links {
                 })
                 .collect(),
             pairs: Pairs::new(pair_count, spec.handshakes_max, spec.connect_eagerly, now),
+            timers: PairTimers::new(pair_count, rate, now),
             sources: spec.sources.clone().into_boxed_slice(),
             group_names: spec.group_names.clone().into_boxed_slice(),
             source_retired: vec![false; spec.sources.len()].into_boxed_slice(),
@@ -204,6 +208,35 @@ impl Links {
 
     pub(super) fn pair_mut(&mut self, pair: PairId) -> &mut Pair {
         self.pairs.get_mut(pair)
+    }
+
+    /// The pairs' timers, to file a pair or fire those due.
+    pub(super) fn timers_mut(&mut self) -> &mut PairTimers {
+        &mut self.timers
+    }
+
+    /// A pair whose deadlines may have moved since it was last filed in the timers.
+    pub(super) fn poll_retime(&mut self) -> Option<PairId> {
+        self.pairs.poll_retime()
+    }
+
+    /// The pair's deadlines may have moved: it is filed again.
+    pub(super) fn retime(&mut self, pair: PairId) {
+        self.pairs.retime(pair.0);
+    }
+
+    /// Every pair's deadlines may have moved (a reload changed a timeout).
+    pub(super) fn retime_all(&mut self) {
+        for p in 0..self.pairs.count() as u32 {
+            self.pairs.retime(p);
+        }
+    }
+
+    /// The setup deadline of the pair's connection, while it is being set up.
+    pub(super) fn setup_deadline(&self, pair: PairId) -> Option<Instant> {
+        let st = self.pairs.get(pair);
+        matches!(st.link(), Link::Handshaking | Link::Opened)
+            .then(|| st.setup_started.after(Ticks(self.setup_timeout.0 + 1)))
     }
 
     pub(super) fn mark_dirty(&mut self, pair: PairId) {
@@ -807,6 +840,7 @@ impl Links {
     pub(super) fn retune(&mut self, t: &Tuning, now: Instant) {
         self.setup_timeout = self.rate.from_ms(t.connect_timeout_ms);
         self.setup_timeout_ms = t.connect_timeout_ms;
+        self.retime_all();
         self.reconnect_min_ms = t.reconnect_min_ms.max(1);
         self.reconnect_max_ms = t.reconnect_max_ms.max(self.reconnect_min_ms);
         self.pairs.set_handshakes_max(t.handshakes_max);

@@ -101,6 +101,9 @@ pub struct InFlight {
     /// When the request's last byte went to the kernel: the bundle's delivery time if the
     /// engine then accepts it.
     pub written: Option<Instant>,
+    /// Whether the call was looked at for its region's silence (once, when it had been
+    /// outstanding the silence threshold).
+    pub silence_checked: bool,
 }
 
 impl InFlight {
@@ -145,6 +148,8 @@ pub struct Pair {
     dirty: bool,
     /// Queued in the closing queue.
     close_queued: bool,
+    /// Queued in the retime queue (its deadlines may have moved).
+    retime_queued: bool,
     /// Its source or its region left the config (a reload): it takes no new call and does
     /// not reconnect until they are listed again.
     pub retired: bool,
@@ -159,9 +164,10 @@ impl Pair {
 /// The dispatcher's record of one pair, in bytes (the budget counts it).
 pub const PAIR_STATE_BYTES: usize = std::mem::size_of::<Pair>();
 
-/// Room each pair has in the table's queues: to connect, with bytes to send, to close.
+/// Room each pair has in the table's queues: to connect, with bytes to send, to close, to be
+/// filed again in the timers.
 pub const QUEUE_BYTES_PER_PAIR: usize =
-    std::mem::size_of::<Reverse<(u64, u32)>>() + 2 * std::mem::size_of::<u32>();
+    std::mem::size_of::<Reverse<(u64, u32)>>() + 3 * std::mem::size_of::<u32>();
 
 /// See the module docs.
 pub struct Pairs {
@@ -173,6 +179,10 @@ pub struct Pairs {
     handshakes_max: u32,
     dirty: VecDeque<u32>,
     closing: VecDeque<u32>,
+    /// Pairs handed out for change since the timers last filed them: whatever changed a
+    /// pair's connection or call went through [`Pairs::get_mut`] or [`Pairs::set_link`], so
+    /// every deadline that moved is found here, and no pass over the whole table is needed.
+    retime: VecDeque<u32>,
 }
 
 impl Pairs {
@@ -196,6 +206,7 @@ impl Pairs {
                 denied: false,
                 dirty: false,
                 close_queued: false,
+                retime_queued: false,
                 retired: false,
             })
             .collect();
@@ -212,6 +223,7 @@ impl Pairs {
             handshakes_max: handshakes_max.max(1),
             dirty: VecDeque::with_capacity(count),
             closing: VecDeque::with_capacity(count),
+            retime: VecDeque::with_capacity(count),
         }
     }
 
@@ -224,12 +236,35 @@ impl Pairs {
         &self.pairs[pair.0 as usize]
     }
 
+    /// The pair, to change: it is queued to have its timers filed again.
     pub fn get_mut(&mut self, pair: PairId) -> &mut Pair {
+        self.retime(pair.0);
         &mut self.pairs[pair.0 as usize]
     }
 
+    /// Every pair, to change: all are queued to have their timers filed again.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Pair> {
+        for p in 0..self.pairs.len() as u32 {
+            self.retime(p);
+        }
         self.pairs.iter_mut()
+    }
+
+    /// Queues `p` once until [`Pairs::poll_retime`] takes it.
+    #[inline]
+    pub fn retime(&mut self, p: u32) {
+        let st = &mut self.pairs[p as usize];
+        if !st.retime_queued {
+            st.retime_queued = true;
+            self.retime.push_back(p);
+        }
+    }
+
+    /// A pair whose deadlines may have moved since its timers were last filed.
+    pub fn poll_retime(&mut self) -> Option<PairId> {
+        let p = self.retime.pop_front()?;
+        self.pairs[p as usize].retime_queued = false;
+        Some(PairId(p))
     }
 
     /// Moves `pair` to `new`, keeping the handshake slots in use right; returns the link it
@@ -241,6 +276,8 @@ impl Pairs {
             return None;
         }
         st.link = new;
+        self.retime(pair.0);
+        let st = &mut self.pairs[pair.0 as usize];
         if new.in_rotation() {
             st.rotated = true;
         }

@@ -133,6 +133,8 @@ pub struct Upstream {
     wake: Option<Instant>,
     /// Bundle calls that ended, for the dispatcher (at most one per pair between drains).
     ended: VecDeque<Ended>,
+    /// When the earliest pair timer falls due, as of the last [`Upstream::file_timers`].
+    timer_due: Option<Instant>,
     stats: Arc<Stats>,
     metrics: Arc<ThreadMetrics>,
 }
@@ -170,6 +172,7 @@ impl Upstream {
             query_region: spec.thread,
             wake: None,
             ended: VecDeque::with_capacity(pair_count),
+            timer_due: None,
             stats,
             metrics,
         }
@@ -209,10 +212,10 @@ impl Upstream {
     /// When upstream work needs the dispatcher again at the latest: a connect due, a probe, a
     /// pair coming free for a waiting bundle. Cleared by [`Upstream::begin_dispatch`].
     pub fn next_deadline(&self) -> Option<Instant> {
-        match (self.wake, self.links.next_connect_at()) {
-            (Some(a), Some(b)) => Some(if a.0 < b.0 { a } else { b }),
-            (a, b) => a.or(b),
-        }
+        [self.wake, self.links.next_connect_at(), self.timer_due]
+            .into_iter()
+            .flatten()
+            .min_by_key(|t| t.0)
     }
 
     /// A new dispatching pass starts: the deadlines it needs are set again as it runs.
@@ -231,6 +234,7 @@ impl Upstream {
             rate.from_ms((t.upstream_timeout_ms / SILENCE_SHARE_OF_TIMEOUT).max(1));
         self.ping_timeout_ms = t.ping_timeout_ms;
         self.leader_poll = rate.from_ms(t.leader.poll_ms);
+        // Silence checks move with the threshold; the setup deadlines with the connect timeout.
         self.links.retune(t, now);
     }
 
@@ -507,6 +511,7 @@ impl Upstream {
             stream,
             started: now,
             written: None,
+            silence_checked: false,
         });
         st.stack.track(stream);
         self.links.mark_dirty(pair);
@@ -754,42 +759,44 @@ impl Upstream {
         true
     }
 
-    /// Calls outstanding past `silence_after` with nothing received from their region
+    /// A call outstanding past `silence_after` with nothing received from its region
     /// meanwhile: the region goes silent (one log line), its connections are PINGed (a dead
     /// one closes when its PING goes unanswered), and no bundle is sent to it until a probe
-    /// call is answered.
-    fn detect_silence(&mut self, now: Instant) {
+    /// call is answered. Each call is looked at once, when its pair's timer for it fires:
+    /// whatever the region sends later is later than the call's request, so the answer would
+    /// not change.
+    fn check_silence(&mut self, pair: PairId, now: Instant) {
         let rate = self.links.rate();
-        for p in 0..self.links.pair_count() as u32 {
-            let pair = PairId(p);
-            let Some(f) = self.links.pair(pair).in_flight else {
-                continue;
-            };
-            // Bytes stuck unsent that long are as telling as an answer that does not come.
-            let written = f.written.unwrap_or(f.started);
-            if now.since(written).0 <= self.silence_after.0 {
-                continue;
-            }
-            let r = self.links.region_of(pair);
-            let region = self.links.region(r);
-            if region.silence.is_some() || region.last_rx.0 >= written.0 {
-                continue;
-            }
-            self.links.region_mut(r).silence = Some(Silence::new(written, now));
-            self.stats.silences.inc();
-            let outstanding = (0..self.links.sources() as u32)
-                .filter(|&a| {
-                    let q = self.links.limiter().pair(a, RegionId(r as u8));
-                    self.links.pair(q).in_flight.is_some()
-                })
-                .count();
-            self.links.log().line(format_args!(
-                "region {}: no answer and nothing else from its engine for {} ms with {outstanding} calls outstanding: no new bundles for it until it answers a probe",
-                self.links.region(r).name,
-                rate.to_us(now.since(written)) / 1_000
-            ));
-            self.links.ping_region(r, self.ping_timeout_ms, now);
+        let Some(f) = self.links.pair(pair).in_flight else {
+            return;
+        };
+        // Bytes stuck unsent that long are as telling as an answer that does not come.
+        let written = f.written.unwrap_or(f.started);
+        if f.silence_checked || now.since(written).0 <= self.silence_after.0 {
+            return;
         }
+        if let Some(f) = self.links.pair_mut(pair).in_flight.as_mut() {
+            f.silence_checked = true;
+        }
+        let r = self.links.region_of(pair);
+        let region = self.links.region(r);
+        if region.silence.is_some() || region.last_rx.0 >= written.0 {
+            return;
+        }
+        self.links.region_mut(r).silence = Some(Silence::new(written, now));
+        self.stats.silences.inc();
+        let outstanding = (0..self.links.sources() as u32)
+            .filter(|&a| {
+                let q = self.links.limiter().pair(a, RegionId(r as u8));
+                self.links.pair(q).in_flight.is_some()
+            })
+            .count();
+        self.links.log().line(format_args!(
+            "region {}: no answer and nothing else from its engine for {} ms with {outstanding} calls outstanding: no new bundles for it until it answers a probe",
+            self.links.region(r).name,
+            rate.to_us(now.since(written)) / 1_000
+        ));
+        self.links.ping_region(r, self.ping_timeout_ms, now);
     }
 
     /// Something arrived from region `r`; `answered`: a call was answered, so a silent region
@@ -914,33 +921,95 @@ impl Upstream {
         self.links.join_rotation_if_answered(pair, ready, now);
     }
 
-    /// Runs every connection's timers (setup deadline, SETTINGS ack, call deadlines,
-    /// keepalive), then looks for silent regions. Called by the reactor on a coarse period:
-    /// these timers are seconds long.
-    pub fn sweep(&mut self, now: Instant) {
+    /// Publishes the pair-state gauges (the reactor's coarse period: they are for people).
+    pub fn publish_gauges(&self) {
         observe::publish_gauges(
             self.links.limiter(),
             self.links.regions().len(),
             &self.metrics,
         );
-        let now_ns = self.links.now_ns(now);
+    }
+
+    /// The earliest of a pair's deadlines: its setup's, its HTTP/2 connection's next timer
+    /// (SETTINGS ack, call deadlines, keepalive or PING deadline), and the silence check of
+    /// its call in flight.
+    fn deadline_of(&self, pair: PairId) -> Option<Instant> {
+        let rate = self.links.rate();
+        let st = self.links.pair(pair);
+        let h2 = st
+            .stack
+            .conn()
+            .and_then(|c| c.poll_timeout())
+            // The connection's clock is nanoseconds from the same origin; one tick later so
+            // that rounding never fires it before its time.
+            .map(|ns| Instant(rate.from_ns(ns).0 + 1));
+        let silence = st.in_flight.filter(|f| !f.silence_checked).map(|f| {
+            f.written
+                .unwrap_or(f.started)
+                .after(Ticks(self.silence_after.0 + 1))
+        });
+        [self.links.setup_deadline(pair), h2, silence]
+            .into_iter()
+            .flatten()
+            .min_by_key(|t| t.0)
+    }
+
+    /// Files again every pair whose deadlines may have moved since the last time (the pair
+    /// table queued each pair it handed out for change), and caches when the first falls due.
+    /// Costs nothing for pairs nobody touched: an idle pool is not walked.
+    pub fn file_timers(&mut self) {
+        while let Some(pair) = self.links.poll_retime() {
+            let at = self.deadline_of(pair);
+            self.links.timers_mut().arm(pair.0, at);
+        }
+        self.timer_due = self.links.timers_mut().next_due();
+    }
+
+    /// Files what is queued, then checks that every pair is filed at its earliest deadline:
+    /// the first pair that is not, with both.
+    pub fn check_timers(&mut self) -> Result<(), String> {
+        self.file_timers();
         for p in 0..self.links.pair_count() as u32 {
+            let at = self.deadline_of(PairId(p));
+            if !self.links.timers_mut().is_filed_at(p, at) {
+                return Err(format!(
+                    "pair {p}: deadline {at:?} ({:?}) is not what its timer holds",
+                    self.links.link(PairId(p))
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the timers of every pair with a deadline by `now`: a setup past the connect
+    /// timeout fails, HTTP/2's timers run (SETTINGS ack, call deadlines, keepalive PINGs and
+    /// their deadlines), a call outstanding past the silence threshold is looked at. One
+    /// compare when nothing is due.
+    pub fn run_timers(&mut self, now: Instant) {
+        if self.timer_due.is_none_or(|t| t.0 > now.0) {
+            return;
+        }
+        let now_ns = self.links.now_ns(now);
+        self.links.timers_mut().advance(now);
+        while let Some(p) = self.links.timers_mut().pop_due() {
             let pair = PairId(p);
+            // Filed again below whatever happens (a timer due a little later stays armed).
+            self.links.retime(pair);
             if self.links.setup_overdue(pair, now) {
                 continue;
             }
-            let Some(conn) = self.links.pair_mut(pair).stack.conn_mut() else {
-                continue;
-            };
-            if conn.poll_timeout().is_some_and(|t| t <= now_ns) {
+            if let Some(conn) = self.links.pair_mut(pair).stack.conn_mut()
+                && conn.poll_timeout().is_some_and(|t| t <= now_ns)
+            {
                 conn.handle_timeout(now_ns);
                 if !conn.poll_transmit().is_empty() {
                     self.links.mark_dirty(pair);
                 }
                 self.drain_events(pair, now);
             }
+            self.check_silence(pair, now);
         }
-        self.detect_silence(now);
+        self.file_timers();
     }
 
     /// One line per region (pairs by limiter state, `waiting[r]` bundles, when the region can
