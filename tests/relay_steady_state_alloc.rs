@@ -7,23 +7,19 @@
 
 mod counting_alloc;
 mod h2_support;
+mod relay_path_support;
 mod wire_support;
 
-use std::sync::Arc;
-
 use base64::Engine as _;
-use bundle_relay::clock::{Instant, TickRate};
-use bundle_relay::h2::frame;
+use bundle_relay::clock::Instant;
 use bundle_relay::http1;
-use bundle_relay::metrics::accounting::Stats;
 use bundle_relay::relay::dispatch::Dispatcher;
 use bundle_relay::relay::intake::{self, Port, Verdict};
 use bundle_relay::relay::tenancy::Claim;
-use bundle_relay::relay::{RegionSpec, Spec};
 use counting_alloc::allocations;
-use h2_support::{block, engine_hello, push_frame};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
+use relay_path_support::{EngineOk, MS, OnePair};
 use wire_support::{Shape, serialize, signed_tx};
 
 const CALLS: u32 = 500;
@@ -48,54 +44,15 @@ fn post(d: &mut Dispatcher, body: &str, now: Instant, out: &mut [u8]) -> (usize,
 
 #[test]
 fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
-    let region = RegionSpec {
-        authority: "ny.mainnet.block-engine.jito.wtf".into(),
-        interval_ms: 1,
-        ..RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
-    };
-    let spec = Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]).thread(0);
-    let stats = Arc::new(Stats::default());
-    let ms = 1_000_000u64;
+    let ms = MS;
     let mut now = Instant(ms);
-    let metrics = bundle_relay::metrics::Metrics::new(&["ny".to_string()], 1);
-    let mut d = Dispatcher::new(
-        &spec,
-        TickRate::NANOS,
-        now,
-        stats.clone(),
-        metrics.thread(0),
-    );
-
-    // Connect the one pair and finish the HTTP/2 handshake with a generous window.
-    let order = d.poll_connect(now).expect("the pair connects at start");
-    d.connected(order.pair, now);
-    let n = d.transmit(order.pair, now).len();
-    d.transmitted(order.pair, n, now);
-    let hello = engine_hello();
-    d.received(order.pair, &hello, now);
-    while let Some(p) = d.poll_dirty() {
-        let n = d.transmit(p, now).len();
-        d.transmitted(p, n, now);
-    }
-
-    // The engine's OK reply; its stream id is patched per call.
-    let uuid = b"\x0a\x24123e4567-e89b-12d3-a456-426614174000";
-    let mut reply = Vec::new();
-    let mut id_at = vec![push_frame(
-        &mut reply,
-        frame::HEADERS,
-        frame::FLAG_END_HEADERS,
-        &block(&[(b":status", b"200"), (b"content-type", b"application/grpc")]),
-    )];
-    let mut msg = vec![0, 0, 0, 0, uuid.len() as u8];
-    msg.extend_from_slice(uuid);
-    id_at.push(push_frame(&mut reply, frame::DATA, 0, &msg));
-    id_at.push(push_frame(
-        &mut reply,
-        frame::HEADERS,
-        frame::FLAG_END_HEADERS | frame::FLAG_END_STREAM,
-        &block(&[(b"grpc-status", b"0")]),
-    ));
+    let OnePair {
+        mut d,
+        stats,
+        metrics,
+    } = OnePair::connect(now);
+    // The engine's OK reply; its stream id is set per call.
+    let mut reply = EngineOk::new();
 
     // A bot's request: three really signed transactions, base64.
     let mut rng = StdRng::seed_from_u64(3);
@@ -138,7 +95,7 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
     let mut out = vec![0u8; 8192];
     let mut stream_id = 1u32;
 
-    let mut one = |d: &mut Dispatcher, now: Instant, reply: &mut Vec<u8>| {
+    let mut one = |d: &mut Dispatcher, now: Instant, reply: &mut EngineOk| {
         let (n, verdict) = post(d, &body, now, &mut out);
         assert_eq!(
             verdict,
@@ -168,11 +125,9 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
         let n = d.transmit(p, now).len();
         assert!(n > 500, "headers and the bundle are queued");
         d.transmitted(p, n, now);
-        for &at in &id_at {
-            reply[at..at + 4].copy_from_slice(&stream_id.to_be_bytes());
-        }
+        reply.set_stream(stream_id);
         stream_id += 2;
-        d.received(p, reply, now);
+        d.received(p, &reply.bytes, now);
         while let Some(p) = d.poll_dirty() {
             let n = d.transmit(p, now).len();
             d.transmitted(p, n, now);
