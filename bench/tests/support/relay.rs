@@ -59,9 +59,13 @@ pub async fn wait_pairs_up(relay: &Relay, pairs: u64, limit: Duration) -> Totals
     .await
 }
 
-/// Waits until every admitted bundle has ended.
+/// Waits until every admitted bundle has ended. A bundle on its way between two threads is
+/// in neither's counts until the receiving thread takes it, so the handoffs must balance too.
 pub async fn wait_ended(relay: &Relay, limit: Duration) -> Totals {
-    wait_for(relay, "every bundle ended", limit, |t| t.in_flight == 0).await
+    wait_for(relay, "every bundle ended", limit, |t| {
+        t.in_flight == 0 && t.handoffs_in == t.handoffs_out
+    })
+    .await
 }
 
 /// The relay's /debug/pairs text.
