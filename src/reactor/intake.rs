@@ -21,7 +21,7 @@ use crate::relay::tenancy::Claim;
 
 use super::clients::Clients;
 use super::cx::{Cx, SWEEP_MS};
-use super::op::{OP_ACCEPT, OP_IN_RECV, OP_IN_SEND, Sock, ud};
+use super::op::{self, OP_ACCEPT, OP_IN_RECV, OP_IN_SEND, OP_IN_SHUTDOWN, Sock, ud};
 use super::socket;
 
 /// A listener whose accepts keep failing says so at most this often; the count in between
@@ -157,8 +157,7 @@ impl Intake {
         // reset it.
         let Some(peer) = socket::peer_ip(fd) else {
             // Gone before we looked.
-            // SAFETY: a fresh fd we own.
-            unsafe { libc::close(fd) };
+            cx.ring.push(op::close(fd));
             return;
         };
         // A full table or a client at its share is refused at once rather than queued.
@@ -171,8 +170,7 @@ impl Intake {
         };
         if let Some(counter) = refused {
             counter.inc();
-            // SAFETY: a fresh fd we own.
-            unsafe { libc::close(fd) };
+            cx.ring.push(op::close(fd));
             return;
         }
         let c = self.free_conns.pop().expect("checked above");
@@ -399,8 +397,21 @@ impl Intake {
             return;
         }
         conn.s.closing = true;
-        // SAFETY: our fd; shutdown only ends its I/O.
-        unsafe { libc::shutdown(conn.s.fd, libc::SHUT_RDWR) };
+        // The shutdown ends what the connection has in flight; with nothing, it just closes.
+        if conn.s.ops > 0 {
+            let e = conn.s.shutdown(OP_IN_SHUTDOWN, c);
+            cx.ring.push(e);
+        }
+        self.maybe_release(cx, c);
+    }
+
+    /// The connection's shutdown completed: its slot is freed once nothing else is in flight.
+    pub fn on_shutdown(&mut self, cx: &mut Cx, c: u32, generation: u32) {
+        let conn = &mut self.conns[c as usize];
+        if conn.s.generation != generation {
+            return;
+        }
+        conn.s.ops -= 1;
         self.maybe_release(cx, c);
     }
 
@@ -409,8 +420,8 @@ impl Intake {
         if !conn.live || !conn.s.closing || conn.s.ops > 0 {
             return;
         }
-        // SAFETY: no operation refers to the fd any more.
-        unsafe { libc::close(conn.s.fd) };
+        // No operation refers to the fd any more.
+        cx.ring.push(op::close(conn.s.fd));
         conn.s.closed();
         conn.live = false;
         let peer = conn.peer;

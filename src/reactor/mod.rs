@@ -47,7 +47,8 @@ use cx::{Cx, SWEEP_MS};
 use intake::Intake;
 pub use intake::{INTAKE_OUT_BYTES, INTAKE_RECORD_BYTES};
 use op::{
-    OP_ACCEPT, OP_CANCEL, OP_IN_RECV, OP_IN_SEND, OP_UP_CONNECT, OP_UP_RECV, OP_UP_SEND, OP_WAKE,
+    OP_ACCEPT, OP_CANCEL, OP_CLOSE, OP_IN_RECV, OP_IN_SEND, OP_IN_SHUTDOWN, OP_UP_CONNECT,
+    OP_UP_RECV, OP_UP_SEND, OP_UP_SHUTDOWN, OP_WAKE,
 };
 use ring::Ring;
 pub use ring::{CQ_ENTRIES, Completion};
@@ -513,8 +514,11 @@ impl Worker {
             OP_UP_CONNECT => self.ups.on_connect(cx, index, generation, res, now),
             OP_UP_RECV => self.ups.on_recv(cx, index, generation, res, flags, now),
             OP_UP_SEND => self.ups.on_send(cx, index, generation, res, now),
+            OP_IN_SHUTDOWN => self.intake.on_shutdown(cx, index, generation),
+            OP_UP_SHUTDOWN => self.ups.on_shutdown(cx, index, generation, now),
             // A wake-up from another thread: the handoffs it brings are read every iteration.
-            OP_CANCEL | OP_WAKE => {}
+            // A close that failed: the fd is gone either way.
+            OP_CANCEL | OP_WAKE | OP_CLOSE => {}
             _ => debug_assert!(false, "unknown completion kind {kind}"),
         }
     }
@@ -578,6 +582,9 @@ impl Worker {
             ));
         }
         self.intake.close_listeners();
+        // The closes queued since the last submission (sockets released with nothing in
+        // flight) reach the kernel now.
+        self.ring.submit_all();
     }
 }
 

@@ -20,6 +20,12 @@ pub const OP_UP_SEND: u64 = 6;
 pub const OP_CANCEL: u64 = 7;
 /// Another thread's `MSG_RING`: handoffs are waiting.
 pub const OP_WAKE: u64 = 8;
+/// A client connection's shutdown, ending its receive and send.
+pub const OP_IN_SHUTDOWN: u64 = 9;
+/// An upstream socket's shutdown, ending its receive and send.
+pub const OP_UP_SHUTDOWN: u64 = 10;
+/// A close through the ring; completes here only if it failed (nothing to do then).
+pub const OP_CLOSE: u64 = 11;
 
 pub fn ud(kind: u64, index: u32, generation: u32) -> u64 {
     (kind << 56) | ((index as u64 & 0xFF_FFFF) << 32) | generation as u64
@@ -32,6 +38,15 @@ pub fn wake(ring_fd: RawFd) -> squeue::Entry {
         .build()
         .flags(squeue::Flags::SKIP_SUCCESS)
         .user_data(ud(OP_WAKE, 0, 0))
+}
+
+/// Closes `fd` through the ring, with the iteration's other submissions: no system call of
+/// its own. The caller forgets the fd now; no operation may refer to it any more.
+pub fn close(fd: RawFd) -> squeue::Entry {
+    opcode::Close::new(types::Fd(fd))
+        .build()
+        .flags(squeue::Flags::SKIP_SUCCESS)
+        .user_data(ud(OP_CLOSE, 0, 0))
 }
 
 /// (kind, index, generation) of a completion's `user_data`.
@@ -86,6 +101,15 @@ impl Sock {
         self.recv_armed = true;
         self.ops += 1;
         opcode::RecvMulti::new(types::Fd(self.fd), BUFFER_GROUP)
+            .build()
+            .user_data(ud(kind, index, self.generation))
+    }
+
+    /// `shutdown(SHUT_RDWR)` through the ring, counted in flight: it ends the socket's
+    /// receive and send, and the fd is closed once their completions and its own are in.
+    pub fn shutdown(&mut self, kind: u64, index: u32) -> squeue::Entry {
+        self.ops += 1;
+        opcode::Shutdown::new(types::Fd(self.fd), libc::SHUT_RDWR)
             .build()
             .user_data(ud(kind, index, self.generation))
     }

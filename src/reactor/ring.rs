@@ -245,6 +245,24 @@ impl Ring {
     }
 
     /// Submits what is queued and waits up to 5 ms for a completion (teardown's loop).
+    /// Submits everything queued, backlog included, without waiting (teardown: the last
+    /// closes go to the kernel before the ring does).
+    pub fn submit_all(&mut self) {
+        loop {
+            let _ = self.ring.submit();
+            if self.backlog.is_empty() {
+                return;
+            }
+            let before = self.backlog.len();
+            self.flush_backlog();
+            if self.backlog.len() == before {
+                // The kernel takes no more entries now; what is left stays queued.
+                let _ = self.ring.submit();
+                return;
+            }
+        }
+    }
+
     pub fn wait_briefly(&mut self) {
         let _ = self.ring.submit();
         self.flush_backlog();

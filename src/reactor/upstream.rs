@@ -11,7 +11,7 @@ use crate::clock::Instant;
 use crate::limiter::PairId;
 
 use super::cx::Cx;
-use super::op::{OP_CANCEL, OP_UP_CONNECT, OP_UP_RECV, OP_UP_SEND, Sock, ud};
+use super::op::{self, OP_CANCEL, OP_UP_CONNECT, OP_UP_RECV, OP_UP_SEND, OP_UP_SHUTDOWN, Sock, ud};
 use super::socket;
 
 /// The reactor's record of one pair's socket (the budget counts it).
@@ -302,10 +302,21 @@ impl UpSocks {
                 .build()
                 .user_data(ud(OP_CANCEL, p, 0));
             cx.ring.push(e);
-        } else {
-            // SAFETY: our fd; shutdown ends its pending operations.
-            unsafe { libc::shutdown(u.s.fd, libc::SHUT_RDWR) };
+        } else if u.s.ops > 0 {
+            // Ends the receive and send in flight; with nothing in flight it just closes.
+            let e = u.s.shutdown(OP_UP_SHUTDOWN, p);
+            cx.ring.push(e);
         }
+        self.release(cx, p, now);
+    }
+
+    /// The socket's shutdown completed: released once nothing else is in flight.
+    pub fn on_shutdown(&mut self, cx: &mut Cx, p: u32, generation: u32, now: Instant) {
+        let u = &mut self.ups[p as usize];
+        if u.s.generation != generation {
+            return;
+        }
+        u.s.ops -= 1;
         self.release(cx, p, now);
     }
 
@@ -318,8 +329,8 @@ impl UpSocks {
         }
         self.unlist_pending(p);
         let u = &mut self.ups[p as usize];
-        // SAFETY: no operation refers to the fd any more.
-        unsafe { libc::close(u.s.fd) };
+        // No operation refers to the fd any more.
+        cx.ring.push(op::close(u.s.fd));
         u.s.closed();
         let errno = std::mem::replace(&mut u.errno, 0);
         cx.d.socket_released(PairId(p), now, errno);
