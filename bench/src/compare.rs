@@ -20,12 +20,18 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use crate::demo::{self, DemoConfig, DemoReport, RelayKind, StepReport};
+use crate::load::LoadConfig;
 use crate::report::{Versus, VersusRow, mib, ratio, us};
+use crate::txgen::GeneratedBundle;
 
 /// Issue 5's targets, as bundle-relay / baseline ratios.
 pub const THROUGHPUT_RATIO_MIN: f64 = 3.0;
 pub const ANSWER_P99_RATIO_MAX: f64 = 0.2;
 pub const CPU_PER_BUNDLE_RATIO_MAX: f64 = 0.25;
+/// Issue 18's: the relay's CPU per delivered bundle within this many times bench-null's per
+/// request (the intake floor: a responder that parses HTTP and answers) at the same rate and
+/// connection count.
+pub const CPU_OVER_NULL_MAX: f64 = 3.0;
 /// RSS during the storm counts as flat when it grows by at most this share of its value at the
 /// storm step's start (page-cache and allocator noise, not per-bundle growth).
 pub const STORM_RSS_GROWTH_MAX: f64 = 0.10;
@@ -159,12 +165,23 @@ impl RelayRuns {
     }
 }
 
+/// bench-null, the intake floor, at the common rate with the load's connections: a process of
+/// its own that parses each HTTP request and answers it, nothing more.
+#[derive(Clone, Debug, Serialize)]
+pub struct NullFloor {
+    pub rate_per_s: f64,
+    pub connections: usize,
+    pub answered: u64,
+    pub cpu_us_per_request: f64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct CompareReport {
     pub generated_bundles: u64,
     pub cores: usize,
     pub bundle_relay: RelayRuns,
     pub baseline: RelayRuns,
+    pub null_floor: NullFloor,
     /// The table; its notes say where the highest rate was bound by the bench tools' CPU, not
     /// the relay's.
     pub versus: Versus,
@@ -210,16 +227,114 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
             storm,
         });
     }
+    if cfg.base.progress {
+        eprintln!("bench-demo: --compare: bench-null (the intake floor) at the common rate");
+    }
+    let null_floor = null_floor(cfg, &load.bundles)?;
     let baseline = runs.pop().expect("two runs");
     let bundle_relay = runs.pop().expect("two runs");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut versus = versus(&bundle_relay, &baseline, cores);
+    versus
+        .rows
+        .push(null_row(&bundle_relay, &baseline, &null_floor));
     Ok(CompareReport {
         generated_bundles: load.bundles.len() as u64,
         cores,
-        versus: versus(&bundle_relay, &baseline, cores),
+        versus,
         bundle_relay,
         baseline,
+        null_floor,
     })
+}
+
+/// Runs `bench-null` (built beside this program) with the relay's thread count, sends it the
+/// common step's load (rate, duration, connections, the same bundles) and reads its CPU.
+fn null_floor(cfg: &CompareConfig, bundles: &[GeneratedBundle]) -> Result<NullFloor, String> {
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("bench-null")))
+        .filter(|p| p.exists())
+        .ok_or("bench-null is not built beside bench-demo (cargo build --release -p bundle-relay-bench)")?;
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("bench-null: a free port: {e}"))?;
+    let child = std::process::Command::new(&exe)
+        .args(["--listen", &addr.to_string(), "--threads"])
+        .arg(cfg.base.relay_threads.max(1).to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", exe.display()))?;
+    let child = Killed(child);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(addr).is_err() {
+        if std::time::Instant::now() > until {
+            return Err(format!("bench-null never listened on {addr}"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = child.0.id();
+    let before = demo::procfs::pid_ticks(pid);
+    let load_cfg = LoadConfig {
+        targets: vec![addr],
+        rate_per_s: cfg.common_rate_per_s,
+        duration: Some(std::time::Duration::from_secs_f64(cfg.common_duration_s)),
+        requests: Some(bundles.len() as u64),
+        connections: cfg.base.connections,
+        pipeline_depth: 1,
+        threads: 1,
+        timeout: std::time::Duration::from_secs(5),
+        sent_log: None,
+        hlog: None,
+        progress: false,
+    };
+    let report =
+        crate::load::run(&load_cfg, bundles).map_err(|e| format!("bench-null load: {e}"))?;
+    let ticks = demo::procfs::pid_ticks(pid).saturating_sub(before);
+    drop(child);
+    let answered = report.summary.counts.answered;
+    if answered == 0 {
+        return Err("bench-null answered nothing".into());
+    }
+    Ok(NullFloor {
+        rate_per_s: cfg.common_rate_per_s,
+        connections: cfg.base.connections,
+        answered,
+        cpu_us_per_request: ticks as f64 * demo::procfs::tick_us() / answered as f64,
+    })
+}
+
+/// A child process killed and reaped however the run ends.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Each relay's CPU per delivered bundle over bench-null's per request at the common rate;
+/// bundle-relay's against [`CPU_OVER_NULL_MAX`].
+pub fn null_row(br: &RelayRuns, bl: &RelayRuns, null: &NullFloor) -> VersusRow {
+    let over = |r: &RelayRuns| {
+        (null.cpu_us_per_request > 0.0)
+            .then(|| r.common.cpu.relay_us_per_delivered / null.cpu_us_per_request)
+    };
+    let (a, b) = (over(br), over(bl));
+    let show = |x: Option<f64>| x.map_or("—".into(), |x| format!("{x:.2}×"));
+    VersusRow {
+        metric: format!(
+            "relay CPU per bundle over bench-null's per request ({:.1} µs) at {:.0}/s, {} connections",
+            null.cpu_us_per_request, null.rate_per_s, null.connections
+        ),
+        figures: [show(a), show(b)],
+        ratio: None,
+        per_round: Vec::new(),
+        target: "≤ 3× (bundle-relay)".into(),
+        met: a.map(|a| a <= CPU_OVER_NULL_MAX),
+    }
 }
 
 /// The table and its notes from both relays' runs.
@@ -504,6 +619,12 @@ mod tests {
             },
             bundle_relay: br,
             baseline: bl,
+            null_floor: NullFloor {
+                rate_per_s: 2000.0,
+                connections: 16,
+                answered: 10_000,
+                cpu_us_per_request: 20.0,
+            },
         });
         assert_eq!(text.matches("NOT MET").count(), 3, "{text}");
     }
@@ -517,5 +638,34 @@ mod tests {
         let rows = rows(&br, &bl);
         assert_eq!(verdict(&rows, "RSS in an all-cooldown storm"), Some(false));
         assert_eq!(verdict(&rows, "early sends"), Some(false));
+    }
+
+    #[test]
+    fn a_relay_within_three_times_bench_nulls_cpu_meets_the_floor_and_one_beyond_does_not() {
+        let null = NullFloor {
+            rate_per_s: 2000.0,
+            connections: 16,
+            answered: 10_000,
+            cpu_us_per_request: 20.0,
+        };
+        let bl = runs(RelayKind::Baseline, 8000.0, 1000.0, 200.0);
+        let within = null_row(
+            &runs(RelayKind::BundleRelay, 8000.0, 100.0, 59.0),
+            &bl,
+            &null,
+        );
+        assert_eq!(within.met, Some(true));
+        assert_eq!(within.figures, ["2.95×".to_string(), "10.00×".to_string()]);
+        assert!(
+            within
+                .metric
+                .contains("(20.0 µs) at 2000/s, 16 connections")
+        );
+        let beyond = null_row(
+            &runs(RelayKind::BundleRelay, 8000.0, 100.0, 61.0),
+            &bl,
+            &null,
+        );
+        assert_eq!(beyond.met, Some(false));
     }
 }

@@ -35,7 +35,7 @@ mod child;
 mod config;
 mod host;
 mod measure;
-mod procfs;
+pub(crate) mod procfs;
 mod relay;
 mod relay_run;
 mod render;
