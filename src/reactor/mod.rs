@@ -56,8 +56,13 @@ pub use upstream::PAIR_SOCKET_BYTES;
 use upstream::UpSocks;
 
 /// Receive buffers in the provided ring and their size: a request of up to five base58
-/// transactions spans at most a few; idle sockets hold none.
-pub const RECV_BUFFERS: u16 = 1024;
+/// transactions fits one; idle sockets hold none. A buffer is held only from its receive's
+/// completion to the end of that completion's batch (then given back), so the ring needs room
+/// for the receives that land between two batches, not one per socket: 256 is a burst of 256
+/// receives within one iteration. Past that a socket's multishot receive ends with `ENOBUFS`
+/// and is re-armed once the batch's buffers are back; nothing is lost. Each buffer is resident
+/// (the kernel cycles through all of them), so the count is what the ring costs in RSS.
+pub const RECV_BUFFERS: u16 = 256;
 pub const RECV_BUFFER_BYTES: usize = 16 * 1024;
 /// While draining, a client connection with nothing in progress is closed after this long; one
 /// that sends a request meanwhile gets its answer with `Connection: close`. Long enough that a
