@@ -173,14 +173,12 @@ impl Budget {
         let terms = vec![
             // Per admitted bundle: tx count, lengths, id, region, admission time, attempts.
             term("arena slot metadata", arena_slots, arena::SLOT_META_BYTES),
-            // Per admitted bundle: five fixed 1232-byte transaction regions, decoded in place.
-            term(
-                "arena transaction bytes",
-                arena_slots,
-                arena::TX_BYTES_PER_SLOT,
-            ),
-            // Per admitted bundle: its whole upstream DATA frame (h2 header + gRPC prefix + proto).
+            // Per admitted bundle: its whole upstream DATA frame (h2 header + gRPC prefix + proto),
+            // which carries its transactions.
             term("arena frame bytes", arena_slots, arena::FRAME_BYTES_MAX),
+            // Per thread: five fixed 1232-byte transaction regions the bundle being admitted is
+            // decoded into, then encoded into its slot's frame.
+            term("arena decode rooms", threads, arena::TX_BYTES_PER_SLOT),
             // One record per (egress address, region): pacing, cooldown, connection, place.
             term("limiter pair records", pairs, limiter::PAIR_RECORD_BYTES),
             // Per thread and lane (a region's pairs of one egress group): every wheel slot's

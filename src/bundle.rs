@@ -120,9 +120,10 @@ pub struct Decoded {
     pub first_signature: [u8; 64],
 }
 
-/// Decodes and validates `transactions` straight into a held arena slot (each into its fixed
-/// region; lengths, count and id into the slot's metadata): the relay's request path, with no
-/// intermediate buffer. On error the slot's metadata says zero transactions.
+/// Decodes and validates `transactions` into a held arena slot's decode room (each into its
+/// fixed region; lengths, count and id into the slot's metadata), from which the caller encodes
+/// the slot's frame: the relay's request path. On error the slot's metadata says zero
+/// transactions.
 pub fn decode_into_slot<'r>(
     slot: &mut SlotMut<'_>,
     transactions: &[JsonStr<'_>],

@@ -1,6 +1,6 @@
 //! The memory budget counts exactly what the arena and the limiter allocate.
 
-use bundle_relay::arena::{Arena, SLOT_BYTES};
+use bundle_relay::arena::{Arena, SLOT_BYTES, TX_BYTES_PER_SLOT};
 use bundle_relay::budget::{Budget, BudgetInputs};
 use bundle_relay::clock::{Instant, TickRate};
 use bundle_relay::limiter::timers::PairTimers;
@@ -13,14 +13,18 @@ fn the_budget_terms_add_up_to_what_the_layers_allocate() {
     let arena = Arena::new(1_000);
     let arena_terms: u64 = [
         "arena slot metadata",
-        "arena transaction bytes",
         "arena frame bytes",
+        "arena decode rooms",
     ]
     .iter()
     .map(|t| budget.term_bytes(t))
     .sum();
     assert_eq!(arena_terms, arena.allocated_bytes() as u64);
-    assert_eq!(arena_terms, 1_000 * SLOT_BYTES as u64);
+    // One thread: its slots, and one decode room whatever the slot count.
+    assert_eq!(
+        arena_terms,
+        1_000 * SLOT_BYTES as u64 + TX_BYTES_PER_SLOT as u64
+    );
     let limiter = Limiter::new(&LimiterConfig::uniform(TickRate::NANOS, 64, 8), Instant(0));
     let limiter_terms: u64 = [
         "limiter pair records",

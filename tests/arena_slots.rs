@@ -85,13 +85,15 @@ fn a_slot_holds_a_bundle_and_starts_fresh_for_the_next() {
         slot.meta.attempts = 2;
         slot.frame[..3].copy_from_slice(b"abc");
         slot.meta.frame_len = 3;
-        assert_eq!(slot.tx(4).len(), PACKET_DATA_SIZE - 4);
+        // The transactions are in the arena's decode room until the frame is encoded.
+        for i in 0..BUNDLE_TXS_MAX {
+            assert_eq!(slot.tx(i).len(), PACKET_DATA_SIZE - i);
+            assert!(slot.tx(i).iter().all(|&b| b == i as u8 + 1));
+        }
     }
     let slot = arena.get(h).unwrap();
-    for i in 0..BUNDLE_TXS_MAX {
-        assert_eq!(slot.tx(i).len(), PACKET_DATA_SIZE - i);
-        assert!(slot.tx(i).iter().all(|&b| b == i as u8 + 1));
-    }
+    assert_eq!(slot.meta.tx_count, BUNDLE_TXS_MAX as u8);
+    assert_eq!(slot.meta.region, 3);
     assert_eq!(slot.frame.len(), FRAME_BYTES_MAX);
     assert_eq!(slot.encoded_frame(), b"abc");
     arena.release(h).unwrap();

@@ -3,11 +3,14 @@
 //! [`Arena::acquire`] fails at once and the intake answers 429 instead of growing memory
 //! (seed 000's relay reached 75 GB without such a cap).
 //!
-//! A slot holds one bundle: up to [`BUNDLE_TXS_MAX`] transactions of at most
-//! [`PACKET_DATA_SIZE`] bytes each (the decoder writes them in place), their metadata, and room
-//! for the bundle's complete upstream DATA frame ([`FRAME_BYTES_MAX`], computed below from the
-//! protobuf encoding rules). Slot memory is three flat arrays (metadata, transaction bytes,
-//! frame bytes), so the cold bulk bytes never share cache lines with the hot metadata.
+//! A slot holds one bundle: its metadata and its complete upstream DATA frame
+//! ([`FRAME_BYTES_MAX`], computed below from the protobuf encoding rules), which carries the
+//! transactions' bytes. The decoder writes the transactions (up to [`BUNDLE_TXS_MAX`] of at
+//! most [`PACKET_DATA_SIZE`] bytes each) into one decode room per arena, [`TX_BYTES_PER_SLOT`]
+//! bytes, from which the frame is encoded at once: nothing reads them after that, so a room per
+//! slot would double every slot for bytes held only during one request's handling. Slot memory
+//! is two flat arrays (metadata, frame bytes), so the cold bulk bytes never share cache lines
+//! with the hot metadata.
 //!
 //! Handles carry a generation: releasing a slot bumps it, so a handle kept past its release
 //! (double release, use after release) is rejected with [`StaleHandle`] instead of touching the
@@ -74,13 +77,14 @@ const _: () = assert!(
 /// Further regions one bundle may be fanned out to besides its own (`fan_out` ≤ 4).
 pub const FAN_EXTRA_MAX: usize = 3;
 
-/// Transaction bytes of one slot: each transaction has its own fixed 1232-byte region.
+/// Bytes of an arena's decode room: each transaction of the bundle being decoded has its own
+/// fixed 1232-byte region (one room per arena, not per slot).
 pub const TX_BYTES_PER_SLOT: usize = BUNDLE_TXS_MAX * PACKET_DATA_SIZE;
 /// Bytes of one slot's metadata record.
 pub const SLOT_META_BYTES: usize =
     std::mem::size_of::<BundleMeta>() + std::mem::size_of::<SlotAlloc>();
 /// Bytes one slot costs in all.
-pub const SLOT_BYTES: usize = SLOT_META_BYTES + TX_BYTES_PER_SLOT + FRAME_BYTES_MAX;
+pub const SLOT_BYTES: usize = SLOT_META_BYTES + FRAME_BYTES_MAX;
 /// Most slots one arena may hold: indexes are `u32` and `u32::MAX` ends the free list.
 pub const MAX_SLOTS: u32 = u32::MAX - 1;
 
@@ -129,7 +133,8 @@ impl std::error::Error for StaleHandle {}
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BundleMeta {
     pub tx_count: u8,
-    /// Length of each transaction, in its fixed region of the slot.
+    /// Length of each transaction, in its fixed region of the decode room while it is decoded
+    /// (its bytes are in the frame after that).
     pub tx_len: [u16; BUNDLE_TXS_MAX],
     /// SHA-256 bundle id (Jito's, hex-encoded only when answering).
     pub bundle_id: [u8; 32],
@@ -176,29 +181,19 @@ struct SlotAlloc {
 /// Read access to one held slot.
 pub struct SlotRef<'a> {
     pub meta: &'a BundleMeta,
-    txs: &'a [u8],
     pub frame: &'a [u8],
 }
 
 impl<'a> SlotRef<'a> {
-    /// Transaction `i` (`i < meta.tx_count`).
-    pub fn tx(&self, i: usize) -> &'a [u8] {
-        assert!(
-            i < self.meta.tx_count as usize,
-            "tx {i} of {}",
-            self.meta.tx_count
-        );
-        let start = i * PACKET_DATA_SIZE;
-        &self.txs[start..start + self.meta.tx_len[i] as usize]
-    }
-
     /// The encoded frame (`frame_len` bytes).
     pub fn encoded_frame(&self) -> &'a [u8] {
         &self.frame[..self.meta.frame_len as usize]
     }
 }
 
-/// Write access to one held slot.
+/// Write access to one held slot, with the decode room of the thread writing it
+/// ([`TX_BYTES_PER_SLOT`] bytes; empty when the slot is written without decoding into it:
+/// [`LentSlot::slot_mut`]).
 pub struct SlotMut<'a> {
     pub meta: &'a mut BundleMeta,
     txs: &'a mut [u8],
@@ -207,20 +202,15 @@ pub struct SlotMut<'a> {
 }
 
 impl SlotMut<'_> {
-    /// Makes this slot a copy of `src`: its meta, transactions and encoded frame (a bundle
-    /// moving to another thread's arena, whose slots are laid out the same).
+    /// Makes this slot a copy of `src`: its meta and encoded frame (a bundle moving to
+    /// another thread's arena, whose slots are laid out the same).
     pub fn copy_from(&mut self, src: &SlotRef<'_>) {
         *self.meta = *src.meta;
-        for i in 0..src.meta.tx_count as usize {
-            let start = i * PACKET_DATA_SIZE;
-            let end = start + src.meta.tx_len[i] as usize;
-            self.txs[start..end].copy_from_slice(&src.txs[start..end]);
-        }
         let n = src.meta.frame_len as usize;
         self.frame[..n].copy_from_slice(&src.frame[..n]);
     }
 
-    /// The fixed [`PACKET_DATA_SIZE`]-byte region of transaction `i`, for decoding in place.
+    /// The fixed [`PACKET_DATA_SIZE`]-byte region of transaction `i` in the decode room.
     pub fn tx_region(&mut self, i: usize) -> &mut [u8] {
         assert!(
             i < BUNDLE_TXS_MAX,
@@ -244,7 +234,8 @@ impl SlotMut<'_> {
         (iter, &mut *self.frame)
     }
 
-    /// Transaction `i` as recorded in `meta`.
+    /// Transaction `i` as recorded in `meta`, in the decode room (until the thread decodes
+    /// its next bundle).
     pub fn tx(&self, i: usize) -> &[u8] {
         assert!(
             i < self.meta.tx_count as usize,
@@ -256,14 +247,12 @@ impl SlotMut<'_> {
     }
 }
 
-/// A slot one arena lent to another thread: where its metadata, transactions and frame area
-/// are. The borrower writes them through [`LentSlot::slot_mut`] and then hands the slot (its
+/// A slot one arena lent to another thread: where its metadata and frame area are. The borrower writes them through [`LentSlot::slot_mut`] and then hands the slot (its
 /// handle) back to the owner over a ring, which publishes the writes with it.
 #[derive(Clone, Copy, Debug)]
 pub struct LentSlot {
     pub handle: SlotHandle,
     meta: *mut BundleMeta,
-    txs: *mut u8,
     frame: *mut u8,
 }
 
@@ -272,17 +261,28 @@ pub struct LentSlot {
 unsafe impl Send for LentSlot {}
 
 impl LentSlot {
-    /// Write access to the lent slot, as [`Arena::get_mut`] gives its owner.
+    /// Write access to the lent slot's metadata and frame, without a decode room (for a
+    /// bundle copied in, or metadata alone).
     ///
     /// # Safety
     /// The caller is the one borrower of this slot and has not handed it back; the owning
     /// arena is alive (arenas live for the relay's whole run).
     pub unsafe fn slot_mut(&mut self) -> SlotMut<'_> {
+        // SAFETY: as the contract says.
+        unsafe { self.decode_into(&mut []) }
+    }
+
+    /// Write access to the lent slot, as [`Arena::get_mut`] gives its owner, with `room` (the
+    /// borrowing thread's own arena's, [`Arena::decode_room`]) to decode the bundle in.
+    ///
+    /// # Safety
+    /// As for [`LentSlot::slot_mut`].
+    pub unsafe fn decode_into<'a>(&'a mut self, room: &'a mut [u8]) -> SlotMut<'a> {
         // SAFETY: by the contract above nothing else touches these cells now.
         unsafe {
             SlotMut {
                 meta: &mut *self.meta,
-                txs: std::slice::from_raw_parts_mut(self.txs, TX_BYTES_PER_SLOT),
+                txs: room,
                 frame: std::slice::from_raw_parts_mut(self.frame, FRAME_BYTES_MAX),
             }
         }
@@ -315,8 +315,10 @@ pub struct Arena {
     /// Each slot's bundle metadata, transaction bytes and frame area, in cells: a lent slot's
     /// are written by its borrower while the owner works on other slots.
     bundles: Box<[UnsafeCell<BundleMeta>]>,
-    txs: Box<[UnsafeCell<u8>]>,
     frames: Box<[UnsafeCell<u8>]>,
+    /// Where this thread decodes a bundle's transactions before encoding its frame
+    /// ([`TX_BYTES_PER_SLOT`] bytes), whichever arena's slot the bundle is in.
+    room: Box<[u8]>,
     free_head: u32,
     in_use: u32,
 }
@@ -340,15 +342,13 @@ impl Arena {
         let bundles = (0..n)
             .map(|_| UnsafeCell::new(BundleMeta::default()))
             .collect();
-        let mut txs = vec![0u8; n * TX_BYTES_PER_SLOT].into_boxed_slice();
         let mut frames = vec![0u8; n * FRAME_BYTES_MAX].into_boxed_slice();
-        prefault(&mut txs);
         prefault(&mut frames);
         Arena {
             alloc,
             bundles,
-            txs: cells(txs),
             frames: cells(frames),
+            room: vec![0u8; TX_BYTES_PER_SLOT].into_boxed_slice(),
             free_head: 0,
             in_use: 0,
         }
@@ -356,7 +356,7 @@ impl Arena {
 
     /// Bytes this arena holds (the budget's arena terms must add up to this).
     pub fn allocated_bytes(&self) -> usize {
-        self.alloc.len() * SLOT_META_BYTES + self.txs.len() + self.frames.len()
+        self.alloc.len() * SLOT_META_BYTES + self.frames.len() + self.room.len()
     }
 
     pub fn capacity(&self) -> u32 {
@@ -405,7 +405,6 @@ impl Arena {
         Some(LentSlot {
             handle,
             meta: self.bundles[i].get(),
-            txs: self.cell_ptr(&self.txs, i * TX_BYTES_PER_SLOT),
             frame: self.cell_ptr(&self.frames, i * FRAME_BYTES_MAX),
         })
     }
@@ -430,10 +429,6 @@ impl Arena {
         unsafe {
             Ok(SlotRef {
                 meta: &*self.bundles[i].get(),
-                txs: std::slice::from_raw_parts(
-                    self.cell_ptr(&self.txs, i * TX_BYTES_PER_SLOT),
-                    TX_BYTES_PER_SLOT,
-                ),
                 frame: std::slice::from_raw_parts(
                     self.cell_ptr(&self.frames, i * FRAME_BYTES_MAX),
                     FRAME_BYTES_MAX,
@@ -444,20 +439,20 @@ impl Arena {
 
     pub fn get_mut(&mut self, handle: SlotHandle) -> Result<SlotMut<'_>, StaleHandle> {
         let i = self.held(handle)?;
+        let frame = self.cell_ptr(&self.frames, i * FRAME_BYTES_MAX);
         // SAFETY: as in `get`, and `&mut self` makes this the only access the owner has.
         unsafe {
             Ok(SlotMut {
                 meta: &mut *self.bundles[i].get(),
-                txs: std::slice::from_raw_parts_mut(
-                    self.cell_ptr(&self.txs, i * TX_BYTES_PER_SLOT),
-                    TX_BYTES_PER_SLOT,
-                ),
-                frame: std::slice::from_raw_parts_mut(
-                    self.cell_ptr(&self.frames, i * FRAME_BYTES_MAX),
-                    FRAME_BYTES_MAX,
-                ),
+                txs: &mut self.room,
+                frame: std::slice::from_raw_parts_mut(frame, FRAME_BYTES_MAX),
             })
         }
+    }
+
+    /// This thread's decode room, for a slot another arena lent it ([`LentSlot::decode_into`]).
+    pub fn decode_room(&mut self) -> &mut [u8] {
+        &mut self.room
     }
 
     fn bundle_mut(&mut self, i: usize) -> &mut BundleMeta {

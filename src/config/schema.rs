@@ -21,7 +21,7 @@ use crate::limiter::{LANES_MAX, REGIONS_MAX};
 use crate::wire::{BASE58_LEN_MAX, BUNDLE_TXS_MAX};
 
 pub const ARENA_SLOTS_DEFAULT: u32 = 65_536;
-/// Each slot costs `arena::SLOT_BYTES` (~13 KiB) at startup; 2^22 slots is ~50 GiB, past which a
+/// Each slot costs `arena::SLOT_BYTES` (~6 KiB) at startup; 2^22 slots is ~25 GiB, past which a
 /// value is a typo rather than a plan.
 pub const ARENA_SLOTS_MAX: u32 = 1 << 22;
 pub const BUNDLE_MAX_AGE_MS_DEFAULT: u64 = 2_000;

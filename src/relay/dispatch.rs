@@ -545,7 +545,7 @@ impl Dispatcher {
             Taken::Local(slot) => self.arena.get_mut(*slot).expect("held by the intake"),
             // SAFETY: a slot lent to this thread, not handed back yet (`commit` and `abandon`
             // consume the admission).
-            Taken::Lent { slot, .. } => unsafe { slot.slot_mut() },
+            Taken::Lent { slot, .. } => unsafe { slot.decode_into(self.arena.decode_room()) },
         }
     }
 

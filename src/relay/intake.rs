@@ -190,7 +190,8 @@ pub fn handle(
     };
     // The cap is checked before decoding: an overloaded relay refuses without spending CPU.
     // The slot is taken where the bundle will be sent from (this thread's arena, or one lent
-    // by the thread whose pool sends soonest), so it is decoded once, in place.
+    // by the thread whose pool sends soonest), so it is decoded once, into this thread's decode
+    // room, and encoded straight into the slot's frame.
     let mut admission = match d.admit(port, claim, now) {
         Ok(a) => a,
         Err(Refusal::Full) => {
