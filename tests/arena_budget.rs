@@ -122,8 +122,31 @@ fn the_upstream_connection_term_is_what_a_relay_connection_allocates() {
     assert_eq!(weighed as usize, Connection::allocation_bytes(&cfg));
     let budget = Budget::new(BudgetInputs::with_default_intake(1_000, 64, 8, 1));
     assert_eq!(
-        budget.term_bytes("upstream h2 connections"),
+        budget.term_bytes("upstream h2 buffers") + budget.term_bytes("upstream h2 connections"),
         64 * 8 * weighed as u64
+    );
+}
+
+#[test]
+fn a_thread_that_reserved_its_buffers_allocates_the_rest_of_each_connection() {
+    use bundle_relay::h2::conn::Connection;
+    let cfg = bundle_relay::relay::upstream_h2_config();
+    let before = weighing::live();
+    bundle_relay::h2::storage::reserve(2 * Connection::buffer_bytes(&cfg));
+    let reserved = weighing::live() - before;
+    let conns = [(); 2].map(|_| Box::new(Connection::new(cfg.clone(), 0)));
+    let weighed = weighing::live() - before - reserved;
+    drop(conns);
+    bundle_relay::h2::storage::reserve(0);
+    let budget = Budget::new(BudgetInputs::with_default_intake(1_000, 64, 8, 1));
+    assert_eq!(
+        reserved as u64,
+        2 * budget.term_bytes("upstream h2 buffers") / (64 * 8)
+            + budget.term_bytes("upstream h2 buffer slabs")
+    );
+    assert_eq!(
+        weighed as u64,
+        2 * budget.term_bytes("upstream h2 connections") / (64 * 8)
     );
 }
 

@@ -26,6 +26,7 @@ use super::config::{
 };
 use super::frame::{self, Frame, FrameError, HEADER_LEN, Head, Reason, WINDOW_MAX};
 use super::hpack::{self, Decoder, Encoder, HeaderList, HpackError};
+use super::storage::{self, Buffer};
 use super::stream::{STREAM_ID_MAX, State as StreamState, Streams};
 use super::transmit::Transmit;
 
@@ -61,13 +62,13 @@ enum Phase {
 /// A connection's allocated storage, moved whole between [`Connection::new`] and
 /// [`Connection::reset`].
 struct Parts {
-    tx: Box<[u8]>,
-    rx: Box<[u8]>,
+    tx: Buffer,
+    rx: Buffer,
     streams: Streams,
-    block: Box<[u8]>,
+    block: Buffer,
     decoder: Decoder,
     discard: HeaderList,
-    header_out: Box<[u8]>,
+    header_out: Buffer,
     events: VecDeque<Event>,
 }
 
@@ -76,7 +77,7 @@ pub struct Connection {
     cfg: Config,
     phase: Phase,
     tx: Transmit,
-    rx: Box<[u8]>,
+    rx: Buffer,
     rx_len: usize,
     peer_settings_seen: bool,
     settings_ack_deadline_ns: Option<u64>,
@@ -91,7 +92,7 @@ pub struct Connection {
     next_stream_id: u32,
     goaway_last: Option<u32>,
     goaway_reason: Reason,
-    block: Box<[u8]>,
+    block: Buffer,
     block_len: usize,
     block_stream: u32,
     block_end_stream: bool,
@@ -99,7 +100,7 @@ pub struct Connection {
     block_deadline_ns: u64,
     decoder: Decoder,
     discard: HeaderList,
-    header_out: Box<[u8]>,
+    header_out: Buffer,
     events: VecDeque<Event>,
     keepalive_interval_ns: Option<u64>,
     /// When the last frame arrived: keepalive PINGs go only to a silent peer.
@@ -117,7 +118,9 @@ fn ms(v: u64) -> u64 {
 
 impl Connection {
     /// Bytes [`Connection::new`] allocates for `cfg`: its buffers, stream table, HPACK tables
-    /// and event queue (the budget counts one per upstream connection).
+    /// and event queue (the budget counts one per upstream connection). Of these,
+    /// [`Connection::buffer_bytes`] come from the thread's slab when it reserved one
+    /// ([`crate::h2::storage::reserve`]).
     pub fn allocation_bytes(cfg: &Config) -> usize {
         let header_list =
             HeaderList::allocation_bytes(cfg.header_list_bytes_max, HEADER_FIELDS_MAX);
@@ -133,6 +136,18 @@ impl Connection {
             + (cfg.stream_slots + 8) * std::mem::size_of::<Event>()
     }
 
+    /// Bytes of the byte buffers (transmit, receive for a split frame, header blocks in and
+    /// out, each stream's bodies): what a thread reserves per connection it will make
+    /// ([`crate::h2::storage::reserve`]).
+    pub fn buffer_bytes(cfg: &Config) -> usize {
+        cfg.transmit_bytes_max
+            + HEADER_LEN
+            + cfg.frame_size_max as usize
+            + cfg.header_block_bytes_max
+            + REQUEST_HEADER_BLOCK_BYTES_MAX
+            + cfg.stream_slots * (cfg.request_body_bytes_max + cfg.response_body_bytes_max)
+    }
+
     /// A connection whose preface and SETTINGS are already queued for sending.
     pub fn new(cfg: Config, now_ns: u64) -> Self {
         assert!(
@@ -141,14 +156,19 @@ impl Connection {
         );
         assert!(cfg.conn_window as i64 <= WINDOW_MAX && cfg.stream_window as i64 <= WINDOW_MAX);
         assert!(cfg.transmit_bytes_max >= frame::FRAME_SIZE_MIN as usize);
+        // What the calls of a full stream table write to the transmit buffer: each one's
+        // HEADERS and DATA frames. The rest of it, and the receive buffer (used only for a frame
+        // split across reads), stay untouched until needed.
+        let calls_bytes = cfg.stream_slots
+            * (2 * HEADER_LEN + REQUEST_HEADER_BLOCK_BYTES_MAX + cfg.request_body_bytes_max);
         let parts = Parts {
-            tx: vec![0; cfg.transmit_bytes_max].into_boxed_slice(),
-            rx: vec![0; HEADER_LEN + cfg.frame_size_max as usize].into_boxed_slice(),
+            tx: storage::touched(cfg.transmit_bytes_max, calls_bytes),
+            rx: storage::zeroed(HEADER_LEN + cfg.frame_size_max as usize),
             streams: Streams::new(&cfg),
-            block: vec![0; cfg.header_block_bytes_max].into_boxed_slice(),
+            block: storage::touched(cfg.header_block_bytes_max, usize::MAX),
             decoder: Decoder::new(cfg.header_table_size as usize),
             discard: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
-            header_out: vec![0; REQUEST_HEADER_BLOCK_BYTES_MAX].into_boxed_slice(),
+            header_out: storage::touched(REQUEST_HEADER_BLOCK_BYTES_MAX, usize::MAX),
             events: VecDeque::with_capacity(cfg.stream_slots + 8),
         };
         Self::assemble(cfg, now_ns, parts)

@@ -8,6 +8,7 @@
 //! - [`error`]: how streams and connections end, who caused it, whether a retry is safe.
 //! - [`stream`]: the stream table and the RFC 9113 section 5.1 stream states.
 //! - `transmit.rs`: the transmit buffer and its stream offsets.
+//! - [`storage`]: where the transmit and receive buffers live (a thread's zeroed slab).
 //! - [`conn`]: the connection state machine, flow control, keepalive and GOAWAY.
 //! - [`fuzz`]: the fuzz bodies of the frame and HPACK decoders.
 //!
@@ -21,6 +22,7 @@ pub mod error;
 pub mod frame;
 pub mod fuzz;
 pub mod hpack;
+pub mod storage;
 pub mod stream;
 mod transmit;
 

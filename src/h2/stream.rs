@@ -40,6 +40,7 @@
 use super::config::{Config, HEADER_FIELDS_MAX};
 use super::error::StreamEnd;
 use super::hpack::HeaderList;
+use super::storage::{self, Buffer};
 
 /// Stream ids are 31 bits; client ids are odd.
 pub const STREAM_ID_MAX: u32 = (1 << 31) - 1;
@@ -141,10 +142,10 @@ pub(super) struct Stream {
     pub(super) send_window: i64,
     pub(super) recv_window: i64,
     pub(super) recv_unacked: u32,
-    pub(super) body_out: Box<[u8]>,
+    pub(super) body_out: Buffer,
     pub(super) body_out_len: usize,
     pub(super) body_out_sent: usize,
-    pub(super) body_in: Box<[u8]>,
+    pub(super) body_in: Buffer,
     pub(super) body_in_len: usize,
     pub(super) headers: HeaderList,
     pub(super) trailers: HeaderList,
@@ -159,10 +160,10 @@ impl Stream {
             send_window: 0,
             recv_window: 0,
             recv_unacked: 0,
-            body_out: vec![0; cfg.request_body_bytes_max].into_boxed_slice(),
+            body_out: storage::touched(cfg.request_body_bytes_max, usize::MAX),
             body_out_len: 0,
             body_out_sent: 0,
-            body_in: vec![0; cfg.response_body_bytes_max].into_boxed_slice(),
+            body_in: storage::touched(cfg.response_body_bytes_max, usize::MAX),
             body_in_len: 0,
             headers: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
             trailers: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),

@@ -11,8 +11,10 @@
 /// with room to spare, so the buffer compacts before one would not fit.
 const CONTROL_FRAME_ROOM_BYTES: usize = 64;
 
+use super::storage::Buffer;
+
 pub(super) struct Transmit {
-    buf: Box<[u8]>,
+    buf: Buffer,
     head: usize,
     tail: usize,
     /// `buf[head..tail]` is being sent by an asynchronous transport: do not move it.
@@ -23,7 +25,7 @@ pub(super) struct Transmit {
 
 impl Transmit {
     /// An empty buffer over `buf`, as at the start of a connection.
-    pub(super) fn over(buf: Box<[u8]>) -> Transmit {
+    pub(super) fn over(buf: Buffer) -> Transmit {
         Transmit {
             buf,
             head: 0,
@@ -34,7 +36,7 @@ impl Transmit {
     }
 
     /// The storage, taken out for reuse by the next connection (this one is left empty).
-    pub(super) fn take_storage(&mut self) -> Box<[u8]> {
+    pub(super) fn take_storage(&mut self) -> Buffer {
         std::mem::take(&mut self.buf)
     }
 

@@ -279,6 +279,11 @@ impl Worker {
             d.pair_count(),
             listen_fds.len(),
         );
+        // Every pair's HTTP/2 transmit and receive buffers in one zeroed slab, before any
+        // connects: its pages are resident only once a connection writes them.
+        crate::h2::storage::reserve(
+            d.pair_count() * crate::h2::conn::Connection::buffer_bytes(&spec.h2),
+        );
         let ring = Ring::new(backlog, spec.reactor)?;
         let bufs = BufRing::new(
             ring.io_uring(),

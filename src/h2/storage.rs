@@ -1,0 +1,213 @@
+//! Where a connection's byte buffers live: the transmit buffer, the receive buffer for a frame
+//! split across reads, the header blocks in and out, and each stream's request and response
+//! bodies. They are sized for the worst case (a full transmit window of frames, the largest
+//! frame the peer may send, the largest bundle) but a connection carrying one bundle at a time
+//! uses the first page or two of its transmit buffer, as much of the body buffer as its bundles
+//! are long, and its receive buffer only when a frame arrives split. Zeroed heap memory is written at allocation (glibc's `calloc` clears memory a
+//! thread's arena already holds), so thousands of connections each allocating their own would
+//! hold all of it resident. A thread that will run many connections instead reserves one zeroed
+//! slab for all of them at startup ([`reserve`]): one allocation large enough to be mapped
+//! fresh, whose pages the kernel backs only when a connection first writes them.
+//!
+//! The pages every call writes (the start of the transmit buffer, the header blocks, the
+//! bodies) are touched when the connection is made ([`touched`]), so a bundle's path takes no
+//! page fault and a connection's memory does not grow with its first calls; the rest of the
+//! worst-case room stays untouched.
+//!
+//! This is NOT an allocator: a slab is carved front to back, never reused, and freed when its
+//! last buffer and its thread are gone. A connection made where no slab was reserved (or once a
+//! slab is used up) allocates its buffers itself, as before.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc, handle_alloc_error};
+use std::cell::RefCell;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// One zeroed allocation that buffers are carved from.
+struct Slab {
+    ptr: NonNull<u8>,
+    layout: Layout,
+}
+
+// SAFETY: the slab is plain bytes; each buffer carved from it is a disjoint range that only its
+// one `Buffer` touches.
+unsafe impl Send for Slab {}
+unsafe impl Sync for Slab {}
+
+impl Drop for Slab {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `reserve` with this layout; no buffer refers to it any more.
+        unsafe { dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+/// Heap bytes of a slab's shared record (besides the slab itself): one per thread that
+/// reserved one.
+pub const SLAB_RECORD_BYTES: usize = 2 * size_of::<usize>() + size_of::<Slab>();
+
+/// This thread's slab and how much of it is handed out.
+struct Carver {
+    slab: Arc<Slab>,
+    next: usize,
+}
+
+thread_local! {
+    static CARVER: RefCell<Option<Carver>> = const { RefCell::new(None) };
+}
+
+/// Reserves `bytes` of zeroed memory for the buffers of the connections this thread will make
+/// (replacing any earlier reservation; buffers already carved keep their slab alive). One
+/// allocation, at startup.
+pub fn reserve(bytes: usize) {
+    let carver = (bytes > 0).then(|| {
+        // Byte alignment, so the system allocator takes the `calloc` path (a stricter one is
+        // allocated and then cleared byte by byte, which would make the whole slab resident).
+        let layout = Layout::from_size_align(bytes, 1).expect("slab layout");
+        // SAFETY: a non-zero size.
+        let ptr = NonNull::new(unsafe { alloc_zeroed(layout) })
+            .unwrap_or_else(|| handle_alloc_error(layout));
+        Carver {
+            slab: Arc::new(Slab { ptr, layout }),
+            next: 0,
+        }
+    });
+    CARVER.with(|c| *c.borrow_mut() = carver);
+}
+
+/// `len` zeroed bytes: from this thread's slab while it has room, else allocated.
+pub(super) fn zeroed(len: usize) -> Buffer {
+    let carved = CARVER.with(|c| {
+        let mut c = c.borrow_mut();
+        let c = c.as_mut()?;
+        let end = c.next.checked_add(len)?;
+        if len == 0 || end > c.slab.layout.size() {
+            return None;
+        }
+        // SAFETY: `next..end` is inside the slab and handed out once.
+        let ptr = unsafe { NonNull::new_unchecked(c.slab.ptr.as_ptr().add(c.next)) };
+        c.next = end;
+        Some(Buffer {
+            ptr,
+            len,
+            slab: Some(c.slab.clone()),
+        })
+    });
+    carved.unwrap_or_else(|| Buffer::boxed(vec![0; len].into_boxed_slice()))
+}
+
+/// `len` zeroed bytes as [`zeroed`] gives them, the pages of the first `touch` of them made
+/// resident now: what every call on the connection writes, so a call never takes a page fault
+/// (the rest, for worst cases, stays untouched until one comes).
+pub(super) fn touched(len: usize, touch: usize) -> Buffer {
+    const PAGE: usize = 4096;
+    let mut b = zeroed(len);
+    let end = touch.min(len);
+    if end > 0 {
+        let base = b.as_mut_ptr();
+        let mut at = 0;
+        while at < end {
+            // SAFETY: `at < len`; a volatile write of the zero already there, which the
+            // optimiser cannot drop.
+            unsafe { std::ptr::write_volatile(base.add(at), 0) };
+            at += PAGE - (base as usize + at) % PAGE;
+        }
+    }
+    b
+}
+
+/// A fixed-size byte buffer: a range of a thread's slab, or a box of its own.
+pub(super) struct Buffer {
+    ptr: NonNull<u8>,
+    len: usize,
+    /// The slab `ptr` is in; `None`: `ptr` is a `Box<[u8]>` of `len` bytes this buffer owns.
+    slab: Option<Arc<Slab>>,
+}
+
+// SAFETY: a buffer is the only user of its bytes (a disjoint slab range or its own box).
+unsafe impl Send for Buffer {}
+unsafe impl Sync for Buffer {}
+
+impl Buffer {
+    fn boxed(b: Box<[u8]>) -> Buffer {
+        let len = b.len();
+        // SAFETY: `Box::into_raw` never returns null.
+        let ptr = unsafe { NonNull::new_unchecked(Box::into_raw(b).cast::<u8>()) };
+        Buffer {
+            ptr,
+            len,
+            slab: None,
+        }
+    }
+}
+
+impl Default for Buffer {
+    fn default() -> Buffer {
+        Buffer::boxed(Box::default())
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if self.slab.is_none() {
+            // SAFETY: made from a `Box<[u8]>` of `len` bytes in `boxed`, dropped once here.
+            drop(unsafe {
+                Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                    self.ptr.as_ptr(),
+                    self.len,
+                ))
+            });
+        }
+    }
+}
+
+impl std::ops::Deref for Buffer {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        // SAFETY: `ptr` is valid for `len` bytes for as long as this buffer (it owns the box or
+        // keeps the slab alive) and nothing else reaches them.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for Buffer {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`, and `&mut self` makes this the only access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_come_from_the_slab_until_it_is_used_up_then_from_the_heap() {
+        std::thread::spawn(|| {
+            reserve(256);
+            let mut a = zeroed(100);
+            let b = zeroed(100);
+            assert!(a.slab.is_some() && b.slab.is_some());
+            assert!(a.iter().chain(b.iter()).all(|&x| x == 0));
+            a[99] = 7;
+            assert_eq!(b[0], 0, "buffers do not overlap");
+            let c = zeroed(100);
+            assert!(c.slab.is_none(), "past the slab's end: allocated");
+            assert_eq!(c.len(), 100);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn a_thread_without_a_slab_allocates_each_buffer() {
+        std::thread::spawn(|| {
+            let b = zeroed(64);
+            assert!(b.slab.is_none());
+            assert_eq!(&b[..], &[0u8; 64][..]);
+        })
+        .join()
+        .unwrap();
+    }
+}
