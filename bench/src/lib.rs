@@ -31,6 +31,7 @@ pub mod engine;
 pub mod fds;
 pub mod handoff;
 pub mod haproxy;
+pub mod idle_cost;
 pub mod load;
 pub mod matrix;
 pub mod null;

@@ -176,6 +176,8 @@ fn a_relay_process_reports_its_addresses_answers_stats_and_exits_cleanly_when_st
         leader: false,
         reactor_poll: false,
         cpus: Vec::new(),
+        ping_idle_ms: None,
+        tcp_user_timeout_ms: None,
     };
     let mut child = Command::new(env!("CARGO_BIN_EXE_bench-demo"))
         .args([demo::SERVE_RELAY_ARG, "bundle-relay", "--spec"])

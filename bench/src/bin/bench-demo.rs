@@ -13,6 +13,7 @@
 //! bench-demo --leader-cost                      # bundle-relay, routed by leader vs soonest
 //! bench-demo --poll-cost                        # bundle-relay, reactor poll mode vs sleep mode
 //! bench-demo --handoffs                         # one connection against the whole pool
+//! bench-demo --idle-cost                        # an idle relay, 16,384 pairs, keepalive on vs off
 //! bench-demo --faults                           # every fault at once, what the relay did, what was lost
 //! bench-demo --relays 2 --haproxy               # one relay vs HAProxy + 2 relays (egress sliced), one table
 //! ```
@@ -25,8 +26,9 @@
 //! connections.
 //!
 //! Exits 0 when every step's relay accounting holds and the engine saw no early send; 1 when
-//! either failed; 2 on a bad argument or a failure to start. `--compare` and `--metrics-cost`
-//! report missed targets in their tables without failing.
+//! either failed; 2 on a bad argument or a failure to start. `--compare`, `--metrics-cost` and
+//! `--idle-cost` report missed targets in their tables without failing; `--idle-cost` exits 1
+//! when a pool never came all up.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -221,6 +223,35 @@ struct Args {
     /// --haproxy: the HAProxy binary.
     #[arg(long, default_value = "haproxy")]
     haproxy_bin: PathBuf,
+    /// What an idle bundle-relay costs: every pair up (eager connects), no load, the relay
+    /// process's CPU (reactor threads, log thread, the rest), wake-ups and RSS over a window,
+    /// with keepalive PINGs on (`--idle-ping-ms`) and off; one table against issue 18's
+    /// "< 1% of a core with 16,384 pairs" (`--relay-threads` applies).
+    #[arg(long)]
+    idle_cost: bool,
+    /// --idle-cost: egress addresses (127.1.0.0 up), 8 regions each.
+    #[arg(long, default_value_t = bundle_relay_bench::idle_cost::SOURCES_DEFAULT)]
+    idle_sources: usize,
+    /// --idle-cost: pools to measure, in pairs (multiples of 8), e.g. 1024,16384; replaces
+    /// --idle-sources.
+    #[arg(long, value_delimiter = ',')]
+    idle_pairs_list: Vec<usize>,
+    /// --idle-cost: seconds of the measured window (long enough for a keepalive round).
+    #[arg(long, default_value_t = bundle_relay_bench::idle_cost::WINDOW_S_DEFAULT)]
+    idle_secs: f64,
+    /// --idle-cost: seconds between the last pair up and the window.
+    #[arg(long, default_value_t = bundle_relay_bench::idle_cost::SETTLE_S_DEFAULT)]
+    idle_settle_s: f64,
+    /// --idle-cost: the keepalive rows' ping_idle_ms.
+    #[arg(long, default_value_t = bundle_relay::config::PING_IDLE_MS_DEFAULT)]
+    idle_ping_ms: u64,
+    /// --idle-cost: seconds a pool may take to come all up.
+    #[arg(long, default_value_t = bundle_relay_bench::idle_cost::UP_WAIT_S_DEFAULT)]
+    idle_up_wait_s: f64,
+    /// --idle-cost: the relay's tcp_user_timeout_ms on its upstream sockets (default: the
+    /// relay's own, 5 s).
+    #[arg(long)]
+    idle_tcp_user_timeout_ms: Option<u64>,
 }
 
 /// `bench-demo --serve-relay KIND --spec JSON`: the relay process the demo starts.
@@ -260,6 +291,9 @@ fn main() -> ExitCode {
         return serve(&argv[2..]);
     }
     let a = Args::parse();
+    if a.idle_cost {
+        return idle_cost(&a);
+    }
     let bad = |m: String| {
         eprintln!("bench-demo: {m}");
         ExitCode::from(2)
@@ -444,6 +478,50 @@ fn main() -> ExitCode {
     }
     match demo::run(&cfg) {
         Ok(r) => finish(demo::render(&r), &r, a.json.as_deref(), r.failures()),
+        Err(e) => bad(e),
+    }
+}
+
+/// `--idle-cost`: exits 1 when a pool never came all up or lost pairs while idle; a missed
+/// target is reported in the table without failing.
+fn idle_cost(a: &Args) -> ExitCode {
+    use bundle_relay_bench::idle_cost::{self, IdleConfig};
+    let bad = |m: String| {
+        eprintln!("bench-demo: {m}");
+        ExitCode::from(2)
+    };
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return bad(format!("finding this executable to run the relay: {e}")),
+    };
+    let regions = IdleConfig::regions();
+    let pools = if a.idle_pairs_list.is_empty() {
+        vec![a.idle_sources]
+    } else {
+        if let Some(p) = a
+            .idle_pairs_list
+            .iter()
+            .find(|&&p| p == 0 || p % regions != 0)
+        {
+            return bad(format!(
+                "--idle-pairs-list: {p} is not a positive multiple of the {regions} regions"
+            ));
+        }
+        a.idle_pairs_list.iter().map(|p| p / regions).collect()
+    };
+    let cfg = IdleConfig {
+        pools,
+        relay_threads: a.relay_threads,
+        ping_idle_ms: a.idle_ping_ms,
+        settle_s: a.idle_settle_s,
+        window_s: a.idle_secs,
+        up_wait_s: a.idle_up_wait_s,
+        tcp_user_timeout_ms: a.idle_tcp_user_timeout_ms,
+        progress: !a.quiet,
+        ..IdleConfig::new(exe)
+    };
+    match idle_cost::run(&cfg) {
+        Ok(r) => finish(idle_cost::render(&r), &r, a.json.as_deref(), r.failures()),
         Err(e) => bad(e),
     }
 }

@@ -107,6 +107,13 @@ pub struct RelaySetup {
     /// i-th.
     #[serde(default)]
     pub cpus: Vec<usize>,
+    /// bundle-relay's `ping_idle_ms` (0: no keepalive PINGs); `None`: [`Spec::local`]'s
+    /// default, 30 s.
+    #[serde(default)]
+    pub ping_idle_ms: Option<u64>,
+    /// bundle-relay's `tcp_user_timeout_ms` on upstream sockets; `None`: the default, 5 s.
+    #[serde(default)]
+    pub tcp_user_timeout_ms: Option<u64>,
 }
 
 /// The key the demo's load sends (`x-jito-auth`) when the relay has tenants.
@@ -223,6 +230,12 @@ impl RelaySetup {
                 .iter()
                 .map(|&proxy| bundle_relay::config::Source::Socks5 { proxy, auth: None }),
         );
+        if let Some(ms) = self.ping_idle_ms {
+            spec.ping_idle_ms = ms;
+        }
+        if let Some(ms) = self.tcp_user_timeout_ms {
+            spec.tcp_user_timeout_ms = ms;
+        }
         spec.threads = self.threads.max(1);
         spec.arena_slots = self.in_flight_max;
         spec.handoffs = self.handoffs;

@@ -180,6 +180,8 @@ fn start_relay(cfg: &DemoConfig, engine: &EngineThread) -> Result<(ProxyThread, 
         } else {
             Vec::new()
         },
+        ping_idle_ms: None,
+        tcp_user_timeout_ms: None,
     };
     let relay = RelayRun::start(cfg, setup)?;
     if cfg.relay == RelayKind::BundleRelay

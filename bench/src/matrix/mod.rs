@@ -235,6 +235,8 @@ pub fn run(cfg: &MatrixConfig) -> Result<MatrixReport, String> {
         leader: false,
         reactor_poll: false,
         cpus: Vec::new(),
+        ping_idle_ms: None,
+        tcp_user_timeout_ms: None,
     };
     let relay_cfg = DemoConfig {
         relay_exe: Some(cfg.relay_exe.clone()),
