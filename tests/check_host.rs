@@ -271,7 +271,7 @@ fn limits_below_the_config_and_addresses_not_on_the_host_fail() {
     let needed = cfg.fds_needed();
     let mut i = inputs(&t.0, Some(cfg));
     i.nofile = (1024, needed - 1);
-    i.memlock = (16_384, 16_384);
+    i.memlock = (4_096, 4_096);
     let checks = check_host::run(&i);
     let c = find(&checks, "open files");
     assert_eq!(c.level, Level::Fail);
@@ -281,8 +281,8 @@ fn limits_below_the_config_and_addresses_not_on_the_host_fail() {
         "{c}"
     );
     let c = find(&checks, "locked memory");
-    assert_eq!(c.level, Level::Fail, "2 threads pin 32 KiB: {c}");
-    assert!(c.fix.starts_with("LimitMEMLOCK=32768"), "{c}");
+    assert_eq!(c.level, Level::Fail, "2 threads pin 8 KiB: {c}");
+    assert!(c.fix.starts_with("LimitMEMLOCK=8192"), "{c}");
     let c = find(&checks, "egress addresses");
     assert_eq!(c.level, Level::Fail);
     assert!(
