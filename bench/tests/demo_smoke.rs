@@ -157,28 +157,13 @@ fn a_relay_process_reports_its_addresses_answers_stats_and_exits_cleanly_when_st
             ),
         ))
         .unwrap();
-    let setup = demo::RelaySetup {
-        regions: engine.region_addrs(),
-        egress: demo::parse_egress("127.1.62.0/30").unwrap(),
-        interval_ms: 10,
-        threads: 1,
-        in_flight_max: 64,
-        socks5: Vec::new(),
-        tls_ca_pem: None,
-        metrics: true,
-        tuning: None,
-        bad_tls_regions: Vec::new(),
-        admin: false,
-        handoffs: true,
-        tenants: 0,
-        reload_every_ms: 0,
-        egress_cut_at_ms: 0,
-        leader: false,
-        reactor_poll: false,
-        cpus: Vec::new(),
-        ping_idle_ms: None,
-        tcp_user_timeout_ms: None,
-    };
+    let setup = demo::RelaySetup::plain(
+        engine.region_addrs(),
+        demo::parse_egress("127.1.62.0/30").unwrap(),
+        1,
+        10,
+        64,
+    );
     let mut child = Command::new(env!("CARGO_BIN_EXE_bench-demo"))
         .args([demo::SERVE_RELAY_ARG, "bundle-relay", "--spec"])
         .arg(serde_json::to_string(&setup).unwrap())

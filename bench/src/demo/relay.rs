@@ -172,6 +172,40 @@ fn any_port() -> SocketAddr {
 }
 
 impl RelaySetup {
+    /// A plaintext relay of `threads` threads to `regions` from `egress`, every other setting
+    /// at its default (metrics on, handoffs on, no tenants, reloads, tuning or faults); runs
+    /// change what they measure with `..`.
+    pub fn plain(
+        regions: Vec<(String, SocketAddr)>,
+        egress: Vec<IpAddr>,
+        threads: usize,
+        interval_ms: u64,
+        in_flight_max: u32,
+    ) -> RelaySetup {
+        RelaySetup {
+            regions,
+            egress,
+            socks5: Vec::new(),
+            tls_ca_pem: None,
+            interval_ms,
+            threads,
+            in_flight_max,
+            metrics: true,
+            tuning: None,
+            bad_tls_regions: Vec::new(),
+            admin: false,
+            handoffs: true,
+            tenants: 0,
+            reload_every_ms: 0,
+            egress_cut_at_ms: 0,
+            leader: false,
+            reactor_poll: false,
+            cpus: Vec::new(),
+            ping_idle_ms: None,
+            tcp_user_timeout_ms: None,
+        }
+    }
+
     /// bundle-relay's spec: each region pinned on a port of its own, over TLS with the
     /// production host name as SNI and authority when the engines speak TLS.
     fn bundle_relay_spec(&self) -> Result<Spec, String> {

@@ -326,26 +326,15 @@ fn measure(cfg: &IdleConfig, sources: usize, ping_idle_ms: u64) -> Result<IdleRo
         ..EngineConfig::default()
     })?;
     let setup = RelaySetup {
-        regions: engine.handle.region_addrs(),
-        egress: cfg.egress(sources),
-        socks5: Vec::new(),
-        tls_ca_pem: None,
-        interval_ms: crate::engine::INTERVAL_MS_DEFAULT,
-        threads: cfg.relay_threads,
-        in_flight_max: IN_FLIGHT_MAX_DEFAULT,
-        metrics: true,
-        tuning: None,
-        bad_tls_regions: Vec::new(),
-        admin: false,
-        handoffs: true,
-        tenants: 0,
-        reload_every_ms: 0,
-        egress_cut_at_ms: 0,
-        leader: false,
-        reactor_poll: false,
-        cpus: Vec::new(),
         ping_idle_ms: Some(ping_idle_ms),
         tcp_user_timeout_ms: cfg.tcp_user_timeout_ms,
+        ..RelaySetup::plain(
+            engine.handle.region_addrs(),
+            cfg.egress(sources),
+            cfg.relay_threads,
+            crate::engine::INTERVAL_MS_DEFAULT,
+            IN_FLIGHT_MAX_DEFAULT,
+        )
     };
     let relay_cfg = DemoConfig {
         relay: RelayKind::BundleRelay,
