@@ -108,6 +108,13 @@ impl Relay {
                 spec.threads.max(1),
             )));
         }
+        if let Some(why) =
+            crate::config::keepalive_timeout_conflict(spec.ping_idle_ms, spec.tcp_user_timeout_ms)
+        {
+            return Err(StartError::Spec(format!(
+                "egress.tcp_user_timeout_ms {why}"
+            )));
+        }
         if !spec.handoffs {
             // Without handoffs a thread sends only what it accepted, so each needs a source of
             // every group a tenant of its may use.

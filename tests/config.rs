@@ -241,6 +241,46 @@ fn admin_metrics_is_on_by_default_and_false_turns_it_off_in_the_config_and_the_s
     );
 }
 
+/// Who watches an idle upstream connection, and what the user timeout must then cover:
+/// (ping_idle_ms, tcp_user_timeout_ms) → loads?
+#[test]
+fn idle_connection_watch_table_pings_or_kernel_keepalive_with_a_user_timeout_that_covers_it() {
+    let table: &[(u64, u64, bool)] = &[
+        // PINGs on: HTTP/2 PINGs watch idle connections, any user timeout.
+        (30_000, 100, true),
+        (30_000, 5_000, true),
+        // PINGs off: the kernel's keepalive (10 s, then 3 probes 1 s apart) must all fit in
+        // the user timeout, or one lost probe ends a healthy connection.
+        (0, 5_000, false),
+        (0, 12_999, false),
+        (0, 13_000, true),
+        (0, 60_000, true),
+    ];
+    for &(ping, timeout, loads) in table {
+        let text = format!(
+            "{REGION}[egress]\naddresses = [\"127.1.0.0/30\"]\nping_idle_ms = {ping}\n\
+             tcp_user_timeout_ms = {timeout}\n"
+        );
+        match parse(&text) {
+            Ok(c) => {
+                assert!(loads, "({ping}, {timeout}) loaded");
+                assert_eq!(c.egress.tcp_user_timeout_ms, timeout);
+            }
+            Err(e) => {
+                assert!(!loads, "({ping}, {timeout}) refused: {e}");
+                assert!(
+                    e.contains("egress.tcp_user_timeout_ms")
+                        && e.contains(&format!("got {timeout}"))
+                        && e.contains("at least 13000")
+                        && e.contains("ping_idle_ms = 0")
+                        && e.contains("one lost keepalive probe"),
+                    "{e}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn fewer_sources_than_threads_is_refused_with_the_numbers() {
     let e = refused(&format!("threads = 8\n{REGION}{EGRESS}"));

@@ -71,9 +71,11 @@
 //! reconnect_max_ms = 30000
 //! connect_timeout_ms = 5000
 //! handshakes_max = 256         # concurrent connects/handshakes per thread at startup
-//! ping_idle_ms = 30000         # HTTP/2 PING after this long without a frame (0: off)
+//! ping_idle_ms = 30000         # HTTP/2 PING after this long without a frame (0: off, the
+//!                              # kernel's keepalive probes idle connections instead)
 //! ping_timeout_ms = 2000       # a PING unanswered this long closes its connection
 //! tcp_user_timeout_ms = 5000   # sent data unacknowledged this long ends the connection
+//!                              # (at least 13000 with ping_idle_ms = 0: 10 s + 3 probes)
 //!
 //! [[egress.group]]             # addresses dedicated to the tenants naming the group; those
 //!                              # in no group (and every SOCKS5 proxy) are the "shared" ones
@@ -181,10 +183,12 @@ pub use error::ConfigError;
 pub use host::host_addresses;
 pub use keypair::{KEYPAIR_FILE_BYTES_MAX, SearcherKey};
 pub use model::{
-    ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, FD_SLACK, FdBudget, Intake, Leader,
-    Overrides, PING_IDLE_MS_DEFAULT, PING_TIMEOUT_MS_DEFAULT, PINNED_PORT_FIRST, ROTATING_PORT,
-    Reactor, ReactorMode, Region, Resolve, SHARED_GROUP, Source, TCP_USER_TIMEOUT_MS_DEFAULT,
-    even_share, thread_share, too_few_sources,
+    ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, FD_SLACK, FdBudget, Intake,
+    KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_PROBES, KEEPALIVE_USER_TIMEOUT_MS_MIN,
+    Leader, Overrides, PING_IDLE_MS_DEFAULT, PING_TIMEOUT_MS_DEFAULT, PINNED_PORT_FIRST,
+    ROTATING_PORT, Reactor, ReactorMode, Region, Resolve, SHARED_GROUP, Source,
+    TCP_USER_TIMEOUT_MS_DEFAULT, even_share, keepalive_timeout_conflict, thread_share,
+    too_few_sources,
 };
 pub use quota::Quota;
 pub use schema::stranded_sources;

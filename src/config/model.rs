@@ -28,6 +28,36 @@ pub const PING_TIMEOUT_MS_DEFAULT: u64 = 2_000;
 /// connection (`TCP_USER_TIMEOUT`), where without it TCP retransmits for many minutes.
 pub const TCP_USER_TIMEOUT_MS_DEFAULT: u64 = 5_000;
 
+/// With PINGs off (`ping_idle_ms = 0`) the kernel's keepalive watches idle upstream
+/// connections: a probe after this long without a packet from the engine, then one every
+/// [`KEEPALIVE_INTERVAL_S`], [`KEEPALIVE_PROBES`] in all. With PINGs on there is no kernel
+/// keepalive: a PING is data, so TCP retransmits a lost one, where a lost probe is just lost.
+pub const KEEPALIVE_IDLE_S: u64 = 10;
+pub const KEEPALIVE_INTERVAL_S: u64 = 1;
+pub const KEEPALIVE_PROBES: u32 = 3;
+/// The least `tcp_user_timeout_ms` with PINGs off. Once `TCP_USER_TIMEOUT` is set, Linux no
+/// longer counts keepalive probes: it ends the connection at the first probe timer that finds
+/// a probe unanswered and the user timeout passed since the engine's last packet. A user
+/// timeout shorter than the idle time plus every probe would end a healthy connection at its
+/// first lost probe.
+pub const KEEPALIVE_USER_TIMEOUT_MS_MIN: u64 =
+    (KEEPALIVE_IDLE_S + KEEPALIVE_PROBES as u64 * KEEPALIVE_INTERVAL_S) * 1000;
+
+/// Why `tcp_user_timeout_ms` cannot go with `ping_idle_ms`, if it cannot (see
+/// [`KEEPALIVE_USER_TIMEOUT_MS_MIN`]); the config's check and a started relay's.
+pub fn keepalive_timeout_conflict(ping_idle_ms: u64, tcp_user_timeout_ms: u64) -> Option<String> {
+    (ping_idle_ms == 0 && tcp_user_timeout_ms < KEEPALIVE_USER_TIMEOUT_MS_MIN).then(|| {
+        format!(
+            "must be at least {KEEPALIVE_USER_TIMEOUT_MS_MIN} with egress.ping_idle_ms = 0, got \
+             {tcp_user_timeout_ms}: without PINGs the kernel's keepalive watches idle \
+             connections ({KEEPALIVE_PROBES} probes {KEEPALIVE_INTERVAL_S} s apart after \
+             {KEEPALIVE_IDLE_S} s of silence), and Linux ends a connection once the user timeout \
+             has passed with a probe unanswered, so one lost keepalive probe would end a healthy \
+             connection; raise egress.tcp_user_timeout_ms or turn PINGs on"
+        )
+    })
+}
+
 /// File descriptors kept free beyond pairs, intake, listeners and rings: stdio, the config file
 /// during a reload, resolver sockets, admin connections, log files.
 pub const FD_SLACK: u64 = 64;

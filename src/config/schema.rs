@@ -14,7 +14,8 @@ use super::model::{
     ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, Intake, LEADER_POLL_MS_DEFAULT,
     LEADER_POLL_MS_MAX, LEADER_POLL_MS_MIN, LEADER_WAIT_MS_DEFAULT, Leader, Overrides,
     PING_IDLE_MS_DEFAULT, PING_TIMEOUT_MS_DEFAULT, ROTATING_PORT, Reactor, ReactorMode, Region,
-    Resolve, SHARED_GROUP, Source, TCP_USER_TIMEOUT_MS_DEFAULT, even_share, too_few_sources,
+    Resolve, SHARED_GROUP, Source, TCP_USER_TIMEOUT_MS_DEFAULT, even_share,
+    keepalive_timeout_conflict, too_few_sources,
 };
 use super::token::{TOKEN_BYTES_MAX, Token};
 use crate::limiter::{LANES_MAX, REGIONS_MAX};
@@ -1235,6 +1236,22 @@ fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
         1,
         RECONNECT_MS_MAX,
     )?;
+    let ping_idle_ms = cx.range(
+        "egress.ping_idle_ms",
+        fe.ping_idle_ms.unwrap_or(PING_IDLE_MS_DEFAULT),
+        0,
+        PING_IDLE_MS_MAX,
+    )?;
+    let tcp_user_timeout_ms = cx.range(
+        "egress.tcp_user_timeout_ms",
+        fe.tcp_user_timeout_ms
+            .unwrap_or(TCP_USER_TIMEOUT_MS_DEFAULT),
+        TCP_USER_TIMEOUT_MS_MIN,
+        TCP_USER_TIMEOUT_MS_MAX,
+    )?;
+    if let Some(why) = keepalive_timeout_conflict(ping_idle_ms, tcp_user_timeout_ms) {
+        return Err(cx.err("egress.tcp_user_timeout_ms", why));
+    }
     if reconnect_max_ms < reconnect_min_ms {
         return Err(cx.err(
             "egress.reconnect_max_ms",
@@ -1266,24 +1283,13 @@ fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
             1,
             HANDSHAKES_MAX_LIMIT,
         )?,
-        ping_idle_ms: cx.range(
-            "egress.ping_idle_ms",
-            fe.ping_idle_ms.unwrap_or(PING_IDLE_MS_DEFAULT),
-            0,
-            PING_IDLE_MS_MAX,
-        )?,
+        ping_idle_ms,
         ping_timeout_ms: cx.range(
             "egress.ping_timeout_ms",
             fe.ping_timeout_ms.unwrap_or(PING_TIMEOUT_MS_DEFAULT),
             1,
             PING_TIMEOUT_MS_MAX,
         )?,
-        tcp_user_timeout_ms: cx.range(
-            "egress.tcp_user_timeout_ms",
-            fe.tcp_user_timeout_ms
-                .unwrap_or(TCP_USER_TIMEOUT_MS_DEFAULT),
-            TCP_USER_TIMEOUT_MS_MIN,
-            TCP_USER_TIMEOUT_MS_MAX,
-        )?,
+        tcp_user_timeout_ms,
     })
 }

@@ -48,7 +48,7 @@ use intake::Intake;
 pub use intake::{INTAKE_OUT_BYTES, INTAKE_RECORD_BYTES};
 use op::{
     OP_ACCEPT, OP_CANCEL, OP_CLOSE, OP_IN_RECV, OP_IN_SEND, OP_IN_SHUTDOWN, OP_UP_CONNECT,
-    OP_UP_RECV, OP_UP_SEND, OP_UP_SHUTDOWN, OP_WAKE,
+    OP_UP_RECV, OP_UP_SEND, OP_UP_SHUTDOWN, OP_UP_SOCKOPT, OP_WAKE,
 };
 use ring::Ring;
 pub use ring::{CQ_ENTRIES, Completion};
@@ -301,6 +301,7 @@ impl Worker {
             d.pair_count(),
             rate.from_ms(spec.connect_timeout_ms).0,
             spec.tcp_user_timeout_ms,
+            spec.ping_idle_ms == 0,
             now,
         );
         let mut w = Worker {
@@ -335,7 +336,7 @@ impl Worker {
 
     /// A reload's settings, applied between iterations: the dispatcher's (ages, paces,
     /// regions and sources retired or back, call and connect settings), the intake's timeouts
-    /// and new upstream sockets' TCP_USER_TIMEOUT.
+    /// and upstream sockets' options (open ones too, through the ring).
     fn retune(&mut self, t: &Tuning, now: Instant) {
         self.d.retune(t, now);
         let rate = self.clock.rate();
@@ -344,8 +345,12 @@ impl Worker {
             rate.from_ms(t.idle_timeout_ms),
             rate.from_ms(t.send_timeout_ms),
         );
-        self.ups
-            .set_timeouts(rate.from_ms(t.connect_timeout_ms).0, t.tcp_user_timeout_ms);
+        self.ups.retune(
+            &mut cx!(self),
+            rate.from_ms(t.connect_timeout_ms).0,
+            t.tcp_user_timeout_ms,
+            t.ping_idle_ms == 0,
+        );
     }
 
     /// Runs until stopped and drained (`Ok`), or until the ring fails in a way no retry
@@ -526,6 +531,7 @@ impl Worker {
             OP_UP_SEND => self.ups.on_send(cx, index, generation, res, now),
             OP_IN_SHUTDOWN => self.intake.on_shutdown(cx, index, generation),
             OP_UP_SHUTDOWN => self.ups.on_shutdown(cx, index, generation, now),
+            OP_UP_SOCKOPT => self.ups.on_sockopt(cx, index, generation, res, now),
             // A wake-up from another thread: the handoffs it brings are read every iteration.
             // A close that failed: the fd is gone either way.
             OP_CANCEL | OP_WAKE | OP_CLOSE => {}

@@ -26,6 +26,8 @@ pub const OP_IN_SHUTDOWN: u64 = 9;
 pub const OP_UP_SHUTDOWN: u64 = 10;
 /// A close through the ring; completes here only if it failed (nothing to do then).
 pub const OP_CLOSE: u64 = 11;
+/// A socket option set on an open upstream socket; completes here only if it failed.
+pub const OP_UP_SOCKOPT: u64 = 12;
 
 pub fn ud(kind: u64, index: u32, generation: u32) -> u64 {
     (kind << 56) | ((index as u64 & 0xFF_FFFF) << 32) | generation as u64
@@ -47,6 +49,29 @@ pub fn close(fd: RawFd) -> squeue::Entry {
         .build()
         .flags(squeue::Flags::SKIP_SUCCESS)
         .user_data(ud(OP_CLOSE, 0, 0))
+}
+
+/// Sets the integer option (`level`, `name`) of `fd` to `*value` through the ring (a socket
+/// command, Linux 6.7+): no system call of its own. Completes only if it failed, as
+/// `user_data`. The kernel reads `*value` when it issues the command, during the iteration's
+/// submit, so `value` must outlive that; a later close of `fd` is issued after it.
+pub fn set_int(
+    fd: RawFd,
+    level: i32,
+    name: i32,
+    value: &libc::c_int,
+    user_data: u64,
+) -> squeue::Entry {
+    opcode::SetSockOpt::new(
+        types::Fd(fd),
+        level as u32,
+        name as u32,
+        (value as *const libc::c_int).cast(),
+        std::mem::size_of::<libc::c_int>() as u32,
+    )
+    .build()
+    .flags(squeue::Flags::SKIP_SUCCESS)
+    .user_data(user_data)
 }
 
 /// (kind, index, generation) of a completion's `user_data`.

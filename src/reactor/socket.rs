@@ -11,25 +11,19 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 /// burst of bots reconnecting at once.
 pub const LISTEN_BACKLOG: i32 = 4096;
 
-/// Kernel keepalive on upstream sockets: probes after this long idle, this often, this many
-/// times. With [`upstream`]'s `TCP_USER_TIMEOUT` the kernel gives up once the user timeout has
-/// passed without an answer, so an idle connection to a vanished engine ends about
-/// `KEEPALIVE_IDLE_S` + the user timeout after its last packet, even with HTTP/2 PINGs off.
-pub const KEEPALIVE_IDLE_S: u64 = 10;
-pub const KEEPALIVE_INTERVAL_S: u64 = 1;
-pub const KEEPALIVE_PROBES: u32 = 3;
-
 /// A TCP socket bound to `local` (port chosen at connect time; unbound when `None`, for a
 /// connection to a SOCKS5 proxy), ready for the ring to connect to `remote`. `IP_BIND_ADDRESS_NO_PORT` defers the port choice to `connect`, so thousands of
 /// sockets bound to one address do not exhaust its ephemeral ports at bind time (the kernel
 /// then picks a port unique per 4-tuple). Nagle is off: a bundle is one write and waits for
 /// nothing. Data the engine's kernel does not acknowledge within `user_timeout_ms` ends the
 /// connection (`TCP_USER_TIMEOUT`; TCP would otherwise retransmit into a black hole for many
-/// minutes), and idle connections are probed by the kernel's keepalive.
+/// minutes). With `keepalive` (HTTP/2 PINGs off) the kernel probes idle connections
+/// ([`crate::config::KEEPALIVE_IDLE_S`]); without, PINGs do and the kernel sends nothing.
 pub fn upstream(
     local: Option<IpAddr>,
     remote: SocketAddr,
     user_timeout_ms: u64,
+    keepalive: bool,
 ) -> io::Result<RawFd> {
     let domain = Domain::for_address(remote);
     let socket = Socket::new(
@@ -45,13 +39,19 @@ pub fn upstream(
     }
     socket.set_tcp_nodelay(true)?;
     socket.set_tcp_user_timeout(Some(std::time::Duration::from_millis(user_timeout_ms)))?;
-    socket.set_tcp_keepalive(
-        &socket2::TcpKeepalive::new()
-            .with_time(std::time::Duration::from_secs(KEEPALIVE_IDLE_S))
-            .with_interval(std::time::Duration::from_secs(KEEPALIVE_INTERVAL_S))
-            .with_retries(KEEPALIVE_PROBES),
-    )?;
+    if keepalive {
+        socket.set_tcp_keepalive(&keepalive_params())?;
+    }
     Ok(socket.into_raw_fd())
+}
+
+/// The kernel keepalive's timing (see [`crate::config::KEEPALIVE_IDLE_S`]).
+fn keepalive_params() -> socket2::TcpKeepalive {
+    use crate::config::{KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_PROBES};
+    socket2::TcpKeepalive::new()
+        .with_time(std::time::Duration::from_secs(KEEPALIVE_IDLE_S))
+        .with_interval(std::time::Duration::from_secs(KEEPALIVE_INTERVAL_S))
+        .with_retries(KEEPALIVE_PROBES)
 }
 
 fn set_bind_address_no_port(socket: &Socket) -> io::Result<()> {
@@ -167,24 +167,34 @@ mod tests {
     use std::os::fd::FromRawFd;
 
     #[test]
-    fn upstream_sockets_carry_a_user_timeout_and_kernel_keepalive() {
-        let fd = upstream(
-            Some("127.0.0.1".parse().unwrap()),
-            "127.0.0.1:9".parse().unwrap(),
-            4_321,
-        )
-        .unwrap();
-        // SAFETY: a fresh fd we own, closed when `s` drops.
-        let s = unsafe { Socket::from_raw_fd(fd) };
-        assert_eq!(
-            s.tcp_user_timeout().unwrap(),
-            Some(std::time::Duration::from_millis(4_321))
-        );
-        assert!(s.keepalive().unwrap());
-        assert_eq!(
-            s.tcp_keepalive_time().unwrap(),
-            std::time::Duration::from_secs(KEEPALIVE_IDLE_S)
-        );
-        assert_eq!(s.tcp_keepalive_retries().unwrap(), KEEPALIVE_PROBES);
+    fn upstream_sockets_carry_a_user_timeout_and_kernel_keepalive_only_when_asked() {
+        use crate::config::{KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_PROBES};
+        for keepalive in [true, false] {
+            let fd = upstream(
+                Some("127.0.0.1".parse().unwrap()),
+                "127.0.0.1:9".parse().unwrap(),
+                4_321,
+                keepalive,
+            )
+            .unwrap();
+            // SAFETY: a fresh fd we own, closed when `s` drops.
+            let s = unsafe { Socket::from_raw_fd(fd) };
+            assert_eq!(
+                s.tcp_user_timeout().unwrap(),
+                Some(std::time::Duration::from_millis(4_321))
+            );
+            assert_eq!(s.keepalive().unwrap(), keepalive);
+            if keepalive {
+                assert_eq!(
+                    s.tcp_keepalive_time().unwrap(),
+                    std::time::Duration::from_secs(KEEPALIVE_IDLE_S)
+                );
+                assert_eq!(
+                    s.tcp_keepalive_interval().unwrap(),
+                    std::time::Duration::from_secs(KEEPALIVE_INTERVAL_S)
+                );
+                assert_eq!(s.tcp_keepalive_retries().unwrap(), KEEPALIVE_PROBES);
+            }
+        }
     }
 }

@@ -11,7 +11,9 @@ use crate::clock::Instant;
 use crate::limiter::PairId;
 
 use super::cx::Cx;
-use super::op::{self, OP_CANCEL, OP_UP_CONNECT, OP_UP_RECV, OP_UP_SEND, OP_UP_SHUTDOWN, Sock, ud};
+use super::op::{
+    self, OP_CANCEL, OP_UP_CONNECT, OP_UP_RECV, OP_UP_SEND, OP_UP_SHUTDOWN, OP_UP_SOCKOPT, Sock, ud,
+};
 use super::socket;
 
 /// The reactor's record of one pair's socket (the budget counts it).
@@ -34,12 +36,25 @@ struct UpSock {
 
 const NIL: u32 = u32::MAX;
 
+/// The values the ring's socket commands read when a reload changes open sockets' options:
+/// boxed, so they stay put until the kernel has read them.
+struct OptValues {
+    keepalive: libc::c_int,
+    idle_s: libc::c_int,
+    interval_s: libc::c_int,
+    probes: libc::c_int,
+    user_timeout_ms: libc::c_int,
+}
+
 /// See the module docs.
 pub struct UpSocks {
     ups: Box<[UpSock]>,
     /// Connects still pending this long (ticks) are given up.
     connect_timeout: u64,
     tcp_user_timeout_ms: u64,
+    /// Kernel keepalive on (HTTP/2 PINGs off).
+    keepalive: bool,
+    opts: Box<OptValues>,
     /// Connects pending, in the order they started: every one has the same timeout, so the
     /// oldest is the first due and a pool of idle sockets is never walked.
     pending_head: u32,
@@ -47,7 +62,13 @@ pub struct UpSocks {
 }
 
 impl UpSocks {
-    pub fn new(pairs: usize, connect_timeout: u64, tcp_user_timeout_ms: u64, now: Instant) -> Self {
+    pub fn new(
+        pairs: usize,
+        connect_timeout: u64,
+        tcp_user_timeout_ms: u64,
+        keepalive: bool,
+        now: Instant,
+    ) -> Self {
         UpSocks {
             ups: (0..pairs)
                 .map(|_| UpSock {
@@ -64,6 +85,14 @@ impl UpSocks {
                 .collect(),
             connect_timeout,
             tcp_user_timeout_ms,
+            keepalive,
+            opts: Box::new(OptValues {
+                keepalive: 0,
+                idle_s: crate::config::KEEPALIVE_IDLE_S as libc::c_int,
+                interval_s: crate::config::KEEPALIVE_INTERVAL_S as libc::c_int,
+                probes: crate::config::KEEPALIVE_PROBES as libc::c_int,
+                user_timeout_ms: 0,
+            }),
             pending_head: NIL,
             pending_tail: NIL,
         }
@@ -128,10 +157,62 @@ impl UpSocks {
         }
     }
 
-    /// A reload's connect deadline (ticks) and TCP_USER_TIMEOUT, for connects from now on.
-    pub fn set_timeouts(&mut self, connect_timeout: u64, tcp_user_timeout_ms: u64) {
+    /// A reload's connect deadline (ticks), for connects from now on, and its socket options
+    /// (TCP_USER_TIMEOUT, kernel keepalive when PINGs are off), for connects from now on and
+    /// every socket open: an idle connection is watched by PINGs or by the kernel, never by
+    /// neither.
+    pub fn retune(
+        &mut self,
+        cx: &mut Cx,
+        connect_timeout: u64,
+        tcp_user_timeout_ms: u64,
+        keepalive: bool,
+    ) {
         self.connect_timeout = connect_timeout;
+        if (tcp_user_timeout_ms, keepalive) == (self.tcp_user_timeout_ms, self.keepalive) {
+            return;
+        }
         self.tcp_user_timeout_ms = tcp_user_timeout_ms;
+        self.keepalive = keepalive;
+        let o = &mut *self.opts;
+        o.keepalive = libc::c_int::from(keepalive);
+        o.user_timeout_ms = libc::c_int::try_from(tcp_user_timeout_ms).unwrap_or(libc::c_int::MAX);
+        for (p, u) in self.ups.iter().enumerate() {
+            if u.s.fd < 0 || u.s.closing {
+                continue;
+            }
+            let (fd, ud) = (u.s.fd, ud(OP_UP_SOCKOPT, p as u32, u.s.generation));
+            let (sol, tcp) = (libc::SOL_SOCKET, libc::IPPROTO_TCP);
+            if keepalive {
+                // A socket opened with PINGs on has the kernel's default timing.
+                cx.ring
+                    .push(op::set_int(fd, tcp, libc::TCP_KEEPIDLE, &o.idle_s, ud));
+                cx.ring
+                    .push(op::set_int(fd, tcp, libc::TCP_KEEPINTVL, &o.interval_s, ud));
+                cx.ring
+                    .push(op::set_int(fd, tcp, libc::TCP_KEEPCNT, &o.probes, ud));
+            }
+            cx.ring
+                .push(op::set_int(fd, sol, libc::SO_KEEPALIVE, &o.keepalive, ud));
+            cx.ring.push(op::set_int(
+                fd,
+                tcp,
+                libc::TCP_USER_TIMEOUT,
+                &o.user_timeout_ms,
+                ud,
+            ));
+        }
+    }
+
+    /// A socket option a reload set failed on this socket (a kernel without socket commands
+    /// in io_uring, before 6.7): it closes, and reconnects with the options.
+    pub fn on_sockopt(&mut self, cx: &mut Cx, p: u32, generation: u32, res: i32, now: Instant) {
+        let u = &mut self.ups[p as usize];
+        if u.s.generation != generation || u.s.fd < 0 || u.s.closing {
+            return;
+        }
+        u.errno = -res;
+        self.close(cx, p, now);
     }
 
     /// Starts every connect the dispatcher has due.
@@ -141,7 +222,12 @@ impl UpSocks {
         }
         while let Some(order) = cx.d.poll_connect(now) {
             let p = order.pair.0;
-            match socket::upstream(order.local, order.remote, self.tcp_user_timeout_ms) {
+            match socket::upstream(
+                order.local,
+                order.remote,
+                self.tcp_user_timeout_ms,
+                self.keepalive,
+            ) {
                 Ok(fd) => self.connect(cx, p, fd, order.remote, now),
                 Err(e) => {
                     cx.d.connect_failed(order.pair, now, e.raw_os_error().unwrap_or(libc::EINVAL))
@@ -351,5 +437,16 @@ impl UpSocks {
     /// Leaks the sockets' records: the kernel may still read a connect's address.
     pub fn forget(&mut self) {
         std::mem::forget(std::mem::take(&mut self.ups));
+        // ...and a socket command may still read an option's value.
+        std::mem::forget(std::mem::replace(
+            &mut self.opts,
+            Box::new(OptValues {
+                keepalive: 0,
+                idle_s: 0,
+                interval_s: 0,
+                probes: 0,
+                user_timeout_ms: 0,
+            }),
+        ));
     }
 }

@@ -249,7 +249,7 @@ struct Args {
     #[arg(long, default_value_t = bundle_relay_bench::idle_cost::UP_WAIT_S_DEFAULT)]
     idle_up_wait_s: f64,
     /// --idle-cost: the relay's tcp_user_timeout_ms on its upstream sockets (default: the
-    /// relay's own, 5 s).
+    /// relay's own, 5 s, and 13 s, the least it accepts, for the rows without PINGs).
     #[arg(long)]
     idle_tcp_user_timeout_ms: Option<u64>,
 }

@@ -79,7 +79,8 @@ pub struct IdleConfig {
     pub settle_s: f64,
     pub window_s: f64,
     pub up_wait_s: f64,
-    /// The relay's `tcp_user_timeout_ms`; `None`: its default (5 s).
+    /// The relay's `tcp_user_timeout_ms`; `None`: its default (5 s), and with PINGs off the
+    /// least the relay accepts then (13 s: the kernel's keepalive probes must fit in it).
     pub tcp_user_timeout_ms: Option<u64>,
     pub egress_base: Ipv4Addr,
     pub engine_base_ip: Ipv4Addr,
@@ -87,6 +88,14 @@ pub struct IdleConfig {
 }
 
 impl IdleConfig {
+    /// The `tcp_user_timeout_ms` a row with `ping_idle_ms` runs with.
+    fn user_timeout_ms(&self, ping_idle_ms: u64) -> Option<u64> {
+        match (self.tcp_user_timeout_ms, ping_idle_ms) {
+            (None, 0) => Some(bundle_relay::config::KEEPALIVE_USER_TIMEOUT_MS_MIN),
+            (t, _) => t,
+        }
+    }
+
     /// The defaults: 2,048 sources (16,384 pairs), 2 reactor threads, a 40 s window.
     pub fn new(relay_exe: PathBuf) -> IdleConfig {
         IdleConfig {
@@ -122,6 +131,14 @@ impl IdleConfig {
         }
         if self.ping_idle_ms == 0 {
             return Err("the keepalive rows need a ping_idle_ms above 0".into());
+        }
+        if let Some(why) = self
+            .tcp_user_timeout_ms
+            .and_then(|t| bundle_relay::config::keepalive_timeout_conflict(0, t))
+        {
+            return Err(format!(
+                "--idle-tcp-user-timeout-ms, for the rows without PINGs: {why}"
+            ));
         }
         let limit = crate::fds::raise_nofile().min(FDS_PROCESS_MAX);
         let max_sources = limit.saturating_sub(FDS_RESERVE) / Self::regions();
@@ -327,7 +344,7 @@ fn measure(cfg: &IdleConfig, sources: usize, ping_idle_ms: u64) -> Result<IdleRo
     })?;
     let setup = RelaySetup {
         ping_idle_ms: Some(ping_idle_ms),
-        tcp_user_timeout_ms: cfg.tcp_user_timeout_ms,
+        tcp_user_timeout_ms: cfg.user_timeout_ms(ping_idle_ms),
         ..RelaySetup::plain(
             engine.handle.region_addrs(),
             cfg.egress(sources),
