@@ -174,7 +174,6 @@ impl Intake {
             return;
         }
         let c = self.free_conns.pop().expect("checked above");
-        socket::set_nodelay(fd);
         self.clients.add(peer);
         let port = self.listeners[i].port;
         let conn = &mut self.conns[c as usize];

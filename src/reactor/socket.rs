@@ -146,25 +146,31 @@ pub fn peer_ip(fd: RawFd) -> Option<IpAddr> {
     s.peer_addr().ok()?.as_socket().map(|a| a.ip())
 }
 
-/// `TCP_NODELAY` on an accepted socket (not inherited from the listener on every kernel).
-pub fn set_nodelay(fd: RawFd) {
-    let one: libc::c_int = 1;
-    // SAFETY: a valid socket fd; failure only costs latency.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_TCP,
-            libc::TCP_NODELAY,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::os::fd::FromRawFd;
+
+    #[test]
+    fn accepted_connections_inherit_nodelay_and_the_send_buffer_from_the_listener() {
+        let fd = listener("127.0.0.1:0".parse().unwrap()).unwrap();
+        // SAFETY: a fresh fd we own, closed when `l` drops.
+        let l = unsafe { Socket::from_raw_fd(fd) };
+        l.set_nonblocking(false).unwrap();
+        let addr = l.local_addr().unwrap();
+        let client = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        client.connect(&addr).unwrap();
+        let (accepted, _) = l.accept().unwrap();
+        assert!(
+            accepted.tcp_nodelay().unwrap(),
+            "no per-connection setsockopt needed"
+        );
+        // The kernel doubles what was asked for its bookkeeping.
+        assert_eq!(
+            accepted.send_buffer_size().unwrap(),
+            2 * INTAKE_SNDBUF_BYTES
+        );
+    }
 
     #[test]
     fn upstream_sockets_carry_a_user_timeout_and_kernel_keepalive_only_when_asked() {
