@@ -51,6 +51,8 @@ pub struct BudgetInputs {
     pub tenants_max: u64,
     /// Heap bytes of every thread's record of recent bundles (rings and indexes).
     pub record_bytes: u64,
+    /// Heap bytes of a thread's gRPC header blocks encoded once (every region's methods).
+    pub call_heads_bytes: u64,
 }
 
 impl BudgetInputs {
@@ -79,6 +81,14 @@ impl BudgetInputs {
             tenants_max: u64::from(spec.tenant_stats.tenants_max()),
             record_bytes: (0..spec.threads.max(1))
                 .map(|t| crate::journal::Ring::bytes_for(spec.thread(t).records) as u64)
+                .sum(),
+            call_heads_bytes: spec
+                .regions
+                .iter()
+                .map(|r| {
+                    let scheme = if r.tls.is_some() { "https" } else { "http" };
+                    crate::grpc::CallConfig::new(scheme, r.authority.clone()).heap_bytes() as u64
+                })
                 .sum(),
         }
     }
@@ -118,6 +128,13 @@ impl BudgetInputs {
                     crate::journal::Ring::bytes_for(cap) as u64
                 })
                 .sum(),
+            // Jito's host names, the longest region's for every one.
+            call_heads_bytes: regions
+                * crate::grpc::CallConfig::new(
+                    "https",
+                    format!("frankfurt.{}", crate::jito::MAINNET_DOMAIN),
+                )
+                .heap_bytes() as u64,
         }
     }
 }
@@ -160,6 +177,7 @@ impl Budget {
             metrics,
             tenants_max,
             record_bytes,
+            call_heads_bytes,
         } = inputs;
         let conns = threads * intake_conns_per_thread;
         let h2_config = crate::relay::upstream_h2_config();
@@ -234,6 +252,8 @@ impl Budget {
             ),
             // Per pair: the dispatcher's record (link, call in flight, back-off).
             term("pair states", pairs, relay::dispatch::PAIR_STATE_BYTES),
+            // Per thread: each region's gRPC header blocks, encoded once.
+            term("call header blocks", threads, call_heads_bytes as usize),
             // Per pair: its room in the queues to connect, to send, to close, of ended calls.
             term("pair queues", pairs, relay::dispatch::PAIR_QUEUE_BYTES),
             // Per pair: its place in the connection timers' wheel and its room in the due list;

@@ -142,12 +142,7 @@ fn reply_ok(stream: u32, msg: &[u8]) -> Vec<u8> {
 }
 
 fn call_cfg() -> CallConfig {
-    CallConfig {
-        scheme: "http",
-        authority: "engine.test".into(),
-        authorization: None,
-        retry_after_ms_default: 1000,
-    }
+    CallConfig::new("http", "engine.test".into())
 }
 
 /// A connection past the SETTINGS exchange.
@@ -338,13 +333,69 @@ fn request_headers_body_and_reply_with_trailers() {
     assert_eq!(c.active_streams(), 0);
 }
 
+/// Each method's repeated fields are encoded once per connection config: every method's
+/// block still decodes to its own path, in order, with its timeout and authorization after.
+#[test]
+fn every_methods_header_block_decodes_to_its_own_fields() {
+    let (mut c, mut p) = open(Config::default(), &[]);
+    let mut cfg = call_cfg();
+    cfg.authorization = Some("Bearer t0k".into());
+    for m in Method::ALL {
+        grpc::start_call(&mut c, &cfg, 0, m, Some(250), |_| Some(0)).unwrap();
+        let f = p.read(&mut c);
+        assert_eq!(f[0].kind, frame::HEADERS);
+        let h = p.decode_headers(&f[0].payload);
+        let want = [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", m.path()),
+            (":authority", "engine.test"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+            ("grpc-timeout", "250m"),
+            ("authorization", "Bearer t0k"),
+        ];
+        assert_eq!(
+            h,
+            want.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect::<Vec<_>>(),
+            "{m:?}"
+        );
+    }
+}
+
+/// The peer's SETTINGS_MAX_HEADER_LIST_SIZE counts every field, the ones encoded once too:
+/// a SendBundle call's list is 363 bytes (RFC 7541's 32 per field included).
+#[test]
+fn a_call_past_the_peers_header_list_limit_is_refused_before_anything_is_sent() {
+    for (limit, ok) in [(362, false), (363, true)] {
+        let (mut c, mut p) = open(
+            Config::default(),
+            &[(frame::SETTINGS_MAX_HEADER_LIST_SIZE, limit)],
+        );
+        let r = grpc::start_call(
+            &mut c,
+            &call_cfg(),
+            0,
+            Method::SendBundle,
+            Some(1500),
+            |_| Some(0),
+        );
+        if ok {
+            assert!(r.is_ok(), "{limit}: {r:?}");
+        } else {
+            assert_eq!(r, Err(StartError::HeadersTooLarge), "{limit}");
+            assert!(p.read(&mut c).is_empty(), "nothing sent");
+        }
+    }
+}
+
 #[test]
 fn authorization_is_sent_never_indexed() {
     let (mut c, mut p) = open(Config::default(), &[]);
-    let cfg = CallConfig {
-        authorization: Some("Bearer t0k".into()),
-        ..call_cfg()
-    };
+    let mut cfg = call_cfg();
+    cfg.authorization = Some("Bearer t0k".into());
     grpc::start_call(&mut c, &cfg, 0, Method::SendBundle, None, |_| Some(0)).unwrap();
     let f = p.read(&mut c);
     let h = p.decode_headers(&f[0].payload);

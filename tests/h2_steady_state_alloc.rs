@@ -15,12 +15,8 @@ const CALLS: u32 = 1_000;
 #[test]
 fn steady_state_send_bundle_calls_allocate_nothing() {
     let mut c = Connection::new(Config::default(), 0);
-    let call = CallConfig {
-        scheme: "https",
-        authority: "ny.mainnet.block-engine.jito.wtf".into(),
-        authorization: Some("Bearer token".into()),
-        retry_after_ms_default: 1000,
-    };
+    let mut call = CallConfig::new("https", "ny.mainnet.block-engine.jito.wtf".into());
+    call.authorization = Some("Bearer token".into());
     let n = c.poll_transmit().len();
     c.advance_transmit(n);
     let mut settings = [0u8; 9];

@@ -78,12 +78,7 @@ impl Driver {
 }
 
 fn call_cfg(addr: std::net::SocketAddr) -> CallConfig {
-    CallConfig {
-        scheme: "http",
-        authority: addr.to_string(),
-        authorization: None,
-        retry_after_ms_default: 1000,
-    }
+    CallConfig::new("http", addr.to_string())
 }
 
 fn random_txs(rng: &mut StdRng) -> Vec<Vec<u8>> {

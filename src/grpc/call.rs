@@ -2,6 +2,7 @@
 //! 5-byte message prefix, and the message written by the caller straight into the stream's
 //! send buffer.
 
+use crate::h2::hpack::Encoded;
 use crate::h2::{Connection, Fields, StartError, StreamId};
 
 /// Method paths (jito-facts.md section 2).
@@ -29,18 +30,79 @@ impl Method {
     }
 }
 
+impl Method {
+    pub const ALL: [Method; 6] = [
+        Method::SendBundle,
+        Method::GetTipAccounts,
+        Method::GetNextScheduledLeader,
+        Method::GenerateAuthChallenge,
+        Method::GenerateAuthTokens,
+        Method::RefreshAccessToken,
+    ];
+}
+
 /// Per-connection call settings.
 #[derive(Clone, Debug)]
 pub struct CallConfig {
     /// `https` over TLS, `http` for plaintext test peers.
-    pub scheme: &'static str,
+    scheme: &'static str,
     /// Host (and port if not default) of the block engine.
-    pub authority: String,
+    authority: String,
+    /// Per method (in [`Method::ALL`]'s order), the fields every call of it repeats, encoded
+    /// once: `:method`, `:scheme`, `:path`, `:authority`, `content-type`, `te`.
+    heads: Vec<Encoded>,
     /// Sent as `authorization` when set (e.g. `Bearer <token>`), never indexed.
     pub authorization: Option<String>,
     /// Back-off for RESOURCE_EXHAUSTED without a hint.
     pub retry_after_ms_default: u64,
 }
+
+impl CallConfig {
+    /// Calls to `authority` over `scheme`, no authorization, the default back-off.
+    pub fn new(scheme: &'static str, authority: String) -> CallConfig {
+        let heads = Method::ALL
+            .iter()
+            .map(|m| {
+                Encoded::of(&[
+                    (b":method", b"POST"),
+                    (b":scheme", scheme.as_bytes()),
+                    (b":path", m.path().as_bytes()),
+                    (b":authority", authority.as_bytes()),
+                    (b"content-type", b"application/grpc"),
+                    (b"te", b"trailers"),
+                ])
+            })
+            .collect();
+        CallConfig {
+            scheme,
+            authority,
+            heads,
+            authorization: None,
+            retry_after_ms_default: RETRY_AFTER_MS_DEFAULT,
+        }
+    }
+
+    pub fn scheme(&self) -> &'static str {
+        self.scheme
+    }
+
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    /// What the header blocks hold on the heap (the budget counts it).
+    pub fn heap_bytes(&self) -> usize {
+        self.heads.capacity() * std::mem::size_of::<Encoded>()
+            + self.heads.iter().map(Encoded::heap_bytes).sum::<usize>()
+    }
+
+    fn head(&self, method: Method) -> &Encoded {
+        &self.heads[method as usize]
+    }
+}
+
+/// Back-off when RESOURCE_EXHAUSTED carries no hint: Jito's limit is one request per second.
+pub const RETRY_AFTER_MS_DEFAULT: u64 = 1_000;
 
 /// The 5-byte gRPC message prefix (uncompressed).
 pub const PREFIX_LEN: usize = 5;
@@ -59,13 +121,7 @@ pub fn start_call(
     message: impl FnOnce(&mut [u8]) -> Option<usize>,
 ) -> Result<StreamId, StartError> {
     let mut timeout = [0u8; 10];
-    let mut fields = Fields::<8>::new();
-    fields.push(b":method", b"POST", false);
-    fields.push(b":scheme", cfg.scheme.as_bytes(), false);
-    fields.push(b":path", method.path().as_bytes(), false);
-    fields.push(b":authority", cfg.authority.as_bytes(), false);
-    fields.push(b"content-type", b"application/grpc", false);
-    fields.push(b"te", b"trailers", false);
+    let mut fields = Fields::<2>::new();
     if let Some(ms) = timeout_ms {
         let len = write_timeout(ms, &mut timeout);
         fields.push(b"grpc-timeout", &timeout[..len], false);
@@ -74,7 +130,8 @@ pub fn start_call(
         fields.push(b"authorization", a.as_bytes(), true);
     }
     let deadline = timeout_ms.map(|ms| now_ns + ms * 1_000_000);
-    conn.start_request(now_ns, fields.as_slice(), deadline, |buf| {
+    let head = cfg.head(method);
+    conn.start_request_encoded(now_ns, head, fields.as_slice(), deadline, |buf| {
         let body = buf.get_mut(PREFIX_LEN..)?;
         let len = message(body)?;
         buf[0] = 0;

@@ -6,8 +6,6 @@ use super::call::PREFIX_LEN;
 use super::status::{Code, MESSAGE_SCAN_BYTES_MAX, StatusMessage};
 use crate::h2::{HeaderList, Reason, Response, StreamEnd};
 
-/// Back-off when RESOURCE_EXHAUSTED carries no hint: Jito's limit is one request per second.
-pub const RETRY_AFTER_MS_DEFAULT: u64 = 1_000;
 /// A hint beyond this is clamped: a misparsed or hostile value must not park a pair for long.
 pub const RETRY_AFTER_MS_MAX: u64 = 60_000;
 

@@ -404,6 +404,38 @@ impl Connection {
         deadline_ns: Option<u64>,
         body: impl FnOnce(&mut [u8]) -> Option<usize>,
     ) -> Result<StreamId, StartError> {
+        self.start_request_after(now_ns, &[], 0, fields, deadline_ns, body)
+    }
+
+    /// As [`Connection::start_request`], the header block starting with `head`: fields
+    /// encoded once ([`hpack::Encoded`]), then `fields`.
+    pub fn start_request_encoded(
+        &mut self,
+        now_ns: u64,
+        head: &hpack::Encoded,
+        fields: &[Field<'_>],
+        deadline_ns: Option<u64>,
+        body: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Result<StreamId, StartError> {
+        self.start_request_after(
+            now_ns,
+            head.bytes(),
+            head.list_size(),
+            fields,
+            deadline_ns,
+            body,
+        )
+    }
+
+    fn start_request_after(
+        &mut self,
+        now_ns: u64,
+        head: &[u8],
+        head_list_size: usize,
+        fields: &[Field<'_>],
+        deadline_ns: Option<u64>,
+        body: impl FnOnce(&mut [u8]) -> Option<usize>,
+    ) -> Result<StreamId, StartError> {
         let _ = now_ns;
         if self.phase != Phase::Open {
             return Err(StartError::NotAccepting);
@@ -419,8 +451,12 @@ impl Connection {
             .idle_slot()
             .ok_or(StartError::ConcurrencyLimit)?;
         // Encode the header block.
-        let mut len = 0;
-        let mut list_size = 0;
+        let mut len = head.len();
+        self.header_out
+            .get_mut(..len)
+            .ok_or(StartError::HeadersTooLarge)?
+            .copy_from_slice(head);
+        let mut list_size = head_list_size;
         for f in fields {
             Encoder::encode_field(f.name, f.value, f.sensitive, &mut self.header_out, &mut len)
                 .ok_or(StartError::HeadersTooLarge)?;

@@ -35,9 +35,9 @@ pub fn start(
 ) -> Result<StreamId, StartError> {
     let mut fields = Fields::<6>::new();
     fields.push(b":method", b"POST", false);
-    fields.push(b":scheme", call.scheme.as_bytes(), false);
+    fields.push(b":scheme", call.scheme().as_bytes(), false);
     fields.push(b":path", path.as_bytes(), false);
-    fields.push(b":authority", call.authority.as_bytes(), false);
+    fields.push(b":authority", call.authority().as_bytes(), false);
     fields.push(b"content-type", b"application/json", false);
     if let Some(a) = &call.authorization {
         fields.push(b"authorization", a.as_bytes(), true);

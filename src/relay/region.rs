@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::clock::{Instant, TickRate};
 use crate::egress::resolve::HostAddrs;
 use crate::egress::transport::TlsTarget;
-use crate::grpc::{self, CallConfig};
+use crate::grpc::CallConfig;
 
 use super::RegionSpec;
 use super::auth::{RegionAuth, Signer};
@@ -102,12 +102,10 @@ impl Region {
     ) -> Region {
         Region {
             name: spec.name.clone(),
-            call: CallConfig {
-                scheme: if spec.tls.is_some() { "https" } else { "http" },
-                authority: spec.authority.clone(),
-                authorization: None,
-                retry_after_ms_default: grpc::RETRY_AFTER_MS_DEFAULT,
-            },
+            call: CallConfig::new(
+                if spec.tls.is_some() { "https" } else { "http" },
+                spec.authority.clone(),
+            ),
             transactions_path: spec.transactions_path.clone(),
             bundles_path: spec.bundles_path.clone(),
             addrs: spec.addrs.clone(),

@@ -132,12 +132,10 @@ pub fn send_bundle(
     let now = || start.elapsed().as_nanos() as u64;
     let mut conn = Connection::new(Config::default(), now());
     conn.handle_bytes(now(), early);
-    let call = CallConfig {
-        scheme: if tls.is_some() { "https" } else { "http" },
-        authority: authority.to_string(),
-        authorization: None,
-        retry_after_ms_default: grpc::RETRY_AFTER_MS_DEFAULT,
-    };
+    let call = CallConfig::new(
+        if tls.is_some() { "https" } else { "http" },
+        authority.to_string(),
+    );
     let mut id: Option<StreamId> = None;
     let mut buf = vec![0u8; 32 * 1024];
     loop {

@@ -3,11 +3,53 @@
 
 use super::huffman;
 use super::integer::encode_integer;
-use super::table::STATIC_TABLE;
+use super::table::{ENTRY_OVERHEAD, STATIC_TABLE};
 
 /// Encodes header fields with the static table and literals never added to the peer's table.
 /// Stateless: the peer's SETTINGS_HEADER_TABLE_SIZE never matters.
 pub struct Encoder;
+
+/// Fields that every request of a kind repeats, encoded once. A stateless block is the same
+/// bytes every time, so a request copies them instead of searching the static table and
+/// Huffman-coding each literal again (most of what encoding a SendBundle's headers cost).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Encoded {
+    bytes: Vec<u8>,
+    /// What the fields add to the header list size (RFC 7540 section 6.5.2).
+    list_size: usize,
+}
+
+impl Encoded {
+    /// `fields` (name, value), none sensitive, encoded as [`Encoder::encode_field`] would.
+    pub fn of(fields: &[(&[u8], &[u8])]) -> Encoded {
+        // A literal's worst case: two length prefixes of up to 6 bytes around raw strings.
+        let room: usize = fields.iter().map(|(n, v)| n.len() + v.len() + 13).sum();
+        let mut bytes = vec![0u8; room];
+        let mut len = 0;
+        let mut list_size = 0;
+        for (name, value) in fields {
+            Encoder::encode_field(name, value, false, &mut bytes, &mut len)
+                .expect("room for the worst case");
+            list_size += name.len() + value.len() + ENTRY_OVERHEAD;
+        }
+        bytes.truncate(len);
+        bytes.shrink_to_fit();
+        Encoded { bytes, list_size }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    pub fn list_size(&self) -> usize {
+        self.list_size
+    }
+
+    /// What the block holds on the heap.
+    pub fn heap_bytes(&self) -> usize {
+        self.bytes.capacity()
+    }
+}
 
 impl Encoder {
     /// Appends one field to `out[*pos..]`; `sensitive` fields (authorization) use the

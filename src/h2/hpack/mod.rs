@@ -20,7 +20,7 @@ mod integer;
 mod table;
 
 pub use decoder::Decoder;
-pub use encoder::Encoder;
+pub use encoder::{Encoded, Encoder};
 pub use error::HpackError;
 pub use header_list::HeaderList;
 pub use huffman::HuffmanError;
