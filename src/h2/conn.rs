@@ -68,7 +68,6 @@ struct Parts {
     block: Buffer,
     decoder: Decoder,
     discard: HeaderList,
-    header_out: Buffer,
     events: VecDeque<Event>,
 }
 
@@ -100,7 +99,6 @@ pub struct Connection {
     block_deadline_ns: u64,
     decoder: Decoder,
     discard: HeaderList,
-    header_out: Buffer,
     events: VecDeque<Event>,
     keepalive_interval_ns: Option<u64>,
     /// When the last frame arrived: keepalive PINGs go only to a silent peer.
@@ -132,19 +130,17 @@ impl Connection {
             + cfg.header_block_bytes_max
             + Decoder::allocation_bytes(cfg.header_table_size as usize)
             + header_list
-            + REQUEST_HEADER_BLOCK_BYTES_MAX
             + (cfg.stream_slots + 8) * std::mem::size_of::<Event>()
     }
 
-    /// Bytes of the byte buffers (transmit, receive for a split frame, header blocks in and
-    /// out, each stream's bodies): what a thread reserves per connection it will make
+    /// Bytes of the byte buffers (transmit, receive for a split frame, the header block in,
+    /// each stream's bodies): what a thread reserves per connection it will make
     /// ([`crate::h2::storage::reserve`]).
     pub fn buffer_bytes(cfg: &Config) -> usize {
         cfg.transmit_bytes_max
             + HEADER_LEN
             + cfg.frame_size_max as usize
             + cfg.header_block_bytes_max
-            + REQUEST_HEADER_BLOCK_BYTES_MAX
             + cfg.stream_slots * (cfg.request_body_bytes_max + cfg.response_body_bytes_max)
     }
 
@@ -158,17 +154,21 @@ impl Connection {
         assert!(cfg.transmit_bytes_max >= frame::FRAME_SIZE_MIN as usize);
         // What the calls of a full stream table write to the transmit buffer: each one's
         // HEADERS and DATA frames. The rest of it, and the receive buffer (used only for a frame
-        // split across reads), stay untouched until needed.
+        // split across reads), stay untouched until needed. Carved in this order so that what
+        // is touched (each stream's response body, the header block in, the transmit buffer's
+        // head) lies in one run of pages between the untouched request bodies and the
+        // untouched tails.
         let calls_bytes = cfg.stream_slots
             * (2 * HEADER_LEN + REQUEST_HEADER_BLOCK_BYTES_MAX + cfg.request_body_bytes_max);
+        let streams = Streams::new(&cfg);
+        let block = storage::touched(cfg.header_block_bytes_max, usize::MAX);
         let parts = Parts {
             tx: storage::touched(cfg.transmit_bytes_max, calls_bytes),
             rx: storage::zeroed(HEADER_LEN + cfg.frame_size_max as usize),
-            streams: Streams::new(&cfg),
-            block: storage::touched(cfg.header_block_bytes_max, usize::MAX),
+            streams,
+            block,
             decoder: Decoder::new(cfg.header_table_size as usize),
             discard: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
-            header_out: storage::touched(REQUEST_HEADER_BLOCK_BYTES_MAX, usize::MAX),
             events: VecDeque::with_capacity(cfg.stream_slots + 8),
         };
         Self::assemble(cfg, now_ns, parts)
@@ -184,7 +184,6 @@ impl Connection {
             block: std::mem::take(&mut self.block),
             decoder: std::mem::replace(&mut self.decoder, Decoder::placeholder()),
             discard: std::mem::replace(&mut self.discard, HeaderList::new(0, 0)),
-            header_out: std::mem::take(&mut self.header_out),
             events: std::mem::take(&mut self.events),
         };
         parts.streams.clear();
@@ -203,7 +202,6 @@ impl Connection {
             block,
             decoder,
             discard,
-            header_out,
             events,
         } = parts;
         let keepalive_interval_ns = cfg.keepalive_interval_ms.map(ms);
@@ -233,7 +231,6 @@ impl Connection {
             block_deadline_ns: 0,
             decoder,
             discard,
-            header_out,
             events,
             keepalive_interval_ns,
             last_rx_ns: now_ns,
@@ -450,30 +447,88 @@ impl Connection {
             .streams
             .idle_slot()
             .ok_or(StartError::ConcurrencyLimit)?;
-        // Encode the header block.
+        // The header block is encoded where its HEADERS frame goes, after room for the frame
+        // head: no buffer of its own per connection. It is one frame, since it is never larger
+        // than the smallest frame size a peer may allow.
+        const _: () = assert!(REQUEST_HEADER_BLOCK_BYTES_MAX <= frame::FRAME_SIZE_MIN as usize);
+        self.tx.compact();
+        let room = self.tx.room();
+        let block_room = room.saturating_sub(HEADER_LEN);
+        // Either the block is too large or the transmit buffer is too full to tell.
+        let no_room = if block_room >= REQUEST_HEADER_BLOCK_BYTES_MAX {
+            StartError::HeadersTooLarge
+        } else {
+            StartError::TransmitFull
+        };
+        let spare = self.tx.spare();
+        let block_out = spare
+            .get_mut(HEADER_LEN..HEADER_LEN + block_room.min(REQUEST_HEADER_BLOCK_BYTES_MAX))
+            .unwrap_or_default();
         let mut len = head.len();
-        self.header_out
+        block_out
             .get_mut(..len)
-            .ok_or(StartError::HeadersTooLarge)?
+            .ok_or(no_room)?
             .copy_from_slice(head);
         let mut list_size = head_list_size;
         for f in fields {
-            Encoder::encode_field(f.name, f.value, f.sensitive, &mut self.header_out, &mut len)
-                .ok_or(StartError::HeadersTooLarge)?;
+            if Encoder::encode_field(f.name, f.value, f.sensitive, block_out, &mut len).is_none() {
+                return Err(no_room);
+            }
             list_size += f.name.len() + f.value.len() + hpack::ENTRY_OVERHEAD;
         }
         if list_size > self.peer_header_list_max as usize {
             return Err(StartError::HeadersTooLarge);
         }
-        let frame_max = self.peer_frame_size_max as usize;
-        let frames = len.div_ceil(frame_max).max(1);
-        if self.tx.free() < len + frames * HEADER_LEN {
+        let id = self.next_stream_id;
+        let headers_end = HEADER_LEN + len;
+        if room < headers_end {
             return Err(StartError::TransmitFull);
         }
-        let s = &mut self.streams[slot];
-        let body_len = body(&mut s.body_out).ok_or(StartError::BodyTooLarge)?;
-        let id = self.next_stream_id;
+        // The body goes straight after the HEADERS frame, as one DATA frame, when whatever it
+        // turns out to be fits both windows, the peer's frame size and the transmit buffer; it
+        // is copied from the stream's body buffer (written only then) when it does not.
+        let body_max = self.streams[slot].body_out.len();
+        let direct = (self.peer_initial_window as i64).min(self.send_window)
+            >= body_max as i64
+            && self.peer_frame_size_max as usize >= body_max
+            && room >= headers_end + HEADER_LEN + body_max;
+        let body_len = if direct {
+            let at = headers_end + HEADER_LEN;
+            body(&mut self.tx.spare()[at..at + body_max])
+        } else {
+            body(&mut self.streams[slot].body_out)
+        }
+        .ok_or(StartError::BodyTooLarge)?;
         self.next_stream_id += 2;
+        let flags = frame::FLAG_END_HEADERS
+            | if body_len == 0 {
+                frame::FLAG_END_STREAM
+            } else {
+                0
+            };
+        let spare = self.tx.spare();
+        frame::Head {
+            len: len as u32,
+            kind: frame::HEADERS,
+            flags,
+            stream: id,
+        }
+        .write(spare);
+        let mut written = headers_end;
+        let mut body_sent = 0;
+        if direct && body_len > 0 {
+            frame::Head {
+                len: body_len as u32,
+                kind: frame::DATA,
+                flags: frame::FLAG_END_STREAM,
+                stream: id,
+            }
+            .write(&mut spare[headers_end..]);
+            written += HEADER_LEN + body_len;
+            body_sent = body_len;
+        }
+        self.tx.commit(written);
+        let s = &mut self.streams[slot];
         s.open(
             id,
             self.peer_initial_window,
@@ -481,29 +536,10 @@ impl Connection {
             body_len,
             deadline_ns,
         );
-        self.tx.compact();
-        for (i, chunk) in self.header_out[..len]
-            .chunks(frame_max)
-            .chain(
-                // An empty block still needs one HEADERS frame.
-                if len == 0 { Some(&[][..]) } else { None },
-            )
-            .enumerate()
-        {
-            let last = (i + 1) * frame_max >= len;
-            let kind = if i == 0 {
-                frame::HEADERS
-            } else {
-                frame::CONTINUATION
-            };
-            let mut flags = if last { frame::FLAG_END_HEADERS } else { 0 };
-            if i == 0 && body_len == 0 {
-                flags |= frame::FLAG_END_STREAM;
-            }
-            let written = self.tx.append(|b| frame::write(b, kind, flags, id, chunk));
-            assert!(written, "space checked");
-        }
-        if body_len == 0 {
+        s.body_out_sent = body_sent;
+        s.send_window -= body_sent as i64;
+        self.send_window -= body_sent as i64;
+        if body_sent == body_len {
             let end = self.tx.queued_end();
             self.streams[slot].close_local(end);
         }

@@ -1,16 +1,17 @@
 //! Where a connection's byte buffers live: the transmit buffer, the receive buffer for a frame
-//! split across reads, the header blocks in and out, and each stream's request and response
-//! bodies. They are sized for the worst case (a full transmit window of frames, the largest
-//! frame the peer may send, the largest bundle) but a connection carrying one bundle at a time
-//! uses the first page or two of its transmit buffer, as much of the body buffer as its bundles
-//! are long, and its receive buffer only when a frame arrives split. Zeroed heap memory is written at allocation (glibc's `calloc` clears memory a
+//! split across reads, the header block in, and each stream's request and response bodies.
+//! They are sized for the worst case (a full transmit window of frames, the largest frame the
+//! peer may send, the largest bundle) but a connection carrying one bundle at a time uses the
+//! first pages of its transmit buffer (a request is encoded straight into it), its request body
+//! buffer only when a window holds a body back, and its receive buffer only when a frame
+//! arrives split. Zeroed heap memory is written at allocation (glibc's `calloc` clears memory a
 //! thread's arena already holds), so thousands of connections each allocating their own would
 //! hold all of it resident. A thread that will run many connections instead reserves one zeroed
 //! slab for all of them at startup ([`reserve`]): one allocation large enough to be mapped
 //! fresh, whose pages the kernel backs only when a connection first writes them.
 //!
-//! The pages every call writes (the start of the transmit buffer, the header blocks, the
-//! bodies) are touched when the connection is made ([`touched`]), so a bundle's path takes no
+//! The pages every call writes (the start of the transmit buffer, the header block in, the
+//! response bodies) are touched when the connection is made ([`touched`]), so a bundle's path takes no
 //! page fault and a connection's memory does not grow with its first calls; the rest of the
 //! worst-case room stays untouched.
 //!

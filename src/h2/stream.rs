@@ -160,7 +160,9 @@ impl Stream {
             send_window: 0,
             recv_window: 0,
             recv_unacked: 0,
-            body_out: storage::touched(cfg.request_body_bytes_max, usize::MAX),
+            // Written only when a request body cannot go out at once (a window or the transmit
+            // buffer too small): left untouched, it costs no memory until then.
+            body_out: storage::zeroed(cfg.request_body_bytes_max),
             body_out_len: 0,
             body_out_sent: 0,
             body_in: storage::touched(cfg.response_body_bytes_max, usize::MAX),
@@ -214,8 +216,8 @@ impl Stream {
         )
     }
 
-    /// Idle to open: a new stream `id` whose body of `body_len` bytes is already in
-    /// `body_out`.
+    /// Idle to open: a new stream `id` whose body of `body_len` bytes is in `body_out` (the
+    /// caller marks what it already sent straight from the transmit buffer).
     pub(super) fn open(
         &mut self,
         id: u32,

@@ -73,15 +73,6 @@ impl Transmit {
         self.sent_total + (self.tail - self.head) as u64
     }
 
-    /// Bytes that could be appended, compacting first if that is allowed.
-    pub(super) fn free(&self) -> usize {
-        if self.pinned {
-            self.buf.len() - self.tail
-        } else {
-            self.buf.len() - (self.tail - self.head)
-        }
-    }
-
     /// Bytes that can be appended at the tail as it stands.
     pub(super) fn room(&self) -> usize {
         self.buf.len() - self.tail
