@@ -368,7 +368,8 @@ impl Budget {
                 relay::dispatch::handoff_allocation_bytes(threads as usize, lanes as usize),
             ),
             // Per thread: its record of recent bundles (40 words each, 4 index words each
-            // rounded up to a power of two), allocated zeroed and touched only as bundles come.
+            // rounded up to a power of two), allocated zeroed; the index is touched at startup
+            // (ids hash all over it), the records only as bundles come.
             Term {
                 name: "bundle record",
                 count: 1,

@@ -39,6 +39,9 @@ pub struct Ring {
     ticks_per_s: AtomicU64,
 }
 
+/// Index words a page holds (the smallest page size; on larger pages the touch is repeated).
+const PAGE_WORDS: usize = 4096 / size_of::<u64>();
+
 /// Zeroed words, allocated without being written: the pages of a large ring stay untouched
 /// (and out of the resident set) until records reach them.
 fn zeroed(n: usize) -> Box<[AtomicU64]> {
@@ -79,9 +82,18 @@ impl Ring {
                 .next_power_of_two()
                 .max(WINDOW)
         };
+        // The index is made resident now: ids hash all over it, so a few thousand bundles
+        // touch every page of it whatever the load, and a burst would otherwise grow the
+        // resident set by the whole index while it fills. The records are not: they fill in
+        // order, a page per 12 bundles, and a relay keeping fewer bundles than its capacity
+        // never needs the rest.
+        let index = zeroed(index);
+        for word in index.iter().step_by(PAGE_WORDS) {
+            word.store(0, Ordering::Relaxed);
+        }
         Ring {
             words: zeroed(capacity * WORDS),
-            index: zeroed(index),
+            index,
             capacity: capacity as u64,
             next: AtomicU64::new(0),
             anchor_tick: AtomicU64::new(0),
