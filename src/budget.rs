@@ -183,6 +183,7 @@ impl Budget {
         let h2_config = crate::relay::upstream_h2_config();
         let h2 = crate::h2::conn::Connection::allocation_bytes(&h2_config);
         let h2_buffers = crate::h2::conn::Connection::buffer_bytes(&h2_config);
+        let h2_slab = crate::h2::conn::Connection::slab_bytes_per_connection(&h2_config);
         let pairs = addresses * regions;
         let lanes = regions * egress_groups.max(1);
         let term = |name, count, bytes_each: usize| Term {
@@ -267,12 +268,14 @@ impl Budget {
             // Per pair: the reactor's socket record (fd, generation, operations, address).
             term("pair sockets", pairs, reactor::PAIR_SOCKET_BYTES),
             // Per pair: the HTTP/2 transmit buffer and the receive buffer for a split frame, in
-            // one zeroed slab per thread (allocated at startup, resident only as written).
-            term("upstream h2 buffers", pairs, h2_buffers),
+            // one zeroed slab per thread (allocated at startup, resident only as written), each
+            // pair's in whole pages; per thread, the slab's record and a page of slack to start
+            // the first pair's touched pages on a page.
+            term("upstream h2 buffers", pairs, h2_slab),
             term(
                 "upstream h2 buffer slabs",
                 threads,
-                crate::h2::storage::SLAB_RECORD_BYTES,
+                crate::h2::storage::SLAB_RECORD_BYTES + crate::h2::storage::SLAB_SLACK_BYTES,
             ),
             // Per pair, once connected: the HTTP/2 connection's record, streams and HPACK table.
             term("upstream h2 connections", pairs, h2 - h2_buffers),

@@ -121,9 +121,17 @@ fn the_upstream_connection_term_is_what_a_relay_connection_allocates() {
     drop(conn);
     assert_eq!(weighed as usize, Connection::allocation_bytes(&cfg));
     let budget = Budget::new(BudgetInputs::with_default_intake(1_000, 64, 8, 1));
+    let pairs = 64 * 8;
     assert_eq!(
-        budget.term_bytes("upstream h2 buffers") + budget.term_bytes("upstream h2 connections"),
-        64 * 8 * weighed as u64
+        budget.term_bytes("upstream h2 connections")
+            + pairs * Connection::buffer_bytes(&cfg) as u64,
+        pairs * weighed as u64,
+        "a connection's record and its buffers"
+    );
+    assert_eq!(
+        budget.term_bytes("upstream h2 buffers"),
+        pairs * Connection::slab_bytes_per_connection(&cfg) as u64,
+        "each pair's buffers in whole pages of its thread's slab"
     );
 }
 
@@ -132,7 +140,7 @@ fn a_thread_that_reserved_its_buffers_allocates_the_rest_of_each_connection() {
     use bundle_relay::h2::conn::Connection;
     let cfg = bundle_relay::relay::upstream_h2_config();
     let before = weighing::live();
-    bundle_relay::h2::storage::reserve(2 * Connection::buffer_bytes(&cfg));
+    bundle_relay::h2::storage::reserve(2 * Connection::slab_bytes_per_connection(&cfg));
     let reserved = weighing::live() - before;
     let conns = [(); 2].map(|_| Box::new(Connection::new(cfg.clone(), 0)));
     let weighed = weighing::live() - before - reserved;

@@ -33,6 +33,10 @@ pub const HEADER_BLOCK_OPEN_MS_DEFAULT: u64 = 1_000;
 /// Our encoded request header block: the fields are about 200 bytes, an authorization token
 /// about 1 KiB.
 pub const REQUEST_HEADER_BLOCK_BYTES_MAX: usize = 4 * 1024;
+/// What a request header block takes in practice (the fields and a token): the transmit
+/// buffer room a connection makes resident for each call when it connects. A larger block
+/// touches a page the first time it is sent.
+pub const REQUEST_HEADER_BLOCK_BYTES_USUAL: usize = 1280;
 /// Our connection receive window: responses are small, but many may arrive at once.
 pub const CONN_WINDOW_BYTES_DEFAULT: u32 = 1 << 20;
 /// Our stream receive window; the stream is credited as data is copied out, so a response

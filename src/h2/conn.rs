@@ -22,7 +22,7 @@ pub use super::stream::{Field, Response, StreamId};
 
 use super::config::{
     CONTROL_FRAMES_PER_SECOND_MAX, HEADER_BLOCK_FRAMES_MAX, HEADER_FIELDS_MAX,
-    REQUEST_HEADER_BLOCK_BYTES_MAX,
+    REQUEST_HEADER_BLOCK_BYTES_MAX, REQUEST_HEADER_BLOCK_BYTES_USUAL,
 };
 use super::frame::{self, Frame, FrameError, HEADER_LEN, Head, Reason, WINDOW_MAX};
 use super::hpack::{self, Decoder, Encoder, HeaderList, HpackError};
@@ -134,14 +134,20 @@ impl Connection {
     }
 
     /// Bytes of the byte buffers (transmit, receive for a split frame, the header block in,
-    /// each stream's bodies): what a thread reserves per connection it will make
-    /// ([`crate::h2::storage::reserve`]).
+    /// each stream's bodies).
     pub fn buffer_bytes(cfg: &Config) -> usize {
         cfg.transmit_bytes_max
             + HEADER_LEN
             + cfg.frame_size_max as usize
             + cfg.header_block_bytes_max
             + cfg.stream_slots * (cfg.request_body_bytes_max + cfg.response_body_bytes_max)
+    }
+
+    /// What a thread reserves per connection it will make ([`crate::h2::storage::reserve`]):
+    /// its buffers in whole pages, so that each connection's run of touched pages can start on
+    /// a page ([`storage::align`]) and spans no more pages than it must.
+    pub fn slab_bytes_per_connection(cfg: &Config) -> usize {
+        Self::buffer_bytes(cfg).next_multiple_of(storage::PAGE_BYTES)
     }
 
     /// A connection whose preface and SETTINGS are already queued for sending.
@@ -153,18 +159,26 @@ impl Connection {
         assert!(cfg.conn_window as i64 <= WINDOW_MAX && cfg.stream_window as i64 <= WINDOW_MAX);
         assert!(cfg.transmit_bytes_max >= frame::FRAME_SIZE_MIN as usize);
         // What the calls of a full stream table write to the transmit buffer: each one's
-        // HEADERS and DATA frames. The rest of it, and the receive buffer (used only for a frame
-        // split across reads), stay untouched until needed. Carved in this order so that what
-        // is touched (each stream's response body, the header block in, the transmit buffer's
-        // head) lies in one run of pages between the untouched request bodies and the
-        // untouched tails.
+        // HEADERS and DATA frames, the header block as large as it usually is. The rest of it,
+        // and the receive buffer (used only for a frame split across reads), stay untouched
+        // until needed. Carved in this order so that what is touched (the last stream's
+        // response body, the header block in, the transmit buffer's head) is one run of pages,
+        // starting on a page, between the untouched receive buffer and request bodies and the
+        // transmit buffer's untouched tail.
         let calls_bytes = cfg.stream_slots
-            * (2 * HEADER_LEN + REQUEST_HEADER_BLOCK_BYTES_MAX + cfg.request_body_bytes_max);
+            * (2 * HEADER_LEN + REQUEST_HEADER_BLOCK_BYTES_USUAL + cfg.request_body_bytes_max);
+        let rx_bytes = HEADER_LEN + cfg.frame_size_max as usize;
+        storage::align(
+            rx_bytes
+                + cfg.stream_slots * (cfg.request_body_bytes_max + cfg.response_body_bytes_max)
+                - cfg.response_body_bytes_max,
+        );
+        let rx = storage::zeroed(rx_bytes);
         let streams = Streams::new(&cfg);
         let block = storage::touched(cfg.header_block_bytes_max, usize::MAX);
         let parts = Parts {
             tx: storage::touched(cfg.transmit_bytes_max, calls_bytes),
-            rx: storage::zeroed(HEADER_LEN + cfg.frame_size_max as usize),
+            rx,
             streams,
             block,
             decoder: Decoder::new(cfg.header_table_size as usize),

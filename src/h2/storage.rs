@@ -46,6 +46,14 @@ impl Drop for Slab {
 /// reserved one.
 pub const SLAB_RECORD_BYTES: usize = 2 * size_of::<usize>() + size_of::<Slab>();
 
+/// The page size buffers are laid out for (the smallest; on larger pages a run of touched
+/// bytes still spans as few pages as it can).
+pub const PAGE_BYTES: usize = 4096;
+
+/// What a slab holds beyond the bytes reserved for buffers: room to start the first run of
+/// touched pages on a page ([`align`]).
+pub const SLAB_SLACK_BYTES: usize = PAGE_BYTES;
+
 /// This thread's slab and how much of it is handed out.
 struct Carver {
     slab: Arc<Slab>,
@@ -56,14 +64,14 @@ thread_local! {
     static CARVER: RefCell<Option<Carver>> = const { RefCell::new(None) };
 }
 
-/// Reserves `bytes` of zeroed memory for the buffers of the connections this thread will make
-/// (replacing any earlier reservation; buffers already carved keep their slab alive). One
-/// allocation, at startup.
+/// Reserves `bytes` of zeroed memory for the buffers of the connections this thread will make,
+/// and [`SLAB_SLACK_BYTES`] more (replacing any earlier reservation; buffers already carved
+/// keep their slab alive). One allocation, at startup.
 pub fn reserve(bytes: usize) {
     let carver = (bytes > 0).then(|| {
         // Byte alignment, so the system allocator takes the `calloc` path (a stricter one is
         // allocated and then cleared byte by byte, which would make the whole slab resident).
-        let layout = Layout::from_size_align(bytes, 1).expect("slab layout");
+        let layout = Layout::from_size_align(bytes + SLAB_SLACK_BYTES, 1).expect("slab layout");
         // SAFETY: a non-zero size.
         let ptr = NonNull::new(unsafe { alloc_zeroed(layout) })
             .unwrap_or_else(|| handle_alloc_error(layout));
@@ -73,6 +81,19 @@ pub fn reserve(bytes: usize) {
         }
     });
     CARVER.with(|c| *c.borrow_mut() = carver);
+}
+
+/// Skips slab bytes so that the buffer carved `offset` bytes from here begins on a page: a
+/// connection's touched buffers then take whole pages rather than straddling one more. With
+/// connections of a size in whole pages ([`crate::h2::Connection::slab_bytes_per_connection`]),
+/// only the first connection skips any, at most [`SLAB_SLACK_BYTES`]. Nothing without a slab.
+pub(super) fn align(offset: usize) {
+    CARVER.with(|c| {
+        if let Some(c) = c.borrow_mut().as_mut() {
+            let at = c.slab.ptr.as_ptr() as usize + c.next + offset;
+            c.next += (PAGE_BYTES - at % PAGE_BYTES) % PAGE_BYTES;
+        }
+    });
 }
 
 /// `len` zeroed bytes: from this thread's slab while it has room, else allocated.
@@ -100,7 +121,7 @@ pub(super) fn zeroed(len: usize) -> Buffer {
 /// resident now: what every call on the connection writes, so a call never takes a page fault
 /// (the rest, for worst cases, stays untouched until one comes).
 pub(super) fn touched(len: usize, touch: usize) -> Buffer {
-    const PAGE: usize = 4096;
+    const PAGE: usize = PAGE_BYTES;
     let mut b = zeroed(len);
     let end = touch.min(len);
     if end > 0 {
@@ -193,9 +214,28 @@ mod tests {
             assert!(a.iter().chain(b.iter()).all(|&x| x == 0));
             a[99] = 7;
             assert_eq!(b[0], 0, "buffers do not overlap");
-            let c = zeroed(100);
+            let c = zeroed(56 + SLAB_SLACK_BYTES + 1);
             assert!(c.slab.is_none(), "past the slab's end: allocated");
-            assert_eq!(c.len(), 100);
+            assert_eq!(c.len(), 56 + SLAB_SLACK_BYTES + 1);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn align_starts_the_buffer_carved_that_many_bytes_later_on_a_page() {
+        std::thread::spawn(|| {
+            reserve(3 * PAGE_BYTES);
+            let _skew = zeroed(100);
+            align(300);
+            let before = zeroed(300);
+            let run = zeroed(10);
+            assert_eq!(run.as_ptr() as usize % PAGE_BYTES, 0);
+            assert_eq!(before.as_ptr() as usize + 300, run.as_ptr() as usize);
+            align(0);
+            let next = zeroed(10);
+            assert_eq!(next.as_ptr() as usize % PAGE_BYTES, 0, "aligned, past the run");
+            assert!(next.slab.is_some());
         })
         .join()
         .unwrap();

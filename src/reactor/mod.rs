@@ -282,7 +282,7 @@ impl Worker {
         // Every pair's HTTP/2 transmit and receive buffers in one zeroed slab, before any
         // connects: its pages are resident only once a connection writes them.
         crate::h2::storage::reserve(
-            d.pair_count() * crate::h2::conn::Connection::buffer_bytes(&spec.h2),
+            d.pair_count() * crate::h2::conn::Connection::slab_bytes_per_connection(&spec.h2),
         );
         let ring = Ring::new(backlog, spec.reactor)?;
         let bufs = BufRing::new(
