@@ -4,7 +4,8 @@
 //!
 //! Recording is an index computation (one `lzcnt`, two shifts) and two owner-only load/store
 //! pairs (bucket and sum): no read-modify-write, no lock, no allocation. Memory: 27,648 buckets
-//! × 8 bytes = 216 KiB per histogram, allocated once at startup.
+//! × 8 bytes = 216 KiB per histogram, allocated once at startup, resident only in the pages
+//! values reach.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -62,12 +63,78 @@ const LINE_COUNTS: usize = 16;
 #[repr(align(128))]
 struct Line([AtomicU64; LINE_COUNTS]);
 
-/// Bytes one recording histogram holds (its bucket array).
-pub const ALLOCATION_BYTES: usize = COUNTS_LEN / LINE_COUNTS * std::mem::size_of::<Line>();
+/// Bytes one recording histogram holds: its bucket array, and room to align it.
+pub const ALLOCATION_BYTES: usize =
+    COUNTS_LEN / LINE_COUNTS * std::mem::size_of::<Line>() + std::mem::align_of::<Line>();
+
+/// The bucket array, allocated zeroed without being written: a histogram's values fall in a
+/// few of its 54 pages, and only those become resident (each the first time a value reaches
+/// it). Allocated at byte alignment and aligned here, since the system allocator clears a
+/// stricter-aligned zeroed allocation byte by byte, which would make all of it resident.
+struct Lines {
+    base: *mut u8,
+    lines: *const Line,
+    len: usize,
+}
+
+// SAFETY: the lines are atomics; `Lines` owns its allocation and hands out only shared
+// references to them.
+unsafe impl Send for Lines {}
+unsafe impl Sync for Lines {}
+
+impl Lines {
+    fn layout(len: usize) -> std::alloc::Layout {
+        std::alloc::Layout::from_size_align(
+            len * std::mem::size_of::<Line>() + std::mem::align_of::<Line>(),
+            1,
+        )
+        .expect("histogram layout")
+    }
+
+    fn zeroed(len: usize) -> Lines {
+        if len == 0 {
+            return Lines {
+                base: std::ptr::null_mut(),
+                lines: std::ptr::NonNull::dangling().as_ptr(),
+                len: 0,
+            };
+        }
+        let layout = Self::layout(len);
+        // SAFETY: a non-zero size.
+        let base = unsafe { std::alloc::alloc_zeroed(layout) };
+        if base.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: the offset is below the alignment, which the layout holds in excess.
+        let lines = unsafe { base.add(base.align_offset(std::mem::align_of::<Line>())) };
+        Lines {
+            base,
+            lines: lines.cast(),
+            len,
+        }
+    }
+}
+
+impl std::ops::Deref for Lines {
+    type Target = [Line];
+    fn deref(&self) -> &[Line] {
+        // SAFETY: `len` aligned lines inside the allocation, all-zero bytes being valid atomics.
+        unsafe { std::slice::from_raw_parts(self.lines, self.len) }
+    }
+}
+
+impl Drop for Lines {
+    fn drop(&mut self) {
+        if !self.base.is_null() {
+            // SAFETY: allocated in `zeroed` with this layout.
+            unsafe { std::alloc::dealloc(self.base, Self::layout(self.len)) };
+        }
+    }
+}
 
 /// One histogram, written by one thread only.
 pub struct AtomicHist {
-    lines: Box<[Line]>,
+    lines: Lines,
     sum_ns: AtomicU64,
 }
 
@@ -80,9 +147,7 @@ impl Default for AtomicHist {
 impl AtomicHist {
     pub fn new() -> AtomicHist {
         AtomicHist {
-            lines: (0..COUNTS_LEN / LINE_COUNTS)
-                .map(|_| Line(Default::default()))
-                .collect(),
+            lines: Lines::zeroed(COUNTS_LEN / LINE_COUNTS),
             sum_ns: AtomicU64::new(0),
         }
     }
@@ -91,7 +156,7 @@ impl AtomicHist {
     /// owner never records into it; it reads as empty).
     pub fn off() -> AtomicHist {
         AtomicHist {
-            lines: Box::new([]),
+            lines: Lines::zeroed(0),
             sum_ns: AtomicU64::new(0),
         }
     }
