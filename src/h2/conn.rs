@@ -502,8 +502,7 @@ impl Connection {
         // turns out to be fits both windows, the peer's frame size and the transmit buffer; it
         // is copied from the stream's body buffer (written only then) when it does not.
         let body_max = self.streams[slot].body_out.len();
-        let direct = (self.peer_initial_window as i64).min(self.send_window)
-            >= body_max as i64
+        let direct = (self.peer_initial_window as i64).min(self.send_window) >= body_max as i64
             && self.peer_frame_size_max as usize >= body_max
             && room >= headers_end + HEADER_LEN + body_max;
         let body_len = if direct {

@@ -234,7 +234,11 @@ mod tests {
             assert_eq!(before.as_ptr() as usize + 300, run.as_ptr() as usize);
             align(0);
             let next = zeroed(10);
-            assert_eq!(next.as_ptr() as usize % PAGE_BYTES, 0, "aligned, past the run");
+            assert_eq!(
+                next.as_ptr() as usize % PAGE_BYTES,
+                0,
+                "aligned, past the run"
+            );
             assert!(next.slab.is_some());
         })
         .join()
