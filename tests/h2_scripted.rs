@@ -291,6 +291,14 @@ fn server_enabling_push_is_a_protocol_error() {
 
 // ---- a request and its reply ----
 
+/// A header list as the peer decodes it.
+fn owned(fields: &[(&str, &str)]) -> Vec<(String, String)> {
+    fields
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
 #[test]
 fn request_headers_body_and_reply_with_trailers() {
     let (mut c, mut p) = open(Config::default(), &[]);
@@ -316,12 +324,7 @@ fn request_headers_body_and_reply_with_trailers() {
         ("te", "trailers"),
         ("grpc-timeout", "1500m"),
     ];
-    assert_eq!(
-        h,
-        want.iter()
-            .map(|(a, b)| (a.to_string(), b.to_string()))
-            .collect::<Vec<_>>()
-    );
+    assert_eq!(h, owned(&want));
     assert_eq!(f[1].kind, frame::DATA);
     assert_eq!(f[1].payload, vec![0, 0, 0, 0, 0]);
     assert_eq!(f[1].flags, frame::FLAG_END_STREAM);
@@ -355,13 +358,7 @@ fn every_methods_header_block_decodes_to_its_own_fields() {
             ("grpc-timeout", "250m"),
             ("authorization", "Bearer t0k"),
         ];
-        assert_eq!(
-            h,
-            want.iter()
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .collect::<Vec<_>>(),
-            "{m:?}"
-        );
+        assert_eq!(h, owned(&want), "{m:?}");
     }
 }
 
