@@ -260,6 +260,36 @@ impl Wheels {
         (soonest != u64::MAX).then_some(soonest)
     }
 
+    /// A unit no later than anything in lane `r`'s wheel falls due, reading at most
+    /// `scan_max` links: the earliest entry's unit when its slot is at level 0 or holds at most
+    /// `scan_max` entries, else that slot's first unit. A caller that sleeps until a slot's
+    /// first unit and advances finds its entries cascading to finer levels (each entry at most
+    /// once per level) and maybe nothing due: one wake-up per crowded coarse slot, where the
+    /// exact earliest ([`Wheels::soonest_due`]) walks the whole list each time its earliest
+    /// entry leaves.
+    #[inline]
+    pub(super) fn soonest_bound(
+        &self,
+        wheel: &WheelState,
+        r: usize,
+        scan_max: usize,
+    ) -> Option<u64> {
+        let (level, slot, start) = wheel.next_slot()?;
+        if level == 0 {
+            return Some(start);
+        }
+        let mut i = self.lists[Self::list_index(r, level, slot)].head;
+        let mut min = u64::MAX;
+        for _ in 0..scan_max {
+            if i == NIL {
+                break;
+            }
+            min = min.min(self.links[i as usize].due_unit);
+            i = self.links[i as usize].next;
+        }
+        Some(if i == NIL { min } else { start })
+    }
+
     #[cold]
     fn recompute_soonest(&self, wheel: &mut WheelState, r: usize) {
         wheel.soonest_unit = match wheel.next_slot() {
