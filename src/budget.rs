@@ -381,11 +381,17 @@ impl Budget {
                         + threads as usize * size_of::<crate::journal::Ring>())
                         as u64,
             },
-            // Per thread: the provided-buffer ring every receive lands in.
+            // Per thread: the provided-buffer rings receives land in, one for clients' requests
+            // and one for engines' replies: each buffer and its ring entry.
             term(
-                "receive buffer rings",
-                threads * reactor::RECV_BUFFERS as u64,
-                reactor::RECV_BUFFER_BYTES,
+                "intake receive buffers",
+                threads * reactor::INTAKE_RECV_BUFFERS as u64,
+                reactor::INTAKE_RECV_BUFFER_BYTES + reactor::RECV_RING_ENTRY_BYTES,
+            ),
+            term(
+                "upstream receive buffers",
+                threads * reactor::UPSTREAM_RECV_BUFFERS as u64,
+                reactor::UPSTREAM_RECV_BUFFER_BYTES + reactor::RECV_RING_ENTRY_BYTES,
             ),
         ];
         Budget { inputs, terms }

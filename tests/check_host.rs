@@ -281,8 +281,12 @@ fn limits_below_the_config_and_addresses_not_on_the_host_fail() {
         "{c}"
     );
     let c = find(&checks, "locked memory");
-    assert_eq!(c.level, Level::Fail, "2 threads pin 8 KiB: {c}");
-    assert!(c.fix.starts_with("LimitMEMLOCK=8192"), "{c}");
+    assert_eq!(
+        c.level,
+        Level::Fail,
+        "2 threads pin 16 KiB (two rings each): {c}"
+    );
+    assert!(c.fix.starts_with("LimitMEMLOCK=16384"), "{c}");
     let c = find(&checks, "egress addresses");
     assert_eq!(c.level, Level::Fail);
     assert!(

@@ -179,12 +179,13 @@ fn count(n: u64) -> String {
     }
 }
 
-/// Locked memory the relay pins: one provided-buffer ring per thread, its entries rounded up to
-/// whole pages (ring memory itself is charged to the cgroup since Linux 5.12).
+/// Locked memory the relay pins: two provided-buffer rings per thread, each one's entries
+/// rounded up to whole pages (ring memory itself is charged to the cgroup since Linux 5.12).
 pub fn memlock_needed(threads: usize) -> u64 {
-    let entries_bytes = crate::reactor::RECV_BUFFERS as u64
-        * std::mem::size_of::<io_uring::types::BufRingEntry>() as u64;
-    threads as u64 * entries_bytes.div_ceil(4096) * 4096
+    let entry = std::mem::size_of::<io_uring::types::BufRingEntry>() as u64;
+    let ring = |count: u16| (u64::from(count) * entry).div_ceil(4096) * 4096;
+    threads as u64
+        * (ring(crate::reactor::INTAKE_RECV_BUFFERS) + ring(crate::reactor::UPSTREAM_RECV_BUFFERS))
 }
 
 fn limits(cfg: &Config, inputs: &Inputs, out: &mut Vec<Check>) {

@@ -1,5 +1,6 @@
 //! A provided-buffer ring: receive buffers the kernel picks from when a multishot recv
-//! completes, so thousands of idle sockets hold no buffer each.
+//! completes, so thousands of idle sockets hold no buffer each. A thread has two, one per kind
+//! of peer, each sized to what that peer sends ([`RecvBuffers`]).
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -7,8 +8,10 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use io_uring::IoUring;
 use io_uring::types::BufRingEntry;
 
-/// The buffer group every receive takes its buffer from.
-pub const BUFFER_GROUP: u16 = 0;
+/// The buffer group client connections' receives take their buffers from.
+pub const INTAKE_GROUP: u16 = 0;
+/// The buffer group upstream connections' receives take their buffers from.
+pub const UPSTREAM_GROUP: u16 = 1;
 
 /// A registered buffer ring: `count` buffers of `size` bytes, buffer group `group`.
 pub struct BufRing {
@@ -90,5 +93,20 @@ impl Drop for BufRing {
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with this layout.
         unsafe { dealloc(self.ring.cast(), self.ring_layout) };
+    }
+}
+
+/// A thread's two rings: requests from clients land in large buffers (a whole bundle request
+/// in one), answers from engines in small ones (a gRPC reply is a few hundred bytes).
+pub struct RecvBuffers {
+    pub intake: BufRing,
+    pub upstream: BufRing,
+}
+
+impl RecvBuffers {
+    /// Makes every buffer given back since the last call visible to the kernel.
+    pub fn publish(&mut self) {
+        self.intake.publish();
+        self.upstream.publish();
     }
 }

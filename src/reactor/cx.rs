@@ -1,5 +1,5 @@
 //! What every completion handler of a reactor thread works with: the ring to queue entries
-//! on, the receive buffers, the dispatcher that decides, the thread's counters and clock.
+//! on, the receive buffers (both groups), the dispatcher that decides, the thread's counters and clock.
 //! Borrowed from the thread's worker for one handler call.
 
 use crate::clock::Clock;
@@ -7,7 +7,7 @@ use crate::metrics::ThreadMetrics;
 use crate::metrics::accounting::Stats;
 use crate::relay::dispatch::Dispatcher;
 
-use super::bufring::BufRing;
+use super::bufring::RecvBuffers;
 use super::ring::Ring;
 
 /// The worker's sweep period. Connection timers (HTTP/2 SETTINGS, call deadlines, intake head
@@ -17,7 +17,7 @@ pub const SWEEP_MS: u64 = 50;
 
 pub struct Cx<'a> {
     pub ring: &'a mut Ring,
-    pub bufs: &'a mut BufRing,
+    pub bufs: &'a mut RecvBuffers,
     pub d: &'a mut Dispatcher,
     pub stats: &'a Stats,
     pub metrics: &'a ThreadMetrics,

@@ -19,6 +19,7 @@ use crate::relay::intake::{self, Port, Verdict};
 use crate::relay::queries::ConnRef;
 use crate::relay::tenancy::Claim;
 
+use super::bufring::INTAKE_GROUP;
 use super::clients::Clients;
 use super::cx::{Cx, SWEEP_MS};
 use super::op::{self, OP_ACCEPT, OP_IN_RECV, OP_IN_SEND, OP_IN_SHUTDOWN, Sock, ud};
@@ -216,7 +217,7 @@ impl Intake {
         if conn.s.closing || conn.s.recv_armed || conn.eof {
             return;
         }
-        let e = conn.s.recv(OP_IN_RECV, c);
+        let e = conn.s.recv(OP_IN_RECV, c, INTAKE_GROUP);
         cx.ring.push(e);
     }
 
@@ -239,7 +240,7 @@ impl Intake {
         }
         if !current {
             if let Some(b) = bid {
-                cx.bufs.push(b);
+                cx.bufs.intake.push(b);
             }
             self.maybe_release(cx, c);
             return;
@@ -247,8 +248,9 @@ impl Intake {
         if res > 0 {
             let b = bid.expect("a multishot recv with data names its buffer");
             let conn = &mut self.conns[c as usize];
-            conn.http.handle_bytes(cx.bufs.data(b, res as usize), now);
-            cx.bufs.push(b);
+            conn.http
+                .handle_bytes(cx.bufs.intake.data(b, res as usize), now);
+            cx.bufs.intake.push(b);
             self.serve(cx, c, now);
         } else if res == 0 {
             // The client shut its write side. It may still read: what it sent whole is

@@ -41,7 +41,7 @@ use crate::relay::dispatch::Dispatcher;
 use crate::relay::intake::Port;
 use crate::relay::tuning::Tuning;
 
-use bufring::{BUFFER_GROUP, BufRing};
+use bufring::{BufRing, INTAKE_GROUP, RecvBuffers, UPSTREAM_GROUP};
 pub use clients::Clients;
 use cx::{Cx, SWEEP_MS};
 use intake::Intake;
@@ -55,15 +55,26 @@ pub use ring::{CQ_ENTRIES, Completion};
 pub use upstream::PAIR_SOCKET_BYTES;
 use upstream::UpSocks;
 
-/// Receive buffers in the provided ring and their size: a request of up to five base58
-/// transactions fits one; idle sockets hold none. A buffer is held only from its receive's
-/// completion to the end of that completion's batch (then given back), so the ring needs room
-/// for the receives that land between two batches, not one per socket: 256 is a burst of 256
-/// receives within one iteration. Past that a socket's multishot receive ends with `ENOBUFS`
-/// and is re-armed once the batch's buffers are back; nothing is lost. Each buffer is resident
-/// (the kernel cycles through all of them), so the count is what the ring costs in RSS.
-pub const RECV_BUFFERS: u16 = 256;
-pub const RECV_BUFFER_BYTES: usize = 16 * 1024;
+/// Receive buffers per thread and their sizes, one provided ring for client connections and one
+/// for upstream connections; idle sockets hold none. A buffer is held only from its receive's
+/// completion to the end of that completion's batch (then given back), so a ring needs room
+/// for the receives that land between two batches, not one per socket. Past that a socket's
+/// multishot receive ends with `ENOBUFS` and is re-armed once the batch's buffers are back;
+/// nothing is lost. Each buffer is resident (the kernel cycles through all of them), so count
+/// times size is what a ring costs in RSS.
+///
+/// Clients: a request of up to five base58 transactions fits one 16 KiB buffer; 64 is a burst
+/// of 64 client receives within one iteration (a thread's clients are tens of connections, or
+/// a few from a load balancer).
+pub const INTAKE_RECV_BUFFERS: u16 = 64;
+pub const INTAKE_RECV_BUFFER_BYTES: usize = 16 * 1024;
+/// Engines: a gRPC reply (HEADERS, DATA, trailers) is a few hundred bytes, a tip-account list
+/// under 1 KiB; a larger read (a TLS handshake, replies queued behind a stall) takes several
+/// buffers. 256 is a burst of 256 replies within one iteration across a thread's pairs.
+pub const UPSTREAM_RECV_BUFFERS: u16 = 256;
+pub const UPSTREAM_RECV_BUFFER_BYTES: usize = 2 * 1024;
+/// Bytes of one ring entry (the kernel's `io_uring_buf`), allocated per buffer.
+pub const RECV_RING_ENTRY_BYTES: usize = std::mem::size_of::<io_uring::types::BufRingEntry>();
 /// While draining, a client connection with nothing in progress is closed after this long; one
 /// that sends a request meanwhile gets its answer with `Connection: close`. Long enough that a
 /// client under load sends its next request (and learns to reconnect) rather than race the
@@ -197,7 +208,7 @@ struct Worker {
     ring: Ring,
     /// Dropped by hand: unregistered from the ring first, or leaked when the kernel may still
     /// write into it (see [`Worker::teardown`]).
-    bufs: ManuallyDrop<BufRing>,
+    bufs: ManuallyDrop<RecvBuffers>,
     clock: Clock,
     d: Dispatcher,
     stats: Arc<Stats>,
@@ -284,13 +295,23 @@ impl Worker {
         crate::h2::storage::reserve(
             d.pair_count() * crate::h2::conn::Connection::slab_bytes_per_connection(&spec.h2),
         );
+        // And the one list every connection of the thread decodes a gone stream's headers into.
+        crate::h2::discard::reserve(&spec.h2);
         let ring = Ring::new(backlog, spec.reactor)?;
-        let bufs = BufRing::new(
-            ring.io_uring(),
-            BUFFER_GROUP,
-            RECV_BUFFERS,
-            RECV_BUFFER_BYTES,
-        )?;
+        let bufs = RecvBuffers {
+            intake: BufRing::new(
+                ring.io_uring(),
+                INTAKE_GROUP,
+                INTAKE_RECV_BUFFERS,
+                INTAKE_RECV_BUFFER_BYTES,
+            )?,
+            upstream: BufRing::new(
+                ring.io_uring(),
+                UPSTREAM_GROUP,
+                UPSTREAM_RECV_BUFFERS,
+                UPSTREAM_RECV_BUFFER_BYTES,
+            )?,
+        };
         let intake = Intake::new(
             listen_fds,
             spec.intake_conns_max,
@@ -615,14 +636,11 @@ impl Drop for Worker {
             self.d.forget_connections();
             return;
         }
-        if self
-            .ring
-            .io_uring()
-            .submitter()
-            .unregister_buf_ring(BUFFER_GROUP)
-            .is_ok()
-        {
-            // SAFETY: dropped once, here; the kernel no longer refers to it.
+        let submitter = self.ring.io_uring().submitter();
+        let intake = submitter.unregister_buf_ring(INTAKE_GROUP).is_ok();
+        let upstream = submitter.unregister_buf_ring(UPSTREAM_GROUP).is_ok();
+        if intake && upstream {
+            // SAFETY: dropped once, here; the kernel no longer refers to either ring.
             unsafe { ManuallyDrop::drop(&mut self.bufs) };
         }
     }

@@ -8,8 +8,6 @@ use std::os::fd::RawFd;
 
 use io_uring::{opcode, squeue, types};
 
-use super::bufring::BUFFER_GROUP;
-
 // user_data: kind in the top 8 bits, index in the next 24, generation in the low 32.
 pub const OP_ACCEPT: u64 = 1;
 pub const OP_IN_RECV: u64 = 2;
@@ -121,11 +119,11 @@ impl Sock {
         self.generation = self.generation.wrapping_add(1);
     }
 
-    /// A multishot receive from the buffer ring, counted in flight.
-    pub fn recv(&mut self, kind: u64, index: u32) -> squeue::Entry {
+    /// A multishot receive from buffer group `group`, counted in flight.
+    pub fn recv(&mut self, kind: u64, index: u32, group: u16) -> squeue::Entry {
         self.recv_armed = true;
         self.ops += 1;
-        opcode::RecvMulti::new(types::Fd(self.fd), BUFFER_GROUP)
+        opcode::RecvMulti::new(types::Fd(self.fd), group)
             .build()
             .user_data(ud(kind, index, self.generation))
     }

@@ -10,6 +10,7 @@ use io_uring::{cqueue, opcode, types};
 use crate::clock::Instant;
 use crate::limiter::PairId;
 
+use super::bufring::UPSTREAM_GROUP;
 use super::cx::Cx;
 use super::op::{
     self, OP_CANCEL, OP_UP_CONNECT, OP_UP_RECV, OP_UP_SEND, OP_UP_SHUTDOWN, OP_UP_SOCKOPT, Sock, ud,
@@ -288,7 +289,7 @@ impl UpSocks {
         if u.s.closing || u.s.recv_armed || u.s.fd < 0 {
             return;
         }
-        let e = u.s.recv(OP_UP_RECV, p);
+        let e = u.s.recv(OP_UP_RECV, p, UPSTREAM_GROUP);
         cx.ring.push(e);
     }
 
@@ -311,7 +312,7 @@ impl UpSocks {
         }
         if !current || u.s.closing {
             if let Some(b) = bid {
-                cx.bufs.push(b);
+                cx.bufs.upstream.push(b);
             }
             if current {
                 self.release(cx, p, now);
@@ -320,8 +321,8 @@ impl UpSocks {
         }
         if res > 0 {
             let b = bid.expect("a multishot recv with data names its buffer");
-            cx.d.received(PairId(p), cx.bufs.data(b, res as usize), now);
-            cx.bufs.push(b);
+            cx.d.received(PairId(p), cx.bufs.upstream.data(b, res as usize), now);
+            cx.bufs.upstream.push(b);
         } else if res != -libc::ENOBUFS {
             self.close(cx, p, now);
             return;
