@@ -279,6 +279,12 @@ impl Budget {
             ),
             // Per pair, once connected: the HTTP/2 connection's record, streams and HPACK table.
             term("upstream h2 connections", pairs, h2 - h2_buffers),
+            // Per thread: the list its connections decode a gone stream's header block into.
+            term(
+                "upstream h2 discard lists",
+                threads,
+                crate::h2::discard::allocation_bytes(&h2_config),
+            ),
             // Per pair through a tunnel or TLS: the layers' record.
             term(
                 "upstream transports",

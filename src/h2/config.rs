@@ -6,6 +6,7 @@
 //! them to what one call per connection carries); these are the defaults for any client.
 
 use super::frame::FRAME_SIZE_MIN;
+use super::hpack::ENTRY_OVERHEAD;
 
 /// Requests in flight per connection. The relay sends about one bundle per second per
 /// (source, region) pair, so a handful suffices; 16 leaves room for GetTipAccounts and leader
@@ -20,7 +21,8 @@ pub const RESPONSE_BODY_BYTES_MAX_DEFAULT: usize = 16 * 1024;
 /// Decoded response header or trailer lists: gRPC replies carry a few short fields; Envoy adds
 /// a few more. Advertised as SETTINGS_MAX_HEADER_LIST_SIZE.
 pub const HEADER_LIST_BYTES_MAX_DEFAULT: usize = 8 * 1024;
-/// Fields per decoded list; 64 is far beyond any gRPC reply and bounds the field table.
+/// Fields per decoded list at most; 64 is far beyond any gRPC reply and bounds the field table.
+/// A smaller list limit bounds it lower ([`Config::header_fields_max`]).
 pub const HEADER_FIELDS_MAX: usize = 64;
 /// A compressed header block (HEADERS plus CONTINUATIONs) can never usefully exceed the
 /// decoded list it expands to, so it gets the same cap.
@@ -103,5 +105,15 @@ impl Default for Config {
             keepalive_timeout_ms: KEEPALIVE_TIMEOUT_MS_DEFAULT,
             transmit_bytes_max: TRANSMIT_BYTES_MAX_DEFAULT,
         }
+    }
+}
+
+impl Config {
+    /// Rows of a decoded list's field table: as many fields as a list within our
+    /// SETTINGS_MAX_HEADER_LIST_SIZE can hold (each field counts its name, its value and 32
+    /// bytes there, so a peer that keeps to the limit sends no more), at most
+    /// [`HEADER_FIELDS_MAX`]. A list of more is refused as too large, as its size is.
+    pub fn header_fields_max(&self) -> usize {
+        (self.header_list_bytes_max / ENTRY_OVERHEAD).clamp(1, HEADER_FIELDS_MAX)
     }
 }

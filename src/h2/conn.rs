@@ -21,11 +21,12 @@ pub use super::error::{Blame, ConnError, StartError, StreamEnd};
 pub use super::stream::{Field, Response, StreamId};
 
 use super::config::{
-    CONTROL_FRAMES_PER_SECOND_MAX, HEADER_BLOCK_FRAMES_MAX, HEADER_FIELDS_MAX,
-    REQUEST_HEADER_BLOCK_BYTES_MAX, REQUEST_HEADER_BLOCK_BYTES_USUAL,
+    CONTROL_FRAMES_PER_SECOND_MAX, HEADER_BLOCK_FRAMES_MAX, REQUEST_HEADER_BLOCK_BYTES_MAX,
+    REQUEST_HEADER_BLOCK_BYTES_USUAL,
 };
+use super::discard;
 use super::frame::{self, Frame, FrameError, HEADER_LEN, Head, Reason, WINDOW_MAX};
-use super::hpack::{self, Decoder, Encoder, HeaderList, HpackError};
+use super::hpack::{self, Decoder, Encoder, HpackError};
 use super::storage::{self, Buffer};
 use super::stream::{STREAM_ID_MAX, State as StreamState, Streams};
 use super::transmit::Transmit;
@@ -67,7 +68,6 @@ struct Parts {
     streams: Streams,
     block: Buffer,
     decoder: Decoder,
-    discard: HeaderList,
     events: VecDeque<Event>,
 }
 
@@ -98,7 +98,6 @@ pub struct Connection {
     block_frames: u32,
     block_deadline_ns: u64,
     decoder: Decoder,
-    discard: HeaderList,
     events: VecDeque<Event>,
     keepalive_interval_ns: Option<u64>,
     /// When the last frame arrived: keepalive PINGs go only to a silent peer.
@@ -108,6 +107,19 @@ pub struct Connection {
     control_window_start_ns: u64,
     control_frames_in_window: u32,
     error: Option<ConnError>,
+}
+
+/// What a connection error for a header block that did not decode says.
+fn hpack_error_text(e: HpackError) -> &'static str {
+    match e {
+        HpackError::ListTooLarge => "header list larger than our MAX_HEADER_LIST_SIZE",
+        HpackError::Truncated => "HPACK: block ends inside a field",
+        HpackError::IntegerOverflow => "HPACK: integer overflow",
+        HpackError::InvalidIndex(_) => "HPACK: index out of the table",
+        HpackError::SizeUpdateTooLarge(_) => "HPACK: table size update above our limit",
+        HpackError::SizeUpdateNotAtStart => "HPACK: table size update after a field",
+        HpackError::Huffman(_) => "HPACK: bad Huffman string",
+    }
 }
 
 fn ms(v: u64) -> u64 {
@@ -120,8 +132,6 @@ impl Connection {
     /// [`Connection::buffer_bytes`] come from the thread's slab when it reserved one
     /// ([`crate::h2::storage::reserve`]).
     pub fn allocation_bytes(cfg: &Config) -> usize {
-        let header_list =
-            HeaderList::allocation_bytes(cfg.header_list_bytes_max, HEADER_FIELDS_MAX);
         std::mem::size_of::<Connection>()
             + cfg.transmit_bytes_max
             + HEADER_LEN
@@ -129,7 +139,6 @@ impl Connection {
             + Streams::allocation_bytes(cfg)
             + cfg.header_block_bytes_max
             + Decoder::allocation_bytes(cfg.header_table_size as usize)
-            + header_list
             + (cfg.stream_slots + 8) * std::mem::size_of::<Event>()
     }
 
@@ -182,7 +191,6 @@ impl Connection {
             streams,
             block,
             decoder: Decoder::new(cfg.header_table_size as usize),
-            discard: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
             events: VecDeque::with_capacity(cfg.stream_slots + 8),
         };
         Self::assemble(cfg, now_ns, parts)
@@ -197,12 +205,10 @@ impl Connection {
             streams: std::mem::take(&mut self.streams),
             block: std::mem::take(&mut self.block),
             decoder: std::mem::replace(&mut self.decoder, Decoder::placeholder()),
-            discard: std::mem::replace(&mut self.discard, HeaderList::new(0, 0)),
             events: std::mem::take(&mut self.events),
         };
         parts.streams.clear();
         parts.decoder.reset();
-        parts.discard.clear();
         parts.events.clear();
         let cfg = self.cfg.clone();
         *self = Self::assemble(cfg, now_ns, parts);
@@ -215,7 +221,6 @@ impl Connection {
             streams,
             block,
             decoder,
-            discard,
             events,
         } = parts;
         let keepalive_interval_ns = cfg.keepalive_interval_ms.map(ms);
@@ -244,7 +249,6 @@ impl Connection {
             block_frames: 0,
             block_deadline_ns: 0,
             decoder,
-            discard,
             events,
             keepalive_interval_ns,
             last_rx_ns: now_ns,
@@ -934,37 +938,26 @@ impl Connection {
         let stream = self.block_stream;
         self.block_stream = 0;
         let end_stream = self.block_end_stream;
-        let slot = self.streams.find_active(stream);
         let block = &self.block[..self.block_len];
-        // The block is decoded even for streams that are gone: the HPACK table must stay in step.
-        let (list, trailers) = match slot {
-            None => {
-                self.discard.clear();
-                (&mut self.discard, false)
+        let Some(i) = self.streams.find_active(stream) else {
+            // The block is decoded even for streams that are gone: the HPACK table must stay in
+            // step. Its fields are dropped, so the thread's one discard list takes them.
+            let decoder = &mut self.decoder;
+            if let Err(e) = discard::with_list(&self.cfg, |list| decoder.decode(block, list)) {
+                self.conn_error(Reason::COMPRESSION_ERROR, hpack_error_text(e));
             }
-            Some(i) => {
-                let s = &mut self.streams[i];
-                if s.response_started() {
-                    (&mut s.trailers, true)
-                } else {
-                    s.headers.clear();
-                    (&mut s.headers, false)
-                }
-            }
+            return;
+        };
+        let s = &mut self.streams[i];
+        let (list, trailers) = if s.response_started() {
+            (&mut s.trailers, true)
+        } else {
+            s.headers.clear();
+            (&mut s.headers, false)
         };
         if let Err(e) = self.decoder.decode(block, list) {
-            let what = match e {
-                HpackError::ListTooLarge => "header list larger than our MAX_HEADER_LIST_SIZE",
-                HpackError::Truncated => "HPACK: block ends inside a field",
-                HpackError::IntegerOverflow => "HPACK: integer overflow",
-                HpackError::InvalidIndex(_) => "HPACK: index out of the table",
-                HpackError::SizeUpdateTooLarge(_) => "HPACK: table size update above our limit",
-                HpackError::SizeUpdateNotAtStart => "HPACK: table size update after a field",
-                HpackError::Huffman(_) => "HPACK: bad Huffman string",
-            };
-            return self.conn_error(Reason::COMPRESSION_ERROR, what);
+            return self.conn_error(Reason::COMPRESSION_ERROR, hpack_error_text(e));
         }
-        let Some(i) = slot else { return };
         let pseudo = list
             .iter()
             .filter(|(n, _)| n.first() == Some(&b':'))

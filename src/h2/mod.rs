@@ -9,6 +9,7 @@
 //! - [`stream`]: the stream table and the RFC 9113 section 5.1 stream states.
 //! - `transmit.rs`: the transmit buffer and its stream offsets.
 //! - [`storage`]: where the transmit and receive buffers live (a thread's zeroed slab).
+//! - [`discard`]: the thread's list that blocks of streams already gone are decoded into.
 //! - [`conn`]: the connection state machine, flow control, keepalive and GOAWAY.
 //! - [`fuzz`]: the fuzz bodies of the frame and HPACK decoders.
 //!
@@ -18,6 +19,7 @@
 
 pub mod config;
 pub mod conn;
+pub mod discard;
 pub mod error;
 pub mod frame;
 pub mod fuzz;

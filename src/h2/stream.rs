@@ -37,7 +37,7 @@
 //! This file holds a slot's storage and its state; it is NOT where frames are read or written:
 //! [`super::conn`] drives every transition.
 
-use super::config::{Config, HEADER_FIELDS_MAX};
+use super::config::Config;
 use super::error::StreamEnd;
 use super::hpack::HeaderList;
 use super::storage::{self, Buffer};
@@ -167,8 +167,8 @@ impl Stream {
             body_out_sent: 0,
             body_in: storage::touched(cfg.response_body_bytes_max, usize::MAX),
             body_in_len: 0,
-            headers: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
-            trailers: HeaderList::new(cfg.header_list_bytes_max, HEADER_FIELDS_MAX),
+            headers: HeaderList::new(cfg.header_list_bytes_max, cfg.header_fields_max()),
+            trailers: HeaderList::new(cfg.header_list_bytes_max, cfg.header_fields_max()),
             deadline_ns: None,
         }
     }
@@ -178,7 +178,7 @@ impl Stream {
         std::mem::size_of::<Stream>()
             + cfg.request_body_bytes_max
             + cfg.response_body_bytes_max
-            + 2 * HeaderList::allocation_bytes(cfg.header_list_bytes_max, HEADER_FIELDS_MAX)
+            + 2 * HeaderList::allocation_bytes(cfg.header_list_bytes_max, cfg.header_fields_max())
     }
 
     /// Started and not yet ended: open or half-closed (local).

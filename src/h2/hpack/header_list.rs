@@ -30,6 +30,11 @@ impl HeaderList {
         bytes_max + fields_max * std::mem::size_of::<(u32, u32, u32)>()
     }
 
+    /// Its room: bytes of names and values, fields.
+    pub fn capacities(&self) -> (usize, usize) {
+        (self.bytes.len(), self.fields.len())
+    }
+
     pub fn clear(&mut self) {
         self.bytes_len = 0;
         self.fields_len = 0;
