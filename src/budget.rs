@@ -376,7 +376,7 @@ impl Budget {
                 if threads > 1 { threads } else { 0 },
                 relay::dispatch::handoff_allocation_bytes(threads as usize, lanes as usize),
             ),
-            // Per thread: its record of recent bundles (40 words each, 4 index words each
+            // Per thread: its record of recent bundles (36 words each, 4 index words each
             // rounded up to a power of two), allocated zeroed; the index is touched at startup
             // (ids hash all over it), the records only as bundles come.
             Term {

@@ -90,6 +90,61 @@ fn a_record_reads_back_whole_with_every_kept_attempt() {
     assert_eq!(found.submissions, 1);
 }
 
+/// A send's and its answer's times are kept as offsets from the admission and from the send:
+/// exact to the tick within minutes of it (a send comes within the bundle's max age, a minute
+/// at most), and past that at the widest, never wrapped to an earlier time.
+#[test]
+fn a_sends_times_read_back_to_the_tick_and_far_ones_at_the_widest_not_wrapped() {
+    let journals = Journals::new(&[1_024]);
+    let ring = journals.ring(0);
+    let admitted = 7_000_000_000_000u64;
+    let minute = 60 * 5_000_000_000u64; // a minute of a 5 GHz TSC
+    let cases = [
+        (admitted, Some(admitted)),
+        (admitted + 1, Some(admitted + 2)),
+        (admitted + minute, Some(admitted + 2 * minute)),
+        (admitted + 3, None),
+        (admitted + (1 << 50), Some(admitted + (1 << 51))),
+    ];
+    for (n, (sent, answered)) in cases.iter().enumerate() {
+        let serial = opened(ring, 100 + n as u64, 0, admitted);
+        ring.update(serial, |r| {
+            r.push_attempt(Attempt {
+                region: 15,
+                egress: Egress::Socks5("[2001:db8::7]:65535".parse().unwrap()),
+                sent: Instant(*sent),
+                answered: answered.map(Instant),
+                verdict: Verdict::RegionThrottled,
+                grpc_code: Some(16),
+                retry_after_ms: 65_535,
+            });
+        });
+        let r = journals.find(&id(100 + n as u64), 0).unwrap().latest;
+        let a = r.kept()[0];
+        let (region, verdict, code, wait) = (a.region, a.verdict, a.grpc_code, a.retry_after_ms);
+        assert_eq!(
+            (region, verdict, code, wait),
+            (15, Verdict::RegionThrottled, Some(16), 65_535),
+            "case {n}"
+        );
+        assert_eq!(
+            a.egress,
+            Egress::Socks5("[2001:db8::7]:65535".parse().unwrap())
+        );
+        if n < 4 {
+            assert_eq!(
+                (a.sent, a.answered),
+                (Instant(*sent), answered.map(Instant)),
+                "case {n}"
+            );
+        } else {
+            let (s, t) = (a.sent.0, a.answered.expect("answered").0);
+            assert!(s > admitted + minute && s <= *sent, "sent read as {s}");
+            assert!(t > s && t <= answered.unwrap(), "answered read as {t}");
+        }
+    }
+}
+
 #[test]
 fn an_engine_text_longer_than_the_record_keeps_is_cut_at_a_character() {
     let long = "é".repeat(TEXT_BYTES);
@@ -234,11 +289,12 @@ fn a_reader_racing_the_writer_never_gets_a_torn_record() {
 
 #[test]
 fn the_largest_delivery_answer_fits_the_intake_buffer() {
-    // Every field at its widest: 4 SOCKS5 IPv6 attempts, a long region name, a tenant name of
-    // 64 quotes (each escaped to 2 bytes), an engine text of control characters (6 each).
+    // Every field at its widest: 4 SOCKS5 IPv6 attempts, their times as late as the record
+    // keeps them, a long region name, a tenant name of 64 quotes (each escaped to 2 bytes), an
+    // engine text of control characters (6 each).
     let journals = Journals::new(&[1_024]);
     let ring = journals.ring(0);
-    let serial = opened(ring, 1, 0, 0);
+    let serial = opened(ring, 1, 0, u64::MAX / 4);
     let proxy: SocketAddr = "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535"
         .parse()
         .unwrap();
@@ -247,8 +303,8 @@ fn the_largest_delivery_answer_fits_the_intake_buffer() {
             r.push_attempt(Attempt {
                 region: 0,
                 egress: Egress::Socks5(proxy),
-                sent: Instant(u64::MAX / 4),
-                answered: Some(Instant(u64::MAX / 2)),
+                sent: Instant(u64::MAX / 2),
+                answered: Some(Instant(u64::MAX - 1)),
                 verdict: Verdict::RateLimited,
                 grpc_code: Some(255),
                 retry_after_ms: 60_000,

@@ -22,7 +22,7 @@
 //! upstream_timeout_ms = 1000   # one SendBundle call
 //! record_keep_s = 300          # the record of recent bundles (getInflightBundleStatuses,
 //!                              # getBundleDelivery) covers this long at the pool's full rate; 0: off
-//! record_bundles_max = 1048576 # ... in at most this many records (320 B each) over all threads
+//! record_bundles_max = 1048576 # ... in at most this many records (288 B each) over all threads
 //!
 //! [intake]
 //! rotating = "127.0.0.1:8080"  # bundles go to the region whose pool can send soonest; or "off"

@@ -12,12 +12,23 @@ pub const ATTEMPTS_KEPT: usize = 4;
 /// Bytes of the last engine answer kept (its uuid, or its error text, cut at a character).
 pub const TEXT_BYTES: usize = 88;
 /// Words one record takes in the ring, its sequence word included (the budget counts them).
-pub const WORDS: usize = 40;
+pub const WORDS: usize = 36;
 /// Words of a record's payload (all but the sequence word).
 pub(super) const PAYLOAD: usize = WORDS - 1;
 
 const HEAD: usize = 8;
-const ATTEMPT_WORDS: usize = 5;
+/// An attempt's words: its send time (from the admission) with its port, region and verdict;
+/// its answer time (from the send) with the engine's wait, gRPC code and address family; its
+/// address.
+const ATTEMPT_WORDS: usize = 4;
+/// Bits of an attempt's two time offsets, in clock ticks. A send comes within the bundle's
+/// max age of its admission (a minute at most, 2^40 ticks is minutes at any TSC rate); an
+/// answer within its call's deadline. An offset past its width is kept at the widest.
+const SENT_BITS: u32 = 40;
+const ANSWERED_BITS: u32 = 39;
+/// The answer offset that means "not answered".
+const UNANSWERED: u64 = (1 << ANSWERED_BITS) - 1;
+const _: () = assert!(crate::limiter::REGIONS_MAX <= 16 && Verdict::ALL.len() <= 8);
 const _: () = assert!(HEAD + ATTEMPTS_KEPT * ATTEMPT_WORDS + TEXT_BYTES / 8 == PAYLOAD);
 const _: () = assert!(TEXT_BYTES % 8 == 0 && TEXT_BYTES < 256);
 
@@ -296,17 +307,26 @@ impl Record {
                 IpAddr::V6(v6) => v6,
             };
             let bits = u128::from(v6);
-            w[at] = a.sent.0;
-            w[at + 1] = a.answered.map_or(u64::MAX, |t| t.0);
+            let sent = a
+                .sent
+                .0
+                .saturating_sub(self.admitted.0)
+                .min((1 << SENT_BITS) - 1);
+            let answered = a.answered.map_or(UNANSWERED, |t| {
+                t.0.saturating_sub(self.admitted.0.saturating_add(sent))
+                    .min(UNANSWERED - 1)
+            });
+            w[at] = sent
+                | u64::from(port) << 40
+                | u64::from(a.region & 0xf) << 56
+                | a.verdict.code() << 60
+                | socks << 63;
+            w[at + 1] = answered
+                | u64::from(a.retry_after_ms.min(0xffff)) << 39
+                | a.grpc_code.map_or(0xff, u64::from) << 55
+                | u64::from(matches!(ip, IpAddr::V4(_))) << 63;
             w[at + 2] = (bits >> 64) as u64;
             w[at + 3] = bits as u64;
-            w[at + 4] = u64::from(a.region)
-                | a.verdict.code() << 8
-                | a.grpc_code.map_or(0xff, u64::from) << 16
-                | socks << 24
-                | u64::from(matches!(ip, IpAddr::V4(_))) << 25
-                | u64::from(port) << 32
-                | u64::from(a.retry_after_ms.min(0xffff)) << 48;
         }
         let text_at = HEAD + ATTEMPTS_KEPT * ATTEMPT_WORDS;
         for (i, chunk) in self.text.bytes.chunks_exact(8).enumerate() {
@@ -330,27 +350,29 @@ impl Record {
         r.text.len = ((w[7] >> 56) as u8).min(TEXT_BYTES as u8);
         for (k, a) in r.kept.iter_mut().enumerate() {
             let at = HEAD + k * ATTEMPT_WORDS;
+            let (s, t) = (w[at], w[at + 1]);
             let bits = u128::from(w[at + 2]) << 64 | u128::from(w[at + 3]);
             let v6 = Ipv6Addr::from(bits);
-            let m = w[at + 4];
-            let ip = match (m >> 25 & 1 == 1, v6.to_ipv4_mapped()) {
+            let ip = match (t >> 63 == 1, v6.to_ipv4_mapped()) {
                 (true, Some(v4)) => IpAddr::V4(v4),
                 _ => IpAddr::V6(v6),
             };
-            a.sent = Instant(w[at]);
-            a.answered = (w[at + 1] != u64::MAX).then_some(Instant(w[at + 1]));
-            a.region = m as u8;
-            a.verdict = Verdict::of(m >> 8 & 0xff);
-            a.grpc_code = match (m >> 16) as u8 {
+            a.sent = Instant(r.admitted.0.wrapping_add(s & ((1 << SENT_BITS) - 1)));
+            let answered = t & UNANSWERED;
+            a.answered =
+                (answered != UNANSWERED).then_some(Instant(a.sent.0.wrapping_add(answered)));
+            a.region = (s >> 56 & 0xf) as u8;
+            a.verdict = Verdict::of(s >> 60 & 0x7);
+            a.grpc_code = match (t >> 55) as u8 {
                 0xff => None,
                 c => Some(c),
             };
-            a.egress = if m >> 24 & 1 == 1 {
-                Egress::Socks5(std::net::SocketAddr::new(ip, (m >> 32) as u16))
+            a.egress = if s >> 63 == 1 {
+                Egress::Socks5(std::net::SocketAddr::new(ip, (s >> 40) as u16))
             } else {
                 Egress::Local(ip)
             };
-            a.retry_after_ms = (m >> 48) as u32;
+            a.retry_after_ms = (t >> 39 & 0xffff) as u32;
         }
         let text_at = HEAD + ATTEMPTS_KEPT * ATTEMPT_WORDS;
         for i in 0..TEXT_BYTES / 8 {
