@@ -267,13 +267,25 @@ impl Wheels {
     /// once per level) and maybe nothing due: one wake-up per crowded coarse slot, where the
     /// exact earliest ([`Wheels::soonest_due`]) walks the whole list each time its earliest
     /// entry leaves.
+    ///
+    /// Cached as [`Wheels::soonest_due`] caches the exact one (an insert lowers it, removing the
+    /// entry it names drops it), and dropped too once the wheel has advanced to it: a slot's
+    /// start stays behind when the slot cascades.
     #[inline]
     pub(super) fn soonest_bound(
         &self,
-        wheel: &WheelState,
+        wheel: &mut WheelState,
         r: usize,
         scan_max: usize,
     ) -> Option<u64> {
+        if !wheel.soonest_valid || wheel.soonest_unit <= wheel.elapsed_unit {
+            wheel.soonest_unit = self.scan_bound(wheel, r, scan_max).unwrap_or(u64::MAX);
+            wheel.soonest_valid = true;
+        }
+        (wheel.soonest_unit != u64::MAX).then_some(wheel.soonest_unit)
+    }
+
+    fn scan_bound(&self, wheel: &WheelState, r: usize, scan_max: usize) -> Option<u64> {
         let (level, slot, start) = wheel.next_slot()?;
         if level == 0 {
             return Some(start);
