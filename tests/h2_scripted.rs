@@ -145,6 +145,11 @@ fn call_cfg() -> CallConfig {
     CallConfig::new("http", "engine.test".into())
 }
 
+/// `method` started on `c` with [`call_cfg`], a 1.5 s deadline and an empty message.
+fn start(c: &mut Connection, method: Method) -> Result<StreamId, StartError> {
+    grpc::start_call(c, &call_cfg(), 0, method, Some(1500), |_| Some(0))
+}
+
 /// A connection past the SETTINGS exchange.
 fn open(cfg: Config, peer_settings: &[(u16, u32)]) -> (Connection, Peer) {
     let mut c = Connection::new(cfg, 0);
@@ -291,10 +296,22 @@ fn server_enabling_push_is_a_protocol_error() {
 
 // ---- a request and its reply ----
 
-/// A header list as the peer decodes it.
-fn owned(fields: &[(&str, &str)]) -> Vec<(String, String)> {
+/// The header list the peer decodes for a call of the method at `path` to `engine.test`,
+/// with its `grpc-timeout` and, when there is one, its authorization last.
+fn request_fields(path: &str, timeout: &str, authorization: Option<&str>) -> Vec<(String, String)> {
+    let fields = [
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", path),
+        (":authority", "engine.test"),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+        ("grpc-timeout", timeout),
+    ];
     fields
         .iter()
+        .copied()
+        .chain(authorization.map(|a| ("authorization", a)))
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect()
 }
@@ -302,29 +319,13 @@ fn owned(fields: &[(&str, &str)]) -> Vec<(String, String)> {
 #[test]
 fn request_headers_body_and_reply_with_trailers() {
     let (mut c, mut p) = open(Config::default(), &[]);
-    let id = grpc::start_call(
-        &mut c,
-        &call_cfg(),
-        0,
-        Method::GetTipAccounts,
-        Some(1500),
-        |_| Some(0),
-    )
-    .unwrap();
+    let id = start(&mut c, Method::GetTipAccounts).unwrap();
     assert_eq!(id, StreamId(1));
     let f = p.read(&mut c);
     assert_eq!(f[0].kind, frame::HEADERS);
     let h = p.decode_headers(&f[0].payload);
-    let want = [
-        (":method", "POST"),
-        (":scheme", "http"),
-        (":path", "/searcher.SearcherService/GetTipAccounts"),
-        (":authority", "engine.test"),
-        ("content-type", "application/grpc"),
-        ("te", "trailers"),
-        ("grpc-timeout", "1500m"),
-    ];
-    assert_eq!(h, owned(&want));
+    let want = request_fields("/searcher.SearcherService/GetTipAccounts", "1500m", None);
+    assert_eq!(h, want);
     assert_eq!(f[1].kind, frame::DATA);
     assert_eq!(f[1].payload, vec![0, 0, 0, 0, 0]);
     assert_eq!(f[1].flags, frame::FLAG_END_STREAM);
@@ -348,17 +349,8 @@ fn every_methods_header_block_decodes_to_its_own_fields() {
         let f = p.read(&mut c);
         assert_eq!(f[0].kind, frame::HEADERS);
         let h = p.decode_headers(&f[0].payload);
-        let want = [
-            (":method", "POST"),
-            (":scheme", "http"),
-            (":path", m.path()),
-            (":authority", "engine.test"),
-            ("content-type", "application/grpc"),
-            ("te", "trailers"),
-            ("grpc-timeout", "250m"),
-            ("authorization", "Bearer t0k"),
-        ];
-        assert_eq!(h, owned(&want), "{m:?}");
+        let want = request_fields(m.path(), "250m", Some("Bearer t0k"));
+        assert_eq!(h, want, "{m:?}");
     }
 }
 
@@ -371,14 +363,7 @@ fn a_call_past_the_peers_header_list_limit_is_refused_before_anything_is_sent() 
             Config::default(),
             &[(frame::SETTINGS_MAX_HEADER_LIST_SIZE, limit)],
         );
-        let r = grpc::start_call(
-            &mut c,
-            &call_cfg(),
-            0,
-            Method::SendBundle,
-            Some(1500),
-            |_| Some(0),
-        );
+        let r = start(&mut c, Method::SendBundle);
         if ok {
             assert!(r.is_ok(), "{limit}: {r:?}");
         } else {
