@@ -112,8 +112,25 @@ impl Config {
     /// Rows of a decoded list's field table: as many fields as a list within our
     /// SETTINGS_MAX_HEADER_LIST_SIZE can hold (each field counts its name, its value and 32
     /// bytes there, so a peer that keeps to the limit sends no more), at most
-    /// [`HEADER_FIELDS_MAX`]. A list of more is refused as too large, as its size is.
+    /// [`HEADER_FIELDS_MAX`]. A list of more fields is refused as too large, as one of more
+    /// name and value bytes than the limit is.
     pub fn header_fields_max(&self) -> usize {
         (self.header_list_bytes_max / ENTRY_OVERHEAD).clamp(1, HEADER_FIELDS_MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lists_field_rows_are_what_its_limit_holds_at_32_bytes_a_field_within_1_to_64() {
+        for (list_bytes_max, rows) in [(1024, 32), (1055, 32), (1056, 33), (8192, 64), (16, 1)] {
+            let cfg = Config {
+                header_list_bytes_max: list_bytes_max,
+                ..Config::default()
+            };
+            assert_eq!(cfg.header_fields_max(), rows, "{list_bytes_max}");
+        }
     }
 }
