@@ -313,3 +313,90 @@ fn a_sources_own_rate_limit_still_cools_only_that_pair() {
     assert_eq!(s.cooldowns, 1, "{s:?}");
     assert_eq!(t.stats.region(0).throttles.get(), 0);
 }
+
+// ---- the tip accounts a bot is answered ----
+
+/// The engine's answer on `stream` to GetTipAccounts: `accounts`.
+fn tips_reply(stream: u32, accounts: &[String]) -> Vec<u8> {
+    use bundle_relay::h2::frame;
+    use prost::Message as _;
+    let msg = bundle_relay::proto::searcher::GetTipAccountsResponse {
+        accounts: accounts.to_vec(),
+    }
+    .encode_to_vec();
+    let mut data = vec![0u8];
+    data.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+    data.extend_from_slice(&msg);
+    let mut reply = Vec::new();
+    let at = [
+        h2_support::push_frame(
+            &mut reply,
+            frame::HEADERS,
+            frame::FLAG_END_HEADERS,
+            &h2_support::block(&[(b":status", b"200"), (b"content-type", b"application/grpc")]),
+        ),
+        h2_support::push_frame(&mut reply, frame::DATA, 0, &data),
+        h2_support::push_frame(
+            &mut reply,
+            frame::HEADERS,
+            frame::FLAG_END_HEADERS | frame::FLAG_END_STREAM,
+            &h2_support::block(&[(b"grpc-status", b"0")]),
+        ),
+    ];
+    for a in at {
+        reply[a..a + 4].copy_from_slice(&stream.to_be_bytes());
+    }
+    reply
+}
+
+#[test]
+fn the_engines_tip_accounts_are_asked_for_as_soon_as_the_first_pair_is_up() {
+    // A relay starts with no connection up: its first iteration finds no pair to ask on.
+    let region = bundle_relay::relay::RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap());
+    let spec = bundle_relay::relay::Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
+    let metrics = bundle_relay::metrics::Metrics::new(&["ny".to_string()], spec.threads);
+    let stats = std::sync::Arc::new(bundle_relay::metrics::accounting::Stats::default());
+    let start = Instant(MS);
+    let mut d = bundle_relay::relay::dispatch::Dispatcher::new(
+        &spec.thread(0),
+        bundle_relay::clock::TickRate::NANOS,
+        start,
+        stats,
+        metrics.thread(0),
+    );
+    d.dispatch(start);
+    let order = d.poll_connect(start).expect("the pair connects at start");
+    assert!(
+        d.poll_dirty().is_none(),
+        "nothing to send before the connect"
+    );
+    // Connected and greeted 30 ms later: the pair joins rotation.
+    let up = at(start, 30);
+    d.connected(order.pair, up);
+    let flush = |d: &mut bundle_relay::relay::dispatch::Dispatcher, now| {
+        let mut sent = 0;
+        while let Some(p) = d.poll_dirty() {
+            let n = d.transmit(p, now).len();
+            d.transmitted(p, n, now);
+            sent += n;
+        }
+        sent
+    };
+    flush(&mut d, up);
+    d.received(order.pair, &h2_support::engine_hello(), up);
+    flush(&mut d, up);
+    // The next iteration asks, on the first call of the connection (stream 1).
+    let next = at(up, 1);
+    d.dispatch(next);
+    assert!(flush(&mut d, next) > 0, "GetTipAccounts goes out at once");
+    let accounts: Vec<String> = (1..=8u8)
+        .map(|i| solana_address::Address::new_from_array([i; 32]).to_string())
+        .collect();
+    d.received(order.pair, &tips_reply(1, &accounts), at(next, 1));
+    let expected = serde_json::to_string(&accounts).unwrap();
+    assert_eq!(
+        std::str::from_utf8(d.tip_accounts_json()).unwrap(),
+        expected,
+        "bots are answered the engine's list"
+    );
+}

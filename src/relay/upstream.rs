@@ -633,18 +633,32 @@ impl Upstream {
     /// out like any other (a GetTipAccounts call counts against the pair's rate too). Regions
     /// take turns; a region with bundles waiting (`busy`, bit per region) sends those first, a
     /// silent one gets probes instead.
+    ///
+    /// Without a pair to ask on, the refresh waits for one rather than a retry: when every
+    /// candidate region's pairs are paced, until the soonest is ready; when none has a pair in
+    /// rotation (a relay that just started, or engines all down), it stays due, so the first
+    /// iteration after a pair joins asks (a bot's first getTipAccounts gets the engines' list
+    /// within a connect, not [`TIP_RETRY_MS`] later).
     pub fn refresh_tips(&mut self, busy: u32, now: Instant) {
         if now.0 < self.tips.due.0 || self.tips.in_flight {
             return;
         }
         let n = self.links.regions().len();
+        let mut soonest: Option<Instant> = None;
+        let mut skipped = false;
         for k in 0..n {
             let r = (self.tip_region + k) % n;
             if busy & (1 << r) != 0 || !self.may_call(r) {
+                skipped = true;
                 continue;
             }
-            let Acquire::Pair(pair) = self.links.acquire_any(r, now) else {
-                continue;
+            let pair = match self.links.acquire_any(r, now) {
+                Acquire::Pair(pair) => pair,
+                Acquire::WaitUntil(at) => {
+                    soonest = Some(soonest.map_or(at, |s| if at.0 < s.0 { at } else { s }));
+                    continue;
+                }
+                Acquire::NoPairUp => continue,
             };
             self.tip_region = r + 1;
             if self.start_tip_call(pair, Call::Tips, now) {
@@ -656,7 +670,14 @@ impl Upstream {
             }
             return;
         }
-        self.tips.due = now.after(self.tip_retry);
+        let retry = now.after(self.tip_retry);
+        self.tips.due = match soonest {
+            Some(at) if at.0 < retry.0 => at,
+            // Every region busy or silent: their bundles and probes come first.
+            _ if skipped || soonest.is_some() => retry,
+            // No pair in rotation anywhere: still due.
+            _ => self.tips.due,
+        };
     }
 
     /// The next leader's region, while an engine's answer is trusted.
