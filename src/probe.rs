@@ -181,6 +181,9 @@ pub struct RingFacts {
     pub features: Vec<&'static str>,
     /// `Err` with why when a provided-buffer ring does not register.
     pub buf_ring: Result<(), String>,
+    /// `Err` with why when a socket option cannot be set through the ring (a socket command,
+    /// Linux 6.7+), which a reload uses to change open connections' TCP options in place.
+    pub socket_options: Result<(), String>,
 }
 
 /// Creates a probe ring and reports what it has, or the problem (with its fix) that stops it.
@@ -190,13 +193,14 @@ pub fn ring_facts() -> Result<RingFacts, Problem> {
         return Err(Problem::IoUringDisabled);
     }
     let memlock = rlimit(libc::RLIMIT_MEMLOCK).unwrap_or((0, 0));
-    let (r, ring) =
+    let (mut r, ring) =
         create_ring().map_err(|e| classify_ring_error(&e, io_uring_disabled, memlock))?;
     Ok(RingFacts {
         kernel: kernel_release(),
         ring,
         features: features(&r),
         buf_ring: register_buf_ring(&r).map_err(|e| describe(&e)),
+        socket_options: set_socket_option(&mut r).map_err(|e| describe(&e)),
     })
 }
 
@@ -316,6 +320,42 @@ fn register_buf_ring(ring: &IoUring) -> io::Result<()> {
     let result = registered.and_then(|()| submitter.unregister_buf_ring(PROBE_BGID));
     // SAFETY: unmapping the mapping made above, no longer registered.
     unsafe { libc::munmap(addr, bytes) };
+    result
+}
+
+/// Turns SO_KEEPALIVE on for a fresh TCP socket with the ring's socket command, as a reload
+/// does for the relay's open connections.
+fn set_socket_option(ring: &mut IoUring) -> io::Result<()> {
+    // SAFETY: plain socket(2); the descriptor is closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let on: libc::c_int = 1;
+    let entry = io_uring::opcode::SetSockOpt::new(
+        io_uring::types::Fd(fd),
+        libc::SOL_SOCKET as u32,
+        libc::SO_KEEPALIVE as u32,
+        (&on as *const libc::c_int).cast(),
+        std::mem::size_of::<libc::c_int>() as u32,
+    )
+    .build();
+    // SAFETY: `on` and `fd` outlive the wait for this entry's completion below.
+    let pushed = unsafe { ring.submission().push(&entry) }.is_ok();
+    let result = if pushed {
+        ring.submit_and_wait(1).and_then(|_| {
+            let res = ring.completion().next().map_or(-libc::EIO, |c| c.result());
+            if res < 0 {
+                Err(io::Error::from_raw_os_error(-res))
+            } else {
+                Ok(())
+            }
+        })
+    } else {
+        Err(io::Error::from_raw_os_error(libc::EBUSY))
+    };
+    // SAFETY: closing the socket opened above; no operation refers to it any more.
+    unsafe { libc::close(fd) };
     result
 }
 

@@ -104,6 +104,7 @@ fn inputs(root: &Path, cfg: Option<Config>) -> Inputs {
             ring: RingSetup::SingleIssuerDeferTaskrun,
             features: vec!["nodrop", "fast_poll", "ext_arg"],
             buf_ring: Ok(()),
+            socket_options: Ok(()),
         }),
         nofile: (1 << 20, 1 << 20),
         memlock: (8 << 20, 8 << 20),
@@ -313,6 +314,44 @@ fn io_uring_refused_is_a_fail_with_the_probe_s_cause_and_fix() {
         c.fix.contains("sysctl -w kernel.io_uring_disabled=0"),
         "{c}"
     );
+}
+
+#[test]
+fn a_kernel_without_socket_commands_in_io_uring_warns_that_a_reload_reconnects_pairs() {
+    let t = Tree::new("sockopt");
+    t.tuned();
+    let mut i = inputs(&t.0, None);
+    let Ok(facts) = &mut i.ring else {
+        unreachable!()
+    };
+    facts.socket_options = Err("Invalid argument (os error 22) (EINVAL)".into());
+    let checks = check_host::run(&i);
+    let c = find(&checks, "io_uring socket options");
+    assert_eq!(c.level, Level::Warn, "{c}");
+    assert!(c.found.contains("EINVAL"), "{c}");
+    assert!(
+        c.fix.contains("Linux 6.7") && c.fix.contains("reconnects every pair"),
+        "{c}"
+    );
+    assert!(check_host::passed(&checks), "a warning, not a fail");
+}
+
+/// The running kernel's (major, minor).
+fn kernel_version() -> (u32, u32) {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    let mut parts = release.trim().split(['.', '-']);
+    let mut next = || parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    (next(), next())
+}
+
+#[test]
+fn this_hosts_ring_sets_socket_options_from_linux_6_7_on() {
+    let facts = bundle_relay::probe::ring_facts().expect("io_uring on the test host");
+    if kernel_version() >= (6, 7) {
+        assert_eq!(facts.socket_options, Ok(()));
+    } else {
+        assert!(facts.socket_options.is_err(), "{facts:?}");
+    }
 }
 
 #[test]

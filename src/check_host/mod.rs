@@ -7,7 +7,8 @@
 //! probe (`probe`), which refuses to start on what would break the relay and fixes the one
 //! thing it may (the soft open-file limit); and it changes nothing on the host.
 //!
-//! Checked: io_uring (allowed, the ring the relay wants, its features, provided-buffer rings),
+//! Checked: io_uring (allowed, the ring the relay wants, its features, provided-buffer rings,
+//! socket options set through it),
 //! the open-file and locked-memory limits against the config's budget, every egress address
 //! local and bindable, each sysctl of the shipped file, the clocksource and an invariant TSC,
 //! the CPU frequency governor, transparent huge pages, and where the host sets them, isolated
@@ -165,6 +166,24 @@ fn ring(ring: &Result<RingFacts, Problem>, out: &mut Vec<Check>) {
                     e.clone(),
                     "registers",
                     "Linux 5.19 or later (6.1+ recommended)",
+                ),
+            });
+            out.push(match &facts.socket_options {
+                Ok(()) => Check::new(
+                    Level::Ok,
+                    "io_uring socket options",
+                    "set through the ring",
+                    "set through the ring",
+                    "",
+                ),
+                Err(e) => Check::new(
+                    Level::Warn,
+                    "io_uring socket options",
+                    e.clone(),
+                    "set through the ring",
+                    "Linux 6.7 or later: until then a reload that changes \
+                     egress.tcp_user_timeout_ms or turns egress.ping_idle_ms on or off (0) reconnects every pair \
+                     to apply it",
                 ),
             });
         }
