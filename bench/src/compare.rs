@@ -1,13 +1,15 @@
 //! bench-demo `--compare`: bundle-relay against the baseline in one run, on the same engine
 //! and the same pre-generated bundles, each relay in a process of its own (so its CPU time
-//! and memory are its own), and one table with issue 5's targets.
+//! and memory are its own), and one table with the targets set for it (issues 5 and 18).
 //!
 //! Three phases per relay, each step with a fresh engine and a fresh relay process:
 //! 1. a rate sweep at a short engine interval (the pool is never the limit), whose highest
 //!    rate under 0.1% errors sent at the offered rate is the throughput
 //!    ([`crate::demo::sustained_rate`]);
 //! 2. one step at a common rate both sustain: answer and delivery latency percentiles and CPU
-//!    per delivered bundle;
+//!    per delivered bundle, in rounds (bundle-relay, baseline and bench-null each once a round,
+//!    the order reversed every other round), so the CPU ratios are of runs minutes apart at
+//!    most, and the table shows their median and each round's;
 //! 3. an all-cooldown storm: a small pool at a long interval, offered twice its capacity,
 //!    every source told to back off 30 s shortly after the start, so bundles pile up to the
 //!    in-flight cap and the relay must refuse the rest (429) with its memory flat.
@@ -21,7 +23,7 @@ use serde::Serialize;
 
 use crate::demo::{self, DemoConfig, DemoReport, RelayKind, StepReport};
 use crate::load::LoadConfig;
-use crate::report::{Versus, VersusRow, mib, ratio, us};
+use crate::report::{Versus, VersusRow, median, mib, ratio, us};
 use crate::txgen::GeneratedBundle;
 
 /// Issue 5's targets, as bundle-relay / baseline ratios.
@@ -50,6 +52,9 @@ pub struct CompareConfig {
     pub sweep_interval_ms: u64,
     pub common_rate_per_s: f64,
     pub common_duration_s: f64,
+    /// Rounds of the common step (at least 1): CPU per bundle on a shared machine moves by a
+    /// fifth between runs minutes apart, so one run of each side is not a ratio to judge.
+    pub common_rounds: usize,
     pub storm_egress: Vec<IpAddr>,
     pub storm_interval_ms: u64,
     pub storm_duration_s: f64,
@@ -65,6 +70,7 @@ impl CompareConfig {
             sweep_interval_ms: 10,
             common_rate_per_s: 2000.0,
             common_duration_s: 5.0,
+            common_rounds: 3,
             storm_egress: demo::parse_egress("127.1.0.0/27").expect("literal"),
             storm_interval_ms: 100,
             storm_duration_s: 5.0,
@@ -123,6 +129,9 @@ impl CompareConfig {
     }
 
     pub fn validate(&self) -> Result<(), String> {
+        if self.common_rounds == 0 {
+            return Err("--common-rounds: at least 1".into());
+        }
         if self.base.relay_exe.is_none() {
             return Err("the compare runs each relay in its own process: set relay_exe".into());
         }
@@ -140,7 +149,10 @@ impl CompareConfig {
 pub struct RelayRuns {
     pub relay: RelayKind,
     pub sweep: DemoReport,
+    /// The common step's round with the median CPU per bundle (its latencies are the table's).
     pub common: StepReport,
+    /// Relay CPU per delivered bundle in each round of the common step, in round order.
+    pub common_cpu_us: Vec<f64>,
     pub storm: StepReport,
 }
 
@@ -173,7 +185,10 @@ pub struct NullFloor {
     pub rate_per_s: f64,
     pub connections: usize,
     pub answered: u64,
+    /// The median over rounds.
     pub cpu_us_per_request: f64,
+    /// Each round's, in round order.
+    pub rounds_cpu_us: Vec<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -207,31 +222,71 @@ impl CompareReport {
 pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
     cfg.validate()?;
     let load = demo::generate(&cfg.base, cfg.bundles_needed())?;
-    let mut runs = Vec::new();
-    for relay in [RelayKind::BundleRelay, RelayKind::Baseline] {
+    let kinds = [RelayKind::BundleRelay, RelayKind::Baseline];
+    let mut phases = Vec::new();
+    for relay in kinds {
         if cfg.base.progress {
             eprintln!("bench-demo: --compare: {relay}: rate sweep");
         }
         let sweep = demo::run_with(&cfg.sweep(relay), &load)?;
         if cfg.base.progress {
-            eprintln!("bench-demo: --compare: {relay}: common rate");
-        }
-        let common = demo::run_with(&cfg.common(relay), &load)?.steps.remove(0);
-        if cfg.base.progress {
             eprintln!("bench-demo: --compare: {relay}: all-cooldown storm at twice capacity");
         }
         let storm = demo::run_with(&cfg.storm(relay), &load)?.steps.remove(0);
+        phases.push((sweep, storm));
+    }
+    let mut commons: [Vec<StepReport>; 2] = [Vec::new(), Vec::new()];
+    let mut nulls = Vec::new();
+    for round in 0..cfg.common_rounds {
+        // None is bench-null; every other round runs them in reverse.
+        let mut order = [Some(0), Some(1), None];
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for side in order {
+            if cfg.base.progress {
+                let who = side.map_or("bench-null (the intake floor)".into(), |i| {
+                    kinds[i].to_string()
+                });
+                eprintln!(
+                    "bench-demo: --compare: common rate, round {} of {}: {who}",
+                    round + 1,
+                    cfg.common_rounds
+                );
+            }
+            match side {
+                Some(i) => commons[i].push(
+                    demo::run_with(&cfg.common(kinds[i]), &load)?
+                        .steps
+                        .remove(0),
+                ),
+                None => nulls.push(null_floor(cfg, &load.bundles)?),
+            }
+        }
+    }
+    let null_floor = NullFloor {
+        cpu_us_per_request: median(
+            &nulls
+                .iter()
+                .map(|n| n.cpu_us_per_request)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or(0.0),
+        rounds_cpu_us: nulls.iter().map(|n| n.cpu_us_per_request).collect(),
+        answered: nulls.iter().map(|n| n.answered).sum(),
+        ..nulls.swap_remove(0)
+    };
+    let mut runs = Vec::new();
+    for ((relay, (sweep, storm)), steps) in kinds.into_iter().zip(phases).zip(commons) {
+        let common_cpu_us: Vec<f64> = steps.iter().map(|s| s.cpu.relay_us_per_delivered).collect();
         runs.push(RelayRuns {
             relay,
             sweep,
-            common,
+            common: median_step(steps),
+            common_cpu_us,
             storm,
         });
     }
-    if cfg.base.progress {
-        eprintln!("bench-demo: --compare: bench-null (the intake floor) at the common rate");
-    }
-    let null_floor = null_floor(cfg, &load.bundles)?;
     let baseline = runs.pop().expect("two runs");
     let bundle_relay = runs.pop().expect("two runs");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -303,7 +358,20 @@ fn null_floor(cfg: &CompareConfig, bundles: &[GeneratedBundle]) -> Result<NullFl
         connections: cfg.base.connections,
         answered,
         cpu_us_per_request: ticks as f64 * demo::procfs::tick_us() / answered as f64,
+        rounds_cpu_us: Vec::new(),
     })
+}
+
+/// The round whose relay CPU per delivered bundle is the median (the lower middle of an even
+/// count).
+fn median_step(mut steps: Vec<StepReport>) -> StepReport {
+    steps.sort_by(|a, b| {
+        a.cpu
+            .relay_us_per_delivered
+            .total_cmp(&b.cpu.relay_us_per_delivered)
+    });
+    let mid = (steps.len() - 1) / 2;
+    steps.swap_remove(mid)
 }
 
 /// A child process killed and reaped however the run ends.
@@ -316,14 +384,20 @@ impl Drop for Killed {
     }
 }
 
-/// Each relay's CPU per delivered bundle over bench-null's per request at the common rate;
-/// bundle-relay's against [`CPU_OVER_NULL_MAX`].
+/// Each relay's CPU per delivered bundle over bench-null's per request at the common rate, the
+/// median of each round's quotient (a relay against the bench-null of its own round);
+/// bundle-relay's against [`CPU_OVER_NULL_MAX`], its rounds shown.
 pub fn null_row(br: &RelayRuns, bl: &RelayRuns, null: &NullFloor) -> VersusRow {
-    let over = |r: &RelayRuns| {
-        (null.cpu_us_per_request > 0.0)
-            .then(|| r.common.cpu.relay_us_per_delivered / null.cpu_us_per_request)
+    let over = |r: &RelayRuns| -> Vec<Option<f64>> {
+        r.common_cpu_us
+            .iter()
+            .zip(&null.rounds_cpu_us)
+            .map(|(&relay, &floor)| ratio(relay, floor))
+            .collect()
     };
-    let (a, b) = (over(br), over(bl));
+    let med = |v: &[Option<f64>]| median(&v.iter().flatten().copied().collect::<Vec<_>>());
+    let (per_round, b) = (over(br), over(bl));
+    let (a, b) = (med(&per_round), med(&b));
     let show = |x: Option<f64>| x.map_or("—".into(), |x| format!("{x:.2}×"));
     VersusRow {
         metric: format!(
@@ -332,7 +406,7 @@ pub fn null_row(br: &RelayRuns, bl: &RelayRuns, null: &NullFloor) -> VersusRow {
         ),
         figures: [show(a), show(b)],
         ratio: None,
-        per_round: Vec::new(),
+        per_round,
         target: "≤ 3× (bundle-relay)".into(),
         met: a.map(|a| a <= CPU_OVER_NULL_MAX),
     }
@@ -343,7 +417,7 @@ pub fn versus(br: &RelayRuns, bl: &RelayRuns, cores: usize) -> Versus {
     Versus {
         sides: [RelayKind::BundleRelay, RelayKind::Baseline].map(|k| k.name().to_string()),
         ratio_header: "ratio".into(),
-        rounds: false,
+        rounds: br.common_cpu_us.len() > 1,
         rows: rows(br, bl),
         notes: [br, bl]
             .into_iter()
@@ -433,11 +507,18 @@ pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<VersusRow> {
         "",
         None,
     );
+    // Medians over the common step's rounds, the ratio the median of each round's.
+    let per_round: Vec<Option<f64>> = br
+        .common_cpu_us
+        .iter()
+        .zip(&bl.common_cpu_us)
+        .map(|(&a, &b)| ratio(a, b))
+        .collect();
     let (ca, cb) = (
-        br.common.cpu.relay_us_per_delivered,
-        bl.common.cpu.relay_us_per_delivered,
+        median(&br.common_cpu_us).unwrap_or(0.0),
+        median(&bl.common_cpu_us).unwrap_or(0.0),
     );
-    let r = ratio(ca, cb);
+    let r = median(&per_round.iter().flatten().copied().collect::<Vec<_>>());
     push(
         format!("relay CPU per delivered bundle at {rate:.0}/s"),
         format!("{ca:.1} µs"),
@@ -446,6 +527,7 @@ pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<VersusRow> {
         "≤ 1/10",
         r.map(|r| r <= CPU_PER_BUNDLE_RATIO_MAX),
     );
+    let cpu_row = format!("relay CPU per delivered bundle at {rate:.0}/s");
     let top_cpu = |r: &RelayRuns| {
         let rate = r.sweep.sustained_rate_per_s?;
         let s = r.sweep.steps.iter().find(|s| s.rate_per_s == rate)?;
@@ -507,6 +589,9 @@ pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<VersusRow> {
         "0",
         Some(ea == 0),
     );
+    if let Some(row) = rows.iter_mut().find(|r| r.metric == cpu_row) {
+        row.per_round = per_round;
+    }
     rows
 }
 
@@ -561,6 +646,7 @@ mod tests {
                 steps,
             },
             common: step(relay, 2000.0, 0, p99_us, cpu_us),
+            common_cpu_us: vec![cpu_us],
             storm,
         }
     }
@@ -625,6 +711,7 @@ mod tests {
                 connections: 16,
                 answered: 10_000,
                 cpu_us_per_request: 20.0,
+                rounds_cpu_us: vec![20.0],
             },
         });
         assert_eq!(text.matches("NOT MET").count(), 3, "{text}");
@@ -661,6 +748,7 @@ mod tests {
             connections: 16,
             answered: 10_000,
             cpu_us_per_request: 20.0,
+            rounds_cpu_us: vec![20.0],
         };
         let bl = runs(RelayKind::Baseline, 8000.0, 1000.0, 200.0);
         let within = null_row(
@@ -681,5 +769,66 @@ mod tests {
             &null,
         );
         assert_eq!(beyond.met, Some(false));
+    }
+
+    /// `runs` whose common step took `cpu_us` in each round.
+    fn rounds(relay: RelayKind, cpu_us: &[f64]) -> RelayRuns {
+        RelayRuns {
+            common_cpu_us: cpu_us.to_vec(),
+            ..runs(relay, 8000.0, 100.0, cpu_us[0])
+        }
+    }
+
+    #[test]
+    fn the_cpu_row_is_the_median_of_each_rounds_ratio_not_a_ratio_of_medians() {
+        // Round 2 ran on a slow machine for both: its ratio is still 0.1.
+        let br = rounds(RelayKind::BundleRelay, &[20.0, 60.0, 30.0]);
+        let bl = rounds(RelayKind::Baseline, &[250.0, 600.0, 200.0]);
+        let v = versus(&br, &bl, 2);
+        assert!(v.rounds, "the table shows each round");
+        let row = v
+            .rows
+            .iter()
+            .find(|r| {
+                r.metric
+                    .starts_with("relay CPU per delivered bundle at 2000")
+            })
+            .unwrap();
+        assert_eq!(row.figures, ["30.0 µs".to_string(), "250.0 µs".to_string()]);
+        let per_round: Vec<f64> = row.per_round.iter().map(|r| r.unwrap()).collect();
+        assert_eq!(per_round, [0.08, 0.1, 0.15]);
+        assert_eq!(row.ratio, Some(0.1), "the median round's ratio");
+        assert_eq!(row.met, Some(true));
+        let single = versus(&runs(RelayKind::BundleRelay, 8000.0, 100.0, 30.0), &bl, 2);
+        assert!(!single.rounds, "one round: no rounds column");
+    }
+
+    #[test]
+    fn the_floor_row_holds_each_round_against_its_own_bench_null() {
+        // bench-null ran slow in round 2, and so did the relay: 3× in every round.
+        let null = NullFloor {
+            rate_per_s: 2000.0,
+            connections: 16,
+            answered: 30_000,
+            cpu_us_per_request: 13.0,
+            rounds_cpu_us: vec![12.0, 24.0, 13.0],
+        };
+        let bl = rounds(RelayKind::Baseline, &[250.0, 500.0, 260.0]);
+        let row = null_row(
+            &rounds(RelayKind::BundleRelay, &[36.0, 72.0, 39.0]),
+            &bl,
+            &null,
+        );
+        assert_eq!(row.figures[0], "3.00×");
+        assert_eq!(row.met, Some(true));
+        assert_eq!(row.per_round.len(), 3);
+        // A relay slower than the floor in two rounds of three is 4× however bench-null ran.
+        let slow_relay = null_row(
+            &rounds(RelayKind::BundleRelay, &[36.0, 96.0, 52.0]),
+            &bl,
+            &null,
+        );
+        assert_eq!(slow_relay.figures[0], "4.00×");
+        assert_eq!(slow_relay.met, Some(false));
     }
 }

@@ -111,6 +111,10 @@ struct Args {
     common_rate: f64,
     #[arg(long, default_value_t = 5.0)]
     common_duration_s: f64,
+    /// --compare: rounds of the common step, each running bundle-relay, the baseline and
+    /// bench-null once (the CPU rows are medians of the rounds).
+    #[arg(long, default_value_t = 3)]
+    common_rounds: usize,
     /// --compare: the storm step's egress (its pool's capacity sets the storm step's rate).
     #[arg(long, default_value = "127.1.0.0/27")]
     storm_egress: String,
@@ -466,6 +470,7 @@ fn main() -> ExitCode {
             sweep_duration_s: a.sweep_duration_s,
             common_rate_per_s: a.common_rate,
             common_duration_s: a.common_duration_s,
+            common_rounds: a.common_rounds,
             storm_egress,
             storm_interval_ms: a.storm_interval_ms,
             storm_duration_s: a.storm_duration_s,
