@@ -182,8 +182,8 @@ fn ring(ring: &Result<RingFacts, Problem>, out: &mut Vec<Check>) {
                     e.clone(),
                     "set through the ring",
                     "Linux 6.7 or later: until then a reload that changes \
-                     egress.tcp_user_timeout_ms or turns egress.ping_idle_ms on or off (0) reconnects every pair \
-                     to apply it",
+                     egress.tcp_user_timeout_ms or turns egress.ping_idle_ms on or off (0) \
+                     reconnects every pair to apply it",
                 ),
             });
         }

@@ -673,7 +673,8 @@ impl Upstream {
         let retry = now.after(self.tip_retry);
         self.tips.due = match soonest {
             Some(at) if at.0 < retry.0 => at,
-            // Every region busy or silent: their bundles and probes come first.
+            // A region busy or silent (its bundles and probes come first), or pairs paced
+            // past the retry.
             _ if skipped || soonest.is_some() => retry,
             // No pair in rotation anywhere: still due.
             _ => self.tips.due,
