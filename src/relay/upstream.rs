@@ -638,18 +638,20 @@ impl Upstream {
     /// candidate region's pairs are paced, until the soonest is ready; when none has a pair in
     /// rotation (a relay that just started, or engines all down), it stays due, so the first
     /// iteration after a pair joins asks (a bot's first getTipAccounts gets the engines' list
-    /// within a connect, not [`TIP_RETRY_MS`] later).
+    /// within a connect, not [`TIP_RETRY_MS`] later). Pairs all held by calls are not that
+    /// case: bundles take them first, so asking again every iteration would only cost the
+    /// iterations; it retries.
     pub fn refresh_tips(&mut self, busy: u32, now: Instant) {
         if now.0 < self.tips.due.0 || self.tips.in_flight {
             return;
         }
         let n = self.links.regions().len();
         let mut soonest: Option<Instant> = None;
-        let mut skipped = false;
+        let mut retry_later = false;
         for k in 0..n {
             let r = (self.tip_region + k) % n;
             if busy & (1 << r) != 0 || !self.may_call(r) {
-                skipped = true;
+                retry_later = true;
                 continue;
             }
             let pair = match self.links.acquire_any(r, now) {
@@ -658,7 +660,10 @@ impl Upstream {
                     soonest = Some(soonest.map_or(at, |s| if at.0 < s.0 { at } else { s }));
                     continue;
                 }
-                Acquire::NoPairUp => continue,
+                Acquire::NoPairUp => {
+                    retry_later |= self.links.limiter().counts(RegionId(r as u8)).held > 0;
+                    continue;
+                }
             };
             self.tip_region = r + 1;
             if self.start_tip_call(pair, Call::Tips, now) {
@@ -673,9 +678,9 @@ impl Upstream {
         let retry = now.after(self.tip_retry);
         self.tips.due = match soonest {
             Some(at) if at.0 < retry.0 => at,
-            // A region busy or silent (its bundles and probes come first), or pairs paced
-            // past the retry.
-            _ if skipped || soonest.is_some() => retry,
+            // A region busy, silent or with every pair held (its bundles and probes come
+            // first), or pairs paced past the retry.
+            _ if retry_later || soonest.is_some() => retry,
             // No pair in rotation anywhere: still due.
             _ => self.tips.due,
         };
