@@ -354,16 +354,8 @@ fn the_engines_tip_accounts_are_asked_for_as_soon_as_the_first_pair_is_up() {
     // A relay starts with no connection up: its first iteration finds no pair to ask on.
     let region = bundle_relay::relay::RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap());
     let spec = bundle_relay::relay::Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
-    let metrics = bundle_relay::metrics::Metrics::new(&["ny".to_string()], spec.threads);
-    let stats = std::sync::Arc::new(bundle_relay::metrics::accounting::Stats::default());
     let start = Instant(MS);
-    let mut d = bundle_relay::relay::dispatch::Dispatcher::new(
-        &spec.thread(0),
-        bundle_relay::clock::TickRate::NANOS,
-        start,
-        stats,
-        metrics.thread(0),
-    );
+    let (mut d, _) = dispatcher_support::unconnected(&spec, 0, start);
     d.dispatch(start);
     let order = d.poll_connect(start).expect("the pair connects at start");
     assert!(
@@ -373,15 +365,7 @@ fn the_engines_tip_accounts_are_asked_for_as_soon_as_the_first_pair_is_up() {
     // Connected and greeted 30 ms later: the pair joins rotation.
     let up = at(start, 30);
     d.connected(order.pair, up);
-    let flush = |d: &mut bundle_relay::relay::dispatch::Dispatcher, now| {
-        let mut sent = 0;
-        while let Some(p) = d.poll_dirty() {
-            let n = d.transmit(p, now).len();
-            d.transmitted(p, n, now);
-            sent += n;
-        }
-        sent
-    };
+    let flush = dispatcher_support::flush;
     flush(&mut d, up);
     d.received(order.pair, &h2_support::engine_hello(), up);
     flush(&mut d, up);

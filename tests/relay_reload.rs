@@ -102,25 +102,14 @@ fn a_source_no_longer_listed_closes_and_stays_down_until_listed_again() {
 fn a_source_retired_while_its_pair_connects_never_joins_rotation() {
     let region = RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap());
     let spec = Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
-    let metrics = bundle_relay::metrics::Metrics::new(&["ny".to_string()], 1);
-    let stats = std::sync::Arc::new(bundle_relay::metrics::accounting::Stats::default());
     let now = Instant(MS);
-    let mut d = bundle_relay::relay::dispatch::Dispatcher::new(
-        &spec.thread(0),
-        bundle_relay::clock::TickRate::NANOS,
-        now,
-        stats.clone(),
-        metrics.thread(0),
-    );
+    let (mut d, stats) = dispatcher_support::unconnected(&spec, 0, now);
     let order = d.poll_connect(now).expect("the pair connects at start");
     let mut tuning = Tuning::of_spec(&spec);
     tuning.sources.clear();
     d.retune(&tuning, now);
     d.connected(order.pair, now);
-    while let Some(p) = d.poll_dirty() {
-        let n = d.transmit(p, now).len();
-        d.transmitted(p, n, now);
-    }
+    dispatcher_support::flush(&mut d, now);
     d.received(order.pair, &h2_support::engine_hello(), now);
     assert_eq!(stats.totals().pairs_up, 0, "a retired pair takes no calls");
     assert_eq!(d.poll_close(), Some(order.pair), "it closes once set up");

@@ -35,20 +35,37 @@ pub struct Sim {
     out_len: usize,
 }
 
+/// Thread `t` of `spec` as it starts at `now`: nothing connected yet.
+pub fn unconnected(spec: &Spec, t: usize, now: Instant) -> (Dispatcher, Arc<Stats>) {
+    let names: Vec<String> = spec.regions.iter().map(|r| r.name.clone()).collect();
+    let metrics = bundle_relay::metrics::Metrics::new(&names, spec.threads);
+    let stats = Arc::new(Stats::default());
+    let d = Dispatcher::new(
+        &spec.thread(t),
+        TickRate::NANOS,
+        now,
+        stats.clone(),
+        metrics.thread(t),
+    );
+    (d, stats)
+}
+
+/// Sends everything `d` has for its pairs; returns how many bytes.
+pub fn flush(d: &mut Dispatcher, now: Instant) -> usize {
+    let mut sent = 0;
+    while let Some(p) = d.poll_dirty() {
+        let n = d.transmit(p, now).len();
+        d.transmitted(p, n, now);
+        sent += n;
+    }
+    sent
+}
+
 impl Sim {
     /// Thread `t` of `spec` at `now` (joined to `mesh` when given), its first pair connected,
     /// greeted by the engine and in rotation.
     pub fn connected(spec: &Spec, t: usize, mesh: Option<&Arc<Mesh>>, now: Instant) -> Sim {
-        let names: Vec<String> = spec.regions.iter().map(|r| r.name.clone()).collect();
-        let metrics = bundle_relay::metrics::Metrics::new(&names, spec.threads);
-        let stats = Arc::new(Stats::default());
-        let mut d = Dispatcher::new(
-            &spec.thread(t),
-            TickRate::NANOS,
-            now,
-            stats.clone(),
-            metrics.thread(t),
-        );
+        let (mut d, stats) = unconnected(spec, t, now);
         if let Some(mesh) = mesh {
             d.join(mesh.clone(), t);
         }
@@ -71,13 +88,7 @@ impl Sim {
 
     /// Sends everything the dispatcher has for its pairs; returns how many bytes.
     pub fn flush(&mut self, now: Instant) -> usize {
-        let mut sent = 0;
-        while let Some(p) = self.d.poll_dirty() {
-            let n = self.d.transmit(p, now).len();
-            self.d.transmitted(p, n, now);
-            sent += n;
-        }
-        sent
+        flush(&mut self.d, now)
     }
 
     /// Dispatches at `now`; true when a call went out.
