@@ -60,6 +60,19 @@ fn string_result_is_escaped() {
     assert_eq!(v["result"], "a\"b\\c\u{1}é");
 }
 
+proptest::proptest! {
+    /// Escapes land anywhere in or across the 16-byte blocks the writer skips plain runs by.
+    #[test]
+    fn any_string_result_reads_back_as_written(
+        s in "([a-zA-Z0-9]{0,40}[\"\\\\\u{0}-\u{1f}é€😀]?){0,6}"
+    ) {
+        let mut buf = [0u8; 4096];
+        let out = write_result_str(&mut buf, Id::NULL, &s).unwrap();
+        let v: Value = serde_json::from_slice(out).unwrap();
+        proptest::prop_assert_eq!(v["result"].as_str(), Some(s.as_str()));
+    }
+}
+
 #[test]
 fn raw_result_round_trips_tip_accounts() {
     let accounts = bundle_relay::jito::TIP_ACCOUNTS;

@@ -658,16 +658,14 @@ fn frame_front<'a>(
 fn head_end(buf: &[u8], from: usize) -> Option<usize> {
     let first = buf.iter().position(|&b| b != b'\r' && b != b'\n')?;
     let start = from.max(first);
-    let mut i = start;
-    while i < buf.len() {
-        if buf[i] == b'\n' {
-            match buf.get(i + 1) {
-                Some(b'\n') => return Some(i + 2),
-                Some(b'\r') if buf.get(i + 2) == Some(&b'\n') => return Some(i + 3),
-                _ => {}
-            }
+    // memchr looks at 16 or 32 bytes a step: a head is a few hundred bytes and a handful of
+    // line feeds, each of which is then looked at alone.
+    for i in memchr::memchr_iter(b'\n', &buf[start..]).map(|i| start + i) {
+        match buf.get(i + 1) {
+            Some(b'\n') => return Some(i + 2),
+            Some(b'\r') if buf.get(i + 2) == Some(&b'\n') => return Some(i + 3),
+            _ => {}
         }
-        i += 1;
     }
     None
 }

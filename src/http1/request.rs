@@ -44,7 +44,17 @@ impl<'a> Request<'a> {
     /// surrounding whitespace. Rescans the head, which httparse has already validated, so
     /// nothing per request needs to be kept beyond the fields above.
     pub fn header(&self, name: &str) -> Option<&'a [u8]> {
-        let mut lines = self.head.split(|&b| b == b'\n').map(strip_cr);
+        let head = self.head;
+        // Line ends found by memchr, many bytes a step: the head is rescanned on every
+        // request that asks.
+        let mut from = 0;
+        let mut lines = memchr::memchr_iter(b'\n', head)
+            .chain(core::iter::once(head.len()))
+            .map(|end| {
+                let line = strip_cr(&head[from..end]);
+                from = end + 1;
+                line
+            });
         // Empty lines before the request line are allowed (RFC 9112 section 2.2), then the
         // request line itself.
         lines.by_ref().find(|l| !l.is_empty())?;
@@ -52,7 +62,7 @@ impl<'a> Request<'a> {
             if line.is_empty() {
                 break;
             }
-            let colon = line.iter().position(|&b| b == b':')?;
+            let colon = memchr::memchr(b':', line)?;
             if line[..colon].eq_ignore_ascii_case(name.as_bytes()) {
                 return Some(trim_ows(&line[colon + 1..]));
             }

@@ -3,7 +3,7 @@
 //! and it decodes no transaction (that is `wire`'s).
 //!
 //! Read it in this order: `limits.rs`, `json_str.rs` (strings borrowed from the body),
-//! `request.rs` (what a valid request is), `error.rs`, `scan.rs` (the JSON scanner),
+//! `request.rs` (what a valid request is), `error.rs`, `runs.rs` (where a string's plain bytes end), `scan.rs` (the JSON scanner),
 //! `parse.rs` (the request parser), `write.rs` (answers), `reply.rs` (an engine's answer to a
 //! forwarded `sendTransaction`, and that request), `status_reply.rs` (the bundle-status queries
 //! the relay forwards, and the engine's answers to them).
@@ -52,6 +52,7 @@ mod limits;
 mod parse;
 mod reply;
 mod request;
+mod runs;
 mod scan;
 mod status_reply;
 mod write;

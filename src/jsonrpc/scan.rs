@@ -9,6 +9,7 @@
 use super::error::Expected;
 use super::json_str::JsonStr;
 use super::limits::DEPTH_MAX;
+use super::runs::{skip_plain, skip_to_quote_or_backslash};
 
 /// A scanning failure: byte offset and what was expected there.
 pub(crate) type ScanError = (usize, Expected);
@@ -35,70 +36,6 @@ static STRING_CLASS: [u8; 256] = {
     }
     t
 };
-
-const LO: u64 = 0x0101_0101_0101_0101;
-const HI: u64 = 0x8080_8080_8080_8080;
-
-/// Whether any byte of `w` is a quote, a backslash, a control character or non-ASCII: the
-/// bytes that stop the fast run through a string. Checks eight bytes per step.
-#[inline(always)]
-fn has_special(w: u64) -> bool {
-    let has_zero = |x: u64| x.wrapping_sub(LO) & !x & HI;
-    let quote = has_zero(w ^ (LO * u64::from(b'"')));
-    let backslash = has_zero(w ^ (LO * u64::from(b'\\')));
-    // For ASCII bytes, `b - 0x20` borrows into the high bit only when b < 0x20; non-ASCII bytes
-    // are caught by their own high bit.
-    let control = w.wrapping_sub(LO * 0x20) & !w & HI;
-    (quote | backslash | control | (w & HI)) != 0
-}
-
-#[inline(always)]
-fn word_at(b: &[u8], pos: usize) -> u64 {
-    let mut word = [0u8; 8];
-    word.copy_from_slice(&b[pos..pos + 8]);
-    u64::from_le_bytes(word)
-}
-
-/// Skips the run of ordinary string bytes starting at `pos`, 16 bytes a step while it can.
-#[inline(always)]
-fn skip_plain(b: &[u8], mut pos: usize) -> usize {
-    while pos + 16 <= b.len() {
-        if has_special(word_at(b, pos)) || has_special(word_at(b, pos + 8)) {
-            break;
-        }
-        pos += 16;
-    }
-    while pos + 8 <= b.len() && !has_special(word_at(b, pos)) {
-        pos += 8;
-    }
-    while pos < b.len() && STRING_CLASS[usize::from(b[pos])] == 0 {
-        pos += 1;
-    }
-    pos
-}
-
-/// Whether any byte of `w` is a quote or a backslash: in checked JSON, the only bytes that
-/// matter when looking for a string's end.
-#[inline(always)]
-fn has_quote_or_backslash(w: u64) -> bool {
-    let has_zero = |x: u64| x.wrapping_sub(LO) & !x & HI;
-    (has_zero(w ^ (LO * u64::from(b'"'))) | has_zero(w ^ (LO * u64::from(b'\\')))) != 0
-}
-
-/// In checked JSON: the position of the next quote or backslash at or after `pos`.
-#[inline(always)]
-fn skip_to_quote_or_backslash(b: &[u8], mut pos: usize) -> usize {
-    while pos + 16 <= b.len() {
-        if has_quote_or_backslash(word_at(b, pos)) || has_quote_or_backslash(word_at(b, pos + 8)) {
-            break;
-        }
-        pos += 16;
-    }
-    while pos < b.len() && !matches!(b[pos], b'"' | b'\\') {
-        pos += 1;
-    }
-    pos
-}
 
 fn is_ws(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | b'\r')

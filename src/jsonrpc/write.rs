@@ -7,6 +7,7 @@ use super::error::RpcError;
 use super::error::{ERROR_CAUSE_LEN_MAX, QUOTED_CHARS_MAX};
 use super::limits::ID_LEN_MAX;
 use super::request::Id;
+use super::runs::skip_plain;
 
 /// A buffer that holds any error response: the envelope (about 60 bytes), an id of at most
 /// [`ID_LEN_MAX`] bytes, and the longest message. The longest messages quote user input:
@@ -66,7 +67,15 @@ impl<'b> Writer<'b> {
     pub fn escaped(&mut self, s: &str) {
         let b = s.as_bytes();
         let mut run = 0;
-        for (i, &c) in b.iter().enumerate() {
+        let mut i = 0;
+        loop {
+            // Plain runs are skipped many bytes a step; what stops the skip is looked at here
+            // (a non-ASCII byte stops it too, and is written as it is).
+            i = skip_plain(b, i);
+            let Some(&c) = b.get(i) else {
+                break;
+            };
+            i += 1;
             let short: &[u8] = match c {
                 b'"' => b"\\\"",
                 b'\\' => b"\\\\",
@@ -78,7 +87,7 @@ impl<'b> Writer<'b> {
                 0..=0x1f => b"",
                 _ => continue,
             };
-            self.bytes(&b[run..i]);
+            self.bytes(&b[run..i - 1]);
             if short.is_empty() {
                 const HEX: &[u8; 16] = b"0123456789abcdef";
                 self.bytes(&[
@@ -92,7 +101,7 @@ impl<'b> Writer<'b> {
             } else {
                 self.bytes(short);
             }
-            run = i + 1;
+            run = i;
         }
         self.bytes(&b[run..]);
     }
