@@ -3,10 +3,11 @@
 //! and it decodes no transaction (that is `wire`'s).
 //!
 //! Read it in this order: `limits.rs`, `json_str.rs` (strings borrowed from the body),
-//! `request.rs` (what a valid request is), `error.rs`, `runs.rs` (where a string's plain bytes end), `scan.rs` (the JSON scanner),
-//! `parse.rs` (the request parser), `write.rs` (answers), `reply.rs` (an engine's answer to a
-//! forwarded `sendTransaction`, and that request), `status_reply.rs` (the bundle-status queries
-//! the relay forwards, and the engine's answers to them).
+//! `request.rs` (what a valid request is), `error.rs`, `runs.rs` (where a string's plain
+//! bytes end), `scan.rs` (the JSON scanner), `parse.rs` (the request parser), `write.rs`
+//! (answers), `reply.rs` (an engine's answer to a forwarded `sendTransaction`, and that
+//! request), `status_reply.rs` (the bundle-status queries the relay forwards, and the engine's
+//! answers to them).
 //!
 //! [`parse_request`] takes one HTTP body. One strict RFC 8259 pass checks the whole document
 //! (any invalid JSON is -32700 with the byte offset and what was expected) while it notes the

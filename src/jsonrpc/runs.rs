@@ -5,7 +5,7 @@
 //! On x86-64 sixteen bytes are classified per step with SSE2, which every x86-64 CPU has (no
 //! runtime detection, no target feature): three compares, a mask and one `tzcnt` give the
 //! exact position. Elsewhere, eight bytes a step in a u64 (SWAR), then byte by byte. The
-//! property tests hold both forms to the byte-at-a-time definition.
+//! tests hold the form built for the target to the byte-at-a-time definition.
 
 /// Whether `c` stops a plain run in unchecked JSON: a quote, a backslash, a control character
 /// or a non-ASCII byte (the scanner then decides what it is).
