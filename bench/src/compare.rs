@@ -155,8 +155,6 @@ pub struct RelayRuns {
     pub common: StepReport,
     /// Relay CPU per delivered bundle in each round of the common step, in round order.
     pub common_cpu_us: Vec<f64>,
-    /// Of `common_cpu_us`, the time in the kernel, in round order (empty: not measured).
-    pub common_kernel_cpu_us: Vec<f64>,
     /// Each round's latency percentiles, in round order.
     pub common_latency: Vec<RoundLatency>,
     pub storm: StepReport,
@@ -305,16 +303,11 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
     for ((relay, (sweep, storm)), steps) in kinds.into_iter().zip(phases).zip(commons) {
         let common_cpu_us: Vec<f64> = steps.iter().map(|s| s.cpu.relay_us_per_delivered).collect();
         let common_latency = steps.iter().map(RoundLatency::of).collect();
-        let common_kernel_cpu_us = steps
-            .iter()
-            .filter_map(|s| s.cpu.relay_system_us_per_delivered)
-            .collect();
         runs.push(RelayRuns {
             relay,
             sweep,
             common: median_step(steps),
             common_cpu_us,
-            common_kernel_cpu_us,
             common_latency,
             storm,
         });
@@ -546,21 +539,6 @@ pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<VersusRow> {
         o.ratio.map(|r| r <= CPU_PER_BUNDLE_RATIO_MAX),
     );
     rounds_of.push((cpu_row, o.per_round));
-    if !br.common_kernel_cpu_us.is_empty() && !bl.common_kernel_cpu_us.is_empty() {
-        // The part no user-space change can take away: system calls and the softirq work they
-        // run (on loopback, the receiving side of every segment the relay sends).
-        let o = over_rounds(&br.common_kernel_cpu_us, &bl.common_kernel_cpu_us);
-        let metric = format!("of it in the kernel (system time) at {rate:.0}/s");
-        push(
-            metric.clone(),
-            format!("{:.1} µs", o.a),
-            format!("{:.1} µs", o.b),
-            o.ratio,
-            "",
-            None,
-        );
-        rounds_of.push((metric, o.per_round));
-    }
     let top_cpu = |r: &RelayRuns| {
         let rate = r.sweep.sustained_rate_per_s?;
         let s = r.sweep.steps.iter().find(|s| s.rate_per_s == rate)?;
@@ -704,7 +682,6 @@ mod tests {
             },
             common: step(relay, 2000.0, 0, p99_us, cpu_us),
             common_cpu_us: vec![cpu_us],
-            common_kernel_cpu_us: vec![cpu_us / 2.0],
             common_latency: vec![RoundLatency::of(&step(relay, 2000.0, 0, p99_us, cpu_us))],
             storm,
         }
@@ -860,37 +837,6 @@ mod tests {
         assert_eq!(row.met, Some(true));
         let single = versus(&runs(RelayKind::BundleRelay, 8000.0, 100.0, 30.0), &bl, 2);
         assert!(!single.rounds, "one round: no rounds column");
-    }
-
-    #[test]
-    fn the_kernel_row_follows_the_cpu_row_with_each_sides_median_over_rounds() {
-        let with_kernel = |relay, kernel: &[f64]| RelayRuns {
-            common_kernel_cpu_us: kernel.to_vec(),
-            ..rounds(relay, &[60.0, 70.0, 65.0])
-        };
-        let rows = rows(
-            &with_kernel(RelayKind::BundleRelay, &[38.0, 41.0, 40.0]),
-            &with_kernel(RelayKind::Baseline, &[80.0, 82.0, 100.0]),
-        );
-        let at = |m: &str| rows.iter().position(|r| r.metric.starts_with(m)).unwrap();
-        let k = at("of it in the kernel (system time) at 2000/s");
-        assert_eq!(k, at("relay CPU per delivered bundle at 2000/s") + 1);
-        assert_eq!(
-            rows[k].figures,
-            ["40.0 µs".to_string(), "82.0 µs".to_string()]
-        );
-        assert_eq!(rows[k].per_round.len(), 3);
-        assert_eq!(rows[k].met, None, "no target: it explains the CPU row");
-        let unmeasured = RelayRuns {
-            common_kernel_cpu_us: Vec::new(),
-            ..rounds(RelayKind::Baseline, &[60.0])
-        };
-        let rows = super::rows(&unmeasured, &unmeasured);
-        assert!(
-            !rows
-                .iter()
-                .any(|r| r.metric.starts_with("of it in the kernel"))
-        );
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::host::{ENGINE_THREAD, RELAY_THREAD};
-use super::procfs::{CpuSampler, pid_system_ticks, pid_ticks, process_ticks, read_mem_kb, tick_us};
+use super::procfs::{CpuSampler, pid_ticks, process_ticks, read_mem_kb, tick_us};
 use super::relay_run::RelayProbe;
 use super::results::{CpuFigures, RelayMemory};
 use crate::engine::EngineHandle;
@@ -53,7 +53,6 @@ pub(super) struct Window {
     start: Instant,
     process_ticks: u64,
     relay_process_ticks: u64,
-    relay_system_ticks: u64,
     relay_rss_kb: u64,
     relay_thread_ticks: u64,
     engine_ticks: u64,
@@ -63,8 +62,6 @@ pub(super) struct Window {
 /// A closed window's CPU ticks per component and the relay process's memory.
 pub(super) struct Measured {
     relay_ticks: u64,
-    /// The relay process's time in the kernel (`None` when it runs on threads of this one).
-    relay_system_ticks: Option<u64>,
     engine_ticks: u64,
     load_ticks: u64,
     window_us: f64,
@@ -117,7 +114,6 @@ impl Monitor {
             start: Instant::now(),
             process_ticks: process_ticks(),
             relay_process_ticks: self.relay_pid.map_or(0, pid_ticks),
-            relay_system_ticks: self.relay_pid.map_or(0, pid_system_ticks),
             relay_rss_kb: self.relay_pid.and_then(read_mem_kb).map_or(0, |(r, _)| r),
             relay_thread_ticks: relay_thread_ticks(&s),
             engine_ticks: s.by_prefix(ENGINE_THREAD),
@@ -133,9 +129,6 @@ impl Monitor {
             .relay_pid
             .map_or(0, pid_ticks)
             .saturating_sub(w.relay_process_ticks);
-        let relay_system_ticks = self
-            .relay_pid
-            .map(|pid| pid_system_ticks(pid).saturating_sub(w.relay_system_ticks));
         let window_us = w.start.elapsed().as_secs_f64() * 1e6;
         let memory = self.relay_pid.map(|pid| {
             let (rss, hwm) = read_mem_kb(pid).unwrap_or((0, 0));
@@ -158,7 +151,6 @@ impl Monitor {
         };
         Measured {
             relay_ticks,
-            relay_system_ticks,
             engine_ticks,
             load_ticks: process_ticks
                 .saturating_sub(relay_in_this_process + engine_ticks + sampler_ticks),
@@ -209,9 +201,6 @@ impl Measured {
             engine_us: engine as u64,
             load_us: load as u64,
             relay_us_per_delivered: relay / delivered,
-            relay_system_us_per_delivered: self
-                .relay_system_ticks
-                .map(|t| t as f64 * us / delivered),
             engine_us_per_delivered: engine / delivered,
             load_us_per_delivered: load / delivered,
             window_us: self.window_us as u64,

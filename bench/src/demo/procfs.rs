@@ -44,12 +44,6 @@ impl CpuSampler {
 /// (comm, utime + stime) from a /proc stat file.
 fn read_stat(path: &Path) -> Option<(String, u64)> {
     let text = std::fs::read_to_string(path).ok()?;
-    let (name, utime, stime) = parse_times(&text)?;
-    Some((name, utime + stime))
-}
-
-/// (comm, utime, stime) from the text of a /proc stat file.
-fn parse_times(text: &str) -> Option<(String, u64, u64)> {
     let open = text.find('(')?;
     let close = text.rfind(')')?;
     let name = text[open + 1..close].to_string();
@@ -57,7 +51,7 @@ fn parse_times(text: &str) -> Option<(String, u64, u64)> {
     let rest: Vec<&str> = text[close + 2..].split_whitespace().collect();
     let utime: u64 = rest.get(11)?.parse().ok()?;
     let stime: u64 = rest.get(12)?.parse().ok()?;
-    Some((name, utime, stime))
+    Some((name, utime + stime))
 }
 
 /// utime + stime of this whole process (its exited threads included), in clock ticks.
@@ -68,16 +62,6 @@ pub(crate) fn process_ticks() -> u64 {
 /// utime + stime of a whole process (its exited threads included), in clock ticks.
 pub(crate) fn pid_ticks(pid: u32) -> u64 {
     read_stat(Path::new(&format!("/proc/{pid}/stat"))).map_or(0, |(_, t)| t)
-}
-
-/// stime alone of a whole process (its exited threads included), in clock ticks: the time its
-/// threads spent in the kernel (system calls, and the softirq work they ran, which on loopback
-/// includes the receiving side of every segment they send).
-pub(crate) fn pid_system_ticks(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|t| parse_times(&t))
-        .map_or(0, |(_, _, stime)| stime)
 }
 
 /// Microseconds per clock tick.
@@ -105,13 +89,6 @@ pub fn parse_mem_kb(text: &str) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_stat_line_yields_user_and_system_ticks_apart_whatever_the_name_holds() {
-        let line = "4242 (relay) x (y) S 1 4242 4242 0 -1 4194560 90 0 0 0 17 39 0 0 20 0 3 0 9 0";
-        assert_eq!(parse_times(line), Some(("relay) x (y".to_string(), 17, 39)));
-        assert_eq!(parse_times("4242 (relay) S 1"), None, "too short");
-    }
 
     #[test]
     fn proc_status_yields_rss_and_its_high_water_mark_in_kib() {

@@ -130,13 +130,9 @@ fn step_lines(o: &mut String, s: &StepReport) {
         "engine             accepted {} early sends {} duplicates {} rejected {:?} faults {:?}",
         s.engine.accepted, s.engine.early_sends, s.engine.duplicates, rejected, faults
     );
-    let kernel = s
-        .cpu
-        .relay_system_us_per_delivered
-        .map_or(String::new(), |k| format!(" ({k:.1} in the kernel)"));
     let _ = writeln!(
         o,
-        "CPU per delivered  relay {:.1} µs{kernel}  engine {:.1} µs  load {:.1} µs  (totals {} / {} / {} µs)",
+        "CPU per delivered  relay {:.1} µs  engine {:.1} µs  load {:.1} µs  (totals {} / {} / {} µs)",
         s.cpu.relay_us_per_delivered,
         s.cpu.engine_us_per_delivered,
         s.cpu.load_us_per_delivered,

@@ -19,8 +19,6 @@ pub struct CpuFigures {
     pub engine_us: u64,
     pub load_us: u64,
     pub relay_us_per_delivered: f64,
-    /// Of `relay_us_per_delivered`, the time in the kernel (the relay in a process of its own).
-    pub relay_system_us_per_delivered: Option<f64>,
     pub engine_us_per_delivered: f64,
     pub load_us_per_delivered: f64,
     /// The measured window: from the load's start until the relay settled.
