@@ -1,6 +1,6 @@
 //! The HTTP/2 decoders' fuzz bodies as plain functions: `fuzz/fuzz_targets/h2_frame_decoder.rs`
 //! and `h2_hpack_decoder.rs` call them under libFuzzer, and a seeded proptest in
-//! `tests/h2_fuzz_bodies.rs` runs them in `cargo test`. Each must never panic and never grow a
+//! `tests/h2/fuzz_bodies.rs` runs them in `cargo test`. Each must never panic and never grow a
 //! buffer, whatever the bytes.
 //!
 //! Only bodies within this layer live here; the connection driven with gRPC calls in flight

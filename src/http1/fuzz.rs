@@ -1,5 +1,5 @@
 //! The `http1_request` fuzz target's body as a plain function: `fuzz/fuzz_targets/http1_request.rs`
-//! calls it under libFuzzer, and a seeded proptest in `tests/http1_fuzz_body.rs` runs it in
+//! calls it under libFuzzer, and a seeded proptest in `tests/http1/fuzz_body.rs` runs it in
 //! `cargo test`. Whatever the bytes, framing must not panic and must stay inside the buffer
 //! and the limits, and every answer must be a well-formed HTTP response. NOT part of the
 //! relay: nothing on the request path calls it.

@@ -42,7 +42,7 @@
 //! | 4 | 2.45 | 2.12 | 3.13 | 0.87 |
 //!
 //! What the table supports: on this machine the scanner is on par with serde_json's typed path
-//! while allocating nothing (tests/jsonrpc_alloc.rs), where the typed path allocates a string
+//! while allocating nothing (tests/alloc/jsonrpc.rs), where the typed path allocates a string
 //! per member and transaction and a `Vec` per request. It reads the params twice (a checking
 //! pass over the whole body, then a structure-only walk over `params`); a clean speed ratio
 //! needs a quiet machine, so rerun there before drawing more from it.

@@ -115,7 +115,7 @@ pub fn write_send_transaction(tx: &[u8], out: &mut [u8]) -> Option<usize> {
 }
 
 /// The `engine_reply` fuzz target's body (also run as a seeded proptest in
-/// `tests/jsonrpc_response.rs`): whatever the bytes, [`parse_reply`] must not panic and must
+/// `tests/jsonrpc/response.rs`): whatever the bytes, [`parse_reply`] must not panic and must
 /// read what serde_json reads (an object's last `error`, else its last `result`; `code` as an
 /// i64, else 0; `message` as a string, else empty), except for documents nested deeper than
 /// the scanner's [`DEPTH_MAX`], which it refuses, and numbers past f64's

@@ -183,7 +183,7 @@ pub fn write_status_query(method: &str, ids: &[[u8; 32]], out: &mut [u8]) -> Opt
 }
 
 /// The `status_reply` fuzz target's body (also run as a seeded proptest in
-/// `tests/jsonrpc_response.rs`): whatever the bytes, [`parse_status_reply`] and the element
+/// `tests/jsonrpc/response.rs`): whatever the bytes, [`parse_status_reply`] and the element
 /// readers must not panic and must read what serde_json reads (the last `error`, else the last
 /// `result` when it is an object: its `context.slot`, its `value`'s elements and, per element,
 /// `bundle_id`, `status` and `landed_slot`), except for documents nested deeper than the

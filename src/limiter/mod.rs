@@ -74,7 +74,7 @@
 //! halves), its wheel link and four ring entries (two rings per region, each twice the
 //! region's pairs: [`PAIR_RECORD_BYTES`] in all), per region its wheel's list heads and its
 //! `Region` state. `acquire`, `finish`, `cooldown`, `advance` and `set_connection` never
-//! allocate (tests/limiter_alloc.rs counts).
+//! allocate (tests/alloc/limiter.rs counts).
 //!
 //! # Measured cost
 //!

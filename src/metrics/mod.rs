@@ -13,7 +13,7 @@
 //! --measurement-time 3`, i.e. opt-level 1, on a shared, loaded 2-core machine, so upper
 //! bounds): a loop doing only its LCG 3.5 ns; a counter bump 2.4–3.7 ns; a histogram record
 //! 8.9 ns including the LCG; one sendBundle's full set (request, admitted, delivered, upstream
-//! status, three histogram records) 24 ns. No allocation (tests/metrics_alloc.rs). A scrape of
+//! status, three histogram records) 24 ns. No allocation (tests/alloc/metrics.rs). A scrape of
 //! 8 regions × 4 threads renders in about 12 ms (off the request path).
 //!
 //! Memory: (3 + regions) histograms × 216 KiB per thread, e.g. 2.4 MiB per thread for 8 regions.

@@ -174,7 +174,7 @@ pub fn decode_next_leader(
 }
 
 /// The `next_leader` fuzz target's body (also run as a seeded proptest in
-/// `tests/relay_leader.rs`): whatever the bytes, [`decode_next_leader`] must not panic and must
+/// `tests/relay/leader.rs`): whatever the bytes, [`decode_next_leader`] must not panic and must
 /// decode exactly what prost decodes, its region matched among `REGIONS`.
 pub fn fuzz_answer(data: &[u8]) -> Option<NextLeader> {
     const REGIONS: [&str; 3] = ["frankfurt", "ny", "tokyo"];

@@ -1,6 +1,6 @@
 //! Who may send, and how much: one request's tenant checks, before any slot is taken. Sans-IO.
 //!
-//! The decision table, in order (tests/relay_tenants.rs names its rows):
+//! The decision table, in order (tests/relay/tenants.rs names its rows):
 //!
 //! | the request's identity | answer |
 //! |---|---|

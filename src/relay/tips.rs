@@ -135,7 +135,7 @@ fn is_key(text: &[u8]) -> bool {
 }
 
 /// The `tip_accounts` fuzz target's body (also run as a seeded proptest in
-/// `tests/relay_tips.rs`): whatever the bytes, [`decode_accounts`] must not panic and must
+/// `tests/relay/tips.rs`): whatever the bytes, [`decode_accounts`] must not panic and must
 /// keep exactly the answers prost decodes into 1 to [`TIP_ACCOUNTS_MAX`] keys, rendered as
 /// their JSON array; the cache must serve that array, or keep its list when the answer is
 /// refused. Returns the array kept, for oracles outside the library (serde_json).

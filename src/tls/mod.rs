@@ -23,7 +23,7 @@
 //!    The handshake deadline is the dispatcher's: `[egress] connect_timeout_ms` covers the
 //!    connect, the SOCKS5 tunnel and the TLS handshake together.
 //!
-//! Allocation (measured by `tests/tls_session_alloc.rs` with the counting allocator): after the
+//! Allocation (measured by `tests/alloc/tls_session.rs` with the counting allocator): after the
 //! handshake each 2 KiB frame costs one heap allocation to encrypt (ring's sealing buffer) and
 //! one to decrypt (rustls 0.23 hands each received record over as an owned chunk); nothing
 //! here adds to that. The buffered API does the same two (read from rustls' source, not

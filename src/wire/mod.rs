@@ -8,7 +8,7 @@
 //!
 //! The request path calls [`decode_and_validate`] once per transaction string, straight into the
 //! request's arena slot, then [`bundle_id`] over the first signatures. Nothing here allocates
-//! (`tests/wire_alloc.rs` counts). Errors carry what was wrong and where; the JSON-RPC layer prefixes
+//! (`tests/alloc/wire.rs` counts). Errors carry what was wrong and where; the JSON-RPC layer prefixes
 //! "transaction {index}: ".
 //!
 //! ## Decisions

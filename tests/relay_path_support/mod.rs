@@ -1,5 +1,5 @@
 //! One relay thread's sans-IO request path with its one pair connected to a scripted engine:
-//! what `tests/relay_steady_state_alloc.rs` and `benches/request_path.rs` both drive.
+//! what `tests/alloc/relay_steady_state.rs` and `benches/request_path.rs` both drive.
 //! Needs `h2_support` beside it (`mod h2_support;` in the including crate).
 #![allow(dead_code)]
 

@@ -1,0 +1,295 @@
+//! `bundle-relay hist`: percentiles of bench-load's interval logs (untagged, StartTime header,
+//! delta timestamps, max in ms, bounds to an hour) and of the relay's own (tagged, rotated),
+//! merged, by time range and tag, and plotted to a PNG.
+
+use crate::hist_support;
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use bundle_relay::hist::figure::Kind;
+use bundle_relay::hist::{self, Unit, plot};
+use bundle_relay::metrics::Metrics;
+use bundle_relay::metrics::hlog::{HlogConfig, HlogWriter};
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
+use hist_support::{Cli, args, tempdir};
+
+/// An interval log written the way bench/src/load/mod.rs writes one: bounds 1 ns .. 1 h,
+/// StartTime, MaxValueDivisor 1e6, a comment, untagged one-second intervals at 0, 1, 2, … s.
+/// Interval `i` holds `per_interval` values of `(i + 1) * 10 µs`.
+fn bench_load_style_log(path: &Path, intervals: u64, per_interval: u64) {
+    let mut f = std::fs::File::create(path).unwrap();
+    let mut ser = V2DeflateSerializer::new();
+    let mut w = IntervalLogWriterBuilder::new()
+        .with_start_time(UNIX_EPOCH + Duration::from_secs(1_764_460_800))
+        .with_max_value_divisor(1e6)
+        .add_comment("bench-load latency in ns from scheduled send; max shown in ms")
+        .begin_log_with(&mut f, &mut ser)
+        .unwrap();
+    for i in 0..intervals {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+        h.record_n((i + 1) * 10_000, per_interval).unwrap();
+        w.write_histogram(&h, Duration::from_secs(i), Duration::from_secs(1), None)
+            .unwrap();
+    }
+}
+
+#[test]
+fn bench_load_log_gives_its_percentiles() {
+    let dir = tempdir("hist-bench");
+    let p = dir.join("load.hlog");
+    bench_load_style_log(&p, 10, 100);
+    let groups = hist::load(&args(vec![p.clone()])).unwrap();
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].tag, None);
+    assert_eq!(groups[0].intervals, 10);
+    let h = &groups[0].merged;
+    assert_eq!(h.len(), 1_000);
+    assert!(h.equivalent(h.value_at_quantile(0.5), 50_000));
+    assert!(h.equivalent(h.max(), 100_000));
+    let mut text = String::new();
+    hist::render(&args(vec![p]), &groups, &mut text);
+    assert!(text.contains("# tag (untagged): 10 intervals"), "{text}");
+    assert!(
+        text.contains("#[Max     =      100.031, Total count    =         1000]"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn from_and_to_select_intervals_by_seconds_since_the_log_start() {
+    let dir = tempdir("hist-range");
+    let p = dir.join("load.hlog");
+    bench_load_style_log(&p, 10, 100);
+    let mut a = args(vec![p]);
+    a.from = Some(3.0);
+    a.to = Some(6.0);
+    let groups = hist::load(&a).unwrap();
+    // Intervals starting at 3, 4 and 5 s: values 40, 50 and 60 µs.
+    assert_eq!(groups[0].intervals, 3);
+    let h = &groups[0].merged;
+    assert_eq!(h.len(), 300);
+    assert!(h.equivalent(h.min(), 40_000));
+    assert!(h.equivalent(h.max(), 60_000));
+    a.from = Some(20.0);
+    a.to = None;
+    let err = hist::load(&a).err().unwrap();
+    assert!(err.contains("no interval matches --from 20"), "{err}");
+    a.from = Some(5.0);
+    a.to = Some(5.0);
+    assert!(
+        hist::load(&a)
+            .err()
+            .unwrap()
+            .contains("--to 5 must be greater")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn several_logs_merge_and_tag_selects_one_histogram() {
+    let dir = tempdir("hist-merge");
+    let regions = vec!["frankfurt".to_string(), "ny".to_string()];
+    let m = Arc::new(Metrics::new(&regions, 1));
+    let tm = m.thread(0);
+    let t0 = UNIX_EPOCH + Duration::from_secs(1_764_460_800);
+    let cfg = HlogConfig {
+        rotate_bytes: 1,
+        ..HlogConfig::new(dir.join("relay"), Duration::from_secs(1))
+    };
+    let mut w = HlogWriter::new(Arc::clone(&m), cfg, t0).unwrap();
+    for s in 1..=4u64 {
+        for _ in 0..10 {
+            tm.record_upstream_rtt_ns(1, s * 1_000_000);
+            tm.record_overhead_ns(s * 1_000);
+        }
+        w.tick(t0 + Duration::from_secs(s)).unwrap();
+    }
+    let files: Vec<PathBuf> = w.files().map(Path::to_path_buf).collect();
+    assert_eq!(files.len(), 4);
+    let mut a = args(files.clone());
+    a.tag = Some("upstream_round_trip.ny".into());
+    let groups = hist::load(&a).unwrap();
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].merged.len(), 40);
+    assert_eq!(groups[0].per_file.len(), 4);
+    let live = m.histogram(bundle_relay::metrics::HistId::UpstreamRtt(1));
+    assert_eq!(
+        groups[0].merged.value_at_quantile(0.99),
+        live.value_at_quantile(0.99)
+    );
+    // The rotated files share one time axis: --from 2 takes the last two seconds' intervals.
+    a.from = Some(2.0);
+    assert_eq!(hist::load(&a).unwrap()[0].merged.len(), 20);
+    // No --tag: one group per tag, merged over the files.
+    let all = hist::load(&args(files)).unwrap();
+    let tags: Vec<&str> = all.iter().map(|g| g.tag.as_deref().unwrap()).collect();
+    assert_eq!(
+        tags,
+        [
+            "relay_overhead",
+            "delivery_latency",
+            "limiter_wait",
+            "upstream_round_trip.frankfurt",
+            "upstream_round_trip.ny"
+        ]
+    );
+    assert_eq!(all[0].merged.len(), 40);
+    assert_eq!(all[1].merged.len(), 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn unreadable_input_is_named_in_the_error() {
+    let dir = tempdir("hist-bad");
+    let p = dir.join("junk.hlog");
+    std::fs::write(&p, "this is not an interval log\n").unwrap();
+    let err = hist::run(&args(vec![p])).unwrap_err();
+    assert!(err.contains("junk.hlog: not an interval log"), "{err}");
+    let err = hist::run(&args(vec![dir.join("missing.hlog")])).unwrap_err();
+    assert!(
+        err.contains("reading") && err.contains("missing.hlog"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Decodes the PNG this module writes: checks the signature and every chunk's CRC, inflates
+/// the image data and undoes the (none) row filter.
+fn decode_png(bytes: &[u8]) -> (u32, u32, Vec<u8>) {
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    let mut i = 8;
+    let (mut w, mut h, mut idat) = (0, 0, Vec::new());
+    loop {
+        let len = u32::from_be_bytes(bytes[i..i + 4].try_into().unwrap()) as usize;
+        let kind = &bytes[i + 4..i + 8];
+        let data = &bytes[i + 8..i + 8 + len];
+        let crc = u32::from_be_bytes(bytes[i + 8 + len..i + 12 + len].try_into().unwrap());
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(kind);
+        hasher.update(data);
+        assert_eq!(
+            hasher.finalize(),
+            crc,
+            "chunk {:?} CRC",
+            std::str::from_utf8(kind)
+        );
+        match kind {
+            b"IHDR" => {
+                w = u32::from_be_bytes(data[0..4].try_into().unwrap());
+                h = u32::from_be_bytes(data[4..8].try_into().unwrap());
+                assert_eq!(&data[8..], &[8, 2, 0, 0, 0]);
+            }
+            b"IDAT" => idat.extend_from_slice(data),
+            b"IEND" => break,
+            k => panic!("unexpected chunk {k:?}"),
+        }
+        i += 12 + len;
+    }
+    let mut raw = Vec::new();
+    flate2::read::ZlibDecoder::new(&idat[..])
+        .read_to_end(&mut raw)
+        .unwrap();
+    let stride = w as usize * 3 + 1;
+    assert_eq!(raw.len(), stride * h as usize);
+    let rgb = raw
+        .chunks_exact(stride)
+        .flat_map(|row| {
+            assert_eq!(row[0], 0, "filter type none");
+            row[1..].to_vec()
+        })
+        .collect();
+    (w, h, rgb)
+}
+
+#[test]
+fn plot_draws_one_line_per_input_log_into_a_valid_png() {
+    let dir = tempdir("hist-plot");
+    let (a_log, b_log) = (dir.join("a.hlog"), dir.join("b.hlog"));
+    bench_load_style_log(&a_log, 5, 200);
+    bench_load_style_log(&b_log, 10, 50);
+    let png = dir.join("out.png");
+    let mut a = args(vec![a_log, b_log]);
+    a.plot = Some(png.clone());
+    hist::run(&a).unwrap();
+    let (w, h, rgb) = decode_png(&std::fs::read(&png).unwrap());
+    assert_eq!((w, h), plot::image_size_px(Kind::Distribution, 1));
+    let count = |c: [u8; 3]| rgb.chunks_exact(3).filter(|p| *p == c).count();
+    // Each input's line is drawn in its own colour, long enough to be a line, not a legend key.
+    for (i, c) in plot::PALETTE.iter().take(2).enumerate() {
+        assert!(count(*c) > 500, "series {i}: {} pixels", count(*c));
+    }
+    assert_eq!(count(plot::PALETTE[2]), 0, "only two series");
+    // Text is drawn (black pixels beyond the two axes' lines).
+    assert!(count([0, 0, 0]) > 5_000);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn command_line_reads_files_range_tag_unit_and_plot() {
+    use clap::Parser as _;
+    let cli = Cli::try_parse_from([
+        "hist",
+        "a.hlog",
+        "b.hlog",
+        "--from",
+        "1.5",
+        "--to",
+        "5",
+        "--tag",
+        "relay_overhead",
+        "--unit",
+        "ms",
+        "--plot",
+        "out.png",
+    ])
+    .unwrap();
+    let a = cli.hist;
+    assert_eq!(a.files, [PathBuf::from("a.hlog"), PathBuf::from("b.hlog")]);
+    assert_eq!((a.from, a.to), (Some(1.5), Some(5.0)));
+    assert_eq!(a.tag.as_deref(), Some("relay_overhead"));
+    assert_eq!(a.unit, Unit::Ms);
+    assert_eq!(a.plot, Some(PathBuf::from("out.png")));
+    let defaults = Cli::try_parse_from(["hist", "x.hlog"]).unwrap().hist;
+    assert_eq!(defaults.unit, Unit::Us);
+    assert!(Cli::try_parse_from(["hist"]).is_err(), "a file is required");
+    assert!(Cli::try_parse_from(["hist", "x.hlog", "--unit", "weeks"]).is_err());
+}
+
+/// A log bench-load itself wrote: `bench-null --listen 127.0.0.1:18999` answering
+/// `bench-load --target 127.0.0.1:18999 --rate 2000 --duration-s 3 --connections 4 --hlog …`,
+/// which reported "p50 82.8 µs … max 21774.3 µs" over 6000 answered requests.
+#[test]
+fn a_real_bench_load_log_gives_the_percentiles_bench_load_reported() {
+    let fixture =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/hist_fixtures/bench-load-3s.hlog");
+    let groups = hist::load(&args(vec![fixture.clone()])).unwrap();
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].tag, None);
+    let h = &groups[0].merged;
+    assert_eq!(h.len(), 6_000);
+    let us = |ns: u64| ns as f64 / 1_000.0;
+    assert!(
+        (us(h.value_at_quantile(0.5)) - 82.8).abs() < 0.1,
+        "p50 {}",
+        h.value_at_quantile(0.5)
+    );
+    assert!((us(h.max()) - 21_774.3).abs() < 0.1, "max {}", h.max());
+    // Its three one-second intervals, selected one at a time, add up to the whole.
+    let mut per_second = Vec::new();
+    for s in 0..3 {
+        let mut a = args(vec![fixture.clone()]);
+        a.from = Some(f64::from(s));
+        a.to = Some(f64::from(s + 1));
+        let g = hist::load(&a).unwrap();
+        assert_eq!(g[0].intervals, 1);
+        per_second.push(g[0].merged.len());
+    }
+    assert!(per_second.iter().all(|&n| n > 0), "{per_second:?}");
+    assert_eq!(per_second.iter().sum::<u64>(), 6_000);
+}

@@ -1,0 +1,384 @@
+//! What the engine's answers come to, driven through one thread's dispatcher without sockets.
+//! The bundle-status calls a bot makes, answered from the relay's record of its bundles: Jito's
+//! getInflightBundleStatuses (its shape, with the relay's own view of what failed) and the
+//! relay's getBundleDelivery (every send, the address it left from, the engine's answer).
+//! Then an engine that throttles everyone ("Network congested. Endpoint is globally rate
+//! limited.", RESOURCE_EXHAUSTED with no wait), which is not one source's cooldown: another
+//! address would be throttled too. The whole region backs off (100 ms, doubling while it keeps
+//! saying so, back to 100 ms once a call is accepted), the address keeps its place, and the
+//! bundle goes once the back-off ends.
+
+use crate::dispatcher_support;
+use crate::h2_support;
+
+use bundle_relay::clock::Instant;
+use bundle_relay::jito::GLOBAL_THROTTLE_MESSAGE;
+use bundle_relay::relay::intake::{self, Port, Verdict};
+use bundle_relay::relay::tenancy::Claim;
+use dispatcher_support::{MS, Sim, body, one_region};
+use serde_json::Value;
+
+/// Posts `body` as a bot would and returns the JSON-RPC answer.
+fn call(t: &mut Sim, body: &str, now: Instant) -> (Verdict, Value) {
+    let v = t.post_as(Port::Pinned(0), Claim::LOOPBACK, "", body, now);
+    let text = t.response();
+    let json = text.split("\r\n\r\n").nth(1).expect("a body");
+    (v, serde_json::from_str(json).expect("JSON"))
+}
+
+/// The bundle id sendBundle answered for bundle `seed`.
+fn send(t: &mut Sim, seed: u64, now: Instant) -> String {
+    let (v, answer) = call(t, &body(seed), now);
+    assert_eq!(v, Verdict::Admitted, "{answer}");
+    answer["result"]
+        .as_str()
+        .expect("the bundle id")
+        .to_string()
+}
+
+fn inflight(t: &mut Sim, ids: &[&str], now: Instant) -> Value {
+    let list: Vec<String> = ids.iter().map(|i| format!("\"{i}\"")).collect();
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"getInflightBundleStatuses","params":[[{}]]}}"#,
+        list.join(",")
+    );
+    let (v, answer) = call(t, &body, now);
+    assert_eq!(v, Verdict::Answered, "{answer}");
+    answer
+}
+
+fn statuses(t: &mut Sim, ids: &[&str], now: Instant) -> Vec<String> {
+    let answer = inflight(t, ids, now);
+    answer["result"]["value"]
+        .as_array()
+        .expect("value")
+        .iter()
+        .map(|v| v["status"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn delivery(t: &mut Sim, id: &str, now: Instant) -> Value {
+    let body =
+        format!(r#"{{"jsonrpc":"2.0","id":8,"method":"getBundleDelivery","params":["{id}"]}}"#);
+    let (v, answer) = call(t, &body, now);
+    assert_eq!(v, Verdict::Answered, "{answer}");
+    answer["result"].clone()
+}
+
+#[test]
+fn a_bundle_is_pending_while_it_waits_and_after_an_engine_took_it() {
+    let (mut t, _, now) = one_region(1_000, 10_000);
+    let id = send(&mut t, 1, now);
+    assert_eq!(statuses(&mut t, &[&id], now), ["Pending"]);
+    let answer = inflight(&mut t, &[&id], now);
+    // Jito's shape, field for field.
+    assert_eq!(answer["id"], 7);
+    assert_eq!(answer["result"]["context"]["slot"], 0);
+    let v = &answer["result"]["value"][0];
+    assert_eq!(v["bundle_id"], id.as_str());
+    assert!(v["landed_slot"].is_null());
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0);
+    let later = Instant(now.0 + 3 * MS);
+    t.answer(later);
+    assert_eq!(t.totals().delivered, 1);
+    // An engine took it: landing is the engine's to say, so an engine is asked, on a pair and
+    // after the bundles. The only pair cools for a second, past the query's wait: the answer
+    // is then the record's alone.
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
+    );
+    assert_eq!(t.post(&body, later), Verdict::Deferred);
+    t.d.dispatch(later);
+    assert!(t.d.poll_answered().is_none(), "waiting for a pair");
+    t.d.dispatch(Instant(later.0 + 251 * MS));
+    let (_, q) = t.d.poll_answered().expect("given up waiting");
+    let mut out = vec![0u8; 16 * 1024];
+    let n = intake::write_answer(&t.d, q, true, &mut out);
+    t.d.free_query(q);
+    let text = String::from_utf8_lossy(&out[..n]).into_owned();
+    let answer: Value = serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    assert_eq!(answer["id"], 9);
+    assert_eq!(
+        answer["result"]["value"][0]["status"], "Pending",
+        "{answer}"
+    );
+    assert_eq!(answer["result"]["context"]["slot"], 0, "no engine's slot");
+    let totals = t.totals();
+    assert_eq!(
+        (totals.status_queries, totals.status_queries_unanswered),
+        (1, 1)
+    );
+    let d = delivery(&mut t, &id, later);
+    assert_eq!(d["bundle_id"], id.as_str());
+    assert_eq!(d["status"], "delivered");
+    assert_eq!(d["tenant"], "default");
+    assert_eq!(d["transactions"], 2);
+    assert_eq!(d["ended_after_us"], 3_000);
+    assert_eq!(d["submissions"], 1);
+    let a = &d["attempts"][0];
+    assert_eq!(a["region"], "ny");
+    assert_eq!(a["egress"], "127.1.0.1");
+    assert_eq!(a["sent_after_us"], 0);
+    assert_eq!(a["answered_after_us"], 3_000);
+    assert_eq!(a["verdict"], "accepted");
+    assert_eq!(a["grpc_status"], 0);
+    // The scripted engine's uuid.
+    assert_eq!(d["engine"], "id");
+    let unix_ms = d["admitted_unix_ms"].as_u64().unwrap();
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(unix_ms.abs_diff(wall) < 60_000, "{unix_ms} vs {wall}");
+}
+
+#[test]
+fn a_bundle_an_engine_rejected_or_that_expired_is_failed_not_invalid() {
+    let (mut t, _, now) = one_region(1_000, 500);
+    let rejected = send(&mut t, 1, now);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0);
+    // The one pair is busy until an interval after the answer: this one waits and expires.
+    let expired = send(&mut t, 2, now);
+    t.answer_error(3, "bundle contains an expired blockhash", now);
+    let late = Instant(now.0 + 600 * MS);
+    t.d.dispatch(late);
+    let s = t.totals();
+    assert_eq!((s.rejected, s.expired), (1, 1), "{s:?}");
+    assert_eq!(
+        statuses(&mut t, &[&rejected, &expired], late),
+        ["Failed", "Failed"]
+    );
+    let d = delivery(&mut t, &rejected, late);
+    assert_eq!(d["status"], "rejected");
+    assert_eq!(d["attempts"][0]["verdict"], "rejected");
+    assert_eq!(d["attempts"][0]["grpc_status"], 3);
+    assert_eq!(d["engine"], "bundle contains an expired blockhash");
+    let d = delivery(&mut t, &expired, late);
+    assert_eq!(d["status"], "expired");
+    assert_eq!(d["attempts_total"], 0);
+    assert_eq!(d["attempts"].as_array().unwrap().len(), 0);
+    assert!(d["engine"].is_null());
+}
+
+#[test]
+fn a_rate_limited_send_shows_before_the_send_that_took_the_bundle() {
+    let (mut t, _, now) = one_region(100, 10_000);
+    let id = send(&mut t, 1, now);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0);
+    let text = "Rate limit exceeded. Limit: 1 per second for txn requests. Back-off triggered: \
+                Retry after 300ms";
+    t.answer_error(8, text, now);
+    let d = delivery(&mut t, &id, now);
+    assert_eq!(d["status"], "in_flight");
+    assert!(d["ended_after_us"].is_null());
+    assert_eq!(d["attempts"][0]["verdict"], "rate_limited");
+    assert_eq!(d["attempts"][0]["retry_after_ms"], 300);
+    assert!(
+        d["engine"]
+            .as_str()
+            .unwrap()
+            .starts_with("Rate limit exceeded"),
+        "{d}"
+    );
+    // The cooldown over, the same pair sends it again and the engine takes it.
+    let later = Instant(now.0 + 301 * MS);
+    t.d.dispatch(later);
+    assert!(t.flush(later) > 0);
+    t.answer(later);
+    let d = delivery(&mut t, &id, later);
+    assert_eq!(d["status"], "delivered");
+    assert_eq!(d["attempts_total"], 2);
+    let verdicts: Vec<&str> = d["attempts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["rate_limited", "accepted"]);
+    assert_eq!(d["attempts"][1]["sent_after_us"], 301_000);
+}
+
+#[test]
+fn an_unknown_bundle_is_invalid_and_its_delivery_null() {
+    let (mut t, _, now) = one_region(1_000, 10_000);
+    let unknown = "ab".repeat(32);
+    let known = send(&mut t, 1, now);
+    assert_eq!(
+        statuses(&mut t, &[&unknown, &known, &unknown.to_uppercase()], now),
+        ["Invalid", "Pending", "Invalid"]
+    );
+    assert!(delivery(&mut t, &unknown, now).is_null());
+    // Either case names the same bundle.
+    assert_eq!(statuses(&mut t, &[&known.to_uppercase()], now), ["Pending"]);
+}
+
+#[test]
+fn a_malformed_bundle_id_is_refused_naming_it() {
+    let (mut t, _, now) = one_region(1_000, 10_000);
+    let body =
+        r#"{"jsonrpc":"2.0","id":1,"method":"getInflightBundleStatuses","params":[["ab","xyz"]]}"#;
+    let (v, answer) = call(&mut t, body, now);
+    assert_eq!(v, Verdict::Invalid);
+    assert_eq!(answer["error"]["code"], -32602);
+    let m = answer["error"]["message"].as_str().unwrap();
+    assert!(m.contains("bundle id 0 is \"ab\""), "{m}");
+    assert!(m.contains("64 hex characters"), "{m}");
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"getBundleDelivery","params":[5]}"#;
+    let (_, answer) = call(&mut t, body, now);
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"getInflightBundleStatuses","params":[[]]}"#;
+    let (_, answer) = call(&mut t, body, now);
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+}
+
+// ---- a region whose engine throttles everyone ----
+
+/// The bundle posted, sent, and answered "globally rate limited" at `now`.
+fn throttled(t: &mut Sim, seed: u64, now: Instant) {
+    assert_eq!(t.post_bundle(seed, now), Verdict::Admitted);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0, "sent");
+    t.answer_error(8, GLOBAL_THROTTLE_MESSAGE, now);
+}
+
+/// Whether a call goes out at `now`.
+fn sends(t: &mut Sim, now: Instant) -> bool {
+    t.d.dispatch(now);
+    t.flush(now) > 0
+}
+
+fn at(now: Instant, ms: u64) -> Instant {
+    Instant(now.0 + ms * MS)
+}
+
+#[test]
+fn a_global_throttle_backs_the_whole_region_off_and_costs_the_address_no_cooldown() {
+    // A 10 ms interval: the pair alone would be ready again long before the back-off ends.
+    let (mut t, _, now) = one_region(10, 10_000);
+    throttled(&mut t, 1, now);
+    assert!(!sends(&mut t, at(now, 50)), "the region backs off");
+    assert!(
+        t.d.next_deadline().is_some_and(|d| d.0 <= at(now, 100).0),
+        "the dispatcher wakes when the back-off ends"
+    );
+    assert!(
+        sends(&mut t, at(now, 101)),
+        "the same pair sends once it ends"
+    );
+    t.answer(at(now, 102));
+    let s = t.totals();
+    assert_eq!((s.delivered, s.cooldowns, s.retries), (1, 0, 1), "{s:?}");
+    assert_eq!(t.stats.region(0).throttles.get(), 1);
+    assert!(t.d.check_accounting());
+}
+
+#[test]
+fn back_offs_double_while_the_engine_keeps_throttling_and_start_over_after_an_accept() {
+    let (mut t, _, now) = one_region(10, 10_000);
+    throttled(&mut t, 1, now);
+    let second = at(now, 101);
+    assert!(sends(&mut t, second));
+    t.answer_error(8, GLOBAL_THROTTLE_MESSAGE, second);
+    assert!(!sends(&mut t, at(second, 150)), "twice as long: 200 ms");
+    assert!(sends(&mut t, at(second, 201)));
+    let ok = at(second, 202);
+    t.answer(ok);
+    assert_eq!(t.totals().delivered, 1);
+    // Accepted: the next throttle waits 100 ms again.
+    let next = at(ok, 20);
+    throttled(&mut t, 2, next);
+    assert!(!sends(&mut t, at(next, 90)));
+    assert!(sends(&mut t, at(next, 101)));
+}
+
+#[test]
+fn a_sources_own_rate_limit_still_cools_only_that_pair() {
+    let (mut t, _, now) = one_region(10, 10_000);
+    assert_eq!(t.post_bundle(1, now), Verdict::Admitted);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0);
+    t.answer_error(
+        8,
+        "Rate limit exceeded. Limit: 1 per second for txn requests. Back-off triggered: Retry after 300ms",
+        now,
+    );
+    assert!(!sends(&mut t, at(now, 290)));
+    assert!(sends(&mut t, at(now, 301)));
+    let s = t.totals();
+    assert_eq!(s.cooldowns, 1, "{s:?}");
+    assert_eq!(t.stats.region(0).throttles.get(), 0);
+}
+
+// ---- the tip accounts a bot is answered ----
+
+/// The engine's answer on `stream` to GetTipAccounts: `accounts`.
+fn tips_reply(stream: u32, accounts: &[String]) -> Vec<u8> {
+    use bundle_relay::h2::frame;
+    use prost::Message as _;
+    let msg = bundle_relay::proto::searcher::GetTipAccountsResponse {
+        accounts: accounts.to_vec(),
+    }
+    .encode_to_vec();
+    let mut data = vec![0u8];
+    data.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+    data.extend_from_slice(&msg);
+    let mut reply = Vec::new();
+    let at = [
+        h2_support::push_frame(
+            &mut reply,
+            frame::HEADERS,
+            frame::FLAG_END_HEADERS,
+            &h2_support::block(&[(b":status", b"200"), (b"content-type", b"application/grpc")]),
+        ),
+        h2_support::push_frame(&mut reply, frame::DATA, 0, &data),
+        h2_support::push_frame(
+            &mut reply,
+            frame::HEADERS,
+            frame::FLAG_END_HEADERS | frame::FLAG_END_STREAM,
+            &h2_support::block(&[(b"grpc-status", b"0")]),
+        ),
+    ];
+    for a in at {
+        reply[a..a + 4].copy_from_slice(&stream.to_be_bytes());
+    }
+    reply
+}
+
+#[test]
+fn the_engines_tip_accounts_are_asked_for_as_soon_as_the_first_pair_is_up() {
+    // A relay starts with no connection up: its first iteration finds no pair to ask on.
+    let region = bundle_relay::relay::RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap());
+    let spec = bundle_relay::relay::Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
+    let start = Instant(MS);
+    let (mut d, _) = dispatcher_support::unconnected(&spec, 0, start);
+    d.dispatch(start);
+    let order = d.poll_connect(start).expect("the pair connects at start");
+    assert!(
+        d.poll_dirty().is_none(),
+        "nothing to send before the connect"
+    );
+    // Connected and greeted 30 ms later: the pair joins rotation.
+    let up = at(start, 30);
+    d.connected(order.pair, up);
+    let flush = dispatcher_support::flush;
+    flush(&mut d, up);
+    d.received(order.pair, &h2_support::engine_hello(), up);
+    flush(&mut d, up);
+    // The next iteration asks, on the first call of the connection (stream 1).
+    let next = at(up, 1);
+    d.dispatch(next);
+    assert!(flush(&mut d, next) > 0, "GetTipAccounts goes out at once");
+    let accounts: Vec<String> = (1..=8u8)
+        .map(|i| solana_address::Address::new_from_array([i; 32]).to_string())
+        .collect();
+    d.received(order.pair, &tips_reply(1, &accounts), at(next, 1));
+    let expected = serde_json::to_string(&accounts).unwrap();
+    assert_eq!(
+        std::str::from_utf8(d.tip_accounts_json()).unwrap(),
+        expected,
+        "bots are answered the engine's list"
+    );
+}

@@ -1,0 +1,286 @@
+//! Bundles moving between threads, driven without sockets: two dispatchers (threads 0 and 1
+//! of one relay) joined by a mesh, each with its own pair to one region, the engine's bytes
+//! scripted. A bundle accepted on thread 0 goes to thread 1's pool when that can send it
+//! sooner, is decoded into a slot thread 1 lent, and is admitted, sent and counted there; with
+//! no slot lent it stays, and nothing is lost either way. In steady state a handed-off bundle
+//! allocates nothing.
+
+use crate::counting_alloc;
+use crate::dispatcher_support;
+
+use std::sync::Arc;
+
+use bundle_relay::clock::Instant;
+use bundle_relay::mesh::Mesh;
+use bundle_relay::metrics::accounting::Totals;
+use bundle_relay::relay::intake::Verdict;
+use bundle_relay::relay::{RegionSpec, Spec};
+use counting_alloc::allocations;
+use dispatcher_support::{MS, Sim as Thread, body};
+
+/// Two threads of a relay with one region and two sources, each thread's pair connected and
+/// in rotation, and the mesh between them.
+fn two_threads(interval_ms: u64, arena_slots: u32, now: Instant) -> (Thread, Thread, Instant) {
+    let region = RegionSpec {
+        interval_ms,
+        ..RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
+    };
+    let mut spec = Spec::local(
+        vec![region],
+        vec!["127.1.0.1".parse().unwrap(), "127.1.0.2".parse().unwrap()],
+    );
+    spec.threads = 2;
+    spec.arena_slots = arena_slots;
+    spec.upstream_timeout_ms = 600_000;
+    let mesh = Arc::new(Mesh::new(2, arena_slots / 2));
+    let threads: Vec<Thread> = (0..2)
+        .map(|t| Thread::connected(&spec, t, Some(&mesh), now))
+        .collect();
+    let mut threads = threads.into_iter();
+    let (mut a, mut b) = (threads.next().unwrap(), threads.next().unwrap());
+    // Each publishes its pool and lends the other its slots; the tip-account refresh each
+    // sends at start is answered, so both pairs are free again.
+    for t in [&mut a, &mut b] {
+        t.d.dispatch(now);
+        assert!(t.flush(now) > 0, "the tip-account refresh went out");
+        t.answer(now);
+    }
+    let now = Instant(now.0 + interval_ms * MS + 1);
+    a.d.dispatch(now);
+    b.d.dispatch(now);
+    (a, b, now)
+}
+
+/// A bot's sendBundle on thread `t`'s pinned port for the region; an admitted one is answered
+/// 200.
+fn request(t: &mut Thread, body: &str, now: Instant) -> Verdict {
+    let verdict = t.post(body, now);
+    assert!(
+        verdict != Verdict::Admitted || t.response_bytes().starts_with(b"HTTP/1.1 200"),
+        "{}",
+        t.response()
+    );
+    verdict
+}
+
+fn totals(t: &Thread) -> Totals {
+    t.totals()
+}
+
+#[test]
+fn a_bundle_goes_to_the_thread_whose_pool_sends_it_soonest_and_is_counted_there() {
+    let (mut a, mut b, mut now) = two_threads(1_000, 64, Instant(MS));
+    // Both pairs are ready: the first bundle stays on the thread that read it.
+    assert_eq!(request(&mut a, &body(1), now), Verdict::Admitted);
+    a.d.dispatch(now);
+    assert!(a.flush(now) > 0, "thread 0 sent it on its own pair");
+    // Its pair is now held until the answer: the next bundle goes to thread 1's ready pair.
+    now = Instant(now.0 + MS);
+    assert_eq!(request(&mut a, &body(2), now), Verdict::Admitted);
+    assert_eq!(totals(&a).handoffs_out, 1);
+    assert_eq!(a.d.poll_wake(), Some(1), "thread 1 is to be woken");
+    b.d.dispatch(now);
+    assert_eq!(totals(&b).handoffs_in, 1);
+    assert!(b.flush(now) > 0, "thread 1 sent it on its pair");
+    b.answer(now);
+    a.answer(now);
+    // Each counted the bundle it sent, once: admitted, delivered, nothing in flight.
+    let (ta, tb) = (totals(&a), totals(&b));
+    assert_eq!(
+        (ta.admitted, ta.delivered, ta.in_flight),
+        (1, 1, 0),
+        "{ta:?}"
+    );
+    assert_eq!(
+        (tb.admitted, tb.delivered, tb.in_flight),
+        (1, 1, 0),
+        "{tb:?}"
+    );
+    assert!(a.d.check_accounting() && b.d.check_accounting());
+    assert_eq!((a.d.in_flight(), b.d.in_flight()), (0, 0));
+}
+
+#[test]
+fn without_a_lent_slot_the_bundle_stays_and_nothing_is_lost() {
+    // Four slots a thread: one lent to the other (a quarter of the arena).
+    let (mut a, mut b, mut now) = two_threads(1_000, 8, Instant(MS));
+    assert_eq!(request(&mut a, &body(1), now), Verdict::Admitted);
+    a.d.dispatch(now);
+    a.flush(now);
+    now = Instant(now.0 + MS);
+    // Thread 0's pair is held: both bundles would go to thread 1, which lent one slot.
+    assert_eq!(request(&mut a, &body(2), now), Verdict::Admitted);
+    assert_eq!(request(&mut a, &body(3), now), Verdict::Admitted);
+    let ta = totals(&a);
+    assert_eq!(
+        (ta.handoffs_out, ta.handoffs_without_credit),
+        (1, 1),
+        "{ta:?}"
+    );
+    assert_eq!(ta.in_flight, 2, "the first bundle and the one that stayed");
+    b.d.dispatch(now);
+    b.flush(now);
+    b.answer(now);
+    // Thread 0's pair frees after its answer and the interval: the bundle that stayed goes.
+    a.answer(now);
+    now = Instant(now.0 + 1_001 * MS);
+    a.d.dispatch(now);
+    assert!(a.flush(now) > 0);
+    a.answer(now);
+    let (ta, tb) = (totals(&a), totals(&b));
+    assert_eq!(
+        (ta.admitted, ta.delivered, ta.in_flight),
+        (2, 2, 0),
+        "{ta:?}"
+    );
+    assert_eq!(
+        (tb.admitted, tb.delivered, tb.in_flight),
+        (1, 1, 0),
+        "{tb:?}"
+    );
+}
+
+#[test]
+fn a_bundle_with_a_bad_transaction_keeps_its_lent_slot_for_the_next() {
+    let (mut a, mut b, mut now) = two_threads(1_000, 8, Instant(MS));
+    request(&mut a, &body(1), now);
+    a.d.dispatch(now);
+    a.flush(now);
+    now = Instant(now.0 + MS);
+    let bad = r#"{"jsonrpc":"2.0","id":9,"method":"sendBundle","params":[["AAAA"],{"encoding":"base64"}]}"#;
+    assert_eq!(request(&mut a, bad, now), Verdict::Invalid);
+    // The one lent slot is still there for a good bundle.
+    assert_eq!(request(&mut a, &body(2), now), Verdict::Admitted);
+    assert_eq!(totals(&a).handoffs_out, 1);
+    b.d.dispatch(now);
+    b.flush(now);
+    b.answer(now);
+    assert_eq!(totals(&b).delivered, 1);
+}
+
+#[test]
+fn bundles_handed_off_at_shutdown_are_counted_where_they_were_admitted() {
+    let (mut a, mut b, mut now) = two_threads(1_000, 64, Instant(MS));
+    request(&mut a, &body(1), now);
+    a.d.dispatch(now);
+    a.flush(now);
+    now = Instant(now.0 + MS);
+    request(&mut a, &body(2), now);
+    // The drain deadline passes before thread 1 ran: it admits what it was handed, then fails
+    // it with everything else it holds.
+    b.d.abandon_all(now);
+    a.d.abandon_all(now);
+    let (ta, tb) = (totals(&a), totals(&b));
+    assert_eq!((ta.admitted, ta.failed), (1, 1), "{ta:?}");
+    assert_eq!((tb.admitted, tb.failed), (1, 1), "{tb:?}");
+    assert!(ta.identity_holds() && tb.identity_holds());
+}
+
+#[test]
+fn handed_off_bundles_allocate_nothing_in_steady_state() {
+    const CALLS: u32 = 300;
+    let (mut a, mut b, mut now) = two_threads(1, 256, Instant(MS));
+    // Thread 0's pair stays held by a call never answered, so every bundle goes to thread 1.
+    request(&mut a, &body(1), now);
+    a.d.dispatch(now);
+    a.flush(now);
+    let bodies: Vec<String> = (0..10 + CALLS as u64).map(|i| body(100 + i)).collect();
+    let round = |a: &mut Thread, b: &mut Thread, now: Instant, body: &str| {
+        assert_eq!(request(a, body, now), Verdict::Admitted);
+        while a.d.poll_wake().is_some() {}
+        b.d.dispatch(now);
+        assert!(b.flush(now) > 0, "thread 1 sent the bundle");
+        // As a reactor's iteration does: the answer, then the dispatcher's pass (which
+        // publishes the pair free again).
+        b.answer(now);
+        b.d.dispatch(now);
+        a.d.dispatch(now);
+    };
+    for body in &bodies[..10] {
+        now = Instant(now.0 + 2 * MS);
+        round(&mut a, &mut b, now, body);
+    }
+    b.prepare_replies(2 * CALLS);
+    let before = allocations();
+    for body in &bodies[10..] {
+        now = Instant(now.0 + 2 * MS);
+        round(&mut a, &mut b, now, body);
+    }
+    assert_eq!(allocations() - before, 0, "allocations in {CALLS} handoffs");
+    let tb = totals(&b);
+    assert_eq!(tb.delivered, 10 + CALLS as u64, "{tb:?}");
+    assert_eq!(totals(&a).handoffs_out, 10 + CALLS as u64);
+    assert!(b.d.check_accounting());
+}
+
+/// A reload removes every source of thread 1 while a bundle waits there for a pair: the
+/// bundle moves to thread 0, which has a pair, and is delivered there (not left to expire on
+/// a thread that can no longer send). It is counted admitted once, on the thread that took
+/// it, and each thread's accounting balances with what it moved out and took in.
+#[test]
+fn a_bundle_waiting_on_a_thread_whose_sources_a_reload_removed_is_sent_by_another() {
+    use bundle_relay::relay::tuning::Tuning;
+    let (mut a, mut b, mut now) = two_threads(1_000, 64, Instant(MS));
+    let spec_sources: Vec<bundle_relay::config::Source> = vec![
+        bundle_relay::config::Source::Local("127.1.0.1".parse().unwrap()),
+        bundle_relay::config::Source::Local("127.1.0.2".parse().unwrap()),
+    ];
+    // Both pairs held by a call each: the third bundle, posted on thread 1, waits there.
+    assert_eq!(request(&mut a, &body(1), now), Verdict::Admitted);
+    a.d.dispatch(now);
+    assert!(a.flush(now) > 0);
+    assert_eq!(request(&mut b, &body(2), now), Verdict::Admitted);
+    b.d.dispatch(now);
+    assert!(b.flush(now) > 0);
+    a.d.dispatch(now);
+    b.d.dispatch(now);
+    now = Instant(now.0 + MS);
+    assert_eq!(request(&mut b, &body(3), now), Verdict::Admitted);
+    assert_eq!(
+        totals(&b).in_flight,
+        2,
+        "its own call and the waiting bundle"
+    );
+
+    // The reload lists only thread 0's source.
+    let region = RegionSpec {
+        interval_ms: 1_000,
+        ..RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
+    };
+    let mut tuning = Tuning::of_spec(&Spec::local(
+        vec![region],
+        vec!["127.1.0.1".parse().unwrap(), "127.1.0.2".parse().unwrap()],
+    ));
+    tuning.sources = spec_sources[..1].iter().cloned().collect();
+    a.d.retune(&tuning, now);
+    b.d.retune(&tuning, now);
+    assert_eq!(b.d.sources_listed(), 0);
+    // Both calls are answered; thread 1's pair closes (drained), thread 0's is free again
+    // after the interval.
+    a.answer(now);
+    b.answer(now);
+    while let Some(p) = b.d.poll_close() {
+        b.d.socket_released(p, now, 0);
+    }
+    // Three seconds, past the max age: the waiting bundle must have gone by then.
+    for _ in 0..30 {
+        now = Instant(now.0 + 100 * MS);
+        b.d.dispatch(now);
+        a.d.dispatch(now);
+        if a.flush(now) > 0 {
+            a.answer(now);
+        }
+    }
+    let (ta, tb) = (totals(&a), totals(&b));
+    assert_eq!(
+        tb.expired, 0,
+        "nothing expired on the thread that lost its sources: {tb:?}"
+    );
+    assert_eq!(
+        (ta.admitted + tb.admitted, ta.delivered + tb.delivered),
+        (3, 3),
+        "{ta:?} {tb:?}"
+    );
+    assert_eq!((ta.in_flight, tb.in_flight), (0, 0));
+    assert!(a.d.check_accounting() && b.d.check_accounting());
+}

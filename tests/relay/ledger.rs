@@ -1,0 +1,66 @@
+//! Two relay processes on one host during a takeover, driven without sockets: two dispatchers
+//! with the same source and region booking in one pacing ledger. What the old one sent holds
+//! the pair in the new one for the rest of its interval (the new one's limiter alone would
+//! send at once), and the wait is counted.
+
+use crate::dispatcher_support;
+
+use std::sync::Arc;
+
+use bundle_relay::clock::Instant;
+use bundle_relay::limiter::ledger::Ledger;
+use bundle_relay::relay::intake::Verdict;
+use bundle_relay::relay::{RegionSpec, Spec};
+use dispatcher_support::{MS, Sim};
+
+/// A relay process with one source (127.1.0.1) and one region (ny, 1 s) booking in `ledger`,
+/// its pair connected at `now` and the engine's hello received.
+fn process(ledger: &Arc<Ledger>, now: Instant) -> Sim {
+    let region = RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap());
+    let mut spec = Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
+    spec.upstream_timeout_ms = 600_000;
+    spec.bundle_max_age_ms = 10_000;
+    spec.ledger = Some(ledger.clone());
+    Sim::connected(&spec, 0, None, now)
+}
+
+#[test]
+fn a_pair_the_old_process_just_used_waits_out_its_interval_in_the_new_one() {
+    let ledger = Arc::new(Ledger::private(4));
+    let t0 = Instant(MS);
+    let mut old = process(&ledger, t0);
+    assert!(
+        old.send(t0),
+        "the old process's tip-account refresh goes at once"
+    );
+    let answered = Instant(t0.0 + 3 * MS);
+    old.answer(answered);
+
+    // The new process comes up 200 ms later with a fresh limiter and a bundle to send.
+    let t1 = Instant(t0.0 + 200 * MS);
+    let mut new = process(&ledger, t1);
+    assert_eq!(new.post_bundle(1, t1), Verdict::Admitted);
+    assert!(
+        !new.send(t1),
+        "the ledger holds the pair: the old process used it 200 ms ago"
+    );
+    assert!(new.totals().ledger_waits >= 1);
+    let before = Instant(answered.0 + 999 * MS);
+    assert!(
+        !new.send(before),
+        "still inside the interval the old process booked"
+    );
+    let after = Instant(answered.0 + 1_001 * MS);
+    assert!(
+        new.send(after),
+        "one interval after the old process's call ended"
+    );
+    new.answer(after);
+    let s = new.totals();
+    assert_eq!((s.admitted, s.delivered), (1, 1), "{s:?}");
+
+    // And the other way: the old one, still draining, now waits for the new one's send.
+    assert_eq!(old.post_bundle(2, after), Verdict::Admitted);
+    assert!(!old.send(Instant(after.0 + MS)));
+    assert!(old.send(Instant(after.0 + 1_001 * MS)));
+}

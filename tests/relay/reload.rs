@@ -1,0 +1,114 @@
+//! A reload applied to one thread's dispatcher, driven without sockets: a region the config
+//! no longer lists takes no new bundle (its pinned port says so by name) while the bundles
+//! already waiting for it still go, and its connection closes once nothing waits; a shorter
+//! max age judges waiting bundles by the new age; a source no longer listed closes its idle
+//! connection and does not reconnect, and listed again it connects.
+
+use crate::dispatcher_support;
+use crate::h2_support;
+
+use bundle_relay::clock::Instant;
+use bundle_relay::relay::intake::Verdict;
+use bundle_relay::relay::tuning::Tuning;
+use bundle_relay::relay::{RegionSpec, Spec};
+use dispatcher_support::{MS, Sim};
+
+/// One thread, one region (ny, pinned), one source, its pair in rotation and idle.
+fn one(interval_ms: u64, max_age_ms: u64) -> (Sim, Spec, Instant) {
+    dispatcher_support::one_region(interval_ms, max_age_ms)
+}
+
+#[test]
+fn a_retired_region_takes_no_new_bundle_sends_what_waits_and_then_closes() {
+    let (mut t, spec, mut now) = one(100, 10_000);
+    // One goes at once; the second waits for the pair's next interval.
+    assert_eq!(t.post_bundle(1, now), Verdict::Admitted);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0);
+    assert_eq!(t.post_bundle(2, now), Verdict::Admitted);
+    let mut tuning = Tuning::of_spec(&spec);
+    tuning.regions[0] = None;
+    t.d.retune(&tuning, now);
+    assert_eq!(t.post_bundle(3, now), Verdict::Invalid);
+    let answer = t.response();
+    assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
+    assert!(
+        answer.contains("region ny is no longer in the relay's config"),
+        "{answer}"
+    );
+    t.answer(now);
+    t.d.dispatch(now);
+    assert_eq!(
+        t.d.poll_close(),
+        None,
+        "a bundle still waits: the connection stays"
+    );
+    now = Instant(now.0 + 101 * MS);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0, "the bundle that waited went");
+    t.answer(now);
+    t.d.dispatch(now);
+    assert_eq!(
+        t.d.poll_close(),
+        Some(t.pair),
+        "nothing waits: the connection closes"
+    );
+    let s = t.totals();
+    assert_eq!((s.admitted, s.delivered, s.in_flight), (2, 2, 0), "{s:?}");
+    assert!(t.d.check_accounting());
+}
+
+#[test]
+fn a_shorter_max_age_judges_bundles_already_waiting() {
+    let (mut t, spec, now) = one(1_000, 10_000);
+    assert_eq!(t.post_bundle(1, now), Verdict::Admitted);
+    t.d.dispatch(now);
+    t.flush(now);
+    assert_eq!(t.post_bundle(2, now), Verdict::Admitted);
+    let mut tuning = Tuning::of_spec(&spec);
+    tuning.bundle_max_age_ms = 200;
+    t.d.retune(&tuning, now);
+    let later = Instant(now.0 + 201 * MS);
+    t.d.dispatch(later);
+    let s = t.totals();
+    assert_eq!(
+        (s.expired, s.in_flight),
+        (1, 1),
+        "the waiting one expired by the new age: {s:?}"
+    );
+    assert!(t.d.check_accounting());
+}
+
+#[test]
+fn a_source_no_longer_listed_closes_and_stays_down_until_listed_again() {
+    let (mut t, spec, now) = one(100, 10_000);
+    let mut tuning = Tuning::of_spec(&spec);
+    tuning.sources.clear();
+    t.d.retune(&tuning, now);
+    assert_eq!(t.d.poll_close(), Some(t.pair), "idle: it closes at once");
+    t.d.socket_released(t.pair, now, 0);
+    let later = Instant(now.0 + 60_000 * MS);
+    t.d.dispatch(later);
+    assert!(t.d.poll_connect(later).is_none(), "it does not reconnect");
+    assert_eq!(t.d.sources_listed(), 0);
+    t.d.retune(&Tuning::of_spec(&spec), later);
+    let order = t.d.poll_connect(later).expect("listed again, it connects");
+    assert_eq!(order.pair, t.pair);
+}
+
+#[test]
+fn a_source_retired_while_its_pair_connects_never_joins_rotation() {
+    let region = RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap());
+    let spec = Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
+    let now = Instant(MS);
+    let (mut d, stats) = dispatcher_support::unconnected(&spec, 0, now);
+    let order = d.poll_connect(now).expect("the pair connects at start");
+    let mut tuning = Tuning::of_spec(&spec);
+    tuning.sources.clear();
+    d.retune(&tuning, now);
+    d.connected(order.pair, now);
+    dispatcher_support::flush(&mut d, now);
+    d.received(order.pair, &h2_support::engine_hello(), now);
+    assert_eq!(stats.totals().pairs_up, 0, "a retired pair takes no calls");
+    assert_eq!(d.poll_close(), Some(order.pair), "it closes once set up");
+}

@@ -1,0 +1,779 @@
+//! Tenants: the decision table of `relay::tenancy`, one test per row, and what each policy
+//! does (regions, rate, share, max age), driven through one thread's dispatcher without
+//! sockets; then slots across reloads, and a seeded race of reloads against requests.
+
+use crate::dispatcher_support;
+
+use std::sync::Arc;
+
+use bundle_relay::clock::{Instant, TickRate};
+use bundle_relay::config::{Config, Found, Resolve, Shared};
+use bundle_relay::metrics::tenants::{Refused, TenantStats};
+use bundle_relay::relay::Spec;
+use bundle_relay::relay::intake::{Port, Verdict};
+use bundle_relay::relay::tenancy::{Claim, Tenancy};
+
+use dispatcher_support::{MS, Sim, body};
+
+/// Two regions, `a` (pinned 18081) and `b` (pinned 18082), the rotating port 18080, one
+/// source, and `tenants` (TOML) after them (`tenants_max` lines, and lines ending ` # root`, go first).
+fn config(tenants: &str) -> String {
+    let (root, tables): (Vec<&str>, Vec<&str>) = tenants
+        .lines()
+        .partition(|l| l.starts_with("tenants_max") || l.ends_with(" # root"));
+    let (root, tenants) = (root.join("\n"), tables.join("\n"));
+    format!(
+        r#"
+{root}
+threads = 1
+arena_slots = 16
+[intake]
+rotating = "127.0.0.1:18080"
+[[region]]
+name = "a"
+host = "127.0.0.1"
+port = 9
+tls = false
+pinned = "127.0.0.1:18081"
+[[region]]
+name = "b"
+host = "127.0.0.2"
+port = 9
+tls = false
+pinned = "127.0.0.1:18082"
+[egress]
+addresses = ["127.0.0.1"]
+[admin]
+listen = "off"
+{tenants}
+"#
+    )
+}
+
+/// A scratch folder of its own for a test named `name`, and `relay.toml` in it holding `text`.
+fn config_file(name: &str, text: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("br-tenants-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("relay.toml");
+    std::fs::write(&path, text).unwrap();
+    (dir, path)
+}
+
+fn parse(tenants: &str) -> Result<Config, String> {
+    Config::parse(&config(tenants), "tenants.toml", Resolve::Now).map_err(|e| e.to_string())
+}
+
+fn sim(tenants: &str) -> Sim {
+    let cfg = parse(tenants).unwrap();
+    let spec = Spec::from_config(&cfg).unwrap();
+    Sim::connected(&spec, 0, None, Instant(1_000 * MS))
+}
+
+fn key(k: &'static str) -> Claim<'static> {
+    Claim {
+        key: Some(k.as_bytes()),
+        ..Claim::LOOPBACK
+    }
+}
+
+fn from(ip: &str) -> Claim<'static> {
+    Claim {
+        key: None,
+        peer: ip.parse().unwrap(),
+    }
+}
+
+const NOW: Instant = Instant(1_000 * MS);
+
+const ALPHA: &str = r#"
+[[tenant]]
+name = "alpha"
+keys = ["alpha-key"]
+regions = ["a"]
+in_flight_max = 1
+"#;
+
+// ---- the decision table ----
+
+#[test]
+fn tenant_found_and_enabled_gets_its_policy() {
+    let mut s = sim(ALPHA);
+    let v = s.post_as(Port::Pinned(0), key("alpha-key"), "", &body(1), NOW);
+    assert_eq!(v, Verdict::Admitted, "{}", s.response());
+    // Its policy: one bundle in flight at most.
+    let v = s.post_as(Port::Pinned(0), key("alpha-key"), "", &body(2), NOW);
+    assert_eq!(v, Verdict::RefusedTenant);
+    let r = s.response();
+    assert!(r.starts_with("HTTP/1.1 429"), "{r}");
+    assert!(r.contains("Retry-After: 1"), "{r}");
+    assert!(
+        r.contains("-32097") && r.contains("share of the in-flight cap"),
+        "{r}"
+    );
+    let t = s.d.tenancy();
+    let slot = t.table().entries()[0].slot;
+    let c = t.stats().counts(slot);
+    assert_eq!((c.admitted, c.in_flight), (1, 1));
+    assert_eq!(c.refused[Refused::Share as usize], 1);
+}
+
+#[test]
+fn tenant_not_found_with_a_default_enabled_gets_the_default() {
+    let mut s = sim(&format!("{ALPHA}\n[default_tenant]\nregions = [\"b\"]\n"));
+    let v = s.post_as(Port::Rotating, from("10.9.9.9"), "", &body(1), NOW);
+    assert_eq!(v, Verdict::Admitted, "{}", s.response());
+    let t = s.d.tenancy();
+    assert_eq!(t.stats().counts(0).admitted, 1, "counted under the default");
+    // The default's own policy: its regions, not alpha's.
+    let v = s.post_as(Port::Pinned(0), from("10.9.9.9"), "", &body(2), NOW);
+    assert_eq!(v, Verdict::RefusedTenant);
+    assert!(
+        s.response()
+            .contains("region a is not one of this tenant's regions")
+    );
+}
+
+#[test]
+fn tenant_not_found_without_a_default_is_401_naming_the_missing_key() {
+    let mut s = sim(ALPHA);
+    let v = s.post_as(Port::Pinned(0), Claim::LOOPBACK, "", &body(1), NOW);
+    assert_eq!(v, Verdict::RefusedTenant);
+    let r = s.response();
+    assert!(r.starts_with("HTTP/1.1 401"), "{r}");
+    assert!(r.contains("-32001"), "{r}");
+    assert!(
+        r.contains("x-jito-auth header or the uuid query parameter"),
+        "{r}"
+    );
+    // A key that names no tenant says so, without echoing it.
+    s.post_as(Port::Pinned(0), key("who-am-i"), "", &body(2), NOW);
+    let r = s.response();
+    assert!(
+        r.starts_with("HTTP/1.1 401") && r.contains("unknown key"),
+        "{r}"
+    );
+    assert!(!r.contains("who-am-i"), "{r}");
+    assert_eq!(s.d.tenancy().stats().unknown_count(), 2);
+    assert_eq!(s.totals().admitted, 0);
+}
+
+#[test]
+fn tenant_disabled_is_403_even_when_a_default_exists() {
+    let mut s =
+        sim("[[tenant]]\nname = \"off\"\nkeys = [\"k\"]\nenabled = false\n\n[default_tenant]\n");
+    let v = s.post_as(Port::Pinned(0), key("k"), "", &body(1), NOW);
+    assert_eq!(v, Verdict::RefusedTenant);
+    let r = s.response();
+    assert!(r.starts_with("HTTP/1.1 403"), "{r}");
+    assert!(r.contains("tenant off is disabled"), "{r}");
+    // Anyone else is the default's.
+    let v = s.post_as(Port::Pinned(0), Claim::LOOPBACK, "", &body(2), NOW);
+    assert_eq!(v, Verdict::Admitted, "{}", s.response());
+}
+
+#[test]
+fn pinned_port_outside_the_tenants_regions_is_403_naming_the_region() {
+    let mut s = sim(ALPHA);
+    let v = s.post_as(Port::Pinned(1), key("alpha-key"), "", &body(1), NOW);
+    assert_eq!(v, Verdict::RefusedTenant);
+    let r = s.response();
+    assert!(r.starts_with("HTTP/1.1 403"), "{r}");
+    assert!(
+        r.contains("region b is not one of this tenant's regions"),
+        "{r}"
+    );
+    let t = s.d.tenancy();
+    let slot = t.table().entries()[0].slot;
+    assert_eq!(t.stats().counts(slot).refused[Refused::Region as usize], 1);
+}
+
+#[test]
+fn policy_with_no_regions_is_refused_as_invalid_config() {
+    let e = parse("[[tenant]]\nname = \"x\"\nkeys = [\"k\"]\nregions = []\n").unwrap_err();
+    assert!(
+        e.contains("tenant[0].regions") && e.contains("no regions"),
+        "{e}"
+    );
+    let e = parse("[default_tenant]\nregions = []\n").unwrap_err();
+    assert!(e.contains("default_tenant.regions"), "{e}");
+}
+
+#[test]
+fn policy_naming_a_region_that_does_not_exist_is_refused_naming_the_regions() {
+    let e = parse("[[tenant]]\nname = \"x\"\nkeys = [\"k\"]\nregions = [\"c\"]\n").unwrap_err();
+    assert!(
+        e.contains("tenant[0].regions[0]") && e.contains("a, b"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_tenant_nothing_can_recognise_is_refused() {
+    let e = parse("[[tenant]]\nname = \"x\"\n").unwrap_err();
+    assert!(e.contains("cannot be recognised"), "{e}");
+}
+
+#[test]
+fn two_tenants_of_one_name_are_refused_naming_the_first() {
+    let e = parse(
+        "[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\n[[tenant]]\nname = \"y\"\nkeys = [\"2\"]\n\
+         [[tenant]]\nname = \"x\"\nkeys = [\"3\"]\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("tenant[2].name: \"x\" is already the name of tenant[0]"),
+        "{e}"
+    );
+}
+
+#[test]
+fn one_key_for_two_tenants_is_refused_without_showing_the_key() {
+    let e = parse(
+        "[[tenant]]\nname = \"x\"\nkeys = [\"secret-1\"]\n[[tenant]]\nname = \"y\"\nkeys = [\"secret-1\"]\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("tenant[1].keys") && e.contains("tenant[0] (x)"),
+        "{e}"
+    );
+    assert!(!e.contains("secret-1"), "{e}");
+}
+
+#[test]
+fn floors_that_add_up_past_the_arena_are_refused() {
+    let e = parse(
+        "[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\nin_flight_min = 10\n[[tenant]]\nname = \"y\"\nkeys = [\"2\"]\nin_flight_min = 10\n",
+    )
+    .unwrap_err();
+    assert!(e.contains("add up to 20") && e.contains("16"), "{e}");
+}
+
+#[test]
+fn a_port_that_is_no_listener_is_refused_naming_the_listeners() {
+    let e = parse("[[tenant]]\nname = \"x\"\nports = [9999]\n").unwrap_err();
+    assert!(e.contains("18080 (intake.rotating)"), "{e}");
+}
+
+#[test]
+fn tenants_from_an_endpoint_and_from_the_file_together_are_refused() {
+    let e = parse(
+        "[[tenant]]\nname = \"x\"\nkeys = [\"k\"]\n[tenants_from]\nurl = \"http://127.0.0.1:9300/t\"\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("tenants_from") && e.contains("one provider"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_tenants_document_is_checked_by_the_files_rules_naming_the_key() {
+    let cfg = parse("[tenants_from]\nurl = \"http://127.0.0.1:9300/t\"\n").unwrap();
+    let ok = cfg
+        .with_tenants_json(r#"{"tenant": [{"name": "a", "keys": ["k"]}]}"#, "doc")
+        .unwrap();
+    assert_eq!(ok.tenants.list[0].name, "a");
+    let e = cfg
+        .with_tenants_json(
+            r#"{"tenant": [{"name": "a", "keys": ["k"], "rate": "x"}]}"#,
+            "doc",
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("1:53: tenant[0]: invalid type: string \"x\", expected u32"),
+        "{e}"
+    );
+    assert!(!e.contains("at line"), "{e}");
+    let e = cfg
+        .with_tenants_json(r#"{"tenant": [{"name": "a", "regions": []}]}"#, "doc")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("tenant[0]"), "{e}");
+}
+
+// ---- what a policy does ----
+
+#[test]
+fn a_tenant_past_its_rate_is_429_with_jitos_wording_and_the_wait() {
+    let mut s = sim("[[tenant]]\nname = \"r\"\nkeys = [\"k\"]\nrate = 2\nrate_burst = 1\n");
+    assert_eq!(
+        s.post_as(Port::Rotating, key("k"), "", &body(1), NOW),
+        Verdict::Admitted
+    );
+    let later = Instant(NOW.0 + 100 * MS);
+    assert_eq!(
+        s.post_as(Port::Rotating, key("k"), "", &body(2), later),
+        Verdict::RefusedTenant
+    );
+    let r = s.response();
+    assert!(r.starts_with("HTTP/1.1 429"), "{r}");
+    assert!(r.contains("Retry-After: 1\r\n"), "{r}");
+    assert!(
+        r.contains(
+            "Rate limit exceeded. Limit: 2 per second for txn requests. Back-off triggered: Retry after 400ms"
+        ),
+        "{r}"
+    );
+    // Half a second after the first, the rate allows the next.
+    let v = s.post_as(
+        Port::Rotating,
+        key("k"),
+        "",
+        &body(3),
+        Instant(NOW.0 + 500 * MS),
+    );
+    assert_eq!(v, Verdict::Admitted, "{}", s.response());
+}
+
+#[test]
+fn a_tenant_with_nothing_left_on_lease_of_its_global_rate_is_429_with_jitos_wording() {
+    let mut s = sim(
+        "[[tenant]]\nname = \"g\"\nkeys = [\"k\"]\nglobal_rate = 40\n\
+         [quota]\nredis = \"127.0.0.1:6379\"\n",
+    );
+    let slot = s.d.tenancy().table().entries()[0].slot;
+    // Nothing leased yet: refused, in the per-relay rate's words, naming the global rate.
+    assert_eq!(
+        s.post_as(Port::Rotating, key("k"), "", &body(1), NOW),
+        Verdict::RefusedTenant
+    );
+    let r = s.response();
+    assert!(r.starts_with("HTTP/1.1 429"), "{r}");
+    assert!(r.contains("Retry-After: 1\r\n"), "{r}");
+    assert!(
+        r.contains("Rate limit exceeded. Limit: 40 per second for txn requests."),
+        "{r}"
+    );
+    // Two leased: two admitted, then refused again until the lease is topped up.
+    s.d.tenancy().stats().add_leased(slot, 2);
+    for n in 2..4 {
+        let v = s.post_as(Port::Rotating, key("k"), "", &body(n), NOW);
+        assert_eq!(v, Verdict::Admitted, "{}", s.response());
+    }
+    assert_eq!(
+        s.post_as(Port::Rotating, key("k"), "", &body(4), NOW),
+        Verdict::RefusedTenant
+    );
+    let c = s.d.tenancy().stats().counts(slot);
+    assert_eq!(c.refused[Refused::Global as usize], 2);
+    assert_eq!((c.admitted, c.leased), (2, 0));
+}
+
+#[test]
+fn a_tenant_is_recognised_by_key_else_source_block_else_port() {
+    let tenants = r#"
+[[tenant]]
+name = "by-key"
+keys = ["k1"]
+[[tenant]]
+name = "by-block"
+cidrs = ["10.0.0.0/8"]
+[[tenant]]
+name = "by-longer-block"
+cidrs = ["10.1.0.0/16"]
+[[tenant]]
+name = "by-port"
+ports = [18082]
+"#;
+    let cfg = parse(tenants).unwrap();
+    let spec = Spec::from_config(&cfg).unwrap();
+    let name = |claim: Claim<'_>, listener: usize| match spec
+        .tenants
+        .identify(claim.key, claim.peer, listener)
+    {
+        Found::Tenant(e) => e.name.clone(),
+        Found::Default(_) => "default".into(),
+        Found::Unknown { .. } => "unknown".into(),
+    };
+    let k1 = Claim {
+        key: Some(b"k1"),
+        peer: "10.1.2.3".parse().unwrap(),
+    };
+    assert_eq!(name(k1, 2), "by-key", "a key wins over block and port");
+    assert_eq!(name(from("10.1.2.3"), 2), "by-longer-block");
+    assert_eq!(name(from("10.2.0.1"), 2), "by-block");
+    assert_eq!(name(from("::ffff:10.2.0.1"), 0), "by-block", "v4-mapped");
+    assert_eq!(name(from("192.168.0.1"), 2), "by-port");
+    assert_eq!(name(from("192.168.0.1"), 1), "unknown");
+}
+
+#[test]
+fn the_uuid_query_parameter_is_a_key_like_the_header() {
+    let mut s = sim(ALPHA);
+    let v = s.post_as(
+        Port::Pinned(0),
+        Claim::LOOPBACK,
+        "bundleOnly=true&uuid=alpha-key",
+        &body(1),
+        NOW,
+    );
+    assert_eq!(v, Verdict::Admitted, "{}", s.response());
+}
+
+#[test]
+fn a_floor_stays_free_for_its_tenant_while_another_tenant_floods() {
+    // 16 slots: b reserves 6, so a (no floor) can hold at most the other 10.
+    let mut s = sim(
+        "[[tenant]]\nname = \"a\"\nkeys = [\"ka\"]\n[[tenant]]\nname = \"b\"\nkeys = [\"kb\"]\nin_flight_min = 6\n",
+    );
+    let mut admitted = 0;
+    for i in 0..40 {
+        if s.post_as(Port::Rotating, key("ka"), "", &body(i), NOW) == Verdict::Admitted {
+            admitted += 1;
+        }
+    }
+    assert_eq!(admitted, 10);
+    for i in 0..6 {
+        let v = s.post_as(Port::Rotating, key("kb"), "", &body(100 + i), NOW);
+        assert_eq!(v, Verdict::Admitted, "b's bundle {i}: {}", s.response());
+    }
+    assert_eq!(
+        s.post_as(Port::Rotating, key("kb"), "", &body(200), NOW),
+        Verdict::RefusedTenant,
+        "past its floor, b shares what a holds"
+    );
+    assert!(s.response().contains("share of the in-flight cap is full"));
+    assert!(s.d.check_accounting());
+}
+
+#[test]
+fn a_tenants_own_max_age_expires_its_bundles_and_not_the_others() {
+    let mut s = sim(
+        "[[tenant]]\nname = \"short\"\nkeys = [\"ks\"]\nregions = [\"b\"]\nbundle_max_age_ms = 50\n[default_tenant]\nregions = [\"b\"]\n",
+    );
+    // Region b has no pair up: both bundles wait.
+    assert_eq!(
+        s.post_as(Port::Pinned(1), key("ks"), "", &body(1), NOW),
+        Verdict::Admitted
+    );
+    assert_eq!(
+        s.post_as(Port::Pinned(1), Claim::LOOPBACK, "", &body(2), NOW),
+        Verdict::Admitted
+    );
+    s.d.dispatch(Instant(NOW.0 + 100 * MS));
+    let t = s.totals();
+    assert_eq!((t.expired, t.in_flight), (1, 1), "{t:?}");
+    let tenancy = s.d.tenancy();
+    let short = tenancy.table().entries()[0].slot;
+    assert_eq!(tenancy.stats().counts(short).expired, 1);
+    assert_eq!(tenancy.stats().in_flight(short), 0, "its share is back");
+    assert_eq!(tenancy.stats().counts(0).expired, 0);
+}
+
+#[test]
+fn a_bad_request_gives_its_share_back() {
+    let mut s = sim(ALPHA);
+    let bad = r#"{"jsonrpc":"2.0","id":1,"method":"sendBundle","params":[["AAAA"]]}"#;
+    assert_eq!(
+        s.post_as(Port::Pinned(0), key("alpha-key"), "", bad, NOW),
+        Verdict::Invalid
+    );
+    let v = s.post_as(Port::Pinned(0), key("alpha-key"), "", &body(1), NOW);
+    assert_eq!(v, Verdict::Admitted, "{}", s.response());
+}
+
+#[test]
+fn a_key_is_shown_only_as_its_short_hash() {
+    let cfg = parse(ALPHA).unwrap();
+    let spec = Spec::from_config(&cfg).unwrap();
+    let e = &spec.tenants.entries()[0];
+    let line = e.describe(&["a".into(), "b".into()]);
+    assert!(!line.contains("alpha-key"), "{line}");
+    assert!(
+        line.contains("keys sha256:") && line.contains("regions a"),
+        "{line}"
+    );
+    assert!(!format!("{cfg:?}").contains("alpha-key"));
+}
+
+// ---- reloads ----
+
+#[test]
+fn a_tenant_keeps_its_slot_across_reloads_and_a_removed_ones_waits_for_its_bundles() {
+    let two =
+        "[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\n[[tenant]]\nname = \"y\"\nkeys = [\"2\"]\n";
+    let started = parse(&format!("tenants_max = 2\n{two}")).unwrap();
+    let stats = TenantStats::new(2);
+    let t1 = started.tenant_table(&started, None, &stats).unwrap();
+    let slot = |t: &bundle_relay::config::TenantTable, n: &str| {
+        t.entries().iter().find(|e| e.name == n).map(|e| e.slot)
+    };
+    let (x, y) = (slot(&t1, "x").unwrap(), slot(&t1, "y").unwrap());
+    // y holds a bundle and is removed; z comes: no fresh slot is left, and y's is busy.
+    assert!(stats.take_share(y, 0, 10, 10).is_ok());
+    let next = parse(
+        "tenants_max = 2\n[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\n[[tenant]]\nname = \"z\"\nkeys = [\"3\"]\n",
+    )
+    .unwrap();
+    let e = next.tenant_table(&started, Some(&t1), &stats).unwrap_err();
+    assert!(e.contains("no tenant slot free for z"), "{e}");
+    // Without z first: y's slot is retired while its bundle is in flight.
+    let only_x = parse("tenants_max = 2\n[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\n").unwrap();
+    let t2 = only_x.tenant_table(&started, Some(&t1), &stats).unwrap();
+    assert_eq!(slot(&t2, "x"), Some(x), "x keeps its slot");
+    stats.release(y, true);
+    let t3 = next.tenant_table(&started, Some(&t2), &stats).unwrap();
+    assert_eq!(slot(&t3, "x"), Some(x));
+    assert_eq!(
+        slot(&t3, "z"),
+        Some(y),
+        "once y's bundle ended, z takes its slot"
+    );
+    assert_eq!(stats.counts(y).admitted, 0, "zeroed for z");
+}
+
+#[test]
+fn a_reload_to_more_tenants_than_the_relay_started_with_room_for_is_refused() {
+    let (dir, path) = config_file("max", &config("tenants_max = 1\n"));
+    let shared = Shared::from_file(&path, Resolve::Now).unwrap();
+    std::fs::write(
+        &path,
+        config("tenants_max = 1\n[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\n[[tenant]]\nname = \"y\"\nkeys = [\"2\"]\n"),
+    )
+    .unwrap();
+    let e = shared.reload().unwrap_err().to_string();
+    assert!(e.contains("tenants_max is 1"), "{e}");
+    assert_eq!(shared.load().generation, 1, "the last good config stays");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn tenants_from_the_command_line_stay_across_a_reload_of_the_file() {
+    let (dir, path) = config_file("static", &config(""));
+    let overrides = bundle_relay::config::Overrides {
+        tenants: Some(r#"{"tenant": [{"name": "cli", "keys": ["k"], "regions": ["b"]}]}"#.into()),
+        ..Default::default()
+    };
+    let cfg = Config::load_overridden(&path, Resolve::Now, &overrides).unwrap();
+    assert_eq!(cfg.tenants.list[0].name, "cli");
+    let shared = Shared::new(cfg, Some(path.clone()), Resolve::Now).with_overrides(overrides);
+    // The file changes (a longer max age); the tenants stay the command line's.
+    std::fs::write(&path, config("bundle_max_age_ms = 900 # root")).unwrap();
+    assert_eq!(shared.reload().unwrap(), 2);
+    let now = shared.load();
+    assert_eq!(now.config.bundle_max_age_ms, 900);
+    assert_eq!(now.config.tenants.list.len(), 1);
+    assert_eq!(now.config.tenants.list[0].name, "cli");
+    assert!(now.config.tenants.default.is_none(), "no default crept in");
+    // The file gains tenants of its own: two providers, refused, generation 2 kept.
+    std::fs::write(&path, config("[default_tenant]\n")).unwrap();
+    let e = shared.reload().unwrap_err().to_string();
+    assert!(e.contains("one provider"), "{e}");
+    assert_eq!(shared.load().generation, 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_old_tenant_table_is_freed_by_the_reloading_side_not_by_the_reactor_that_lets_go_last() {
+    let (dir, path) = config_file("retired", &config(ALPHA));
+    let shared = Shared::from_file(&path, Resolve::Now).unwrap();
+    // A reactor applies generation 1's table, as Tenancy holds it.
+    let applied = shared.load_full().tenants.clone();
+    let old = Arc::downgrade(&applied);
+    std::fs::write(&path, config("[default_tenant]\n")).unwrap();
+    assert_eq!(shared.reload().unwrap(), 2);
+    assert_eq!(
+        shared.free_retired(),
+        1,
+        "the reactor still applies generation 1"
+    );
+    // It applies generation 2 and lets go: that drop frees nothing.
+    drop(applied);
+    assert!(old.upgrade().is_some(), "not freed by the reactor's drop");
+    assert_eq!(shared.free_retired(), 0);
+    assert!(old.upgrade().is_none(), "freed by the reloading side");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Reload workers swap two configs while request workers identify, check and release, each
+/// on its own [`Tenancy`] following the snapshot as a reactor does. Seeded: the order of
+/// claims and the pauses come from the seed. No torn read (a tenant's policy always is one
+/// generation's whole), no share leaked, and the old snapshots are freed once no one reads.
+#[test]
+fn reloads_racing_requests_tear_nothing_lose_nothing_and_free_old_snapshots() {
+    use rand::{Rng, SeedableRng, rngs::StdRng};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const SEED: u64 = 0x007e_4a47;
+    // Each config gives every tenant one ceiling: 3 in a.toml, 5 in b.toml.
+    let tenants = |ceiling: u32| {
+        (0..50)
+            .map(|i| {
+                format!(
+                    "[[tenant]]\nname = \"t{i}\"\nkeys = [\"key-{i}\"]\nin_flight_max = {ceiling}\n"
+                )
+            })
+            .collect::<String>()
+    };
+    let dir = std::env::temp_dir().join(format!("br-tenants-race-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (a, b) = (dir.join("a.toml"), dir.join("b.toml"));
+    std::fs::write(&a, config(&tenants(3))).unwrap();
+    std::fs::write(&b, config(&tenants(5))).unwrap();
+    let shared = Arc::new(Shared::from_file(&a, Resolve::Now).unwrap());
+    let first = Arc::downgrade(&shared.load_full());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut workers = Vec::new();
+    for w in 0..3u64 {
+        let (shared, stop) = (shared.clone(), stop.clone());
+        workers.push(std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(SEED + w);
+            let snap = shared.load_full();
+            let mut generation = snap.generation;
+            let mut tenancy = Tenancy::new(
+                snap.tenants.clone(),
+                shared.tenant_stats().clone(),
+                TickRate::NANOS,
+            );
+            drop(snap);
+            let (mut passed, mut checks) = (0u64, 0u64);
+            while !stop.load(Ordering::Relaxed) || checks < 2_000 {
+                let snap = shared.load();
+                if snap.generation != generation {
+                    generation = snap.generation;
+                    tenancy.retune(snap.tenants.clone());
+                }
+                drop(snap);
+                let keys: Vec<String> = (0..50).map(|i| format!("key-{i}")).collect();
+                let k = &keys[rng.random_range(0..50)];
+                let claim = Claim {
+                    key: Some(k.as_bytes()),
+                    ..Claim::LOOPBACK
+                };
+                // The table this thread applies is its generation's whole: generation 1 and
+                // every odd one are a.toml (ceiling 3), the even ones b.toml (ceiling 5).
+                let want = if generation % 2 == 1 { 3 } else { 5 };
+                match tenancy.table().identify(claim.key, claim.peer, 0) {
+                    Found::Tenant(e) => assert_eq!(
+                        e.in_flight_max, want,
+                        "{} in generation {generation}",
+                        e.name
+                    ),
+                    other => panic!("{k} not found: {other:?}"),
+                }
+                checks += 1;
+                if let Ok(pass) = tenancy.check(claim, Port::Rotating, Instant(checks)) {
+                    passed += 1;
+                    if rng.random_bool(0.5) {
+                        std::thread::yield_now();
+                    }
+                    tenancy.release(&pass);
+                }
+            }
+            (passed, checks)
+        }));
+    }
+    let reloader = {
+        let (shared, stop) = (shared.clone(), stop.clone());
+        std::thread::spawn(move || {
+            for i in 0..200 {
+                shared
+                    .reload_from(if i % 2 == 0 { &b } else { &a })
+                    .unwrap();
+            }
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
+    reloader.join().unwrap();
+    let mut passed = 0;
+    for w in workers {
+        passed += w.join().unwrap().0;
+    }
+    assert!(passed > 0);
+    let stats = shared.tenant_stats();
+    let snap = shared.load_full();
+    for e in snap.tenants.entries() {
+        assert_eq!(stats.in_flight(e.slot), 0, "{} leaked a share", e.name);
+    }
+    assert_eq!(stats.beyond_floor(), 0);
+    assert_eq!(snap.generation, 201);
+    // The readers are gone: the reloading side frees every snapshot it replaced, and none
+    // was freed by a reader (each reader's drop of its table left the list holding one).
+    assert_eq!(shared.free_retired(), 0, "no reader holds an old snapshot");
+    drop(snap);
+    assert!(
+        first.upgrade().is_none(),
+        "the first snapshot is freed once no reader holds it"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+// ---- bundle statuses, per tenant ----
+
+const TWO: &str = r#"
+[[tenant]]
+name = "alpha"
+keys = ["alpha-key"]
+[[tenant]]
+name = "beta"
+keys = ["beta-key"]
+"#;
+
+fn status_of(s: &mut Sim, who: Claim<'_>, id: &str) -> String {
+    let q = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
+    );
+    s.post_as(Port::Pinned(0), who, "", &q, NOW);
+    s.response()
+}
+
+#[test]
+fn a_tenant_asking_for_another_tenants_bundle_reads_it_as_invalid() {
+    let mut s = sim(TWO);
+    let v = s.post_as(Port::Pinned(0), key("alpha-key"), "", &body(1), NOW);
+    assert_eq!(v, Verdict::Admitted, "{}", s.response());
+    let r = s.response();
+    let id = r.split("\"result\":\"").nth(1).unwrap()[..64].to_string();
+    assert!(status_of(&mut s, key("alpha-key"), &id).contains("\"status\":\"Pending\""));
+    assert!(status_of(&mut s, key("beta-key"), &id).contains("\"status\":\"Invalid\""));
+    let q = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"getBundleDelivery","params":["{id}"]}}"#);
+    s.post_as(Port::Pinned(0), key("beta-key"), "", &q, NOW);
+    assert!(s.response().contains("\"result\":null"), "{}", s.response());
+    s.post_as(Port::Pinned(0), key("alpha-key"), "", &q, NOW);
+    assert!(
+        s.response().contains("\"tenant\":\"alpha\""),
+        "{}",
+        s.response()
+    );
+}
+
+#[test]
+fn a_status_query_from_no_tenant_is_401_as_a_bundle_is() {
+    let mut s = sim(TWO);
+    let r = status_of(&mut s, key("nobody"), &"ab".repeat(32));
+    assert!(r.starts_with("HTTP/1.1 401"), "{r}");
+    assert!(r.contains("-32001"), "{r}");
+}
+
+#[test]
+fn a_reload_that_gives_a_tenant_a_global_rate_makes_it_take_from_its_lease() {
+    let tenant = |global: &str| {
+        config(&format!(
+            "[[tenant]]\nname = \"g\"\nkeys = [\"k\"]\n{global}\n[quota]\nredis = \"127.0.0.1:6379\"\n"
+        ))
+    };
+    let (dir, path) = config_file("global", &tenant(""));
+    let shared = Shared::from_file(&path, Resolve::Now).unwrap();
+    let mut t = Tenancy::new(
+        shared.load().tenants.clone(),
+        shared.tenant_stats().clone(),
+        TickRate::NANOS,
+    );
+    // No global rate: nothing leased, and still admitted.
+    let pass = t.check(key("k"), Port::Rotating, NOW).unwrap();
+    t.release(&pass);
+    std::fs::write(&path, tenant("global_rate = 50")).unwrap();
+    shared.reload().unwrap();
+    t.retune(shared.load().tenants.clone());
+    let slot = t.table().entries()[0].slot;
+    assert!(t.check(key("k"), Port::Rotating, NOW).is_err());
+    t.stats().add_leased(slot, 1);
+    let pass = t.check(key("k"), Port::Rotating, NOW).unwrap();
+    t.release(&pass);
+    // And taken away again: the lease is no longer asked.
+    std::fs::write(&path, tenant("")).unwrap();
+    shared.reload().unwrap();
+    t.retune(shared.load().tenants.clone());
+    assert!(t.check(key("k"), Port::Rotating, NOW).is_ok());
+    let _ = std::fs::remove_dir_all(dir);
+}

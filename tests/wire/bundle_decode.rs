@@ -1,0 +1,137 @@
+//! A JSON-RPC sendBundle body, end to end through the request path's decoding: parse, decode
+//! each transaction into the bundle buffer, validate, and derive Jito's bundle id. The Solana
+//! crates build and sign the transactions; the id is checked against an independent derivation.
+
+use crate::wire_support;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use bundle_relay::bundle::BundleBuf;
+use bundle_relay::jito::code;
+use bundle_relay::jsonrpc::{Call, parse_request};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use sha2::{Digest, Sha256};
+use wire_support::{Shape, serialize, signed_tx};
+
+fn signed_bundle(seed: u64, n: usize) -> Vec<Vec<u8>> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| {
+            let shape = Shape::random(&mut rng);
+            serialize(&signed_tx(&mut rng, shape))
+        })
+        .collect()
+}
+
+/// Jito's rule, written independently: SHA-256 of the base58 first signatures joined by ",".
+fn expected_id(txs: &[Vec<u8>]) -> String {
+    let joined: Vec<String> = txs
+        .iter()
+        .map(|t| bs58::encode(&t[1..65]).into_string())
+        .collect();
+    Sha256::digest(joined.join(",").as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn body(strings: &[String], options: &str) -> Vec<u8> {
+    let list: Vec<String> = strings.iter().map(|s| format!("\"{s}\"")).collect();
+    format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"sendBundle","params":[[{}]{options}]}}"#,
+        list.join(",")
+    )
+    .into_bytes()
+}
+
+fn decode(body: &[u8]) -> Result<(String, BundleBuf), (i32, String)> {
+    let req = parse_request(body).map_err(|e| (e.code, e.to_string()))?;
+    let Call::SendBundle {
+        transactions,
+        encoding,
+    } = req.call
+    else {
+        panic!("not a sendBundle: {:?}", req.call);
+    };
+    let mut buf = BundleBuf::new();
+    let id = buf
+        .decode(transactions.as_slice(), encoding)
+        .map_err(|e| (e.code, e.to_string()))?;
+    Ok((String::from_utf8(id.to_hex().to_vec()).unwrap(), buf))
+}
+
+#[test]
+fn base64_bundle_decodes_byte_identical_with_jitos_id() {
+    for n in 1..=5 {
+        let txs = signed_bundle(n as u64, n);
+        let strings: Vec<String> = txs.iter().map(|t| STANDARD.encode(t)).collect();
+        let (id, buf) = decode(&body(&strings, r#",{"encoding":"base64"}"#)).unwrap();
+        assert_eq!(id, expected_id(&txs));
+        assert_eq!(buf.len(), n);
+        for (i, t) in txs.iter().enumerate() {
+            assert_eq!(buf.tx(i), &t[..], "transaction {i}");
+        }
+    }
+}
+
+#[test]
+fn bundle_without_options_is_base58() {
+    let txs = signed_bundle(11, 3);
+    let strings: Vec<String> = txs.iter().map(|t| bs58::encode(t).into_string()).collect();
+    let (id, buf) = decode(&body(&strings, "")).unwrap();
+    assert_eq!(id, expected_id(&txs));
+    assert!(buf.txs().zip(&txs).all(|(a, b)| a == &b[..]));
+}
+
+#[test]
+fn escaped_slash_in_base64_decodes_like_the_plain_string() {
+    // Find a bundle whose base64 contains '/', then send it as a JSON encoder that escapes
+    // slashes would.
+    let (txs, plain) = (0..64)
+        .map(|seed| {
+            let txs = signed_bundle(100 + seed, 2);
+            let strings: Vec<String> = txs.iter().map(|t| STANDARD.encode(t)).collect();
+            (txs, strings)
+        })
+        .find(|(_, s)| s.iter().any(|x| x.contains('/')))
+        .expect("some seed yields a '/'");
+    let escaped: Vec<String> = plain.iter().map(|s| s.replace('/', "\\/")).collect();
+    let (id, buf) = decode(&body(&escaped, r#",{"encoding":"base64"}"#)).unwrap();
+    assert_eq!(id, expected_id(&txs));
+    assert_eq!(buf.tx(0), &txs[0][..]);
+}
+
+#[test]
+fn bad_transaction_is_invalid_params_naming_its_index_and_cause() {
+    let txs = signed_bundle(21, 3);
+    let mut strings: Vec<String> = txs.iter().map(|t| STANDARD.encode(t)).collect();
+    let mut trailing = txs[2].clone();
+    trailing.extend_from_slice(&[0, 0, 0]);
+    strings[2] = STANDARD.encode(&trailing);
+    let (code, message) = decode(&body(&strings, r#",{"encoding":"base64"}"#)).unwrap_err();
+    assert_eq!(code, code::INVALID_PARAMS);
+    assert!(
+        message.starts_with("transaction 2: ") && message.contains("trailing"),
+        "{message}"
+    );
+}
+
+#[test]
+fn wrong_encoding_is_invalid_params_naming_the_character() {
+    let txs = signed_bundle(31, 1);
+    // base64 text declared as base58: '+', '/', '=' or a 0/O/I/l are outside base58.
+    let s = STANDARD.encode(&txs[0]) + "+";
+    let (code, message) = decode(&body(&[s], r#",{"encoding":"base58"}"#)).unwrap_err();
+    assert_eq!(code, code::INVALID_PARAMS);
+    assert!(message.starts_with("transaction 0: "), "{message}");
+}
+
+#[test]
+fn non_ascii_escape_is_refused_not_truncated() {
+    let (code, message) =
+        decode(br#"{"jsonrpc":"2.0","id":1,"method":"sendBundle","params":[["\u00e9AAAA"]]}"#)
+            .unwrap_err();
+    assert_eq!(code, code::INVALID_PARAMS);
+    assert!(message.starts_with("transaction 0: "), "{message}");
+}
