@@ -1,6 +1,6 @@
 //! The intake against clients that misbehave, over real sockets: a client that half-closes
 //! after sending still gets every answer it is owed; a client that never reads is closed at
-//! the send deadline; one address cannot take more than its share of the connection table;
+//! the send deadline, one that reads slowly gets every answer; one address cannot take more than its share of the connection table;
 //! a listener out of file descriptors neither spins nor stays dead.
 
 mod intake_support;
@@ -118,6 +118,52 @@ fn a_client_that_never_reads_is_closed_at_the_send_deadline() {
         .unwrap();
     let (status, _, body) = read_response(&mut other);
     assert_eq!((status, body.as_str()), (200, "ok"));
+    relay.shutdown(Duration::from_millis(100));
+}
+
+/// A client that asks for more answers than the sockets between it and the relay hold before
+/// it reads any, then reads them slowly, gets every one in order on the same connection: a full socket is
+/// waited on, not taken for a broken connection.
+#[test]
+fn a_client_that_reads_slowly_gets_every_answer_in_order() {
+    let mut spec = nowhere(&["127.0.0.1"], false);
+    spec.send_timeout_ms = 20_000;
+    spec.idle_timeout_ms = 60_000;
+    let relay = Relay::start(spec).unwrap();
+    let addr = relay.rotating_addr().unwrap();
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    sock.connect(&addr.into()).unwrap();
+    let mut c: TcpStream = sock.into();
+    let count = 400u64;
+    // One request at a time, each answered while the client reads nothing, until the answers
+    // fill every buffer on the way and the relay finds the socket full.
+    for i in 0..count {
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"getTipAccounts","params":[]}}"#);
+        c.write_all(&post("/api/v1/bundles", &body)).unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for i in 0..count {
+        let (status, _, body) = read_response(&mut c);
+        assert_eq!(status, 200, "answer {i}: {body}");
+        assert!(
+            body.ends_with(&format!(r#""id":{i}}}"#)),
+            "answer {i}: {body}"
+        );
+        if i % 50 == 0 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    c.write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let (status, _, body) = read_response(&mut c);
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "ok"),
+        "the same connection serves on"
+    );
+    let t = relay.totals();
+    assert_eq!(t.intake_send_timeouts, 0, "{t:?}");
     relay.shutdown(Duration::from_millis(100));
 }
 

@@ -354,14 +354,31 @@ impl Intake {
     /// it is closing and owes nothing more.
     fn flush(&mut self, cx: &mut Cx, c: u32) {
         let conn = &mut self.conns[c as usize];
-        if !conn.live || conn.s.closing || conn.s.sending {
+        if !conn.live || conn.s.closing {
             return;
         }
+        if conn.s.sending {
+            // Whatever brought the connection here waits for the send in flight.
+            if std::mem::take(&mut conn.s.quiet) {
+                cx.ring.unquiet();
+            }
+            return;
+        }
+        // Quiet unless the send's completion has more to do than count its bytes: requests
+        // waiting behind a full output, a close once the output is out.
+        let quiet = !conn.s.congested
+            && conn.http.input_len() == 0
+            && conn.http.closing().is_none()
+            && cx.ring.quiet_room();
         let data = conn.http.poll_transmit();
         if !data.is_empty() {
             let (ptr, len) = (data.as_ptr(), data.len() as u32);
-            let e = conn.s.send(OP_IN_SEND, c, ptr, len);
-            cx.ring.push(e);
+            let e = conn.s.send(OP_IN_SEND, c, ptr, len, quiet);
+            if quiet {
+                cx.ring.push_quiet(e);
+            } else {
+                cx.ring.push(e);
+            }
             return;
         }
         if conn.http.poll_close().is_some() {
@@ -374,13 +391,12 @@ impl Intake {
         if conn.s.generation != generation {
             return;
         }
-        conn.s.sending = false;
-        conn.s.ops -= 1;
+        let (_, res) = conn.s.sent(res);
         if !conn.live || conn.s.closing {
             self.maybe_release(cx, c);
             return;
         }
-        if res <= 0 {
+        if res < 0 || (res == 0 && !conn.s.congested) {
             self.close(cx, c);
             self.maybe_release(cx, c);
             return;

@@ -47,8 +47,8 @@ use cx::{Cx, SWEEP_MS};
 use intake::Intake;
 pub use intake::{INTAKE_OUT_BYTES, INTAKE_RECORD_BYTES};
 use op::{
-    OP_ACCEPT, OP_CANCEL, OP_CLOSE, OP_IN_RECV, OP_IN_SEND, OP_IN_SHUTDOWN, OP_UP_CONNECT,
-    OP_UP_RECV, OP_UP_SEND, OP_UP_SHUTDOWN, OP_UP_SOCKOPT, OP_WAKE,
+    OP_ACCEPT, OP_CANCEL, OP_CLOSE, OP_IN_RECV, OP_IN_SEND, OP_IN_SHUTDOWN, OP_SEND_GUARD,
+    OP_UP_CONNECT, OP_UP_RECV, OP_UP_SEND, OP_UP_SHUTDOWN, OP_UP_SOCKOPT, OP_WAKE,
 };
 use ring::Ring;
 pub use ring::{CQ_ENTRIES, Completion};
@@ -399,6 +399,7 @@ impl Worker {
             }
             if stop.load(Ordering::Acquire) && !self.stopping {
                 self.stopping = true;
+                self.ring.end_quiet();
                 let idle_until = now.after(self.clock.rate().from_ms(DRAIN_IDLE_GRACE_MS));
                 self.intake.begin_stop(&mut cx!(self), now, idle_until);
                 let ms = drain_ms.load(Ordering::Relaxed);
@@ -438,6 +439,9 @@ impl Worker {
                 self.mesh.set_sleeping(self.me, true);
             }
             let may_sleep = !self.d.has_inbound();
+            // Read again: the time this iteration's sends go out, and what is left until the
+            // deadline.
+            let now = self.clock.now();
             let entered = self
                 .ring
                 .enter(now, deadline, may_sleep, rate, &self.stats, &log);
@@ -554,8 +558,9 @@ impl Worker {
             OP_UP_SHUTDOWN => self.ups.on_shutdown(cx, index, generation, now),
             OP_UP_SOCKOPT => self.ups.on_sockopt(cx, index, generation, res, now),
             // A wake-up from another thread: the handoffs it brings are read every iteration.
-            // A close that failed: the fd is gone either way.
-            OP_CANCEL | OP_WAKE | OP_CLOSE => {}
+            // A close that failed: the fd is gone either way. A quiet send's guard: it woke
+            // the loop; the send's own completion says what happened.
+            OP_CANCEL | OP_WAKE | OP_CLOSE | OP_SEND_GUARD => {}
             _ => debug_assert!(false, "unknown completion kind {kind}"),
         }
     }

@@ -26,6 +26,9 @@ pub const OP_UP_SHUTDOWN: u64 = 10;
 pub const OP_CLOSE: u64 = 11;
 /// A socket option set on an open upstream socket; completes here only if it failed.
 pub const OP_UP_SOCKOPT: u64 = 12;
+/// The no-op linked behind a quiet send ([`Sock::send`]); completes here only when the send
+/// did not take every byte, and then only to wake the loop.
+pub const OP_SEND_GUARD: u64 = 13;
 
 pub fn ud(kind: u64, index: u32, generation: u32) -> u64 {
     (kind << 56) | ((index as u64 & 0xFF_FFFF) << 32) | generation as u64
@@ -86,6 +89,11 @@ pub struct Sock {
     /// Operations in flight on `fd`.
     pub ops: u32,
     pub sending: bool,
+    /// The send in flight is quiet (see [`Sock::send`]) and counted as such in this
+    /// iteration's wait: the loop does not wake for its completion alone.
+    pub quiet: bool,
+    /// The last quiet send found the socket full: the next send waits for room.
+    pub congested: bool,
     pub recv_armed: bool,
     pub closing: bool,
 }
@@ -97,6 +105,8 @@ impl Sock {
             generation: 0,
             ops: 0,
             sending: false,
+            quiet: false,
+            congested: false,
             recv_armed: false,
             closing: false,
         }
@@ -107,6 +117,8 @@ impl Sock {
         self.fd = fd;
         self.ops = 0;
         self.sending = false;
+        self.quiet = false;
+        self.congested = false;
         self.recv_armed = false;
         self.closing = false;
     }
@@ -139,12 +151,62 @@ impl Sock {
 
     /// A send of `len` bytes at `ptr`, which must stay put until it completes; counted in
     /// flight.
-    pub fn send(&mut self, kind: u64, index: u32, ptr: *const u8, len: u32) -> squeue::Entry {
+    ///
+    /// A quiet send never waits for room in the socket (`MSG_DONTWAIT`: it completes within
+    /// the `io_uring_enter` that submits it, with every byte, some, or `EAGAIN`) and is linked
+    /// to [`send_guard`], which the kernel cancels, and so completes, exactly when the send
+    /// did not take every byte (`MSG_WAITALL` makes a short send a failed one). The loop can
+    /// then sleep through a quiet send's own completion: it is already posted when the wait
+    /// begins, and any send that needs more work comes with a second completion that wakes it.
+    /// A loud send waits in the kernel for room as long as it takes, and its completion
+    /// wakes the loop.
+    pub fn send(
+        &mut self,
+        kind: u64,
+        index: u32,
+        ptr: *const u8,
+        len: u32,
+        quiet: bool,
+    ) -> squeue::Entry {
         self.sending = true;
+        self.quiet = quiet;
         self.ops += 1;
-        opcode::Send::new(types::Fd(self.fd), ptr, len)
-            .flags(libc::MSG_NOSIGNAL)
-            .build()
-            .user_data(ud(kind, index, self.generation))
+        let e = opcode::Send::new(types::Fd(self.fd), ptr, len);
+        if quiet {
+            e.flags(libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT | libc::MSG_WAITALL)
+                .build()
+                .flags(squeue::Flags::IO_LINK)
+                .user_data(ud(kind, index, self.generation))
+        } else {
+            e.flags(libc::MSG_NOSIGNAL)
+                .build()
+                .user_data(ud(kind, index, self.generation))
+        }
     }
+
+    /// A send completed with `res`: whether the loop slept through it (a quiet send nothing
+    /// waited on), and its result with `EAGAIN` (only a quiet send meets it) read as nothing
+    /// sent: the socket was full, and the next send is loud, waiting for room.
+    pub fn sent(&mut self, res: i32) -> (bool, i32) {
+        self.sending = false;
+        self.ops -= 1;
+        let quiet = std::mem::take(&mut self.quiet);
+        if res == -libc::EAGAIN {
+            self.congested = true;
+            return (quiet, 0);
+        }
+        if res > 0 {
+            self.congested = false;
+        }
+        (quiet, res)
+    }
+}
+
+/// The entry a quiet send is linked to: a no-op that posts nothing when the send took every
+/// byte, and is cancelled (posting its completion, [`OP_SEND_GUARD`]) when it did not.
+pub fn send_guard() -> squeue::Entry {
+    opcode::Nop::new()
+        .build()
+        .flags(squeue::Flags::SKIP_SUCCESS)
+        .user_data(ud(OP_SEND_GUARD, 0, 0))
 }

@@ -1,6 +1,8 @@
 //! The thread's io_uring: submissions (with a backlog for entries the submission queue had no
 //! room for), one `io_uring_enter` per loop iteration that submits and waits together, and the
-//! completions of each iteration collected in one batch.
+//! completions of each iteration collected in one batch. The wait sleeps through the
+//! completions of the quiet sends it submits (see [`super::op::Sock::send`]), which are posted
+//! before it begins.
 //!
 //! In poll mode (`[reactor] mode = "poll"`) the thread never sleeps: the ring is also set up
 //! with `IORING_SETUP_TASKRUN_FLAG`, so the kernel raises `IORING_SQ_TASKRUN` in the shared
@@ -43,6 +45,13 @@ pub struct Ring {
     mode: ReactorMode,
     /// Poll mode with NAPI: an idle iteration waits in the kernel this long, busy polling.
     napi_wait_ns: u64,
+    /// Quiet sends queued since the last enter whose completion needs no work but their own
+    /// bookkeeping: the next wait sleeps through that many completions.
+    quiet: u32,
+    /// Quiet sends may be queued (sleep mode, not stopping).
+    quiet_ok: bool,
+    /// When the last [`Ring::enter`] submitted: a quiet send completed then.
+    entered_at: Instant,
 }
 
 impl Ring {
@@ -103,6 +112,9 @@ impl Ring {
             enter_error_logged: None,
             mode: reactor.mode,
             napi_wait_ns,
+            quiet: 0,
+            quiet_ok: reactor.mode == ReactorMode::Sleep,
+            entered_at: Instant(0),
         })
     }
 
@@ -134,6 +146,44 @@ impl Ring {
             }
         }
         self.backlog.push_back(e);
+    }
+
+    /// Whether a quiet send can be queued now: sleep mode, not stopping, and room in the
+    /// submission queue for the send and its guard side by side (a link must not be split
+    /// across submissions). Otherwise the send is a loud one.
+    pub fn quiet_room(&mut self) -> bool {
+        if !self.quiet_ok || !self.backlog.is_empty() {
+            return false;
+        }
+        let sq = self.ring.submission();
+        sq.capacity() - sq.len() >= 2
+    }
+
+    /// Queues a quiet send (built with `quiet`, see [`super::op::Sock::send`]) and its guard,
+    /// after [`Ring::quiet_room`] said yes.
+    pub fn push_quiet(&mut self, send: squeue::Entry) {
+        debug_assert!(self.quiet_room());
+        self.push(send);
+        self.push(super::op::send_guard());
+        self.quiet += 1;
+    }
+
+    /// A quiet send queued this iteration has work behind it (output queued after it, a
+    /// close waiting for it, requests held back): the loop wakes for its completion after all.
+    pub fn unquiet(&mut self) {
+        self.quiet = self.quiet.saturating_sub(1);
+    }
+
+    /// The thread is stopping: every completion wakes the loop from now on (draining closes
+    /// connections when their last send completes).
+    pub fn end_quiet(&mut self) {
+        self.quiet_ok = false;
+        self.quiet = 0;
+    }
+
+    /// When the last [`Ring::enter`] submitted (the time a quiet send went out).
+    pub fn entered_at(&self) -> Instant {
+        self.entered_at
     }
 
     /// Moves backlogged entries into the submission queue while it has room.
@@ -170,7 +220,9 @@ impl Ring {
     }
 
     /// Submits everything queued and, when `may_sleep`, waits for a completion or until
-    /// `deadline`. Errors the
+    /// `deadline`; `now` is read just before (the time the submitted sends went out). The
+    /// wait counts the completions of this submission's quiet sends, which are posted before
+    /// it begins, as not yet one to wake for (see [`super::op::Sock::send`]). Errors the
     /// kernel returns under memory pressure (EAGAIN, ENOMEM) or with a full completion queue
     /// (EBUSY) are retried on the next iteration (counted, and said at most every
     /// [`ENTER_ERROR_LOG_MS`]); any other is the thread's end.
@@ -183,15 +235,19 @@ impl Ring {
         stats: &Stats,
         log: &LogQueue,
     ) -> Result<(), String> {
+        self.entered_at = now;
         if !self.backlog.is_empty() {
             let _ = self.ring.submit();
             self.flush_backlog();
         }
+        let quiet = std::mem::take(&mut self.quiet) as usize;
+        let mut want = 1;
         let wait_ns = match self.mode {
             // Completions waiting, or entries still backlogged: come straight back.
             ReactorMode::Sleep
                 if may_sleep && self.ring.completion().is_empty() && self.backlog.is_empty() =>
             {
+                want += quiet;
                 rate.to_ns(deadline.since(now))
             }
             ReactorMode::Sleep => 0,
@@ -217,7 +273,7 @@ impl Ring {
             .sec(wait_ns / 1_000_000_000)
             .nsec((wait_ns % 1_000_000_000) as u32);
         let args = types::SubmitArgs::new().timespec(&ts);
-        let e = match self.ring.submitter().submit_with_args(1, &args) {
+        let e = match self.ring.submitter().submit_with_args(want, &args) {
             Ok(_) => return Ok(()),
             Err(e) => e,
         };
@@ -269,5 +325,228 @@ impl Ring {
         let ts = types::Timespec::new().nsec(5_000_000);
         let args = types::SubmitArgs::new().timespec(&ts);
         let _ = self.ring.submitter().submit_with_args(1, &args);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Quiet sends against a real io_uring and real loopback sockets: which completions wake
+    //! the loop. Each wait has a long deadline, so a wrong wake-up reads as seconds, not
+    //! microseconds: the assertions have that much margin on a loaded machine.
+
+    use super::*;
+    use crate::reactor::op::{OP_SEND_GUARD, Sock, ud_parts};
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
+    use std::time::{Duration, Instant as WallInstant};
+
+    const RATE: TickRate = TickRate::NANOS;
+    const OP_TEST_SEND: u64 = 3;
+
+    /// A connected pair; `small` gives the sender and the receiver tiny buffers, so a few
+    /// kilobytes fill the path.
+    fn pair(small: bool) -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        if small {
+            a.set_send_buffer_size(4096).unwrap();
+        }
+        a.connect(&l.local_addr().unwrap().into()).unwrap();
+        let (b, _) = l.accept().unwrap();
+        if small {
+            socket2::SockRef::from(&b)
+                .set_recv_buffer_size(4096)
+                .unwrap();
+        }
+        let a: TcpStream = a.into();
+        a.set_nonblocking(true).unwrap();
+        (a, b)
+    }
+
+    fn ring() -> Ring {
+        Ring::new(64, Reactor::default()).unwrap()
+    }
+
+    /// Enters with a deadline `wait` away; how long it took and the completions it brought
+    /// (kind, result).
+    fn enter_for(ring: &mut Ring, wait: Duration) -> (Duration, Vec<(u64, i32)>) {
+        let (stats, log) = (Stats::default(), LogQueue::new("test"));
+        let now = Instant(1_000);
+        let deadline = Instant(now.0 + RATE.from_duration(wait).0);
+        let t = WallInstant::now();
+        ring.enter(now, deadline, true, RATE, &stats, &log).unwrap();
+        let took = t.elapsed();
+        let got = ring.completions();
+        let kinds = got.iter().map(|&(u, r, _)| (ud_parts(u).0, r)).collect();
+        ring.completions_done(got);
+        (took, kinds)
+    }
+
+    fn quiet_send(ring: &mut Ring, s: &mut Sock, data: &[u8]) {
+        assert!(ring.quiet_room());
+        let e = s.send(OP_TEST_SEND, 0, data.as_ptr(), data.len() as u32, true);
+        ring.push_quiet(e);
+    }
+
+    fn sock_of(a: &TcpStream) -> Sock {
+        let mut s = Sock::new();
+        s.open(a.as_raw_fd());
+        s
+    }
+
+    /// Writes into `a` until the path to its unread peer is full.
+    fn fill(a: &mut TcpStream) {
+        let chunk = [0u8; 4096];
+        loop {
+            match a.write(&chunk) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_loop_sleeps_through_a_quiet_send_that_took_every_byte() {
+        let (a, mut b) = pair(false);
+        let mut ring = ring();
+        let mut s = sock_of(&a);
+        let data = [7u8; 200];
+        quiet_send(&mut ring, &mut s, &data);
+        let (took, got) = enter_for(&mut ring, Duration::from_millis(300));
+        assert!(
+            took >= Duration::from_millis(250),
+            "woke after {took:?}: the send's own completion woke the loop"
+        );
+        assert_eq!(got, vec![(OP_TEST_SEND, 200)], "no guard: every byte went");
+        let mut back = [0u8; 200];
+        b.read_exact(&mut back).unwrap();
+        assert_eq!(back, data);
+    }
+
+    #[test]
+    fn an_event_after_a_quiet_send_wakes_the_loop() {
+        let (a, _b) = pair(false);
+        let (c, mut d) = pair(false);
+        let mut ring = ring();
+        let mut recv = Sock::new();
+        recv.open(c.as_raw_fd());
+        let mut buf = [0u8; 64];
+        ring.push(
+            io_uring::opcode::Recv::new(types::Fd(c.as_raw_fd()), buf.as_mut_ptr(), 64)
+                .build()
+                .user_data(crate::reactor::op::ud(9, 0, 0)),
+        );
+        let mut s = sock_of(&a);
+        quiet_send(&mut ring, &mut s, &[1u8; 100]);
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            d.write_all(b"ping").unwrap();
+            d
+        });
+        let (took, got) = enter_for(&mut ring, Duration::from_secs(5));
+        writer.join().unwrap();
+        assert!(
+            took < Duration::from_secs(2),
+            "slept {took:?} past the event"
+        );
+        assert_eq!(got, vec![(OP_TEST_SEND, 100), (9, 4)]);
+    }
+
+    #[test]
+    fn a_quiet_send_into_a_full_socket_wakes_the_loop_at_once_and_the_next_send_waits_for_room() {
+        let (mut a, mut b) = pair(true);
+        fill(&mut a);
+        let mut ring = ring();
+        let mut s = sock_of(&a);
+        let data = [9u8; 300];
+        quiet_send(&mut ring, &mut s, &data);
+        let (took, got) = enter_for(&mut ring, Duration::from_secs(5));
+        assert!(took < Duration::from_secs(2), "slept {took:?}");
+        assert_eq!(
+            got,
+            vec![
+                (OP_TEST_SEND, -libc::EAGAIN),
+                (OP_SEND_GUARD, -libc::ECANCELED)
+            ]
+        );
+        assert_eq!(
+            s.sent(-libc::EAGAIN),
+            (true, 0),
+            "nothing sent, not an error"
+        );
+        assert!(s.congested);
+        assert!(!s.sending && s.ops == 0);
+        // The next send is loud: it waits in the kernel until the peer makes room.
+        let e = s.send(OP_TEST_SEND, 0, data.as_ptr(), data.len() as u32, false);
+        ring.push(e);
+        let reader = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            b.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            let mut sink = vec![0u8; 1 << 16];
+            while b.read(&mut sink).is_ok_and(|n| n > 0) {}
+            b
+        });
+        let (took, got) = enter_for(&mut ring, Duration::from_secs(5));
+        let _b = reader.join().unwrap();
+        assert!(
+            took >= Duration::from_millis(80),
+            "completed before there was room"
+        );
+        assert!(
+            took < Duration::from_secs(2),
+            "slept {took:?} past the room"
+        );
+        assert_eq!(got, vec![(OP_TEST_SEND, 300)]);
+        assert_eq!(s.sent(300), (false, 300));
+        assert!(!s.congested, "the socket took a whole send again");
+    }
+
+    #[test]
+    fn a_quiet_send_the_socket_takes_only_part_of_wakes_the_loop_at_once() {
+        let (a, _b) = pair(true);
+        let mut ring = ring();
+        let mut s = sock_of(&a);
+        let data = vec![3u8; 4 << 20];
+        quiet_send(&mut ring, &mut s, &data);
+        let (took, got) = enter_for(&mut ring, Duration::from_secs(5));
+        assert!(took < Duration::from_secs(2), "slept {took:?}");
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].0, OP_TEST_SEND);
+        assert!(got[0].1 > 0 && (got[0].1 as usize) < data.len(), "{got:?}");
+        assert_eq!(got[1], (OP_SEND_GUARD, -libc::ECANCELED));
+    }
+
+    #[test]
+    fn a_quiet_send_with_work_behind_it_wakes_the_loop_at_once() {
+        let (a, _b) = pair(false);
+        let mut ring = ring();
+        let mut s = sock_of(&a);
+        quiet_send(&mut ring, &mut s, &[5u8; 64]);
+        ring.unquiet();
+        let (took, got) = enter_for(&mut ring, Duration::from_secs(5));
+        assert!(took < Duration::from_secs(2), "slept {took:?}");
+        assert_eq!(got, vec![(OP_TEST_SEND, 64)]);
+    }
+
+    #[test]
+    fn a_stopping_or_polling_loop_sends_nothing_quietly() {
+        let mut sleeping = ring();
+        assert!(sleeping.quiet_room());
+        sleeping.end_quiet();
+        assert!(!sleeping.quiet_room(), "stopping: every completion wakes");
+        let polling = Ring::new(
+            64,
+            Reactor {
+                mode: ReactorMode::Poll,
+                napi_busy_poll_us: 0,
+            },
+        );
+        assert!(
+            !polling.unwrap().quiet_room(),
+            "a polling loop never sleeps"
+        );
     }
 }

@@ -336,17 +336,26 @@ impl UpSocks {
     pub fn flush(&mut self, cx: &mut Cx, now: Instant) {
         while let Some(pair) = cx.d.poll_dirty() {
             let p = pair.0 as usize;
-            let u = &self.ups[p];
+            let u = &mut self.ups[p];
+            if u.s.sending && std::mem::take(&mut u.s.quiet) {
+                // More bytes wait for the send in flight: the loop wakes for its completion.
+                cx.ring.unquiet();
+            }
             if u.s.fd < 0 || u.s.sending || u.connecting || u.s.closing {
                 continue;
             }
+            let quiet = !u.s.congested && cx.ring.quiet_room();
             let data = cx.d.transmit(pair, now);
             if data.is_empty() {
                 continue;
             }
             let (ptr, len) = (data.as_ptr(), data.len() as u32);
-            let e = self.ups[p].s.send(OP_UP_SEND, pair.0, ptr, len);
-            cx.ring.push(e);
+            let e = self.ups[p].s.send(OP_UP_SEND, pair.0, ptr, len, quiet);
+            if quiet {
+                cx.ring.push_quiet(e);
+            } else {
+                cx.ring.push(e);
+            }
         }
     }
 
@@ -355,12 +364,14 @@ impl UpSocks {
         if u.s.generation != generation {
             return;
         }
-        u.s.sending = false;
-        u.s.ops -= 1;
+        let (quiet, res) = u.s.sent(res);
+        // A quiet send went out when the ring last submitted; the loop may have slept since.
+        let at = if quiet { cx.ring.entered_at() } else { now };
         // Bytes that reached the socket count even on a connection being closed: whether a
-        // request may have reached the engine depends on them.
-        if res > 0 {
-            cx.d.transmitted(PairId(p), res as usize, now);
+        // request may have reached the engine depends on them. None (the socket was full)
+        // unpins the bytes for the next send.
+        if res >= 0 {
+            cx.d.transmitted(PairId(p), res as usize, at);
         }
         if self.ups[p as usize].s.closing {
             self.release(cx, p, now);

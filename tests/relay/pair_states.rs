@@ -314,6 +314,29 @@ fn a_bundle_whose_request_never_left_whole_is_sent_again_when_its_connection_die
     }
 }
 
+/// A socket that took none of a request (it was full: the reactor's send that never waits met
+/// `EAGAIN`) leaves the bytes where they were: the pair is due a send again, which carries the
+/// whole request, and the bundle is delivered once the engine answers.
+#[test]
+fn a_request_the_socket_took_none_of_goes_out_whole_on_the_next_send() {
+    let mut sim = one_bundle_part_written(|_| 0);
+    let p = sim.d.poll_dirty().expect("the pair is due a send again");
+    let bytes = sim.d.transmit(p, sim.now).to_vec();
+    let streams = headers_streams(&bytes);
+    assert_eq!(streams.len(), 1, "the whole request, its HEADERS first");
+    sim.d.transmitted(p, bytes.len(), sim.now);
+    assert_eq!(sim.d.poll_dirty(), None, "nothing more to send");
+    sim.d.received(p, &ok_reply(streams[0]), sim.now);
+    let t = sim.stats.totals();
+    assert_eq!((t.delivered, t.failed), (1, 0), "{t:?}");
+    assert_eq!(
+        sim.stats.retries.get(),
+        0,
+        "sent once, on the same connection"
+    );
+    sim.check();
+}
+
 #[test]
 fn a_bundle_written_whole_and_then_lost_is_counted_failed() {
     let mut sim = one_bundle_part_written(|n| n);
