@@ -27,9 +27,9 @@
 //!
 //! | scenario (rustc 1.95.0, valgrind 3.19.0) | instructions per bundle |
 //! |---|---:|
-//! | 1 transaction, base64 | 44,961 |
-//! | 5 transactions, base64 | 108,198 |
-//! | 5 transactions, base58 | 161,102 |
+//! | 1 transaction, base64 | 42,392 |
+//! | 5 transactions, base64 | 105,629 |
+//! | 5 transactions, base58 | 158,533 |
 
 #[path = "../tests/h2_support/mod.rs"]
 mod h2_support;

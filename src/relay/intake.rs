@@ -23,6 +23,13 @@ pub const CAP_RETRY_AFTER_S: &[u8] = b"1";
 /// Room for any JSON-RPC body the relay writes (errors are capped well below this).
 pub const BODY_BYTES_MAX: usize = jsonrpc::ERROR_RESPONSE_LEN_MAX + 512;
 
+/// Room for an admitted request's answer, the body every bundle gets: its id in hex, or a
+/// transaction's signature in base58 (the longer), and the client's id. The buffer is filled
+/// per request, so the common answer does not clear [`BODY_BYTES_MAX`] bytes for a body of a
+/// hundred or two.
+const ADMITTED_BODY_BYTES_MAX: usize =
+    r#"{"jsonrpc":"2.0","result":"","id":}"#.len() + SIGNATURE_BASE58_LEN_MAX + jsonrpc::ID_LEN_MAX;
+
 pub use super::Port;
 
 /// Paths that carry JSON-RPC: Jito's old style (`bundles`, `transactions`) and one per method.
@@ -109,10 +116,10 @@ pub fn handle(
             );
         }
     }
-    let mut json = [0u8; BODY_BYTES_MAX];
     let request = match jsonrpc::parse_request(body) {
         Ok(r) => r,
         Err(e) => {
+            let mut json = [0u8; BODY_BYTES_MAX];
             let b = jsonrpc::write_error(&mut json, e.id, &e).expect("errors fit");
             return reply(out, 200, "application/json", &[], b, Verdict::Invalid);
         }
@@ -135,12 +142,14 @@ pub fn handle(
             encoding,
         } => (core::slice::from_ref(transaction), *encoding, true),
         Call::GetTipAccounts => {
+            let mut json = [0u8; BODY_BYTES_MAX];
             let b = jsonrpc::write_result_raw(&mut json, id, d.tip_accounts_json()).expect("fits");
             return reply(out, 200, "application/json", &[], b, Verdict::Answered);
         }
         Call::GetBundleStatuses { .. }
         | Call::GetInflightBundleStatuses { .. }
         | Call::GetBundleDelivery { .. } => {
+            let mut json = [0u8; BODY_BYTES_MAX];
             let tenant = match d.tenancy().identify(claim, port) {
                 Ok(slot) => slot,
                 Err(denied) => {
@@ -200,6 +209,7 @@ pub fn handle(
         }
         Err(Refusal::RegionRemoved(r)) => {
             let e = RpcError::new(ErrorKind::RegionRemoved(d.region_name(r as usize))).with_id(id);
+            let mut json = [0u8; BODY_BYTES_MAX];
             let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
             return reply(out, 503, "application/json", &[], b, Verdict::Invalid);
         }
@@ -238,11 +248,13 @@ pub fn handle(
         Err(e) => {
             d.abandon(admission);
             let e = e.with_id(id);
+            let mut json = [0u8; BODY_BYTES_MAX];
             let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
             return reply(out, 200, "application/json", &[], b, Verdict::Invalid);
         }
     };
     d.commit(admission);
+    let mut json = [0u8; ADMITTED_BODY_BYTES_MAX];
     let hex = decoded.id.to_hex();
     if !single {
         let hex = core::str::from_utf8(&hex).expect("hex is ASCII");
@@ -371,3 +383,26 @@ fn bundle_only(query: &[u8]) -> bool {
 
 /// The id to answer a request whose body could not be read at all.
 pub const NULL_ID: Id<'static> = Id::NULL;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_admitted_answer_fits_its_buffer_and_one_byte_more_does_not() {
+        let id_json = format!("\"{}\"", "x".repeat(jsonrpc::ID_LEN_MAX - 2));
+        let request = format!(r#"{{"jsonrpc":"2.0","id":{id_json},"method":"getTipAccounts"}}"#);
+        let id = jsonrpc::parse_request(request.as_bytes()).unwrap().id;
+        assert_eq!(id.raw().len(), jsonrpc::ID_LEN_MAX);
+        let signature = "1".repeat(SIGNATURE_BASE58_LEN_MAX);
+        let mut json = [0u8; ADMITTED_BODY_BYTES_MAX];
+        let b = jsonrpc::write_result_str(&mut json, id, &signature).unwrap();
+        assert_eq!(
+            b.len(),
+            ADMITTED_BODY_BYTES_MAX,
+            "exactly the longest answer"
+        );
+        let longer = "1".repeat(SIGNATURE_BASE58_LEN_MAX + 1);
+        assert!(jsonrpc::write_result_str(&mut json, id, &longer).is_err());
+    }
+}
