@@ -153,6 +153,19 @@ impl PairStack {
         }
     }
 
+    /// Whether the bytes [`PairStack::transmit`] gives are all the connection has to send
+    /// until something arrives: not when HTTP/2 holds bytes the TLS buffer had no room for
+    /// yet (they go once this transmit has).
+    pub fn transmit_is_whole(&self) -> bool {
+        match self.transport() {
+            Some(t) if t.encrypts() && t.is_open() => self
+                .conn
+                .as_deref()
+                .is_none_or(|c| c.poll_transmit().is_empty()),
+            _ => true,
+        }
+    }
+
     /// `n` bytes of the pinned transmit went out; true when more wait.
     pub fn transmitted(&mut self, n: usize) -> bool {
         let conn = self.conn.as_deref_mut();

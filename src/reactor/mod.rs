@@ -479,6 +479,8 @@ impl Worker {
         self.ups.start_connects(cx, now);
         self.ups.close_requested(cx, now);
         self.ups.flush(cx, now);
+        // A transmit that failed (TLS) asked for its connection's close.
+        self.ups.close_requested(cx, now);
     }
 
     /// The periodic pass: gauges, client connections' deadlines, the progress line and the

@@ -92,8 +92,10 @@ pub struct Sock {
     /// The send in flight is quiet (see [`Sock::send`]) and counted as such in this
     /// iteration's wait: the loop does not wake for its completion alone.
     pub quiet: bool,
-    /// The last quiet send found the socket full: the next send waits for room.
+    /// The last send found the socket full, or took only part: the next send waits for room.
     pub congested: bool,
+    /// Bytes the send in flight asked to send.
+    pub len: u32,
     pub recv_armed: bool,
     pub closing: bool,
 }
@@ -107,6 +109,7 @@ impl Sock {
             sending: false,
             quiet: false,
             congested: false,
+            len: 0,
             recv_armed: false,
             closing: false,
         }
@@ -119,6 +122,7 @@ impl Sock {
         self.sending = false;
         self.quiet = false;
         self.congested = false;
+        self.len = 0;
         self.recv_armed = false;
         self.closing = false;
     }
@@ -170,6 +174,7 @@ impl Sock {
     ) -> squeue::Entry {
         self.sending = true;
         self.quiet = quiet;
+        self.len = len;
         self.ops += 1;
         let e = opcode::Send::new(types::Fd(self.fd), ptr, len);
         if quiet {
@@ -186,17 +191,15 @@ impl Sock {
 
     /// A send completed with `res`: whether the loop slept through it (a quiet send nothing
     /// waited on), and its result with `EAGAIN` (only a quiet send meets it) read as nothing
-    /// sent: the socket was full, and the next send is loud, waiting for room.
+    /// sent. A full socket or a short send makes the next send loud, waiting for room (a
+    /// quiet one would only meet `EAGAIN`); a whole one makes sends quiet again.
     pub fn sent(&mut self, res: i32) -> (bool, i32) {
         self.sending = false;
         self.ops -= 1;
         let quiet = std::mem::take(&mut self.quiet);
-        if res == -libc::EAGAIN {
-            self.congested = true;
-            return (quiet, 0);
-        }
-        if res > 0 {
-            self.congested = false;
+        let res = if res == -libc::EAGAIN { 0 } else { res };
+        if res >= 0 {
+            self.congested = (res as u32) < self.len;
         }
         (quiet, res)
     }

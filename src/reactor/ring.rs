@@ -140,6 +140,9 @@ impl Ring {
                 return;
             }
             let _ = self.ring.submit();
+            // The quiet sends queued so far went now and completed: this iteration may reap
+            // them before it waits, so the wait must not count them.
+            self.quiet = 0;
             // SAFETY: as above.
             if unsafe { self.ring.submission().push(&e) }.is_ok() {
                 return;
@@ -238,6 +241,7 @@ impl Ring {
         self.entered_at = now;
         if !self.backlog.is_empty() {
             let _ = self.ring.submit();
+            self.quiet = 0;
             self.flush_backlog();
         }
         let quiet = std::mem::take(&mut self.quiet) as usize;
@@ -529,6 +533,51 @@ mod tests {
         let (took, got) = enter_for(&mut ring, Duration::from_secs(5));
         assert!(took < Duration::from_secs(2), "slept {took:?}");
         assert_eq!(got, vec![(OP_TEST_SEND, 64)]);
+    }
+
+    /// A burst that fills the submission queue hands it to the kernel early: the quiet sends
+    /// in it complete then, and the iteration may reap them before it waits, so the wait no
+    /// longer counts them.
+    #[test]
+    fn quiet_sends_handed_to_the_kernel_early_are_not_slept_through_twice() {
+        let (a, _b) = pair(false);
+        let (c, mut d) = pair(false);
+        let mut ring = ring();
+        let mut s = sock_of(&a);
+        quiet_send(&mut ring, &mut s, &[1u8; 100]);
+        // Fill the submission queue (no-ops that post nothing); the next entry makes it go to
+        // the kernel at once.
+        for _ in 0..RING_ENTRIES {
+            ring.push(
+                io_uring::opcode::Nop::new()
+                    .build()
+                    .flags(squeue::Flags::SKIP_SUCCESS)
+                    .user_data(0),
+            );
+        }
+        let got = ring.completions();
+        let kinds: Vec<(u64, i32)> = got.iter().map(|&(u, r, _)| (ud_parts(u).0, r)).collect();
+        ring.completions_done(got);
+        assert_eq!(kinds, vec![(OP_TEST_SEND, 100)], "reaped before the wait");
+        let mut buf = [0u8; 64];
+        ring.push(
+            io_uring::opcode::Recv::new(types::Fd(c.as_raw_fd()), buf.as_mut_ptr(), 64)
+                .build()
+                .user_data(crate::reactor::op::ud(9, 0, 0)),
+        );
+        // Only the event can wake the loop now, and it must.
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            d.write_all(b"ping").unwrap();
+            d
+        });
+        let (took, got) = enter_for(&mut ring, Duration::from_secs(5));
+        writer.join().unwrap();
+        assert!(
+            took < Duration::from_secs(2),
+            "slept {took:?} past the event"
+        );
+        assert_eq!(got, vec![(9, 4)]);
     }
 
     #[test]

@@ -999,6 +999,13 @@ impl Dispatcher {
         self.up.transmit(pair, now)
     }
 
+    /// Whether the pinned transmit is all `pair` has to send until something arrives (not
+    /// when TLS had no room for all of HTTP/2's bytes): when it is, the reactor need not wake
+    /// for its send's completion.
+    pub fn transmit_is_whole(&self, pair: PairId) -> bool {
+        self.up.transmit_is_whole(pair)
+    }
+
     /// `n` bytes of the pinned transmit went out.
     pub fn transmitted(&mut self, pair: PairId, n: usize, now: Instant) {
         self.up.transmitted(pair, n, now);

@@ -722,6 +722,11 @@ impl Links {
         self.pairs.get_mut(pair).stack.transmit()
     }
 
+    /// Whether the pinned transmit is all `pair` has to send until something arrives.
+    pub(super) fn transmit_is_whole(&self, pair: PairId) -> bool {
+        self.pairs.get(pair).stack.transmit_is_whole()
+    }
+
     /// `n` bytes of the pinned transmit went out.
     pub(super) fn transmitted(&mut self, pair: PairId, n: usize, now: Instant) {
         let st = self.pairs.get_mut(pair);

@@ -926,6 +926,11 @@ impl Upstream {
         self.links.transmit(pair, now)
     }
 
+    /// Whether the pinned transmit is all `pair` has to send until something arrives.
+    pub fn transmit_is_whole(&self, pair: PairId) -> bool {
+        self.links.transmit_is_whole(pair)
+    }
+
     /// `n` bytes of the pinned transmit went out.
     pub fn transmitted(&mut self, pair: PairId, n: usize, now: Instant) {
         self.links.transmitted(pair, n, now);
