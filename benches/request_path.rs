@@ -27,9 +27,9 @@
 //!
 //! | scenario (rustc 1.95.0, valgrind 3.19.0) | instructions per bundle |
 //! |---|---:|
-//! | 1 transaction, base64 | 42,392 |
-//! | 5 transactions, base64 | 105,629 |
-//! | 5 transactions, base58 | 158,533 |
+//! | 1 transaction, base64 | 39,377 |
+//! | 5 transactions, base64 | 102,610 |
+//! | 5 transactions, base58 | 155,518 |
 
 #[path = "../tests/h2_support/mod.rs"]
 mod h2_support;

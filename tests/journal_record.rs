@@ -357,3 +357,140 @@ fn a_rings_index_is_resident_at_once_and_its_records_only_as_far_as_they_reached
         "every record written: {after} of {ring_bytes}"
     );
 }
+
+/// One change the relay makes to a record, in both forms: on a decoded [`Record`] and as a
+/// field patch on its words.
+#[derive(Clone, Debug)]
+enum Change {
+    Push(Attempt),
+    Answer {
+        region: u8,
+        at: Instant,
+        verdict: Verdict,
+        grpc_code: Option<u8>,
+        retry_after_ms: u32,
+    },
+    Text(Vec<u8>),
+    End(End, Instant),
+    Moved(u8, Instant),
+}
+
+fn change() -> impl proptest::strategy::Strategy<Value = Change> {
+    use proptest::prelude::*;
+    let verdict = prop_oneof![
+        Just(Verdict::Sending),
+        Just(Verdict::Accepted),
+        Just(Verdict::RateLimited),
+        Just(Verdict::Lost),
+        Just(Verdict::RegionThrottled),
+    ];
+    let end = prop_oneof![
+        Just(End::Open),
+        Just(End::Delivered),
+        Just(End::Expired),
+        Just(End::Moved)
+    ];
+    let egress = prop_oneof![
+        any::<[u8; 4]>().prop_map(|b| Egress::Local(IpAddr::from(b))),
+        any::<[u8; 16]>().prop_map(|b| Egress::Local(IpAddr::from(b))),
+        (any::<[u8; 16]>(), any::<u16>())
+            .prop_map(|(b, p)| Egress::Socks5(SocketAddr::new(IpAddr::from(b), p))),
+    ];
+    let time = || (1_000_000u64..1_000_000 + (1 << 42)).prop_map(Instant);
+    prop_oneof![
+        (0u8..4, egress, time(), proptest::option::of(time())).prop_map(
+            |(region, egress, sent, answered)| Change::Push(Attempt {
+                region,
+                egress,
+                sent,
+                answered,
+                ..Attempt::default()
+            })
+        ),
+        (
+            0u8..4,
+            time(),
+            verdict,
+            proptest::option::of(any::<u8>()),
+            0u32..100_000
+        )
+            .prop_map(|(region, at, verdict, grpc_code, retry_after_ms)| {
+                Change::Answer {
+                    region,
+                    at,
+                    verdict,
+                    grpc_code,
+                    retry_after_ms,
+                }
+            }),
+        proptest::collection::vec(any::<u8>(), 0..120).prop_map(Change::Text),
+        (end, time()).prop_map(|(e, at)| Change::End(e, at)),
+        (any::<u8>(), time()).prop_map(|(to, at)| Change::Moved(to, at)),
+    ]
+}
+
+proptest::proptest! {
+    /// The relay changes its records field by field on the words; readers decode them. Every
+    /// sequence of changes reads back the same as the changes made on a decoded record.
+    #[test]
+    fn a_record_patched_field_by_field_reads_back_as_the_same_changes_on_the_record(
+        changes in proptest::collection::vec(change(), 0..12),
+    ) {
+        let journals = Journals::new(&[16, 16]);
+        let (whole, patched) = (journals.ring(0), journals.ring(1));
+        let a = opened(whole, 1, 3, 1_000_000);
+        let b = opened(patched, 1, 3, 1_000_000);
+        for c in &changes {
+            match c.clone() {
+                Change::Push(at) => {
+                    whole.update(a, |r| r.push_attempt(at));
+                    patched.patch(b, |p| p.push_attempt(&at));
+                }
+                Change::Answer { region, at, verdict, grpc_code, retry_after_ms } => {
+                    let answer = |x: &mut Attempt| {
+                        x.answered = Some(at);
+                        x.verdict = verdict;
+                        x.grpc_code = grpc_code;
+                        x.retry_after_ms = retry_after_ms;
+                    };
+                    whole.update(a, |r| {
+                        if let Some(x) = r.running_in(region) {
+                            answer(x);
+                        }
+                    });
+                    patched.patch(b, |p| p.running_in(region, answer));
+                }
+                Change::Text(t) => {
+                    whole.update(a, |r| r.text = Text::new(&t));
+                    patched.patch(b, |p| p.set_text(&Text::new(&t)));
+                }
+                Change::End(e, at) => {
+                    whole.update(a, |r| {
+                        r.end = e;
+                        r.ended = at;
+                    });
+                    patched.patch(b, |p| p.set_end(e, at));
+                }
+                Change::Moved(to, at) => {
+                    whole.update(a, |r| {
+                        r.end = End::Moved;
+                        r.moved_to = to;
+                        r.ended = at;
+                    });
+                    patched.patch(b, |p| {
+                        p.set_end(End::Moved, at);
+                        p.set_moved_to(to);
+                    });
+                }
+            }
+        }
+        let read = |ring: &Ring| {
+            let mut found = Vec::new();
+            ring.find(&id(1), |r| found.push(r));
+            found
+        };
+        let (w, p) = (read(whole), read(patched));
+        proptest::prop_assert_eq!(w.len(), 1);
+        proptest::prop_assert_eq!(w, p);
+    }
+}

@@ -13,7 +13,9 @@ pub mod answer;
 mod record;
 mod ring;
 
-pub use record::{ATTEMPTS_KEPT, Attempt, Egress, End, Record, TEXT_BYTES, Text, Verdict, WORDS};
+pub use record::{
+    ATTEMPTS_KEPT, Attempt, Egress, End, Patch, Record, TEXT_BYTES, Text, Verdict, WORDS,
+};
 pub use ring::{INDEX_PER_RECORD, Ring, WINDOW};
 
 /// Default span the record covers at the pool's full delivery rate: Jito's own window for

@@ -298,40 +298,9 @@ impl Record {
             | u64::from(self.text.len) << 56;
         for (k, a) in self.kept.iter().enumerate() {
             let at = HEAD + k * ATTEMPT_WORDS;
-            let (ip, port, socks) = match a.egress {
-                Egress::Local(ip) => (ip, 0u16, 0u64),
-                Egress::Socks5(p) => (p.ip(), p.port(), 1),
-            };
-            let v6 = match ip {
-                IpAddr::V4(v4) => v4.to_ipv6_mapped(),
-                IpAddr::V6(v6) => v6,
-            };
-            let bits = u128::from(v6);
-            let sent = a
-                .sent
-                .0
-                .saturating_sub(self.admitted.0)
-                .min((1 << SENT_BITS) - 1);
-            let answered = a.answered.map_or(UNANSWERED, |t| {
-                t.0.saturating_sub(self.admitted.0.saturating_add(sent))
-                    .min(UNANSWERED - 1)
-            });
-            w[at] = sent
-                | u64::from(port) << 40
-                | u64::from(a.region & 0xf) << 56
-                | a.verdict.code() << 60
-                | socks << 63;
-            w[at + 1] = answered
-                | u64::from(a.retry_after_ms.min(0xffff)) << 39
-                | a.grpc_code.map_or(0xff, u64::from) << 55
-                | u64::from(matches!(ip, IpAddr::V4(_))) << 63;
-            w[at + 2] = (bits >> 64) as u64;
-            w[at + 3] = bits as u64;
+            w[at..at + ATTEMPT_WORDS].copy_from_slice(&encode_attempt(a, self.admitted));
         }
-        let text_at = HEAD + ATTEMPTS_KEPT * ATTEMPT_WORDS;
-        for (i, chunk) in self.text.bytes.chunks_exact(8).enumerate() {
-            w[text_at + i] = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-        }
+        encode_text(&self.text, w);
     }
 
     pub(super) fn decode(w: &[u64; PAYLOAD]) -> Record {
@@ -350,34 +319,146 @@ impl Record {
         r.text.len = ((w[7] >> 56) as u8).min(TEXT_BYTES as u8);
         for (k, a) in r.kept.iter_mut().enumerate() {
             let at = HEAD + k * ATTEMPT_WORDS;
-            let (s, t) = (w[at], w[at + 1]);
-            let bits = u128::from(w[at + 2]) << 64 | u128::from(w[at + 3]);
-            let v6 = Ipv6Addr::from(bits);
-            let ip = match (t >> 63 == 1, v6.to_ipv4_mapped()) {
-                (true, Some(v4)) => IpAddr::V4(v4),
-                _ => IpAddr::V6(v6),
-            };
-            a.sent = Instant(r.admitted.0.wrapping_add(s & ((1 << SENT_BITS) - 1)));
-            let answered = t & UNANSWERED;
-            a.answered =
-                (answered != UNANSWERED).then_some(Instant(a.sent.0.wrapping_add(answered)));
-            a.region = (s >> 56 & 0xf) as u8;
-            a.verdict = Verdict::of(s >> 60 & 0x7);
-            a.grpc_code = match (t >> 55) as u8 {
-                0xff => None,
-                c => Some(c),
-            };
-            a.egress = if s >> 63 == 1 {
-                Egress::Socks5(std::net::SocketAddr::new(ip, (s >> 40) as u16))
-            } else {
-                Egress::Local(ip)
-            };
-            a.retry_after_ms = (t >> 39 & 0xffff) as u32;
+            *a = decode_attempt(&w[at..at + ATTEMPT_WORDS], r.admitted);
         }
         let text_at = HEAD + ATTEMPTS_KEPT * ATTEMPT_WORDS;
         for i in 0..TEXT_BYTES / 8 {
             r.text.bytes[i * 8..i * 8 + 8].copy_from_slice(&w[text_at + i].to_le_bytes());
         }
         r
+    }
+}
+
+/// Attempt `a`'s words, its times as offsets from the record's admission.
+fn encode_attempt(a: &Attempt, admitted: Instant) -> [u64; ATTEMPT_WORDS] {
+    let (ip, port, socks) = match a.egress {
+        Egress::Local(ip) => (ip, 0u16, 0u64),
+        Egress::Socks5(p) => (p.ip(), p.port(), 1),
+    };
+    let v6 = match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    };
+    let bits = u128::from(v6);
+    let sent = a
+        .sent
+        .0
+        .saturating_sub(admitted.0)
+        .min((1 << SENT_BITS) - 1);
+    let answered = a.answered.map_or(UNANSWERED, |t| {
+        t.0.saturating_sub(admitted.0.saturating_add(sent))
+            .min(UNANSWERED - 1)
+    });
+    [
+        sent | u64::from(port) << 40
+            | u64::from(a.region & 0xf) << 56
+            | a.verdict.code() << 60
+            | socks << 63,
+        answered
+            | u64::from(a.retry_after_ms.min(0xffff)) << 39
+            | a.grpc_code.map_or(0xff, u64::from) << 55
+            | u64::from(matches!(ip, IpAddr::V4(_))) << 63,
+        (bits >> 64) as u64,
+        bits as u64,
+    ]
+}
+
+/// The attempt in `w` (its [`ATTEMPT_WORDS`] words) of a record admitted at `admitted`.
+fn decode_attempt(w: &[u64], admitted: Instant) -> Attempt {
+    let (s, t) = (w[0], w[1]);
+    let bits = u128::from(w[2]) << 64 | u128::from(w[3]);
+    let v6 = Ipv6Addr::from(bits);
+    let ip = match (t >> 63 == 1, v6.to_ipv4_mapped()) {
+        (true, Some(v4)) => IpAddr::V4(v4),
+        _ => IpAddr::V6(v6),
+    };
+    let sent = Instant(admitted.0.wrapping_add(s & ((1 << SENT_BITS) - 1)));
+    let answered = t & UNANSWERED;
+    Attempt {
+        region: (s >> 56 & 0xf) as u8,
+        egress: if s >> 63 == 1 {
+            Egress::Socks5(std::net::SocketAddr::new(ip, (s >> 40) as u16))
+        } else {
+            Egress::Local(ip)
+        },
+        sent,
+        answered: (answered != UNANSWERED).then_some(Instant(sent.0.wrapping_add(answered))),
+        verdict: Verdict::of(s >> 60 & 0x7),
+        grpc_code: match (t >> 55) as u8 {
+            0xff => None,
+            c => Some(c),
+        },
+        retry_after_ms: (t >> 39 & 0xffff) as u32,
+    }
+}
+
+/// The text's bytes into their words and its length into the head word.
+fn encode_text(text: &Text, w: &mut [u64; PAYLOAD]) {
+    let text_at = HEAD + ATTEMPTS_KEPT * ATTEMPT_WORDS;
+    for (i, chunk) in text.bytes.chunks_exact(8).enumerate() {
+        w[text_at + i] = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+    }
+    w[7] = w[7] & !(0xff << 56) | u64::from(text.len) << 56;
+}
+
+/// An encoded record changed field by field, as the owning thread's updates change it (a send
+/// added or answered, the end, the engine's text): each touches its own words, and the rest
+/// of the record is neither decoded nor encoded again. Every change has the same effect as
+/// the one of the same name on a decoded [`Record`] (a property test holds them together).
+pub struct Patch<'a> {
+    pub(super) w: &'a mut [u64; PAYLOAD],
+}
+
+impl Patch<'_> {
+    fn admitted(&self) -> Instant {
+        Instant(self.w[5])
+    }
+
+    fn attempts(&self) -> u16 {
+        (self.w[7] >> 40) as u16
+    }
+
+    /// [`Record::end`] and [`Record::ended`].
+    pub fn set_end(&mut self, end: End, at: Instant) {
+        self.w[6] = at.0;
+        self.w[7] = self.w[7] & !0xff | end.code();
+    }
+
+    /// [`Record::moved_to`].
+    pub fn set_moved_to(&mut self, thread: u8) {
+        self.w[7] = self.w[7] & !(0xff << 32) | u64::from(thread) << 32;
+    }
+
+    /// [`Record::text`].
+    pub fn set_text(&mut self, text: &Text) {
+        encode_text(text, self.w);
+    }
+
+    /// [`Record::push_attempt`].
+    pub fn push_attempt(&mut self, a: &Attempt) {
+        let attempts = self.attempts();
+        let at = HEAD + usize::from(attempts).min(ATTEMPTS_KEPT - 1) * ATTEMPT_WORDS;
+        let words = encode_attempt(a, self.admitted());
+        self.w[at..at + ATTEMPT_WORDS].copy_from_slice(&words);
+        let attempts = attempts.saturating_add(1);
+        self.w[7] = self.w[7] & !(0xffff << 40) | u64::from(attempts) << 40;
+    }
+
+    /// [`Record::running_in`]: `f` changes the send to `region` still running, the latest
+    /// kept, if there is one.
+    pub fn running_in(&mut self, region: u8, f: impl FnOnce(&mut Attempt)) {
+        let n = usize::from(self.attempts()).min(ATTEMPTS_KEPT);
+        let sending = Verdict::Sending.code();
+        let Some(k) = (0..n).rev().find(|&k| {
+            let s = self.w[HEAD + k * ATTEMPT_WORDS];
+            s >> 60 & 0x7 == sending && (s >> 56 & 0xf) as u8 == region & 0xf
+        }) else {
+            return;
+        };
+        let at = HEAD + k * ATTEMPT_WORDS;
+        let admitted = self.admitted();
+        let mut a = decode_attempt(&self.w[at..at + ATTEMPT_WORDS], admitted);
+        f(&mut a);
+        self.w[at..at + ATTEMPT_WORDS].copy_from_slice(&encode_attempt(&a, admitted));
     }
 }

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 use crate::clock::{Instant, TickRate};
 
-use super::record::{PAYLOAD, Record, WORDS};
+use super::record::{PAYLOAD, Patch, Record, WORDS};
 
 /// Index words a lookup reads, from the id's home word on.
 pub const WINDOW: usize = 16;
@@ -177,24 +177,43 @@ impl Ring {
         self.write(serial, &r);
     }
 
+    /// Changes the record `serial` field by field (when the ring has not overwritten it
+    /// since): what the relay's own updates use, touching only the words they change.
+    pub fn patch(&self, serial: u64, f: impl FnOnce(&mut Patch<'_>)) {
+        if self.capacity == 0 || !self.live(serial) {
+            return;
+        }
+        let mut w = self.read_own_words(serial);
+        f(&mut Patch { w: &mut w });
+        self.write_words(serial, &w);
+    }
+
     fn base(&self, serial: u64) -> usize {
         (serial % self.capacity) as usize * WORDS
     }
 
     /// The owner's read: nothing else writes, so no retry.
     fn read_own(&self, serial: u64) -> Record {
+        Record::decode(&self.read_own_words(serial))
+    }
+
+    fn read_own_words(&self, serial: u64) -> [u64; PAYLOAD] {
         let at = self.base(serial) + 1;
         let mut w = [0u64; PAYLOAD];
         for (i, v) in w.iter_mut().enumerate() {
             *v = self.words[at + i].load(Ordering::Relaxed);
         }
-        Record::decode(&w)
+        w
     }
 
     fn write(&self, serial: u64, r: &Record) {
-        let at = self.base(serial);
         let mut w = [0u64; PAYLOAD];
         r.encode(&mut w);
+        self.write_words(serial, &w);
+    }
+
+    fn write_words(&self, serial: u64, w: &[u64; PAYLOAD]) {
+        let at = self.base(serial);
         let seq = &self.words[at];
         let v = seq.load(Ordering::Relaxed);
         seq.store(v.wrapping_add(1), Ordering::Relaxed);

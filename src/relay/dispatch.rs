@@ -656,10 +656,9 @@ impl Dispatcher {
             let mut copy = unsafe { lent.slot_mut() };
             copy.copy_from(&src);
             copy.meta.fan_extra = 0;
-            self.journals.ring(self.me).update(src.meta.record, |rec| {
-                rec.end = RecordEnd::Moved;
-                rec.moved_to = peer as u8;
-                rec.ended = now;
+            self.journals.ring(self.me).patch(src.meta.record, |rec| {
+                rec.set_end(RecordEnd::Moved, now);
+                rec.set_moved_to(peer as u8);
             });
             self.fifos[r].pop_front();
             peers.hand_off(peer, lent, r as u8, true);
@@ -825,7 +824,7 @@ impl Dispatcher {
             };
             self.journals
                 .ring(self.me)
-                .update(meta.record, |rec| rec.push_attempt(attempt));
+                .patch(meta.record, |rec| rec.push_attempt(&attempt));
             if self.metrics.enabled() {
                 let waited = now.since(meta.admitted_at);
                 self.metrics.record_limiter_wait_ns(self.rate.to_ns(waited));
@@ -889,14 +888,14 @@ impl Dispatcher {
             let meta = *self.arena.get(slot).expect("held").meta;
             // The copy's own lane: a fanned-out bundle waits in one per region it goes to.
             let lane = usize::from(region) * self.groups + usize::from(meta.lane) % self.groups;
-            self.journals.ring(self.me).update(meta.record, |rec| {
-                if let Some(a) = rec.running_in(region) {
+            self.journals.ring(self.me).patch(meta.record, |rec| {
+                rec.running_in(region, |a| {
                     a.answered = Some(now);
                     a.verdict = answer.verdict;
                     a.grpc_code = answer.grpc_code;
                     a.retry_after_ms = answer.retry_after_ms;
-                }
-                rec.text = answer.text;
+                });
+                rec.set_text(&answer.text);
             });
             match fate {
                 Fate::Delivered => {
@@ -937,12 +936,7 @@ impl Dispatcher {
             self.tenancy.stats(),
             slot,
             kind,
-            |serial, end| {
-                ring.update(serial, |rec| {
-                    rec.end = end;
-                    rec.ended = now;
-                })
-            },
+            |serial, end| ring.patch(serial, |rec| rec.set_end(end, now)),
         );
     }
 
@@ -1088,10 +1082,7 @@ impl Dispatcher {
                 return;
             };
             end_bundle(arena, stats, tenants, slot, kind, |serial, end| {
-                ring.update(serial, |rec| {
-                    rec.end = end;
-                    rec.ended = now;
-                })
+                ring.patch(serial, |rec| rec.set_end(end, now))
             })
         });
     }
