@@ -126,7 +126,7 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
         d.transmitted(p, n, now);
         reply.set_stream(stream_id);
         stream_id += 2;
-        d.received(p, &reply.bytes, now);
+        d.received(p, reply.next(), now);
         while let Some(p) = d.poll_dirty() {
             let n = d.transmit(p, now).len();
             d.transmitted(p, n, now);
