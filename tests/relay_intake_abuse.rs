@@ -22,6 +22,20 @@ fn wait_until(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// A relay with a `send_timeout_ms` send deadline, and a client connected to it with a small
+/// receive buffer, so the answers back up into the relay quickly.
+fn relay_and_small_window_client(send_timeout_ms: u64) -> (Relay, TcpStream) {
+    let mut spec = nowhere(&["127.0.0.1"], false);
+    spec.send_timeout_ms = send_timeout_ms;
+    spec.idle_timeout_ms = 60_000;
+    let relay = Relay::start(spec).unwrap();
+    let addr = relay.rotating_addr().unwrap();
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    sock.connect(&addr.into()).unwrap();
+    (relay, sock.into())
+}
+
 /// curl and HTTP/1.0-style clients send their request and shut their write side: every
 /// bundle admitted from such a client is answered with its id before the connection closes.
 #[test]
@@ -81,16 +95,7 @@ fn a_client_that_half_closes_after_sending_gets_an_answer_for_every_bundle() {
 /// them for the send deadline, the relay closes the connection and frees its slot.
 #[test]
 fn a_client_that_never_reads_is_closed_at_the_send_deadline() {
-    let mut spec = nowhere(&["127.0.0.1"], false);
-    spec.send_timeout_ms = 300;
-    spec.idle_timeout_ms = 60_000;
-    let relay = Relay::start(spec).unwrap();
-    let addr = relay.rotating_addr().unwrap();
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    // A small receive buffer, so the answers back up into the relay quickly.
-    sock.set_recv_buffer_size(4096).unwrap();
-    sock.connect(&addr.into()).unwrap();
-    let mut c: TcpStream = sock.into();
+    let (relay, mut c) = relay_and_small_window_client(300);
     // Requests that fit the relay's input, whose answers (the tip accounts, about 600 bytes
     // each) are more than the client's tiny receive buffer and the relay's send buffer hold.
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","params":[]}"#;
@@ -122,19 +127,11 @@ fn a_client_that_never_reads_is_closed_at_the_send_deadline() {
 }
 
 /// A client that asks for more answers than the sockets between it and the relay hold before
-/// it reads any, then reads them slowly, gets every one in order on the same connection: a full socket is
-/// waited on, not taken for a broken connection.
+/// it reads any, then reads them slowly, gets every one in order on the same connection: a
+/// full socket is waited on, not taken for a broken connection.
 #[test]
 fn a_client_that_reads_slowly_gets_every_answer_in_order() {
-    let mut spec = nowhere(&["127.0.0.1"], false);
-    spec.send_timeout_ms = 20_000;
-    spec.idle_timeout_ms = 60_000;
-    let relay = Relay::start(spec).unwrap();
-    let addr = relay.rotating_addr().unwrap();
-    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-    sock.set_recv_buffer_size(4096).unwrap();
-    sock.connect(&addr.into()).unwrap();
-    let mut c: TcpStream = sock.into();
+    let (relay, mut c) = relay_and_small_window_client(20_000);
     let count = 400u64;
     // One request at a time, each answered while the client reads nothing, until the answers
     // fill every buffer on the way and the relay finds the socket full.
