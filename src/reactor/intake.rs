@@ -374,11 +374,7 @@ impl Intake {
         if !data.is_empty() {
             let (ptr, len) = (data.as_ptr(), data.len() as u32);
             let e = conn.s.send(OP_IN_SEND, c, ptr, len, quiet);
-            if quiet {
-                cx.ring.push_quiet(e);
-            } else {
-                cx.ring.push(e);
-            }
+            cx.ring.push_send(e, quiet);
             return;
         }
         if conn.http.poll_close().is_some() {

@@ -162,13 +162,15 @@ impl Ring {
         sq.capacity() - sq.len() >= 2
     }
 
-    /// Queues a quiet send (built with `quiet`, see [`super::op::Sock::send`]) and its guard,
-    /// after [`Ring::quiet_room`] said yes.
-    pub fn push_quiet(&mut self, send: squeue::Entry) {
-        debug_assert!(self.quiet_room());
+    /// Queues a send built by [`super::op::Sock::send`]; a quiet one (which
+    /// [`Ring::quiet_room`] allowed) with its guard, counted for the wait.
+    pub fn push_send(&mut self, send: squeue::Entry, quiet: bool) {
         self.push(send);
-        self.push(super::op::send_guard());
-        self.quiet += 1;
+        if quiet {
+            debug_assert!(self.backlog.is_empty(), "quiet_room kept the link whole");
+            self.push(super::op::send_guard());
+            self.quiet += 1;
+        }
     }
 
     /// A quiet send queued this iteration has work behind it (output queued after it, a
@@ -390,7 +392,7 @@ mod tests {
     fn quiet_send(ring: &mut Ring, s: &mut Sock, data: &[u8]) {
         assert!(ring.quiet_room());
         let e = s.send(OP_TEST_SEND, 0, data.as_ptr(), data.len() as u32, true);
-        ring.push_quiet(e);
+        ring.push_send(e, true);
     }
 
     fn sock_of(a: &TcpStream) -> Sock {

@@ -353,11 +353,7 @@ impl UpSocks {
             // Bytes left behind this send go when it completes: a loud one then.
             let quiet = quiet && cx.d.transmit_is_whole(pair);
             let e = self.ups[p].s.send(OP_UP_SEND, pair.0, ptr, len, quiet);
-            if quiet {
-                cx.ring.push_quiet(e);
-            } else {
-                cx.ring.push(e);
-            }
+            cx.ring.push_send(e, quiet);
         }
     }
 
