@@ -252,4 +252,5 @@ async fn a_reload_switching_pings_off_and_on_reaches_the_open_connection() {
         "the connection was kept, not redone"
     );
     relay.shutdown(Duration::from_millis(200));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
