@@ -15,6 +15,12 @@
 //! prints a table. Without valgrind it says so, runs the path once natively as a check, and
 //! exits 0 (1 with `CI` set: CI installs valgrind).
 //!
+//! Beside the count it reports the code the measured bundles ran: distinct 64-byte lines of
+//! machine code with instructions counted (callgrind's `--dump-instr=yes`), the lines a core
+//! whose caches other work emptied fetches again for each bundle. It is as exact and as
+//! repeatable as the count. Under valgrind SHA-256 runs its portable code (valgrind hides
+//! SHA-NI): 175 of the lines, where the SHA-NI code the relay runs natively spans 15.
+//!
 //! Flags: `--record FILE` appends the figures to a record (`benches/request_path.figures`,
 //! which CI compares with), `--out FILE` writes them alone; `--baseline FILE
 //! --baseline-label TEXT` prints the last figures of such a file beside these (the ratio and
@@ -26,11 +32,11 @@
 //! instructions per bundle (0.01%), and another compiler moves them more: the record names
 //! its compiler.
 //!
-//! | scenario (rustc 1.95.0, valgrind 3.19.0) | instructions per bundle |
-//! |---|---:|
-//! | 1 transaction, base64 | 37,054 |
-//! | 5 transactions, base64 | 100,291 |
-//! | 5 transactions, base58 | 153,195 |
+//! | scenario (rustc 1.95.0, valgrind 3.19.0) | instructions per bundle | code lines |
+//! |---|---:|---:|
+//! | 1 transaction, base64 | 37,054 | 1,279 |
+//! | 5 transactions, base64 | 100,291 | 1,324 |
+//! | 5 transactions, base58 | 153,211 | 1,333 |
 
 #[path = "../tests/h2_support/mod.rs"]
 mod h2_support;
@@ -306,17 +312,80 @@ fn drive(s: &Scenario, bundles: u32) {
     assert!(p.pair.d.check_accounting());
 }
 
-/// One scenario's count: callgrind's `Ir` over the measured bundles.
+/// One scenario's count: callgrind's `Ir` over the measured bundles, and the distinct lines of
+/// machine code they executed (absent from records made before it was counted).
 struct Figure {
     name: String,
     ir: u64,
     bundles: u64,
+    code_lines: Option<u64>,
 }
 
 impl Figure {
     fn per_bundle(&self) -> f64 {
         self.ir as f64 / self.bundles as f64
     }
+}
+
+/// Bytes in a cache line of x86-64 (and of the figure's unit).
+const CACHE_LINE: u64 = 64;
+
+/// Distinct 64-byte lines of machine code with instructions counted in a callgrind profile
+/// dumped with `--dump-instr=yes`: the code a core fetches to carry a bundle through the path,
+/// what it fetches again from L2 or L3 when other work evicted it between bundles.
+///
+/// The format (valgrind's "Callgrind Format Specification"): with `positions: instr line`
+/// every cost line is `ADDRESS LINE COSTS`; an address is absolute (`0x…`), relative to the
+/// previous cost line's (`+N`, `-N`) or the same (`*`). A `calls=` line names the callee's
+/// address, which does not move that reference; the cost line after it is the call
+/// instruction's. Addresses are per object (`ob=`), so lines are kept per object.
+fn code_lines(text: &str) -> Result<u64, String> {
+    let mut lines = std::collections::HashSet::new();
+    let mut object = "";
+    let mut address: u64 = 0;
+    let mut positions = false;
+    for l in text.lines() {
+        if let Some(p) = l.strip_prefix("positions:") {
+            if p.split_whitespace().ne(["instr", "line"]) {
+                return Err(format!("`positions:{p}`, not `instr line`"));
+            }
+            positions = true;
+            continue;
+        }
+        if let Some(o) = l.strip_prefix("ob=") {
+            object = o.split_whitespace().next().unwrap_or("");
+            continue;
+        }
+        let mut w = l.split_whitespace();
+        let Some(first) = w.next() else { continue };
+        address = if first == "*" {
+            address
+        } else if let Some(hex) = first.strip_prefix("0x") {
+            u64::from_str_radix(hex, 16).map_err(|e| format!("`{l}`: {e}"))?
+        } else if let Some(n) = first.strip_prefix('+') {
+            address + n.parse::<u64>().map_err(|e| format!("`{l}`: {e}"))?
+        } else if let Some(n) = first.strip_prefix('-') {
+            address - n.parse::<u64>().map_err(|e| format!("`{l}`: {e}"))?
+        } else {
+            // Headers (`key:`), names (`fn=`, `calls=`, …) and comments.
+            continue;
+        };
+        let _line = w.next();
+        let ir: u64 = w
+            .next()
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| format!("`{l}`: no Ir"))?;
+        if ir > 0 {
+            lines.insert((object, address / CACHE_LINE));
+        }
+    }
+    if !positions {
+        return Err("no `positions:` header (was --dump-instr=yes given?)".into());
+    }
+    if lines.is_empty() {
+        return Err("instructions were counted but no cost line was read".into());
+    }
+    Ok(lines.len() as u64)
 }
 
 /// Runs `--measure <scenario>` under callgrind and reads its total.
@@ -329,6 +398,7 @@ fn count(valgrind: &Path, exe: &Path, s: &Scenario, dir: &Path) -> Result<Figure
         .arg("--tool=callgrind")
         .arg("--collect-atstart=no")
         .arg(format!("--toggle-collect={MEASURED_SYMBOL}"))
+        .arg("--dump-instr=yes")
         .arg(format!("--callgrind-out-file={}", out_file.display()))
         .arg(exe)
         .args(["--measure", s.name])
@@ -361,10 +431,12 @@ fn count(valgrind: &Path, exe: &Path, s: &Scenario, dir: &Path) -> Result<Figure
             s.name
         ));
     }
+    let code_lines = code_lines(&text).map_err(|e| format!("{}: {e}", s.name))?;
     Ok(Figure {
         name: s.name.to_string(),
         ir,
         bundles: u64::from(BUNDLES),
+        code_lines: Some(code_lines),
     })
 }
 
@@ -382,11 +454,16 @@ fn toolchain() -> String {
     format!("{}, {}", version("rustc"), version("valgrind"))
 }
 
-/// A block of figures: a `recorded: TOOLCHAIN` line, then `scenario ir bundles` lines.
+/// A block of figures: a `recorded: TOOLCHAIN` line, then `scenario ir bundles code_lines`
+/// lines.
 fn block(figures: &[Figure]) -> String {
     let mut text = format!("recorded: {}\n", toolchain());
     for f in figures {
-        writeln!(text, "{} {} {}", f.name, f.ir, f.bundles).unwrap();
+        write!(text, "{} {} {}", f.name, f.ir, f.bundles).unwrap();
+        if let Some(n) = f.code_lines {
+            write!(text, " {n}").unwrap();
+        }
+        text.push('\n');
     }
     text
 }
@@ -404,11 +481,25 @@ fn read_last_block(path: &Path) -> Result<(String, Vec<Figure>), String> {
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| {
             let mut w = l.split_whitespace();
-            let bad = || format!("{}: not `scenario ir bundles`: {l}", path.display());
+            let bad = || {
+                format!(
+                    "{}: not `scenario ir bundles [code_lines]`: {l}",
+                    path.display()
+                )
+            };
             let name = w.next().ok_or_else(bad)?.to_string();
             let ir = w.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
             let bundles = w.next().and_then(|v| v.parse().ok()).ok_or_else(bad)?;
-            Ok(Figure { name, ir, bundles })
+            let code_lines = match w.next() {
+                Some(v) => Some(v.parse().map_err(|_| bad())?),
+                None => None,
+            };
+            Ok(Figure {
+                name,
+                ir,
+                bundles,
+                code_lines,
+            })
         })
         .collect::<Result<Vec<_>, String>>()?;
     Ok((toolchain, figures))
@@ -432,51 +523,69 @@ fn table(label: &str, figures: &[Figure], baseline: Option<(&str, &[Figure])>) -
     let mut t = format!(
         "request path, instructions per bundle (callgrind Ir over {BUNDLES} bundles after {WARM_UP})\n"
     );
-    match baseline {
-        None => {
-            writeln!(t, "{:<16} {:>16}", "scenario", label).unwrap();
-            for f in figures {
-                writeln!(t, "{:<16} {:>16}", f.name, grouped(f.per_bundle())).unwrap();
-            }
+    measure_table(&mut t, label, figures, baseline, grouped, |f| {
+        Some(f.per_bundle())
+    });
+    t.push_str(
+        "\nrequest path, code executed: distinct 64-byte lines of machine code (what a core whose \
+         caches other work emptied fetches again for a bundle)\n",
+    );
+    let whole = |v: f64| grouped(v).trim_end_matches(".0").to_string();
+    measure_table(&mut t, label, figures, baseline, whole, |f| {
+        f.code_lines.map(|n| n as f64)
+    });
+    t
+}
+
+/// One figure per scenario, beside the baseline's when there is one (the ratio and the change
+/// in %); `-` where a side lacks the figure.
+fn measure_table(
+    t: &mut String,
+    label: &str,
+    figures: &[Figure],
+    baseline: Option<(&str, &[Figure])>,
+    format: impl Fn(f64) -> String,
+    value: impl Fn(&Figure) -> Option<f64>,
+) {
+    let show = |v: Option<f64>| v.map_or("-".to_string(), &format);
+    let Some((base_label, base)) = baseline else {
+        writeln!(t, "{:<16} {:>16}", "scenario", label).unwrap();
+        for f in figures {
+            writeln!(t, "{:<16} {:>16}", f.name, show(value(f))).unwrap();
         }
-        Some((base_label, base)) => {
-            writeln!(
+        return;
+    };
+    writeln!(
+        t,
+        "{:<16} {:>16} {:>16} {:>8} {:>9}",
+        "scenario", label, base_label, "ratio", "change"
+    )
+    .unwrap();
+    for f in figures {
+        let now = value(f);
+        let before = base.iter().find(|b| b.name == f.name).and_then(&value);
+        match (now, before) {
+            (Some(now), Some(before)) => writeln!(
+                t,
+                "{:<16} {:>16} {:>16} {:>8.4} {:>+8.2}%",
+                f.name,
+                format(now),
+                format(before),
+                now / before,
+                (now / before - 1.0) * 100.0
+            ),
+            _ => writeln!(
                 t,
                 "{:<16} {:>16} {:>16} {:>8} {:>9}",
-                "scenario", label, base_label, "ratio", "change"
-            )
-            .unwrap();
-            for f in figures {
-                let now = f.per_bundle();
-                match base.iter().find(|b| b.name == f.name) {
-                    Some(b) => {
-                        let before = b.per_bundle();
-                        writeln!(
-                            t,
-                            "{:<16} {:>16} {:>16} {:>8.4} {:>+8.2}%",
-                            f.name,
-                            grouped(now),
-                            grouped(before),
-                            now / before,
-                            (now / before - 1.0) * 100.0
-                        )
-                        .unwrap();
-                    }
-                    None => writeln!(
-                        t,
-                        "{:<16} {:>16} {:>16} {:>8} {:>9}",
-                        f.name,
-                        grouped(now),
-                        "-",
-                        "-",
-                        "new"
-                    )
-                    .unwrap(),
-                }
-            }
+                f.name,
+                show(now),
+                show(before),
+                "-",
+                "-"
+            ),
         }
+        .unwrap();
     }
-    t
 }
 
 /// valgrind's path, from `PATH`.
