@@ -389,6 +389,33 @@ mod tests {
         (took, kinds)
     }
 
+    /// Arms a receive (kind 9) on `c`, has its peer `d` write 50 ms later, and enters with a
+    /// 5 s deadline: what the wait took and what it brought.
+    fn enter_until_a_late_event(
+        ring: &mut Ring,
+        c: &TcpStream,
+        mut d: TcpStream,
+    ) -> (Duration, Vec<(u64, i32)>) {
+        let mut buf = [0u8; 64];
+        ring.push(
+            io_uring::opcode::Recv::new(types::Fd(c.as_raw_fd()), buf.as_mut_ptr(), 64)
+                .build()
+                .user_data(crate::reactor::op::ud(9, 0, 0)),
+        );
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            d.write_all(b"ping").unwrap();
+            d
+        });
+        let (took, got) = enter_for(ring, Duration::from_secs(5));
+        writer.join().unwrap();
+        assert!(
+            took < Duration::from_secs(2),
+            "slept {took:?} past the event"
+        );
+        (took, got)
+    }
+
     fn quiet_send(ring: &mut Ring, s: &mut Sock, data: &[u8]) {
         assert!(ring.quiet_room());
         let e = s.send(OP_TEST_SEND, 0, data.as_ptr(), data.len() as u32, true);
@@ -434,29 +461,11 @@ mod tests {
     #[test]
     fn an_event_after_a_quiet_send_wakes_the_loop() {
         let (a, _b) = pair(false);
-        let (c, mut d) = pair(false);
+        let (c, d) = pair(false);
         let mut ring = ring();
-        let mut recv = Sock::new();
-        recv.open(c.as_raw_fd());
-        let mut buf = [0u8; 64];
-        ring.push(
-            io_uring::opcode::Recv::new(types::Fd(c.as_raw_fd()), buf.as_mut_ptr(), 64)
-                .build()
-                .user_data(crate::reactor::op::ud(9, 0, 0)),
-        );
         let mut s = sock_of(&a);
         quiet_send(&mut ring, &mut s, &[1u8; 100]);
-        let writer = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            d.write_all(b"ping").unwrap();
-            d
-        });
-        let (took, got) = enter_for(&mut ring, Duration::from_secs(5));
-        writer.join().unwrap();
-        assert!(
-            took < Duration::from_secs(2),
-            "slept {took:?} past the event"
-        );
+        let (_, got) = enter_until_a_late_event(&mut ring, &c, d);
         assert_eq!(got, vec![(OP_TEST_SEND, 100), (9, 4)]);
     }
 
@@ -543,7 +552,7 @@ mod tests {
     #[test]
     fn quiet_sends_handed_to_the_kernel_early_are_not_slept_through_twice() {
         let (a, _b) = pair(false);
-        let (c, mut d) = pair(false);
+        let (c, d) = pair(false);
         let mut ring = ring();
         let mut s = sock_of(&a);
         quiet_send(&mut ring, &mut s, &[1u8; 100]);
@@ -561,24 +570,8 @@ mod tests {
         let kinds: Vec<(u64, i32)> = got.iter().map(|&(u, r, _)| (ud_parts(u).0, r)).collect();
         ring.completions_done(got);
         assert_eq!(kinds, vec![(OP_TEST_SEND, 100)], "reaped before the wait");
-        let mut buf = [0u8; 64];
-        ring.push(
-            io_uring::opcode::Recv::new(types::Fd(c.as_raw_fd()), buf.as_mut_ptr(), 64)
-                .build()
-                .user_data(crate::reactor::op::ud(9, 0, 0)),
-        );
         // Only the event can wake the loop now, and it must.
-        let writer = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            d.write_all(b"ping").unwrap();
-            d
-        });
-        let (took, got) = enter_for(&mut ring, Duration::from_secs(5));
-        writer.join().unwrap();
-        assert!(
-            took < Duration::from_secs(2),
-            "slept {took:?} past the event"
-        );
+        let (_, got) = enter_until_a_late_event(&mut ring, &c, d);
         assert_eq!(got, vec![(9, 4)]);
     }
 
