@@ -158,7 +158,6 @@ fn serve(l: TcpListener, ids: bool, stop: &AtomicBool, served: &AtomicU64) -> io
     while !stop.load(Ordering::Relaxed) {
         ready.clear();
         ready.extend(ep.wait(Some(STOP_POLL))?);
-        let mut answered = 0u64;
         for &(token, flags) in &ready {
             if token == LISTENER {
                 accept_all(&l, &ep, &mut conns, &mut free)?;
@@ -166,15 +165,12 @@ fn serve(l: TcpListener, ids: bool, stop: &AtomicBool, served: &AtomicU64) -> io
             }
             let i = token as usize;
             let Some(c) = conns[i].as_mut() else { continue };
-            let keep = service(c, flags, ids, &mut answered);
+            let keep = service(c, flags, ids, served);
             if !keep {
                 let _ = ep.delete(c.stream.as_raw_fd());
                 conns[i] = None;
                 free.push(i);
             }
-        }
-        if answered > 0 {
-            served.fetch_add(answered, Ordering::Relaxed);
         }
     }
     Ok(())
@@ -221,8 +217,9 @@ fn accept_all(
 }
 
 /// Reads, answers and writes what it can; false when the connection is done.
-fn service(c: &mut Conn, flags: u32, ids: bool, answered: &mut u64) -> bool {
+fn service(c: &mut Conn, flags: u32, ids: bool, served: &AtomicU64) -> bool {
     let mut open = flags & (epoll::ERR) == 0;
+    let mut answered = 0u64;
     if flags & (epoll::IN | epoll::RDHUP | epoll::HUP) != 0 {
         loop {
             if c.rlen == c.rbuf.len() {
@@ -239,7 +236,7 @@ fn service(c: &mut Conn, flags: u32, ids: bool, answered: &mut u64) -> bool {
                         Ok((used, count)) => {
                             c.rbuf.copy_within(used..c.rlen, 0);
                             c.rlen -= used;
-                            *answered += count;
+                            answered += count;
                         }
                         Err(BadRequest) => open = false,
                     }
@@ -249,6 +246,10 @@ fn service(c: &mut Conn, flags: u32, ids: bool, answered: &mut u64) -> bool {
                 Err(_) => return false,
             }
         }
+    }
+    // Counted before the write: a client that has read an answer must find it counted.
+    if answered > 0 {
+        served.fetch_add(answered, Ordering::Relaxed);
     }
     while c.wpos < c.wbuf.len() {
         match c.stream.write(&c.wbuf[c.wpos..]) {

@@ -306,6 +306,51 @@ fn connections_round_robin_over_several_targets() {
 }
 
 #[test]
+fn an_answer_a_client_has_read_is_already_counted_as_served() {
+    // Eight connections each with a request in flight: the server answers them in one
+    // wake-up, so a count kept until the end of that wake-up lags the answers already out.
+    let server = null_server(false);
+    let b = bundles(8, 10);
+    let mut conns: Vec<std::net::TcpStream> = (0..8)
+        .map(|_| std::net::TcpStream::connect(server.local_addr()).unwrap())
+        .collect();
+    let mut read_so_far = 0u64;
+    for round in 0..60 {
+        for (c, bundle) in conns.iter_mut().zip(&b) {
+            c.write_all(&bundle.request).unwrap();
+        }
+        for c in conns.iter_mut() {
+            read_answer(c);
+            read_so_far += 1;
+            let served = server.requests_served();
+            assert!(
+                served >= read_so_far,
+                "round {round}: {read_so_far} answers read, {served} counted as served"
+            );
+        }
+    }
+}
+
+/// Reads one HTTP/1.1 answer with a Content-Length body.
+fn read_answer(c: &mut std::net::TcpStream) {
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        c.read_exact(&mut byte).unwrap();
+        buf.push(byte[0]);
+    }
+    let head = std::str::from_utf8(&buf).unwrap();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut body = vec![0u8; len];
+    c.read_exact(&mut body).unwrap();
+}
+
+#[test]
 fn configurations_that_cannot_run_are_refused_with_a_reason() {
     let b = bundles(10, 9);
     let t: SocketAddr = "127.0.0.1:9".parse().unwrap();
