@@ -11,7 +11,8 @@
 //!    the order reversed every other round), so the ratios are of runs minutes apart at most,
 //!    and the table shows each side's median over rounds, the median of each round's ratio and
 //!    each round's (a latency tail strays by several times from one 5 s run to the next on a
-//!    shared machine, in either relay; one round decided the verdict before);
+//!    shared machine, in either relay; one round decided the verdict before); bench-null's CPU
+//!    and answer latency in each round are the floor the relays' rows are also held against;
 //! 3. an all-cooldown storm: a small pool at a long interval, offered twice its capacity,
 //!    every source told to back off 30 s shortly after the start, so bundles pile up to the
 //!    in-flight cap and the relay must refuse the rest (429) with its memory flat.
@@ -212,6 +213,9 @@ pub struct NullFloor {
     pub cpu_us_per_request: f64,
     /// Each round's, in round order.
     pub rounds_cpu_us: Vec<f64>,
+    /// Each round's answer latency p50, p99 and p99.9 in µs (from the scheduled send, as the
+    /// relays' rows), in round order.
+    pub rounds_answer_us: Vec<[f64; 3]>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -296,6 +300,10 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
         )
         .unwrap_or(0.0),
         rounds_cpu_us: nulls.iter().map(|n| n.cpu_us_per_request).collect(),
+        rounds_answer_us: nulls
+            .iter()
+            .flat_map(|n| n.rounds_answer_us.clone())
+            .collect(),
         answered: nulls.iter().map(|n| n.answered).sum(),
         ..nulls.swap_remove(0)
     };
@@ -316,6 +324,9 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
     let bundle_relay = runs.pop().expect("two runs");
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut versus = versus(&bundle_relay, &baseline, cores);
+    versus
+        .rows
+        .extend(null_latency_rows(&bundle_relay, &baseline, &null_floor));
     versus
         .rows
         .push(null_row(&bundle_relay, &baseline, &null_floor));
@@ -378,12 +389,14 @@ fn null_floor(cfg: &CompareConfig, bundles: &[GeneratedBundle]) -> Result<NullFl
     if answered == 0 {
         return Err("bench-null answered nothing".into());
     }
+    let l = &report.summary.latency;
     Ok(NullFloor {
         rate_per_s: cfg.common_rate_per_s,
         connections: cfg.base.connections,
         answered,
         cpu_us_per_request: ticks as f64 * demo::procfs::tick_us() / answered as f64,
         rounds_cpu_us: Vec::new(),
+        rounds_answer_us: vec![[l.p50_us, l.p99_us, l.p999_us]],
     })
 }
 
@@ -407,6 +420,38 @@ impl Drop for Killed {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Each relay's answer latency p50 and p99 over bench-null's at the common rate (the same load,
+/// connections and bundles against a responder that only parses and answers), the median of
+/// each round's quotient: how much of an answer's time the relay adds to what the load, the
+/// kernel and loopback take anyway. No target: the relay's runs also carry the engine's CPU on
+/// the same cores.
+pub fn null_latency_rows(br: &RelayRuns, bl: &RelayRuns, null: &NullFloor) -> Vec<VersusRow> {
+    let show = |x: Option<f64>| x.map_or("—".into(), |x| format!("{x:.2}×"));
+    [(0, "p50"), (1, "p99")]
+        .into_iter()
+        .map(|(k, name)| {
+            let floor: Vec<f64> = null.rounds_answer_us.iter().map(|l| l[k]).collect();
+            let side = |r: &RelayRuns| -> Vec<f64> {
+                r.common_latency.iter().map(|l| l.answer_us[k]).collect()
+            };
+            let a = over_rounds(&side(br), &floor);
+            let b = over_rounds(&side(bl), &floor);
+            VersusRow {
+                metric: format!(
+                    "answer latency {name} over bench-null's ({}) at {:.0}/s",
+                    us(median(&floor).unwrap_or(0.0)),
+                    null.rate_per_s
+                ),
+                figures: [show(a.ratio), show(b.ratio)],
+                ratio: None,
+                per_round: a.per_round,
+                target: String::new(),
+                met: None,
+            }
+        })
+        .collect()
 }
 
 /// Each relay's CPU per delivered bundle over bench-null's per request at the common rate, the
@@ -474,13 +519,26 @@ pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<VersusRow> {
         bl.sweep.sustained_rate_per_s.unwrap_or(0.0),
     );
     let r = ratio(ta, tb);
+    // bundle-relay clean at the sweep's top rate has not shown its limit: a ratio below the
+    // target is then a lower bound (the bench tools, sharing the cores, bind the sweep), not
+    // a miss.
+    let lower_bound = br
+        .sweep
+        .sustained_rate_per_s
+        .is_some_and(|t| t >= sweep_top(br));
+    let (target, met) = match r {
+        Some(r) if r < THROUGHPUT_RATIO_MIN && lower_bound => {
+            ("≥ 3× (undecided: a lower bound, the sweep's top)", None)
+        }
+        r => ("≥ 3×", r.map(|r| r >= THROUGHPUT_RATIO_MIN)),
+    };
     push(
         "throughput at <0.1% errors".into(),
         tput(br),
         tput(bl),
         r,
-        "≥ 3×",
-        r.map(|r| r >= THROUGHPUT_RATIO_MIN),
+        target,
+        met,
     );
     let rate = br.common.rate_per_s;
     // Each percentile over the rounds, as the CPU row below.
@@ -741,6 +799,7 @@ mod tests {
                 answered: 10_000,
                 cpu_us_per_request: 20.0,
                 rounds_cpu_us: vec![20.0],
+                rounds_answer_us: vec![[40.0, 120.0, 200.0]],
             },
         });
         assert_eq!(text.matches("NOT MET").count(), 3, "{text}");
@@ -778,6 +837,7 @@ mod tests {
             answered: 10_000,
             cpu_us_per_request: 20.0,
             rounds_cpu_us: vec![20.0],
+            rounds_answer_us: vec![[40.0, 120.0, 200.0]],
         };
         let bl = runs(RelayKind::Baseline, 8000.0, 1000.0, 200.0);
         let within = null_row(
@@ -876,6 +936,7 @@ mod tests {
             answered: 30_000,
             cpu_us_per_request: 13.0,
             rounds_cpu_us: vec![12.0, 24.0, 13.0],
+            rounds_answer_us: vec![[40.0, 120.0, 200.0]; 3],
         };
         let bl = rounds(RelayKind::Baseline, &[250.0, 500.0, 260.0]);
         let row = null_row(
@@ -894,5 +955,81 @@ mod tests {
         );
         assert_eq!(slow_relay.figures[0], "4.00×");
         assert_eq!(slow_relay.met, Some(false));
+    }
+
+    #[test]
+    fn answer_latency_over_the_floor_is_each_rounds_quotient_against_its_own_bench_null() {
+        // bench-null's p50 40, 80, 44 µs; the relay's 60, 120, 66 µs: 1.5× every round. The
+        // baseline answers at 4× the floor's p50 in every round.
+        let null = NullFloor {
+            rate_per_s: 2000.0,
+            connections: 16,
+            answered: 30_000,
+            cpu_us_per_request: 13.0,
+            rounds_cpu_us: vec![12.0, 24.0, 13.0],
+            rounds_answer_us: vec![
+                [40.0, 100.0, 300.0],
+                [80.0, 400.0, 900.0],
+                [44.0, 110.0, 320.0],
+            ],
+        };
+        let with_p50 = |relay, p50s: [f64; 3], p99: f64| RelayRuns {
+            common_latency: p50s
+                .iter()
+                .map(|&p| RoundLatency {
+                    answer_us: [p, p99, p99 * 2.0],
+                    delivery_us: [p, p99, p99 * 2.0],
+                })
+                .collect(),
+            ..runs(relay, 8000.0, p99, 30.0)
+        };
+        let br = with_p50(RelayKind::BundleRelay, [60.0, 120.0, 66.0], 200.0);
+        let bl = with_p50(RelayKind::Baseline, [160.0, 320.0, 176.0], 4000.0);
+        let rows = null_latency_rows(&br, &bl, &null);
+        assert_eq!(rows.len(), 2);
+        let p50 = &rows[0];
+        assert_eq!(
+            p50.metric,
+            "answer latency p50 over bench-null's (44 µs) at 2000/s"
+        );
+        assert_eq!(p50.figures, ["1.50×".to_string(), "4.00×".to_string()]);
+        let per_round: Vec<f64> = p50.per_round.iter().map(|r| r.unwrap()).collect();
+        assert_eq!(per_round, [1.5, 1.5, 1.5]);
+        assert_eq!(
+            p50.met, None,
+            "no target: the relay's runs carry the engine too"
+        );
+        // p99: the relay's 200 µs against 100, 400, 110: 2×, 0.5×, 1.82×, median 1.82×.
+        let p99 = &rows[1];
+        assert_eq!(
+            p99.metric,
+            "answer latency p99 over bench-null's (110 µs) at 2000/s"
+        );
+        assert_eq!(p99.figures[0], "1.82×");
+    }
+
+    #[test]
+    fn a_relay_that_sustains_the_sweeps_top_below_three_times_the_baseline_is_undecided_not_failed()
+    {
+        // bundle-relay ran every step of the sweep clean (8,000/s, its top), the baseline
+        // 4,000/s: 2× is only a lower bound, so the target is neither met nor missed.
+        let br = runs(RelayKind::BundleRelay, 8000.0, 100.0, 25.0);
+        let bl = runs(RelayKind::Baseline, 4000.0, 1000.0, 250.0);
+        let rows = rows(&br, &bl);
+        let t = rows
+            .iter()
+            .find(|r| r.metric.starts_with("throughput"))
+            .unwrap();
+        assert_eq!(t.met, None);
+        assert_eq!(t.figures[0], "≥ 8000/s (top of sweep)");
+        assert!(
+            t.target.contains("≥ 3×") && t.target.contains("undecided"),
+            "{}",
+            t.target
+        );
+        // Below the top, 2× is the relay's own limit: not met.
+        let br = runs(RelayKind::BundleRelay, 4000.0, 100.0, 25.0);
+        let bl = runs(RelayKind::Baseline, 2000.0, 1000.0, 250.0);
+        assert_eq!(verdict(&super::rows(&br, &bl), "throughput"), Some(false));
     }
 }
