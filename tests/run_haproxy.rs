@@ -178,8 +178,19 @@ fn two_relays_behind_haproxy_survive_a_restart_and_a_kill_without_a_failed_reque
     relay2.signal(libc::SIGKILL);
     relay2.wait_exit(Duration::from_secs(5));
     let load_out = load.wait_with_output().unwrap();
-    std::thread::sleep(Duration::from_millis(500));
-    let stat = show_stat(&socket);
+    // HAProxy takes a server out after `fall 2` failed checks `inter 500ms` apart, and back in
+    // after `rise 2` passed ones: up to about 1.5 s after the kill or the restart, which the
+    // load's end does not always leave on a busy machine. Its view is read until it shows both.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let stat = loop {
+        let stat = show_stat(&socket);
+        let settled = server_status(&stat, "relays", "relay2") == "DOWN"
+            && server_status(&stat, "relays", "relay1") == "UP";
+        if settled || Instant::now() > deadline {
+            break stat;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
     relay1.signal(libc::SIGTERM);
     assert_eq!(relay1.wait_exit(Duration::from_secs(10)), Some(0));
     let engine_stats = http_get(format!("127.0.0.1:{stats}").parse().unwrap(), "/stats").unwrap();
