@@ -26,7 +26,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Print the static memory budget: everything the process allocates at startup, one line
-    /// per term. The relay never allocates beyond it.
+    /// per term. The relay never allocates beyond it. From counts, with every region over TLS as
+    /// Jito's are; `run --config FILE --check` prints a config file's own.
     Budget {
         /// Request slots (the in-flight cap), over all threads.
         #[arg(long, default_value_t = 65_536)]
