@@ -738,6 +738,19 @@ mod tests {
         }
     }
 
+    /// bench-null at 2,000/s over 16 connections, 10,000 answers a round: its CPU per
+    /// request in each round, and its answer p50, p99 and p99.9 in each round.
+    fn floor(rounds_cpu_us: Vec<f64>, rounds_answer_us: Vec<[f64; 3]>) -> NullFloor {
+        NullFloor {
+            rate_per_s: 2000.0,
+            connections: 16,
+            answered: 10_000 * rounds_cpu_us.len() as u64,
+            cpu_us_per_request: median(&rounds_cpu_us).unwrap_or(0.0),
+            rounds_cpu_us,
+            rounds_answer_us,
+        }
+    }
+
     fn verdict(rows: &[VersusRow], metric_start: &str) -> Option<bool> {
         rows.iter()
             .find(|r| r.metric.starts_with(metric_start))
@@ -793,14 +806,7 @@ mod tests {
             },
             bundle_relay: br,
             baseline: bl,
-            null_floor: NullFloor {
-                rate_per_s: 2000.0,
-                connections: 16,
-                answered: 10_000,
-                cpu_us_per_request: 20.0,
-                rounds_cpu_us: vec![20.0],
-                rounds_answer_us: vec![[40.0, 120.0, 200.0]],
-            },
+            null_floor: floor(vec![20.0], vec![[40.0, 120.0, 200.0]]),
         });
         assert_eq!(text.matches("NOT MET").count(), 3, "{text}");
     }
@@ -831,14 +837,7 @@ mod tests {
 
     #[test]
     fn a_relay_within_three_times_bench_nulls_cpu_meets_the_floor_and_one_beyond_does_not() {
-        let null = NullFloor {
-            rate_per_s: 2000.0,
-            connections: 16,
-            answered: 10_000,
-            cpu_us_per_request: 20.0,
-            rounds_cpu_us: vec![20.0],
-            rounds_answer_us: vec![[40.0, 120.0, 200.0]],
-        };
+        let null = floor(vec![20.0], vec![[40.0, 120.0, 200.0]]);
         let bl = runs(RelayKind::Baseline, 8000.0, 1000.0, 200.0);
         let within = null_row(
             &runs(RelayKind::BundleRelay, 8000.0, 100.0, 59.0),
@@ -930,14 +929,7 @@ mod tests {
     #[test]
     fn the_floor_row_holds_each_round_against_its_own_bench_null() {
         // bench-null ran slow in round 2, and so did the relay: 3× in every round.
-        let null = NullFloor {
-            rate_per_s: 2000.0,
-            connections: 16,
-            answered: 30_000,
-            cpu_us_per_request: 13.0,
-            rounds_cpu_us: vec![12.0, 24.0, 13.0],
-            rounds_answer_us: vec![[40.0, 120.0, 200.0]; 3],
-        };
+        let null = floor(vec![12.0, 24.0, 13.0], vec![[40.0, 120.0, 200.0]; 3]);
         let bl = rounds(RelayKind::Baseline, &[250.0, 500.0, 260.0]);
         let row = null_row(
             &rounds(RelayKind::BundleRelay, &[36.0, 72.0, 39.0]),
@@ -961,18 +953,14 @@ mod tests {
     fn answer_latency_over_the_floor_is_each_rounds_quotient_against_its_own_bench_null() {
         // bench-null's p50 40, 80, 44 µs; the relay's 60, 120, 66 µs: 1.5× every round. The
         // baseline answers at 4× the floor's p50 in every round.
-        let null = NullFloor {
-            rate_per_s: 2000.0,
-            connections: 16,
-            answered: 30_000,
-            cpu_us_per_request: 13.0,
-            rounds_cpu_us: vec![12.0, 24.0, 13.0],
-            rounds_answer_us: vec![
+        let null = floor(
+            vec![12.0, 24.0, 13.0],
+            vec![
                 [40.0, 100.0, 300.0],
                 [80.0, 400.0, 900.0],
                 [44.0, 110.0, 320.0],
             ],
-        };
+        );
         let with_p50 = |relay, p50s: [f64; 3], p99: f64| RelayRuns {
             common_latency: p50s
                 .iter()

@@ -7,13 +7,7 @@ fn answer_body(out: &[u8]) -> serde_json::Value {
     let text = std::str::from_utf8(out).unwrap();
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 200 OK"));
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Length: "))
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert_eq!(len, body.len());
+    assert_eq!(crate::content_length(head), body.len());
     serde_json::from_str(body).unwrap()
 }
 

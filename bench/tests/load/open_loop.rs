@@ -340,13 +340,7 @@ fn read_answer(c: &mut std::net::TcpStream) {
         buf.push(byte[0]);
     }
     let head = std::str::from_utf8(&buf).unwrap();
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Length: "))
-        .unwrap()
-        .parse()
-        .unwrap();
-    let mut body = vec![0u8; len];
+    let mut body = vec![0u8; crate::content_length(head)];
     c.read_exact(&mut body).unwrap();
 }
 
