@@ -248,6 +248,15 @@ impl CompareReport {
 /// Runs both relays through the three phases on one set of generated bundles.
 pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
     cfg.validate()?;
+    // The machine's cores, counted before this process keeps off the relays'.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let pinned = cfg
+        .base
+        .pin_relay
+        .then(|| crate::affinity::keep_off_relay_cores(cfg.base.relay_threads, cores));
+    if let (Some(note), true) = (&pinned, cfg.base.progress) {
+        eprintln!("bench-demo: --compare: {note}");
+    }
     let load = demo::generate(&cfg.base, cfg.bundles_needed())?;
     let kinds = [RelayKind::BundleRelay, RelayKind::Baseline];
     let mut phases = Vec::new();
@@ -322,7 +331,6 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
     }
     let baseline = runs.pop().expect("two runs");
     let bundle_relay = runs.pop().expect("two runs");
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut versus = versus(&bundle_relay, &baseline, cores);
     versus
         .rows
@@ -330,6 +338,8 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
     versus
         .rows
         .push(null_row(&bundle_relay, &baseline, &null_floor));
+    versus.notes.extend(cpu_target_note(&baseline, &null_floor));
+    versus.notes.extend(pinned);
     Ok(CompareReport {
         generated_bundles: load.bundles.len() as u64,
         cores,
@@ -351,9 +361,16 @@ fn null_floor(cfg: &CompareConfig, bundles: &[GeneratedBundle]) -> Result<NullFl
     let addr = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| format!("bench-null: a free port: {e}"))?;
-    let child = std::process::Command::new(&exe)
-        .args(["--listen", &addr.to_string(), "--threads"])
-        .arg(cfg.base.relay_threads.max(1).to_string())
+    let mut cmd = std::process::Command::new(&exe);
+    cmd.args(["--listen", &addr.to_string(), "--threads"])
+        .arg(cfg.base.relay_threads.max(1).to_string());
+    if cfg.base.pin_relay {
+        // On the relays' cores, as they are.
+        let cores = crate::affinity::relay_cores(cfg.base.relay_threads);
+        let list: Vec<String> = cores.iter().map(usize::to_string).collect();
+        cmd.args(["--cores", &list.join(",")]);
+    }
+    let child = cmd
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -473,6 +490,32 @@ pub fn null_row(br: &RelayRuns, bl: &RelayRuns, null: &NullFloor) -> VersusRow {
         target: "≤ 3× (bundle-relay)".into(),
         met: a.ratio.map(|a| a <= CPU_OVER_NULL_MAX),
     }
+}
+
+/// I/O exchanges a delivered bundle takes, each one receive, one send and one wake-up as
+/// bench-null's request is: the bot's request and its answer, the engine's call and its reply.
+pub const EXCHANGES_PER_BUNDLE: f64 = 2.0;
+
+/// What the CPU target leaves a bundle on this host, in bench-null's terms: 1/10 of the
+/// baseline's CPU per bundle (the median of its rounds) against bench-null's per request, shared
+/// over a bundle's [`EXCHANGES_PER_BUNDLE`]. The target is a ratio to the baseline, whose cost is
+/// mostly its own; the floor is the host's (system calls, wake-ups, loopback), so where the
+/// baseline is cheap next to the floor the target can ask for less than the floor itself.
+pub fn cpu_target_note(bl: &RelayRuns, null: &NullFloor) -> Option<String> {
+    let baseline = median(&bl.common_cpu_us)?;
+    if null.cpu_us_per_request <= 0.0 || baseline <= 0.0 {
+        return None;
+    }
+    let target = baseline * CPU_PER_BUNDLE_RATIO_MAX;
+    let floors = target / null.cpu_us_per_request;
+    Some(format!(
+        "CPU target: 1/10 of the baseline's {baseline:.1} µs is {target:.1} µs a bundle, {floors:.2} \
+         times bench-null's {:.1} µs a request (a receive, a send and a wake-up). A bundle is \
+         {EXCHANGES_PER_BUNDLE:.0} such exchanges (the bot's request and answer, the engine's call \
+         and reply), so the target leaves each {:.2}× of what bench-null spends on one.",
+        null.cpu_us_per_request,
+        floors / EXCHANGES_PER_BUNDLE
+    ))
 }
 
 /// The table and its notes from both relays' runs.
@@ -749,6 +792,34 @@ mod tests {
             rounds_cpu_us,
             rounds_answer_us,
         }
+    }
+
+    #[test]
+    fn the_cpu_target_note_shares_a_tenth_of_the_baselines_cpu_over_a_bundles_two_exchanges() {
+        let baseline = rounds(RelayKind::Baseline, &[160.0, 170.0, 180.0]);
+        let note =
+            cpu_target_note(&baseline, &floor(vec![10.0, 11.0, 9.0], Vec::new())).expect("a note");
+        assert!(
+            note.contains("1/10 of the baseline's 170.0 µs is 17.0 µs a bundle, 1.70 times bench-null's 10.0 µs"),
+            "{note}"
+        );
+        assert!(
+            note.contains("leaves each 0.85× of what bench-null spends on one"),
+            "{note}"
+        );
+        let roomy = rounds(RelayKind::Baseline, &[300.0]);
+        let note = cpu_target_note(&roomy, &floor(vec![10.0], Vec::new())).expect("a note");
+        assert!(note.contains("3.00 times"), "{note}");
+        assert!(note.contains("leaves each 1.50×"), "{note}");
+    }
+
+    #[test]
+    fn no_cpu_target_note_without_a_bench_null_figure() {
+        let baseline = rounds(RelayKind::Baseline, &[165.0]);
+        assert_eq!(
+            cpu_target_note(&baseline, &floor(Vec::new(), Vec::new())),
+            None
+        );
     }
 
     fn verdict(rows: &[VersusRow], metric_start: &str) -> Option<bool> {

@@ -266,7 +266,8 @@ pub fn run(cfg: &CostConfig) -> Result<CostReport, String> {
     // The machine's cores, counted before this process keeps off the relay's.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cfg.switch == Switch::Poll {
-        keep_off_relay_cores(cfg.base.relay_threads, cores);
+        let note = crate::affinity::keep_off_relay_cores(cfg.base.relay_threads, cores);
+        eprintln!("bench-demo: --poll-cost: {note}");
     }
     let load = demo::generate(&cfg.load_config(), cfg.bundles_needed())?;
     let mut fixed = LoadRuns {
@@ -343,24 +344,6 @@ pub fn run(cfg: &CostConfig) -> Result<CostReport, String> {
         fixed,
         saturation,
     })
-}
-
-/// Moves this process (the engine and the load) to the cores above the relay's, where the
-/// machine has any; the relay processes it starts run on cores 0..`relay_threads`, one thread
-/// each (`DemoConfig::pin_relay`). A polling relay thread then has its core to itself, as on a
-/// host with isolated cores. With no core to spare it says so and leaves the affinity as it is.
-fn keep_off_relay_cores(relay_threads: usize, cores: usize) {
-    if cores <= relay_threads {
-        eprintln!(
-            "bench-demo: --poll-cost: {cores} cores, {relay_threads} relay threads: no core left \
-             for the engine and the load, which share the relay's"
-        );
-        return;
-    }
-    let others: Vec<usize> = (relay_threads..cores).collect();
-    if let Err(e) = crate::affinity::confine(&others) {
-        eprintln!("bench-demo: --poll-cost: keeping off the relay's cores: {e}");
-    }
 }
 
 /// The table of `rows`, its figures the switch on against off, medians over rounds.

@@ -296,3 +296,62 @@ fn the_tls_cost_run_alternates_plaintext_and_tls_and_reports_the_difference() {
     assert!(text.contains("relay CPU per delivered bundle"), "{text}");
     assert!(text.contains("TLS costs"), "{text}");
 }
+
+#[test]
+fn pinning_the_relay_is_refused_where_the_relay_shares_this_process_or_the_mode_pins_its_own_way() {
+    for args in [
+        &["--pin-relay", "--in-process"][..],
+        &["--pin-relay", "--poll-cost"],
+        &["--pin-relay", "--idle-cost"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bench-demo"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--pin-relay: with --compare or a plain run"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn bench_null_given_cores_runs_on_those_only_and_a_bad_list_is_named() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bench-null"))
+        .args(["--listen", &listen, "--cores", "0", "--duration-s", "5"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Listening means it got past the confinement.
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.contains("listening on"), "{first}");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let allowed = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(allowed, "0");
+
+    let out = Command::new(env!("CARGO_BIN_EXE_bench-null"))
+        .args(["--listen", &listen, "--cores", "0,one"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--cores 0,one: \"one\" is not a core number"),
+        "{err}"
+    );
+}

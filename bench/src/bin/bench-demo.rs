@@ -7,6 +7,7 @@
 //! bench-demo --rates 500,1000,1500,2000 --duration-s 5 --json sweep.json
 //! bench-demo --egress 127.1.0.0/26 --interval-ms 100 --no-storm --fault rst@2s+1s:every=10
 //! bench-demo --compare --json compare.json      # bundle-relay vs baseline, one table
+//! bench-demo --compare --pin-relay              # the same, the relays on cores of their own
 //! bench-demo --tls --socks5 32                  # TLS to the engines, 32 of the 256 addresses via SOCKS5
 //! bench-demo --tls-cost                         # bundle-relay, TLS vs plaintext to the engines, one table
 //! bench-demo --metrics-cost                     # bundle-relay, metrics on vs off, one table
@@ -96,6 +97,11 @@ struct Args {
     /// table (`--rates`, `--duration-s`, `--interval-ms` and the storm flags are not used).
     #[arg(long)]
     compare: bool,
+    /// --compare or a plain run: the relay under test (with --compare each relay and bench-null)
+    /// on cores 0.., one thread each, and the engine and the load on the cores above: on a host
+    /// with cores to spare the relay has its own, as deployed.
+    #[arg(long)]
+    pin_relay: bool,
     /// --compare: sweep rates.
     #[arg(
         long,
@@ -295,6 +301,22 @@ fn main() -> ExitCode {
         return serve(&argv[2..]);
     }
     let a = Args::parse();
+    let other_mode = a.idle_cost
+        || a.tls_cost
+        || a.tenants_cost
+        || a.reload_cost
+        || a.leader_cost
+        || a.poll_cost
+        || a.metrics_cost
+        || a.faults_matrix
+        || a.handoffs
+        || a.haproxy;
+    if a.pin_relay && (a.in_process || other_mode) {
+        eprintln!(
+            "bench-demo: --pin-relay: with --compare or a plain run, the relay in a process of its own"
+        );
+        return ExitCode::from(2);
+    }
     if a.idle_cost {
         return idle_cost(&a);
     }
@@ -340,7 +362,7 @@ fn main() -> ExitCode {
         egress_cut_at_s: a.egress_cut_at_s,
         leader: false,
         reactor_poll: false,
-        pin_relay: false,
+        pin_relay: a.pin_relay,
     };
     let own_process = a.compare
         || a.tls_cost
@@ -480,6 +502,12 @@ fn main() -> ExitCode {
             Ok(r) => finish(compare::render(&r), &r, a.json.as_deref(), r.failures()),
             Err(e) => bad(e),
         };
+    }
+    if a.pin_relay {
+        let note = bundle_relay_bench::affinity::keep_off_relay_cores(a.relay_threads, {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        });
+        eprintln!("bench-demo: {note}");
     }
     match demo::run(&cfg) {
         Ok(r) => finish(demo::render(&r), &r, a.json.as_deref(), r.failures()),

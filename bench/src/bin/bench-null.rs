@@ -20,6 +20,10 @@ struct Args {
     /// Answer sendBundle with the real bundle id (decodes every transaction) instead of zeros.
     #[arg(long)]
     bundle_ids: bool,
+    /// Run on these cores only, comma-separated (`bench-demo --compare --pin-relay` puts it on
+    /// the relays' cores).
+    #[arg(long)]
+    cores: Option<String>,
     /// Stop after this many seconds (default: run until killed).
     #[arg(long)]
     duration_s: Option<u64>,
@@ -29,6 +33,15 @@ bundle_relay_bench::allocator!();
 
 fn main() {
     let a = Args::parse();
+    if let Some(list) = &a.cores {
+        let confined = bundle_relay_bench::affinity::parse_cores(list).and_then(|cores| {
+            bundle_relay_bench::affinity::confine(&cores).map_err(|e| e.to_string())
+        });
+        if let Err(e) = confined {
+            eprintln!("bench-null: --cores {list}: {e}");
+            std::process::exit(2);
+        }
+    }
     let server = match NullServer::start(&NullConfig {
         listen: a.listen,
         threads: a.threads,

@@ -176,7 +176,7 @@ fn start_relay(cfg: &DemoConfig, engine: &EngineThread) -> Result<(ProxyThread, 
         leader: cfg.leader,
         reactor_poll: cfg.reactor_poll,
         cpus: if cfg.pin_relay {
-            (0..cfg.relay_threads.max(1)).collect()
+            crate::affinity::relay_cores(cfg.relay_threads)
         } else {
             Vec::new()
         },
