@@ -342,9 +342,11 @@ impl Connection {
         }
     }
 
-    /// Changes the keepalive interval (see [`Config::keepalive_interval_ms`]).
-    pub fn set_keepalive(&mut self, interval_ms: Option<u64>) {
+    /// Changes the keepalive interval and how long a keepalive PING has to be answered (see
+    /// [`Config::keepalive_interval_ms`]); a PING already in flight keeps its deadline.
+    pub fn set_keepalive(&mut self, interval_ms: Option<u64>, timeout_ms: u64) {
         self.keepalive_interval_ns = interval_ms.map(ms);
+        self.cfg.keepalive_timeout_ms = timeout_ms;
     }
 
     /// When the last frame from the peer arrived.

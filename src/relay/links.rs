@@ -594,7 +594,7 @@ impl Links {
         let ping_timeout_ms = self.ping_timeout_ms;
         let st = self.pairs.get_mut(pair);
         let conn = st.stack.open_h2(&self.h2, now_ns);
-        conn.set_keepalive(keepalive);
+        conn.set_keepalive(keepalive, ping_timeout_ms);
         // Rotation waits for this PING's answer too: an engine that sends SETTINGS and then
         // neither reads nor answers (restarting, overloaded, a proxy with nothing behind it)
         // never gets a bundle to lose.
@@ -838,10 +838,11 @@ impl Links {
 
     // ---- reloads ----
 
-    /// A reload's settings for new connects and setups, new connections' PINGs, reconnect
+    /// A reload's settings for new connects and setups, PINGs (open connections' too: turned
+    /// on, off or given a new timeout, an idle connection is watched as the config says, and
+    /// never by neither PINGs nor the kernel's keepalive the reactor sets alongside), reconnect
     /// back-off and the handshake budget; each region's pace; the sources no longer listed
-    /// drained and those listed again reconnecting. Connections already open keep the PING
-    /// timeout they were opened with.
+    /// drained and those listed again reconnecting.
     pub(super) fn retune(&mut self, t: &Tuning, now: Instant) {
         self.setup_timeout = self.rate.from_ms(t.connect_timeout_ms);
         self.setup_timeout_ms = t.connect_timeout_ms;
@@ -849,9 +850,11 @@ impl Links {
         self.reconnect_min_ms = t.reconnect_min_ms.max(1);
         self.reconnect_max_ms = t.reconnect_max_ms.max(self.reconnect_min_ms);
         self.pairs.set_handshakes_max(t.handshakes_max);
+        let ping_changed =
+            (t.ping_idle_ms, t.ping_timeout_ms) != (self.ping_idle_ms, self.ping_timeout_ms);
+        let ping_idle_changed = t.ping_idle_ms != self.ping_idle_ms;
         self.ping_timeout_ms = t.ping_timeout_ms;
         self.h2.keepalive_timeout_ms = t.ping_timeout_ms;
-        let ping_idle_changed = t.ping_idle_ms != self.ping_idle_ms;
         self.ping_idle_ms = t.ping_idle_ms;
         for (r, pace) in t.regions.iter().enumerate() {
             if ping_idle_changed {
@@ -860,6 +863,15 @@ impl Links {
             if let Some(p) = pace {
                 let rate = RegionRate::from_ms(self.rate, p.interval_ms, p.burst);
                 self.limiter.set_rate(RegionId(r as u8), rate, now);
+            }
+        }
+        if ping_changed {
+            for p in 0..self.pairs.count() as u32 {
+                let pair = PairId(p);
+                let keepalive = self.regions[self.region_of(pair)].keepalive_ms;
+                if let Some(conn) = self.pairs.get_mut(pair).stack.conn_mut() {
+                    conn.set_keepalive(keepalive, t.ping_timeout_ms);
+                }
             }
         }
         for a in 0..self.sources.len() {

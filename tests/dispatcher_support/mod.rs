@@ -185,6 +185,15 @@ impl Sim {
 /// idle at the returned instant (the tip-account refresh sent at start answered and an
 /// interval passed), and the spec it runs.
 pub fn one_region(interval_ms: u64, max_age_ms: u64) -> (Sim, Spec, Instant) {
+    one_region_with(interval_ms, max_age_ms, |_| {})
+}
+
+/// [`one_region`] with `tweak` applied to its spec first.
+pub fn one_region_with(
+    interval_ms: u64,
+    max_age_ms: u64,
+    tweak: impl FnOnce(&mut Spec),
+) -> (Sim, Spec, Instant) {
     let region = bundle_relay::relay::RegionSpec {
         interval_ms,
         ..bundle_relay::relay::RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
@@ -192,6 +201,7 @@ pub fn one_region(interval_ms: u64, max_age_ms: u64) -> (Sim, Spec, Instant) {
     let mut spec = Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
     spec.bundle_max_age_ms = max_age_ms;
     spec.upstream_timeout_ms = 600_000;
+    tweak(&mut spec);
     let now = Instant(MS);
     let mut t = Sim::connected(&spec, 0, None, now);
     assert!(t.send(now));

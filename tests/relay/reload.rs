@@ -2,12 +2,15 @@
 //! no longer lists takes no new bundle (its pinned port says so by name) while the bundles
 //! already waiting for it still go, and its connection closes once nothing waits; a shorter
 //! max age judges waiting bundles by the new age; a source no longer listed closes its idle
-//! connection and does not reconnect, and listed again it connects.
+//! connection and does not reconnect, and listed again it connects; PINGs turned on, off or
+//! given a new timeout reach the connections already open.
 
 use crate::dispatcher_support;
 use crate::h2_support;
 
 use bundle_relay::clock::Instant;
+use bundle_relay::h2::frame;
+use bundle_relay::relay::dispatch::Link;
 use bundle_relay::relay::intake::Verdict;
 use bundle_relay::relay::tuning::Tuning;
 use bundle_relay::relay::{RegionSpec, Spec};
@@ -111,4 +114,73 @@ fn a_source_retired_while_its_pair_connects_never_joins_rotation() {
     d.received(order.pair, &h2_support::engine_hello(), now);
     assert_eq!(stats.totals().pairs_up, 0, "a retired pair takes no calls");
     assert_eq!(d.poll_close(), Some(order.pair), "it closes once set up");
+}
+
+/// The pair of [`one`] watched by PINGs after `ping_idle_ms` of silence (0: by the kernel's
+/// keepalive, no PINGs), answered within `ping_timeout_ms`.
+fn idle_pair(ping_idle_ms: u64, ping_timeout_ms: u64) -> (Sim, Spec, Instant) {
+    dispatcher_support::one_region_with(100, 10_000, |s| {
+        s.ping_idle_ms = ping_idle_ms;
+        s.ping_timeout_ms = ping_timeout_ms;
+    })
+}
+
+/// The thread's loop at `now`: timers run, everything sent; the kinds of the frames that went.
+fn frames_at(t: &mut Sim, now: Instant) -> Vec<u8> {
+    t.d.file_timers();
+    t.d.run_timers(now);
+    t.d.dispatch(now);
+    let mut kinds = Vec::new();
+    while let Some(p) = t.d.poll_dirty() {
+        let bytes = t.d.transmit(p, now).to_vec();
+        t.d.transmitted(p, bytes.len(), now);
+        let mut at = 0;
+        while at + 9 <= bytes.len() {
+            let h = frame::Head::parse(bytes[at..at + 9].try_into().unwrap());
+            kinds.push(h.kind);
+            at += 9 + h.len as usize;
+        }
+    }
+    kinds
+}
+
+fn reload(t: &mut Sim, spec: &Spec, now: Instant, change: impl FnOnce(&mut Tuning)) {
+    let mut tuning = Tuning::of_spec(spec);
+    change(&mut tuning);
+    t.d.retune(&tuning, now);
+}
+
+#[test]
+fn pings_a_reload_turns_on_reach_a_connection_already_open() {
+    let (mut t, spec, now) = idle_pair(0, 10_000);
+    // The kernel's keepalive watches it: a minute of silence sends nothing.
+    let later = Instant(now.0 + 60_000 * MS);
+    assert!(!frames_at(&mut t, later).contains(&frame::PING));
+    reload(&mut t, &spec, later, |u| u.ping_idle_ms = 2_000);
+    // Silent for longer than the new idle time already: the PING goes at once, and the next
+    // one an idle time after the engine's answer.
+    let pinged = frames_at(&mut t, later);
+    assert!(pinged.contains(&frame::PING), "{pinged:?}");
+}
+
+#[test]
+fn pings_a_reload_turns_off_stop_on_a_connection_already_open() {
+    let (mut t, spec, now) = idle_pair(2_000, 10_000);
+    reload(&mut t, &spec, now, |u| u.ping_idle_ms = 0);
+    let later = Instant(now.0 + 60_000 * MS);
+    let sent = frames_at(&mut t, later);
+    assert!(!sent.contains(&frame::PING), "{sent:?}");
+    assert_eq!(t.d.link(t.pair), Link::InRotation);
+}
+
+#[test]
+fn a_ping_timeout_a_reload_shortens_holds_for_a_connection_already_open() {
+    let (mut t, spec, now) = idle_pair(2_000, 10_000);
+    reload(&mut t, &spec, now, |u| u.ping_timeout_ms = 500);
+    let ping_at = Instant(now.0 + 2_001 * MS);
+    assert!(frames_at(&mut t, ping_at).contains(&frame::PING));
+    // The engine never answers: past the new timeout, not the old one, the pair leaves
+    // rotation.
+    frames_at(&mut t, Instant(ping_at.0 + 501 * MS));
+    assert_ne!(t.d.link(t.pair), Link::InRotation);
 }
