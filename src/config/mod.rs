@@ -14,7 +14,8 @@
 //! threads = 8                  # reactor threads; default: available cores, at most one per
 //!                              # egress source (fewer sources than threads is refused; with
 //!                              # egress groups, than the largest group, shared included, holds)
-//! pin_threads = true           # pin thread i to core i
+//! pin_threads = true           # pin thread i to the i-th CPU the process may run on (a unit's
+//!                              # CPUAffinity=2-15 puts thread 0 on CPU 2)
 //! handoffs = true              # a bundle may leave through another thread's pairs (the one that
 //!                              # sends it soonest), so any connection reaches the whole pool
 //! arena_slots = 65536          # total in-flight bundles, split evenly across threads

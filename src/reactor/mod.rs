@@ -171,26 +171,36 @@ pub fn run_thread(args: ThreadArgs) {
     w.stats.stopped.set(1);
 }
 
-/// Pins the calling thread to the `t`-th CPU it may run on (so a unit's `CPUAffinity=2-15`
-/// puts thread 0 on CPU 2), wrapping around when there are more threads than CPUs.
+/// Pins the calling thread to [`pinned_cpu`]`(t)`.
 fn pin_to_cpu(t: usize) {
-    // SAFETY: zeroed cpu_set_t values, filled by the kernel or with one bit set, for the
-    // calling thread.
+    let Some(cpu) = pinned_cpu(t) else {
+        return;
+    };
+    // SAFETY: a zeroed cpu_set_t with one bit set, for the calling thread.
     unsafe {
-        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) != 0 {
-            return;
-        }
-        let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &allowed))
-            .collect();
-        if cpus.is_empty() {
-            return;
-        }
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpus[t % cpus.len()], &mut set);
+        libc::CPU_SET(cpu, &mut set);
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
     }
+}
+
+/// The CPU a pinned thread `t` runs on: the `t`-th the calling thread may run on (so a unit's
+/// `CPUAffinity=2-15` puts thread 0 on CPU 2), wrapping around when there are more threads than
+/// CPUs; `None` when the affinity cannot be read.
+pub fn pinned_cpu(t: usize) -> Option<usize> {
+    // SAFETY: a zeroed cpu_set_t filled by the kernel for the calling thread.
+    let allowed = unsafe {
+        let mut allowed: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut allowed) != 0 {
+            return None;
+        }
+        allowed
+    };
+    // SAFETY: reads bits of a set the kernel filled.
+    let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &allowed) })
+        .collect();
+    (!cpus.is_empty()).then(|| cpus[t % cpus.len()])
 }
 
 /// What a worker shares with the relay and the other threads.

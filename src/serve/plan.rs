@@ -227,7 +227,12 @@ fn print_budget(cfg: &Config, spec: &Spec) {
 fn reactor_line(spec: &Spec) -> String {
     use crate::config::ReactorMode;
     let pinned = if spec.pin_threads {
-        format!("pinned to cores 0-{}", spec.threads - 1)
+        // Where the threads will land: the process's affinity (a unit's CPUAffinity=) as the
+        // reactor reads it.
+        let cpus: Vec<String> = (0..spec.threads)
+            .map(|t| crate::reactor::pinned_cpu(t).map_or("?".into(), |c| c.to_string()))
+            .collect();
+        format!("thread i pinned to CPU {}", cpus.join(", "))
     } else {
         "not pinned".to_string()
     };
@@ -273,5 +278,51 @@ mod tests {
         let plain = text.split("[[egress.group]]").next().unwrap();
         let cfg = Config::parse(plain, "plan.toml", Resolve::Deferred).unwrap();
         assert!(egress_groups(&cfg).is_empty());
+    }
+
+    #[test]
+    fn pinned_threads_are_shown_on_the_cpus_the_process_affinity_gives_them() {
+        let region = crate::relay::RegionSpec::plain("ny", "127.0.0.15:10000".parse().unwrap());
+        let mut spec = Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
+        spec.threads = 3;
+        spec.pin_threads = false;
+        assert!(reactor_line(&spec).ends_with("not pinned"));
+        spec.pin_threads = true;
+        let last = (0..libc::CPU_SETSIZE as usize)
+            .rev()
+            .find(|&c| cpu_allowed(c))
+            .expect("a CPU this test may run on");
+        // As under a unit's CPUAffinity= of that one CPU: every thread lands on it.
+        let line = std::thread::spawn(move || {
+            confine_to(last);
+            reactor_line(&spec)
+        })
+        .join()
+        .unwrap();
+        assert!(
+            line.ends_with(&format!("thread i pinned to CPU {last}, {last}, {last}")),
+            "{line}"
+        );
+    }
+
+    fn cpu_allowed(cpu: usize) -> bool {
+        // SAFETY: a zeroed set filled by the kernel for the calling thread, then read.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0
+                && libc::CPU_ISSET(cpu, &set)
+        }
+    }
+
+    fn confine_to(cpu: usize) {
+        // SAFETY: a zeroed set with one bit, for the calling thread.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+                0
+            );
+        }
     }
 }
