@@ -228,9 +228,9 @@ impl Ring {
     /// `deadline`; `now` is read just before (the time the submitted sends went out). The
     /// wait counts the completions of this submission's quiet sends, which are posted before
     /// it begins, as not yet one to wake for (see [`super::op::Sock::send`]). Errors the
-    /// kernel returns under memory pressure (EAGAIN, ENOMEM) or with a full completion queue
-    /// (EBUSY) are retried on the next iteration (counted, and said at most every
-    /// [`ENTER_ERROR_LOG_MS`]); any other is the thread's end.
+    /// kernel returns under memory pressure (EAGAIN, ENOMEM) are retried on the next iteration
+    /// (counted, and said at most every [`ENTER_ERROR_LOG_MS`]); a full completion queue
+    /// (EBUSY) just sends the next iteration to reap first; any other is the thread's end.
     pub fn enter(
         &mut self,
         now: Instant,
