@@ -344,8 +344,15 @@ pub fn from_toml_with(
         notes.push(format!("override: {host}:{port} connects to {addr}"));
     }
     if let Some(ca) = &overrides.ca_file {
+        // A path on the command line is the shell's: relative to the working directory, not
+        // to the config file's folder as a path written in the file is.
+        let ca = std::path::absolute(ca).unwrap_or_else(|_| ca.clone());
         for fr in file.region.iter_mut() {
-            fr.ca_file = Some(ca.clone());
+            // Only TLS regions trust a CA; a plaintext one given a ca_file would be refused.
+            let port = fr.port.unwrap_or(crate::jito::ENGINE_PORT);
+            if fr.tls.unwrap_or(port == crate::jito::ENGINE_PORT) {
+                fr.ca_file = Some(ca.clone());
+            }
         }
         notes.push(format!("override: TLS regions trust only {}", ca.display()));
     }

@@ -1415,6 +1415,50 @@ fn ca_file_and_egress_overrides_replace_trust_and_sources() {
 }
 
 #[test]
+fn a_ca_file_override_reaches_the_tls_regions_and_leaves_plaintext_ones_alone() {
+    let dir = temp_dir("ca-override-mixed");
+    let ca = dir.join("bench-ca.pem");
+    std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n").unwrap();
+    let o = Overrides {
+        resolve: vec![Overrides::parse_resolve("ny.engine.invalid:443:127.0.0.15:10000").unwrap()],
+        ca_file: Some(ca.clone()),
+        ..Overrides::default()
+    };
+    let plain = "[[region]]\nname = \"local\"\nhost = \"127.0.0.16\"\nport = 10000\n";
+    let c = overridden(&format!("{TLS_REGION}{plain}{EGRESS}"), &o).unwrap();
+    let by_name = |n: &str| c.regions.iter().find(|r| r.name == n).unwrap();
+    assert_eq!(by_name("ny").ca_file.as_deref(), Some(ca.as_path()));
+    assert!(!by_name("local").tls);
+    assert_eq!(by_name("local").ca_file, None);
+}
+
+#[test]
+fn a_relative_ca_file_override_is_read_from_the_working_directory_not_the_configs() {
+    let dir = temp_dir("ca-override-relative");
+    let ca = dir.join("bench-ca.pem");
+    std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n").unwrap();
+    // The same file named relative to the working directory (up to / and down again), which
+    // is not the config's folder.
+    let cwd = std::env::current_dir().unwrap();
+    let up: std::path::PathBuf = cwd.components().skip(1).map(|_| "..").collect();
+    let relative = up.join(ca.strip_prefix("/").unwrap());
+    let o = Overrides {
+        resolve: vec![Overrides::parse_resolve("ny.engine.invalid:443:127.0.0.15:10000").unwrap()],
+        ca_file: Some(relative),
+        ..Overrides::default()
+    };
+    // The config deeper than the working directory: from its folder the same relative path
+    // names a file that is not there.
+    let nested = dir.join("a/b/c/d");
+    std::fs::create_dir_all(&nested).unwrap();
+    let path = nested.join("relay.toml");
+    std::fs::write(&path, format!("{TLS_REGION}{EGRESS}")).unwrap();
+    let c = Config::load_overridden(&path, Resolve::Now, &o).unwrap();
+    let got = c.regions[0].ca_file.as_deref().unwrap();
+    assert_eq!(got.canonicalize().unwrap(), ca.canonicalize().unwrap());
+}
+
+#[test]
 fn a_reload_applies_the_command_lines_overrides_again() {
     let dir = temp_dir("reload-overrides");
     let path = dir.join("relay.toml");
