@@ -74,11 +74,12 @@ enum Command {
         /// engines.
         #[arg(long = "resolve", value_name = "HOST:PORT:ADDRESS")]
         resolve: Vec<String>,
-        /// Every TLS region trusts only this CA (PEM) instead of the bundled web roots.
+        /// Every TLS region trusts only this CA (PEM) instead of the bundled web roots (a
+        /// relative path is read from the working directory).
         #[arg(long, value_name = "PEM")]
         ca_file: Option<PathBuf>,
         /// Egress address entries replacing the config's (comma-separated; CIDR and ranges
-        /// allowed), e.g. 127.1.0.0/26.
+        /// allowed), e.g. 127.1.0.0/26; the config's SOCKS5 proxies are dropped with them.
         #[arg(long, value_delimiter = ',')]
         egress: Option<Vec<String>>,
         /// K/N: this relay owns the K-th of N contiguous, near-equal parts of the egress pool

@@ -1,6 +1,7 @@
 //! `bundle-relay run`'s command-line switches: `--no-metrics` turns the metrics off, and
 //! asking for .hlog files of histograms that are off is refused before anything starts;
-//! `--tenants` is the static tenants provider.
+//! `--tenants` is the static tenants provider; the switches that change a config file are
+//! refused without one.
 
 use std::process::Command;
 
@@ -80,4 +81,27 @@ fn tenants_on_the_command_line_are_the_relays_tenants_and_exclude_the_files() {
         "{err}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn switches_that_change_a_config_file_are_refused_without_one_naming_them() {
+    for args in [
+        &["--egress-slice", "1/2"][..],
+        &["--egress", "127.1.0.0/30"],
+        &["--ca-file", "/nonexistent.pem"],
+        &["--resolve", "h:443:127.0.0.1:1"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+            .arg("run")
+            .args(args)
+            .arg("--check")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(args[0]) && err.contains("change a --config file; give one"),
+            "{args:?}: {err}"
+        );
+    }
 }

@@ -87,10 +87,12 @@ fn load_config(path: Option<&Path>, overrides: &Overrides) -> Result<Config, Str
             overrides.resolve.len(),
             &overrides.ca_file,
             &overrides.egress,
-        ) != (0, &None, &None) =>
+            &overrides.egress_slice,
+        ) != (0, &None, &None, &None) =>
         {
             return Err(
-                "--resolve, --ca-file and --egress change a --config file; give one".to_string(),
+                "--resolve, --ca-file, --egress and --egress-slice change a --config file; give one"
+                    .to_string(),
             );
         }
         None => {
