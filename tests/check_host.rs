@@ -169,8 +169,8 @@ fn each_sysctl_is_held_to_its_rule_and_a_miss_names_the_fix() {
     assert_eq!(
         find(&checks, "net.ipv4.tcp_migrate_req").to_string(),
         "warn net.ipv4.tcp_migrate_req: found 0; wanted 1; fix: sysctl -w \
-         net.ipv4.tcp_migrate_req=\"1\" (for good: install /etc/sysctl.d/99-bundle-relay.conf, \
-         then sysctl --system)"
+         net.ipv4.tcp_migrate_req=\"1\" (for good: install /usr/lib/sysctl.d/99-bundle-relay.conf, \
+         as the package does, then sysctl --system)"
     );
     assert_eq!(
         find(&checks, "net.ipv4.tcp_rmem").wanted,

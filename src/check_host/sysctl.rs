@@ -5,12 +5,12 @@ use std::path::Path;
 
 use super::report::{Check, Level};
 
-/// The file the package installs in `/etc/sysctl.d/`, compiled in so `check-host` compares
+/// The file the package installs in `/usr/lib/sysctl.d/`, compiled in so `check-host` compares
 /// with exactly what ships.
 pub const SHIPPED: &str = include_str!("../../sysctl/99-bundle-relay.conf");
 
 /// Where the package installs it (the fix of every sysctl line names it).
-pub const INSTALLED_PATH: &str = "/etc/sysctl.d/99-bundle-relay.conf";
+pub const INSTALLED_PATH: &str = "/usr/lib/sysctl.d/99-bundle-relay.conf";
 
 /// How a running value is held to the file's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +99,7 @@ pub fn checks(root: &Path, wanted: &[(String, String)]) -> Vec<Check> {
                 Rule::Covers => format!("covering {want}"),
             };
             let fix = format!(
-                "sysctl -w {key}=\"{want}\" (for good: install {INSTALLED_PATH}, then sysctl --system)"
+                "sysctl -w {key}=\"{want}\" (for good: install {INSTALLED_PATH}, as the package does, then sysctl --system)"
             );
             match std::fs::read_to_string(&path) {
                 Ok(found) => {
