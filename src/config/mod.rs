@@ -13,7 +13,7 @@
 //! ```toml
 //! threads = 8                  # reactor threads; default: available cores, at most one per
 //!                              # egress source (fewer sources than threads is refused; with
-//!                              # egress groups, than the largest group, shared included, holds)
+//!                              # handoffs = false, so is a group with fewer sources than threads)
 //! pin_threads = true           # pin thread i to the i-th CPU the process may run on (a unit's
 //!                              # CPUAffinity=2-15 puts thread 0 on CPU 2)
 //! handoffs = true              # a bundle may leave through another thread's pairs (the one that
@@ -23,7 +23,8 @@
 //! upstream_timeout_ms = 1000   # one SendBundle call
 //! record_keep_s = 300          # the record of recent bundles (getInflightBundleStatuses,
 //!                              # getBundleDelivery) covers this long at the pool's full rate; 0: off
-//! record_bundles_max = 1048576 # ... in at most this many records (288 B each) over all threads
+//! record_bundles_max = 1048576 # ... in at most this many records (about 320 B each with their
+//!                              # index) over all threads
 //!
 //! [intake]
 //! rotating = "127.0.0.1:8080"  # bundles go to the region whose pool can send soonest; or "off"
@@ -42,7 +43,8 @@
 //! connect = "127.0.0.11:10000" # literal address(es) instead of resolving host (string or array)
 //! tls = true                   # default: port == 443
 //! sni = "..."                  # TLS server name; default: host
-//! ca_file = "ca.pem"           # extra CA (PEM), relative to the config file's folder
+//! ca_file = "ca.pem"           # the only CA (PEM) it trusts, instead of the bundled web
+//!                              # roots; relative to the config file's folder
 //! authority = "..."            # HTTP/2 :authority; default: host, plus ":port" unless 443
 //! interval_ms = 1000           # one send per (source, region) per interval ...
 //! burst = 1                    # ... with this many back to back
@@ -71,7 +73,8 @@
 //! reconnect_min_ms = 100       # jittered exponential backoff bounds
 //! reconnect_max_ms = 30000
 //! connect_timeout_ms = 5000
-//! handshakes_max = 256         # concurrent connects/handshakes per thread at startup
+//! handshakes_max = 256         # concurrent connects and TLS handshakes per thread (at
+//!                              # startup, and every reconnect after)
 //! ping_idle_ms = 30000         # HTTP/2 PING after this long without a frame (0: off, the
 //!                              # kernel's keepalive probes idle connections instead)
 //! ping_timeout_ms = 2000       # a PING unanswered this long closes its connection

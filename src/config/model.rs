@@ -282,7 +282,7 @@ pub struct Region {
     pub tls: bool,
     /// TLS server name override (default: `host`).
     pub sni: Option<String>,
-    /// Extra trusted CA (PEM) for tests and private engines.
+    /// The CA (PEM) trusted instead of the bundled web roots, for tests and private engines.
     pub ca_file: Option<PathBuf>,
     /// HTTP/2 `:authority`; default host, plus `:port` unless 443.
     pub authority: String,
