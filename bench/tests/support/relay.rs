@@ -61,9 +61,13 @@ pub async fn wait_pairs_up(relay: &Relay, pairs: u64, limit: Duration) -> Totals
 
 /// Waits until every admitted bundle has ended. A bundle on its way between two threads is
 /// in neither's counts until the receiving thread takes it, so the handoffs must balance too.
+/// The counters are read one by one while the threads run: a read that straddles the last
+/// bundle's end can see its in-flight count gone but not yet its end (a snapshot with a bundle
+/// in no column), so it waits for a snapshot whose identity holds as well. A bundle really lost
+/// still fails: the wait then runs out and says so.
 pub async fn wait_ended(relay: &Relay, limit: Duration) -> Totals {
     wait_for(relay, "every bundle ended", limit, |t| {
-        t.in_flight == 0 && t.handoffs_in == t.handoffs_out
+        t.in_flight == 0 && t.handoffs_in == t.handoffs_out && t.identity_holds()
     })
     .await
 }
