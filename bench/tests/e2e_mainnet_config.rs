@@ -79,8 +79,14 @@ async fn the_mainnet_config_runs_unchanged_against_tls_stand_ins_for_every_regio
     // the pool, so none waits for a pair's next second (the file's 2 s age limit holds even
     // on a loaded machine).
     let mut first = 0;
+    let mut pinned_ids = Vec::new();
     for region in MAINNET_REGIONS {
-        let report = run_load(vec![pinned(&relay, region)], 50.0, bundles(40, first, 1)).await;
+        let one = bundles(40, first, 1);
+        pinned_ids.push((
+            region,
+            String::from_utf8(one[0].bundle_id.to_vec()).unwrap(),
+        ));
+        let report = run_load(vec![pinned(&relay, region)], 50.0, one).await;
         assert_eq!(report.summary.result_ids_matching, 1, "{region}");
         first += 1;
     }
@@ -100,10 +106,12 @@ async fn the_mainnet_config_runs_unchanged_against_tls_stand_ins_for_every_regio
 
     let recorded = engine.recorded();
     assert_eq!(recorded.len(), 16);
-    for region in MAINNET_REGIONS {
-        assert!(
-            recorded.iter().any(|b| b.region == region),
-            "{region} got its pinned bundle"
+    for (region, id) in &pinned_ids {
+        let got = recorded.iter().find(|b| &b.id == id);
+        assert_eq!(
+            got.map(|b| b.region.as_str()),
+            Some(*region),
+            "the bundle sent to {region}'s pinned port"
         );
     }
     let stats = engine.shutdown().await;

@@ -166,9 +166,9 @@ async fn refused_streams_throttling_and_goaway_lose_nothing() {
     engine.shutdown().await;
 }
 
-/// Six sources on four threads: the split leaves every thread sources of its own, so the
-/// bundles each thread accepts (connections spread over threads by the kernel) all leave
-/// through its own pairs and none waits for pairs that do not exist.
+/// Six sources on four threads: the split leaves every thread sources of its own, so with
+/// handoffs off the bundles each thread accepts (connections spread over threads by the
+/// kernel) all leave through its own pairs and none waits for pairs that do not exist.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bundles_accepted_on_every_thread_are_delivered_when_sources_do_not_divide_evenly() {
     let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS);
@@ -178,9 +178,11 @@ async fn bundles_accepted_on_every_thread_are_delivered_when_sources_do_not_divi
     s.sources.truncate(6);
     s.threads = 4;
     s.bundle_max_age_ms = 1_000;
+    // Each thread on its own pairs: another thread's pool may not stand in for missing ones.
+    s.handoffs = false;
     let relay = Relay::start(s).unwrap();
     wait_pairs_up(&relay, 48, Duration::from_secs(10)).await;
-    // Nine listeners, eight connections each: every thread accepts some of them.
+    // Nine listeners, the load's connections spread over them.
     let mut targets = vec![relay.rotating_addr().unwrap()];
     targets.extend(relay.pinned_addrs().iter().map(|(_, a)| *a));
     let report = run_load(targets, 200.0, bundles(26, 0, 400)).await;
@@ -188,6 +190,18 @@ async fn bundles_accepted_on_every_thread_are_delivered_when_sources_do_not_divi
     let end = wait_ended(&relay, Duration::from_secs(10)).await;
     assert!(end.identity_holds(), "{end:?}");
     assert_eq!((end.delivered, end.expired), (400, 0), "{end:?}");
+    // The kernel spreads connections over the threads' listeners by hash, so a thread may get
+    // none; every thread that got bundles sent them itself.
+    let threads = relay.thread_totals();
+    for (t, tt) in threads.iter().enumerate() {
+        assert_eq!(
+            tt.delivered, tt.admitted,
+            "thread {t} delivered its own: {tt:?}"
+        );
+        assert_eq!(tt.handoffs_out, 0, "thread {t}: {tt:?}");
+    }
+    let busy = threads.iter().filter(|t| t.admitted > 0).count();
+    assert!(busy >= 2, "bundles came in on {busy} threads: {threads:?}");
     assert_eq!(engine.stats().early_sends, 0);
     relay.shutdown(Duration::from_millis(200));
     engine.shutdown().await;

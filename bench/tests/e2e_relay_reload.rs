@@ -110,7 +110,14 @@ async fn a_reload_drops_a_region_and_sources_slows_the_pace_and_loses_nothing() 
         stats.early_sends_by_source
     );
     let listed: [IpAddr; 2] = ["127.1.81.0".parse().unwrap(), "127.1.81.1".parse().unwrap()];
-    for b in &engine.recorded()[before..] {
+    let recorded = engine.recorded();
+    let after = &recorded[before..];
+    assert_eq!(
+        after.len(),
+        12,
+        "every bundle since the reload reached the engine"
+    );
+    for b in after {
         assert_eq!(
             b.region, "ny",
             "a bundle went to a region that left the config"

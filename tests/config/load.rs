@@ -1276,9 +1276,11 @@ fn readers_see_whole_snapshots_while_reloads_race() {
         .collect();
     let shared = Arc::new(Shared::from_file(&files[0], Resolve::Deferred).unwrap());
     let done = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let readers: Vec<_> = (0..2)
         .map(|_| {
             let (shared, done) = (shared.clone(), done.clone());
+            let reads = reads.clone();
             std::thread::spawn(move || {
                 let mut last = 0;
                 while !done.load(Ordering::Relaxed) {
@@ -1286,12 +1288,25 @@ fn readers_see_whole_snapshots_while_reloads_race() {
                     assert!(s.generation >= last);
                     assert_eq!(s.config.arena_slots as usize, s.config.threads * 100);
                     last = s.generation;
+                    reads.fetch_add(1, Ordering::Relaxed);
                 }
             })
         })
         .collect();
     let mut rng = StdRng::seed_from_u64(7);
     for i in 0..200u64 {
+        // Each reload races reads: the readers have read since the last one.
+        let (r0, until) = (
+            reads.load(Ordering::Relaxed),
+            std::time::Instant::now() + std::time::Duration::from_secs(10),
+        );
+        while reads.load(Ordering::Relaxed) == r0 {
+            assert!(
+                std::time::Instant::now() < until,
+                "the readers stopped reading"
+            );
+            std::thread::yield_now();
+        }
         let gen_ = shared
             .reload_from(&files[rng.random_range(0..files.len())])
             .unwrap();

@@ -382,8 +382,11 @@ fn authorization_is_sent_never_indexed() {
     let f = p.read(&mut c);
     let h = p.decode_headers(&f[0].payload);
     assert!(h.contains(&("authorization".into(), "Bearer t0k".into())));
-    // 0x1_ prefix: literal never indexed, name from static index 23.
-    assert!(f[0].payload.windows(1).any(|w| w[0] == 0x1f));
+    // Literal never indexed (0001 prefix, 4-bit index) with the static name 23: 0x1f then
+    // 23 - 15 = 0x08; without indexing it would be 0x0f 0x08.
+    let block = &f[0].payload;
+    assert!(block.windows(2).any(|w| w == [0x1f, 0x08]), "{block:02x?}");
+    assert!(!block.windows(2).any(|w| w == [0x0f, 0x08]), "{block:02x?}");
 }
 
 #[test]

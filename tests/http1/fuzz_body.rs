@@ -72,7 +72,7 @@ fn well_started() -> impl Strategy<Value = Vec<u8>> {
 }
 
 #[test]
-fn fuzz_body_accepts_real_requests() {
+fn the_fuzz_bodys_own_checks_hold_for_a_real_pipelined_request_and_an_http2_preface() {
     fuzz::request(
         b"\0POST /api/v1/bundles HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}GET / HTTP/1.1\r\n\r\n",
     );
