@@ -301,6 +301,7 @@ fn main() -> ExitCode {
         return serve(&argv[2..]);
     }
     let a = Args::parse();
+    // The modes other than a plain run and --compare.
     let other_mode = a.idle_cost
         || a.tls_cost
         || a.tenants_cost
@@ -364,16 +365,9 @@ fn main() -> ExitCode {
         reactor_poll: false,
         pin_relay: a.pin_relay,
     };
-    let own_process = a.compare
-        || a.tls_cost
-        || a.tenants_cost
-        || a.reload_cost
-        || a.leader_cost
-        || a.poll_cost
-        || a.metrics_cost
-        || a.faults_matrix
-        || a.handoffs
-        || a.haproxy;
+    // Every mode but a plain run runs the relay in a process of its own (`--idle-cost` has
+    // returned by now).
+    let own_process = a.compare || other_mode;
     let cfg = if a.in_process && !own_process {
         cfg
     } else {
