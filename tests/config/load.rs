@@ -1395,17 +1395,26 @@ fn resolve_override_text_names_what_is_wrong() {
     );
 }
 
-#[test]
-fn ca_file_and_egress_overrides_replace_trust_and_sources() {
-    let dir = temp_dir("ca-override");
+/// A folder named for `test` (removed when dropped) holding a (stub) CA file, and overrides
+/// that connect the TLS region's host to loopback and trust that file.
+fn bench_ca(test: &str) -> (TempDir, PathBuf, Overrides) {
+    let dir = temp_dir(test);
     let ca = dir.join("bench-ca.pem");
     std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n").unwrap();
     let o = Overrides {
         resolve: vec![Overrides::parse_resolve("ny.engine.invalid:443:127.0.0.15:10000").unwrap()],
         ca_file: Some(ca.clone()),
+        ..Overrides::default()
+    };
+    (dir, ca, o)
+}
+
+#[test]
+fn ca_file_and_egress_overrides_replace_trust_and_sources() {
+    let (_dir, ca, o) = bench_ca("ca-override");
+    let o = Overrides {
         egress: Some(vec!["127.1.0.0/31".into(), "127.1.0.9".into()]),
-        egress_slice: None,
-        tenants: None,
+        ..o
     };
     let c = overridden(&format!("{TLS_REGION}{SOCKS_EGRESS}"), &o).unwrap();
     assert_eq!(c.regions[0].ca_file.as_deref(), Some(ca.as_path()));
@@ -1431,14 +1440,7 @@ fn ca_file_and_egress_overrides_replace_trust_and_sources() {
 
 #[test]
 fn a_ca_file_override_reaches_the_tls_regions_and_leaves_plaintext_ones_alone() {
-    let dir = temp_dir("ca-override-mixed");
-    let ca = dir.join("bench-ca.pem");
-    std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n").unwrap();
-    let o = Overrides {
-        resolve: vec![Overrides::parse_resolve("ny.engine.invalid:443:127.0.0.15:10000").unwrap()],
-        ca_file: Some(ca.clone()),
-        ..Overrides::default()
-    };
+    let (_dir, ca, o) = bench_ca("ca-override-mixed");
     let plain = "[[region]]\nname = \"local\"\nhost = \"127.0.0.16\"\nport = 10000\n";
     let c = overridden(&format!("{TLS_REGION}{plain}{EGRESS}"), &o).unwrap();
     let by_name = |n: &str| c.regions.iter().find(|r| r.name == n).unwrap();
@@ -1449,18 +1451,15 @@ fn a_ca_file_override_reaches_the_tls_regions_and_leaves_plaintext_ones_alone() 
 
 #[test]
 fn a_relative_ca_file_override_is_read_from_the_working_directory_not_the_configs() {
-    let dir = temp_dir("ca-override-relative");
-    let ca = dir.join("bench-ca.pem");
-    std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n").unwrap();
+    let (dir, ca, o) = bench_ca("ca-override-relative");
     // The same file named relative to the working directory (up to / and down again), which
     // is not the config's folder.
     let cwd = std::env::current_dir().unwrap();
     let up: std::path::PathBuf = cwd.components().skip(1).map(|_| "..").collect();
     let relative = up.join(ca.strip_prefix("/").unwrap());
     let o = Overrides {
-        resolve: vec![Overrides::parse_resolve("ny.engine.invalid:443:127.0.0.15:10000").unwrap()],
         ca_file: Some(relative),
-        ..Overrides::default()
+        ..o
     };
     // The config deeper than the working directory: from its folder the same relative path
     // names a file that is not there.
