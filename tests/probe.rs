@@ -3,6 +3,7 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 
 use bundle_relay::config::{Config, Resolve};
 use bundle_relay::probe::{self, ProbeError, Problem, RingSetup};
@@ -13,6 +14,14 @@ const REGIONS: &str = "[[region]]\nname = \"ny\"\nhost = \"127.0.0.15\"\nport = 
 fn config(threads: usize, egress: &str) -> Config {
     let text = format!("threads = {threads}\n{REGIONS}[egress]\naddresses = [\"{egress}\"]\n");
     Config::parse(&text, "probe.toml", Resolve::Deferred).unwrap()
+}
+
+/// The open-files limit is the process's, and the probe raises it: a test that sets it low
+/// holds this so no other probe in the same binary raises it between the set and the check.
+static NOFILE: Mutex<()> = Mutex::new(());
+
+fn nofile_held() -> MutexGuard<'static, ()> {
+    NOFILE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn hard_nofile() -> u64 {
@@ -37,6 +46,7 @@ fn commas(n: u64) -> String {
 
 #[test]
 fn probe_passes_on_this_machine_with_a_small_config() {
+    let _held = nofile_held();
     let cfg = config(2, "127.1.0.0/28");
     let report = probe::check(&cfg).unwrap_or_else(|e| panic!("probe failed here:\n{e}"));
     assert!(report.buf_ring);
@@ -57,6 +67,7 @@ fn probe_passes_on_this_machine_with_a_small_config() {
 
 #[test]
 fn probe_refuses_a_config_needing_more_fds_than_the_hard_limit_naming_both() {
+    let _held = nofile_held();
     // 4,096 sources × 2 regions = 8,192 pairs, plus 16 threads × 1,024 intake connections.
     let cfg = config(16, "127.1.0.0/20");
     let needed = cfg.fds_needed();
@@ -91,6 +102,7 @@ fn probe_refuses_a_config_needing_more_fds_than_the_hard_limit_naming_both() {
 
 #[test]
 fn probe_raises_a_low_soft_open_files_limit_to_the_hard_one() {
+    let _held = nofile_held();
     let hard = hard_nofile();
     let low = libc::rlimit {
         rlim_cur: 1024,
