@@ -600,15 +600,16 @@ impl Dispatcher {
     fn enqueue(&mut self, slot: SlotHandle, lane: u8) {
         let region = usize::from(lane) / self.groups;
         self.stats.region(region).admitted.inc();
-        self.queue(slot, lane, true);
+        self.queue(slot, lane, region as u8, true);
     }
 
     /// Queues a bundle for `lane` (and, newly admitted with `fan`, a copy in each of its fan-out
-    /// lanes), in flight here from now on, and opens its record here.
-    fn queue(&mut self, slot: SlotHandle, lane: u8, fan: bool) {
-        let region = usize::from(lane) / self.groups;
+    /// lanes), in flight here from now on in `region`'s counts, and opens its record here.
+    /// `region` is the one it was admitted for: a fanned-out bundle moved from another thread
+    /// may leave through a fan-out lane, and its end must be counted where its admission was.
+    fn queue(&mut self, slot: SlotHandle, lane: u8, region: u8, fan: bool) {
         let meta = self.arena.get_mut(slot).expect("held").meta;
-        meta.region = region as u8;
+        meta.region = region;
         meta.lane = lane;
         let mut r = Record {
             id: meta.bundle_id,
@@ -624,7 +625,7 @@ impl Dispatcher {
         for &l in &fan_lanes[..usize::from(extra)] {
             self.fifos[usize::from(l)].push_back(slot);
         }
-        self.stats.region(region).in_flight.inc();
+        self.stats.region(usize::from(region)).in_flight.inc();
     }
 
     /// This thread has no source of lane `r`'s egress group (a reload removed them, or the
@@ -652,6 +653,9 @@ impl Dispatcher {
                 break;
             };
             let src = self.arena.get(slot).expect("queued slot");
+            // The region its admission was counted in, not necessarily `r`'s: the copy left
+            // may be in a fan-out lane.
+            let region = usize::from(src.meta.region);
             // SAFETY: a slot lent to this thread and not handed back yet.
             let mut copy = unsafe { lent.slot_mut() };
             copy.copy_from(&src);
@@ -662,7 +666,7 @@ impl Dispatcher {
             });
             self.fifos[r].pop_front();
             peers.hand_off(peer, lent, r as u8, true);
-            let counts = self.stats.region(r / self.groups);
+            let counts = self.stats.region(region);
             counts.in_flight.set(counts.in_flight.get() - 1);
             self.stats.handoffs_out.inc();
             self.moved_out += 1;
@@ -689,7 +693,9 @@ impl Dispatcher {
             }
             if h.moved {
                 self.moved_in += 1;
-                self.queue(h.slot, h.lane, false);
+                // Counted in the region it was admitted for, which its copied meta keeps.
+                let admitted_for = self.arena.get(h.slot).expect("handed over").meta.region;
+                self.queue(h.slot, h.lane, admitted_for, false);
             } else {
                 self.enqueue(h.slot, h.lane);
             }

@@ -284,3 +284,159 @@ fn a_bundle_waiting_on_a_thread_whose_sources_a_reload_removed_is_sent_by_anothe
     assert_eq!((ta.in_flight, tb.in_flight), (0, 0));
     assert!(a.d.check_accounting() && b.d.check_accounting());
 }
+
+/// What a dispatcher sent its pairs, flushed: the call each HEADERS frame opened, as (pair,
+/// stream), for the engine to answer.
+fn flush_calls(
+    d: &mut bundle_relay::relay::dispatch::Dispatcher,
+    now: Instant,
+    calls: &mut Vec<(bundle_relay::limiter::PairId, u32)>,
+) {
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    while let Some(p) = d.poll_dirty() {
+        let bytes = d.transmit(p, now).to_vec();
+        d.transmitted(p, bytes.len(), now);
+        let mut i = if bytes.starts_with(PREFACE) {
+            PREFACE.len()
+        } else {
+            0
+        };
+        while i + 9 <= bytes.len() {
+            let len = u32::from_be_bytes([0, bytes[i], bytes[i + 1], bytes[i + 2]]) as usize;
+            let stream = u32::from_be_bytes(bytes[i + 5..i + 9].try_into().unwrap()) & 0x7fff_ffff;
+            if bytes[i + 3] == 1 {
+                calls.push((p, stream));
+            }
+            i += 9 + len;
+        }
+    }
+}
+
+/// The engine answers every call `calls` holds with OK.
+fn answer_calls(
+    d: &mut bundle_relay::relay::dispatch::Dispatcher,
+    now: Instant,
+    calls: &mut Vec<(bundle_relay::limiter::PairId, u32)>,
+) {
+    for (p, stream) in std::mem::take(calls) {
+        d.received(p, &crate::h2_support::ok_reply(stream), now);
+    }
+}
+
+/// Fanned-out bundles wait on a thread whose sources a reload then removes: the copies move
+/// to the other thread and are delivered there, and each region's counts still add up over
+/// the threads (admitted = ended + in flight), with nothing left in flight in any region on
+/// either thread. A bundle is counted in the region it was admitted for, wherever its last
+/// copy leaves from.
+#[test]
+fn fanned_out_bundles_moved_off_a_thread_a_reload_emptied_keep_each_regions_counts_adding_up() {
+    use bundle_relay::config::{Policy, Source};
+    use bundle_relay::relay::intake::Port;
+    use bundle_relay::relay::tenancy::Claim;
+    use bundle_relay::relay::tuning::Tuning;
+    let regions: Vec<RegionSpec> = [("ny", "127.0.0.1:10000"), ("slc", "127.0.0.2:10000")]
+        .iter()
+        .map(|(name, addr)| RegionSpec {
+            interval_ms: 1_000,
+            ..RegionSpec::plain(name, addr.parse().unwrap())
+        })
+        .collect();
+    let sources: Vec<std::net::IpAddr> =
+        vec!["127.1.0.1".parse().unwrap(), "127.1.0.2".parse().unwrap()];
+    let mut spec = Spec::local(regions.clone(), sources.clone());
+    spec.threads = 2;
+    spec.arena_slots = 64;
+    spec.upstream_timeout_ms = 600_000;
+    spec.bundle_max_age_ms = 60_000;
+    spec.open_to_all(Policy {
+        fan_out: 2,
+        ..Policy::open()
+    });
+    let mesh = Arc::new(Mesh::new(2, 32));
+    let mut now = Instant(MS);
+    let mut threads: Vec<Thread> = (0..2)
+        .map(|t| Thread::connected(&spec, t, Some(&mesh), now))
+        .collect();
+    let mut calls: Vec<Vec<_>> = vec![Vec::new(), Vec::new()];
+    // Every pair up (one per region on each thread), the tip-account refresh answered.
+    for (t, c) in threads.iter_mut().zip(&mut calls) {
+        while let Some(order) = t.d.poll_connect(now) {
+            t.d.connected(order.pair, now);
+            t.flush(now);
+            t.d.received(order.pair, &crate::h2_support::engine_hello(), now);
+            t.flush(now);
+        }
+        t.d.dispatch(now);
+        flush_calls(&mut t.d, now, c);
+        answer_calls(&mut t.d, now, c);
+    }
+    now = Instant(now.0 + 1_000 * MS + 1);
+    let rotating = |t: &mut Thread, seed: u64, now: Instant| {
+        t.post_as(Port::Rotating, Claim::LOOPBACK, "", &body(seed), now)
+    };
+    // One fanned-out bundle on each thread uses every pair: each pair is then paced for a
+    // second.
+    for (i, (t, c)) in threads.iter_mut().zip(&mut calls).enumerate() {
+        t.d.dispatch(now);
+        assert_eq!(rotating(t, i as u64, now), Verdict::Admitted, "{}", t.response());
+        t.d.dispatch(now);
+        flush_calls(&mut t.d, now, c);
+        assert_eq!(c.len(), 2, "thread {i} sent a copy to each region");
+        answer_calls(&mut t.d, now, c);
+    }
+    // Two more on thread 1 wait there, each with a copy in both regions' lanes.
+    now = Instant(now.0 + MS);
+    for seed in [10, 11] {
+        assert_eq!(
+            rotating(&mut threads[1], seed, now),
+            Verdict::Admitted,
+            "{}",
+            threads[1].response()
+        );
+    }
+    threads[1].d.dispatch(now);
+    assert_eq!(threads[1].totals().in_flight, 2);
+    let primaries: Vec<u64> = (0..2)
+        .map(|r| threads[1].stats.region(r).in_flight.get())
+        .collect();
+    assert_eq!(primaries, [1, 1], "one bundle admitted for each region");
+    // The reload leaves thread 0's source only.
+    let mut tuning = Tuning::of_spec(&spec);
+    tuning.sources = vec![Source::Local(sources[0])].into_iter().collect();
+    for t in threads.iter_mut() {
+        t.d.retune(&tuning, now);
+    }
+    assert_eq!(threads[1].d.sources_listed(), 0);
+    for _ in 0..40 {
+        now = Instant(now.0 + 100 * MS);
+        for (t, c) in threads.iter_mut().zip(&mut calls) {
+            t.d.dispatch(now);
+            while let Some(p) = t.d.poll_close() {
+                t.d.socket_released(p, now, 0);
+            }
+            flush_calls(&mut t.d, now, c);
+            answer_calls(&mut t.d, now, c);
+        }
+    }
+    let all = Totals::of(threads.iter().map(|t| &*t.stats));
+    assert_eq!((all.admitted, all.delivered, all.in_flight), (4, 4, 0), "{all:?}");
+    for r in 0..2 {
+        let mut sum = bundle_relay::metrics::accounting::RegionTotals::default();
+        for (i, t) in threads.iter().enumerate() {
+            sum.add(t.stats.region(r));
+            assert_eq!(
+                t.stats.region(r).in_flight.get(),
+                0,
+                "region {r} on thread {i}"
+            );
+        }
+        assert_eq!(
+            sum.admitted,
+            sum.delivered + sum.rejected + sum.expired + sum.failed + sum.in_flight,
+            "region {r}: {sum:?}"
+        );
+    }
+    for t in &threads {
+        assert!(t.d.check_accounting());
+    }
+}
