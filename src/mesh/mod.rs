@@ -83,6 +83,9 @@ struct Line {
     sleeping: AtomicBool,
     /// It has drained at shutdown: nothing held, nothing to hand off.
     drained: AtomicBool,
+    /// It has stopped for good: it admits and hands off nothing more, and no thread may hand
+    /// it a bundle from now on ([`Mesh::close`]).
+    closed: AtomicBool,
     ring_fd: AtomicI32,
     /// Bumped at each publish, so a reader knows its own handoffs since are not in it yet.
     generation: AtomicU64,
@@ -126,6 +129,7 @@ impl Mesh {
                 .map(|_| Line {
                     sleeping: AtomicBool::new(false),
                     drained: AtomicBool::new(false),
+                    closed: AtomicBool::new(false),
                     ring_fd: AtomicI32::new(-1),
                     generation: AtomicU64::new(0),
                     due: std::array::from_fn(|_| AtomicU64::new(NEVER)),
@@ -244,6 +248,24 @@ impl Mesh {
 
     pub fn all_drained(&self) -> bool {
         self.lines.iter().all(|l| l.drained.load(Ordering::SeqCst))
+    }
+
+    /// Thread `t` stops for good: it admits nothing and hands nothing off from now on, and
+    /// other threads route around it. Sequentially consistent, as is [`Mesh::all_closed`]: a
+    /// thread that reads every thread closed and then empties its handoff rings has every
+    /// bundle any of them handed it (each pushed its last before it closed), and no thread
+    /// writes into a slot it lent any more, so its arena may go.
+    pub fn close(&self, t: usize) {
+        self.lines[t].closed.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether thread `t` has stopped for good ([`Mesh::close`]).
+    pub fn is_closed(&self, t: usize) -> bool {
+        self.lines[t].closed.load(Ordering::Acquire)
+    }
+
+    pub fn all_closed(&self) -> bool {
+        self.lines.iter().all(|l| l.closed.load(Ordering::SeqCst))
     }
 
     /// One bundle handed from `sender` to `receiver` (counted by the sender only).

@@ -139,9 +139,12 @@ pub fn run_thread(args: ThreadArgs) {
         mesh,
         journals,
     };
+    let mesh = shared.mesh.clone();
     let mut w = match Worker::new(&spec, t, listen_fds, shared) {
         Ok(w) => w,
         Err(e) => {
+            // Lent nothing and never will: the others need not wait for it at shutdown.
+            mesh.close(t);
             let _ = ready.send(Err(e));
             return;
         }
@@ -162,8 +165,12 @@ pub fn run_thread(args: ThreadArgs) {
         )),
     };
     if let Some(why) = why {
-        // The kernel may still own buffers of a loop that did not end cleanly.
+        // The kernel may still own buffers of a loop that did not end cleanly, and the other
+        // threads may still write into slots this one lent them: its arena stays too. They
+        // route around it from now on.
         w.leak = true;
+        w.d.close();
+        w.d.forget_arena();
         if let Ok(mut f) = failure.lock() {
             *f = Some(format!("reactor thread relay-{t} {why}"));
         }
@@ -435,6 +442,7 @@ impl Worker {
                         self.d.abandon_all(now);
                     }
                     self.teardown();
+                    self.leave_mesh();
                     return Ok(());
                 }
             }
@@ -610,6 +618,19 @@ impl Worker {
     /// Closes everything and waits for the kernel to finish every operation, so no buffer
     /// it may write into is freed. Whatever is still in flight after [`TEARDOWN_WAIT_MS`] keeps
     /// its memory for the life of the process ([`Worker::leak`]).
+    /// Shutdown's last step, after [`Worker::teardown`] (nothing is admitted any more): leaves
+    /// the mesh, and ends what other threads handed this one before they saw it leave, until
+    /// every thread has left. Threads reach their drain deadlines apart (each counts from when
+    /// it saw the stop), and one still running may hand this one a bundle it answered; after
+    /// every thread has left, none can, and none writes into a slot this one lent it, so its
+    /// arena may go.
+    fn leave_mesh(&mut self) {
+        self.d.close();
+        while !self.d.closed_all(self.clock.now()) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     fn teardown(&mut self) {
         let now = self.clock.now();
         self.d.close_all(now);

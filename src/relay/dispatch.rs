@@ -1093,6 +1093,32 @@ impl Dispatcher {
         });
     }
 
+    /// Shutdown, once this thread admits nothing more (its intake closed, everything it held
+    /// ended): it leaves the mesh, so no thread hands it a bundle from now on. Until
+    /// [`Dispatcher::closed_all`] says every thread has, it must still end what was handed to
+    /// it before they saw it leave, and its arena must stay (its lent slots may be written).
+    pub fn close(&mut self) {
+        if let Some(peers) = &self.peers {
+            peers.close();
+        }
+    }
+
+    /// After [`Dispatcher::close`]: ends, as failed, every bundle other threads handed this one
+    /// (counted admitted here first), and says whether every thread has closed, after which
+    /// nothing more can come and no other thread writes into this one's arena.
+    pub fn closed_all(&mut self, now: Instant) -> bool {
+        // Read before the rings are emptied: a thread read as closed pushed its last before.
+        let all = self.peers.as_ref().is_none_or(Peers::all_closed);
+        self.abandon_all(now);
+        all
+    }
+
+    /// A thread that failed leaves its arena allocated for the life of the process: other
+    /// threads may still write into the slots it lent them.
+    pub fn forget_arena(&mut self) {
+        std::mem::forget(std::mem::replace(&mut self.arena, Arena::new(1)));
+    }
+
     /// Leaks every pair's connection buffers: the reactor could not confirm the kernel is done
     /// reading and writing them (see the reactor's teardown).
     pub fn forget_connections(&mut self) {

@@ -83,7 +83,8 @@ impl Peers {
     pub fn best(&mut self, r: usize, now: Instant) -> Option<(usize, u64)> {
         let mut best: Option<(usize, u64)> = None;
         for t in 0..self.mesh.threads() {
-            if t == self.me {
+            // A stopped thread never runs again to send what it is handed.
+            if t == self.me || self.mesh.is_closed(t) {
                 continue;
             }
             let generation = self.mesh.generation(t);
@@ -167,6 +168,16 @@ impl Peers {
                 each(h);
             }
         }
+    }
+
+    /// This thread stops for good ([`Mesh::close`]).
+    pub fn close(&self) {
+        self.mesh.close(self.me);
+    }
+
+    /// Every thread has stopped for good ([`Mesh::all_closed`]).
+    pub fn all_closed(&self) -> bool {
+        self.mesh.all_closed()
     }
 
     /// Whether a handoff waits for this thread.

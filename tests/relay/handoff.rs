@@ -176,6 +176,61 @@ fn bundles_handed_off_at_shutdown_are_counted_where_they_were_admitted() {
     assert!(ta.identity_holds() && tb.identity_holds());
 }
 
+/// Thread 1 reaches its drain deadline first (each thread's runs from when it saw the stop)
+/// and stops; thread 0 still answers a bot a moment later. Thread 1's pool would send that
+/// bundle sooner, but a stopped thread never runs again: the bundle is kept and counted on the
+/// thread that answered it.
+#[test]
+fn a_bundle_answered_after_another_thread_stopped_is_kept_and_counted_where_it_was_answered() {
+    let (mut a, mut b, mut now) = two_threads(1_000, 64, Instant(MS));
+    request(&mut a, &body(1), now);
+    a.d.dispatch(now);
+    a.flush(now);
+    now = Instant(now.0 + MS);
+    b.d.abandon_all(now);
+    b.d.close();
+    // Thread 0's pair is held, thread 1's idle.
+    assert_eq!(request(&mut a, &body(2), now), Verdict::Admitted);
+    a.d.abandon_all(now);
+    let (ta, tb) = (totals(&a), totals(&b));
+    assert_eq!(
+        (ta.admitted + tb.admitted, ta.failed + tb.failed),
+        (2, 2),
+        "both answered bundles counted and ended: {ta:?} {tb:?}"
+    );
+    assert_eq!(ta.handoffs_out, 0, "nothing handed to a stopped thread");
+}
+
+/// Thread 0 hands thread 1 a bundle it answered just as thread 1 stops: thread 1 waits until
+/// every thread has stopped before it exits, and ends (as failed) what it was handed
+/// meanwhile, so the bundle is counted, admitted and ended, where it went.
+#[test]
+fn a_bundle_handed_to_a_thread_as_it_stops_is_counted_there_before_it_exits() {
+    let (mut a, mut b, mut now) = two_threads(1_000, 64, Instant(MS));
+    request(&mut a, &body(1), now);
+    a.d.dispatch(now);
+    a.flush(now);
+    now = Instant(now.0 + MS);
+    // Thread 1 has ended what it held; thread 0 has not seen it stop yet.
+    b.d.abandon_all(now);
+    assert_eq!(request(&mut a, &body(2), now), Verdict::Admitted);
+    assert_eq!(totals(&a).handoffs_out, 1);
+    b.d.close();
+    assert!(!b.d.closed_all(now), "thread 0 still runs");
+    assert_eq!(
+        (totals(&b).admitted, totals(&b).failed),
+        (1, 1),
+        "ended while waiting"
+    );
+    a.d.abandon_all(now);
+    a.d.close();
+    assert!(b.d.closed_all(now) && a.d.closed_all(now));
+    let (ta, tb) = (totals(&a), totals(&b));
+    assert_eq!((ta.admitted, ta.failed), (1, 1), "{ta:?}");
+    assert_eq!((tb.admitted, tb.failed), (1, 1), "{tb:?}");
+    assert!(ta.identity_holds() && tb.identity_holds());
+}
+
 #[test]
 fn handed_off_bundles_allocate_nothing_in_steady_state() {
     const CALLS: u32 = 300;
