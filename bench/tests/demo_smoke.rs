@@ -317,6 +317,31 @@ fn pinning_the_relay_is_refused_where_the_relay_shares_this_process_or_the_mode_
 }
 
 #[test]
+fn running_the_relay_in_process_is_refused_where_the_mode_runs_it_in_a_process_of_its_own() {
+    // Each of these would otherwise run for minutes with the flag dropped; refused, they end
+    // at once.
+    for mode in [
+        "--compare",
+        "--faults",
+        "--handoffs",
+        "--idle-cost",
+        "--metrics-cost",
+        "--poll-cost",
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_bench-demo"))
+            .args([mode, "--in-process"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{mode}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--in-process: a plain run only"),
+            "{mode}: {err}"
+        );
+    }
+}
+
+#[test]
 fn bench_null_given_cores_runs_on_those_only_and_a_bad_list_is_named() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

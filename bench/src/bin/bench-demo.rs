@@ -23,7 +23,7 @@
 //! JSON`, see `demo::serve_relay`), so its CPU time and RSS are its own; `--in-process` runs it
 //! on threads of this process instead. Open files: the budget counts both ends of every
 //! relay-engine connection and of every load connection as if in one process, 2 x egress x 8 +
-//! 2 x connections + 256 of the 20,000 allowed: at most 1,246 egress addresses with 16
+//! 2 x connections + 256 of the 20,000 allowed: at most 1,232 egress addresses with 16
 //! connections.
 //!
 //! Exits 0 when every step's relay accounting holds and the engine saw no early send; 1 when
@@ -60,7 +60,7 @@ struct Args {
     /// Engine interval: one bundle per (source IP, region) per this many ms.
     #[arg(long, default_value_t = bundle_relay_bench::engine::INTERVAL_MS_DEFAULT)]
     interval_ms: u64,
-    /// No storm (by default half the sources are told to back off 30 s at mid-run).
+    /// No storm (by default a quarter of the sources are told to back off 30 s at mid-run).
     #[arg(long)]
     no_storm: bool,
     /// bundle-relay runs from a config file and this many seconds after it starts (each
@@ -89,8 +89,8 @@ struct Args {
     /// The relay's in-flight cap (bundle-relay's arena slots, the baseline's semaphore).
     #[arg(long, default_value_t = demo::IN_FLIGHT_MAX_DEFAULT)]
     in_flight_max: u32,
-    /// Run the relay on threads of this process, not in a process of its own (its CPU is then
-    /// its threads' and its memory is not reported).
+    /// A plain run only: run the relay on threads of this process, not in a process of its own
+    /// (its CPU is then its threads' and its memory is not reported).
     #[arg(long)]
     in_process: bool,
     /// Compare bundle-relay with the baseline: rate sweep, common rate, all-cooldown storm, one
@@ -133,16 +133,17 @@ struct Args {
     /// `--egress`, `--interval-ms` and the storm flags are not used).
     #[arg(long)]
     metrics_cost: bool,
-    /// --metrics-cost, --tls-cost: rounds of (on, off) pairs per load.
+    /// The cost modes (--metrics-cost, --tls-cost, --tenants-cost, --reload-cost,
+    /// --leader-cost, --poll-cost): rounds of (on, off) pairs per load.
     #[arg(long, default_value_t = 5)]
     cost_rounds: usize,
-    /// --metrics-cost, --tls-cost: the fixed rate both modes sustain.
+    /// The cost modes: the fixed rate both modes sustain.
     #[arg(long, default_value_t = 3000.0)]
     cost_rate: f64,
-    /// --metrics-cost, --tls-cost: a rate near saturation that both modes should still sustain cleanly.
+    /// The cost modes: a rate near saturation that both modes should still sustain cleanly.
     #[arg(long, default_value_t = 10000.0)]
     cost_saturation_rate: f64,
-    /// --metrics-cost, --tls-cost: seconds per step.
+    /// The cost modes: seconds per step.
     #[arg(long, default_value_t = 3.0)]
     cost_duration_s: f64,
     #[arg(long, default_value_t = 1)]
@@ -318,6 +319,14 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    // Every mode but a plain run runs the relay in a process of its own: it measures the
+    // relay's CPU and memory apart from the load's.
+    if a.in_process && (a.compare || other_mode) {
+        eprintln!(
+            "bench-demo: --in-process: a plain run only (this mode runs the relay in a process of its own)"
+        );
+        return ExitCode::from(2);
+    }
     if a.idle_cost {
         return idle_cost(&a);
     }
@@ -365,10 +374,7 @@ fn main() -> ExitCode {
         reactor_poll: false,
         pin_relay: a.pin_relay,
     };
-    // Every mode but a plain run runs the relay in a process of its own (`--idle-cost` has
-    // returned by now).
-    let own_process = a.compare || other_mode;
-    let cfg = if a.in_process && !own_process {
+    let cfg = if a.in_process {
         cfg
     } else {
         match std::env::current_exe() {

@@ -21,8 +21,8 @@
 //! | `results.rs` | what a step and a run found, and their verdicts |
 //! | `render.rs` | the plain-text report |
 //!
-//! Measured (`cargo run --release -p bundle-relay-bench --bin bench-demo`, 2 cores shared with
-//! other builds): 10,000 bundles generated at ~7,800/s; 1,000 req/s for 10 s through the
+//! Measured (`cargo run --release -p bundle-relay-bench --bin bench-demo -- --relay
+//! baseline`, 2 cores shared with other builds): 10,000 bundles generated at ~7,800/s; 1,000 req/s for 10 s through the
 //! baseline with 2,048 pairs and a 25% storm at 5 s: all answered with their ids, all 10,000
 //! delivered, answer p50 0.28 ms / p99 4.6 ms, delivery p50 0.5 ms / p99 9.5 ms, 552 storm
 //! back-offs honoured, no early send; CPU per delivered bundle: relay ~450 µs (lazy connection
