@@ -68,6 +68,21 @@ fn status_of(list: &HeaderList) -> Option<Code> {
         .map(|c| Code(c.min(u32::MAX as u64) as u32))
 }
 
+/// The gRPC status a complete reply carried (the trailers', else the headers', else the one
+/// its HTTP status maps to), whatever [`outcome`] makes of it; `None` for a stream that ended
+/// without a reply, or a reply without a status.
+pub fn reply_code(resp: &Response<'_>) -> Option<Code> {
+    if resp.end != StreamEnd::Complete {
+        return None;
+    }
+    status_of(resp.trailers)
+        .or_else(|| status_of(resp.headers))
+        .or_else(|| {
+            let http = resp.headers.get(b":status").and_then(parse_u64)?;
+            (http != 200).then(|| Code::from_http_status(http as u16))
+        })
+}
+
 /// Folds a finished stream into an [`Outcome`].
 pub fn outcome<'a>(resp: &Response<'a>, retry_after_ms_default: u64) -> Outcome<'a> {
     let lost = |sent: bool, why_unsent, why_sent| {

@@ -25,6 +25,8 @@ pub const MS: u64 = 1_000_000;
 pub struct Sim {
     pub d: Dispatcher,
     pub stats: Arc<Stats>,
+    /// What the thread records for `/metrics`.
+    pub metrics: bundle_relay::metrics::Metrics,
     pub pair: PairId,
     /// The next stream id the pair's connection uses.
     pub stream: u32,
@@ -37,6 +39,16 @@ pub struct Sim {
 
 /// Thread `t` of `spec` as it starts at `now`: nothing connected yet.
 pub fn unconnected(spec: &Spec, t: usize, now: Instant) -> (Dispatcher, Arc<Stats>) {
+    let (d, stats, _) = unconnected_metered(spec, t, now);
+    (d, stats)
+}
+
+/// [`unconnected`], and the relay's metrics the thread records into.
+pub fn unconnected_metered(
+    spec: &Spec,
+    t: usize,
+    now: Instant,
+) -> (Dispatcher, Arc<Stats>, bundle_relay::metrics::Metrics) {
     let names: Vec<String> = spec.regions.iter().map(|r| r.name.clone()).collect();
     let metrics = bundle_relay::metrics::Metrics::new(&names, spec.threads);
     let stats = Arc::new(Stats::default());
@@ -47,7 +59,7 @@ pub fn unconnected(spec: &Spec, t: usize, now: Instant) -> (Dispatcher, Arc<Stat
         stats.clone(),
         metrics.thread(t),
     );
-    (d, stats)
+    (d, stats, metrics)
 }
 
 /// Sends everything `d` has for its pairs; returns how many bytes.
@@ -65,7 +77,7 @@ impl Sim {
     /// Thread `t` of `spec` at `now` (joined to `mesh` when given), its first pair connected,
     /// greeted by the engine and in rotation.
     pub fn connected(spec: &Spec, t: usize, mesh: Option<&Arc<Mesh>>, now: Instant) -> Sim {
-        let (mut d, stats) = unconnected(spec, t, now);
+        let (mut d, stats, metrics) = unconnected_metered(spec, t, now);
         if let Some(mesh) = mesh {
             d.join(mesh.clone(), t);
         }
@@ -74,6 +86,7 @@ impl Sim {
         let mut s = Sim {
             d,
             stats,
+            metrics,
             pair: order.pair,
             stream: 1,
             replies: Vec::new(),
