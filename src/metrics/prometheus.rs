@@ -182,7 +182,7 @@ fn render(m: &Metrics, out: &mut String) {
         m,
         "bundle_relay_bundles_delivered_total",
         "counter",
-        "Bundles the block engine accepted, by region.",
+        "Bundles an engine accepted (a fanned-out bundle: any of its copies), by the region each was admitted for.",
         |r| regions[r].bundles.delivered,
     );
     per_region(
@@ -190,7 +190,7 @@ fn render(m: &Metrics, out: &mut String) {
         m,
         "bundle_relay_bundles_rejected_total",
         "counter",
-        "Bundles the block engine refused, by region.",
+        "Bundles an engine refused for good (an error status not worth a retry), or tried 8 times without an engine processing them, by the region each was admitted for.",
         |r| regions[r].bundles.rejected,
     );
     per_region(
@@ -198,7 +198,7 @@ fn render(m: &Metrics, out: &mut String) {
         m,
         "bundle_relay_bundles_expired_total",
         "counter",
-        "Bundles dropped unsent past their deadline, by region.",
+        "Bundles that reached their max age before an engine took them (waiting, or sent and answered with a retry, a cooldown or a refusal of the source), by the region each was admitted for.",
         |r| regions[r].bundles.expired,
     );
     per_region(
@@ -206,7 +206,7 @@ fn render(m: &Metrics, out: &mut String) {
         m,
         "bundle_relay_bundles_failed_total",
         "counter",
-        "Bundles lost to transport failures, by region.",
+        "Bundles whose fate is unknown: lost after being sent whole (the connection died, the engine went silent, or it failed the call or answered unreadably), or still held when a stop's drain deadline passed, by the region each was admitted for.",
         |r| regions[r].bundles.failed,
     );
     per_region(
@@ -223,7 +223,7 @@ fn render(m: &Metrics, out: &mut String) {
         out,
         name,
         "counter",
-        "Upstream SendBundle calls, by region and gRPC status.",
+        "Upstream calls (SendBundle, tip accounts, leader, authentication, forwarded JSON-RPC), by region and the gRPC status they ended with (an HTTP error maps to its gRPC status; TRANSPORT_ERROR: none, the stream ended without one).",
     );
     for (r, region) in m.region_names().iter().enumerate() {
         for slot in 0..STATUS_SLOTS {
@@ -350,7 +350,7 @@ fn render(m: &Metrics, out: &mut String) {
         ),
         (
             HistId::LimiterWait,
-            "Limiter wait: bundle queued to pair acquired.",
+            "Limiter wait: bundle admitted to a pair acquired for it, each send (a retry's and a fanned-out copy's from admission too).",
         ),
     ];
     for (id, help) in plain {
@@ -362,7 +362,7 @@ fn render(m: &Metrics, out: &mut String) {
         out,
         id0.family_name(),
         "histogram",
-        "Upstream round trip: request written to response complete, by region.",
+        "Upstream round trip: a call's last byte written to its stream ended (answered, reset or timed out), every kind of call that left whole, by region.",
     );
     for (r, region) in m.region_names().iter().enumerate() {
         histogram(
@@ -655,7 +655,7 @@ fn render_handoffs(m: &Metrics, out: &mut String) {
             out,
             name,
             "counter",
-            "Bundles one reactor thread's intake handed to another thread to send, by thread pair.",
+            "Bundles one reactor thread handed to another to send (from its intake, or moved when a reload left it no source for them), by thread pair.",
         );
         for (from, to, v) in handoffs {
             let (from, to) = (from.to_string(), to.to_string());
@@ -776,25 +776,25 @@ fn render_accounting(m: &Metrics, out: &mut String) {
         (
             "bundle_relay_bundles_delivered_total",
             "counter",
-            "Bundles the block engine accepted.",
+            "Bundles an engine accepted (a fanned-out bundle: any of its copies).",
             t.delivered,
         ),
         (
             "bundle_relay_bundles_rejected_total",
             "counter",
-            "Bundles the block engine refused.",
+            "Bundles an engine refused for good, or tried 8 times without an engine processing them.",
             t.rejected,
         ),
         (
             "bundle_relay_bundles_expired_total",
             "counter",
-            "Bundles dropped unsent past their deadline.",
+            "Bundles that reached their max age before an engine took them.",
             t.expired,
         ),
         (
             "bundle_relay_bundles_failed_total",
             "counter",
-            "Bundles lost to transport failures.",
+            "Bundles whose fate is unknown: lost after being sent whole, or still held when a stop's drain deadline passed.",
             t.failed,
         ),
         (

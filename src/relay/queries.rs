@@ -268,7 +268,8 @@ impl Queries {
     pub fn answered(&mut self, q: u16, body: &[u8]) {
         let e = &mut self.entries[usize::from(q)];
         if body.len() > e.answer.len() {
-            return self.give_up(q, Unanswered::TooLarge);
+            self.give_up(q, Unanswered::TooLarge);
+            return;
         }
         e.answer[..body.len()].copy_from_slice(body);
         e.answer_len = body.len();
@@ -282,21 +283,23 @@ impl Queries {
     pub fn retry(&mut self, q: u16, now: Instant) {
         let e = &mut self.entries[usize::from(q)];
         if now.0 > e.deadline.0 {
-            return self.give_up(q, Unanswered::NoPair);
+            self.give_up(q, Unanswered::NoPair);
+            return;
         }
         e.state = State::Waiting;
         self.waiting.push_front(q);
     }
 
-    /// `q` ends without the engine's answer.
-    pub fn give_up(&mut self, q: u16, why: Unanswered) {
+    /// `q` ends without the engine's answer; false when it had ended already.
+    pub fn give_up(&mut self, q: u16, why: Unanswered) -> bool {
         let e = &mut self.entries[usize::from(q)];
         if e.state == State::Done || e.state == State::Free {
-            return;
+            return false;
         }
         e.unanswered = Some(why);
         e.state = State::Done;
         self.done.push_back(q);
+        true
     }
 
     /// A query whose bot can be answered now.
@@ -312,11 +315,14 @@ impl Queries {
         self.free.push(q);
     }
 
-    /// Every query still waiting for a pair ends now, without the engine (stopping).
-    pub fn give_up_waiting(&mut self, why: Unanswered) {
+    /// Every query still waiting for a pair ends now, without the engine (stopping); returns
+    /// how many did.
+    pub fn give_up_waiting(&mut self, why: Unanswered) -> u64 {
+        let mut ended = 0;
         while let Some(q) = self.waiting.pop_front() {
-            self.give_up(q, why);
+            ended += u64::from(self.give_up(q, why));
         }
+        ended
     }
 }
 

@@ -1151,7 +1151,7 @@ impl Upstream {
                     }
                     Outcome::Retryable { why } => {
                         text = Text::new(why.as_bytes());
-                        (Fate::Retry, None)
+                        (Fate::Retry, grpc::reply_code(&resp))
                     }
                     Outcome::Rejected { code, message } => {
                         let mut buf = [0u8; 128];
@@ -1181,11 +1181,12 @@ impl Upstream {
                         text = words
                             .filter(|w| !w.as_str().is_empty())
                             .unwrap_or_else(|| Text::new(why.as_bytes()));
+                        let code = grpc::reply_code(&resp);
                         match f {
                             Some(f) if !st.stack.left_whole(f.stream, request_end) => {
-                                (Fate::Retry, None)
+                                (Fate::Retry, code)
                             }
-                            _ => (Fate::Failed, None),
+                            _ => (Fate::Failed, code),
                         }
                     }
                 }
@@ -1228,8 +1229,12 @@ impl Upstream {
         };
         self.links.pair_mut(pair).in_flight = None;
         let rate = self.links.rate();
-        self.metrics
-            .record_upstream_rtt_ns(region, rate.to_ns(now.since(f.started)));
+        // From the request's last byte to the engine: a call that never left whole made no
+        // round trip.
+        if let Some(written) = f.written {
+            self.metrics
+                .record_upstream_rtt_ns(region, rate.to_ns(now.since(written)));
+        }
         if let Some(ms) = cooldown_ms {
             // The engine's wait, exactly, on this pair (still held: the cooldown is booked
             // before the pair is given back).
@@ -1376,12 +1381,15 @@ impl Upstream {
                 if let Some(slot) = f.slot() {
                     bundle(slot);
                 }
-                if let Call::Query(q) = f.call {
-                    self.queries.give_up(q, Unanswered::Stopping);
+                if let Call::Query(q) = f.call
+                    && self.queries.give_up(q, Unanswered::Stopping)
+                {
+                    self.stats.status_queries_unanswered.inc();
                 }
             }
         }
-        self.queries.give_up_waiting(Unanswered::Stopping);
+        let waiting = self.queries.give_up_waiting(Unanswered::Stopping);
+        self.stats.status_queries_unanswered.add(waiting);
     }
 
     /// Leaks every pair's connection buffers (see the reactor's teardown).

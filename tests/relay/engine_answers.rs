@@ -382,3 +382,64 @@ fn the_engines_tip_accounts_are_asked_for_as_soon_as_the_first_pair_is_up() {
         "bots are answered the engine's list"
     );
 }
+
+/// `bundle_relay_upstream_calls_total` counts each call under the gRPC status the engine
+/// answered, the ones that send the bundle again (UNAVAILABLE) or leave its fate unknown
+/// (INTERNAL) included; only a call that ended without any status is a transport error.
+#[test]
+fn upstream_calls_are_counted_under_the_status_the_engine_answered_even_when_it_is_retried() {
+    use bundle_relay::grpc::Code;
+    use bundle_relay::metrics::{STATUS_SLOT_TRANSPORT, status_label};
+    let (mut t, _, mut now) = one_region(1_000, 60_000);
+    let status = |t: &Sim, code: Code| t.metrics.snapshot().regions[0].upstream[code.0 as usize];
+    send(&mut t, 1, now);
+    assert!(sends(&mut t, now));
+    t.answer_error(Code::UNAVAILABLE.0, "overloaded", now);
+    // Sent again on the same pair once its interval passed; the engine fails the call.
+    now = at(now, 1_001);
+    assert!(sends(&mut t, now));
+    t.answer_error(Code::INTERNAL.0, "boom", now);
+    let s = t.metrics.snapshot();
+    let up = &s.regions[0].upstream;
+    assert_eq!(
+        (status(&t, Code::UNAVAILABLE), status(&t, Code::INTERNAL)),
+        (1, 1),
+        "{}: {up:?}",
+        status_label(STATUS_SLOT_TRANSPORT)
+    );
+    assert_eq!(up[STATUS_SLOT_TRANSPORT], 0);
+    let tot = t.totals();
+    assert_eq!((tot.admitted, tot.failed), (1, 1), "{tot:?}");
+}
+
+/// A stop gives up the status queries still waiting for a pair or for their engine's answer:
+/// each is answered without the engine and counted unanswered, so every forwarded query is
+/// answered or unanswered in `/metrics`.
+#[test]
+fn status_queries_a_stop_gives_up_are_counted_unanswered() {
+    let (mut t, _, now) = one_region(1_000, 10_000);
+    let id = send(&mut t, 1, now);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0);
+    t.answer(now);
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
+    );
+    // The only pair is paced for a second: both queries wait for it.
+    assert_eq!(t.post(&body, now), Verdict::Deferred);
+    assert_eq!(t.post(&body, now), Verdict::Deferred);
+    t.d.dispatch(now);
+    t.d.abandon_all(now);
+    let mut given_up = 0;
+    while let Some((_, q)) = t.d.poll_answered() {
+        t.d.free_query(q);
+        given_up += 1;
+    }
+    assert_eq!(given_up, 2);
+    let totals = t.totals();
+    assert_eq!(
+        (totals.status_queries, totals.status_queries_unanswered),
+        (2, 2),
+        "{totals:?}"
+    );
+}
