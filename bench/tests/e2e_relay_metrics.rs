@@ -24,6 +24,16 @@ fn get(addr: SocketAddr, path: &str) -> String {
     s
 }
 
+/// A request the relay cannot even frame as HTTP: answered 400 and closed.
+fn send_unframable(target: SocketAddr) {
+    let mut c = TcpStream::connect(target).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(b"NOT HTTP AT ALL\r\n\r\n").unwrap();
+    let mut s = String::new();
+    let _ = c.read_to_string(&mut s);
+    assert!(s.starts_with("HTTP/1.1 400 "), "{s}");
+}
+
 /// The sum over every label set of a sample family.
 fn sum(text: &str, family: &str) -> u64 {
     text.lines()
@@ -84,6 +94,14 @@ async fn scraped_counters_add_up_and_histograms_count_every_request() {
     assert_eq!(delivered, 900);
     assert_eq!(sum(&m, "bundle_relay_requests_total"), 900);
     assert_eq!(sum(&m, "bundle_relay_relay_overhead_seconds_count"), 900);
+    // A request that is not HTTP is answered too, and counted as invalid.
+    send_unframable(target);
+    let m = get(addr, "/metrics");
+    assert_eq!(sum(&m, "bundle_relay_requests_total"), 901);
+    assert!(
+        m.contains("\nbundle_relay_requests_total{method=\"other\",outcome=\"invalid\"} 1\n"),
+        "{m}"
+    );
     assert_eq!(sum(&m, "bundle_relay_delivery_latency_seconds_count"), 900);
     let storm = engine.stats().faults["storm"];
     assert!(storm > 0);
@@ -151,6 +169,12 @@ async fn with_metrics_off_the_scrape_serves_the_accounting_and_nothing_is_record
     assert!(m.contains("\nbundle_relay_metrics_enabled 0\n"), "{m}");
     assert!(m.contains("# metrics are disabled"), "{m}");
     assert_eq!(sum(&m, "bundle_relay_requests_total"), 200, "{m}");
+    assert_eq!(sum(&m, "bundle_relay_requests_invalid_total"), 0, "{m}");
+    // Every invalid request is one of the requests answered.
+    send_unframable(target);
+    let m = get(addr, "/metrics");
+    assert_eq!(sum(&m, "bundle_relay_requests_total"), 201, "{m}");
+    assert_eq!(sum(&m, "bundle_relay_requests_invalid_total"), 1, "{m}");
     assert_eq!(sum(&m, "bundle_relay_bundles_admitted_total"), 200);
     assert_eq!(sum(&m, "bundle_relay_bundles_delivered_total"), 200);
     assert_eq!(sum(&m, "bundle_relay_bundles_in_flight"), 0);
@@ -160,7 +184,7 @@ async fn with_metrics_off_the_scrape_serves_the_accounting_and_nothing_is_record
         "no histogram and no per-region series with metrics off: {m}"
     );
     let t = relay.totals();
-    assert_eq!((t.requests, t.admitted, t.delivered), (200, 200, 200));
+    assert_eq!((t.requests, t.admitted, t.delivered), (201, 200, 200));
 
     let metrics = relay.metrics();
     assert!(!metrics.enabled());

@@ -44,7 +44,7 @@ pub enum ReqOutcome {
     Invalid = 1,
     /// Refused because a cap (arena slots, connections) was reached: 429.
     RefusedCap = 2,
-    /// Anything else the relay could not do.
+    /// A right request the relay could not serve now (its region removed by a reload: 503).
     Error = 3,
     /// Refused by its tenant's rules (unknown, disabled, region, rate, share): 401, 403, 429.
     RefusedTenant = 4,

@@ -310,6 +310,7 @@ impl Intake {
                     ReqOutcome::Invalid
                 }
                 Verdict::RefusedTenant => ReqOutcome::RefusedTenant,
+                Verdict::Unavailable => ReqOutcome::Error,
                 Verdict::Admitted | Verdict::Answered | Verdict::Deferred => ReqOutcome::Ok,
             };
             metrics.request(method, outcome);
@@ -326,7 +327,10 @@ impl Intake {
             Answer::Now(n)
         });
         if served.error.is_some() {
+            // Answered (400, 413, ...) before any JSON-RPC method could be read.
+            cx.stats.requests.inc();
             cx.stats.bad_requests.inc();
+            cx.metrics.request(None, ReqOutcome::Invalid);
         }
         self.flush(cx, c);
     }

@@ -59,6 +59,9 @@ pub enum Verdict {
     RefusedTenant,
     /// The request was wrong; the answer says how.
     Invalid,
+    /// The request was right but cannot be served now: its region was removed by a reload
+    /// (503, naming it).
+    Unavailable,
     /// Nothing written yet: an engine is asked, and the answer comes from
     /// [`Dispatcher::poll_answered`].
     Deferred,
@@ -211,7 +214,7 @@ pub fn handle(
             let e = RpcError::new(ErrorKind::RegionRemoved(d.region_name(r as usize))).with_id(id);
             let mut json = [0u8; BODY_BYTES_MAX];
             let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
-            return reply(out, 503, "application/json", &[], b, Verdict::Invalid);
+            return reply(out, 503, "application/json", &[], b, Verdict::Unavailable);
         }
         Err(Refusal::Tenant(denied)) => {
             let n = write_denied(d, denied, id, keep_alive, out);

@@ -32,7 +32,7 @@ fn a_retired_region_takes_no_new_bundle_sends_what_waits_and_then_closes() {
     let mut tuning = Tuning::of_spec(&spec);
     tuning.regions[0] = None;
     t.d.retune(&tuning, now);
-    assert_eq!(t.post_bundle(3, now), Verdict::Invalid);
+    assert_eq!(t.post_bundle(3, now), Verdict::Unavailable);
     let answer = t.response();
     assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
     assert!(
