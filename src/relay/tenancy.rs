@@ -182,10 +182,17 @@ impl Tenancy {
             Port::Rotating => 0,
             Port::Pinned(r) => 1 + r as usize,
         };
+        // Refusals counted as a bundle's are: the counters are of requests, not of bundles.
         match self.table.identify(claim.key, claim.peer, listener) {
             Found::Tenant(e) | Found::Default(e) if e.enabled => Ok(e.slot),
-            Found::Tenant(e) | Found::Default(e) => Err(Denied::Disabled { slot: e.slot }),
-            Found::Unknown { key_given } => Err(Denied::Unknown { key_given }),
+            Found::Tenant(e) | Found::Default(e) => {
+                self.stats.refused(e.slot, Refused::Disabled);
+                Err(Denied::Disabled { slot: e.slot })
+            }
+            Found::Unknown { key_given } => {
+                self.stats.unknown();
+                Err(Denied::Unknown { key_given })
+            }
         }
     }
 
