@@ -147,10 +147,17 @@ fn a_sends_times_read_back_to_the_tick_and_far_ones_at_the_widest_not_wrapped() 
 
 #[test]
 fn an_engine_text_longer_than_the_record_keeps_is_cut_at_a_character() {
-    let long = "é".repeat(TEXT_BYTES);
-    let t = Text::new(long.as_bytes());
-    assert!(t.as_str().len() <= TEXT_BYTES);
-    assert!(t.as_str().chars().all(|c| c == 'é'));
+    // TEXT_BYTES is even: after one ASCII byte the two-byte 'é's straddle the limit, so the
+    // last one that would fit only in part is dropped whole.
+    let straddling = format!("x{}", "é".repeat(TEXT_BYTES));
+    let t = Text::new(straddling.as_bytes());
+    assert_eq!(t.as_str().len(), TEXT_BYTES - 1);
+    assert_eq!(t.as_str(), format!("x{}", "é".repeat((TEXT_BYTES - 2) / 2)));
+    let aligned = "é".repeat(TEXT_BYTES);
+    assert_eq!(
+        Text::new(aligned.as_bytes()).as_str(),
+        "é".repeat(TEXT_BYTES / 2)
+    );
     assert_eq!(Text::new(b"ok\xff\xfe").as_str(), "ok");
 }
 

@@ -61,13 +61,13 @@ async fn settled(handle: &BaselineHandle) -> bool {
 }
 
 /// Replays one region's limiter journal: no pair is handed out before its interval since its
-/// previous hand-out, nor inside a cooldown already applied; every cooldown lasts exactly the
-/// whole milliseconds the engine asked for. Returns the number of cooldowns.
-fn journal_violations(handle: &BaselineHandle, region: usize, interval_ms: u64) -> u64 {
+/// previous hand-out, nor inside a cooldown already applied; every cooldown lasts whole
+/// milliseconds. Returns the cooldowns' lengths in ms, in journal order.
+fn journal_violations(handle: &BaselineHandle, region: usize, interval_ms: u64) -> Vec<u64> {
     use bundle_relay_bench::baseline::limiter::Event;
     use std::collections::HashMap;
     let mut next: HashMap<usize, u64> = HashMap::new();
-    let mut cooldowns = 0;
+    let mut cooldowns = Vec::new();
     for event in handle.journal(region) {
         match event {
             Event::Acquired { pair, now_ns } => {
@@ -92,7 +92,7 @@ fn journal_violations(handle: &BaselineHandle, region: usize, interval_ms: u64) 
                 assert!(until_ns > now_ns);
                 let e = next.entry(pair).or_default();
                 *e = (*e).max(until_ns);
-                cooldowns += 1;
+                cooldowns.push((until_ns - now_ns) / 1_000_000);
             }
             Event::Settled { pair, until_ns, .. } => {
                 let e = next.entry(pair).or_default();
@@ -182,9 +182,32 @@ async fn every_admitted_bundle_is_delivered_once_byte_identical_with_no_early_se
         );
         assert_eq!(log.duplicates, 0, "a bundle was delivered twice");
         assert_eq!(log.early, 0, "the engine saw a pair send early");
-        let journal_cooldowns: u64 = (0..REGIONS)
-            .map(|r| journal_violations(&handle, r, 10))
-            .sum();
+        assert_eq!(
+            log.ignored_backoff, 0,
+            "a pair sent inside a cooldown it had been told about"
+        );
+        let mut journal_cooldowns = 0;
+        let mut full_backoffs = 0;
+        for r in 0..REGIONS {
+            // Each cooldown lasts exactly what the engine asked: the rules' 150 ms for a
+            // scheduled back-off, the rest of it for a request that crossed one.
+            let mut cooled = journal_violations(&handle, r, 10);
+            let mut asked = log.asked_ms.get(&r).cloned().unwrap_or_default();
+            cooled.sort_unstable();
+            asked.sort_unstable();
+            assert_eq!(
+                cooled, asked,
+                "region {r}: cooldown lengths (ms) differ from the engine's Retry-After"
+            );
+            journal_cooldowns += cooled.len() as u64;
+            full_backoffs += cooled.iter().filter(|&&ms| ms == 150).count() as u64;
+        }
+        assert!(
+            full_backoffs >= log.backoffs,
+            "{} of {} scheduled back-offs were cooled for their 150 ms",
+            full_backoffs,
+            log.backoffs
+        );
         assert_eq!(
             log.headers_set, 0,
             "Jito's clients leave the bundle header empty"

@@ -335,6 +335,12 @@ async fn a_fanned_out_bundle_whose_copy_is_lost_ends_delivered_by_the_others() {
         "{t:?}"
     );
     let es = engine.stats();
+    // The only stall rule is frankfurt's: a hit is a copy that really went there and was lost.
+    assert!(
+        es.faults["stall"] > 0,
+        "no copy was sent to the stalled region: {:?}",
+        es.faults
+    );
     let stalled = es.regions.iter().find(|r| r.name == "frankfurt").unwrap();
     assert_eq!(stalled.accepted, 0, "{es:?}");
     assert!(

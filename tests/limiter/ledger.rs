@@ -4,6 +4,7 @@
 //! something else is refused.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bundle_relay::clock::{Instant, Ticks};
 use bundle_relay::limiter::ledger::{ENTRY_BYTES, Entry, Ledger, entries_for, pair_key};
@@ -68,35 +69,83 @@ fn pairs_are_told_apart_by_source_and_region() {
     assert_ne!(pair_key("127.1.0.1", "ny"), pair_key("127.1.0.1n", "y"));
 }
 
-/// Two threads (the two processes) race claims on one pair with a shared, jittered clock:
-/// the sends that win are never closer together than the hold.
+/// Two threads (the two processes) claim one pair at the same instants of a shared, seeded
+/// clock, let go together at every step so that their claims contend: each instant the pair is
+/// free exactly one of them wins, so the wins are those of a single claimer, never closer
+/// together than the hold, and both processes win some.
 #[test]
 fn racing_claims_never_send_twice_within_the_interval() {
+    const HOLD: u64 = 100;
+    const STEPS: usize = 4_000;
     let (a, b) = shared(1);
     let slot = a.slot(pair_key("127.1.0.1", "ny")).unwrap();
-    let (a, b) = (Arc::new(a), Arc::new(b));
-    const HOLD: u64 = 100;
-    let run = |l: Arc<Ledger>, seed: u64| {
+    // Instants 1 to HOLD / 2 ticks apart: the pair is free again every few steps.
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut t = 1_000;
+    let clock: Arc<Vec<u64>> = Arc::new(
+        (0..STEPS)
+            .map(|_| {
+                t += rng.random_range(1..=HOLD / 2);
+                t
+            })
+            .collect(),
+    );
+    let arrived = Arc::new(AtomicUsize::new(0));
+    let run = |l: Ledger| {
+        let (clock, arrived) = (clock.clone(), arrived.clone());
         std::thread::spawn(move || {
-            let mut rng = StdRng::seed_from_u64(seed);
             let mut won = Vec::new();
-            for step in 0..20_000u64 {
-                let now = Instant(step * 10 + rng.random_range(0..10));
-                if l.claim(slot, now, Ticks(HOLD), Ticks(0)).is_ok() {
-                    won.push(now.0);
+            for (step, &now) in clock.iter().enumerate() {
+                // Neither claims step's instant before the other has finished the last one and
+                // is spinning here too: both leave within a few hundred nanoseconds.
+                arrived.fetch_add(1, Ordering::AcqRel);
+                let mut spins = 0u32;
+                while arrived.load(Ordering::Acquire) < 2 * (step + 1) {
+                    spins += 1;
+                    if spins < 2_000 {
+                        std::hint::spin_loop();
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+                if l.claim(slot, Instant(now), Ticks(HOLD), Ticks(0)).is_ok() {
+                    won.push(now);
                 }
             }
             won
         })
     };
-    let (ta, tb) = (run(a, 1), run(b, 2));
-    let mut won = ta.join().unwrap();
-    won.extend(tb.join().unwrap());
+    let (ta, tb) = (run(a), run(b));
+    let (won_a, won_b) = (ta.join().unwrap(), tb.join().unwrap());
+    // One claimer alone at the same instants: the wins a race must add up to.
+    let mut free_at = 0;
+    let alone: Vec<u64> = clock
+        .iter()
+        .copied()
+        .filter(|&now| {
+            let free = now >= free_at;
+            if free {
+                free_at = now + HOLD;
+            }
+            free
+        })
+        .collect();
+    assert!(
+        !won_a.is_empty() && !won_b.is_empty(),
+        "one process won every race ({} and {}): the claims never contended",
+        won_a.len(),
+        won_b.len()
+    );
+    let mut won = won_a;
+    won.extend(won_b);
     won.sort();
-    assert!(won.len() > 100, "claims were won: {}", won.len());
     for w in won.windows(2) {
         assert!(w[1] - w[0] >= HOLD, "two sends {} ticks apart", w[1] - w[0]);
     }
+    assert_eq!(
+        won, alone,
+        "the race won other instants than one claimer would"
+    );
 }
 
 #[test]

@@ -199,6 +199,9 @@ pub struct EngineLog {
     pub ignored_backoff: u64,
     /// Scheduled back-offs answered (RESOURCE_EXHAUSTED with a Retry-After).
     pub backoffs: u64,
+    /// Every Retry-After answered, in ms, per region in answer order: what the relay's
+    /// cooldowns must match.
+    pub asked_ms: HashMap<usize, Vec<u64>>,
     /// Smallest gap seen between accepted sends of one pair.
     pub min_gap: Option<Duration>,
     /// Accepted sends per region.
@@ -252,6 +255,7 @@ impl SearcherService for RegionEngine {
             if now + rules.slack < last + rules.interval {
                 let retry_ms = (last + rules.interval - now).as_millis() as u64 + 1;
                 log.early += 1;
+                log.asked_ms.entry(self.region).or_default().push(retry_ms);
                 return Err(Status::new(
                     Code::ResourceExhausted,
                     rate_limit_message(retry_ms),
@@ -266,6 +270,7 @@ impl SearcherService for RegionEngine {
                 } else {
                     log.crossed_backoff += 1;
                 }
+                log.asked_ms.entry(self.region).or_default().push(retry_ms);
                 return Err(Status::new(
                     Code::ResourceExhausted,
                     rate_limit_message(retry_ms),
@@ -276,9 +281,11 @@ impl SearcherService for RegionEngine {
             pair.cooldown_until = Some(now + rules.backoff);
             pair.backoff_answered = Some(now);
             log.backoffs += 1;
+            let retry_ms = rules.backoff.as_millis() as u64;
+            log.asked_ms.entry(self.region).or_default().push(retry_ms);
             return Err(Status::new(
                 Code::ResourceExhausted,
-                rate_limit_message(rules.backoff.as_millis() as u64),
+                rate_limit_message(retry_ms),
             ));
         }
         let gap = pair.last_accept.map(|t| now - t);
