@@ -4,7 +4,10 @@
 
 #![allow(dead_code)]
 
+mod installed;
 mod relay_proc;
+
+pub use installed::installed;
 
 #[allow(unused_imports)] // each test binary uses its own part
 pub use relay_proc::{Reaped, RelayProc, collect_lines, wait_line};
@@ -13,24 +16,6 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// Whether `command` (answering `version_arg`) is installed. CI installs it (`.ci/run`, from
-/// Debian's `package`): missing there is a broken CI, not a reason to skip; elsewhere the test
-/// says so and passes.
-pub fn installed(command: &str, version_arg: &str, package: &str) -> bool {
-    let found = std::process::Command::new(command)
-        .arg(version_arg)
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI=true but {command} is missing: .ci/run installs Debian's {package} package"
-        );
-        eprintln!("skipped: {command} is not installed (apt-get install {package})");
-    }
-    found
-}
 
 /// A bench tool (`bench-engine`, `bench-load`) built beside the relay's binary.
 pub fn tool(name: &str) -> PathBuf {

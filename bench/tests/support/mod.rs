@@ -17,6 +17,11 @@ pub mod relay;
 pub mod scenario;
 pub mod tls;
 
+// The root crate's tests skip (or, under CI, fail) on a missing tool the same way.
+#[path = "../../../tests/process_support/installed.rs"]
+mod installed;
+pub use installed::installed;
+
 use std::time::{Duration, Instant};
 
 use bundle_relay::jito::MAINNET_DOMAIN;
@@ -37,24 +42,6 @@ pub async fn poll<T>(
         }
         tokio::time::sleep(period).await;
     }
-}
-
-/// Whether `command` (answering `version_arg`) is installed. CI installs it (`.ci/run`, from
-/// Debian's `package`): missing there is a broken CI, not a reason to skip; elsewhere the test
-/// says so and passes.
-pub fn installed(command: &str, version_arg: &str, package: &str) -> bool {
-    let found = std::process::Command::new(command)
-        .arg(version_arg)
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI=true but {command} is missing: .ci/run installs Debian's {package} package"
-        );
-        eprintln!("skipped: {command} is not installed (apt-get install {package})");
-    }
-    found
 }
 
 /// A region's production host name, `<region>.mainnet.block-engine.jito.wtf`.
