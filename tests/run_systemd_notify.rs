@@ -150,10 +150,15 @@ fn status_ready_reloading_watchdog_and_stopping_reach_the_manager_in_order() {
         "only STATUS and pings before READY:\n{}",
         messages(&log)
     );
+    let statuses: Vec<&&String> = before.iter().filter(|m| m.starts_with("STATUS=")).collect();
     assert!(
-        before
+        !statuses.is_empty(),
+        "no STATUS while the pool came up:\n{}",
+        messages(&log)
+    );
+    assert!(
+        statuses
             .iter()
-            .filter(|m| m.starts_with("STATUS="))
             .all(|m| m.contains(" of 4 pairs up (ready at 4, 85%)")),
         "{}",
         messages(&log)

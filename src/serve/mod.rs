@@ -270,6 +270,9 @@ impl Serving {
         // A process taking over says nothing to the manager until it is the main process.
         self.manager.set_muted(self.takeover.is_some());
         let mut last = self.relay.totals();
+        // Said at once, so the manager shows the pool coming up from the start, even one that
+        // is all up by the first tick.
+        self.readiness.report(last.pairs_up, &mut self.manager);
         let mut ticks = 0u32;
         while !Signal::Stop.asked() {
             std::thread::sleep(TICK);
