@@ -243,11 +243,22 @@ async fn a_leaders_region_with_no_pair_ready_within_the_wait_hands_its_bundles_t
         bundles(82, 0, 20),
     )
     .await;
+    // Bundles refused before they are admitted were never routed anywhere.
+    let bad = r#"{"jsonrpc":"2.0","id":1,"method":"sendBundle","params":[["AAAA"],{"encoding":"base64"}]}"#;
+    for _ in 0..5 {
+        let (status, _, answer) = rpc_call(relay.rotating_addr().unwrap(), "/api/v1/bundles", bad);
+        assert!(answer["error"].is_object(), "{status}: {answer}");
+    }
     let t = wait_ended(&relay, Duration::from_secs(10)).await;
     assert_eq!(ok(&load), 20, "{}", load.summary);
     assert_eq!((t.delivered, t.expired), (20, 0), "{t:?}");
     assert!(t.leader_routed > 0, "{t:?}");
     assert!(t.leader_fallbacks > 0, "{t:?}");
+    assert_eq!(
+        t.leader_routed + t.leader_fallbacks,
+        20,
+        "each admitted bundle routed once: {t:?}"
+    );
     assert_eq!(engine.stats().early_sends, 0);
     let end = relay.shutdown(Duration::from_millis(200));
     assert!(end.identity_holds(), "{end:?}");

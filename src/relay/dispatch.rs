@@ -71,6 +71,21 @@ pub struct Admission {
     pass: Pass,
     /// Further lanes a fanned-out bundle goes to (`fan.0[..fan.1]`).
     fan: ([u8; FAN_EXTRA_MAX], u8),
+    /// How the leader strategy routed it, counted once it is admitted.
+    leader: LeaderPick,
+    /// Another thread would have sent it sooner but had no slot lent to this one.
+    without_credit: bool,
+}
+
+/// The leader strategy's choice for a bundle from the rotating port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LeaderPick {
+    /// Not routed by leader.
+    None,
+    /// To the next leader's region.
+    Leader,
+    /// To the soonest region instead.
+    Fallback,
 }
 
 #[derive(Debug)]
@@ -355,7 +370,12 @@ impl Dispatcher {
     /// this thread's; this one on a tie), judged on the lanes of the tenant's egress group
     /// only: its bundle never leaves through another group's addresses. Regions tie
     /// round-robin. Returns the region and its lane.
-    fn route(&mut self, port: Port, pass: &Pass, now: Instant) -> (u8, u8, Option<usize>) {
+    fn route(
+        &mut self,
+        port: Port,
+        pass: &Pass,
+        now: Instant,
+    ) -> (u8, u8, Option<usize>, LeaderPick) {
         let n = self.regions;
         let groups = self.groups;
         let group = usize::from(pass.group).min(groups - 1);
@@ -382,12 +402,15 @@ impl Dispatcher {
                     _ => (own, None),
                 };
                 if at != NEVER && at <= now.after(self.leader_wait).0 {
-                    self.stats.region(r).leader_routed.inc();
-                    return (r as u8, l as u8, peer);
+                    return (r as u8, l as u8, peer, LeaderPick::Leader);
                 }
             }
-            self.stats.leader_fallbacks.inc();
         }
+        let pick = if port == Port::Rotating && pass.strategy == Strategy::Leader {
+            LeaderPick::Fallback
+        } else {
+            LeaderPick::None
+        };
         if port == Port::Rotating && pass.strategy == Strategy::Ordered {
             // The first of the tenant's regions, in its order, that can send at all.
             for k in 0..self.tenancy.order(pass.slot).len() {
@@ -399,8 +422,8 @@ impl Dispatcher {
                 let own = self.own_estimate(l).at(now, 0);
                 let peer = self.peers.as_mut().and_then(|p| p.best(l, now));
                 match peer {
-                    Some((t, at)) if at < own => return (r as u8, l as u8, Some(t)),
-                    _ if own != NEVER => return (r as u8, l as u8, None),
+                    Some((t, at)) if at < own => return (r as u8, l as u8, Some(t), pick),
+                    _ if own != NEVER => return (r as u8, l as u8, None, pick),
                     _ => {}
                 }
             }
@@ -435,7 +458,7 @@ impl Dispatcher {
         if port == Port::Rotating {
             self.rotate = (r + 1) % n;
         }
-        (r as u8, lane(r) as u8, peer)
+        (r as u8, lane(r) as u8, peer, pick)
     }
 
     /// A slot for a bundle from `port`, admitted at `now`: lent by the thread whose pool will
@@ -452,7 +475,7 @@ impl Dispatcher {
             .tenancy
             .check(claim, port, now)
             .map_err(Refusal::Tenant)?;
-        let (region, lane, peer) = self.route(port, &pass, now);
+        let (region, lane, peer, leader) = self.route(port, &pass, now);
         let fan = match port {
             Port::Rotating if pass.fan_out > 1 => self.fan_lanes(region, &pass, now),
             _ => ([0; FAN_EXTRA_MAX], 0),
@@ -463,12 +486,14 @@ impl Dispatcher {
             self.take_slot(peer, now).ok_or(Refusal::Full)
         };
         match slot {
-            Ok(slot) => Ok(Admission {
+            Ok((slot, without_credit)) => Ok(Admission {
                 region,
                 lane,
                 slot,
                 pass,
                 fan,
+                leader,
+                without_credit,
             }),
             Err(refusal) => {
                 self.tenancy.release(&pass);
@@ -516,16 +541,16 @@ impl Dispatcher {
         (lanes, found as u8)
     }
 
-    /// A slot lent by `peer` when it has one, else this thread's own, else any thread's.
-    fn take_slot(&mut self, peer: Option<usize>, now: Instant) -> Option<Taken> {
-        if let Some(peer) = peer {
-            if let Some(slot) = self.peers.as_mut().and_then(|p| p.take_credit(peer, now)) {
-                return Some(Taken::Lent { peer, slot });
-            }
-            self.stats.handoffs_without_credit.inc();
+    /// A slot lent by `peer` when it has one, else this thread's own, else any thread's; and
+    /// whether it stayed here only for want of `peer`'s credit.
+    fn take_slot(&mut self, peer: Option<usize>, now: Instant) -> Option<(Taken, bool)> {
+        if let Some(peer) = peer
+            && let Some(slot) = self.peers.as_mut().and_then(|p| p.take_credit(peer, now))
+        {
+            return Some((Taken::Lent { peer, slot }, false));
         }
         if let Ok(slot) = self.arena.acquire(now) {
-            return Some(Taken::Local(slot));
+            return Some((Taken::Local(slot), peer.is_some()));
         }
         // This arena is full: any thread with a slot to lend takes the bundle.
         let peers = self.peers.as_mut()?;
@@ -533,7 +558,7 @@ impl Dispatcher {
             if t != peers.me()
                 && let Some(slot) = peers.take_credit(t, now)
             {
-                return Some(Taken::Lent { peer: t, slot });
+                return Some((Taken::Lent { peer: t, slot }, false));
             }
         }
         None
@@ -574,6 +599,14 @@ impl Dispatcher {
         meta.fan_extra = fan_extra;
         meta.copies = 1 + fan_extra;
         self.tenancy.stats().admitted(pass.slot);
+        match a.leader {
+            LeaderPick::Leader => self.stats.region(usize::from(a.region)).leader_routed.inc(),
+            LeaderPick::Fallback => self.stats.leader_fallbacks.inc(),
+            LeaderPick::None => {}
+        }
+        if a.without_credit {
+            self.stats.handoffs_without_credit.inc();
+        }
         match a.slot {
             Taken::Local(slot) => self.enqueue(slot, a.lane),
             Taken::Lent { peer, slot } => {
