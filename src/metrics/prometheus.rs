@@ -725,7 +725,7 @@ fn render_defences(t: &super::accounting::Totals, out: &mut String) {
     }
 }
 
-const RELOADS_REFUSED_HELP: &str = "Reloads refused (bad file or tenants document, or one the running relay cannot run); the last good config kept.";
+const RELOADS_REFUSED_HELP: &str = "Reloads refused (a bad file or tenants document, or one the running relay cannot run) and [tenants_from] polls that failed (each poll while the endpoint fails); the last good config kept.";
 
 /// Metrics off: the relay's own accounting counters, summed over threads (no labels: the
 /// threads do not count by region or method then), under the families' usual names so a
@@ -748,7 +748,7 @@ fn render_accounting(m: &Metrics, out: &mut String) {
         ),
     ];
     let t = m.totals();
-    let singles: [(&str, &str, &str, u64); 12] = [
+    let singles: [(&str, &str, &str, u64); 14] = [
         (
             "bundle_relay_requests_total",
             "counter",
@@ -820,6 +820,18 @@ fn render_accounting(m: &Metrics, out: &mut String) {
             "counter",
             "Pair cooldowns started (RESOURCE_EXHAUSTED and the like).",
             t.cooldowns,
+        ),
+        (
+            "bundle_relay_region_throttles_total",
+            "counter",
+            "Region-wide back-offs started: the engine throttled everyone (globally rate limited).",
+            t.throttles,
+        ),
+        (
+            "bundle_relay_leader_routed_total",
+            "counter",
+            "Bundles from the rotating port the leader strategy sent to the region whose engine holds the next Jito leader.",
+            t.leader_routed,
         ),
     ];
     for (name, kind, help, v) in singles.into_iter().chain(generation) {
