@@ -990,6 +990,13 @@ impl Dispatcher {
         } else {
             self.stats.retries.inc();
             self.fifos[lane].push_front(slot);
+            let region = lane / self.groups;
+            if std::mem::take(&mut self.drained[region]) {
+                // A retired region's engine sent back a bundle it had in flight when the
+                // region's pairs were drained: they connect again for it (and drain again once
+                // it is sent), as for a handoff.
+                self.up.retire_region(region, false, now);
+            }
         }
     }
 

@@ -61,6 +61,52 @@ fn a_retired_region_takes_no_new_bundle_sends_what_waits_and_then_closes() {
     assert!(t.d.check_accounting());
 }
 
+/// The region is removed while its last bundle is at the engine, which answers UNAVAILABLE
+/// (not processed: send it again). The bundle was already answered to its bot, so the region's
+/// connection comes back for it, it is delivered, and only then does the region close for
+/// good; it does not sit until its max age.
+#[test]
+fn a_bundle_a_retired_regions_engine_sends_back_is_sent_again_not_left_to_expire() {
+    let (mut t, spec, mut now) = one(100, 10_000);
+    assert_eq!(t.post_bundle(1, now), Verdict::Admitted);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0);
+    let mut tuning = Tuning::of_spec(&spec);
+    tuning.regions[0] = None;
+    t.d.retune(&tuning, now);
+    t.d.dispatch(now);
+    t.answer_error(14, "try again", now);
+    t.d.dispatch(now);
+    // The retiring pair closes once its call ended.
+    while let Some(p) = t.d.poll_close() {
+        t.d.socket_released(p, now, 0);
+    }
+    for _ in 0..50 {
+        now = Instant(now.0 + 100 * MS);
+        t.d.dispatch(now);
+        if let Some(order) = t.d.poll_connect(now) {
+            t.d.connected(order.pair, now);
+            t.flush(now);
+            t.d.received(order.pair, &h2_support::engine_hello(), now);
+            t.stream = 1;
+        }
+        t.d.dispatch(now);
+        if t.flush(now) > 0 {
+            t.answer(now);
+        }
+        while let Some(p) = t.d.poll_close() {
+            t.d.socket_released(p, now, 0);
+        }
+    }
+    let s = t.totals();
+    assert_eq!(
+        (s.admitted, s.delivered, s.expired, s.in_flight),
+        (1, 1, 0, 0),
+        "{s:?}"
+    );
+    assert!(t.d.check_accounting());
+}
+
 #[test]
 fn a_shorter_max_age_judges_bundles_already_waiting() {
     let (mut t, spec, now) = one(1_000, 10_000);
