@@ -21,7 +21,9 @@ fn config(threads: usize, egress: &str) -> Config {
 static NOFILE: Mutex<()> = Mutex::new(());
 
 fn nofile_held() -> MutexGuard<'static, ()> {
-    NOFILE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    NOFILE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn hard_nofile() -> u64 {

@@ -7,8 +7,8 @@
 mod installed;
 mod relay_proc;
 
+#[allow(unused_imports)] // each test binary uses its own part
 pub use installed::installed;
-
 #[allow(unused_imports)] // each test binary uses its own part
 pub use relay_proc::{Reaped, RelayProc, collect_lines, wait_line};
 

@@ -433,7 +433,12 @@ fn fanned_out_bundles_moved_off_a_thread_a_reload_emptied_keep_each_regions_coun
     // second.
     for (i, (t, c)) in threads.iter_mut().zip(&mut calls).enumerate() {
         t.d.dispatch(now);
-        assert_eq!(rotating(t, i as u64, now), Verdict::Admitted, "{}", t.response());
+        assert_eq!(
+            rotating(t, i as u64, now),
+            Verdict::Admitted,
+            "{}",
+            t.response()
+        );
         t.d.dispatch(now);
         flush_calls(&mut t.d, now, c);
         assert_eq!(c.len(), 2, "thread {i} sent a copy to each region");
@@ -474,7 +479,11 @@ fn fanned_out_bundles_moved_off_a_thread_a_reload_emptied_keep_each_regions_coun
         }
     }
     let all = Totals::of(threads.iter().map(|t| &*t.stats));
-    assert_eq!((all.admitted, all.delivered, all.in_flight), (4, 4, 0), "{all:?}");
+    assert_eq!(
+        (all.admitted, all.delivered, all.in_flight),
+        (4, 4, 0),
+        "{all:?}"
+    );
     for r in 0..2 {
         let mut sum = bundle_relay::metrics::accounting::RegionTotals::default();
         for (i, t) in threads.iter().enumerate() {

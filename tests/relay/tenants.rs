@@ -755,7 +755,12 @@ fn a_status_query_from_a_disabled_tenant_is_403_and_counted_as_a_bundle_is() {
     let mut s = sim("[[tenant]]\nname = \"off\"\nkeys = [\"off-key\"]\nenabled = false\n");
     let r = status_of(&mut s, key("off-key"), &"ab".repeat(32));
     assert!(r.starts_with("HTTP/1.1 403"), "{r}");
-    let slot = match s.d.tenancy().table().identify(Some(b"off-key"), Claim::LOOPBACK.peer, 0) {
+    let slot = match s
+        .d
+        .tenancy()
+        .table()
+        .identify(Some(b"off-key"), Claim::LOOPBACK.peer, 0)
+    {
         Found::Tenant(e) => e.slot,
         _ => panic!("the tenant is listed"),
     };

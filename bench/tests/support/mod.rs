@@ -20,6 +20,7 @@ pub mod tls;
 // The root crate's tests skip (or, under CI, fail) on a missing tool the same way.
 #[path = "../../../tests/process_support/installed.rs"]
 mod installed;
+#[allow(unused_imports)] // each test binary uses its own part
 pub use installed::installed;
 
 use std::time::{Duration, Instant};
