@@ -172,6 +172,14 @@ fn parse_params<'a>(method: Method, params: Option<&'a [u8]>) -> Result<Call<'a>
     let mut count = 0usize;
     if w.enter() {
         loop {
+            if method == Method::GetTipAccounts && w.peek() == b'n' {
+                // Nothing, as Jito's own Python SDK sends a call without parameters: `[null]`.
+                w.skip();
+                if !w.next() {
+                    break;
+                }
+                continue;
+            }
             match (method, count) {
                 (Method::SendBundle, 0) => list = str_list(&mut w, 0, ListOf::Transactions)?,
                 (Method::GetBundleStatuses | Method::GetInflightBundleStatuses, 0) => {

@@ -359,10 +359,13 @@ fn send_transaction_overlong_is_invalid_params() {
 // ---- getTipAccounts, getBundleStatuses, getInflightBundleStatuses ----
 
 #[test]
-fn get_tip_accounts_with_empty_or_absent_params_is_accepted() {
+fn get_tip_accounts_with_empty_absent_or_null_params_is_accepted() {
     for body in [
         r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","params":[]}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts"}"#,
+        // Jito's own Python SDK (jito_py_rpc) sends its absent params as `[None]`.
+        r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","params":[null]}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","params":[ null , null ]}"#,
     ] {
         assert_eq!(ok(body).call, Call::GetTipAccounts);
     }
