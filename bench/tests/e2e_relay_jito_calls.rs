@@ -484,9 +484,10 @@ async fn a_bots_status_calls_show_its_bundle_pending_then_landed_at_the_engines_
 
 /// One address at Jito's one call a second: right after a bundle, no pair is free within the
 /// query's wait. `getInflightBundleStatuses` is then the relay's record alone (`Pending`, no
-/// slot), `getBundleStatuses` an error saying no engine answered and why; both counted.
+/// slot); `getBundleStatuses` is refused as Jito refuses a caller over its rate (HTTP 429,
+/// -32097, the wait in the message), so a bot's back-off works; both counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_no_pair_free_in_time_inflight_is_the_record_and_statuses_says_why() {
+async fn with_no_pair_free_in_time_inflight_is_the_record_and_statuses_is_429_as_jitos_rate_limit() {
     let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..1]);
     ec.interval_ms = 1_000;
     let engine = Engine::start(ec).await.unwrap();
@@ -508,21 +509,19 @@ async fn with_no_pair_free_in_time_inflight_is_the_record_and_statuses_says_why(
     );
     assert_eq!(a["result"]["value"][0]["status"], "Pending", "{a}");
     assert_eq!(a["result"]["context"]["slot"], 0, "{a}");
-    let (status, _, a) = rpc_call(
+    let (status, head, a) = rpc_call(
         rotating,
         "/api/v1/bundles",
         &status_call("getBundleStatuses", &[&id]),
     );
     assert_eq!(
         (status, a["error"]["code"].as_i64()),
-        (200, Some(-32603)),
+        (429, Some(-32097)),
         "{a}"
     );
     let msg = a["error"]["message"].as_str().unwrap();
-    assert!(
-        msg.contains("no pair to the engine was free in time"),
-        "{msg}"
-    );
+    assert!(msg.contains("Retry after 1000ms"), "the pair's interval: {msg}");
+    assert!(head.ends_with("\r\nretry-after: 1"), "{head}");
     let t = relay.totals();
     assert_eq!(
         (t.status_queries, t.status_queries_unanswered),

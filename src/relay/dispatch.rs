@@ -280,6 +280,16 @@ impl Dispatcher {
         self.retired[r]
     }
 
+    /// How long a bot should wait to ask again when no pair carried its status query in
+    /// time: the pace of the region it asked (the quickest region's when any would do).
+    pub fn query_retry_ms(&self, region: Option<u8>) -> u64 {
+        let ticks = match region {
+            Some(r) => self.intervals[usize::from(r)],
+            None => self.intervals.iter().copied().min().unwrap_or_default(),
+        };
+        self.rate.to_ns(ticks).div_ceil(1_000_000)
+    }
+
     /// Region `r`'s name as the config gives it.
     pub fn region_name(&self, r: usize) -> &str {
         self.up.region_name(r)

@@ -9,7 +9,8 @@
 //! |---|---|---|
 //! | `getInflightBundleStatuses` | only the ids an engine took (the rest it cannot know better) | the record's status; `Landed` with its slot, or `Failed`, where the engine says so |
 //! | `getBundleStatuses` | every id that is a bundle id (64 hex) | the engine's entries as it wrote them; `null` for what is no bundle id |
-//! | either, no engine answer in time | — | inflight: the record alone; statuses: -32603 saying why |
+//! | either, no pair free in time | — | inflight: the record alone; statuses: HTTP 429 and -32097 with the pair's interval to wait, as Jito answers a caller over its rate |
+//! | either, the engine failed or its answer was lost | — | inflight: the record alone; statuses: -32603 saying why |
 //! | `getBundleDelivery` | never | the record |
 //!
 //! A tenant sees only its own bundles in the record: another tenant's id is `Invalid` to it, as
@@ -24,7 +25,7 @@ use crate::jsonrpc::{
 };
 
 use super::dispatch::Dispatcher;
-use super::queries::{Ask, Asked, ConnRef, Query};
+use super::queries::{Ask, Asked, ConnRef, Query, Unanswered};
 
 /// What an engine is asked for a status `call`: the bot's ids (in its order), which of them
 /// go to the engine, and the region to ask (`None`: any). `None` when none needs one.
@@ -89,8 +90,25 @@ pub fn to_ask(d: &Dispatcher, call: &Call<'_>, tenant: u16) -> Option<ToAsk> {
     (t.forwarded != 0).then_some(t)
 }
 
-/// The whole JSON-RPC response body to query `q` (see the module docs), into `out`.
+/// The whole JSON-RPC response body to query `q` (see the module docs), into `out`, and its
+/// HTTP status.
 pub fn write_query_answer<'b>(
+    d: &Dispatcher,
+    q: &Query,
+    out: &'b mut [u8],
+) -> Result<(u16, &'b [u8]), Overflow> {
+    let id = Id::kept(q.id());
+    if q.ask == Ask::Statuses && q.answer() == Err(Unanswered::NoPair) {
+        // The relay's pace kept it from asking: a bot backs off on this as on Jito's own.
+        let e = RpcError::new(ErrorKind::RateLimited {
+            retry_after_ms: d.query_retry_ms(q.region),
+        });
+        return Ok((429, jsonrpc::write_error(out, id, &e.with_id(id))?));
+    }
+    Ok((200, write_answer_body(d, q, out)?))
+}
+
+fn write_answer_body<'b>(
     d: &Dispatcher,
     q: &Query,
     out: &'b mut [u8],

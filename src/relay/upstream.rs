@@ -1331,7 +1331,8 @@ impl Upstream {
     fn query_again(&mut self, q: u16, now: Instant) {
         let deadline = self.queries.get(q).deadline;
         if now.0 > deadline.0 {
-            self.queries.give_up(q, Unanswered::Failed);
+            // Out of time for another pair: the engine's pace (or the relay's) held it back.
+            self.queries.give_up(q, Unanswered::NoPair);
             self.stats.status_queries_unanswered.inc();
         } else {
             self.queries.wait_again(q);
