@@ -487,7 +487,8 @@ async fn a_bots_status_calls_show_its_bundle_pending_then_landed_at_the_engines_
 /// slot); `getBundleStatuses` is refused as Jito refuses a caller over its rate (HTTP 429,
 /// -32097, the wait in the message), so a bot's back-off works; both counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_no_pair_free_in_time_inflight_is_the_record_and_statuses_is_429_as_jitos_rate_limit() {
+async fn with_no_pair_free_in_time_inflight_is_the_record_and_statuses_is_429_as_jitos_rate_limit()
+{
     let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..1]);
     ec.interval_ms = 1_000;
     let engine = Engine::start(ec).await.unwrap();
@@ -520,7 +521,10 @@ async fn with_no_pair_free_in_time_inflight_is_the_record_and_statuses_is_429_as
         "{a}"
     );
     let msg = a["error"]["message"].as_str().unwrap();
-    assert!(msg.contains("Retry after 1000ms"), "the pair's interval: {msg}");
+    assert!(
+        msg.contains("Retry after 1000ms"),
+        "the pair's interval: {msg}"
+    );
     assert!(head.ends_with("\r\nretry-after: 1"), "{head}");
     let t = relay.totals();
     assert_eq!(

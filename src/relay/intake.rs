@@ -283,7 +283,10 @@ pub fn write_answer(d: &Dispatcher, q: u16, keep_alive: bool, out: &mut [u8]) ->
     let query = d.query(q);
     if let Ok((status, b)) = statuses::write_query_answer(d, query, &mut body) {
         let mut wait = [0u8; 20];
-        let retry = [("Retry-After", seconds(d.query_retry_ms(query.region), &mut wait))];
+        let retry = [(
+            "Retry-After",
+            seconds(d.query_retry_ms(query.region), &mut wait),
+        )];
         let extra: &[(&str, &[u8])] = if status == 429 { &retry } else { &[] };
         if let Some(n) =
             http1::write_response(out, status, keep_alive, "application/json", extra, b)

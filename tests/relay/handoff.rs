@@ -67,6 +67,16 @@ fn totals(t: &Thread) -> Totals {
     t.totals()
 }
 
+/// [`two_threads`] a millisecond after thread 0 sent bundle 1 on its pair: thread 0's pair is
+/// held, so its next bundle goes to thread 1's idle one.
+fn first_pair_held() -> (Thread, Thread, Instant) {
+    let (mut a, b, now) = two_threads(1_000, 64, Instant(MS));
+    request(&mut a, &body(1), now);
+    a.d.dispatch(now);
+    a.flush(now);
+    (a, b, Instant(now.0 + MS))
+}
+
 #[test]
 fn a_bundle_goes_to_the_thread_whose_pool_sends_it_soonest_and_is_counted_there() {
     let (mut a, mut b, mut now) = two_threads(1_000, 64, Instant(MS));
@@ -160,11 +170,7 @@ fn a_bundle_with_a_bad_transaction_keeps_its_lent_slot_for_the_next() {
 
 #[test]
 fn bundles_handed_off_at_shutdown_are_counted_where_they_were_admitted() {
-    let (mut a, mut b, mut now) = two_threads(1_000, 64, Instant(MS));
-    request(&mut a, &body(1), now);
-    a.d.dispatch(now);
-    a.flush(now);
-    now = Instant(now.0 + MS);
+    let (mut a, mut b, now) = first_pair_held();
     request(&mut a, &body(2), now);
     // The drain deadline passes before thread 1 ran: it admits what it was handed, then fails
     // it with everything else it holds.
@@ -182,11 +188,7 @@ fn bundles_handed_off_at_shutdown_are_counted_where_they_were_admitted() {
 /// thread that answered it.
 #[test]
 fn a_bundle_answered_after_another_thread_stopped_is_kept_and_counted_where_it_was_answered() {
-    let (mut a, mut b, mut now) = two_threads(1_000, 64, Instant(MS));
-    request(&mut a, &body(1), now);
-    a.d.dispatch(now);
-    a.flush(now);
-    now = Instant(now.0 + MS);
+    let (mut a, mut b, now) = first_pair_held();
     b.d.abandon_all(now);
     b.d.close();
     // Thread 0's pair is held, thread 1's idle.
@@ -206,11 +208,7 @@ fn a_bundle_answered_after_another_thread_stopped_is_kept_and_counted_where_it_w
 /// meanwhile, so the bundle is counted, admitted and ended, where it went.
 #[test]
 fn a_bundle_handed_to_a_thread_as_it_stops_is_counted_there_before_it_exits() {
-    let (mut a, mut b, mut now) = two_threads(1_000, 64, Instant(MS));
-    request(&mut a, &body(1), now);
-    a.d.dispatch(now);
-    a.flush(now);
-    now = Instant(now.0 + MS);
+    let (mut a, mut b, now) = first_pair_held();
     // Thread 1 has ended what it held; thread 0 has not seen it stop yet.
     b.d.abandon_all(now);
     assert_eq!(request(&mut a, &body(2), now), Verdict::Admitted);
