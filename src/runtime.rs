@@ -225,7 +225,7 @@ impl Relay {
                     match bind(l.addr, listen_now) {
                         Ok(fd) => v.push((fd, l.port)),
                         Err(e) => {
-                            stop.store(true, Ordering::Relaxed);
+                            never_started(&stop, &mesh, t);
                             return Err(StartError::Bind(l.addr, e));
                         }
                     }
@@ -254,10 +254,16 @@ impl Relay {
                 mesh: mesh.clone(),
                 journals: journals.clone(),
             };
-            let handle = std::thread::Builder::new()
+            let handle = match std::thread::Builder::new()
                 .name(format!("relay-{t}"))
                 .spawn(move || crate::reactor::run_thread(args))
-                .map_err(StartError::Thread)?;
+            {
+                Ok(h) => h,
+                Err(e) => {
+                    never_started(&stop, &mesh, t);
+                    return Err(StartError::Thread(e));
+                }
+            };
             threads.push(handle);
         }
         drop(ready_tx);
@@ -270,7 +276,13 @@ impl Relay {
         let resolver = if named.is_empty() {
             None
         } else {
-            Some(crate::egress::resolve::spawn(named, stop.clone()).map_err(StartError::Thread)?)
+            match crate::egress::resolve::spawn(named, stop.clone()) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(StartError::Thread(e));
+                }
+            }
         };
 
         let mut queues = Vec::with_capacity(spec.threads);
@@ -292,7 +304,10 @@ impl Relay {
             }
         }
         queues.sort_by(|a, b| a.prefix().cmp(b.prefix()));
-        let logger = crate::log::Logger::spawn(queues).map_err(StartError::Thread)?;
+        let logger = crate::log::Logger::spawn(queues).map_err(|e| {
+            stop.store(true, Ordering::Relaxed);
+            StartError::Thread(e)
+        })?;
         Ok(Relay {
             stats,
             metrics,
@@ -437,4 +452,13 @@ impl Relay {
         }
         stats.iter().map(|s| s.totals()).collect()
     }
+}
+
+/// Start failed at thread `first`: the threads before it stop, and those from it on, which
+/// never ran, count as having left the mesh, so the running ones need not wait for them.
+fn never_started(stop: &AtomicBool, mesh: &crate::mesh::Mesh, first: usize) {
+    for t in first..mesh.threads() {
+        mesh.close(t);
+    }
+    stop.store(true, Ordering::Relaxed);
 }

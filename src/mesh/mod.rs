@@ -83,8 +83,10 @@ struct Line {
     sleeping: AtomicBool,
     /// It has drained at shutdown: nothing held, nothing to hand off.
     drained: AtomicBool,
-    /// It has stopped for good: it admits and hands off nothing more, and no thread may hand
-    /// it a bundle from now on ([`Mesh::close`]).
+    /// It is stopping: other threads route around it and take no more of its credits
+    /// ([`Mesh::leave`]).
+    leaving: AtomicBool,
+    /// It has stopped for good: it admits and hands off nothing more ([`Mesh::close`]).
     closed: AtomicBool,
     ring_fd: AtomicI32,
     /// Bumped at each publish, so a reader knows its own handoffs since are not in it yet.
@@ -129,6 +131,7 @@ impl Mesh {
                 .map(|_| Line {
                     sleeping: AtomicBool::new(false),
                     drained: AtomicBool::new(false),
+                    leaving: AtomicBool::new(false),
                     closed: AtomicBool::new(false),
                     ring_fd: AtomicI32::new(-1),
                     generation: AtomicU64::new(0),
@@ -250,18 +253,26 @@ impl Mesh {
         self.lines.iter().all(|l| l.drained.load(Ordering::SeqCst))
     }
 
-    /// Thread `t` stops for good: it admits nothing and hands nothing off from now on, and
-    /// other threads route around it. Sequentially consistent, as is [`Mesh::all_closed`]: a
+    /// Thread `t` is stopping: from now on other threads route no bundle to it and take no
+    /// credit it lent (one taken just before still reaches it, and it ends it). It may still
+    /// hand bundles off itself until it closes.
+    pub fn leave(&self, t: usize) {
+        self.lines[t].leaving.store(true, Ordering::Release);
+    }
+
+    /// Whether thread `t` is stopping ([`Mesh::leave`]) or stopped.
+    pub fn is_leaving(&self, t: usize) -> bool {
+        self.lines[t].leaving.load(Ordering::Acquire)
+    }
+
+    /// Thread `t` stops for good: it admits nothing and hands nothing off from now on (and is
+    /// leaving, if it was not yet). Sequentially consistent, as is [`Mesh::all_closed`]: a
     /// thread that reads every thread closed and then empties its handoff rings has every
     /// bundle any of them handed it (each pushed its last before it closed), and no thread
     /// writes into a slot it lent any more, so its arena may go.
     pub fn close(&self, t: usize) {
+        self.lines[t].leaving.store(true, Ordering::Release);
         self.lines[t].closed.store(true, Ordering::SeqCst);
-    }
-
-    /// Whether thread `t` has stopped for good ([`Mesh::close`]).
-    pub fn is_closed(&self, t: usize) -> bool {
-        self.lines[t].closed.load(Ordering::Acquire)
     }
 
     pub fn all_closed(&self) -> bool {

@@ -167,9 +167,10 @@ pub fn run_thread(args: ThreadArgs) {
     if let Some(why) = why {
         // The kernel may still own buffers of a loop that did not end cleanly, and the other
         // threads may still write into slots this one lent them: its arena stays too. They
-        // route around it from now on.
+        // route around it and take none of its credits from now on (told through the mesh
+        // itself: a panic may have left the dispatcher without its side of it).
         w.leak = true;
-        w.d.close();
+        mesh.close(t);
         w.d.forget_arena();
         if let Ok(mut f) = failure.lock() {
             *f = Some(format!("reactor thread relay-{t} {why}"));
@@ -438,6 +439,9 @@ impl Worker {
                     self.d.in_flight() == 0 && self.intake.is_empty() && !self.d.has_inbound();
                 self.mesh.set_drained(self.me, done);
                 if (done && self.mesh.all_drained()) || now.0 >= until.0 {
+                    // No thread routes to this one from here on: what teardown still admits
+                    // stays here or goes to a thread that is not stopping.
+                    self.d.leave();
                     if !done {
                         self.d.abandon_all(now);
                     }
@@ -615,15 +619,12 @@ impl Worker {
         self.intake.ops_in_flight() + self.ups.ops_in_flight()
     }
 
-    /// Closes everything and waits for the kernel to finish every operation, so no buffer
-    /// it may write into is freed. Whatever is still in flight after [`TEARDOWN_WAIT_MS`] keeps
-    /// its memory for the life of the process ([`Worker::leak`]).
-    /// Shutdown's last step, after [`Worker::teardown`] (nothing is admitted any more): leaves
-    /// the mesh, and ends what other threads handed this one before they saw it leave, until
-    /// every thread has left. Threads reach their drain deadlines apart (each counts from when
-    /// it saw the stop), and one still running may hand this one a bundle it answered; after
-    /// every thread has left, none can, and none writes into a slot this one lent it, so its
-    /// arena may go.
+    /// Shutdown's last step, after [`Worker::teardown`] (nothing is admitted any more): closes
+    /// this thread in the mesh, and ends what other threads handed this one before they saw
+    /// it leave, until every thread has closed. Threads reach their drain deadlines apart
+    /// (each counts from when it saw the stop), and one still running may have handed this one
+    /// a bundle it answered; after every thread has closed, none can, and none writes into a
+    /// slot this one lent it, so its arena may go.
     fn leave_mesh(&mut self) {
         self.d.close();
         while !self.d.closed_all(self.clock.now()) {
@@ -631,6 +632,9 @@ impl Worker {
         }
     }
 
+    /// Closes everything and waits for the kernel to finish every operation, so no buffer
+    /// it may write into is freed. Whatever is still in flight after [`TEARDOWN_WAIT_MS`] keeps
+    /// its memory for the life of the process ([`Worker::leak`]).
     fn teardown(&mut self) {
         let now = self.clock.now();
         self.d.close_all(now);

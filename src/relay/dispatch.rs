@@ -1143,10 +1143,18 @@ impl Dispatcher {
         });
     }
 
+    /// Shutdown has begun to end this thread: other threads stop routing bundles to it and
+    /// taking its credits ([`Mesh::leave`](crate::mesh::Mesh::leave)).
+    pub fn leave(&mut self) {
+        if let Some(peers) = &self.peers {
+            peers.leave();
+        }
+    }
+
     /// Shutdown, once this thread admits nothing more (its intake closed, everything it held
-    /// ended): it leaves the mesh, so no thread hands it a bundle from now on. Until
-    /// [`Dispatcher::closed_all`] says every thread has, it must still end what was handed to
-    /// it before they saw it leave, and its arena must stay (its lent slots may be written).
+    /// ended): it has stopped for good. Until [`Dispatcher::closed_all`] says every thread
+    /// has, it must still end what was handed to it before the others saw it leave, and its
+    /// arena must stay (its lent slots may still be written).
     pub fn close(&mut self) {
         if let Some(peers) = &self.peers {
             peers.close();

@@ -83,8 +83,8 @@ impl Peers {
     pub fn best(&mut self, r: usize, now: Instant) -> Option<(usize, u64)> {
         let mut best: Option<(usize, u64)> = None;
         for t in 0..self.mesh.threads() {
-            // A stopped thread never runs again to send what it is handed.
-            if t == self.me || self.mesh.is_closed(t) {
+            // A stopping thread sends nothing more: what it is handed, it ends unsent.
+            if t == self.me || self.mesh.is_leaving(t) {
                 continue;
             }
             let generation = self.mesh.generation(t);
@@ -107,6 +107,9 @@ impl Peers {
     /// A slot `peer` lent this thread, ready for a bundle admitted at `now`; `None` when none
     /// is left (the ring is empty: its owner lends more as its slots come back).
     pub fn take_credit(&mut self, peer: usize, now: Instant) -> Option<LentSlot> {
+        if self.mesh.is_leaving(peer) {
+            return None;
+        }
         let mut slot = self.spare[peer]
             .take()
             .or_else(|| self.mesh.credits(peer, self.me).pop())?;
@@ -168,6 +171,11 @@ impl Peers {
                 each(h);
             }
         }
+    }
+
+    /// This thread is stopping ([`Mesh::leave`]).
+    pub fn leave(&self) {
+        self.mesh.leave(self.me);
     }
 
     /// This thread stops for good ([`Mesh::close`]).

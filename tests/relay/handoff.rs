@@ -229,6 +229,24 @@ fn a_bundle_handed_to_a_thread_as_it_stops_is_counted_there_before_it_exits() {
     assert!(ta.identity_holds() && tb.identity_holds());
 }
 
+/// A thread that is stopping takes nothing more: with this thread's own arena full, a bundle
+/// that would take a slot the stopping thread lent earlier is refused 429 instead (it would
+/// only be answered and then failed unsent there).
+#[test]
+fn a_full_arena_does_not_spill_into_a_slot_a_stopping_thread_lent() {
+    // Four slots a thread, one of them lent to the other.
+    let (mut a, mut b, now) = two_threads(1_000, 8, Instant(MS));
+    b.d.leave();
+    for seed in 1..=3 {
+        assert_eq!(request(&mut a, &body(seed), now), Verdict::Admitted);
+    }
+    assert_eq!(request(&mut a, &body(4), now), Verdict::RefusedCap);
+    let ta = totals(&a);
+    assert_eq!((ta.admitted, ta.handoffs_out), (3, 0), "{ta:?}");
+    b.d.abandon_all(now);
+    assert_eq!(totals(&b).admitted, 0);
+}
+
 #[test]
 fn handed_off_bundles_allocate_nothing_in_steady_state() {
     const CALLS: u32 = 300;
