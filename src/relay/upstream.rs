@@ -911,7 +911,7 @@ impl Upstream {
                 self.leader_in_flight = false;
                 self.leader_unanswered(now);
             }
-            Call::Query(q) => self.query_again(q, now),
+            Call::Query(q) => self.query_again(q, now, Unanswered::Failed),
             Call::Auth => self.auth_failed(r, now, "the connection ended before the call was sent"),
         }
     }
@@ -1317,7 +1317,9 @@ impl Upstream {
                     Err(_) => self.stats.status_queries_unanswered.inc(),
                 },
                 // The pair was cooled or the call never left whole: another pair, in time.
-                Fate::Cooldown | Fate::Retry | Fate::Denied => self.query_again(q, now),
+                // The engine's pace (rate limited): out of time, the bot is told to wait.
+                Fate::Cooldown => self.query_again(q, now, Unanswered::NoPair),
+                Fate::Retry | Fate::Denied => self.query_again(q, now, Unanswered::Failed),
                 Fate::Failed => {
                     self.queries.give_up(q, Unanswered::Failed);
                     self.stats.status_queries_unanswered.inc();
@@ -1327,12 +1329,11 @@ impl Upstream {
     }
 
     /// Query `q`'s call ended unanswered but may go again: it waits for another pair until its
-    /// deadline, then is answered without the engine.
-    fn query_again(&mut self, q: u16, now: Instant) {
+    /// deadline; past it, it is answered without the engine, `out_of_time` saying why.
+    fn query_again(&mut self, q: u16, now: Instant, out_of_time: Unanswered) {
         let deadline = self.queries.get(q).deadline;
         if now.0 > deadline.0 {
-            // Out of time for another pair: the engine's pace (or the relay's) held it back.
-            self.queries.give_up(q, Unanswered::NoPair);
+            self.queries.give_up(q, out_of_time);
             self.stats.status_queries_unanswered.inc();
         } else {
             self.queries.wait_again(q);
