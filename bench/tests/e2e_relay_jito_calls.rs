@@ -381,7 +381,7 @@ fn status_call(method: &str, ids: &[&str]) -> String {
 /// A bundle the engine took is `Pending` to a bot until the engine lands it, then `Landed` at
 /// the engine's slot; `getBundleStatuses` is the engine's own answer (`null`, then the entry
 /// with the bundle's signatures and confirmation), each asked of the engine on a pair. An id
-/// the relay never had is `Invalid` without asking anyone.
+/// neither the relay nor the engine ever had is `Invalid`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bots_status_calls_show_its_bundle_pending_then_landed_at_the_engines_slot() {
     let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..2]);
@@ -482,6 +482,53 @@ async fn a_bots_status_calls_show_its_bundle_pending_then_landed_at_the_engines_
     engine.shutdown().await;
 }
 
+/// Two relays behind one address (HAProxy spreads a bot's connections over them): a bundle
+/// sent through one is not `Invalid` to the other, which has no record of it. It asks an engine
+/// and answers with the engine's word: `Pending`, then `Landed`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_sent_through_another_relay_has_the_engines_status_not_invalid() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..2]);
+    ec.interval_ms = 10;
+    ec.slot_ms = 50;
+    ec.land_ms = 1_000;
+    let engine = Engine::start(ec).await.unwrap();
+    let a = Relay::start(spec(&engine.region_addrs(), "127.1.90.0/30", 10)).unwrap();
+    let b = Relay::start(spec(&engine.region_addrs(), "127.1.90.4/30", 10)).unwrap();
+    wait_pairs_up(&a, 8, Duration::from_secs(10)).await;
+    wait_pairs_up(&b, 8, Duration::from_secs(10)).await;
+    let bundle = &bundles(90, 0, 1)[0];
+    let id = String::from_utf8(bundle.bundle_id.to_vec()).unwrap();
+    let (status, _, answer) = rpc_call(
+        a.rotating_addr().unwrap(),
+        "/api/v1/bundles",
+        &json_body(bundle),
+    );
+    assert_eq!(
+        (status, answer["result"].as_str()),
+        (200, Some(id.as_str()))
+    );
+    wait_ended(&a, Duration::from_secs(5)).await;
+    let inflight = status_call("getInflightBundleStatuses", &[&id]);
+    let (_, _, r) = rpc_call(b.rotating_addr().unwrap(), "/api/v1/bundles", &inflight);
+    assert_eq!(r["result"]["value"][0]["status"], "Pending", "{r}");
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let (_, _, r) = rpc_call(b.rotating_addr().unwrap(), "/api/v1/bundles", &inflight);
+    let v = &r["result"]["value"][0];
+    assert_eq!(v["status"], "Landed", "{r}");
+    assert!(v["landed_slot"].as_u64().is_some(), "{r}");
+    let t = b.totals();
+    assert_eq!(
+        (t.admitted, t.status_queries, t.status_queries_answered),
+        (0, 2, 2),
+        "{t:?}"
+    );
+    for relay in [a, b] {
+        let end = relay.shutdown(Duration::from_millis(200));
+        assert!(end.identity_holds(), "{end:?}");
+    }
+    engine.shutdown().await;
+}
+
 /// One address at Jito's one call a second: right after a bundle, no pair is free within the
 /// query's wait. `getInflightBundleStatuses` is then the relay's record alone (`Pending`, no
 /// slot); `getBundleStatuses` is refused as Jito refuses a caller over its rate (HTTP 429,
@@ -538,8 +585,9 @@ async fn with_no_pair_free_in_time_inflight_is_the_record_and_statuses_is_429_as
 }
 
 /// A tenant's request rate covers the engine calls made for it: with its one token spent on a
-/// bundle, a status query that would ask an engine is refused 429 in Jito's words with a
-/// Retry-After, and no engine is asked; one the record answers alone costs nothing.
+/// bundle, a status query that would ask an engine (about a bundle an engine took, or one
+/// this relay never had) is refused 429 in Jito's words with a Retry-After, and no engine is
+/// asked; what the record answers alone (the bundle's delivery) costs nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_status_query_that_asks_an_engine_takes_from_the_tenants_rate() {
     let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..1]);
@@ -568,8 +616,16 @@ async fn a_status_query_that_asks_an_engine_takes_from_the_tenants_rate() {
     let unknown = status_call("getInflightBundleStatuses", &[&"cd".repeat(32)]);
     let (status, _, a) = rpc_call(rotating, "/api/v1/bundles", &unknown);
     assert_eq!(
-        (status, &a["result"]["value"][0]["status"]),
-        (200, &Value::from("Invalid")),
+        (status, a["error"]["code"].as_i64()),
+        (429, Some(-32097)),
+        "{a}"
+    );
+    let delivery =
+        format!(r#"{{"jsonrpc":"2.0","id":"d","method":"getBundleDelivery","params":["{id}"]}}"#);
+    let (status, _, a) = rpc_call(rotating, "/api/v1/bundles", &delivery);
+    assert_eq!(
+        (status, &a["result"]["status"]),
+        (200, &Value::from("delivered")),
         "{a}"
     );
     assert_eq!(engine.stats().inflight_status_calls, 0);

@@ -7,7 +7,7 @@
 //!
 //! | call | asked of an engine | answered with |
 //! |---|---|---|
-//! | `getInflightBundleStatuses` | only the ids an engine took (the rest it cannot know better) | the record's status; `Landed` with its slot, or `Failed`, where the engine says so |
+//! | `getInflightBundleStatuses` | the ids an engine took, and those the record has not at all (sent through another relay, or straight to Jito) | the record's status, `Landed` with its slot or `Failed` where the engine says so; for an id the record has not, the engine's status (`Invalid` without its answer) |
 //! | `getBundleStatuses` | every id that is a bundle id (64 hex) | the engine's entries as it wrote them; `null` for what is no bundle id |
 //! | either, no pair free in time | — | inflight: the record alone; statuses: HTTP 429 and -32097 with the pair's interval to wait, as Jito answers a caller over its rate |
 //! | either, the engine failed or its answer was lost | — | inflight: the record alone; statuses: -32603 saying why |
@@ -80,8 +80,12 @@ pub fn to_ask(d: &Dispatcher, call: &Call<'_>, tenant: u16) -> Option<ToAsk> {
             continue;
         };
         t.ids[i] = id;
-        let region = d.find_bundle(&id, tenant).as_ref().and_then(taken_by);
-        if ask == Ask::Inflight && region.is_none() {
+        let found = d.find_bundle(&id, tenant);
+        let region = found.as_ref().and_then(taken_by);
+        // An id the record has not at all may have gone through another relay (HAProxy
+        // spreads a bot's connections) or straight to Jito: only an engine can say. One of
+        // this relay's that no engine took yet, or another tenant's, the record answers.
+        if ask == Ask::Inflight && region.is_none() && (found.is_some() || d.bundle_recorded(&id)) {
             continue;
         }
         t.region = t.region.or(region);
@@ -152,7 +156,8 @@ fn write_answer_body<'b>(
 
 /// `getInflightBundleStatuses` for the ids `q` asked, in order: the record's status, and
 /// `Landed` (with its slot) or `Failed` where the engine's `value` says so of a bundle it
-/// took; `slot` is the engine's (0 without its answer).
+/// took; for an id the record has not, the engine's status (`Invalid` without it); `slot` is
+/// the engine's (0 without its answer).
 fn inflight<'b>(
     d: &Dispatcher,
     q: &Query,
@@ -171,6 +176,8 @@ fn inflight<'b>(
             let said = match e.status {
                 Some(s) if s.eq_str("Landed") => ("Landed", e.landed_slot),
                 Some(s) if s.eq_str("Failed") => ("Failed", None),
+                Some(s) if s.eq_str("Pending") => ("Pending", None),
+                Some(s) if s.eq_str("Invalid") => ("Invalid", None),
                 _ => return,
             };
             for (i, asked) in ids.iter().enumerate() {
@@ -182,11 +189,16 @@ fn inflight<'b>(
     }
     let mut w = Writer::new(out);
     answer::write_inflight_with(&mut w, slot, ids.len(), |i| {
-        let mine = answer::jito_status(d.find_bundle(&ids[i], q.tenant).as_ref());
+        let found = d.find_bundle(&ids[i], q.tenant);
+        let mine = answer::jito_status(found.as_ref());
         match engine[i] {
+            // Not this relay's: the engine's word is all there is.
+            Some((said, landed)) if found.is_none() => (ids[i], said, landed),
             // The engine knows landing; a bundle the relay saw fail did not land, whatever
             // an engine that never had it says.
-            Some((said, landed)) if mine == "Pending" => (ids[i], said, landed),
+            Some((said @ ("Landed" | "Failed"), landed)) if mine == "Pending" => {
+                (ids[i], said, landed)
+            }
             _ => (ids[i], mine, None),
         }
     });

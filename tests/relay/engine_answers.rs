@@ -201,18 +201,40 @@ fn a_rate_limited_send_shows_before_the_send_that_took_the_bundle() {
     assert_eq!(d["attempts"][1]["sent_after_us"], 301_000);
 }
 
+/// An id the record has not is asked of an engine (it may have gone through another relay);
+/// with no engine answer it is `Invalid`, beside the record's own `Pending`. Its delivery
+/// record is `null`: that is this relay's alone.
 #[test]
-fn an_unknown_bundle_is_invalid_and_its_delivery_null() {
+fn an_unknown_bundle_is_asked_of_an_engine_and_without_its_answer_is_invalid() {
     let (mut t, _, now) = one_region(1_000, 10_000);
     let unknown = "ab".repeat(32);
     let known = send(&mut t, 1, now);
-    assert_eq!(
-        statuses(&mut t, &[&unknown, &known, &unknown.to_uppercase()], now),
-        ["Invalid", "Pending", "Invalid"]
-    );
-    assert!(delivery(&mut t, &unknown, now).is_null());
-    // Either case names the same bundle.
+    // Either case names the same bundle; one the record has and no engine took yet it answers.
     assert_eq!(statuses(&mut t, &[&known.to_uppercase()], now), ["Pending"]);
+    let list = [&unknown, &known, &unknown.to_uppercase()].map(|i| format!("\"{i}\""));
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"getInflightBundleStatuses","params":[[{}]]}}"#,
+        list.join(",")
+    );
+    assert_eq!(t.post(&body, now), Verdict::Deferred);
+    // The only pair carries the bundle first, then is paced past the query's wait.
+    t.d.dispatch(now);
+    t.flush(now);
+    t.d.dispatch(Instant(now.0 + 251 * MS));
+    let (_, q) = t.d.poll_answered().expect("given up waiting");
+    let mut out = vec![0u8; 16 * 1024];
+    let n = intake::write_answer(&t.d, q, true, &mut out);
+    t.d.free_query(q);
+    let text = String::from_utf8_lossy(&out[..n]).into_owned();
+    let answer: Value = serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let said: Vec<&str> = answer["result"]["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(said, ["Invalid", "Pending", "Invalid"], "{answer}");
+    assert!(delivery(&mut t, &unknown, now).is_null());
 }
 
 #[test]
