@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use bundle_relay::budget::{Budget, BudgetInputs};
 use bundle_relay::check_host;
 use bundle_relay::clock::Clock;
-use bundle_relay::config::Overrides;
+use bundle_relay::config::{ARENA_SLOTS_MAX, Overrides, SOURCES_MAX, THREADS_MAX};
+use bundle_relay::limiter::REGIONS_MAX;
 use bundle_relay::serve::{self, READY_PAIRS_PERCENT_DEFAULT};
 use clap::{Parser, Subcommand};
 
@@ -30,16 +31,20 @@ enum Command {
     /// Jito's are; `run --config FILE --check` prints a config file's own.
     Budget {
         /// Request slots (the in-flight cap), over all threads.
-        #[arg(long, default_value_t = 65_536)]
+        #[arg(long, default_value_t = 65_536,
+              value_parser = clap::value_parser!(u64).range(1..=u64::from(ARENA_SLOTS_MAX)))]
         slots: u64,
         /// Egress addresses in the pool.
-        #[arg(long, default_value_t = 2_048)]
+        #[arg(long, default_value_t = 2_048,
+              value_parser = clap::value_parser!(u64).range(1..=SOURCES_MAX as u64))]
         addresses: u64,
         /// Block-engine regions each address sends to.
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = 8,
+              value_parser = clap::value_parser!(u64).range(1..=REGIONS_MAX as u64))]
         regions: u64,
         /// Reactor threads.
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = 2,
+              value_parser = clap::value_parser!(u64).range(1..=THREADS_MAX as u64))]
         threads: u64,
     },
     /// Calibrate the clock the limiter runs on and say which source it uses.
@@ -107,7 +112,8 @@ enum Command {
         /// manager this is the main process (MAINPID=, READY=1) and send PID SIGQUIT, on which
         /// it stops listening and drains. SIGUSR2 to a running relay starts its own binary
         /// (as now on disk) this way.
-        #[arg(long, value_name = "PID")]
+        #[arg(long, value_name = "PID", allow_negative_numbers = true,
+              value_parser = clap::value_parser!(i32).range(2..))]
         takeover: Option<i32>,
         /// With --takeover: the pacing ledger the relay taken over from books its sends in (an
         /// inherited descriptor; SIGUSR2 passes it), so neither process sends on a (source,
@@ -144,7 +150,15 @@ enum Command {
 }
 
 fn main() {
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    let serving = matches!(cli.command, Command::Run { check: false, .. });
+    if !serving {
+        // A command that only prints ends quietly when its reader goes (`| head`), as Unix
+        // tools do; a serving relay keeps SIGPIPE ignored and handles EPIPE on its sockets.
+        // SAFETY: restores the default disposition of one signal, before any thread starts.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
+    match cli.command {
         Command::Budget {
             slots,
             addresses,

@@ -105,3 +105,97 @@ fn switches_that_change_a_config_file_are_refused_without_one_naming_them() {
         );
     }
 }
+
+/// Runs the relay's binary with `args`; its exit status and standard error.
+fn run_args(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `--takeover PID` sends PID SIGQUIT: 0 would signal the relay's whole process group and -1
+/// every process it may signal, and 1 is init. Each is refused before anything starts.
+#[test]
+fn a_takeover_pid_that_is_no_single_other_process_is_refused() {
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/local-bench.toml");
+    for pid in ["0", "-1", "1"] {
+        let flag = format!("--takeover={pid}");
+        let (code, err) = run_args(&["run", "--config", config, "--check", &flag]);
+        assert_eq!(code, Some(2), "{pid}: {err}");
+        assert!(err.contains("--takeover"), "{pid}: {err}");
+    }
+}
+
+/// `egress-ip` prints commands meant for `| sh` as root: an interface that is no interface
+/// name (a space, a `;`, empty, longer than the kernel's 15 bytes) is refused, not printed.
+#[test]
+fn egress_ip_refuses_an_interface_that_is_no_interface_name() {
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/local-bench.toml");
+    for dev in ["lo; touch /tmp/x", "", "a b", "sixteen-bytes-xx", "../lo"] {
+        let (code, err) = run_args(&["egress-ip", "--config", config, "--interface", dev]);
+        assert_eq!(code, Some(2), "{dev:?}: {err}");
+        assert!(err.contains("--interface"), "{dev:?}: {err}");
+    }
+    let (code, err) = run_args(&["egress-ip", "--config", config, "--interface", "eth0.10"]);
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// `budget` takes what a config may say and names a count out of range; it never panics.
+#[test]
+fn budget_refuses_counts_no_config_may_have_naming_the_flag() {
+    for (flag, value) in [
+        ("--threads", "0"),
+        ("--threads", "100000"),
+        ("--regions", "0"),
+        ("--regions", "17"),
+        ("--slots", "0"),
+        ("--slots", "18446744073709551615"),
+        ("--addresses", "0"),
+    ] {
+        let (code, err) = run_args(&["budget", flag, value]);
+        assert_eq!(code, Some(2), "{flag} {value}: {err}");
+        assert!(err.contains(flag), "{flag} {value}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+/// `check-host --root` reads proc/ and sys/ under a folder: one that is not there is refused,
+/// not read as a host with nothing set.
+#[test]
+fn check_host_refuses_a_root_that_is_not_there() {
+    let (code, err) = run_args(&["check-host", "--root", "/nonexistent-root-for-check-host"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--root"), "{err}");
+}
+
+/// The printing commands end quietly when what reads them stops early (`| head -1`).
+#[test]
+fn printing_commands_end_without_a_panic_when_their_reader_goes() {
+    use std::io::Read;
+    use std::process::Stdio;
+    for args in [&["budget"][..], &["clock"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Closed before anything is read: every write fails with EPIPE.
+        drop(child.stdout.take());
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_ne!(status.code(), Some(101), "{args:?}: {err}");
+    }
+}

@@ -11,6 +11,15 @@ use crate::config::{Config, Resolve};
 /// Prints one line per check and their counts; 0 when none failed, 1 when one did, 2 when the
 /// config or the sysctl file cannot be read.
 pub fn check_host(config: Option<&Path>, sysctl: Option<&Path>, root: PathBuf) -> i32 {
+    // A folder that is not there reads as a host with nothing set: every check would pass or
+    // warn about something that is not this host.
+    if !root.join("proc").is_dir() {
+        eprintln!(
+            "bundle-relay check-host: --root {}: no proc/ folder there to read",
+            root.display()
+        );
+        return 2;
+    }
     let cfg = match config.map(|p| Config::load_with(p, Resolve::Deferred)) {
         None => None,
         Some(Ok(c)) => Some(c),
@@ -47,6 +56,16 @@ pub fn check_host(config: Option<&Path>, sysctl: Option<&Path>, root: PathBuf) -
 /// `interface` one address a line, or without one a local route per block on lo. 2 when the
 /// config cannot be read.
 pub fn egress_ip(config: &Path, interface: Option<&str>) -> i32 {
+    if let Some(dev) = interface
+        && !is_interface_name(dev)
+    {
+        // What this prints is run as root through a shell.
+        eprintln!(
+            "bundle-relay egress-ip: --interface {dev:?} is no interface name: 1 to 15 of \
+             a-z, A-Z, 0-9, '-', '_', '.', '@'"
+        );
+        return 2;
+    }
     let cfg = match Config::load_with(config, Resolve::Deferred) {
         Ok(c) => c,
         Err(e) => {
@@ -68,4 +87,16 @@ pub fn egress_ip(config: &Path, interface: Option<&str>) -> i32 {
         println!("{line}");
     }
     0
+}
+
+/// A Linux interface name as `ip` takes it: 1 to 15 bytes (IFNAMSIZ less its NUL), no `/` or
+/// space, not `.` or `..`; narrowed to what names are made of, so nothing a shell reads
+/// specially can pass.
+fn is_interface_name(dev: &str) -> bool {
+    (1..=15).contains(&dev.len())
+        && dev != "."
+        && dev != ".."
+        && dev
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'@'))
 }

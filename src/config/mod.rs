@@ -195,7 +195,7 @@ pub use model::{
     too_few_sources,
 };
 pub use quota::Quota;
-pub use schema::stranded_sources;
+pub use schema::{ARENA_SLOTS_MAX, THREADS_MAX, stranded_sources};
 pub use snapshot::{Shared, Snapshot};
 pub use tenant_table::{Entry as TenantEntry, Found, LISTENERS_MAX, TenantTable};
 pub use tenants::{
