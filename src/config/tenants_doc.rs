@@ -132,7 +132,7 @@ pub(super) fn parse(
     origin: &str,
 ) -> Result<(Vec<FileTenant>, Option<FilePolicy>), ConfigError> {
     let de = &mut serde_json::Deserializer::from_str(text);
-    let doc: Doc = serde_path_to_error::deserialize(de).map_err(|e| {
+    let doc: Doc = serde_path_to_error::deserialize(&mut *de).map_err(|e| {
         let key = e.path().to_string();
         let inner = e.into_inner();
         let (line, column) = (inner.line(), inner.column());
@@ -145,6 +145,13 @@ pub(super) fn parse(
             location: Some((line, column)),
             message: message.strip_suffix(&at).unwrap_or(&message).to_string(),
         }
+    })?;
+    // One document: whatever follows it (but white space) is refused, not ignored.
+    de.end().map_err(|e| ConfigError {
+        origin: origin.to_string(),
+        key: String::new(),
+        location: Some((e.line(), e.column())),
+        message: "trailing characters after the document".to_string(),
     })?;
     if doc.tenant.is_empty() && doc.default_tenant.is_none() {
         return Err(ConfigError::new(

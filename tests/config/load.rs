@@ -1968,6 +1968,28 @@ fn a_tenant_whose_egress_group_has_no_source_in_this_slice_is_refused_naming_the
     assert!(parse(&all(2)).is_ok());
 }
 
+/// A tenants document is one JSON value: anything after it (a second document, junk a proxy
+/// appended) is refused naming where it starts, not ignored.
+#[test]
+fn a_tenants_document_with_anything_after_it_is_refused_naming_where() {
+    let cfg = grouped(
+        &group("alpha", "\"127.1.0.1\""),
+        "[tenants_from]\nurl = \"http://127.0.0.1:9300/t\"\n",
+    )
+    .unwrap();
+    let doc = r#"{"tenant": [{"name": "b", "keys": ["k"]}]}"#;
+    assert!(cfg.with_tenants_json(doc, "doc").is_ok());
+    assert!(cfg.with_tenants_json(&format!("{doc}\n  "), "doc").is_ok());
+    for tail in [" junk", " {}", "]"] {
+        let e = cfg
+            .with_tenants_json(&format!("{doc}{tail}"), "doc")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("doc:1:"), "{tail:?}: {e}");
+        assert!(e.contains("trailing characters"), "{tail:?}: {e}");
+    }
+}
+
 #[test]
 fn a_tenants_document_names_its_egress_group_and_is_checked_naming_the_tenant() {
     let cfg = grouped(
