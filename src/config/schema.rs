@@ -897,10 +897,21 @@ fn build_region(
     let ca_file = match fr.ca_file {
         Some(path) => {
             let path = base.join(path);
-            if !path.is_file() {
+            let pem = match std::fs::read(&path) {
+                Ok(pem) if path.is_file() => pem,
+                _ => {
+                    return Err(cx.err(
+                        key("ca_file"),
+                        format!("{} is not a readable file", path.display()),
+                    ));
+                }
+            };
+            // Read here, as at start: a reload that took a file the TLS layer cannot use
+            // would leave a relay that cannot start again.
+            if let Err(why) = crate::tls::check_ca_pem(&pem) {
                 return Err(cx.err(
                     key("ca_file"),
-                    format!("{} is not a readable file", path.display()),
+                    format!("{} holds no CA: {why}", path.display()),
                 ));
             }
             Some(path)

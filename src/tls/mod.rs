@@ -231,6 +231,12 @@ pub fn client_config_from_pem(ca_pem: &[u8]) -> Result<Arc<ClientConfig>, TlsErr
     Ok(config_with_roots(roots))
 }
 
+/// Whether `pem` holds CAs a region can trust (what [`client_config`] will find there), so a
+/// config naming it is refused when read rather than when the relay starts.
+pub fn check_ca_pem(pem: &[u8]) -> Result<(), String> {
+    roots_from_pem(pem).map(|_| ())
+}
+
 fn roots_from_pem(pem: &[u8]) -> Result<RootCertStore, String> {
     let mut roots = RootCertStore::empty();
     for (i, cert) in CertificateDer::pem_slice_iter(pem).enumerate() {

@@ -830,6 +830,36 @@ fn rejects_tls_settings_on_a_plaintext_region() {
     );
 }
 
+/// A `ca_file` that holds no usable CA is refused when the config is read, at start and on a
+/// reload alike, naming the key: a reload that took it would leave a relay that cannot start
+/// again.
+#[test]
+fn rejects_a_ca_file_that_holds_no_certificate() {
+    let dir = temp_dir("ca-not-pem");
+    let junk = dir.join("junk.pem");
+    std::fs::write(&junk, "threads = 2\n").unwrap();
+    let e = refused(&format!(
+        "{REGION}tls = true\nca_file = \"{}\"\n{EGRESS}",
+        junk.display()
+    ));
+    assert_eq!(
+        e,
+        format!(
+            "config.toml: region[0].ca_file: {} holds no CA: no PEM CERTIFICATE block found",
+            junk.display()
+        )
+    );
+    let good = dir.join("ca.pem");
+    std::fs::write(&good, crate::tls_support::pki(&[]).ca_pem).unwrap();
+    assert!(
+        parse(&format!(
+            "{REGION}tls = true\nca_file = \"{}\"\n{EGRESS}",
+            good.display()
+        ))
+        .is_ok()
+    );
+}
+
 #[test]
 fn rejects_a_host_that_does_not_resolve_naming_it() {
     let text = format!("[[region]]\nname = \"ny\"\nhost = \"no-such-host.invalid\"\n{EGRESS}");
@@ -1400,7 +1430,7 @@ fn resolve_override_text_names_what_is_wrong() {
 fn bench_ca(test: &str) -> (TempDir, PathBuf, Overrides) {
     let dir = temp_dir(test);
     let ca = dir.join("bench-ca.pem");
-    std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\n").unwrap();
+    std::fs::write(&ca, crate::tls_support::pki(&[]).ca_pem).unwrap();
     let o = Overrides {
         resolve: vec![Overrides::parse_resolve("ny.engine.invalid:443:127.0.0.15:10000").unwrap()],
         ca_file: Some(ca.clone()),
