@@ -199,3 +199,40 @@ fn printing_commands_end_without_a_panic_when_their_reader_goes() {
         assert_ne!(status.code(), Some(101), "{args:?}: {err}");
     }
 }
+
+/// `run --check` holds the config to this host as `run` will: a listener on an address that
+/// is not this host's, or egress addresses that are not local, fail the check naming the key
+/// and the addresses (they would fail at start, or leave every such pair failing to connect).
+#[test]
+fn check_refuses_addresses_that_are_not_this_hosts_naming_them() {
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/local-bench.toml");
+    let text = std::fs::read_to_string(config).unwrap().replace(
+        "rotating = \"127.0.0.1:8080\"",
+        "rotating = \"192.0.2.1:8080\"",
+    );
+    let dir = std::env::temp_dir().join(format!("bundle-relay-not-local-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("relay.toml");
+    std::fs::write(&path, text).unwrap();
+    let (code, err) = run_args(&["run", "--config", path.to_str().unwrap(), "--check"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("intake.rotating: 192.0.2.1 is not an address of this host"),
+        "{err}"
+    );
+    let (code, err) = run_args(&[
+        "run",
+        "--config",
+        config,
+        "--check",
+        "--egress",
+        "192.0.2.7,192.0.2.8,127.1.0.1",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("2 of 3 egress addresses are not local: 192.0.2.7"),
+        "{err}"
+    );
+    assert!(err.contains("bundle-relay egress-ip"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

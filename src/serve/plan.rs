@@ -69,6 +69,7 @@ pub fn plan(
     }
     let report = probe::check(&cfg).map_err(|e| e.to_string())?;
     println!("{report}");
+    check_addresses(&cfg)?;
     println!("{}", super::quota_store::check_line(&cfg));
     print_budget(&cfg, &spec);
     Ok(Plan {
@@ -76,6 +77,50 @@ pub fn plan(
         spec,
         tenants_doc,
     })
+}
+
+/// The listeners' addresses and the local egress addresses are this host's: a bind to port 0
+/// of each (nothing is left bound). A listener elsewhere would fail the start; an egress
+/// address elsewhere would leave its every pair failing to connect.
+fn check_addresses(cfg: &Config) -> Result<(), String> {
+    let listeners = cfg
+        .intake
+        .rotating
+        .map(|a| ("intake.rotating".to_string(), a))
+        .into_iter()
+        .chain(
+            cfg.regions
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.pinned.map(|a| (format!("region[{i}].pinned"), a))),
+        )
+        .chain(cfg.admin.map(|a| ("admin.listen".to_string(), a)));
+    for (key, addr) in listeners {
+        if let Some((ip, e)) = crate::check_host::egress::unbindable(&[addr.ip()]).pop() {
+            return Err(format!(
+                "{key}: {ip} is not an address of this host ({e}); listen on one of its \
+                 addresses, or 0.0.0.0"
+            ));
+        }
+    }
+    let local = crate::check_host::local_egress(cfg);
+    let bad = crate::check_host::egress::unbindable(&local);
+    if !bad.is_empty() {
+        let shown: Vec<String> = bad
+            .iter()
+            .take(3)
+            .map(|(ip, e)| format!("{ip} ({e})"))
+            .collect();
+        return Err(format!(
+            "{} of {} egress addresses are not local: {}{}; make them this host's with \
+             `bundle-relay egress-ip --config FILE | sh` (as root)",
+            bad.len(),
+            local.len(),
+            shown.join(", "),
+            if bad.len() > 3 { ", ..." } else { "" }
+        ));
+    }
+    Ok(())
 }
 
 /// The config at `path` with `overrides`, or without a path the embedded default (which the
