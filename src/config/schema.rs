@@ -174,7 +174,7 @@ struct FileIntake {
 }
 
 #[derive(Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, expecting = "an \"ip:port\" or a list of them")]
 enum OneOrMany {
     One(String),
     Many(Vec<String>),
@@ -279,6 +279,15 @@ impl Ctx<'_> {
             return Ok(None);
         }
         self.socket_addr(key, text).map(Some)
+    }
+
+    /// An address the relay dials: port 0 is no listener's.
+    fn dial_addr(&self, key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
+        let addr = self.socket_addr(key, text)?;
+        if addr.port() == 0 {
+            return Err(self.err(key, format!("{text:?}: port 0 names nothing to dial")));
+        }
+        Ok(addr)
     }
 
     fn socket_addr(&self, key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
@@ -825,12 +834,16 @@ fn read_token(cx: &Ctx<'_>, path: &Path) -> Result<Token, ConfigError> {
 }
 
 /// Two listen addresses that cannot both be bound: same port (not 0, which the kernel picks) and
-/// the same IP, or one of them the wildcard of the same family.
+/// the same IP, or one of them the wildcard of the same family, or `[::]`, which on Linux
+/// listens on IPv4 too (net.ipv6.bindv6only = 0, the default).
 fn clashes(a: SocketAddr, b: SocketAddr) -> bool {
+    let v6_any = |s: SocketAddr| s.is_ipv6() && s.ip().is_unspecified();
     a.port() != 0
         && a.port() == b.port()
-        && a.is_ipv4() == b.is_ipv4()
-        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+        && (v6_any(a)
+            || v6_any(b)
+            || (a.is_ipv4() == b.is_ipv4()
+                && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())))
 }
 
 /// The address of an IP-literal host (`[..]` allowed for IPv6); empty for a name.
@@ -953,7 +966,7 @@ fn build_region(
             }
             let mut addrs = Vec::with_capacity(list.len());
             for (j, text) in list.iter().enumerate() {
-                addrs.push(cx.socket_addr(&format!("region[{i}].connect[{j}]"), text)?);
+                addrs.push(cx.dial_addr(&format!("region[{i}].connect[{j}]"), text)?);
             }
             addrs
         }
@@ -1191,7 +1204,7 @@ fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
     let mut seen: HashMap<Source, usize> = HashMap::with_capacity(fe.socks5.len());
     for (i, fs) in fe.socks5.into_iter().enumerate() {
         let key = |k: &str| format!("egress.socks5[{i}].{k}");
-        let proxy = cx.socket_addr(&key("proxy"), &fs.proxy)?;
+        let proxy = cx.dial_addr(&key("proxy"), &fs.proxy)?;
         let auth = match (fs.username, fs.password) {
             (None, None) => None,
             (Some(u), Some(p)) => {

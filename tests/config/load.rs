@@ -860,6 +860,49 @@ fn rejects_a_ca_file_that_holds_no_certificate() {
     );
 }
 
+/// An address the relay dials must name a port something listens on: port 0 is refused
+/// for `connect` and for a SOCKS5 proxy, naming the key.
+#[test]
+fn rejects_port_zero_where_the_relay_dials() {
+    let e = refused(&format!("{REGION}connect = \"127.0.0.11:0\"\n{EGRESS}"));
+    assert_eq!(
+        e,
+        "config.toml: region[0].connect[0]: \"127.0.0.11:0\": port 0 names nothing to dial"
+    );
+    let e = refused(&format!(
+        "{REGION}[egress]\nsocks5 = [{{ proxy = \"127.0.0.1:0\" }}]\n"
+    ));
+    assert_eq!(
+        e,
+        "config.toml: egress.socks5[0].proxy: \"127.0.0.1:0\": port 0 names nothing to dial"
+    );
+}
+
+/// `connect` is one "ip:port" or a list of them; anything else says so, not a type's name.
+#[test]
+fn a_connect_of_the_wrong_type_says_what_it_takes() {
+    let e = refused(&format!("{REGION}connect = 5\n{EGRESS}"));
+    assert!(
+        e.contains("region[0].connect") && e.contains("an \"ip:port\" or a list of them"),
+        "{e}"
+    );
+    assert!(!e.contains("OneOrMany"), "{e}");
+}
+
+/// On Linux `[::]` listens on IPv4 too (net.ipv6.bindv6only = 0): it clashes with an IPv4
+/// listener on the same port.
+#[test]
+fn an_ipv6_wildcard_listener_clashes_with_an_ipv4_one_on_its_port() {
+    let text = |admin: &str| {
+        format!(
+            "[intake]\nrotating = \"127.0.0.1:18080\"\n[admin]\nlisten = \"{admin}\"\n{REGION}{EGRESS}"
+        )
+    };
+    let e = refused(&text("[::]:18080"));
+    assert!(e.contains("duplicate listen address"), "{e}");
+    assert!(parse(&text("[::]:18081")).is_ok());
+}
+
 #[test]
 fn rejects_a_host_that_does_not_resolve_naming_it() {
     let text = format!("[[region]]\nname = \"ny\"\nhost = \"no-such-host.invalid\"\n{EGRESS}");
