@@ -171,6 +171,19 @@ pub fn check(cfg: &Config) -> Result<ProbeReport, ProbeError> {
     })
 }
 
+/// Each address that cannot be bound now, with why (a bind to port 0 and nothing more, so
+/// nothing is left behind): whether the relay could listen on it or send from it.
+pub fn unbindable(addrs: &[std::net::IpAddr]) -> Vec<(std::net::IpAddr, io::Error)> {
+    addrs
+        .iter()
+        .filter_map(|&a| {
+            std::net::TcpListener::bind(std::net::SocketAddr::new(a, 0))
+                .err()
+                .map(|e| (a, e))
+        })
+        .collect()
+}
+
 /// What the kernel's io_uring offers this process, found by creating a ring (and registering a
 /// provided-buffer ring on it) as the relay will: for `check-host`, which reports rather than
 /// refuses.

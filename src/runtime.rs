@@ -95,48 +95,7 @@ impl Relay {
     }
 
     fn start_with(spec: Spec, listen_now: bool) -> Result<Relay, StartError> {
-        if spec.regions.is_empty() || spec.regions.len() > crate::limiter::REGIONS_MAX {
-            return Err(StartError::Spec(format!(
-                "the relay needs 1 to {} regions, got {}",
-                crate::limiter::REGIONS_MAX,
-                spec.regions.len()
-            )));
-        }
-        if spec.sources.len() < spec.threads.max(1) {
-            return Err(StartError::Spec(crate::config::too_few_sources(
-                spec.sources.len(),
-                spec.threads.max(1),
-            )));
-        }
-        if let Some(why) =
-            crate::config::keepalive_timeout_conflict(spec.ping_idle_ms, spec.tcp_user_timeout_ms)
-        {
-            return Err(StartError::Spec(format!(
-                "egress.tcp_user_timeout_ms {why}"
-            )));
-        }
-        if !spec.handoffs {
-            // Without handoffs a thread sends only what it accepted, so each needs a source of
-            // every group a tenant of its may use.
-            for g in 0..=spec.egress_groups.len() {
-                let n = spec
-                    .source_group
-                    .iter()
-                    .filter(|&&x| usize::from(x) == g)
-                    .count();
-                if n > 0 && n < spec.threads.max(1) {
-                    let name = g
-                        .checked_sub(1)
-                        .map_or("shared", |i| spec.egress_groups[i].as_str());
-                    return Err(StartError::Spec(format!(
-                        "egress group {name} has {n} sources for {} threads: with handoffs \
-                         off every thread needs one of each group's; list more, use fewer \
-                         threads, or turn handoffs on",
-                        spec.threads.max(1)
-                    )));
-                }
-            }
-        }
+        check_spec(&spec)?;
         let mut spec = spec;
         spec.threads = spec.threads.max(1);
         // Bind once here so port 0 resolves to one port for all threads.
@@ -452,6 +411,55 @@ impl Relay {
         }
         stats.iter().map(|s| s.totals()).collect()
     }
+}
+
+/// What a spec must be for the relay to start, checked before anything is bound or spawned
+/// (and by `run --check`, which starts nothing): the regions, a source per thread, the
+/// keepalive settings, and without handoffs a source of every egress group per thread.
+pub fn check_spec(spec: &Spec) -> Result<(), StartError> {
+    if spec.regions.is_empty() || spec.regions.len() > crate::limiter::REGIONS_MAX {
+        return Err(StartError::Spec(format!(
+            "the relay needs 1 to {} regions, got {}",
+            crate::limiter::REGIONS_MAX,
+            spec.regions.len()
+        )));
+    }
+    if spec.sources.len() < spec.threads.max(1) {
+        return Err(StartError::Spec(crate::config::too_few_sources(
+            spec.sources.len(),
+            spec.threads.max(1),
+        )));
+    }
+    if let Some(why) =
+        crate::config::keepalive_timeout_conflict(spec.ping_idle_ms, spec.tcp_user_timeout_ms)
+    {
+        return Err(StartError::Spec(format!(
+            "egress.tcp_user_timeout_ms {why}"
+        )));
+    }
+    if !spec.handoffs {
+        // Without handoffs a thread sends only what it accepted, so each needs a source of
+        // every group a tenant of its may use.
+        for g in 0..=spec.egress_groups.len() {
+            let n = spec
+                .source_group
+                .iter()
+                .filter(|&&x| usize::from(x) == g)
+                .count();
+            if n > 0 && n < spec.threads.max(1) {
+                let name = g
+                    .checked_sub(1)
+                    .map_or("shared", |i| spec.egress_groups[i].as_str());
+                return Err(StartError::Spec(format!(
+                    "egress group {name} has {n} sources for {} threads: with handoffs \
+                     off every thread needs one of each group's; list more, use fewer \
+                     threads, or turn handoffs on",
+                    spec.threads.max(1)
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Start failed at thread `first`: the threads before it stop, and those from it on, which

@@ -236,3 +236,26 @@ fn check_refuses_addresses_that_are_not_this_hosts_naming_them() {
     assert!(err.contains("bundle-relay egress-ip"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `run --check` refuses what the start would: with handoffs off, an egress group with fewer
+/// sources than threads (a thread could send none of that group's bundles).
+#[test]
+fn check_refuses_what_the_start_would_refuse() {
+    let dir = std::env::temp_dir().join(format!("bundle-relay-check-spec-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("relay.toml");
+    std::fs::write(
+        &path,
+        "threads = 2\nhandoffs = false\n[intake]\nrotating = \"127.0.0.1:0\"\n[admin]\nlisten = \"off\"\n\
+         [[region]]\nname = \"ny\"\nhost = \"127.0.0.15\"\nport = 10000\n\
+         [egress]\naddresses = [\"127.1.0.0/30\"]\n[[egress.group]]\nname = \"a\"\naddresses = [\"127.1.0.1\"]\n",
+    )
+    .unwrap();
+    let (code, err) = run_args(&["run", "--config", path.to_str().unwrap(), "--check"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("egress group a has 1 sources for 2 threads"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -73,7 +73,7 @@ pub fn egress_ip(config: &Path, interface: Option<&str>) -> i32 {
             return 2;
         }
     };
-    let addrs = super::local_egress(&cfg);
+    let addrs = cfg.egress.local_addresses();
     let (method, dev) = match interface {
         Some(d) => (Method::Interface, d),
         None => (Method::LocalRoute, "lo"),

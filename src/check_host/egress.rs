@@ -1,5 +1,5 @@
 //! Egress addresses on the host: the fewest CIDR blocks that hold a config's addresses, the
-//! `ip` commands that make them local, and whether each is bindable now.
+//! `ip` commands that make them local (whether each is bindable now is `probe::unbindable`).
 //!
 //! Thousands of addresses go on a host one of two ways. A local route (`ip route add local
 //! 10.20.0.0/20 dev lo`, "AnyIP") makes every address of the block local with one line in the
@@ -8,7 +8,7 @@
 //! an interface (`ip addr add 10.20.0.1/32 dev eth0`), one entry each, when the upstream
 //! network expects ARP/NDP answers for every address. The relay does not care which.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// How the addresses are made local.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,17 +104,4 @@ pub fn commands(addrs: &[IpAddr], method: Method, dev: &str) -> Vec<String> {
                 .collect()
         }
     }
-}
-
-/// Each address that cannot be bound now, with why (a bind to port 0 and nothing more, so
-/// nothing is left behind).
-pub fn unbindable(addrs: &[IpAddr]) -> Vec<(IpAddr, std::io::Error)> {
-    addrs
-        .iter()
-        .filter_map(|&a| {
-            std::net::TcpListener::bind(SocketAddr::new(a, 0))
-                .err()
-                .map(|e| (a, e))
-        })
-        .collect()
 }

@@ -24,10 +24,9 @@ pub mod sysctl;
 
 pub use report::{Check, Level};
 
-use std::net::IpAddr;
 use std::path::PathBuf;
 
-use crate::config::{Config, Source};
+use crate::config::Config;
 use crate::probe::{Problem, RingFacts, RingSetup};
 
 /// What the checks read. [`Inputs::host`] gathers the running host's; tests build their own.
@@ -256,24 +255,12 @@ fn nr_open_for(cfg: &Config, checks: &mut [Check]) {
     }
 }
 
-/// The config's egress addresses that must be this host's own (the rest are SOCKS5 proxies).
-pub fn local_egress(cfg: &Config) -> Vec<IpAddr> {
-    cfg.egress
-        .sources
-        .iter()
-        .filter_map(|s| match s {
-            Source::Local(ip) => Some(*ip),
-            Source::Socks5 { .. } => None,
-        })
-        .collect()
-}
-
 fn egress_addresses(cfg: &Config, out: &mut Vec<Check>) {
-    let local = local_egress(cfg);
+    let local = cfg.egress.local_addresses();
     if local.is_empty() {
         return;
     }
-    let bad = egress::unbindable(&local);
+    let bad = crate::probe::unbindable(&local);
     let total = local.len();
     if bad.is_empty() {
         out.push(Check::new(

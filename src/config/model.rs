@@ -334,6 +334,17 @@ pub struct Egress {
 pub use super::tenants::SHARED_GROUP;
 
 impl Egress {
+    /// The sources that must be this host's own addresses (the rest are SOCKS5 proxies).
+    pub fn local_addresses(&self) -> Vec<IpAddr> {
+        self.sources
+            .iter()
+            .filter_map(|s| match s {
+                Source::Local(ip) => Some(*ip),
+                Source::Socks5 { .. } => None,
+            })
+            .collect()
+    }
+
     /// The group id of source `i`: 0 past the end of `source_group`, and for an id that
     /// names no group (a config put together in code).
     pub fn group_of(&self, i: usize) -> u8 {

@@ -61,6 +61,7 @@ pub fn plan(
         metrics: spec.metrics && !no_metrics,
         ..spec
     };
+    crate::runtime::check_spec(&spec).map_err(|e| e.to_string())?;
     print_regions(&cfg);
     if !spec.metrics && hlog {
         return Err("--hlog-dir writes the metrics' histograms, which are off \
@@ -96,15 +97,15 @@ fn check_addresses(cfg: &Config) -> Result<(), String> {
         )
         .chain(cfg.admin.map(|a| ("admin.listen".to_string(), a)));
     for (key, addr) in listeners {
-        if let Some((ip, e)) = crate::check_host::egress::unbindable(&[addr.ip()]).pop() {
+        if let Some((ip, e)) = probe::unbindable(&[addr.ip()]).pop() {
             return Err(format!(
                 "{key}: {ip} is not an address of this host ({e}); listen on one of its \
                  addresses, or 0.0.0.0"
             ));
         }
     }
-    let local = crate::check_host::local_egress(cfg);
-    let bad = crate::check_host::egress::unbindable(&local);
+    let local = cfg.egress.local_addresses();
+    let bad = probe::unbindable(&local);
     if !bad.is_empty() {
         let shown: Vec<String> = bad
             .iter()
