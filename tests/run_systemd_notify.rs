@@ -192,6 +192,7 @@ fn status_ready_reloading_watchdog_and_stopping_reach_the_manager_in_order() {
         reload[1], "READY=1\nSTATUS=config reloaded: generation 2",
         "{reload:?}"
     );
+    let good = std::fs::read_to_string(&run.config).unwrap();
     std::fs::write(&run.config, "threads = \"many\"\n").unwrap();
     signal(&child, libc::SIGHUP);
     let mark = log.len();
@@ -209,6 +210,23 @@ fn status_ready_reloading_watchdog_and_stopping_reach_the_manager_in_order() {
     assert!(
         refused.starts_with("READY=1\nSTATUS=config reload refused, generation 2 kept: ")
             && refused.contains("threads"),
+        "{refused}"
+    );
+    // A reload is held to the host as a start is: an egress address that is not this host's
+    // would fail the next start (and its pairs every connect), so it is refused now.
+    std::fs::write(
+        &run.config,
+        good.replace("\"127.1.80.0/30\"", "\"127.1.80.0/30\", \"192.0.2.9\""),
+    )
+    .unwrap();
+    signal(&child, libc::SIGHUP);
+    assert!(run.read_until(&mut log, Duration::from_secs(5), |m| {
+        m.starts_with("READY=1") && m.contains("192.0.2.9")
+    }));
+    let refused = &log.last().unwrap().1;
+    assert!(
+        refused.starts_with("READY=1\nSTATUS=config reload refused, generation 2 kept: ")
+            && refused.contains("1 of 5 egress addresses are not local: 192.0.2.9"),
         "{refused}"
     );
 

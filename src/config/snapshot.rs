@@ -43,7 +43,14 @@ pub struct Shared {
     tenant_stats: Arc<TenantStats>,
     /// The last good document of `[tenants_from]`, applied again when the file reloads.
     tenants_doc: Mutex<Option<String>>,
+    /// What the host must give a config for the relay to run it (its addresses), checked at
+    /// start by the caller and here on every reload, so a reload never leaves a relay that
+    /// cannot start again. `None`: no such check (a config held in code).
+    host_check: Option<HostCheck>,
 }
+
+/// A check of a config against the host: `Err` names what the host does not give it.
+pub type HostCheck = fn(&Config) -> Result<(), String>;
 
 impl Shared {
     /// Shares `config` as generation 1. Reloads resolve hosts as `resolve` says.
@@ -67,7 +74,14 @@ impl Shared {
             resolve,
             overrides: Overrides::default(),
             tenants_doc: Mutex::new(None),
+            host_check: None,
         }
+    }
+
+    /// As [`Shared::new`], with every reload held to the host by `check`.
+    pub fn with_host_check(mut self, check: HostCheck) -> Shared {
+        self.host_check = Some(check);
+        self
     }
 
     /// As [`Shared::new`], `doc` being the `[tenants_from]` document generation 1's tenants
@@ -161,6 +175,9 @@ impl Shared {
     ) -> Result<u64, ConfigError> {
         if let Some((key, why)) = Changes::refusal(&self.started, &config) {
             return Err(ConfigError::new(origin, key, why));
+        }
+        if let Some(check) = self.host_check {
+            check(&config).map_err(|why| ConfigError::new(origin, "", why))?;
         }
         let current = self.current.load_full();
         let tenants = config

@@ -81,9 +81,10 @@ pub fn plan(
 }
 
 /// The listeners' addresses and the local egress addresses are this host's: a bind to port 0
-/// of each (nothing is left bound). A listener elsewhere would fail the start; an egress
+/// of each (nothing is left bound). At start, and on every reload
+/// ([`Shared::with_host_check`](crate::config::Shared::with_host_check)). A listener elsewhere would fail the start; an egress
 /// address elsewhere would leave its every pair failing to connect.
-fn check_addresses(cfg: &Config) -> Result<(), String> {
+pub(super) fn check_addresses(cfg: &Config) -> Result<(), String> {
     let listeners = cfg
         .intake
         .rotating
