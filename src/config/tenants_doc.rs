@@ -77,6 +77,12 @@ pub(super) fn tenants_from(origin: &str, f: FileTenantsFrom) -> Result<TenantsFr
 
 /// `http://host[:port][/path]` into its parts; `https` and anything else is refused with why.
 fn parse_http_url(url: &str) -> Result<(String, u16, String), String> {
+    // The host and path go into the request line and Host header as they are.
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "{url:?}: a space or control character; percent-encode it in the path"
+        ));
+    }
     let Some(rest) = url.strip_prefix("http://") else {
         return Err(if url.starts_with("https://") {
             format!(
@@ -191,5 +197,13 @@ mod tests {
         assert!(p("ftp://x/t").unwrap_err().contains("expected http://"));
         assert!(p("http://x:0/").unwrap_err().contains("not 1 to 65535"));
         assert!(p("http://:80/").unwrap_err().contains("no host"));
+    }
+
+    #[test]
+    fn an_http_url_with_a_space_or_control_character_is_refused_when_read() {
+        for u in ["http://a b:80/t", "http://127.0.0.1:9300/a b", "http://x/t\r\nHost: y"] {
+            let e = parse_http_url(u).unwrap_err();
+            assert!(e.contains("space or control character"), "{u:?}: {e}");
+        }
     }
 }
