@@ -201,7 +201,11 @@ mod tests {
 
     #[test]
     fn an_http_url_with_a_space_or_control_character_is_refused_when_read() {
-        for u in ["http://a b:80/t", "http://127.0.0.1:9300/a b", "http://x/t\r\nHost: y"] {
+        for u in [
+            "http://a b:80/t",
+            "http://127.0.0.1:9300/a b",
+            "http://x/t\r\nHost: y",
+        ] {
             let e = parse_http_url(u).unwrap_err();
             assert!(e.contains("space or control character"), "{u:?}: {e}");
         }

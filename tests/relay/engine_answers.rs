@@ -47,6 +47,17 @@ fn inflight(t: &mut Sim, ids: &[&str], now: Instant) -> Value {
     answer
 }
 
+/// The answer to the status query the dispatcher answered last (it gave up waiting), as the
+/// bot reads it.
+fn deferred_answer(t: &mut Sim) -> Value {
+    let (_, q) = t.d.poll_answered().expect("given up waiting");
+    let mut out = vec![0u8; 16 * 1024];
+    let n = intake::write_answer(&t.d, q, true, &mut out);
+    t.d.free_query(q);
+    let text = String::from_utf8_lossy(&out[..n]).into_owned();
+    serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap()).unwrap()
+}
+
 fn statuses(t: &mut Sim, ids: &[&str], now: Instant) -> Vec<String> {
     let answer = inflight(t, ids, now);
     answer["result"]["value"]
@@ -92,12 +103,7 @@ fn a_bundle_is_pending_while_it_waits_and_after_an_engine_took_it() {
     t.d.dispatch(later);
     assert!(t.d.poll_answered().is_none(), "waiting for a pair");
     t.d.dispatch(Instant(later.0 + 251 * MS));
-    let (_, q) = t.d.poll_answered().expect("given up waiting");
-    let mut out = vec![0u8; 16 * 1024];
-    let n = intake::write_answer(&t.d, q, true, &mut out);
-    t.d.free_query(q);
-    let text = String::from_utf8_lossy(&out[..n]).into_owned();
-    let answer: Value = serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let answer = deferred_answer(&mut t);
     assert_eq!(answer["id"], 9);
     assert_eq!(
         answer["result"]["value"][0]["status"], "Pending",
@@ -221,12 +227,7 @@ fn an_unknown_bundle_is_asked_of_an_engine_and_without_its_answer_is_invalid() {
     t.d.dispatch(now);
     t.flush(now);
     t.d.dispatch(Instant(now.0 + 251 * MS));
-    let (_, q) = t.d.poll_answered().expect("given up waiting");
-    let mut out = vec![0u8; 16 * 1024];
-    let n = intake::write_answer(&t.d, q, true, &mut out);
-    t.d.free_query(q);
-    let text = String::from_utf8_lossy(&out[..n]).into_owned();
-    let answer: Value = serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+    let answer = deferred_answer(&mut t);
     let said: Vec<&str> = answer["result"]["value"]
         .as_array()
         .unwrap()
