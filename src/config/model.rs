@@ -296,7 +296,8 @@ pub struct Region {
     /// on the same host and connections as its gRPC.
     pub transactions_path: String,
     /// The engine's JSON-RPC path for the bundle-status calls the relay forwards
-    /// (`getBundleStatuses`, and `getInflightBundleStatuses` for bundles an engine took).
+    /// (`getBundleStatuses`, and `getInflightBundleStatuses` for bundles an engine took or
+    /// the asking tenant has no record of).
     pub bundles_path: String,
 }
 

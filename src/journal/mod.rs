@@ -117,13 +117,4 @@ impl Journals {
             ..b
         })
     }
-
-    /// Whether any tenant's bundle `id` is in the record.
-    pub fn has(&self, id: &[u8; 32]) -> bool {
-        let mut seen = false;
-        for ring in self.rings.iter() {
-            ring.find(id, |_| seen = true);
-        }
-        seen
-    }
 }

@@ -193,7 +193,8 @@ accounting! {
         /// leader's region had no pair ready within `leader.wait_ms`, or no answer was fresh.
         leader_fallbacks,
         /// Bots' bundle-status queries forwarded to an engine (getBundleStatuses, and
-        /// getInflightBundleStatuses for bundles an engine took), those the engine answered,
+        /// getInflightBundleStatuses for bundles an engine took or the tenant has no record
+        /// of), those the engine answered,
         /// and those answered without it (no pair in time, an error, the relay stopping).
         status_queries,
         status_queries_answered,

@@ -613,7 +613,7 @@ fn render_leader(m: &Metrics, out: &mut String) {
         ),
         (
             "bundle_relay_status_queries_total",
-            "Bots' bundle-status queries forwarded to an engine's JSON-RPC (getBundleStatuses; getInflightBundleStatuses for bundles an engine took).",
+            "Bots' bundle-status queries forwarded to an engine's JSON-RPC (getBundleStatuses; getInflightBundleStatuses for bundles an engine took or the tenant has no record of).",
             t.status_queries,
         ),
         (

@@ -247,11 +247,6 @@ impl Dispatcher {
         self.journals.find(id, tenant)
     }
 
-    /// Whether bundle `id` is in the record at all, whoever sent it.
-    pub fn bundle_recorded(&self, id: &[u8; 32]) -> bool {
-        self.journals.has(id)
-    }
-
     /// Every thread's record of recent bundles.
     pub fn journals(&self) -> &Arc<Journals> {
         &self.journals

@@ -71,10 +71,11 @@ enum State {
 /// Why a query has no engine answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unanswered {
-    /// No pair of the region was free within [`QUERY_PAIR_WAIT_MS`] (or none is up).
+    /// No pair of the region was free within [`QUERY_PAIR_WAIT_MS`] (or none is up), or the
+    /// engine's rate limit cooled every pair tried until then.
     NoPair,
-    /// The engine refused the call or its answer was lost (its words, when it gave any, are
-    /// in the entry's text).
+    /// The engine refused the call, failed it, or its answer was lost, or the call never left
+    /// whole, until the wait ran out (its words, when it gave any, are in the entry's text).
     Failed,
     /// The engine's answer was larger than [`QUERY_ANSWER_BYTES`].
     TooLarge,

@@ -7,14 +7,15 @@
 //!
 //! | call | asked of an engine | answered with |
 //! |---|---|---|
-//! | `getInflightBundleStatuses` | the ids an engine took, and those the record has not at all (sent through another relay, or straight to Jito) | the record's status, `Landed` with its slot or `Failed` where the engine says so; for an id the record has not, the engine's status (`Invalid` without its answer) |
+//! | `getInflightBundleStatuses` | the ids an engine took, and those the tenant has no record of (sent through another relay, straight to Jito, or by another tenant) | the record's status, `Landed` with its slot or `Failed` where the engine says so; for an id the tenant has no record of, the engine's status (`Invalid` without its answer) |
 //! | `getBundleStatuses` | every id that is a bundle id (64 hex) | the engine's entries as it wrote them; `null` for what is no bundle id |
 //! | either, no pair free in time | — | inflight: the record alone; statuses: HTTP 429 and -32097 with the pair's interval to wait, as Jito answers a caller over its rate |
 //! | either, the engine failed or its answer was lost | — | inflight: the record alone; statuses: -32603 saying why |
 //! | `getBundleDelivery` | never | the record |
 //!
-//! A tenant sees only its own bundles in the record: another tenant's id is `Invalid` to it, as
-//! an unknown one is (an engine is asked only about the tenant's own for inflight).
+//! A tenant sees only its own bundles in the record: another tenant's id is to it exactly what
+//! an id this relay never had is (asked of an engine, the engine's word alone), so no answer,
+//! its speed or its cost says whether another tenant sent it here.
 
 use core::fmt::Write as _;
 
@@ -82,10 +83,10 @@ pub fn to_ask(d: &Dispatcher, call: &Call<'_>, tenant: u16) -> Option<ToAsk> {
         t.ids[i] = id;
         let found = d.find_bundle(&id, tenant);
         let region = found.as_ref().and_then(taken_by);
-        // An id the record has not at all may have gone through another relay (HAProxy
-        // spreads a bot's connections) or straight to Jito: only an engine can say. One of
-        // this relay's that no engine took yet, or another tenant's, the record answers.
-        if ask == Ask::Inflight && region.is_none() && (found.is_some() || d.bundle_recorded(&id)) {
+        // An id the tenant has no record of may have gone through another relay (HAProxy
+        // spreads a bot's connections) or straight to Jito: only an engine can say. One of its
+        // own that no engine took yet, the record answers.
+        if ask == Ask::Inflight && region.is_none() && found.is_some() {
             continue;
         }
         t.region = t.region.or(region);
@@ -103,7 +104,8 @@ pub fn write_query_answer<'b>(
 ) -> Result<(u16, &'b [u8]), Overflow> {
     let id = Id::kept(q.id());
     if q.ask == Ask::Statuses && q.answer() == Err(Unanswered::NoPair) {
-        // The relay's pace kept it from asking: a bot backs off on this as on Jito's own.
+        // A pace (the relay's, or the engine's own rate limit) kept it from an answer in time:
+        // a bot backs off on this as on Jito's own.
         let e = RpcError::new(ErrorKind::RateLimited {
             retry_after_ms: d.query_retry_ms(q.region),
         });
