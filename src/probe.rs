@@ -172,14 +172,29 @@ pub fn check(cfg: &Config) -> Result<ProbeReport, ProbeError> {
 }
 
 /// Each address that cannot be bound now, with why (a bind to port 0 and nothing more, so
-/// nothing is left behind): whether the relay could listen on it or send from it.
+/// nothing is left behind): whether the relay could send from it.
 pub fn unbindable(addrs: &[std::net::IpAddr]) -> Vec<(std::net::IpAddr, io::Error)> {
+    let sockets: Vec<std::net::SocketAddr> = addrs
+        .iter()
+        .map(|&a| std::net::SocketAddr::new(a, 0))
+        .collect();
+    unbindable_sockets(&sockets)
+        .into_iter()
+        .map(|(s, e)| (s.ip(), e))
+        .collect()
+}
+
+/// As [`unbindable`] for socket addresses, whose IPv6 scope (a link-local listener's
+/// interface) the bind keeps; their ports are not bound (port 0 is).
+pub fn unbindable_sockets(
+    addrs: &[std::net::SocketAddr],
+) -> Vec<(std::net::SocketAddr, io::Error)> {
     addrs
         .iter()
         .filter_map(|&a| {
-            std::net::TcpListener::bind(std::net::SocketAddr::new(a, 0))
-                .err()
-                .map(|e| (a, e))
+            let mut any_port = a;
+            any_port.set_port(0);
+            std::net::TcpListener::bind(any_port).err().map(|e| (a, e))
         })
         .collect()
 }

@@ -226,7 +226,7 @@ fn status_ready_reloading_watchdog_and_stopping_reach_the_manager_in_order() {
     let refused = &log.last().unwrap().1;
     assert!(
         refused.starts_with("READY=1\nSTATUS=config reload refused, generation 2 kept: ")
-            && refused.contains("1 of 5 egress addresses are not local: 192.0.2.9"),
+            && refused.contains("1 of 1 new egress addresses are not local: 192.0.2.9"),
         "{refused}"
     );
 

@@ -833,6 +833,22 @@ fn read_token(cx: &Ctx<'_>, path: &Path) -> Result<Token, ConfigError> {
     Token::new(text).map_err(|why| cx.err(key, format!("{}: {why}", path.display())))
 }
 
+/// A CA bundle larger than this is no CA file (the web's whole root set is about 250 KiB).
+const CA_FILE_BYTES_MAX: u64 = 4 << 20;
+
+/// The file at `path`, refused past `max` bytes.
+fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(max + 1).read_to_end(&mut out))
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if out.len() as u64 > max {
+        return Err(format!("is larger than {} MiB: no CA file", max >> 20));
+    }
+    Ok(out)
+}
+
 /// Two listen addresses that cannot both be bound: same port (not 0, which the kernel picks) and
 /// the same IP, or one of them the wildcard of the same family, or `[::]`, which on Linux
 /// listens on IPv4 too (net.ipv6.bindv6only = 0, the default).
@@ -910,9 +926,16 @@ fn build_region(
     let ca_file = match fr.ca_file {
         Some(path) => {
             let path = base.join(path);
-            let pem = match std::fs::read(&path) {
-                Ok(pem) if path.is_file() => pem,
-                _ => {
+            // A plain file, read up to a bound: a FIFO or a device would hang the load.
+            let pem = match path
+                .is_file()
+                .then(|| read_bounded(&path, CA_FILE_BYTES_MAX))
+            {
+                Some(Ok(pem)) => pem,
+                Some(Err(why)) => {
+                    return Err(cx.err(key("ca_file"), format!("{}: {why}", path.display())));
+                }
+                None => {
                     return Err(cx.err(
                         key("ca_file"),
                         format!("{} is not a readable file", path.display()),

@@ -49,8 +49,9 @@ pub struct Shared {
     host_check: Option<HostCheck>,
 }
 
-/// A check of a config against the host: `Err` names what the host does not give it.
-pub type HostCheck = fn(&Config) -> Result<(), String>;
+/// A check of a reload (the running config, the next) against the host: `Err` names what the
+/// host does not give the next.
+pub type HostCheck = fn(&Config, &Config) -> Result<(), String>;
 
 impl Shared {
     /// Shares `config` as generation 1. Reloads resolve hosts as `resolve` says.
@@ -176,10 +177,10 @@ impl Shared {
         if let Some((key, why)) = Changes::refusal(&self.started, &config) {
             return Err(ConfigError::new(origin, key, why));
         }
-        if let Some(check) = self.host_check {
-            check(&config).map_err(|why| ConfigError::new(origin, "", why))?;
-        }
         let current = self.current.load_full();
+        if let Some(check) = self.host_check {
+            check(&current.config, &config).map_err(|why| ConfigError::new(origin, "", why))?;
+        }
         let tenants = config
             .tenant_table(&self.started, Some(&current.tenants), &self.tenant_stats)
             .map_err(|why| ConfigError::new(origin, "tenant", why))?;

@@ -208,7 +208,7 @@ impl Serving {
         let readiness = Readiness::new(pairs_total, flags.ready_pairs_percent, lazy);
         let mut shared = Shared::new(cfg.clone(), path.map(Path::to_path_buf), Resolve::Now)
             .with_overrides(overrides.clone())
-            .with_host_check(plan::check_addresses);
+            .with_host_check(plan::check_reload_addresses);
         if let Some(doc) = &tenants_doc {
             shared = shared.with_tenants_doc(doc.clone());
         }

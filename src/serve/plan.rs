@@ -2,7 +2,8 @@
 //! embedded default), the relay's spec, the host checked against both, and the memory budget,
 //! each printed. `run --check` stops here.
 //!
-//! What it is NOT: the start. Nothing is bound or spawned; every error is one the operator
+//! What it is NOT: the start. Nothing is spawned, and nothing stays bound (addresses are
+//! checked with a bind to port 0); every error is one the operator
 //! fixes in the config, the flags or the host.
 
 use std::path::Path;
@@ -81,12 +82,22 @@ pub fn plan(
 }
 
 /// The listeners' addresses and the local egress addresses are this host's: a bind to port 0
-/// of each (nothing is left bound). At start, and on every reload
-/// ([`Shared::with_host_check`](crate::config::Shared::with_host_check)). A listener elsewhere would fail the start; an egress
+/// of each (nothing is left bound). A listener elsewhere would fail the start; an egress
 /// address elsewhere would leave its every pair failing to connect.
 pub(super) fn check_addresses(cfg: &Config) -> Result<(), String> {
-    let listeners = cfg
-        .intake
+    check_new_addresses(None, cfg)
+}
+
+/// As [`check_addresses`] for a reload of `running` to `next` (through
+/// [`Shared::with_host_check`](crate::config::Shared::with_host_check)): only the addresses
+/// `next` adds, so an address gone from the host since the start does not block every later
+/// reload, and a large pool is not bound again each time.
+pub(super) fn check_reload_addresses(running: &Config, next: &Config) -> Result<(), String> {
+    check_new_addresses(Some(running), next)
+}
+
+fn listeners(cfg: &Config) -> Vec<(String, std::net::SocketAddr)> {
+    cfg.intake
         .rotating
         .map(|a| ("intake.rotating".to_string(), a))
         .into_iter()
@@ -96,16 +107,35 @@ pub(super) fn check_addresses(cfg: &Config) -> Result<(), String> {
                 .enumerate()
                 .filter_map(|(i, r)| r.pinned.map(|a| (format!("region[{i}].pinned"), a))),
         )
-        .chain(cfg.admin.map(|a| ("admin.listen".to_string(), a)));
-    for (key, addr) in listeners {
-        if let Some((ip, e)) = probe::unbindable(&[addr.ip()]).pop() {
+        .chain(cfg.admin.map(|a| ("admin.listen".to_string(), a)))
+        .collect()
+}
+
+fn check_new_addresses(running: Option<&Config>, cfg: &Config) -> Result<(), String> {
+    let had: Vec<std::net::SocketAddr> = running
+        .map(|r| listeners(r).into_iter().map(|(_, a)| a).collect())
+        .unwrap_or_default();
+    for (key, addr) in listeners(cfg) {
+        if had.iter().any(|a| a.ip() == addr.ip()) {
+            continue;
+        }
+        if let Some((_, e)) = probe::unbindable_sockets(&[addr]).pop() {
             return Err(format!(
-                "{key}: {ip} is not an address of this host ({e}); listen on one of its \
-                 addresses, or 0.0.0.0"
+                "{key}: {} is not an address of this host ({e}); listen on one of its \
+                 addresses, or a wildcard (0.0.0.0, [::])",
+                addr.ip()
             ));
         }
     }
-    let local = cfg.egress.local_addresses();
+    let old: std::collections::HashSet<std::net::IpAddr> = running
+        .map(|r| r.egress.local_addresses().into_iter().collect())
+        .unwrap_or_default();
+    let local: Vec<std::net::IpAddr> = cfg
+        .egress
+        .local_addresses()
+        .into_iter()
+        .filter(|ip| !old.contains(ip))
+        .collect();
     let bad = probe::unbindable(&local);
     if !bad.is_empty() {
         let shown: Vec<String> = bad
@@ -114,10 +144,11 @@ pub(super) fn check_addresses(cfg: &Config) -> Result<(), String> {
             .map(|(ip, e)| format!("{ip} ({e})"))
             .collect();
         return Err(format!(
-            "{} of {} egress addresses are not local: {}{}; make them this host's with \
+            "{} of {} {}egress addresses are not local: {}{}; make them this host's with \
              `bundle-relay egress-ip --config FILE | sh` (as root)",
             bad.len(),
             local.len(),
+            if running.is_some() { "new " } else { "" },
             shown.join(", "),
             if bad.len() > 3 { ", ..." } else { "" }
         ));

@@ -849,6 +849,16 @@ fn rejects_a_ca_file_that_holds_no_certificate() {
             junk.display()
         )
     );
+    // A FIFO is refused, not read (a read would wait for a writer forever).
+    let fifo = dir.join("fifo.pem");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let e = refused(&format!(
+        "{REGION}tls = true\nca_file = \"{}\"\n{EGRESS}",
+        fifo.display()
+    ));
+    assert!(e.ends_with("is not a readable file"), "{e}");
     let good = dir.join("ca.pem");
     std::fs::write(&good, crate::tls_support::pki(&[]).ca_pem).unwrap();
     assert!(
