@@ -170,16 +170,9 @@ fn parse_params<'a>(method: Method, params: Option<&'a [u8]>) -> Result<Call<'a>
     let mut single = JsonStr::EMPTY;
     let mut encoding = Encoding::default();
     let mut count = 0usize;
+    let mut nulls = 0usize;
     if w.enter() {
         loop {
-            if method == Method::GetTipAccounts && w.peek() == b'n' {
-                // Nothing, as Jito's own Python SDK sends a call without parameters: `[null]`.
-                w.skip();
-                if !w.next() {
-                    break;
-                }
-                continue;
-            }
             match (method, count) {
                 (Method::SendBundle, 0) => list = str_list(&mut w, 0, ListOf::Transactions)?,
                 (Method::GetBundleStatuses | Method::GetInflightBundleStatuses, 0) => {
@@ -204,6 +197,11 @@ fn parse_params<'a>(method: Method, params: Option<&'a [u8]>) -> Result<Call<'a>
                     single = w.string();
                 }
                 (Method::SendBundle | Method::SendTransaction, 1) => encoding = options(&mut w, 1)?,
+                // Nothing, as Jito's own Python SDK sends a call without parameters: `[null]`.
+                (Method::GetTipAccounts, _) if w.peek() == b'n' => {
+                    w.skip();
+                    nulls += 1;
+                }
                 _ => w.skip(),
             }
             count += 1;
@@ -212,6 +210,7 @@ fn parse_params<'a>(method: Method, params: Option<&'a [u8]>) -> Result<Call<'a>
             }
         }
     }
+    let count = count - nulls;
     if !(min..=max).contains(&count) {
         return Err(count_error(count));
     }
