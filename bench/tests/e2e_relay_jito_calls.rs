@@ -579,6 +579,18 @@ async fn with_no_pair_free_in_time_inflight_is_the_record_and_statuses_is_429_as
         (2, 2),
         "{t:?}"
     );
+    // Counted as answered: the record is a result, the 429 a refusal at the pool's pace.
+    let mut m = String::new();
+    relay.metrics().render_prometheus(&mut m);
+    for (method, outcome) in [
+        ("getInflightBundleStatuses", "ok"),
+        ("getBundleStatuses", "refused_cap"),
+    ] {
+        let line = format!(
+            "\nbundle_relay_requests_total{{method=\"{method}\",outcome=\"{outcome}\"}} 1\n"
+        );
+        assert!(m.contains(&line), "{line} in:\n{m}");
+    }
     let end = relay.shutdown(Duration::from_millis(200));
     assert!(end.identity_holds(), "{end:?}");
     engine.shutdown().await;

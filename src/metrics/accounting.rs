@@ -138,7 +138,7 @@ accounting! {
         leader_routed,
     }
     thread {
-        /// Intake requests answered.
+        /// Intake requests read (a status query that asks an engine, before its answer).
         requests,
         /// Bundles sent again after an attempt the engine did not process.
         retries,

@@ -42,9 +42,11 @@ pub enum ReqOutcome {
     Ok = 0,
     /// Answered with a JSON-RPC error about the request itself (parse, params, bundle rules).
     Invalid = 1,
-    /// Refused because a cap (arena slots, connections) was reached: 429.
+    /// Refused because a cap (arena slots, connections) was reached, or a status query found
+    /// no pair to an engine free in time: 429.
     RefusedCap = 2,
-    /// A right request the relay could not serve now (its region removed by a reload: 503).
+    /// A right request the relay could not serve now (its region removed by a reload: 503; a
+    /// status query no engine answered: a JSON-RPC error).
     Error = 3,
     /// Refused by its tenant's rules (unknown, disabled, region, rate, share): 401, 403, 429.
     RefusedTenant = 4,

@@ -152,7 +152,8 @@ fn render(m: &Metrics, out: &mut String) {
         out,
         name,
         "counter",
-        "Intake requests answered, by JSON-RPC method and outcome.",
+        "Intake requests answered, by JSON-RPC method and outcome (a status query that asks \
+         an engine when its answer is written).",
     );
     for method in METHODS {
         for outcome in ReqOutcome::ALL {
@@ -752,7 +753,7 @@ fn render_accounting(m: &Metrics, out: &mut String) {
         (
             "bundle_relay_requests_total",
             "counter",
-            "Intake requests answered.",
+            "Intake requests read (a status query that asks an engine counts before its answer).",
             t.requests,
         ),
         (

@@ -14,9 +14,10 @@ use io_uring::{cqueue, opcode, types};
 
 use crate::clock::{Instant, Ticks};
 use crate::http1::conn::{Answer, Close, Conn, ConnConfig};
+use crate::jsonrpc::Method;
 use crate::metrics::ReqOutcome;
 use crate::relay::intake::{self, Port, Verdict};
-use crate::relay::queries::ConnRef;
+use crate::relay::queries::{Ask, ConnRef};
 use crate::relay::tenancy::Claim;
 
 use super::bufring::INTAKE_GROUP;
@@ -300,26 +301,17 @@ impl Intake {
                 out,
             );
             stats.requests.inc();
-            let outcome = match verdict {
-                Verdict::RefusedCap => {
-                    stats.refused_cap.inc();
-                    ReqOutcome::RefusedCap
-                }
-                Verdict::Invalid => {
-                    stats.bad_requests.inc();
-                    ReqOutcome::Invalid
-                }
-                Verdict::RefusedTenant => ReqOutcome::RefusedTenant,
-                Verdict::Unavailable => ReqOutcome::Error,
-                Verdict::Admitted | Verdict::Answered | Verdict::Deferred => ReqOutcome::Ok,
-            };
-            metrics.request(method, outcome);
+            match verdict {
+                Verdict::RefusedCap => stats.refused_cap.inc(),
+                Verdict::Invalid => stats.bad_requests.inc(),
+                // Counted by its answer when an engine's comes (`answer_owed`). Waiting on an
+                // engine is not the relay's overhead: not recorded.
+                Verdict::Deferred => return Answer::Later,
+                _ => {}
+            }
+            metrics.request(method, outcome(verdict));
             // Request read (this iteration's clock) to answer written: a clock read for the
             // metric only, so none with metrics off.
-            if verdict == Verdict::Deferred {
-                // Waiting on an engine is not the relay's overhead: not recorded.
-                return Answer::Later;
-            }
             if metrics.enabled() {
                 let done = clock.now();
                 metrics.record_overhead_ns(clock.rate().to_ns(done.since(now)));
@@ -347,9 +339,21 @@ impl Intake {
             return;
         }
         let d = &*cx.d;
-        if ic.http.answer_owed(now, |out, keep_alive| {
-            intake::write_answer(d, q, keep_alive, out)
-        }) {
+        let mut written = None;
+        let more = ic.http.answer_owed(now, |out, keep_alive| {
+            let (n, verdict) = intake::write_answer(d, q, keep_alive, out);
+            written = Some(verdict);
+            n
+        });
+        // Counted as answered, like every request; one whose bot left first was not.
+        if let Some(verdict) = written {
+            let method = match d.query(q).ask {
+                Ask::Statuses => Method::GetBundleStatuses,
+                Ask::Inflight => Method::GetInflightBundleStatuses,
+            };
+            cx.metrics.request(Some(method), outcome(verdict));
+        }
+        if more {
             self.serve(cx, c, now);
         }
     }
@@ -523,5 +527,16 @@ impl Intake {
     /// Leaks the connections' buffers: the kernel may still write into them.
     pub fn forget(&mut self) {
         std::mem::forget(std::mem::take(&mut self.conns));
+    }
+}
+
+/// How a request's answer is counted in `requests_total`.
+fn outcome(verdict: Verdict) -> ReqOutcome {
+    match verdict {
+        Verdict::RefusedCap => ReqOutcome::RefusedCap,
+        Verdict::Invalid => ReqOutcome::Invalid,
+        Verdict::RefusedTenant => ReqOutcome::RefusedTenant,
+        Verdict::Unavailable => ReqOutcome::Error,
+        Verdict::Admitted | Verdict::Answered | Verdict::Deferred => ReqOutcome::Ok,
     }
 }

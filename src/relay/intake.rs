@@ -53,14 +53,15 @@ pub enum Verdict {
     Admitted,
     /// Answered without admitting anything (ping, tip accounts).
     Answered,
-    /// Refused at the in-flight cap.
+    /// Refused at the in-flight cap (or, for a status query, with no pair to an engine free
+    /// in time: 429 at the pool's pace).
     RefusedCap,
     /// Refused by the tenant checks (unknown, disabled, region, rate, share).
     RefusedTenant,
     /// The request was wrong; the answer says how.
     Invalid,
     /// The request was right but cannot be served now: its region was removed by a reload
-    /// (503, naming it).
+    /// (503, naming it), or a status query no engine answered (a JSON-RPC error saying why).
     Unavailable,
     /// Nothing written yet: an engine is asked, and the answer comes from
     /// [`Dispatcher::poll_answered`].
@@ -276,12 +277,19 @@ pub fn handle(
 }
 
 /// The whole HTTP response to status query `q` of `d` into `out` (at least
-/// [`BODY_BYTES_MAX`] plus a head's room): the engine's answer with the record's, or an error
-/// saying why there is none or why it did not fit.
-pub fn write_answer(d: &Dispatcher, q: u16, keep_alive: bool, out: &mut [u8]) -> usize {
+/// [`BODY_BYTES_MAX`] plus a head's room) and what it came to: the engine's answer with the
+/// record's ([`Verdict::Answered`]), a 429 with no pair free in time
+/// ([`Verdict::RefusedCap`]), or an error saying why there is no answer or why it did not fit
+/// ([`Verdict::Unavailable`]).
+pub fn write_answer(d: &Dispatcher, q: u16, keep_alive: bool, out: &mut [u8]) -> (usize, Verdict) {
     let mut body = [0u8; super::queries::QUERY_ANSWER_BYTES + 1024];
     let query = d.query(q);
-    if let Ok((status, b)) = statuses::write_query_answer(d, query, &mut body) {
+    if let Ok((status, said, b)) = statuses::write_query_answer(d, query, &mut body) {
+        let verdict = match said {
+            statuses::Said::Result => Verdict::Answered,
+            statuses::Said::RateLimited => Verdict::RefusedCap,
+            statuses::Said::Error => Verdict::Unavailable,
+        };
         let mut wait = [0u8; 20];
         let retry = [(
             "Retry-After",
@@ -291,7 +299,7 @@ pub fn write_answer(d: &Dispatcher, q: u16, keep_alive: bool, out: &mut [u8]) ->
         if let Some(n) =
             http1::write_response(out, status, keep_alive, "application/json", extra, b)
         {
-            return n;
+            return (n, verdict);
         }
     }
     let id = Id::kept(query.id());
@@ -301,8 +309,9 @@ pub fn write_answer(d: &Dispatcher, q: u16, keep_alive: bool, out: &mut [u8]) ->
     .with_id(id);
     let mut small = [0u8; BODY_BYTES_MAX];
     let b = jsonrpc::write_error(&mut small, id, &e).expect("errors fit");
-    http1::write_response(out, 200, keep_alive, "application/json", &[], b)
-        .expect("an error fits any answer's room")
+    let n = http1::write_response(out, 200, keep_alive, "application/json", &[], b)
+        .expect("an error fits any answer's room");
+    (n, Verdict::Unavailable)
 }
 
 /// The whole HTTP response of a relay with no room for the request (the in-flight cap, or no

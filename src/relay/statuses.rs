@@ -95,13 +95,24 @@ pub fn to_ask(d: &Dispatcher, call: &Call<'_>, tenant: u16) -> Option<ToAsk> {
     (t.forwarded != 0).then_some(t)
 }
 
-/// The whole JSON-RPC response body to query `q` (see the module docs), into `out`, and its
-/// HTTP status.
+/// What a status query's answer says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Said {
+    /// A JSON-RPC result (the engine's word, the record's, or both).
+    Result,
+    /// Jito's rate-limit error (HTTP 429): no pair was free in time.
+    RateLimited,
+    /// A JSON-RPC error: no engine answered, or it answered with an error.
+    Error,
+}
+
+/// The whole JSON-RPC response body to query `q` (see the module docs), into `out`, its HTTP
+/// status and what it says.
 pub fn write_query_answer<'b>(
     d: &Dispatcher,
     q: &Query,
     out: &'b mut [u8],
-) -> Result<(u16, &'b [u8]), Overflow> {
+) -> Result<(u16, Said, &'b [u8]), Overflow> {
     let id = Id::kept(q.id());
     if q.ask == Ask::Statuses && q.answer() == Err(Unanswered::NoPair) {
         // A pace (the relay's, or the engine's own rate limit) kept it from an answer in time:
@@ -109,16 +120,18 @@ pub fn write_query_answer<'b>(
         let e = RpcError::new(ErrorKind::RateLimited {
             retry_after_ms: d.query_retry_ms(q.region),
         });
-        return Ok((429, jsonrpc::write_error(out, id, &e.with_id(id))?));
+        let b = jsonrpc::write_error(out, id, &e.with_id(id))?;
+        return Ok((429, Said::RateLimited, b));
     }
-    Ok((200, write_answer_body(d, q, out)?))
+    let (said, b) = write_answer_body(d, q, out)?;
+    Ok((200, said, b))
 }
 
 fn write_answer_body<'b>(
     d: &Dispatcher,
     q: &Query,
     out: &'b mut [u8],
-) -> Result<&'b [u8], Overflow> {
+) -> Result<(Said, &'b [u8]), Overflow> {
     let id = Id::kept(q.id());
     let engine = q.answer().map(jsonrpc::parse_status_reply);
     let mut result = [0u8; super::queries::QUERY_ANSWER_BYTES + 512];
@@ -126,16 +139,16 @@ fn write_answer_body<'b>(
     let failed = match (q.ask, engine) {
         (Ask::Inflight, Ok(Some(StatusReply::Result { slot, value }))) => {
             let r = inflight(d, q, slot, value, &mut result)?;
-            return jsonrpc::write_result_raw(out, id, r);
+            return Ok((Said::Result, jsonrpc::write_result_raw(out, id, r)?));
         }
         // The record alone: what the relay knows is still worth more than an error.
         (Ask::Inflight, _) => {
             let r = inflight(d, q, 0, None, &mut result)?;
-            return jsonrpc::write_result_raw(out, id, r);
+            return Ok((Said::Result, jsonrpc::write_result_raw(out, id, r)?));
         }
         (Ask::Statuses, Ok(Some(StatusReply::Result { slot, value }))) => {
             let r = statuses(q, slot, value, &mut result)?;
-            return jsonrpc::write_result_raw(out, id, r);
+            return Ok((Said::Result, jsonrpc::write_result_raw(out, id, r)?));
         }
         (Ask::Statuses, Ok(Some(StatusReply::Error { code, message: m }))) => {
             let words = m.unescape_into(&mut message).unwrap_or(b"");
@@ -153,7 +166,10 @@ fn write_answer_body<'b>(
             why: u.why(),
         }),
     };
-    jsonrpc::write_error(out, id, &failed.with_id(id))
+    Ok((
+        Said::Error,
+        jsonrpc::write_error(out, id, &failed.with_id(id))?,
+    ))
 }
 
 /// `getInflightBundleStatuses` for the ids `q` asked, in order: the record's status, and
