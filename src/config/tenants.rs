@@ -32,36 +32,56 @@ pub const FAN_OUT_MAX: u8 = 4;
 /// The name the default policy is counted under in /metrics (not a tenant name).
 pub const DEFAULT_NAME: &str = "default";
 
-#[derive(Deserialize, Default, Clone)]
-#[serde(deny_unknown_fields)]
-pub(super) struct FilePolicy {
-    enabled: Option<bool>,
-    regions: Option<Vec<String>>,
-    rotating: Option<FileStrategy>,
-    in_flight_min: Option<u32>,
-    in_flight_max: Option<u32>,
-    fan_out: Option<u8>,
-    rate: Option<u32>,
-    rate_burst: Option<u32>,
-    global_rate: Option<u32>,
-    bundle_max_age_ms: Option<u64>,
-    egress: Option<String>,
+/// The policy keys, listed once: `[default_tenant]` is a table of them alone, and each
+/// `[[tenant]]` has them beside its own keys in its own struct, not `#[serde(flatten)]`ed in,
+/// so a wrong value is reported at its key and line (flattening buffers the table and loses
+/// both).
+macro_rules! policy_keys {
+    ($($key:ident: $ty:ty,)*) => {
+        #[derive(Deserialize, Default, Clone)]
+        #[serde(deny_unknown_fields)]
+        pub(super) struct FilePolicy {
+            $($key: Option<$ty>,)*
+        }
+
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub(super) struct FileTenant {
+            name: String,
+            #[serde(default)]
+            keys: Vec<String>,
+            #[serde(default)]
+            key_sha256: Vec<String>,
+            #[serde(default)]
+            cidrs: Vec<String>,
+            #[serde(default)]
+            ports: Vec<u16>,
+            $($key: Option<$ty>,)*
+        }
+
+        impl FileTenant {
+            /// Its policy keys, as `[default_tenant]` holds them.
+            fn take_policy(&mut self) -> FilePolicy {
+                FilePolicy {
+                    $($key: self.$key.take(),)*
+                }
+            }
+        }
+    };
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct FileTenant {
-    name: String,
-    #[serde(default)]
-    keys: Vec<String>,
-    #[serde(default)]
-    key_sha256: Vec<String>,
-    #[serde(default)]
-    cidrs: Vec<String>,
-    #[serde(default)]
-    ports: Vec<u16>,
-    #[serde(flatten)]
-    policy: FilePolicy,
+policy_keys! {
+    enabled: bool,
+    regions: Vec<String>,
+    rotating: FileStrategy,
+    in_flight_min: u32,
+    in_flight_max: u32,
+    fan_out: u8,
+    rate: u32,
+    rate_burst: u32,
+    global_rate: u32,
+    bundle_max_age_ms: u64,
+    egress: String,
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -321,7 +341,7 @@ pub(super) fn build(
     // Names are matched by hash, not by a scan of the tenants so far: a reload of 10,000
     // tenants is linear (the scan was 50 million compares, most of a reload's time).
     let mut names: std::collections::HashMap<String, usize> = Default::default();
-    for (i, ft) in list.into_iter().enumerate() {
+    for (i, mut ft) in list.into_iter().enumerate() {
         let key = |k: &str| format!("tenant[{i}].{k}");
         let name = ft.name.trim().to_string();
         if name.is_empty()
@@ -441,7 +461,7 @@ pub(super) fn build(
             f,
             &format!("tenant[{i}]"),
             &format!("tenant {name:?}"),
-            ft.policy,
+            ft.take_policy(),
         )?;
         names.insert(name.clone(), i);
         tenants.push(Tenant {

@@ -600,6 +600,35 @@ fn rejects_wrong_types_and_out_of_range_integers_by_key() {
 }
 
 #[test]
+fn a_tenants_wrong_or_unknown_policy_key_is_named_with_its_own_line() {
+    let tenant = "[[tenant]]\nname = \"bot\"\nkeys = [\"k\"]\n";
+    let e = refused(&format!("{REGION}{EGRESS}{tenant}fan_out = \"x\"\n"));
+    assert!(
+        e.starts_with(
+            "config.toml:10:11: tenant[0].fan_out: invalid type: string \"x\", expected u8"
+        ),
+        "{e}"
+    );
+    let e = refused(&format!("{REGION}{EGRESS}{tenant}rate = -1\n"));
+    assert!(
+        e.starts_with(
+            "config.toml:10:8: tenant[0].rate: invalid value: integer `-1`, expected u32"
+        ),
+        "{e}"
+    );
+    let e = refused(&format!("{REGION}{EGRESS}{tenant}rotating = \"fastest\"\n"));
+    assert!(
+        e.starts_with("config.toml:10:12: tenant[0].rotating: unknown variant `fastest`"),
+        "{e}"
+    );
+    let e = refused(&format!("{REGION}{EGRESS}{tenant}fanout = 2\n"));
+    assert!(
+        e.starts_with("config.toml:10:1: tenant[0].fanout: unknown field `fanout`"),
+        "{e}"
+    );
+}
+
+#[test]
 fn rejects_missing_required_region_keys() {
     let e = refused(&format!("[[region]]\nname = \"ny\"\n{EGRESS}"));
     assert!(e.contains("region[0]: missing field `host`"), "{e}");
@@ -2049,6 +2078,22 @@ fn a_tenant_whose_egress_group_has_no_source_in_this_slice_is_refused_naming_the
         "{e}"
     );
     assert!(parse(&all(2)).is_ok());
+}
+
+/// A document's wrong policy value is named by its key, as the file's is.
+#[test]
+fn a_tenants_documents_wrong_policy_value_is_named_by_its_key() {
+    let cfg = grouped(
+        &group("alpha", "\"127.1.0.1\""),
+        "[tenants_from]\nurl = \"http://127.0.0.1:9300/t\"\n",
+    )
+    .unwrap();
+    let doc = r#"{"tenant": [{"name": "b", "keys": ["k"], "fan_out": "x"}]}"#;
+    let e = cfg.with_tenants_json(doc, "doc").unwrap_err().to_string();
+    assert!(
+        e.starts_with("doc:1:55: tenant[0].fan_out: invalid type: string \"x\", expected u8"),
+        "{e}"
+    );
 }
 
 /// A tenants document is one JSON value: anything after it (a second document, junk a proxy
