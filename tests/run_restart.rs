@@ -209,3 +209,114 @@ fn a_takeover_under_load_refuses_no_connection_and_leaves_no_request_unanswered(
         "early sends at the engine across the switch: {body}"
     );
 }
+
+/// `GET /metrics` with `Authorization: Bearer token`: the status line.
+fn metrics_with(addr: SocketAddr, token: &str) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        c,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    String::from_utf8_lossy(&out)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn spawn_engine(engine_bin: &std::path::Path, port: u16) -> std::process::Child {
+    Command::new(engine_bin)
+        .args(["--regions", "amsterdam", "--base-ip", "127.0.0.42"])
+        .args(["--port", &port.to_string()])
+        .args(["--stats-addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// A reload while a takeover waits for its pool (here: the engine is down) changes the admin
+/// token; the admin the new process opens when it takes over asks for that token, not the one
+/// it started with.
+#[test]
+fn a_token_a_reload_changed_during_a_takeover_is_the_one_the_new_admin_asks_for() {
+    let engine_bin = tool("bench-engine");
+    let dir = std::env::temp_dir().join(format!("br-restart-token-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (intake, engine_port, admin) = (free_port(), free_port(), free_port());
+    let token = dir.join("token");
+    std::fs::write(&token, "old-token\n").unwrap();
+    let config = dir.join("relay.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "threads = 1\npin_threads = false\narena_slots = 64\n\
+             [intake]\nrotating = \"127.0.0.1:{intake}\"\nconnections_max = 16\n\
+             [[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.42\"\nport = {engine_port}\n\
+             tls = false\n\
+             [egress]\naddresses = [\"127.1.96.0/30\"]\n\
+             [admin]\nlisten = \"127.0.0.1:{admin}\"\ntoken_file = \"{}\"\n",
+            token.display()
+        ),
+    )
+    .unwrap();
+    let mut engine = spawn_engine(&engine_bin, engine_port);
+    let mut old = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let old_lines = collect_lines(&mut old);
+    wait_line(&old_lines, "ready: listening", Duration::from_secs(20));
+    let _ = engine.kill();
+    let _ = engine.wait();
+    let mut new = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--ready-pairs-percent", "100", "--takeover"])
+        .arg(old.id().to_string())
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let new_lines = collect_lines(&mut new);
+    wait_line(&new_lines, "intake (rotating)", Duration::from_secs(10));
+    std::fs::write(&token, "new-token\n").unwrap();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(new.id() as i32, libc::SIGHUP) };
+    wait_line(
+        &new_lines,
+        "config reloaded: generation 2",
+        Duration::from_secs(10),
+    );
+    let mut engine = spawn_engine(&engine_bin, engine_port);
+    wait_line(&new_lines, "taking over from pid", Duration::from_secs(30));
+    wait_line(&new_lines, "admin: http://", Duration::from_secs(10));
+    let addr: SocketAddr = format!("127.0.0.1:{admin}").parse().unwrap();
+    let answers = (
+        metrics_with(addr, "new-token"),
+        metrics_with(addr, "old-token"),
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(new.id() as i32, libc::SIGTERM) };
+    let _ = new.wait();
+    let _ = old.wait();
+    let _ = engine.kill();
+    let _ = engine.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        answers,
+        (
+            "HTTP/1.1 200 OK".to_string(),
+            "HTTP/1.1 401 Unauthorized".to_string()
+        )
+    );
+}

@@ -219,7 +219,7 @@ impl Serving {
         let drain = Duration::from_millis(flags.drain_ms);
         let admin = match cfg.admin {
             Some(addr) if flags.takeover.is_none() => {
-                match start::admin(addr, &cfg, &relay, Duration::ZERO) {
+                match start::admin(addr, cfg.admin_token.clone(), &relay, Duration::ZERO) {
                     Ok(a) => Some(a),
                     Err(e) => return Err(abandon(relay, drain, &e)),
                 }
@@ -404,8 +404,13 @@ impl Serving {
                     self.manager.ready(&line);
                 }
                 Some(t) => {
-                    if let Some(a) = t.complete(&line, &self.relay, &self.cfg, &mut self.manager)? {
+                    // The token in force now: a reload while the pool came up may have
+                    // changed it, and found no admin to hand it to.
+                    let token = self.live.load().config.admin_token.clone();
+                    let admin = self.cfg.admin.map(|addr| (addr, token.clone()));
+                    if let Some(a) = t.complete(&line, &self.relay, admin, &mut self.manager)? {
                         self.admin = Some(a);
+                        self.admin_token = token;
                     }
                 }
             }

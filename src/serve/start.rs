@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::admin::{Admin, AdminHandle, AdminOptions};
-use crate::config::Config;
+use crate::config::Token;
 use crate::metrics::Metrics;
 use crate::metrics::hlog::{HlogConfig, HlogThread, HlogWriter};
 use crate::relay::Spec;
@@ -42,7 +42,7 @@ pub fn relay(spec: Spec, unlistened: bool) -> Result<Relay, String> {
 /// which frees it when told to drain) retried every 50 ms for up to `wait`.
 pub fn admin(
     addr: SocketAddr,
-    cfg: &Config,
+    token: Option<Token>,
     relay: &Relay,
     wait: Duration,
 ) -> Result<AdminHandle, String> {
@@ -53,7 +53,7 @@ pub fn admin(
             relay.metrics(),
             relay.pairs_fn(),
             AdminOptions {
-                token: cfg.admin_token.clone(),
+                token: token.clone(),
                 ..AdminOptions::default()
             },
         );
@@ -62,7 +62,7 @@ pub fn admin(
                 println!(
                     "admin: http://{0}/metrics, /debug/histograms, /debug/pairs{1}",
                     a.local_addr(),
-                    if cfg.admin_token.is_some() {
+                    if token.is_some() {
                         " (bearer token required on all but /ping)"
                     } else {
                         ""

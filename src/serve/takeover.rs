@@ -9,10 +9,11 @@
 //! book every send in one shared ledger from the start (`pacing`), so whichever sends next on
 //! a pair honours the other's last send.
 
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::admin::AdminHandle;
-use crate::config::Config;
+use crate::config::Token;
 use crate::runtime::Relay;
 
 use super::start;
@@ -54,13 +55,14 @@ impl Takeover {
 
     /// The pool is up (`line` says how far): listen first, so someone always listens; then
     /// become the main process and let the old one close its listeners and drain. Returns the
-    /// admin listener, when the config has one and its port came free; an error when this
-    /// process cannot listen, and the old one keeps serving.
+    /// admin listener (`admin`: its address and the token in force), when the config has one
+    /// and its port came free; an error when this process cannot listen, and the old one keeps
+    /// serving.
     pub fn complete(
         &self,
         line: &str,
         relay: &Relay,
-        cfg: &Config,
+        admin: Option<(SocketAddr, Option<Token>)>,
         manager: &mut Manager,
     ) -> Result<Option<AdminHandle>, String> {
         let old = self.old;
@@ -73,10 +75,10 @@ impl Takeover {
         manager.main_pid_ready(line);
         // SAFETY: a signal to the process we take over from.
         unsafe { libc::kill(old, libc::SIGQUIT) };
-        let Some(addr) = cfg.admin else {
+        let Some((addr, token)) = admin else {
             return Ok(None);
         };
-        match start::admin(addr, cfg, relay, ADMIN_TAKEOVER_WAIT) {
+        match start::admin(addr, token, relay, ADMIN_TAKEOVER_WAIT) {
             Ok(a) => Ok(Some(a)),
             Err(e) => {
                 eprintln!("bundle-relay: {e}; serving without it");
