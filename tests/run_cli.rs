@@ -202,7 +202,8 @@ fn printing_commands_end_without_a_panic_when_their_reader_goes() {
 
 /// `run --check` holds the config to this host as `run` will: a listener on an address that
 /// is not this host's, or egress addresses that are not local, fail the check naming the key
-/// and the addresses (they would fail at start, or leave every such pair failing to connect).
+/// and the addresses (they would fail at start, or leave every such pair failing to connect),
+/// with the status of a start the host may allow later (75).
 #[test]
 fn check_refuses_addresses_that_are_not_this_hosts_naming_them() {
     let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/local-bench.toml");
@@ -215,7 +216,7 @@ fn check_refuses_addresses_that_are_not_this_hosts_naming_them() {
     let path = dir.join("relay.toml");
     std::fs::write(&path, text).unwrap();
     let (code, err) = run_args(&["run", "--config", path.to_str().unwrap(), "--check"]);
-    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(code, Some(75), "{err}");
     assert!(
         err.contains("intake.rotating: 192.0.2.1 is not an address of this host"),
         "{err}"
@@ -228,7 +229,7 @@ fn check_refuses_addresses_that_are_not_this_hosts_naming_them() {
         "--egress",
         "192.0.2.7,192.0.2.8,127.1.0.1",
     ]);
-    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(code, Some(75), "{err}");
     assert!(
         err.contains("2 of 3 egress addresses are not local: 192.0.2.7"),
         "{err}"
@@ -257,5 +258,85 @@ fn check_refuses_what_the_start_would_refuse() {
         err.contains("egress group a has 1 sources for 2 threads"),
         "{err}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A start refused for what the config or a flag says exits 2 (the units do not restart: the
+/// same start would fail again); one refused for what the host or the network says now exits
+/// 75 (EX_TEMPFAIL: the units restart, and a start after DNS answers, the addresses are back
+/// after a reboot or the port is free again passes).
+#[test]
+fn a_refused_start_exits_2_for_the_config_and_75_for_what_the_host_may_allow_later() {
+    let base = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/configs/local-bench.toml"
+    ))
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("bundle-relay-exit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let cases: [(&str, String, &[&str], i32, &str); 6] = [
+        (
+            "a key the schema does not have",
+            base.replace("arena_slots = 8192", "arena_slot = 8192"),
+            &["--check"],
+            2,
+            "unknown field `arena_slot`",
+        ),
+        (
+            "a value out of range",
+            base.replace("bundle_max_age_ms = 2000", "bundle_max_age_ms = 0"),
+            &["--check"],
+            2,
+            "bundle_max_age_ms",
+        ),
+        (
+            "a region host that does not resolve",
+            base.replacen("host = \"127.0.0.11\"", "host = \"relay-test.invalid\"", 1),
+            &["--check"],
+            75,
+            "host \"relay-test.invalid\" does not resolve",
+        ),
+        (
+            "a listener address not on this host",
+            base.replace(
+                "rotating = \"127.0.0.1:8080\"",
+                "rotating = \"192.0.2.1:8080\"",
+            ),
+            &["--check"],
+            75,
+            "192.0.2.1 is not an address of this host",
+        ),
+        (
+            "egress addresses not local",
+            base.clone(),
+            &["--check", "--egress", "192.0.2.7"],
+            75,
+            "1 of 1 egress addresses are not local",
+        ),
+        (
+            "an intake port another process holds",
+            base.replace(
+                "rotating = \"127.0.0.1:8080\"",
+                &format!("rotating = \"127.0.0.1:{port}\""),
+            )
+            .replace("pinned = \"127.0.0.1:", "# pinned = \"127.0.0.1:")
+            .replace("listen = \"127.0.0.1:9464\"", "listen = \"off\""),
+            &[],
+            75,
+            "in use",
+        ),
+    ];
+    for (i, (case, text, flags, code, says)) in cases.into_iter().enumerate() {
+        let path = dir.join(format!("{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let mut args = vec!["run", "--config", path.to_str().unwrap()];
+        args.extend_from_slice(flags);
+        let (got, err) = run_args(&args);
+        assert_eq!(got, Some(code), "{case}: {err}");
+        assert!(err.contains(says), "{case}: {err}");
+    }
+    drop(taken);
     std::fs::remove_dir_all(&dir).unwrap();
 }

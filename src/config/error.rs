@@ -17,6 +17,9 @@ pub struct ConfigError {
     pub message: String,
     /// 1-based line and column, when the TOML parser located the problem.
     pub location: Option<(usize, usize)>,
+    /// What the network said at that moment (a host name that did not resolve), not what the
+    /// file says: the same file may load later.
+    pub transient: bool,
 }
 
 impl ConfigError {
@@ -26,6 +29,15 @@ impl ConfigError {
             key: key.into(),
             message: message.into(),
             location: None,
+            transient: false,
+        }
+    }
+
+    /// The same error, marked [`ConfigError::transient`].
+    pub(crate) fn transient(self) -> Self {
+        ConfigError {
+            transient: true,
+            ..self
         }
     }
 }

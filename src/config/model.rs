@@ -494,6 +494,7 @@ impl Region {
                 key.clone(),
                 format!("host {:?} does not resolve: {why}", self.host),
             )
+            .transient()
         };
         let addrs: Vec<SocketAddr> = (self.host.as_str(), self.port)
             .to_socket_addrs()

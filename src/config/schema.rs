@@ -326,6 +326,7 @@ pub fn from_toml_with(
         key,
         message: e.message().trim_end().to_string(),
         location: e.span().map(|s| line_column(text, s.start)),
+        transient: false,
     };
     let de = toml::Deserializer::parse(text).map_err(|e| toml_error(String::new(), e))?;
     let file: File = serde_path_to_error::deserialize(de).map_err(|e| {
@@ -1036,7 +1037,7 @@ fn build_region(
     if resolve == Resolve::Now {
         region
             .resolve()
-            .map_err(|e| cx.err(key("host"), e.message))?;
+            .map_err(|e| cx.err(key("host"), e.message).transient())?;
     }
     Ok(region)
 }

@@ -150,6 +150,7 @@ pub(super) fn parse(
             key: if key == "." { String::new() } else { key },
             location: Some((line, column)),
             message: message.strip_suffix(&at).unwrap_or(&message).to_string(),
+            transient: false,
         }
     })?;
     // One document: whatever follows it (but white space) is refused, not ignored.
@@ -158,6 +159,7 @@ pub(super) fn parse(
         key: String::new(),
         location: Some((e.line(), e.column())),
         message: "trailing characters after the document".to_string(),
+        transient: false,
     })?;
     if doc.tenant.is_empty() && doc.default_tenant.is_none() {
         return Err(ConfigError::new(

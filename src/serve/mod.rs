@@ -77,8 +77,15 @@ pub struct Flags {
     pub ledger_fd: Option<i32>,
 }
 
-/// A config, a flag, the host or the unit's environment stopped the relay from starting.
+/// A config, a flag, the host's settings or the unit's environment stopped the relay from
+/// starting: the same start fails until one of them changes, so the units do not restart on it.
 const EXIT_START_REFUSED: i32 = 2;
+
+/// The host or the network refused what the config asks, for now (EX_TEMPFAIL from
+/// sysexits.h): a region host that does not resolve, a listener or egress address not (yet)
+/// on this host, a port still taken, the tenants endpoint down. A later start of the same
+/// config may pass, so the units restart on it.
+const EXIT_START_DEFERRED: i32 = 75;
 
 /// A reactor thread died (EX_SOFTWARE from sysexits.h): the relay stopped itself so that its
 /// supervisor restarts it. A takeover that failed ends the same way.
@@ -108,7 +115,11 @@ pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
     };
     let mut plan = match plan::plan(path, overrides, flags.no_metrics, flags.hlog.is_some()) {
         Ok(p) => p,
-        Err(e) => return refuse(&e),
+        Err(plan::Refusal {
+            why,
+            for_now: false,
+        }) => return refuse(&why),
+        Err(plan::Refusal { why, for_now: true }) => return refuse_for_now(&why),
     };
     if flags.check {
         println!("config and host check passed");
@@ -139,9 +150,16 @@ fn refuse(why: &str) -> i32 {
     EXIT_START_REFUSED
 }
 
-/// Says why the relay does not start after all, and stops it again.
-fn abandon(relay: Relay, drain: Duration, why: &str) -> i32 {
-    let status = refuse(why);
+/// Says why the relay does not start now.
+fn refuse_for_now(why: &str) -> i32 {
+    eprintln!("bundle-relay: {why}");
+    EXIT_START_DEFERRED
+}
+
+/// Says why the relay does not start after all (`status` says whether a later start may),
+/// and stops it again.
+fn abandon(relay: Relay, drain: Duration, why: &str, status: fn(&str) -> i32) -> i32 {
+    let status = status(why);
     relay.shutdown(drain);
     status
 }
@@ -214,14 +232,16 @@ impl Serving {
         }
         let live = Arc::new(shared);
         spec.go_live(live.clone());
-        let relay = start::relay(spec, flags.takeover.is_some()).map_err(|e| refuse(&e))?;
+        // Listeners that cannot bind (a port a process on its way out still holds) or a
+        // ring the kernel is short of memory for: a later start may pass.
+        let relay = start::relay(spec, flags.takeover.is_some()).map_err(|e| refuse_for_now(&e))?;
         let metrics = relay.metrics();
         let drain = Duration::from_millis(flags.drain_ms);
         let admin = match cfg.admin {
             Some(addr) if flags.takeover.is_none() => {
                 match start::admin(addr, cfg.admin_token.clone(), &relay, Duration::ZERO) {
                     Ok(a) => Some(a),
-                    Err(e) => return Err(abandon(relay, drain, &e)),
+                    Err(e) => return Err(abandon(relay, drain, &e, refuse_for_now)),
                 }
             }
             _ => None,
@@ -229,7 +249,7 @@ impl Serving {
         let hlog = match &flags.hlog {
             Some((dir, secs)) => match start::hlog(metrics.clone(), dir, *secs) {
                 Ok(t) => Some(t),
-                Err(e) => return Err(abandon(relay, drain, &e)),
+                Err(e) => return Err(abandon(relay, drain, &e, refuse)),
             },
             None => None,
         };
@@ -241,6 +261,7 @@ impl Serving {
                     relay,
                     drain,
                     &format!("starting the quota lease thread: {e}"),
+                    refuse_for_now,
                 ));
             }
         };

@@ -23,19 +23,42 @@ pub struct Plan {
 
 /// Loads, checks and prints the plan. `no_metrics` turns the metrics off whatever the config
 /// says; `hlog` is whether the histograms are to be written, which needs them on.
+/// Why the relay does not start: what, and whether a later start of the same config may
+/// pass (the host or the network said no for now) or not (the config or a flag must change).
+pub struct Refusal {
+    pub why: String,
+    pub for_now: bool,
+}
+
+impl From<String> for Refusal {
+    fn from(why: String) -> Refusal {
+        Refusal {
+            why,
+            for_now: false,
+        }
+    }
+}
+
+impl Refusal {
+    fn for_now(why: String) -> Refusal {
+        Refusal { why, for_now: true }
+    }
+}
+
 pub fn plan(
     path: Option<&Path>,
     overrides: &Overrides,
     no_metrics: bool,
     hlog: bool,
-) -> Result<Plan, String> {
+) -> Result<Plan, Refusal> {
     let mut cfg = load_config(path, overrides)?;
     // Tenants from an endpoint: no valid document, no start (the relay would not know whom to
-    // serve).
+    // serve). An endpoint that does not answer may later; a document it serves wrong will not.
     let tenants_doc = match cfg.tenants_from.clone() {
         Some(from) => {
-            let doc = super::fetch::get(&from)
-                .map_err(|e| format!("tenants_from: {e}; no tenants, so not starting"))?;
+            let doc = super::fetch::get(&from).map_err(|e| {
+                Refusal::for_now(format!("tenants_from: {e}; no tenants, so not starting"))
+            })?;
             cfg = cfg
                 .with_tenants_json(&doc, &from.url)
                 .map_err(|e| e.to_string())?;
@@ -67,11 +90,14 @@ pub fn plan(
     if !spec.metrics && hlog {
         return Err("--hlog-dir writes the metrics' histograms, which are off \
                     (--no-metrics or [admin] metrics = false)"
-            .to_string());
+            .to_string()
+            .into());
     }
     let report = probe::check(&cfg).map_err(|e| e.to_string())?;
     println!("{report}");
-    check_addresses(&cfg)?;
+    // Addresses networking may still be bringing up (or a boot that has not put the egress
+    // routes back yet).
+    check_addresses(&cfg).map_err(Refusal::for_now)?;
     println!("{}", super::quota_store::check_line(&cfg));
     print_budget(&cfg, &spec);
     Ok(Plan {
@@ -158,7 +184,7 @@ fn check_new_addresses(running: Option<&Config>, cfg: &Config) -> Result<(), Str
 
 /// The config at `path` with `overrides`, or without a path the embedded default (which the
 /// overrides, made to change a file, may not touch).
-fn load_config(path: Option<&Path>, overrides: &Overrides) -> Result<Config, String> {
+fn load_config(path: Option<&Path>, overrides: &Overrides) -> Result<Config, Refusal> {
     let cfg = match path {
         Some(p) => Config::load_overridden(p, Resolve::Now, overrides),
         None if (
@@ -170,7 +196,8 @@ fn load_config(path: Option<&Path>, overrides: &Overrides) -> Result<Config, Str
         {
             return Err(
                 "--resolve, --ca-file, --egress and --egress-slice change a --config file; give one"
-                    .to_string(),
+                    .to_string()
+                    .into(),
             );
         }
         None => {
@@ -185,7 +212,10 @@ fn load_config(path: Option<&Path>, overrides: &Overrides) -> Result<Config, Str
                 })
         }
     };
-    cfg.map_err(|e| e.to_string())
+    cfg.map_err(|e| Refusal {
+        why: e.to_string(),
+        for_now: e.transient,
+    })
 }
 
 fn print_regions(cfg: &Config) {
