@@ -311,3 +311,46 @@ fn a_wedged_reactor_thread_stops_the_watchdog_pings_until_it_moves_again() {
     );
     assert_eq!(status, Some(0), "{err}");
 }
+
+/// The scheduling policy of thread `tid` (field 41 of its `stat`).
+fn policy_of(tid: u32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).unwrap();
+    let after_comm = &stat[stat.rfind(')').unwrap() + 2..];
+    // Fields from 3 (state) on; the policy is field 41.
+    after_comm.split(' ').nth(41 - 3).unwrap().parse().unwrap()
+}
+
+/// As the units run it, with no capabilities: a reload leaves the thread that supervises the
+/// relay (signals, readiness, the watchdog pings) at its own scheduling policy. Building the
+/// reloaded config at idle priority must not cost that thread its way back, which without
+/// CAP_SYS_NICE the kernel refuses.
+#[test]
+fn a_reload_without_privileges_leaves_the_supervising_thread_at_its_own_priority() {
+    let run = Run::new("idle", h2_support::hello_engine(), "127.1.82.0/30");
+    let mut child = run
+        .command(Path::new("setpriv"))
+        .args(["--inh-caps=-all", "--bounding-set=-all", "--"])
+        .arg(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--config"])
+        .arg(&run.config)
+        .spawn()
+        .unwrap();
+    let mut log = Vec::new();
+    let ready = run.read_until(&mut log, Duration::from_secs(20), |m| {
+        m.starts_with("READY=1")
+    });
+    let before = policy_of(child.id());
+    signal(&child, libc::SIGHUP);
+    let reloaded = run.read_until(&mut log, Duration::from_secs(10), |m| {
+        m.starts_with("READY=1")
+    });
+    let after = policy_of(child.id());
+    signal(&child, libc::SIGTERM);
+    let status = wait_exit(&mut child, Duration::from_secs(10));
+    let err = stderr_of(&mut child);
+    let _ = std::fs::remove_dir_all(&run.dir);
+    assert!(ready && reloaded, "{}\n{err}", messages(&log));
+    assert_eq!(before, libc::SCHED_OTHER, "{err}");
+    assert_eq!(after, libc::SCHED_OTHER, "SCHED_IDLE is 5\n{err}");
+    assert_eq!(status, Some(0), "{err}");
+}

@@ -33,7 +33,7 @@ mod watchdog;
 mod yielding;
 
 pub use fetch::fuzz_answer as fuzz_tenants_answer;
-pub use yielding::Yielding;
+pub use yielding::idle;
 
 pub use self::ready::READY_PAIRS_PERCENT_DEFAULT;
 

@@ -9,7 +9,7 @@
 //! shape is `upgrade`'s); the log line names each such key.
 
 use crate::admin::AdminHandle;
-use crate::config::{Changes, Shared, Token};
+use crate::config::{Changes, ConfigError, Shared, Token};
 use crate::metrics::Metrics;
 
 use super::systemd::Manager;
@@ -36,17 +36,21 @@ pub fn reload(
 ) {
     manager.reloading();
     // Parsing, checking and diffing the new config yield the core to any reactor that wants it.
-    let idle = super::yielding::Yielding::now();
-    let running = live.load_full();
-    let result = match what {
-        What::File => live.reload(),
-        What::Tenants(doc) => live.reload_tenants(doc),
-    };
+    let result = super::yielding::idle(|| -> Result<_, ConfigError> {
+        let running = live.load_full();
+        let g = match what {
+            What::File => live.reload(),
+            What::Tenants(doc) => live.reload_tenants(doc),
+        }?;
+        let next = live.load_full();
+        Ok((
+            g,
+            Changes::between(live.started(), &running.config, &next.config),
+        ))
+    });
     let outcome = match result {
-        Ok(g) => {
+        Ok((g, changes)) => {
             metrics.set_config_generation(g);
-            let next = live.load_full();
-            let changes = Changes::between(live.started(), &running.config, &next.config);
             println!("config reloaded: generation {g}");
             for line in &changes.applied {
                 println!("  applied: {line}");
@@ -69,7 +73,6 @@ pub fn reload(
             line
         }
     };
-    drop(idle);
     // READY=1 ends the reload for the manager either way: a refused reload leaves the relay
     // serving on the last good config, and the status says which.
     if ready {

@@ -539,13 +539,12 @@ impl Reloads {
                     continue;
                 }
                 next += every;
-                let _idle = bundle_relay::serve::Yielding::now();
                 let written = std::fs::write(&self.path, &self.texts[k % 2]);
                 k += 1;
-                match written
-                    .map_err(|e| e.to_string())
-                    .and_then(|()| self.live.reload().map_err(|e| e.to_string()))
-                {
+                let reloaded = written.map_err(|e| e.to_string()).and_then(|()| {
+                    bundle_relay::serve::idle(|| self.live.reload().map_err(|e| e.to_string()))
+                });
+                match reloaded {
                     Ok(_) => applied += 1,
                     Err(e) => {
                         refused += 1;
