@@ -2,7 +2,6 @@
 //! [`Config`]: defaults, limits, expansion, and every cross-field rule.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 
@@ -777,23 +776,12 @@ pub fn stranded_sources(r: &Region, sources: &[Source]) -> Option<String> {
 /// file and what is wrong, never its content.
 fn read_keypair(cx: &Ctx<'_>, path: &Path) -> Result<super::keypair::SearcherKey, ConfigError> {
     let key = "auth.keypair_file";
-    let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| {
-            f.take(super::keypair::KEYPAIR_FILE_BYTES_MAX + 1)
-                .read_to_end(&mut bytes)
-        })
-        .map_err(|e| cx.err(key, format!("{} cannot be read: {e}", path.display())))?;
-    if bytes.len() as u64 > super::keypair::KEYPAIR_FILE_BYTES_MAX {
-        return Err(cx.err(
-            key,
-            format!(
-                "{} is over {} bytes: not a keypair file",
-                path.display(),
-                super::keypair::KEYPAIR_FILE_BYTES_MAX
-            ),
-        ));
-    }
+    let bytes = read_bounded(
+        path,
+        super::keypair::KEYPAIR_FILE_BYTES_MAX,
+        "a keypair file",
+    )
+    .map_err(|why| cx.err(key, format!("{} {why}", path.display())))?;
     let text = String::from_utf8_lossy(&bytes);
     super::keypair::SearcherKey::from_json(&text)
         .map_err(|why| cx.err(key, format!("{}: {why}", path.display())))
@@ -801,20 +789,8 @@ fn read_keypair(cx: &Ctx<'_>, path: &Path) -> Result<super::keypair::SearcherKey
 
 fn read_token(cx: &Ctx<'_>, path: &Path) -> Result<Token, ConfigError> {
     let key = "admin.token_file";
-    let mut bytes = Vec::new();
-    // Bounded: a path to the wrong file (or a device) must not be read whole.
-    std::fs::File::open(path)
-        .and_then(|f| f.take(TOKEN_FILE_BYTES_MAX + 1).read_to_end(&mut bytes))
-        .map_err(|e| cx.err(key, format!("{} cannot be read: {e}", path.display())))?;
-    if bytes.len() as u64 > TOKEN_FILE_BYTES_MAX {
-        return Err(cx.err(
-            key,
-            format!(
-                "{} is over {TOKEN_FILE_BYTES_MAX} bytes: not a token file",
-                path.display()
-            ),
-        ));
-    }
+    let bytes = read_bounded(path, TOKEN_FILE_BYTES_MAX, "a token file")
+        .map_err(|why| cx.err(key, format!("{} {why}", path.display())))?;
     let text = std::str::from_utf8(&bytes).map_err(|_| {
         cx.err(
             key,
@@ -837,15 +813,28 @@ fn read_token(cx: &Ctx<'_>, path: &Path) -> Result<Token, ConfigError> {
 /// A CA bundle larger than this is no CA file (the web's whole root set is about 250 KiB).
 const CA_FILE_BYTES_MAX: u64 = 4 << 20;
 
-/// The file at `path`, refused past `max` bytes.
-fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+/// The plain file at `path`, refused past `max` bytes (`what` names what it should be); the
+/// error says what was wrong, never the content.
+fn read_bounded(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, String> {
     use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Opened without waiting: a FIFO opened for reading would hold the load until someone
+    // wrote to it (and a reload on the supervising thread with it). Only a plain file is read:
+    // a device could be read without end.
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return Err("is not a plain file".to_string());
+    }
     let mut out = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|f| f.take(max + 1).read_to_end(&mut out))
+    f.take(max + 1)
+        .read_to_end(&mut out)
         .map_err(|e| format!("cannot be read: {e}"))?;
     if out.len() as u64 > max {
-        return Err(format!("is larger than {} MiB: no CA file", max >> 20));
+        return Err(format!("is over {max} bytes: not {what}"));
     }
     Ok(out)
 }
@@ -927,22 +916,8 @@ fn build_region(
     let ca_file = match fr.ca_file {
         Some(path) => {
             let path = base.join(path);
-            // A plain file, read up to a bound: a FIFO or a device would hang the load.
-            let pem = match path
-                .is_file()
-                .then(|| read_bounded(&path, CA_FILE_BYTES_MAX))
-            {
-                Some(Ok(pem)) => pem,
-                Some(Err(why)) => {
-                    return Err(cx.err(key("ca_file"), format!("{}: {why}", path.display())));
-                }
-                None => {
-                    return Err(cx.err(
-                        key("ca_file"),
-                        format!("{} is not a readable file", path.display()),
-                    ));
-                }
-            };
+            let pem = read_bounded(&path, CA_FILE_BYTES_MAX, "a CA file")
+                .map_err(|why| cx.err(key("ca_file"), format!("{} {why}", path.display())))?;
             // Read here, as at start: a reload that took a file the TLS layer cannot use
             // would leave a relay that cannot start again.
             if let Err(why) = crate::tls::check_ca_pem(&pem) {

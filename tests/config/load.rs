@@ -855,7 +855,7 @@ fn rejects_tls_settings_on_a_plaintext_region() {
     ));
     assert_eq!(
         e,
-        "config.toml: region[0].ca_file: no/such/ca.pem is not a readable file"
+        "config.toml: region[0].ca_file: no/such/ca.pem cannot be read: No such file or directory (os error 2)"
     );
 }
 
@@ -880,14 +880,12 @@ fn rejects_a_ca_file_that_holds_no_certificate() {
     );
     // A FIFO is refused, not read (a read would wait for a writer forever).
     let fifo = dir.join("fifo.pem");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: a NUL-terminated path we own.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    mkfifo(&fifo);
     let e = refused(&format!(
         "{REGION}tls = true\nca_file = \"{}\"\n{EGRESS}",
         fifo.display()
     ));
-    assert!(e.ends_with("is not a readable file"), "{e}");
+    assert!(e.ends_with("is not a plain file"), "{e}");
     let good = dir.join("ca.pem");
     std::fs::write(&good, crate::tls_support::pki(&[]).ca_pem).unwrap();
     assert!(
@@ -1256,6 +1254,24 @@ fn rejects_a_missing_empty_or_unusable_token_file_naming_file_and_key() {
     let e = load("huge.token", Some(&[b'a'; 64 * 1024]));
     assert!(e.starts_with(&at("huge.token")), "{e}");
     assert!(e.contains("not a token file"), "{e}");
+    // A FIFO is refused, not opened for reading (that waits for a writer, forever).
+    mkfifo(&dir.join("fifo.token"));
+    let e = load("fifo.token", None);
+    assert_eq!(e, format!("{} is not a plain file", at("fifo.token")));
+    let e = load("/dev/zero", None);
+    assert_eq!(
+        e,
+        format!(
+            "{}: admin.token_file: /dev/zero is not a plain file",
+            dir.join("relay.toml").display()
+        )
+    );
+}
+
+fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
 }
 
 #[test]
@@ -2342,6 +2358,9 @@ fn a_searcher_keypair_file_is_read_for_auth_and_a_bad_one_is_refused_naming_file
         e.contains("not a Solana keypair file") && !e.contains("hunter2"),
         "{e}"
     );
+    mkfifo(&dir.join("fifo.json"));
+    let e = load("fifo.json", None).unwrap_err().to_string();
+    assert_eq!(e, format!("{} is not a plain file", at("fifo.json")));
 }
 
 // ---- [quota]: tenants' global rates across relays ----
