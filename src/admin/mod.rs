@@ -4,11 +4,14 @@
 //! - `GET /metrics`: the Prometheus text format ([`Metrics::render_prometheus`]);
 //! - `GET /debug/histograms`: every histogram's percentile distribution;
 //! - `GET /debug/pairs`: text from the callback the relay provides (pairs per region by state);
+//! - `GET /debug/tenants`: each tenant's policy and counts;
 //! - `GET /ping`: `pong`, or `503 draining` once the relay is stopping (a load balancer in
 //!   front takes it out of rotation before its listeners close);
 //!
-//! 404 for any other path, 405 for any other method, 400 for a request it cannot read, 408 for
-//! one that did not arrive in time. One request per connection (`Connection: close`).
+//! `HEAD` of any of them: the same head, no body. 404 for any other path, 405 (with `Allow`)
+//! for any other method, 400 for a request it cannot read, 408 for one that did not arrive in
+//! time. One request per connection (`Connection: close`); what the client sends after its
+//! head is read and dropped before the close, so the answer is never cut off by a reset.
 //!
 //! # Slow clients
 //!
@@ -363,14 +366,21 @@ fn serve(s: &mut TcpStream, deadline: Instant, shared: &Shared) -> io::Result<()
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
     if method != "GET" && method != "HEAD" {
-        let a = answer("405 Method Not Allowed", "text/plain", "", "GET only\n");
+        let a = answer(
+            "405 Method Not Allowed",
+            "text/plain",
+            "Allow: GET, HEAD\r\n",
+            "GET and HEAD only\n",
+        );
         write_by(s, a.as_bytes(), deadline)?;
         return drain(s, deadline);
     }
+    let head_only = method == "HEAD";
     if path != "/ping"
         && let Some(refusal) = unauthorized(shared, presented(head))
     {
-        return write_by(s, refusal.as_bytes(), deadline);
+        write_by(s, without_body(&refusal, head_only), deadline)?;
+        return drain(s, deadline);
     }
     let mut body = String::new();
     let (status, ctype) = match path {
@@ -405,11 +415,18 @@ fn serve(s: &mut TcpStream, deadline: Instant, shared: &Shared) -> io::Result<()
             ("404 Not Found", "text/plain")
         }
     };
-    let mut a = answer(status, ctype, "", &body);
-    if method == "HEAD" {
-        a.truncate(a.len() - body.len());
-    }
-    write_by(s, a.as_bytes(), deadline)
+    let a = answer(status, ctype, "", &body);
+    write_by(s, without_body(&a, head_only), deadline)?;
+    drain(s, deadline)
+}
+
+/// `answer` as HEAD gets it when `head_only`: its head alone, `Content-Length` as GET's.
+fn without_body(answer: &str, head_only: bool) -> &[u8] {
+    let end = match answer.find("\r\n\r\n") {
+        Some(i) if head_only => i + 4,
+        _ => answer.len(),
+    };
+    &answer.as_bytes()[..end]
 }
 
 /// The 401 answer when a token is required and `presented` is not it.
@@ -463,9 +480,10 @@ fn refuse_late(s: &mut TcpStream) -> io::Result<()> {
     s.write_all(a.as_bytes())
 }
 
-/// Reads what the client still sends (briefly, and not past `deadline`) after an error answer,
-/// so closing the socket with unread bytes does not reset the connection before the client
-/// reads the answer.
+/// Says the answer is whole (FIN) and reads what the client still sends (briefly, and not
+/// past `deadline`): closed with bytes unread (a body after the head, a pipelined request),
+/// the socket would reset the connection and the kernel drop the part of the answer the
+/// client had not yet received. A client that reads its answer and closes ends it at once.
 fn drain(s: &mut TcpStream, deadline: Instant) -> io::Result<()> {
     s.shutdown(Shutdown::Write)?;
     let until = deadline.min(Instant::now() + DRAIN_TIMEOUT);

@@ -490,3 +490,93 @@ fn a_replaced_token_takes_effect_on_the_next_request() {
     assert_eq!(get(addr, "/metrics").0, "HTTP/1.1 200 OK");
     h.shutdown();
 }
+
+/// The whole raw answer to `request`, read to the end (or the error that cut it).
+fn raw_exchange(addr: SocketAddr, request: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(request).unwrap();
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).unwrap();
+    String::from_utf8(resp).unwrap()
+}
+
+/// A 405 says which methods are (RFC 9110 15.5.6: `Allow`), and its text says both.
+#[test]
+fn a_refused_method_is_told_which_are_allowed() {
+    let (_m, h) = start();
+    let (status, headers, body) = exchange(
+        h.local_addr(),
+        b"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(status, "HTTP/1.1 405 Method Not Allowed");
+    assert!(
+        headers.contains("\r\nAllow: GET, HEAD\r\n") || headers.starts_with("Allow: GET, HEAD\r\n"),
+        "{headers}"
+    );
+    assert_eq!(body, "GET and HEAD only\n");
+    h.shutdown();
+}
+
+/// HEAD gets the head of the answer GET would get, and no body, a 401 as well.
+#[test]
+fn head_is_answered_without_a_body_whatever_the_status() {
+    let (_m, h) = start_with(Some(AdminOptions {
+        token: Some(Token::new(TOKEN).unwrap()),
+        ..AdminOptions::default()
+    }));
+    for path in ["/metrics", "/ping"] {
+        let get = raw_exchange(
+            h.local_addr(),
+            format!("GET {path} HTTP/1.1\r\n\r\n").as_bytes(),
+        );
+        let head = raw_exchange(
+            h.local_addr(),
+            format!("HEAD {path} HTTP/1.1\r\n\r\n").as_bytes(),
+        );
+        let (get_head, get_body) = get.split_once("\r\n\r\n").unwrap();
+        assert!(!get_body.is_empty(), "{get}");
+        assert_eq!(head, format!("{get_head}\r\n\r\n"), "{path}");
+    }
+    h.shutdown();
+}
+
+/// Bytes a client sends after its head (a body, a second request) are read and dropped before
+/// the connection closes: closed with them unread, the kernel would reset the connection and
+/// throw away the part of the answer the client had not yet received.
+#[test]
+fn an_answer_is_not_cut_off_by_bytes_the_client_sent_after_its_head() {
+    // Over 200 KiB of /debug/pairs: far more than the client's window below.
+    let big: bundle_relay::admin::PairsFn = Box::new(|out: &mut String| {
+        for i in 0..4096 {
+            out.push_str(&format!(
+                "region {i:>6}: ready 3 booked 1 cooling 0 down 0 ......\n"
+            ));
+        }
+    });
+    let h = Admin::start("127.0.0.1:0".parse().unwrap(), metrics(), big).unwrap();
+    let (_, _, full) = get(h.local_addr(), "/debug/pairs");
+    assert!(full.len() > 200 * 1024, "{}", full.len());
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    socket.connect(&h.local_addr().into()).unwrap();
+    let mut s: TcpStream = socket.into();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /debug/pairs HTTP/1.1\r\nContent-Length: 10\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    s.write_all(b"0123456789").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut resp = Vec::new();
+    let read = s.read_to_end(&mut resp);
+    let text = String::from_utf8_lossy(&resp);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    assert!(
+        read.is_ok(),
+        "{read:?} after {} of {} body bytes",
+        body.len(),
+        full.len()
+    );
+    assert_eq!(body.len(), full.len());
+    h.shutdown();
+}
