@@ -1,10 +1,14 @@
 //! The Prometheus text exposition format (0.0.4) of a [`Metrics`] registry.
 //!
-//! Histograms are Prometheus histograms over one fixed set of `le` bounds for every family:
-//! 1 µs .. 60 s in 1-2.5-5 steps, wide enough for the µs-scale relay overhead and the ms-scale
-//! upstream round trip, and the same everywhere so series aggregate across instances and
-//! families. A bucket counts the recorded values whose HdrHistogram bucket starts at or below
-//! `le`, so a bound is exact to the histograms' 0.1 % resolution. No summary (quantile) series
+//! Histograms are Prometheus histograms over one fixed set of `le` bounds for every family
+//! recorded in HdrHistograms: 1 µs .. 60 s in 1-2.5-5 steps, wide enough for the µs-scale relay
+//! overhead and the ms-scale upstream round trip, and the same everywhere so series aggregate
+//! across instances and families. A bucket counts the recorded values whose HdrHistogram
+//! bucket starts at or below `le`, so a bound is exact to the histograms' 0.1 % resolution.
+//! The one exception is `bundle_relay_tenant_delivery_seconds`: each tenant counts into seven
+//! fixed buckets of its own (`tenants::LATENCY_BOUNDS_US`, 250 µs .. 2 s), so that 10,000 tenants fit,
+//! and its `_sum` is in whole microseconds; its series aggregate with each other, not with the
+//! other families'. No summary (quantile) series
 //! is exported: quantiles since start hide what happened in the last minute and cannot be
 //! aggregated; `histogram_quantile()` over the buckets does both, and `/debug/histograms` has
 //! the exact HdrHistogram percentiles.
@@ -443,7 +447,9 @@ fn render_quota(m: &Metrics, out: &mut String) {
         let c = stats.counts(slot);
         rows.push((name.to_string(), c.leased, c.leased_total));
     });
-    let name = "bundle_relay_tenant_quota_leased";
+    // Not `…_quota_leased`: beside the counter `…_quota_leased_total` that would be one
+    // family twice to OpenMetrics readers, which name a counter without `_total`.
+    let name = "bundle_relay_tenant_quota_held";
     family(
         out,
         name,

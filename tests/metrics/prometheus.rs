@@ -346,3 +346,29 @@ fn with_metrics_on_the_exposition_says_so_too() {
     assert_eq!(e.value("bundle_relay_metrics_enabled", &[]), Some(1.0));
     assert!(!text.contains("metrics are disabled"));
 }
+
+/// With tenants (their counts, quota leases and delivery latency), the exposition is still
+/// well formed, and each family is one family to a reader that names counters without
+/// `_total` (OpenMetrics): a gauge beside a counter of the same name plus `_total` is not.
+#[test]
+fn the_tenants_families_are_well_formed_and_distinct() {
+    use std::sync::Arc;
+    let m = recorded();
+    let stats = Arc::new(bundle_relay::metrics::tenants::TenantStats::new(2));
+    m.set_tenants(
+        stats,
+        Box::new(|each| {
+            each("default", 0, "the default policy");
+            each("alpha", 1, "keys sha256:0a1b2c3d");
+        }),
+    );
+    let mut text = String::new();
+    m.render_prometheus(&mut text);
+    let e = metrics_support::check(&text).unwrap_or_else(|err| panic!("{err}\n{text}"));
+    assert!(
+        e.types
+            .keys()
+            .any(|n| n.starts_with("bundle_relay_tenant_")),
+        "{text}"
+    );
+}

@@ -176,6 +176,17 @@ pub fn check(text: &str) -> Result<Exposition, String> {
         if !helps.contains_key(name) {
             return Err(format!("TYPE without HELP: {name}"));
         }
+        // OpenMetrics (and the clients that read this format by its rules) names a counter's
+        // family without `_total`: another family of that name is the same family twice.
+        if kind == "counter"
+            && let Some(base) = name.strip_suffix("_total")
+            && types.contains_key(base)
+        {
+            return Err(format!(
+                "{name} (counter) and {base} ({}) are one family to OpenMetrics",
+                types[base]
+            ));
+        }
         if kind == "histogram" {
             check_histogram(name, &samples)?;
         }
