@@ -64,7 +64,8 @@ pub fn render_pairs(
             .min_by_key(|t| t.0);
         let _ = writeln!(
             out,
-            "region {r}: ready {} booked {} cooling {} held {} down {} connecting {} draining {}; waiting bundles {}; next send {}",
+            "region {r} ({}): ready {} booked {} cooling {} held {} down {} connecting {} draining {}; waiting bundles {}; next send {}",
+            region.name,
             c.ready,
             c.booked,
             c.cooling,
@@ -81,7 +82,8 @@ pub fn render_pairs(
                 let next = limiter.next_ready_at(LaneId(l as u8));
                 let _ = writeln!(
                     out,
-                    "  region {r} egress {}: pairs {} ready {} booked {} cooling {} held {}; waiting bundles {}; next send {}",
+                    "  region {r} ({}) egress {}: pairs {} ready {} booked {} cooling {} held {}; waiting bundles {}; next send {}",
+                    region.name,
                     groups.get(g).map_or("?", String::as_str),
                     limiter.group_addresses(g as u8).len(),
                     c.ready,
