@@ -304,13 +304,13 @@ fn render(m: &Metrics, out: &mut String) {
         (
             "bundle_relay_arena_capacity_slots",
             "gauge",
-            "Arena bundle slots in all threads.",
+            ARENA_CAPACITY_HELP,
             s.arena_capacity,
         ),
         (
             "bundle_relay_arena_in_use_slots",
             "gauge",
-            "Arena bundle slots held now.",
+            ARENA_IN_USE_HELP,
             s.arena_in_use,
         ),
         (
@@ -732,6 +732,9 @@ fn render_defences(t: &super::accounting::Totals, out: &mut String) {
     }
 }
 
+/// Help of the arena's gauges, served with metrics on and off.
+const ARENA_CAPACITY_HELP: &str = "Arena bundle slots in all threads.";
+const ARENA_IN_USE_HELP: &str = "Arena bundle slots held now.";
 const RELOADS_REFUSED_HELP: &str = "Reloads refused (a bad file or tenants document, or one the running relay cannot run) and [tenants_from] polls that failed (each poll while the endpoint fails); the last good config kept.";
 
 /// Metrics off: the relay's own accounting counters, summed over threads (no labels: the
@@ -755,12 +758,26 @@ fn render_accounting(m: &Metrics, out: &mut String) {
         ),
     ];
     let t = m.totals();
-    let singles: [(&str, &str, &str, u64); 14] = [
+    // The arena's gauges are the accounting's too (slots per thread, bundles held).
+    let arena = m.snapshot();
+    let singles: [(&str, &str, &str, u64); 16] = [
         (
             "bundle_relay_requests_total",
             "counter",
             "Intake requests read (a status query that asks an engine counts before its answer).",
             t.requests,
+        ),
+        (
+            "bundle_relay_arena_capacity_slots",
+            "gauge",
+            ARENA_CAPACITY_HELP,
+            arena.arena_capacity,
+        ),
+        (
+            "bundle_relay_arena_in_use_slots",
+            "gauge",
+            ARENA_IN_USE_HELP,
+            arena.arena_in_use,
         ),
         (
             "bundle_relay_requests_refused_cap_total",

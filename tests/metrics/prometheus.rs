@@ -298,6 +298,8 @@ fn with_metrics_off_the_exposition_says_so_and_serves_the_relay_accounting_unlab
     a.region(0).leader_routed.set(3);
     b.region(2).leader_routed.set(1);
     b.region(2).throttles.set(2);
+    a.arena_capacity.set(1000);
+    b.arena_capacity.set(1000);
     let mut text = String::new();
     m.render_prometheus(&mut text);
     let e = metrics_support::check(&text).unwrap_or_else(|err| panic!("{err}\n{text}"));
@@ -315,6 +317,8 @@ fn with_metrics_off_the_exposition_says_so_and_serves_the_relay_accounting_unlab
         ("bundle_relay_config_generation", 2.0),
         ("bundle_relay_leader_routed_total", 4.0),
         ("bundle_relay_region_throttles_total", 2.0),
+        ("bundle_relay_arena_capacity_slots", 2000.0),
+        ("bundle_relay_arena_in_use_slots", 1.0),
     ] {
         assert_eq!(e.value(name, &[]), Some(v), "{name}\n{text}");
     }
