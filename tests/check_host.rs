@@ -471,3 +471,35 @@ fn the_command_exits_non_zero_on_a_fail_and_zero_on_warnings() {
         Some("ip -4 route replace local 192.0.2.1/32 dev lo")
     );
 }
+
+/// What the package applies at install and every boot sets nothing a kernel complains of and
+/// lowers nothing a host already has: the source-port range's ends differ in parity (the
+/// kernel logs an error for every apply otherwise), `fs.file-max` is left to systemd (which
+/// raises it to the maximum at boot; any number here would lower it for every service), and
+/// a key older kernels lack (`kernel.io_uring_disabled`, Linux 6.6) is applied only where it
+/// exists (`-`), so a 6.1 host's install prints no error; check-host reads it all the same.
+#[test]
+fn the_shipped_sysctl_file_sets_nothing_a_kernel_complains_of_or_that_lowers_a_host_default() {
+    let wanted = sysctl::parse(sysctl::SHIPPED).unwrap();
+    let value = |key: &str| {
+        wanted
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    };
+    let range: Vec<u32> = value("net.ipv4.ip_local_port_range")
+        .unwrap()
+        .split(' ')
+        .map(|v| v.parse().unwrap())
+        .collect();
+    assert_ne!(range[0] % 2, range[1] % 2, "{range:?}");
+    assert_eq!(value("fs.file-max"), None);
+    assert!(
+        sysctl::SHIPPED
+            .lines()
+            .any(|l| l.starts_with("-kernel.io_uring_disabled = 0")),
+        "{}",
+        sysctl::SHIPPED
+    );
+    assert_eq!(value("kernel.io_uring_disabled").as_deref(), Some("0"));
+}

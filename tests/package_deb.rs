@@ -161,3 +161,47 @@ fn the_package_installs_the_relay_its_units_sysctl_config_and_user_into_a_scratc
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The package asks for the C library the binary needs: at least the highest `GLIBC_2.N`
+/// symbol version it links against (read from the binary itself), and the GCC runtime it
+/// loads (`libgcc_s.so.1`, for unwinding). A lower bound would let it install where the
+/// binary cannot start.
+#[test]
+fn the_package_depends_on_the_c_library_the_binary_links_against() {
+    let binary = std::fs::read(env!("CARGO_BIN_EXE_bundle-relay")).unwrap();
+    let needle = b"GLIBC_2.";
+    let needed = binary
+        .windows(needle.len())
+        .enumerate()
+        .filter(|(_, w)| *w == needle)
+        .filter_map(|(i, _)| {
+            let digits: String = binary[i + needle.len()..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit())
+                .map(|&b| b as char)
+                .collect();
+            digits.parse::<u32>().ok()
+        })
+        .max()
+        .expect("a binary linked against glibc");
+    let control = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/packaging/debian/control"
+    ))
+    .unwrap();
+    let depends = control
+        .lines()
+        .find_map(|l| l.strip_prefix("Depends: "))
+        .unwrap();
+    let asked: u32 = depends
+        .split("libc6 (>= 2.")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no libc6 (>= 2.N) in {depends:?}"));
+    assert!(
+        asked >= needed,
+        "libc6 (>= 2.{asked}) but the binary needs GLIBC_2.{needed}"
+    );
+    assert!(depends.contains("libgcc-s1"), "{depends}");
+}

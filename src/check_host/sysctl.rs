@@ -37,8 +37,9 @@ pub fn rule(key: &str) -> (Rule, Level) {
     }
 }
 
-/// The `key = value` lines of a sysctl.d file, comments and blanks skipped, in order. A line
-/// that is not `key = value` is an error naming it.
+/// The `key = value` lines of a sysctl.d file, comments and blanks skipped, in order; a key's
+/// leading `-` (apply where the kernel has it, sysctl.d(5)) is not part of it. A line that is
+/// not `key = value` is an error naming it.
 pub fn parse(text: &str) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -49,7 +50,8 @@ pub fn parse(text: &str) -> Result<Vec<(String, String)>, String> {
         let Some((k, v)) = line.split_once('=') else {
             return Err(format!("line {}: {line:?} is not \"key = value\"", i + 1));
         };
-        out.push((k.trim().to_string(), normalise(v)));
+        let k = k.trim();
+        out.push((k.strip_prefix('-').unwrap_or(k).to_string(), normalise(v)));
     }
     Ok(out)
 }
