@@ -12,7 +12,7 @@ pub const SHIPPED_FRONT: &str = "127.0.0.1:8080";
 pub const SHIPPED_SOCKET: &str = "/run/haproxy/bundle-relay.sock";
 /// The first relay's name and address in the shipped config, repeated in each backend.
 const SHIPPED_RELAY: &str = "relay1";
-const SHIPPED_RELAY_ADDR: &str = "127.0.0.1:18080";
+const SHIPPED_RELAY_ADDR: &str = "127.0.0.1:8180";
 
 /// `shipped` with bots served on `front`, the stats socket at `socket` and one `server` line
 /// per relay in every backend (`relay1` at `relays[0]`, `relay2` at `relays[1]`, …). An error
@@ -112,7 +112,12 @@ mod template_tests {
         }
         assert!(cfg.contains("bind 127.0.0.1:7000\n"), "{cfg}");
         assert!(cfg.contains("stats socket /tmp/h.sock "), "{cfg}");
-        for gone in [SHIPPED_FRONT, SHIPPED_SOCKET, SHIPPED_RELAY_ADDR, "18081"] {
+        for gone in [
+            SHIPPED_FRONT,
+            SHIPPED_SOCKET,
+            SHIPPED_RELAY_ADDR,
+            "127.0.0.1:8181",
+        ] {
             assert!(!cfg.contains(gone), "{gone} left in:\n{cfg}");
         }
     }
@@ -123,10 +128,46 @@ mod template_tests {
             SHIPPED,
             addr(8080),
             SHIPPED_SOCKET,
-            &[addr(18080), addr(18081)],
+            &[addr(8180), addr(8181)],
         )
         .unwrap();
         assert_eq!(cfg, SHIPPED);
+    }
+
+    /// The proxy faces the network: it drops root for its own user in an empty root and logs;
+    /// and the relays it fronts listen outside the source-port range the package's sysctl
+    /// file gives the kernel, so a relay that restarts never finds its port taken.
+    #[test]
+    fn the_shipped_config_runs_unprivileged_logs_and_keeps_relays_off_the_source_ports() {
+        for line in [
+            "    user haproxy\n",
+            "    group haproxy\n",
+            "    chroot /var/lib/haproxy\n",
+            "    log /dev/log local0\n",
+            "    log global\n",
+        ] {
+            assert!(SHIPPED.contains(line), "{line:?}");
+        }
+        let sysctl = include_str!("../../../sysctl/99-bundle-relay.conf");
+        let range: Vec<u16> = sysctl
+            .lines()
+            .find_map(|l| l.strip_prefix("net.ipv4.ip_local_port_range = "))
+            .unwrap()
+            .split(' ')
+            .map(|p| p.parse().unwrap())
+            .collect();
+        let ports: Vec<u16> = SHIPPED
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("server "))
+            .map(|l| {
+                let addr = l.split_whitespace().nth(1).unwrap();
+                addr.rsplit(':').next().unwrap().parse().unwrap()
+            })
+            .collect();
+        assert!(!ports.is_empty());
+        for p in ports {
+            assert!(p < range[0] || p > range[1], "{p} in {range:?}");
+        }
     }
 
     #[test]
