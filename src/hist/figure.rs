@@ -25,6 +25,7 @@ use super::args::HistArgs;
 use super::axis::{DECADES_MAX, LatencyAxis, PercentileAxis, TimeAxis};
 use super::format;
 use super::read::{IntervalSummary, Loaded, TagGroup};
+use crate::metrics::percentile_rows;
 
 /// Which picture.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -166,25 +167,15 @@ fn per_run(loaded: &Loaded, g: &TagGroup) -> Vec<(usize, Histogram<u64>)> {
     out
 }
 
-/// The percentile distribution of `h` as (1/(1−p), ns) points, HdrHistogram's 5 ticks per half
-/// distance, without the final 100 % point (its 1/(1−p) is infinite).
+/// The percentile distribution of `h` as (1/(1−p), ns) points, the rows of the printed table
+/// (HdrHistogram's 5 ticks per half distance), without the final 100 % point (its 1/(1−p) is
+/// infinite).
 pub fn percentile_points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
-    let mut points = Vec::new();
-    if h.is_empty() {
-        return points;
-    }
-    for v in h.iter_quantiles(5) {
-        let q = v.quantile_iterated_to();
-        if q >= 1.0 {
-            break;
-        }
-        let x = 1.0 / (1.0 - q);
-        if x > 10f64.powi(DECADES_MAX as i32) {
-            break;
-        }
-        points.push((x, h.highest_equivalent(v.value_iterated_to()) as f64));
-    }
-    points
+    percentile_rows(h, 5)
+        .into_iter()
+        .take_while(|r| r.quantile < 1.0 && r.inverse_tail <= 10f64.powi(DECADES_MAX as i32))
+        .map(|r| (r.inverse_tail, r.value as f64))
+        .collect()
 }
 
 /// One panel per kind of measure, one distribution per tag and run.

@@ -76,6 +76,6 @@ pub use labels::{
     CONN_STATES, HistId, METHOD_SLOTS, METHODS, ReqOutcome, STATUS_SLOT_OUT_OF_SPEC,
     STATUS_SLOT_TRANSPORT, STATUS_SLOTS, method_label, method_slot, status_label, status_slot,
 };
-pub use percentiles::write_percentile_distribution;
+pub use percentiles::{PercentileRow, percentile_rows, write_percentile_distribution};
 pub use registry::{Accounting, DISABLED_NOTE, Metrics, RegionSnapshot, Snapshot};
 pub use thread::{Gauge, HISTS_PER_THREAD, RegionMetrics, ThreadMetrics};

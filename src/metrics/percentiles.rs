@@ -5,6 +5,86 @@ use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
 
+/// One row of a percentile distribution: the percentile level, the value at it and how many
+/// values are at or below that value.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PercentileRow {
+    /// The level iterated to, as a fraction (0.3, not 30 %).
+    pub quantile: f64,
+    /// 1/(1 − quantile), infinite at the last row.
+    pub inverse_tail: f64,
+    /// The highest value equivalent to the level's value.
+    pub value: u64,
+    /// Values at or below `value`.
+    pub total: u64,
+}
+
+/// The level denominators stop growing here (about 60 halvings, far beyond any count), so the
+/// products compared below stay within `u128`.
+const DENOMINATOR_MAX: u128 = 1 << 63;
+
+/// The rows of `h`'s percentile distribution at HdrHistogram's levels (`ticks_per_half_distance`
+/// equal steps in each half of the distance left to 100 %), each level held as an exact
+/// fraction. The crate's `iter_quantiles` sums float steps, so 0.1 + 0.1 + 0.1 lands just
+/// above 0.3 and the 0.3 row of ten values showed the fourth; Java's iterator counts in
+/// percent, where these steps add exactly. A level is reached at the first bucket whose running
+/// count is at least level × count, as `value_at_quantile` reads it; past the last bucket one
+/// row at 100 % ends the table, as both iterators do.
+pub fn percentile_rows(h: &Histogram<u64>, ticks_per_half_distance: u32) -> Vec<PercentileRow> {
+    assert!(ticks_per_half_distance > 0, "ticks per half distance");
+    let n = u128::from(h.len());
+    let mut rows = Vec::new();
+    if n == 0 {
+        return rows;
+    }
+    let ticks = u128::from(ticks_per_half_distance);
+    // The level is num / den; den is always ticks × 2^k.
+    let (mut num, mut den) = (0u128, ticks * 2);
+    let mut exhausted = false;
+    let mut total = 0u64;
+    for v in h.iter_recorded() {
+        total += v.count_at_value();
+        let value = h.highest_equivalent(v.value_iterated_to());
+        let last = u128::from(total) == n;
+        while !exhausted && u128::from(total) * den >= num * n {
+            rows.push(PercentileRow {
+                quantile: num as f64 / den as f64,
+                inverse_tail: den as f64 / (den - num) as f64,
+                value,
+                total,
+            });
+            if last {
+                break;
+            }
+            // Halvings so far: the largest m with 2^m × (1 − level) ≤ 1. Each half distance
+            // is cut into `ticks`, so the step is 1 / (ticks × 2^(m + 1)).
+            let mut step_den = ticks * 2;
+            while (den - num) * (step_den / ticks) <= den {
+                step_den *= 2;
+            }
+            if step_den > DENOMINATOR_MAX {
+                exhausted = true;
+                break;
+            }
+            while den < step_den {
+                num *= 2;
+                den *= 2;
+            }
+            num += den / step_den;
+        }
+        if last {
+            rows.push(PercentileRow {
+                quantile: 1.0,
+                inverse_tail: f64::INFINITY,
+                value,
+                total,
+            });
+            break;
+        }
+    }
+    rows
+}
+
 /// Writes `h`'s percentile distribution the way HdrHistogram's `outputPercentileDistribution`
 /// (and wrk2's `--latency`) does: 5 ticks per half distance, values divided by
 /// `value_unit_ns`, then the mean / max / count footer. Tools that read that text (the
@@ -19,16 +99,14 @@ pub fn write_percentile_distribution(h: &Histogram<u64>, value_unit_ns: f64, out
         let _ = writeln!(out, "#[No values recorded]");
         return;
     }
-    let mut total = 0u64;
-    for v in h.iter_quantiles(5) {
-        total += v.count_since_last_iteration();
-        let q = v.quantile_iterated_to();
-        let value = h.highest_equivalent(v.value_iterated_to()) as f64 / value_unit_ns;
+    for row in percentile_rows(h, 5) {
+        let (q, total) = (row.quantile, row.total);
+        let value = row.value as f64 / value_unit_ns;
         if q < 1.0 {
             let _ = writeln!(
                 out,
                 "{value:12.3} {q:2.12} {total:10} {:14.2}",
-                1.0 / (1.0 - q)
+                row.inverse_tail
             );
         } else {
             let _ = writeln!(out, "{value:12.3} {q:2.12} {total:10}");

@@ -16,7 +16,7 @@ use bundle_relay::metrics::hlog::{HlogConfig, HlogWriter};
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
-use hist_support::{Cli, args, tempdir};
+use hist_support::{Cli, args, one_interval_log, tempdir};
 
 /// An interval log written the way bench/src/load/mod.rs writes one: bounds 1 ns .. 1 h,
 /// StartTime, MaxValueDivisor 1e6, a comment, untagged one-second intervals at 0, 1, 2, … s.
@@ -292,4 +292,32 @@ fn a_real_bench_load_log_gives_the_percentiles_bench_load_reported() {
     }
     assert!(per_second.iter().all(|&n| n > 0), "{per_second:?}");
     assert_eq!(per_second.iter().sum::<u64>(), 6_000);
+}
+
+#[test]
+fn a_percentile_row_at_an_exact_sample_count_shows_that_sample() {
+    let dir = tempdir("hist-exact");
+    let p = dir.join("ten.hlog");
+    let values: Vec<u64> = (1..=10).map(|us| us * 1_000).collect();
+    one_interval_log(&p, &values);
+    let mut a = args(vec![p]);
+    a.unit = Unit::Ns;
+    let mut text = String::new();
+    hist::render(&a, &hist::load(&a).unwrap(), &mut text);
+    // q × 10 values is a whole number of values at each of these rows: the row's value is that
+    // many values' largest (each value's bucket top at 3 significant figures).
+    for (q, ns) in [
+        ("0.300000000000", "3001.000"),
+        ("0.600000000000", "6003.000"),
+        ("0.700000000000", "7003.000"),
+        ("0.800000000000", "8003.000"),
+        ("0.900000000000", "9007.000"),
+    ] {
+        let row = text
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(q))
+            .unwrap_or_else(|| panic!("no row {q}:\n{text}"));
+        assert_eq!(row.split_whitespace().next(), Some(ns), "{q}:\n{text}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -489,3 +489,18 @@ fn command_line_asks_for_either_picture_or_both() {
     let neither = Cli::try_parse_from(["hist", "x.hlog"]).unwrap().hist;
     assert_eq!((neither.plot, neither.plot_over_time), (None, None));
 }
+
+#[test]
+fn a_plotted_distribution_passes_through_the_sample_at_an_exact_count() {
+    let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+    for us in 1..=10 {
+        h.record(us * 1_000).unwrap();
+    }
+    let points = figure::percentile_points(&h);
+    // 70 % of the values are at or below 7 µs: at 1/(1 − 0.7) the curve is at 7 µs, not 8.
+    let at_70 = points
+        .iter()
+        .find(|p| (p.0 - 1.0 / 0.3).abs() < 1e-9)
+        .unwrap_or_else(|| panic!("no point at 70 %: {points:?}"));
+    assert_eq!(at_70.1, 7_003.0, "{points:?}");
+}

@@ -3,10 +3,13 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bundle_relay::hist::{HistArgs, Unit};
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 
 pub fn tempdir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(
@@ -19,6 +22,22 @@ pub fn tempdir(name: &str) -> PathBuf {
     ));
     std::fs::create_dir_all(&d).unwrap();
     d
+}
+
+/// An untagged log with a StartTime and one one-second interval at 0 s holding `values_ns`.
+pub fn one_interval_log(path: &Path, values_ns: &[u64]) {
+    let mut f = std::fs::File::create(path).unwrap();
+    let mut ser = V2DeflateSerializer::new();
+    let mut w = IntervalLogWriterBuilder::new()
+        .with_start_time(UNIX_EPOCH + Duration::from_secs(1_764_460_800))
+        .begin_log_with(&mut f, &mut ser)
+        .unwrap();
+    let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+    for &v in values_ns {
+        h.record(v).unwrap();
+    }
+    w.write_histogram(&h, Duration::ZERO, Duration::from_secs(1), None)
+        .unwrap();
 }
 
 /// `bundle-relay hist FILES…` with every option at its default.

@@ -376,3 +376,46 @@ fn the_tenants_families_are_well_formed_and_distinct() {
         "{text}"
     );
 }
+
+/// The rows of a percentile table as (value, percentile, total count) text.
+fn table_rows(text: &str) -> Vec<(String, String, String)> {
+    text.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|c| c.len() >= 3 && c[0].starts_with(|ch: char| ch.is_ascii_digit()))
+        .map(|c| (c[0].to_string(), c[1].to_string(), c[2].to_string()))
+        .collect()
+}
+
+#[test]
+fn a_percentile_on_an_exact_sample_count_is_that_sample() {
+    let m = Metrics::new(&regions(), 1);
+    // 1, 2, … 10 µs: 30 % of the values are at or below 3 µs, so the 0.3 row says 3 µs (the
+    // top of its bucket, 3.001), not 4.
+    for us in 1..=10 {
+        m.thread(0).record_overhead_ns(us * 1_000);
+    }
+    let mut text = String::new();
+    m.render_histograms(&mut text);
+    let overhead = text.split("# delivery_latency").next().unwrap();
+    let rows = table_rows(overhead);
+    for (q, value, total) in [
+        ("0.100000000000", "1.000", "1"),
+        ("0.300000000000", "3.001", "3"),
+        ("0.500000000000", "5.003", "5"),
+        ("0.600000000000", "6.003", "6"),
+        ("0.700000000000", "7.003", "7"),
+        ("0.800000000000", "8.003", "8"),
+        ("0.900000000000", "9.007", "9"),
+        ("1.000000000000", "10.007", "10"),
+    ] {
+        let row = rows
+            .iter()
+            .find(|r| r.1 == q)
+            .unwrap_or_else(|| panic!("no row {q}:\n{overhead}"));
+        assert_eq!(
+            (row.0.as_str(), row.2.as_str()),
+            (value, total),
+            "{q}:\n{overhead}"
+        );
+    }
+}
