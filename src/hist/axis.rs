@@ -73,11 +73,12 @@ impl LatencyAxis {
         LatencyAxis { lo_ns, hi_ns, zero }
     }
 
-    /// Where `ns` lies: 0 for zero (or anything below the scale), 1 at the top.
+    /// Where `ns` lies: zero (or anything below the scale) in the middle of the zero band, so
+    /// a curve of zeros is not hidden by the axis; 1 at the top.
     pub fn frac(&self, ns: f64) -> f64 {
         let band = if self.zero { ZERO_BAND } else { 0.0 };
         if ns < self.lo_ns {
-            return 0.0;
+            return band / 2.0;
         }
         let v = ns.min(self.hi_ns);
         band + (1.0 - band) * (v / self.lo_ns).log10() / (self.hi_ns / self.lo_ns).log10()
@@ -95,7 +96,7 @@ impl LatencyAxis {
         let mut out = Vec::new();
         if self.zero {
             out.push(Tick {
-                at: 0.0,
+                at: self.frac(0.0),
                 major: false,
                 label: Some("0".into()),
             });
@@ -132,6 +133,11 @@ impl PercentileAxis {
         PercentileAxis {
             decades: decades.clamp(1, DECADES_MAX),
         }
+    }
+
+    /// The 1/(1−p) at the axis' far end.
+    pub fn x_max(&self) -> f64 {
+        10f64.powi(self.decades as i32)
     }
 
     /// Where 1/(1−p) = `x` lies.
@@ -242,10 +248,13 @@ mod tests {
     fn zeros_sit_on_a_band_of_their_own_below_the_log_scale() {
         let a = LatencyAxis::fit([0.0, 7e6, 1.9e9]);
         assert!(a.zero);
-        assert_eq!(a.frac(0.0), 0.0);
+        assert_eq!(a.frac(0.0), ZERO_BAND / 2.0);
         assert!((a.frac(a.lo_ns) - ZERO_BAND).abs() < 1e-12);
         let ticks = a.ticks();
-        assert_eq!((ticks[0].at, ticks[0].label.as_deref()), (0.0, Some("0")));
+        assert_eq!(
+            (ticks[0].at, ticks[0].label.as_deref()),
+            (ZERO_BAND / 2.0, Some("0"))
+        );
         assert!(ticks[1..].iter().all(|t| t.at >= ZERO_BAND));
     }
 

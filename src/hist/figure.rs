@@ -217,10 +217,18 @@ pub fn distribution(loaded: &Loaded, args: &HistArgs) -> Figure {
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.0))
             .fold(1.0, f64::max);
+        let x = PercentileAxis::fit(x_max);
+        for s in &mut series {
+            // Values all in one bucket leave a single row before 100 %, at 0 %, which is
+            // on the axis line: that value is every percentile, so it runs level to the end.
+            if let [(x0, ns)] = s.points[..] {
+                s.points.push((x0.max(x.x_max()), ns));
+            }
+        }
         let y = LatencyAxis::fit(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)));
         panels.push(Panel {
             title: measure_title(&m, values),
-            x: XScale::Percentile(PercentileAxis::fit(x_max)),
+            x: XScale::Percentile(x),
             y,
             note: (values == 0).then(|| "no values recorded".to_string()),
             series,

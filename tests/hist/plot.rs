@@ -16,7 +16,7 @@ use bundle_relay::metrics::hlog::{HlogConfig, HlogWriter};
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
-use hist_support::{Cli, args, tempdir};
+use hist_support::{Cli, args, one_interval_log, tempdir};
 
 const T0_EPOCH_S: u64 = 1_764_460_800;
 
@@ -503,4 +503,68 @@ fn a_plotted_distribution_passes_through_the_sample_at_an_exact_count() {
         .find(|p| (p.0 - 1.0 / 0.3).abs() < 1e-9)
         .unwrap_or_else(|| panic!("no point at 70 %: {points:?}"));
     assert_eq!(at_70.1, 7_003.0, "{points:?}");
+}
+
+#[test]
+fn a_distribution_in_one_bucket_is_a_flat_line_across_the_percentiles() {
+    let dir = tempdir("hist-plot-one-bucket");
+    let (equal, single) = (dir.join("equal.hlog"), dir.join("single.hlog"));
+    one_interval_log(&equal, &[20_000; 128]);
+    one_interval_log(&single, &[50_000]);
+    let png = dir.join("flat.png");
+    let mut a = args(vec![equal, single]);
+    a.plot = Some(png.clone());
+    hist::run(&a).unwrap();
+    let img = Image::read(&png);
+    let frames = img.frames();
+    assert_eq!(frames.len(), 1, "{frames:?}");
+    let f = frames[0];
+    // Every percentile of either is its one value: each is a level line from 0 % to the
+    // axis' end, in rows of its own.
+    for (i, c) in plot::PALETTE.iter().take(2).enumerate() {
+        let columns = img.columns_of(&f, *c).len();
+        let across = (f.x0 + 1..f.x1)
+            .filter(|&x| (f.y0 + 1..f.y1).any(|y| img.at(x, y) == *c))
+            .count() as i32;
+        assert_eq!(columns, 0, "series {i} is not a vertical line");
+        assert!(
+            across * 10 > (f.x1 - f.x0) * 9,
+            "series {i} spans {across} of {} px",
+            f.x1 - f.x0
+        );
+        let rows = (f.y0 + 1..f.y1)
+            .filter(|&y| (f.x0 + 1..f.x1).any(|x| img.at(x, y) == *c))
+            .count();
+        assert!(rows <= 4, "series {i} is level: {rows} rows");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_distribution_of_zeros_is_a_line_clear_of_the_axis() {
+    let dir = tempdir("hist-plot-zeros");
+    let zeros = dir.join("zeros.hlog");
+    // A limiter that never waited.
+    one_interval_log(&zeros, &[0; 128]);
+    let png = dir.join("zeros.png");
+    let mut a = args(vec![zeros]);
+    a.plot = Some(png.clone());
+    hist::run(&a).unwrap();
+    let img = Image::read(&png);
+    let f = img.frames()[0];
+    let c = plot::PALETTE[0];
+    let rows: Vec<i32> = (f.y0 + 1..f.y1)
+        .filter(|&y| (f.x0 + 1..f.x1).any(|x| img.at(x, y) == c))
+        .collect();
+    assert!(!rows.is_empty(), "no line drawn");
+    let above_axis = f.y1 - plot::AXIS_PX - rows.last().unwrap();
+    assert!(
+        above_axis >= 6,
+        "the line lies {above_axis} px above the axis"
+    );
+    let across = (f.x0 + 1..f.x1)
+        .filter(|&x| rows.iter().any(|&y| img.at(x, y) == c))
+        .count() as i32;
+    assert!(across * 10 > (f.x1 - f.x0) * 9, "{across} px across");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
