@@ -31,6 +31,9 @@ pub use text::render;
 /// `bundle-relay hist`: prints the distributions; writes the plots asked for.
 pub fn run(args: &HistArgs) -> Result<(), String> {
     let loaded = read(args)?;
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
     let mut out = String::new();
     render(args, &loaded.groups, &mut out);
     print!("{out}");

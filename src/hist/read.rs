@@ -12,7 +12,13 @@
 //! Interval timestamps are read as the Java `HistogramLogReader` reads them: deltas from
 //! `BaseTime` when there is one; deltas from `StartTime` when they are more than a year
 //! smaller than it; seconds since the epoch otherwise.
+//!
+//! Damage: a log is read line by line, so what a killed relay or a full disk leaves (a last
+//! line cut short, a histogram that does not decode) costs that line only, with a warning that
+//! names its line; blank lines and a missing final newline cost nothing. A file with no
+//! readable interval at all is an error that says why.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -64,10 +70,12 @@ pub struct Run {
     pub start_epoch_s: Option<f64>,
 }
 
-/// Everything read: per tag (first-seen order), and the runs the files form.
+/// Everything read: per tag (first-seen order), the runs the files form, and what was skipped.
 pub struct Loaded {
     pub groups: Vec<TagGroup>,
     pub runs: Vec<Run>,
+    /// Lines skipped as unreadable, for stderr: "load.hlog: line 57 skipped: …".
+    pub warnings: Vec<String>,
 }
 
 impl Loaded {
@@ -105,14 +113,39 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
     let mut groups: Vec<TagGroup> = Vec::new();
     let mut starts: Vec<Option<f64>> = Vec::new();
     let mut deserializer = Deserializer::new();
+    let mut warnings = Vec::new();
     for (fi, path) in args.files.iter().enumerate() {
         let bytes = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        if bytes.starts_with(&[0x1f, 0x8b]) {
+            return Err(format!(
+                "{}: gzip-compressed, not an interval log as it is: decompress it first \
+                 (zcat it into a .hlog file)",
+                path.display()
+            ));
+        }
+        // The parser wants every line ended; a last line without its newline is read as if
+        // it had one (whole, it reads; cut short, its histogram does not decode).
+        let bytes: Cow<[u8]> = if bytes.is_empty() || bytes.ends_with(b"\n") {
+            Cow::Borrowed(&bytes)
+        } else {
+            let mut whole = bytes.clone();
+            whole.push(b'\n');
+            Cow::Owned(whole)
+        };
         let mut start_time: Option<f64> = None;
         let mut base_time: Option<f64> = None;
         let mut first_abs: Option<f64> = None;
-        for entry in IntervalLogIterator::new(&bytes) {
-            let entry =
-                entry.map_err(|e| format!("{}: not an interval log: {e:?}", path.display()))?;
+        let mut skipped: Vec<(usize, String)> = Vec::new();
+        let mut readable = 0usize;
+        for (line_no, line) in lines(&bytes) {
+            let entry = match entry_of(line) {
+                Ok(Some(e)) => e,
+                Ok(None) => continue,
+                Err(why) => {
+                    skipped.push((line_no, why));
+                    continue;
+                }
+            };
             let ilh = match entry {
                 LogEntry::StartTime(t) => {
                     start_time = Some(secs(t));
@@ -133,6 +166,7 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
             let reference = start_time.unwrap_or_else(|| *first_abs.get_or_insert(abs));
             let offset = abs - reference;
             if args.from.is_some_and(|f| offset < f) || args.to.is_some_and(|t| offset >= t) {
+                readable += 1;
                 continue;
             }
             let tag = ilh.tag().map(|t| t.as_str().to_string());
@@ -141,16 +175,19 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
                 .as_ref()
                 .is_some_and(|want| tag.as_ref() != Some(want))
             {
+                readable += 1;
                 continue;
             }
-            let raw = base64::engine::general_purpose::STANDARD
-                .decode(ilh.encoded_histogram())
-                .map_err(|e| {
-                    format!("{}: interval at {ts:.3} s: bad base64: {e}", path.display())
-                })?;
-            let h: Histogram<u64> = deserializer
-                .deserialize(&mut &raw[..])
-                .map_err(|e| format!("{}: interval at {ts:.3} s: {e:?}", path.display()))?;
+            // Only selected histograms are decoded: a day of logs read for one tag or one hour
+            // decodes that.
+            let h: Histogram<u64> = match decode(&mut deserializer, ilh.encoded_histogram()) {
+                Ok(h) => h,
+                Err(why) => {
+                    skipped.push((line_no, why));
+                    continue;
+                }
+            };
+            readable += 1;
             let gi = match groups.iter().position(|g| g.tag == tag) {
                 Some(i) => i,
                 None => {
@@ -190,6 +227,15 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
                 .add(&h)
                 .map_err(|e| format!("{}: merging: {e:?}", path.display()))?;
         }
+        if readable == 0 {
+            if let Some((line_no, why)) = skipped.first() {
+                return Err(format!(
+                    "{}: not an interval log: no readable interval (line {line_no}: {why})",
+                    path.display()
+                ));
+            }
+        }
+        warnings.extend(skip_warnings(path, &skipped));
         // A reference under a year from the epoch is a log of deltas with no date.
         starts.push(start_time.or(first_abs).filter(|t| *t >= YEAR_S));
     }
@@ -208,7 +254,62 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
         return Err(why);
     }
     let runs = runs(&args.files, &starts);
-    Ok(Loaded { groups, runs })
+    Ok(Loaded {
+        groups,
+        runs,
+        warnings,
+    })
+}
+
+/// Skipped lines named one by one in warnings; past these, a count.
+const SKIPS_NAMED_MAX: usize = 5;
+
+/// Each line of `bytes`, numbered from 1, with its `\n` when it has one.
+fn lines(bytes: &[u8]) -> impl Iterator<Item = (usize, &[u8])> {
+    bytes
+        .split_inclusive(|b| *b == b'\n')
+        .enumerate()
+        .map(|(i, l)| (i + 1, l))
+}
+
+/// What one line holds: an entry, nothing (a comment, the legend, a blank line), or why it
+/// cannot be read.
+fn entry_of(line: &[u8]) -> Result<Option<LogEntry<'_>>, String> {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    match IntervalLogIterator::new(line).next() {
+        None => Ok(None),
+        Some(Ok(e)) => Ok(Some(e)),
+        Some(Err(_)) => Err("not an interval, a comment or a header".to_string()),
+    }
+}
+
+/// An interval's histogram from its base64 text.
+fn decode(deserializer: &mut Deserializer, encoded: &str) -> Result<Histogram<u64>, String> {
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .map_err(|e| format!("its histogram is not base64 ({e}): cut short?"))?;
+    deserializer
+        .deserialize(&mut &raw[..])
+        .map_err(|e| format!("its histogram does not decode ({e:?}): cut short?"))
+}
+
+/// The warnings for the lines of `path` that were skipped.
+fn skip_warnings(path: &Path, skipped: &[(usize, String)]) -> Vec<String> {
+    let mut out: Vec<String> = skipped
+        .iter()
+        .take(SKIPS_NAMED_MAX)
+        .map(|(n, why)| format!("{}: line {n} skipped: {why}", path.display()))
+        .collect();
+    if skipped.len() > SKIPS_NAMED_MAX {
+        out.push(format!(
+            "{}: {} more unreadable lines skipped",
+            path.display(),
+            skipped.len() - SKIPS_NAMED_MAX
+        ));
+    }
+    out
 }
 
 /// The run a file's name says it belongs to, and whether it is one rotation of it:

@@ -1,0 +1,143 @@
+//! Reading logs as a relay leaves them: cut off mid-line when it is killed or the disk fills,
+//! without a final newline, with blank lines; and inputs that are no log at all.
+
+use crate::hist_support;
+
+use std::path::Path;
+
+use bundle_relay::hist;
+use hist_support::{args, one_interval_log, tempdir};
+
+/// A log of `n` one-interval lines (intervals at 0, 1, … s of one 10 µs value each), as text.
+fn log_text(dir: &Path, n: u64) -> String {
+    let mut text = String::new();
+    for i in 0..n {
+        let p = dir.join(format!("part{i}.hlog"));
+        one_interval_log(&p, &[10_000]);
+        let part = std::fs::read_to_string(&p).unwrap();
+        let line = part
+            .lines()
+            .last()
+            .unwrap()
+            .replacen("0.000,", &format!("{i}.000,"), 1);
+        if i == 0 {
+            for l in part.lines().filter(|l| l.starts_with(['#', '"'])) {
+                text.push_str(l);
+                text.push('\n');
+            }
+        }
+        text.push_str(&line);
+        text.push('\n');
+        std::fs::remove_file(&p).unwrap();
+    }
+    text
+}
+
+/// The 1-based number of the line holding `byte`.
+fn line_of(text: &str, byte: usize) -> usize {
+    text[..byte].matches('\n').count() + 1
+}
+
+#[test]
+fn a_log_cut_off_mid_line_gives_its_complete_intervals_and_names_the_line_it_skipped() {
+    let dir = tempdir("hist-read-cut");
+    let text = log_text(&dir, 5);
+    let last = text.trim_end().rfind('\n').unwrap() + 1;
+    let cut = last + (text.len() - last) / 2;
+    let p = dir.join("cut.hlog");
+    std::fs::write(&p, &text[..cut]).unwrap();
+    let loaded = hist::read(&args(vec![p])).unwrap();
+    assert_eq!(loaded.groups[0].intervals, 4);
+    assert_eq!(loaded.groups[0].merged.len(), 4);
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    let w = &loaded.warnings[0];
+    let line = line_of(&text, last);
+    assert!(
+        w.contains("cut.hlog") && w.contains(&format!("line {line}")),
+        "{w}"
+    );
+    assert!(!w.contains("offset"), "{w}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_log_without_a_final_newline_or_with_blank_lines_reads_every_interval_silently() {
+    let dir = tempdir("hist-read-lines");
+    let text = log_text(&dir, 5);
+    let no_newline = dir.join("nonl.hlog");
+    std::fs::write(&no_newline, text.trim_end()).unwrap();
+    let blank = dir.join("blank.hlog");
+    let second = text.match_indices('\n').nth(4).unwrap().0 + 1;
+    let with_blanks = format!("{}\n  \n{}\n\n", &text[..second], &text[second..]);
+    std::fs::write(&blank, with_blanks).unwrap();
+    let crlf = dir.join("crlf.hlog");
+    std::fs::write(&crlf, text.replace('\n', "\r\n")).unwrap();
+    for p in [no_newline, blank, crlf] {
+        let loaded = hist::read(&args(vec![p.clone()])).unwrap();
+        assert_eq!(loaded.groups[0].intervals, 5, "{}", p.display());
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_damaged_histogram_is_skipped_with_its_line_named() {
+    let dir = tempdir("hist-read-b64");
+    let text = log_text(&dir, 3);
+    // The second interval's histogram cut short: the line is whole, its histogram is not.
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let n = lines.len();
+    let damaged = &mut lines[n - 2];
+    damaged.truncate(damaged.len() - 12);
+    let p = dir.join("damaged.hlog");
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    let loaded = hist::read(&args(vec![p])).unwrap();
+    assert_eq!(loaded.groups[0].intervals, 2);
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    assert!(
+        loaded.warnings[0].contains(&format!("damaged.hlog: line {}", n - 1)),
+        "{:?}",
+        loaded.warnings
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_input_with_no_readable_interval_is_an_error_naming_the_file_and_why() {
+    let dir = tempdir("hist-read-none");
+    let text = log_text(&dir, 1);
+    // The relay killed while writing its first interval.
+    let cut = dir.join("first-cut.hlog");
+    std::fs::write(&cut, &text[..text.len() - 20]).unwrap();
+    let err = hist::read(&args(vec![cut])).err().unwrap();
+    let line = text.lines().count();
+    assert!(
+        err.contains("first-cut.hlog") && err.contains(&format!("line {line}")),
+        "{err}"
+    );
+    let csv = dir.join("table.hlog");
+    std::fs::write(&csv, "a,b,c\n1,2,3\n").unwrap();
+    let err = hist::read(&args(vec![csv])).err().unwrap();
+    assert!(
+        err.contains("table.hlog: not an interval log") && err.contains("line 1"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_gzipped_log_is_named_as_gzip_to_decompress_first() {
+    use std::io::Write as _;
+    let dir = tempdir("hist-read-gz");
+    let text = log_text(&dir, 2);
+    let p = dir.join("load.hlog.gz");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(text.as_bytes()).unwrap();
+    std::fs::write(&p, gz.finish().unwrap()).unwrap();
+    let err = hist::read(&args(vec![p])).err().unwrap();
+    assert!(
+        err.contains("load.hlog.gz") && err.contains("gzip") && err.contains("decompress"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
