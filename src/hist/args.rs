@@ -38,10 +38,10 @@ pub struct HistArgs {
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
     /// Only intervals starting this many seconds or more after each log's start.
-    #[arg(long)]
+    #[arg(long, value_parser = seconds)]
     pub from: Option<f64>,
     /// Only intervals starting less than this many seconds after each log's start.
-    #[arg(long)]
+    #[arg(long, value_parser = seconds)]
     pub to: Option<f64>,
     /// Only histograms with this tag (e.g. relay_overhead, upstream_round_trip.frankfurt).
     #[arg(long)]
@@ -58,4 +58,13 @@ pub struct HistArgs {
     /// panel per tag.
     #[arg(long, value_name = "PLOT")]
     pub plot_over_time: Option<PathBuf>,
+}
+
+/// `--from` and `--to`: a finite number of seconds (`nan` and `inf` parse as floats, but
+/// select nothing or everything without saying so).
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() => Ok(v),
+        _ => Err(format!("{s} is not a number of seconds")),
+    }
 }

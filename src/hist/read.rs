@@ -97,6 +97,11 @@ fn secs(d: Duration) -> f64 {
     d.as_secs_f64()
 }
 
+/// `a − b` in seconds, negative when `a` is earlier.
+fn signed_secs(a: Duration, b: Duration) -> f64 {
+    if a >= b { secs(a - b) } else { -secs(b - a) }
+}
+
 /// Reads `files` and merges the intervals that `args` selects, grouped by tag in first-seen
 /// order.
 pub fn load(args: &HistArgs) -> Result<Vec<TagGroup>, String> {
@@ -105,6 +110,11 @@ pub fn load(args: &HistArgs) -> Result<Vec<TagGroup>, String> {
 
 /// [`load`], with the runs the files form.
 pub fn read(args: &HistArgs) -> Result<Loaded, String> {
+    for (name, v) in [("--from", args.from), ("--to", args.to)] {
+        if let Some(v) = v.filter(|v| !v.is_finite()) {
+            return Err(format!("{name} {v}: not a number of seconds"));
+        }
+    }
     if let (Some(f), Some(t)) = (args.from, args.to) {
         if t <= f {
             return Err(format!("--to {t} must be greater than --from {f}"));
@@ -132,9 +142,12 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
             whole.push(b'\n');
             Cow::Owned(whole)
         };
-        let mut start_time: Option<f64> = None;
-        let mut base_time: Option<f64> = None;
-        let mut first_abs: Option<f64> = None;
+        // Times stay the exact decimals the log writes (nanoseconds) until the offset is
+        // taken: an epoch-sized float keeps only about 0.2 µs, so 1796533510.839 −
+        // 1796533505.838 came out as 5.00099993 and missed --from 5.001.
+        let mut start_time: Option<Duration> = None;
+        let mut base_time: Option<Duration> = None;
+        let mut first_abs: Option<Duration> = None;
         let mut skipped: Vec<(usize, String)> = Vec::new();
         let mut readable = 0usize;
         for (line_no, line) in lines(&bytes) {
@@ -148,23 +161,23 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
             };
             let ilh = match entry {
                 LogEntry::StartTime(t) => {
-                    start_time = Some(secs(t));
+                    start_time = Some(t);
                     continue;
                 }
                 LogEntry::BaseTime(t) => {
-                    base_time = Some(secs(t));
+                    base_time = Some(t);
                     continue;
                 }
                 LogEntry::Interval(ilh) => ilh,
             };
-            let ts = secs(ilh.start_timestamp());
+            let ts = ilh.start_timestamp();
             let abs = match (base_time, start_time) {
                 (Some(b), _) => b + ts,
-                (None, Some(s)) if ts < s - YEAR_S => s + ts,
+                (None, Some(s)) if secs(ts) < secs(s) - YEAR_S => s + ts,
                 _ => ts,
             };
             let reference = start_time.unwrap_or_else(|| *first_abs.get_or_insert(abs));
-            let offset = abs - reference;
+            let offset = signed_secs(abs, reference);
             if args.from.is_some_and(|f| offset < f) || args.to.is_some_and(|t| offset >= t) {
                 readable += 1;
                 continue;
@@ -237,7 +250,7 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
         }
         warnings.extend(skip_warnings(path, &skipped));
         // A reference under a year from the epoch is a log of deltas with no date.
-        starts.push(start_time.or(first_abs).filter(|t| *t >= YEAR_S));
+        starts.push(start_time.or(first_abs).map(secs).filter(|t| *t >= YEAR_S));
     }
     if groups.is_empty() {
         let mut why = String::from("no interval matches");

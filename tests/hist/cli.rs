@@ -321,3 +321,74 @@ fn a_percentile_row_at_an_exact_sample_count_shows_that_sample() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn from_and_to_match_an_interval_at_the_offset_its_log_writes() {
+    let dir = tempdir("hist-fraction");
+    // Stamped in seconds since the epoch, 5.001 s and 6.001 s after a StartTime with
+    // milliseconds; and as deltas from a BaseTime with milliseconds.
+    let absolute = dir.join("absolute.hlog");
+    let delta = dir.join("delta.hlog");
+    let line = |ts: &str| {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+        h.record(10_000).unwrap();
+        let mut raw = Vec::new();
+        hdrhistogram::serialization::Serializer::serialize(
+            &mut V2DeflateSerializer::new(),
+            &h,
+            &mut raw,
+        )
+        .unwrap();
+        use base64::Engine as _;
+        format!(
+            "{ts},1.000,0.010,{}\n",
+            base64::engine::general_purpose::STANDARD.encode(raw)
+        )
+    };
+    let header = "#[StartTime: 1796533505.838 (seconds since epoch)]\n";
+    std::fs::write(
+        &absolute,
+        format!(
+            "{header}{}{}",
+            line("1796533510.839"),
+            line("1796533511.839")
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        &delta,
+        format!(
+            "{header}#[BaseTime: 1796533505.838 (seconds since epoch)]\n{}{}",
+            line("5.001"),
+            line("6.001")
+        ),
+    )
+    .unwrap();
+    for p in [absolute, delta] {
+        let mut a = args(vec![p.clone()]);
+        a.from = Some(5.001);
+        assert_eq!(hist::load(&a).unwrap()[0].intervals, 2, "{}", p.display());
+        a.from = None;
+        a.to = Some(6.001);
+        assert_eq!(hist::load(&a).unwrap()[0].intervals, 1, "{}", p.display());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn from_or_to_that_is_not_a_number_of_seconds_is_refused() {
+    use clap::Parser as _;
+    for bad in ["nan", "inf", "NaN", "infinity"] {
+        for opt in ["--from", "--to"] {
+            let err = Cli::try_parse_from(["hist", "x.hlog", opt, bad])
+                .err()
+                .unwrap_or_else(|| panic!("{opt} {bad} accepted"))
+                .to_string();
+            assert!(err.contains(bad) && err.contains("seconds"), "{err}");
+        }
+    }
+    let mut a = args(vec![PathBuf::from("x.hlog")]);
+    a.from = Some(f64::NAN);
+    let err = hist::load(&a).err().unwrap();
+    assert!(err.contains("--from"), "{err}");
+}
