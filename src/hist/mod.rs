@@ -31,6 +31,9 @@ pub use text::render;
 /// `bundle-relay hist`: prints the distributions; writes the plots asked for.
 pub fn run(args: &HistArgs) -> Result<(), String> {
     let loaded = read(args)?;
+    for n in &loaded.notes {
+        eprintln!("note: {n}");
+    }
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }

@@ -76,6 +76,8 @@ pub struct Loaded {
     pub runs: Vec<Run>,
     /// Lines skipped as unreadable, for stderr: "load.hlog: line 57 skipped: …".
     pub warnings: Vec<String>,
+    /// What was read otherwise than asked, for stderr: a file given twice read once.
+    pub notes: Vec<String>,
 }
 
 impl Loaded {
@@ -124,7 +126,24 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
     let mut starts: Vec<Option<f64>> = Vec::new();
     let mut deserializer = Deserializer::new();
     let mut warnings = Vec::new();
+    let mut notes = Vec::new();
+    let mut seen: Vec<(PathBuf, usize)> = Vec::new();
+    let mut read_files = vec![true; args.files.len()];
     for (fi, path) in args.files.iter().enumerate() {
+        let canonical =
+            std::fs::canonicalize(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        // A file named twice (a glob and a typed name, a link) would count its values twice.
+        if let Some((_, first)) = seen.iter().find(|(c, _)| *c == canonical) {
+            notes.push(format!(
+                "{} is {} again: read once",
+                path.display(),
+                args.files[*first].display()
+            ));
+            read_files[fi] = false;
+            starts.push(None);
+            continue;
+        }
+        seen.push((canonical, fi));
         let bytes = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         if bytes.starts_with(&[0x1f, 0x8b]) {
             return Err(format!(
@@ -266,11 +285,12 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
         let _ = write!(why, " in {}", display_files(&args.files));
         return Err(why);
     }
-    let runs = runs(&args.files, &starts);
+    let runs = runs(&args.files, &starts, &read_files);
     Ok(Loaded {
         groups,
         runs,
         warnings,
+        notes,
     })
 }
 
@@ -344,12 +364,13 @@ fn run_name(path: &Path) -> (String, bool) {
     }
 }
 
-/// Groups files into runs: the same run name and the same start. Runs whose names collide
-/// (the same file name in two folders) are told apart by their folder, then by a number.
-fn runs(files: &[PathBuf], starts: &[Option<f64>]) -> Vec<Run> {
+/// Groups the files read (`read[i]`) into runs: the same run name and the same start. Runs
+/// whose names collide (the same file name in two folders) are told apart by their folder, then
+/// by a number.
+fn runs(files: &[PathBuf], starts: &[Option<f64>], read: &[bool]) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::new();
     let mut keys: Vec<(String, Option<f64>, Option<PathBuf>)> = Vec::new();
-    for (fi, path) in files.iter().enumerate() {
+    for (fi, path) in files.iter().enumerate().filter(|(fi, _)| read[*fi]) {
         let (name, rotated) = run_name(path);
         // Rotations share a run with their siblings in one folder; any other file is its own.
         let home = if rotated {

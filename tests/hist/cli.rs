@@ -392,3 +392,24 @@ fn from_or_to_that_is_not_a_number_of_seconds_is_refused() {
     let err = hist::load(&a).err().unwrap();
     assert!(err.contains("--from"), "{err}");
 }
+
+#[test]
+fn a_file_given_twice_is_counted_once_with_a_note() {
+    let dir = tempdir("hist-twice");
+    let p = dir.join("load.hlog");
+    bench_load_style_log(&p, 3, 100);
+    // The same file by another path, as a shell glob and a typed name can give it.
+    let again = dir.join(".").join("load.hlog");
+    let loaded = hist::read(&args(vec![p.clone(), again, p.clone()])).unwrap();
+    assert_eq!(loaded.groups[0].intervals, 3);
+    assert_eq!(loaded.groups[0].merged.len(), 300);
+    assert_eq!(loaded.runs.len(), 1, "{:?}", loaded.runs);
+    assert_eq!(loaded.runs[0].files, [0]);
+    assert_eq!(loaded.notes.len(), 2, "{:?}", loaded.notes);
+    assert!(
+        loaded.notes[0].contains("load.hlog") && loaded.notes[0].contains("once"),
+        "{:?}",
+        loaded.notes
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
