@@ -24,11 +24,15 @@ mod png;
 mod read;
 mod text;
 
+use std::io::Write as _;
+
 pub use args::{HistArgs, Unit};
 pub use read::{IntervalSummary, Loaded, Run, TagGroup, load, read};
 pub use text::render;
 
-/// `bundle-relay hist`: prints the distributions; writes the plots asked for.
+/// `bundle-relay hist`: writes the plots asked for, then prints the distributions. The
+/// pictures come first so that a reader of the text that stops early (`| head`) does not cost
+/// them.
 pub fn run(args: &HistArgs) -> Result<(), String> {
     let loaded = read(args)?;
     for n in &loaded.notes {
@@ -37,9 +41,6 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
-    let mut out = String::new();
-    render(args, &loaded.groups, &mut out);
-    print!("{out}");
     if let Some(png) = &args.plot {
         plot::write_png(png, &figure::distribution(&loaded, args))
             .map_err(|e| format!("writing {}: {e}", png.display()))?;
@@ -50,5 +51,17 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
             .map_err(|e| format!("writing {}: {e}", png.display()))?;
         eprintln!("plot over time written to {}", png.display());
     }
-    Ok(())
+    let mut out = String::new();
+    render(args, &loaded.groups, &mut out);
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        // A reader that has gone wanted no more; the command line restores SIGPIPE so this
+        // is only seen where it is ignored.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(format!("writing the percentiles to stdout: {e}")),
+        Ok(()) => Ok(()),
+    }
 }

@@ -413,3 +413,56 @@ fn a_file_given_twice_is_counted_once_with_a_note() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `bundle-relay hist ARGS…` as a shell runs it, stdout going to `stdout`.
+fn hist_command(args: &[&std::ffi::OsStr], stdout: std::process::Stdio) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .arg("hist")
+        .args(args)
+        .stdout(stdout)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn the_plot_is_written_though_the_reader_of_the_text_has_gone() {
+    let dir = tempdir("hist-head");
+    let p = dir.join("load.hlog");
+    bench_load_style_log(&p, 3, 100);
+    let png = dir.join("p.png");
+    // `hist load.hlog --plot p.png | head -0`: the reader is gone before the first line.
+    let mut child = hist_command(
+        &[p.as_os_str(), "--plot".as_ref(), png.as_os_str()],
+        std::process::Stdio::piped(),
+    );
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let (w, _, _) = decode_png(&std::fs::read(&png).unwrap());
+    assert_eq!(w, plot::WIDTH_PX);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_full_stdout_is_a_one_line_error_not_a_panic() {
+    let dir = tempdir("hist-full");
+    let p = dir.join("load.hlog");
+    bench_load_style_log(&p, 3, 100);
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = hist_command(&[p.as_os_str()], full.into())
+        .wait_with_output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("stdout") && stderr.contains("No space left"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
