@@ -128,6 +128,10 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
     let mut warnings = Vec::new();
     let mut notes = Vec::new();
     let mut seen: Vec<(PathBuf, usize)> = Vec::new();
+    // Every tag the files hold (None: untagged), selected or not, to name when --tag matches
+    // none of them.
+    let mut tags_held: Vec<Option<String>> = Vec::new();
+    let mut no_intervals: Vec<usize> = Vec::new();
     let mut read_files = vec![true; args.files.len()];
     for (fi, path) in args.files.iter().enumerate() {
         let canonical =
@@ -197,11 +201,14 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
             };
             let reference = start_time.unwrap_or_else(|| *first_abs.get_or_insert(abs));
             let offset = signed_secs(abs, reference);
+            let tag = ilh.tag().map(|t| t.as_str().to_string());
+            if !tags_held.contains(&tag) {
+                tags_held.push(tag.clone());
+            }
             if args.from.is_some_and(|f| offset < f) || args.to.is_some_and(|t| offset >= t) {
                 readable += 1;
                 continue;
             }
-            let tag = ilh.tag().map(|t| t.as_str().to_string());
             if args
                 .tag
                 .as_ref()
@@ -267,9 +274,30 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
                 ));
             }
         }
+        if readable == 0 {
+            no_intervals.push(fi);
+        }
         warnings.extend(skip_warnings(path, &skipped));
         // A reference under a year from the epoch is a log of deltas with no date.
         starts.push(start_time.or(first_abs).map(secs).filter(|t| *t >= YEAR_S));
+    }
+    let named = |fis: &[usize]| {
+        fis.iter()
+            .map(|&fi| args.files[fi].display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let read_indexes: Vec<usize> = (0..args.files.len()).filter(|&i| read_files[i]).collect();
+    if no_intervals.len() == read_indexes.len() {
+        let verb = if no_intervals.len() == 1 {
+            "holds"
+        } else {
+            "hold"
+        };
+        return Err(format!("{} {verb} no intervals", named(&no_intervals)));
+    }
+    for &fi in &no_intervals {
+        notes.push(format!("{} holds no intervals", args.files[fi].display()));
     }
     if groups.is_empty() {
         let mut why = String::from("no interval matches");
@@ -282,7 +310,23 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
         if let Some(t) = args.to {
             let _ = write!(why, " --to {t}");
         }
-        let _ = write!(why, " in {}", display_files(&args.files));
+        let _ = write!(why, " in {}", named(&read_indexes));
+        if args
+            .tag
+            .as_ref()
+            .is_some_and(|t| !tags_held.contains(&Some(t.clone())))
+        {
+            let names: Vec<&str> = tags_held.iter().flatten().map(String::as_str).collect();
+            match (names.is_empty(), tags_held.contains(&None)) {
+                (true, _) => why.push_str(": their intervals are untagged"),
+                (false, untagged) => {
+                    let _ = write!(why, ": the tags there are {}", names.join(", "));
+                    if untagged {
+                        why.push_str(" (and untagged intervals)");
+                    }
+                }
+            }
+        }
         return Err(why);
     }
     let runs = runs(&args.files, &starts, &read_files);

@@ -466,3 +466,61 @@ fn a_full_stdout_is_a_one_line_error_not_a_panic() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_log_with_no_intervals_is_said_to_hold_none() {
+    let dir = tempdir("hist-none");
+    let empty = dir.join("empty.hlog");
+    std::fs::write(&empty, "").unwrap();
+    let header = dir.join("header.hlog");
+    std::fs::write(
+        &header,
+        "#[Histogram log format version 1.3]\n#[StartTime: 1796533505.838 (seconds since epoch)]\n\
+         \"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"\n",
+    )
+    .unwrap();
+    for p in [&empty, &header] {
+        let err = hist::load(&args(vec![p.clone()])).err().unwrap();
+        assert!(err.contains("holds no intervals"), "{err}");
+        assert!(!err.contains("matches"), "{err}");
+    }
+    // Beside a log that has some, it is a note, not an error.
+    let load = dir.join("load.hlog");
+    bench_load_style_log(&load, 2, 10);
+    let loaded = hist::read(&args(vec![load, empty])).unwrap();
+    assert!(
+        loaded
+            .notes
+            .iter()
+            .any(|n| n.contains("empty.hlog") && n.contains("no intervals")),
+        "{:?}",
+        loaded.notes
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_tag_the_logs_do_not_hold_is_refused_naming_the_tags_they_do() {
+    let dir = tempdir("hist-tags");
+    let regions = vec!["ny".to_string()];
+    let m = Arc::new(Metrics::new(&regions, 1));
+    let t0 = UNIX_EPOCH + Duration::from_secs(1_764_460_800);
+    let mut w = HlogWriter::new(
+        Arc::clone(&m),
+        HlogConfig::new(dir.join("relay"), Duration::from_secs(1)),
+        t0,
+    )
+    .unwrap();
+    m.thread(0).record_overhead_ns(5_000);
+    w.tick(t0 + Duration::from_secs(1)).unwrap();
+    let files: Vec<PathBuf> = w.files().map(Path::to_path_buf).collect();
+    let mut a = args(files);
+    a.tag = Some("relay_overhea".into());
+    let err = hist::load(&a).err().unwrap();
+    assert!(err.contains("--tag relay_overhea"), "{err}");
+    assert!(
+        err.contains("relay_overhead, delivery_latency, limiter_wait, upstream_round_trip.ny"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
