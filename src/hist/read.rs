@@ -456,9 +456,9 @@ fn runs(files: &[PathBuf], starts: &[Option<f64>], read: &[bool]) -> Vec<Run> {
     out
 }
 
-pub fn display_files(files: &[PathBuf]) -> String {
+pub fn display_files<'a>(files: impl IntoIterator<Item = &'a PathBuf>) -> String {
     files
-        .iter()
+        .into_iter()
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")

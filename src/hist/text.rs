@@ -15,7 +15,8 @@ pub fn render(args: &HistArgs, groups: &[TagGroup], out: &mut String) {
             "# tag {}: {} intervals from {}, values in {}",
             g.tag.as_deref().unwrap_or("(untagged)"),
             g.intervals,
-            display_files(&args.files),
+            // The files this tag's intervals came from, not every file read.
+            display_files(g.per_file.iter().map(|(fi, _)| &args.files[*fi])),
             args.unit.label()
         );
         write_percentile_distribution(&g.merged, args.unit.ns(), out);

@@ -524,3 +524,40 @@ fn a_tag_the_logs_do_not_hold_is_refused_naming_the_tags_they_do() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn each_tags_header_names_only_the_files_that_hold_it() {
+    let dir = tempdir("hist-header-files");
+    let load = dir.join("load.hlog");
+    bench_load_style_log(&load, 2, 10);
+    let m = Arc::new(Metrics::new(&["ny".to_string()], 1));
+    let t0 = UNIX_EPOCH + Duration::from_secs(1_764_460_800);
+    let mut w = HlogWriter::new(
+        Arc::clone(&m),
+        HlogConfig::new(dir.join("relay"), Duration::from_secs(1)),
+        t0,
+    )
+    .unwrap();
+    m.thread(0).record_overhead_ns(5_000);
+    w.tick(t0 + Duration::from_secs(1)).unwrap();
+    let relay: PathBuf = w.files().next().unwrap().to_path_buf();
+    let a = args(vec![relay.clone(), load.clone()]);
+    let mut text = String::new();
+    hist::render(&a, &hist::load(&a).unwrap(), &mut text);
+    let header = |tag: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("# tag {tag}:")))
+            .unwrap_or_else(|| panic!("no {tag}:\n{text}"))
+            .to_string()
+    };
+    let overhead = header("relay_overhead");
+    assert!(
+        overhead.contains(&relay.display().to_string()),
+        "{overhead}"
+    );
+    assert!(!overhead.contains("load.hlog"), "{overhead}");
+    let untagged = header("(untagged)");
+    assert!(untagged.contains(&load.display().to_string()), "{untagged}");
+    assert!(!untagged.contains("bundle-relay."), "{untagged}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
