@@ -353,8 +353,8 @@ pub fn over_time(loaded: &Loaded, args: &HistArgs) -> Figure {
     }
 }
 
-/// How legends and panel titles tell runs apart: their names less the start all of them share
-/// (up to a `.`, `-`, `_` or `/`). What is left of a relay run's name is its start in Unix
+/// How legends and panel titles tell runs apart: their names less the start and the end all of
+/// them share (up to a `.`, `-`, `_` or `/`). What is left of a relay run's name is its start in Unix
 /// seconds, shown as the UTC time it is (the date too when the runs span days).
 fn run_labels(loaded: &Loaded) -> Vec<String> {
     let names: Vec<&str> = loaded.runs.iter().map(|r| r.name.as_str()).collect();
@@ -371,9 +371,25 @@ fn run_labels(loaded: &Loaded) -> Vec<String> {
             cut = end;
         }
     }
-    let rests: Vec<&str> = names.iter().map(|n| &n[cut..]).collect();
+    let mut rests: Vec<&str> = names.iter().map(|n| &n[cut..]).collect();
     if rests.iter().any(|r| r.is_empty()) {
         return names.iter().map(|n| n.to_string()).collect();
+    }
+    // And the end they share, from a separator on: one relay's logs from two hosts' folders
+    // are told apart by the folders.
+    let mut keep = rests[0].len();
+    for (i, ch) in rests[0].char_indices().rev() {
+        let tail = &rests[0][i..];
+        if !rests.iter().all(|r| r.ends_with(tail)) {
+            break;
+        }
+        if matches!(ch, '.' | '-' | '_' | '/') {
+            keep = i;
+        }
+    }
+    let shared_tail = rests[0].len() - keep;
+    if rests.iter().all(|r| r.len() > shared_tail) {
+        rests = rests.iter().map(|r| &r[..r.len() - shared_tail]).collect();
     }
     let starts: Option<Vec<String>> = rests
         .iter()

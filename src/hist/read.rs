@@ -435,8 +435,11 @@ fn runs(files: &[PathBuf], starts: &[Option<f64>], read: &[bool]) -> Vec<Run> {
             }
         }
     }
+    // Counted on the names before any is changed: renaming the first of two would leave the
+    // second without a clash, and without its folder.
+    let names: Vec<String> = out.iter().map(|r| r.name.clone()).collect();
     for i in 0..out.len() {
-        let clashes = out.iter().filter(|r| r.name == out[i].name).count();
+        let clashes = names.iter().filter(|n| **n == names[i]).count();
         if clashes > 1 {
             let folder = files[out[i].files[0]]
                 .parent()

@@ -568,3 +568,34 @@ fn a_distribution_of_zeros_is_a_line_clear_of_the_axis() {
     assert!(across * 10 > (f.x1 - f.x0) * 9, "{across} px across");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn relay_runs_from_two_folders_are_named_by_their_folders() {
+    let dir = tempdir("hist-plot-folders");
+    let (staging, production) = (
+        dir.join("staging-frankfurt-canary"),
+        dir.join("production-frankfurt-main"),
+    );
+    std::fs::create_dir_all(&staging).unwrap();
+    std::fs::create_dir_all(&production).unwrap();
+    // One relay's start, logged on two hosts.
+    let mut files = relay_logs_from(&staging, T0_EPOCH_S);
+    files.extend(relay_logs_from(&production, T0_EPOCH_S));
+    let a = args(files);
+    let loaded = hist::read(&a).unwrap();
+    assert_eq!(loaded.runs.len(), 2);
+    let f = figure::distribution(&loaded, &a);
+    let labels: Vec<&str> = f.panels[3]
+        .series
+        .iter()
+        .map(|s| s.label.as_str())
+        .collect();
+    assert_eq!(
+        &labels[..2],
+        [
+            "staging-frankfurt-canary · frankfurt",
+            "production-frankfurt-main · frankfurt",
+        ]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
