@@ -199,6 +199,24 @@ fn fit(s: &str, style: TextStyle, max_px: i32) -> String {
     String::new()
 }
 
+/// A series' name in a legend, at most `max_px` wide. A name "run · region" too wide is cut in
+/// its run's part: the region is what tells the lines of one run apart, and the run's name
+/// begins with what tells the runs apart. The region is set on its own, whole or cut alike.
+fn legend_label(c: &mut Canvas, label: &str, x: i32, y: i32, style: TextStyle, max_px: i32) {
+    if let Some((run, member)) = label.rsplit_once(" · ") {
+        let member_px = canvas::text_width_px(member, style);
+        let run_px = max_px - member_px - canvas::text_width_px(" · ", style);
+        let run = fit(run, style, run_px);
+        // Worth it while a few letters of the run are left beside the region.
+        if run.chars().count() > 3 {
+            let w = c.text(x, y, &format!("{run} · "), style);
+            c.text(x + w, y, member, style);
+            return;
+        }
+    }
+    c.text(x, y, &fit(label, style, max_px), style);
+}
+
 /// Where fraction `at` of an axis lies inside `plot`, between the axes and the frame, in
 /// continuous pixel coordinates (pixel `i` covers `i..i + 1`): 0 is the centre of the row
 /// above the bottom axis or of the column right of the left axis. A grid line fills the pixel
@@ -420,8 +438,7 @@ impl LegendTable {
         for (i, s) in p.series.iter().take(shown).enumerate() {
             let top = y + (i as i32 + 1) * row_px;
             swatch(c, s, x, top + ascent / 2 + 2);
-            let label = fit(&s.label, text, self.label_px);
-            c.text(x + LEGEND_SWATCH_PX, top, &label, text);
+            legend_label(c, &s.label, x + LEGEND_SWATCH_PX, top, text, self.label_px);
             match legend_numbers(s) {
                 Some(n) => {
                     for (t, r) in n.iter().zip(rights) {

@@ -599,3 +599,27 @@ fn relay_runs_from_two_folders_are_named_by_their_folders() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_legend_label_too_long_to_show_whole_keeps_its_region() {
+    let dir = tempdir("hist-plot-long-runs");
+    let (one, two) = (
+        dir.join("relay-host-in-the-staging-cluster-canary-one"),
+        dir.join("relay-host-in-the-production-cluster-main-two"),
+    );
+    std::fs::create_dir_all(&one).unwrap();
+    std::fs::create_dir_all(&two).unwrap();
+    let mut files = relay_logs_from(&one, T0_EPOCH_S);
+    files.extend(relay_logs_from(&two, T0_EPOCH_S));
+    let png = dir.join("long.png");
+    let mut a = args(files);
+    a.plot = Some(png.clone());
+    hist::run(&a).unwrap();
+    let img = Image::read(&png);
+    // A run's name and a region, wider than the legend's column: the run's name is cut, the
+    // region it is a line of stays.
+    for region in ["frankfurt", "ny", "tokyo"] {
+        assert_eq!(img.occurrences(region, plot::LEGEND), 2, "{region}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
