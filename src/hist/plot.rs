@@ -3,8 +3,9 @@
 //! Distributions: one panel per row, the full width of the image, with the legend as a table
 //! beside the plot (each series' p50, p99, max and count, so the figures a report quotes are in
 //! the picture); x is HdrHistogram's 1/(1−p) log scale labelled in percentiles, y latency on a
-//! log scale of the panel's own. Over time: panels two to a row, p50 and p99 as lines and the
-//! max as a dot per interval, the legend in each panel's title row.
+//! log scale of the panel's own. Over time: panels two to a row, p50 and p99 as lines (a short
+//! stroke for an interval between gaps) and the max as a dot per interval, the legend in each
+//! panel's title row.
 //!
 //! Series are told apart by colour, [`PALETTE`] in series order within a panel (past its
 //! length, the colours repeat dashed). Curves are clipped to the inside of their panel's frame
@@ -81,6 +82,8 @@ pub const MAX_COLOUR: [u8; 3] = PALETTE[1];
 const LINE_PX: f64 = 2.5;
 const DASH_PX: (f64, f64) = (9.0, 5.0);
 const DOT_RADIUS_PX: f64 = 2.5;
+/// Half the stroke that stands for a line's point with no neighbour.
+const LONE_POINT_HALF_PX: f64 = 6.0;
 
 const fn style(size_px: f32, weight: Weight, colour: [u8; 3]) -> TextStyle {
     TextStyle {
@@ -273,7 +276,18 @@ fn draw_plot(c: &mut Canvas, p: &Panel, plot: Rect, x_title: &str) {
         }
         for run in s.points.split(|p| p.0.is_nan()) {
             let px: Vec<(f64, f64)> = run.iter().map(|&(x, ns)| to_px(x, ns)).collect();
-            c.polyline(&px, LINE_PX, colour, dash);
+            match px[..] {
+                // An interval between gaps has no neighbour to draw a line to: a short level
+                // stroke of the line's width, where a point as wide as the line would be lost
+                // beside the max's dots.
+                [(x, y)] => c.polyline(
+                    &[(x - LONE_POINT_HALF_PX, y), (x + LONE_POINT_HALF_PX, y)],
+                    LINE_PX,
+                    colour,
+                    None,
+                ),
+                _ => c.polyline(&px, LINE_PX, colour, dash),
+            }
         }
     }
     c.unclip();

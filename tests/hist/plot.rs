@@ -623,3 +623,40 @@ fn a_legend_label_too_long_to_show_whole_keeps_its_region() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn over_time_an_interval_alone_between_gaps_shows_its_p50_and_p99() {
+    let dir = tempdir("hist-plot-lone");
+    let log = dir.join("gaps.hlog");
+    // One-second intervals at 0, 10 and 20 s: each stands alone, its neighbours far off.
+    let mut f = std::fs::File::create(&log).unwrap();
+    let mut ser = V2DeflateSerializer::new();
+    let mut w = IntervalLogWriterBuilder::new()
+        .with_start_time(UNIX_EPOCH + Duration::from_secs(T0_EPOCH_S))
+        .begin_log_with(&mut f, &mut ser)
+        .unwrap();
+    for s in [0, 10, 20] {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+        h.record_n(20_000, 90).unwrap();
+        h.record_n(200_000, 9).unwrap();
+        h.record(5_000_000).unwrap();
+        w.write_histogram(&h, Duration::from_secs(s), Duration::from_secs(1), None)
+            .unwrap();
+    }
+    drop(w);
+    let png = dir.join("gaps.png");
+    let mut a = args(vec![log]);
+    a.plot_over_time = Some(png.clone());
+    hist::run(&a).unwrap();
+    let img = Image::read(&png);
+    let frame = img.frames()[0];
+    // As plain to see as the max's dot: a mark per interval, a dozen pixels or more of it in
+    // the line's colour.
+    for (name, c) in [("p50", plot::P50_COLOUR), ("p99", plot::P99_COLOUR)] {
+        let marks = img.blobs(&frame, c);
+        assert_eq!(marks.len(), 3, "{name}: {marks:?}");
+        let pixels = img.count(&frame, c);
+        assert!(pixels >= 3 * 12, "{name}: {pixels} pixels");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
