@@ -197,7 +197,9 @@ pub use model::{
 pub use quota::Quota;
 pub use schema::{ARENA_SLOTS_MAX, THREADS_MAX, stranded_sources};
 pub use snapshot::{Shared, Snapshot};
-pub use tenant_table::{Entry as TenantEntry, Found, LISTENERS_MAX, TenantTable};
+pub use tenant_table::{
+    Entry as TenantEntry, Found, LISTENERS_MAX, TableError, TenantTable, Writer as TenantWriter,
+};
 pub use tenants::{
     Cidr, DEFAULT_NAME as DEFAULT_TENANT_NAME, FAN_OUT_MAX, KeyDigest, Policy, Strategy,
     TENANTS_MAX_DEFAULT, TENANTS_MAX_LIMIT, Tenant, Tenants,

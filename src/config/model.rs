@@ -541,13 +541,26 @@ impl Config {
     }
 
     /// The tenant table of this config run by a relay started from `running` (its regions,
-    /// listeners, arena and egress groups), slots following `previous`.
+    /// listeners, arena and egress groups), slots following `previous` as if no thread wrote
+    /// any table any more.
     pub fn tenant_table(
         &self,
         running: &Config,
         previous: Option<&super::tenant_table::TenantTable>,
         stats: &crate::metrics::tenants::TenantStats,
     ) -> Result<super::tenant_table::TenantTable, String> {
+        self.next_tenant_table(running, previous.map(|p| (p, u64::MAX)), stats)
+            .map_err(|e| e.why)
+    }
+
+    /// As [`Config::tenant_table`], `previous` with the oldest generation a thread may still
+    /// write (see [`super::tenant_table::TenantTable::build`]).
+    pub fn next_tenant_table(
+        &self,
+        running: &Config,
+        previous: Option<(&super::tenant_table::TenantTable, u64)>,
+        stats: &crate::metrics::tenants::TenantStats,
+    ) -> Result<super::tenant_table::TenantTable, super::tenant_table::TableError> {
         super::tenant_table::TenantTable::build(
             &self.tenants,
             &self.region_names(),

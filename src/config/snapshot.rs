@@ -167,6 +167,11 @@ impl Shared {
 
     /// Publishes `config` as the next generation if the running relay can run it (its tenant
     /// table builds); the caller holds `reloading`, whose list keeps the snapshot replaced.
+    ///
+    /// A new tenant that can only have a removed tenant's slot waits for it: the removals are
+    /// published first (the config without the tenants it adds), and once no thread writes a
+    /// table that lists the removed tenants (a reactor moves on at its next loop, within
+    /// [`WRITERS_WAIT`]), the whole config. Its generation is then the second.
     fn publish(
         &self,
         config: Config,
@@ -181,11 +186,74 @@ impl Shared {
         if let Some(check) = self.host_check {
             check(&current.config, &config).map_err(|why| ConfigError::new(origin, "", why))?;
         }
-        let tenants = config
-            .tenant_table(&self.started, Some(&current.tenants), &self.tenant_stats)
-            .map_err(|why| ConfigError::new(origin, "tenant", why))?;
-        let generation = current.generation + 1;
         drop(current);
+        let deadline = std::time::Instant::now() + WRITERS_WAIT;
+        let mut removals = None;
+        loop {
+            sweep(retired);
+            let current = self.current.load_full();
+            let since = written_since(&current, retired);
+            let built = config.next_tenant_table(
+                &self.started,
+                Some((&current.tenants, since)),
+                &self.tenant_stats,
+            );
+            let e = match built {
+                Ok(tenants) => {
+                    drop(current);
+                    return Ok(self.swap(config, source, tenants, retired));
+                }
+                Err(e) if e.slot_freeing => e,
+                Err(e) => return Err(ConfigError::new(origin, "tenant", e.why)),
+            };
+            let listed = |name: &str| config.tenants.list.iter().any(|t| t.name == name);
+            if removals.is_none() && current.tenants.entries().iter().any(|t| !listed(&t.name)) {
+                let kept = |name: &str| current.tenants.entries().iter().any(|t| t.name == name);
+                let mut first = config.clone();
+                first.tenants.list.retain(|t| kept(&t.name));
+                let tenants = first
+                    .next_tenant_table(
+                        &self.started,
+                        Some((&current.tenants, since)),
+                        &self.tenant_stats,
+                    )
+                    .map_err(|e| ConfigError::new(origin, "tenant", e.why))?;
+                drop(current);
+                removals = Some(self.swap(first, source.clone(), tenants, retired));
+                continue;
+            }
+            if std::time::Instant::now() >= deadline {
+                let applied = match removals {
+                    Some(g) => format!(
+                        "; the tenants it removes are gone (generation {g}), the ones it adds \
+                         wait for the next reload"
+                    ),
+                    None => String::new(),
+                };
+                return Err(ConfigError::new(
+                    origin,
+                    "tenant",
+                    format!(
+                        "{}: a thread still counts into the removed tenants' slots after {} ms{applied}",
+                        e.why,
+                        WRITERS_WAIT.as_millis()
+                    ),
+                ));
+            }
+            drop(current);
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    /// Makes `config` with `tenants` the current snapshot; returns its generation.
+    fn swap(
+        &self,
+        config: Config,
+        source: Option<PathBuf>,
+        tenants: TenantTable,
+        retired: &mut Vec<Arc<Snapshot>>,
+    ) -> u64 {
+        let generation = self.current.load().generation + 1;
         let old = self.current.swap(Arc::new(Snapshot {
             generation,
             config,
@@ -194,7 +262,7 @@ impl Shared {
         }));
         retired.push(old);
         sweep(retired);
-        Ok(generation)
+        generation
     }
 
     /// Frees the snapshots reloads replaced that no reader holds any more (their tenant tables
@@ -221,6 +289,23 @@ impl Shared {
             )),
         }
     }
+}
+
+/// How long a reload waits for every thread to move on from the tables that list the tenants
+/// it removes, when a tenant it adds needs one of their slots: reactors apply a reload at
+/// their next loop, which comes within 50 ms even when idle.
+const WRITERS_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The oldest generation whose tenant table a thread may still write into: the current one
+/// (a thread may have loaded it and not yet said so) or an older one a thread holds as a
+/// writer.
+fn written_since(current: &Snapshot, retired: &[Arc<Snapshot>]) -> u64 {
+    retired
+        .iter()
+        .map(|s| &s.tenants)
+        .filter(|t| t.is_written())
+        .map(|t| t.generation())
+        .fold(current.tenants.generation(), u64::min)
 }
 
 /// Drops every snapshot of `retired` that only the list holds. One the list alone holds cannot

@@ -9,12 +9,17 @@
 //!
 //! Slots: each tenant holds a slot of [`TenantStats`] (its share, rate state and counts). A
 //! tenant keeps its slot across reloads (matched by name); a new one takes a slot never used
-//! before, else one whose tenant was removed and that holds no bundle any more, so a slot's
-//! counts always belong to one tenant.
+//! before, else one whose tenant was removed, that holds no bundle any more, and that no thread
+//! can still write: every table that listed its tenant has no [`Writer`] left (a reactor lets
+//! go of its table when it applies the next, a lease pass holds one for the pass). So a slot's
+//! counts always belong to one tenant: a thread still on an older table can never count the
+//! removed tenant's request into the new tenant's slot.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::tenants::{Cidr, DEFAULT_NAME, KeyDigest, Policy, Strategy, Tenants};
 use crate::limiter::REGIONS_MAX;
@@ -130,6 +135,59 @@ pub enum Found<'a> {
     Unknown { key_given: bool },
 }
 
+/// A table could not be built: why, and whether it was only for want of a slot that a
+/// removed tenant will free once no thread writes the tables that still list it.
+#[derive(Debug)]
+pub struct TableError {
+    pub why: String,
+    pub slot_freeing: bool,
+}
+
+impl std::fmt::Display for TableError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+impl From<String> for TableError {
+    fn from(why: String) -> TableError {
+        TableError {
+            why,
+            slot_freeing: false,
+        }
+    }
+}
+
+/// A thread that writes into `table`'s slots (admits, refuses, counts, leases by it) for as
+/// long as it holds this: while any is held, no slot of a tenant this table lists goes to
+/// another tenant.
+#[derive(Debug)]
+pub struct Writer(Arc<TenantTable>);
+
+impl Writer {
+    pub fn new(table: Arc<TenantTable>) -> Writer {
+        table.writers.fetch_add(1, Ordering::SeqCst);
+        Writer(table)
+    }
+
+    pub fn table(&self) -> &Arc<TenantTable> {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for Writer {
+    type Target = TenantTable;
+    fn deref(&self) -> &TenantTable {
+        &self.0
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.0.writers.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct TenantTable {
@@ -139,8 +197,13 @@ pub struct TenantTable {
     v4: Vec<(u8, HashMap<u32, u16>)>,
     v6: Vec<(u8, HashMap<u128, u16>)>,
     ports: [Option<u16>; LISTENERS_MAX],
-    /// Slots of removed tenants, reusable once they hold no bundle.
-    retired: Vec<u16>,
+    /// Slots of removed tenants with the generation of the first table without them: reusable
+    /// once they hold no bundle and no table before that generation has a writer.
+    retired: Vec<(u16, u64)>,
+    /// 1 for the first table, +1 for each built from the one before.
+    generation: u64,
+    /// Threads that may write into this table's slots now ([`Writer`]).
+    writers: AtomicUsize,
     /// The lowest slot never used.
     fresh: u16,
     max: u16,
@@ -154,7 +217,8 @@ impl TenantTable {
     /// Builds the table of `tenants` for a relay running `running` regions (names, in their
     /// order), egress `groups` (names, group id `i + 1` being `groups[i]`) and intake
     /// listeners (`(port, listener index)`), with `cfg_regions` the names the tenants' region
-    /// indexes refer to. Slots follow `previous`; new ones are zeroed in `stats`.
+    /// indexes refer to. Slots follow `previous`, the table before with the oldest generation
+    /// a thread may still write (`u64::MAX`: none); new ones are zeroed in `stats`.
     /// `arena_slots` is the running arena.
     // Each argument is one thing the running relay was sized by; a struct of them would be
     // built at its one caller only to be taken apart here.
@@ -166,17 +230,21 @@ impl TenantTable {
         groups: &[String],
         listeners: &[(u16, usize)],
         arena_slots: u32,
-        previous: Option<&TenantTable>,
+        previous: Option<(&TenantTable, u64)>,
         stats: &TenantStats,
-    ) -> Result<TenantTable, String> {
+    ) -> Result<TenantTable, TableError> {
         if usize::from(tenants.max) > usize::from(stats.tenants_max()) {
             return Err(format!(
                 "tenants_max {} is above the {} the relay started with: a restart applies it",
                 tenants.max,
                 stats.tenants_max()
-            ));
+            )
+            .into());
         }
         let max = stats.tenants_max();
+        let written_since = previous.map_or(u64::MAX, |(_, g)| g);
+        let previous = previous.map(|(p, _)| p);
+        let generation = previous.map_or(1, |p| p.generation + 1);
         let mut t = TenantTable {
             entries: Vec::with_capacity(tenants.list.len()),
             default: None,
@@ -185,6 +253,8 @@ impl TenantTable {
             v6: Vec::new(),
             ports: [None; LISTENERS_MAX],
             retired: previous.map(|p| p.retired.clone()).unwrap_or_default(),
+            generation,
+            writers: AtomicUsize::new(0),
             fresh: previous.map_or(DEFAULT_SLOT + 1, |p| p.fresh),
             max,
             pool: 0,
@@ -205,7 +275,7 @@ impl TenantTable {
         if let Some(p) = previous {
             for e in &p.entries {
                 if !listed.contains(e.name.as_str()) {
-                    t.retired.push(e.slot);
+                    t.retired.push((e.slot, generation));
                 }
             }
         }
@@ -284,13 +354,18 @@ impl TenantTable {
             let slot = match kept {
                 Some(s) => s,
                 None => {
-                    let s = t.take_slot(stats).ok_or_else(|| {
-                        format!(
-                            "no tenant slot free for {}: all {max} (tenants_max) are held by \
-                             tenants or by removed tenants' bundles still in flight",
-                            tenant.name
-                        )
-                    })?;
+                    let Some(s) = t.take_slot(stats, written_since) else {
+                        let slot_freeing = t.retired.iter().any(|&(s, _)| stats.in_flight(s) == 0);
+                        return Err(TableError {
+                            why: format!(
+                                "no tenant slot free for {}: all {max} (tenants_max) are held \
+                                 by tenants, by removed tenants' bundles still in flight, or by \
+                                 removed tenants a thread may still count into",
+                                tenant.name
+                            ),
+                            slot_freeing,
+                        });
+                    };
                     stats.reset(s);
                     s
                 }
@@ -304,7 +379,8 @@ impl TenantTable {
                         "tenant {}: key {d:?} shares its first 8 digest bytes with another \
                          tenant's key; give one of them a new key",
                         tenant.name
-                    ));
+                    )
+                    .into());
                 }
                 e.keys.push(d.short());
             }
@@ -344,14 +420,28 @@ impl TenantTable {
         Ok(t)
     }
 
-    /// A slot for a new tenant: a never-used one, else a retired one holding no bundle.
-    fn take_slot(&mut self, stats: &TenantStats) -> Option<u16> {
+    /// A slot for a new tenant: a never-used one, else a retired one holding no bundle whose
+    /// tenant no table a thread may still write (from generation `written_since` on) lists.
+    fn take_slot(&mut self, stats: &TenantStats, written_since: u64) -> Option<u16> {
         if self.fresh <= self.max {
             self.fresh += 1;
             return Some(self.fresh - 1);
         }
-        let i = self.retired.iter().position(|&s| stats.in_flight(s) == 0)?;
-        Some(self.retired.swap_remove(i))
+        let i = self
+            .retired
+            .iter()
+            .position(|&(s, gone_from)| gone_from <= written_since && stats.in_flight(s) == 0)?;
+        Some(self.retired.swap_remove(i).0)
+    }
+
+    /// This table's generation (1 for the first built).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Whether a thread may write into this table's slots now.
+    pub fn is_written(&self) -> bool {
+        self.writers.load(Ordering::SeqCst) > 0
     }
 
     /// Who a request is: by `key` (the `x-jito-auth` header or `uuid` parameter), else by

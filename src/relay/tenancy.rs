@@ -26,7 +26,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::clock::{Instant, TickRate, Ticks};
-use crate::config::{Found, Strategy, TenantTable};
+use crate::config::{Found, Strategy, TenantTable, TenantWriter};
 use crate::metrics::tenants::{Gcra, Refused, TenantStats};
 
 use super::Port;
@@ -98,7 +98,10 @@ struct PerSlot {
 
 /// See the module docs.
 pub struct Tenancy {
-    table: Arc<TenantTable>,
+    /// The table this thread admits by, held as a writer of its slots (see
+    /// [`crate::config::TenantTable`]'s module docs: no slot of a tenant it lists is reused
+    /// while this thread may still count into it).
+    table: TenantWriter,
     stats: Arc<TenantStats>,
     rate: TickRate,
     slots: Box<[PerSlot]>,
@@ -108,7 +111,7 @@ impl Tenancy {
     pub fn new(table: Arc<TenantTable>, stats: Arc<TenantStats>, rate: TickRate) -> Tenancy {
         let slots = vec![PerSlot::default(); usize::from(stats.tenants_max()) + 1];
         let mut t = Tenancy {
-            table: table.clone(),
+            table: TenantWriter::new(table.clone()),
             stats,
             rate,
             slots: slots.into_boxed_slice(),
@@ -143,11 +146,11 @@ impl Tenancy {
                 )
             });
         }
-        self.table = table;
+        self.table = TenantWriter::new(table);
     }
 
     pub fn table(&self) -> &Arc<TenantTable> {
-        &self.table
+        self.table.table()
     }
 
     pub fn stats(&self) -> &Arc<TenantStats> {

@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::quota_store::{Ask, Store};
-use crate::config::Shared;
+use crate::config::{Shared, TenantWriter};
 use crate::metrics::Metrics;
 use crate::quota::{Lease, Step, Terms};
 
@@ -105,7 +105,16 @@ impl Loop {
 
     /// One look at every tenant with a global rate; returns how long to sleep.
     fn tick(&mut self) -> Duration {
-        let snap = self.live.load_full();
+        // A writer of the table's slots for the pass, registered before the table is seen to
+        // be still the current one: a reload that gives a removed tenant's slot to a new one
+        // then waits for this pass (`config::TenantTable`'s docs).
+        let (snap, _writing) = loop {
+            let snap = self.live.load_full();
+            let writing = TenantWriter::new(snap.tenants.clone());
+            if self.live.load().generation == snap.generation {
+                break (snap, writing);
+            }
+        };
         let Some(quota) = snap.config.quota.clone() else {
             if self.store.take().is_some() {
                 // A reload took the store away: nothing runs on a last lease any more.

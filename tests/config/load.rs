@@ -2199,7 +2199,7 @@ fn the_tenant_table_resolves_egress_groups_by_the_running_relays_names() {
     // Ids are the running relay's: the same names in another order, other ids.
     let t = build(&["beta".to_string(), "alpha".to_string()]).unwrap();
     assert_eq!((t.entries()[0].group, t.entries()[1].group), (2, 1));
-    let e = build(&["alpha".to_string()]).unwrap_err();
+    let e = build(&["alpha".to_string()]).unwrap_err().why;
     assert_eq!(
         e,
         "tenant beta-bot: egress group beta is not one the relay started with (egress groups \

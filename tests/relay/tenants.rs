@@ -7,7 +7,7 @@ use crate::dispatcher_support;
 use std::sync::Arc;
 
 use bundle_relay::clock::{Instant, TickRate};
-use bundle_relay::config::{Config, Found, Resolve, Shared};
+use bundle_relay::config::{Config, Found, Resolve, Shared, TenantWriter};
 use bundle_relay::metrics::tenants::{Refused, TenantStats};
 use bundle_relay::relay::Spec;
 use bundle_relay::relay::intake::{Port, Verdict};
@@ -281,7 +281,7 @@ fn a_tenants_document_is_checked_by_the_files_rules_naming_the_key() {
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("1:53: tenant[0]: invalid type: string \"x\", expected u32"),
+        e.contains("1:52: tenant[0].rate: invalid type: string \"x\", expected u32"),
         "{e}"
     );
     assert!(!e.contains("at line"), "{e}");
@@ -521,6 +521,58 @@ fn a_tenant_keeps_its_slot_across_reloads_and_a_removed_ones_waits_for_its_bundl
         "once y's bundle ended, z takes its slot"
     );
     assert_eq!(stats.counts(y).admitted, 0, "zeroed for z");
+}
+
+/// One tenant swapped for another in one reload while every slot is in use: the new tenant
+/// gets the removed one's slot only once no thread can count into it any more. A thread still
+/// on the table before (a reactor between two loops, a lease pass) counts the removed
+/// tenant's request into that slot; the reload applies the removal first, waits for every
+/// writer of the older tables to move on, then the addition, so none of those counts are the
+/// new tenant's.
+#[test]
+fn a_removed_tenants_slot_goes_to_a_new_one_only_once_no_thread_can_count_into_it() {
+    let (dir, path) = config_file(
+        "swap",
+        &config("tenants_max = 1\n[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\n"),
+    );
+    let shared = Arc::new(Shared::from_file(&path, Resolve::Now).unwrap());
+    let stats = shared.tenant_stats().clone();
+    // A reactor admitting by generation 1's table.
+    let reactor = TenantWriter::new(shared.load().tenants.clone());
+    let x = reactor.entries()[0].slot;
+    std::fs::write(
+        &path,
+        config("tenants_max = 1\n[[tenant]]\nname = \"y\"\nkeys = [\"2\"]\n"),
+    )
+    .unwrap();
+    let reload = {
+        let shared = shared.clone();
+        std::thread::spawn(move || shared.reload().map_err(|e| e.to_string()))
+    };
+    // The reload is under way; the reactor has not applied it yet and counts one of x's.
+    std::thread::sleep(std::time::Duration::from_millis(30));
+    stats.admitted(x);
+    drop(reactor);
+    let generation = reload.join().unwrap().unwrap();
+    let now = shared.load();
+    let y = now.tenants.entries()[0].slot;
+    assert_eq!(
+        (now.tenants.entries()[0].name.as_str(), y),
+        ("y", x),
+        "y takes x's slot"
+    );
+    assert_eq!(stats.counts(y).admitted, 0, "none of x's counts are y's");
+    assert_eq!(generation, 3, "x's removal, then y");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A dispatcher's thread is a writer of the table it admits by, so that table's tenants' slots
+/// are not reused while it may count into them.
+#[test]
+fn a_dispatcher_is_a_writer_of_the_table_it_admits_by() {
+    let s = sim(ALPHA);
+    let table = s.d.tenancy().table().clone();
+    assert!(table.is_written());
 }
 
 #[test]

@@ -299,7 +299,8 @@ impl RelaySetup {
                 spec.arena_slots,
                 None,
                 &stats,
-            )?;
+            )
+            .map_err(|e| e.why)?;
             spec.tenants = std::sync::Arc::new(table);
             spec.tenant_stats = stats;
         }
