@@ -313,12 +313,19 @@ impl Changes {
             self.apply(&format!("region {}.burst", r.name), p.burst, r.burst);
         }
         for p in &o.regions {
-            if !n.regions.iter().any(|r| r.name == p.name) {
+            if n.regions.iter().any(|r| r.name == p.name) {
+                continue;
+            }
+            if s.regions.iter().any(|r| r.name == p.name) {
                 self.applied.push(format!(
                     "region {} removed: no new bundles, its waiting ones still go, its \
                      connections close once idle",
                     p.name
                 ));
+            } else {
+                // Added by a reload, so waiting for a restart: nothing of it ever ran.
+                self.kept
+                    .push(format!("region {}: no longer added (never ran)", p.name));
             }
         }
         for r in &n.regions {
@@ -331,7 +338,22 @@ impl Changes {
         let next: HashSet<&Source> = ne.sources.iter().collect();
         let was: HashSet<&Source> = oe.sources.iter().collect();
         let started: HashSet<&Source> = s.egress.sources.iter().collect();
-        let removed = oe.sources.iter().filter(|x| !next.contains(x)).count();
+        let removed = oe
+            .sources
+            .iter()
+            .filter(|x| !next.contains(x) && started.contains(x))
+            .count();
+        let withdrawn = oe
+            .sources
+            .iter()
+            .filter(|x| !next.contains(x) && !started.contains(x))
+            .count();
+        if withdrawn > 0 {
+            self.kept.push(format!(
+                "egress: {withdrawn} {} no longer added (never ran)",
+                if withdrawn == 1 { "source" } else { "sources" }
+            ));
+        }
         let back = ne
             .sources
             .iter()
@@ -416,6 +438,11 @@ impl Changes {
         }
         if o.default != n.default {
             self.applied.push(match &n.default {
+                Some(p) if n.list.is_empty() && *p == super::tenants::Policy::open() => {
+                    "default_tenant: none and no tenant listed: every request is served, no \
+                     tenant checks"
+                        .to_string()
+                }
                 Some(_) => "default_tenant: its policy applied".to_string(),
                 None => {
                     "default_tenant: none; requests no tenant matches are refused (401)".to_string()

@@ -226,3 +226,39 @@ fn the_quota_store_and_tenants_global_rates_are_applied_live() {
         "{none:?}"
     );
 }
+
+/// A region or source a reload added (kept until a restart, so it never ran) and the next one
+/// removes again changes nothing that runs: it is not said to be removed as if it had run.
+#[test]
+fn withdrawing_an_addition_that_waits_for_a_restart_applies_nothing() {
+    let base = config(BASE);
+    let added = config(&BASE.replace(
+        "[egress]\naddresses = [\"127.1.0.1-127.1.0.4\"]",
+        "[[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.13\"\nport = 10000\n\
+         [egress]\naddresses = [\"127.1.0.1-127.1.0.5\"]",
+    ));
+    let c = Changes::between(&base, &added, &base);
+    assert!(c.applied.is_empty(), "{c:?}");
+    assert_eq!(
+        c.kept,
+        [
+            "region amsterdam: no longer added (never ran)",
+            "egress: 1 source no longer added (never ran)"
+        ]
+    );
+}
+
+/// Tenants all removed, with no `[default_tenant]`: every request is served without a tenant
+/// check, which the log says in those words, not as a default policy applied.
+#[test]
+fn removing_every_tenant_says_that_everyone_may_send() {
+    let keyed = format!("{BASE}[[tenant]]\nname = \"a\"\nkeys = [\"k\"]\n");
+    let c = Changes::between(&config(BASE), &config(&keyed), &config(BASE));
+    assert_eq!(
+        c.applied,
+        [
+            "tenants: 0 added, 1 removed (their bundles in flight finish), 0 changed; 0 listed",
+            "default_tenant: none and no tenant listed: every request is served, no tenant checks"
+        ]
+    );
+}
