@@ -292,3 +292,89 @@ mod fuzz_body {
         }
     }
 }
+
+fn hup(child: &Child) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGHUP) };
+}
+
+/// `[tenants_from]` added by a reload: the file's other changes apply at once with the tenants
+/// in force, and the endpoint is asked at once, its document applied as the next reload. A
+/// reload that shortens `every_ms` is followed by a poll at once, not after the old period.
+#[test]
+fn tenants_from_added_or_its_period_shortened_by_a_reload_polls_at_once() {
+    let dir = scratch("added");
+    let answer: Answer = Arc::new(Mutex::new((200, ONE.to_string())));
+    let url = format!("http://{}/tenants", endpoint(answer.clone()));
+    let path = config(&dir, h2_support::hello_engine(), &url);
+    let with = std::fs::read_to_string(&path).unwrap();
+    let without = with[..with.find("[tenants_from]").unwrap()].to_string();
+    std::fs::write(&path, &without).unwrap();
+    let (child, rx) = start(&path);
+    wait_for(&rx, "intake (rotating)", Duration::from_secs(10));
+    std::fs::write(&path, with.replace("every_ms = 150", "every_ms = 60000")).unwrap();
+    hup(&child);
+    let lines = wait_for(&rx, "config reloaded: generation 2", Duration::from_secs(5));
+    assert!(!lines.iter().any(|l| l.contains("refused")), "{lines:?}");
+    let lines = wait_for(&rx, "applied: tenants:", Duration::from_secs(5));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("config reloaded: generation 3")),
+        "{lines:?}"
+    );
+    assert!(lines.last().unwrap().contains("1 added"), "{lines:?}");
+    // The next poll is a minute away; a reload to 150 ms polls at once.
+    *answer.lock().unwrap() = (200, TWO.to_string());
+    std::fs::write(&path, &with).unwrap();
+    hup(&child);
+    wait_for(&rx, "config reloaded: generation 4", Duration::from_secs(5));
+    let lines = wait_for(&rx, "applied: tenants:", Duration::from_secs(3));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("config reloaded: generation 5")),
+        "{lines:?}"
+    );
+    stop(child);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A document refused for what the file said then (a global rate with no `[quota]` store) is
+/// tried again once the file changes, and applied if the file now allows it; against the same
+/// file it is not tried again at every poll.
+#[test]
+fn a_refused_document_is_tried_again_once_the_file_changes() {
+    let dir = scratch("retry");
+    let answer: Answer = Arc::new(Mutex::new((200, ONE.to_string())));
+    let url = format!("http://{}/tenants", endpoint(answer.clone()));
+    let path = config(&dir, h2_support::hello_engine(), &url);
+    let (child, rx) = start(&path);
+    wait_for(&rx, "tenants from", Duration::from_secs(10));
+    *answer.lock().unwrap() = (
+        200,
+        r#"{"tenant": [{"name": "alpha", "keys": ["alpha-key"], "global_rate": 50}]}"#.to_string(),
+    );
+    let lines = wait_for(&rx, "config reload refused", Duration::from_secs(5));
+    assert!(lines.last().unwrap().contains("[quota]"), "{lines:?}");
+    // Polls go on every 150 ms; the same document against the same file is not refused again.
+    let deadline = Instant::now() + Duration::from_millis(800);
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        if let Ok(line) = rx.recv_timeout(left) {
+            assert!(!line.contains("refused"), "tried again: {line}");
+        }
+    }
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, format!("{text}[quota]\nredis = \"127.0.0.1:1\"\n")).unwrap();
+    hup(&child);
+    wait_for(&rx, "config reloaded: generation 2", Duration::from_secs(5));
+    let lines = wait_for(&rx, "applied: tenants:", Duration::from_secs(5));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("config reloaded: generation 3")),
+        "{lines:?}"
+    );
+    stop(child);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -134,14 +134,12 @@ impl Shared {
         let mut config = Config::load_overridden(path, self.resolve, &self.overrides)?;
         if let Some(from) = &config.tenants_from {
             let doc = self.tenants_doc.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(doc) = doc.as_deref() else {
-                return Err(ConfigError::new(
-                    &origin,
-                    "tenants_from",
-                    format!("no document from {} yet to take the tenants from", from.url),
-                ));
-            };
-            config = config.with_tenants_json(doc, &from.url)?;
+            match doc.as_deref() {
+                Some(doc) => config = config.with_tenants_json(doc, &from.url)?,
+                // Added by this reload: the tenants in force stay until the endpoint's first
+                // document, which the poller asks for at once and applies as a reload.
+                None => config.tenants = self.current.load().config.tenants.clone(),
+            }
         }
         self.publish(config, Some(path.to_path_buf()), &origin, &mut retired)
     }

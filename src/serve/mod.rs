@@ -184,8 +184,13 @@ struct Serving {
     /// Leases tenants' global rates from the `[quota]` store, while the config has one.
     /// Dropped (stopped) when serving ends.
     _leaser: lease::Leaser,
-    /// The tenants document last applied or refused: the same document again is no reload.
+    /// The tenants document last applied: the same document again is no reload.
     tenants_doc: Option<String>,
+    /// The document last refused and the generation it was refused against: tried again only
+    /// once that generation changed (the file may now allow it), not at every poll.
+    tenants_refused: Option<(String, u64)>,
+    /// The start fetched the document: the poller's first poll is one period away.
+    fetched_at_start: bool,
     /// Why the last poll failed, said once until it changes.
     poll_failing: Option<String>,
     cfg: Config,
@@ -268,6 +273,8 @@ impl Serving {
         Ok(Serving {
             watch: path.map(|p| watch::Watch::new(p.to_path_buf())),
             poller: None,
+            tenants_refused: None,
+            fetched_at_start: tenants_doc.is_some(),
             _leaser: leaser,
             tenants_doc,
             poll_failing: None,
@@ -337,7 +344,7 @@ impl Serving {
                 println!("config file changed on disk: reloading");
             }
             if Signal::Reload.take() || edited {
-                reload::reload(
+                let _ = reload::reload(
                     &self.live,
                     reload::What::File,
                     &self.metrics,
@@ -372,7 +379,9 @@ impl Serving {
         let wanted = self.live.load().config.tenants_from.is_some();
         if wanted != self.poller.is_some() {
             self.poller = if wanted {
-                let p = poll::Poller::start(self.live.clone())
+                // Started by a reload that added [tenants_from]: its first poll at once.
+                let wait = std::mem::take(&mut self.fetched_at_start);
+                let p = poll::Poller::start(self.live.clone(), wait)
                     .map_err(|e| format!("starting the tenants poller: {e}"))?;
                 Some(p)
             } else {
@@ -385,9 +394,14 @@ impl Serving {
         match result {
             Ok(doc) => {
                 self.poll_failing = None;
-                if self.tenants_doc.as_deref() != Some(doc.as_str()) {
+                let generation = self.live.load().generation;
+                let refused_here = self
+                    .tenants_refused
+                    .as_ref()
+                    .is_some_and(|(d, g)| *d == doc && *g == generation);
+                if self.tenants_doc.as_deref() != Some(doc.as_str()) && !refused_here {
                     println!("tenants document changed: reloading");
-                    reload::reload(
+                    let applied = reload::reload(
                         &self.live,
                         reload::What::Tenants(&doc),
                         &self.metrics,
@@ -396,7 +410,12 @@ impl Serving {
                         &mut self.manager,
                         self.readiness.ready(),
                     );
-                    self.tenants_doc = Some(doc);
+                    if applied {
+                        self.tenants_doc = Some(doc);
+                        self.tenants_refused = None;
+                    } else {
+                        self.tenants_refused = Some((doc, generation));
+                    }
                 }
             }
             Err(why) => {

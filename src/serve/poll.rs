@@ -25,9 +25,11 @@ pub struct Poller {
 }
 
 impl Poller {
-    /// Polls for as long as the running config has `[tenants_from]`; the first poll one period
-    /// from now (startup fetched the first document).
-    pub fn start(live: Arc<Shared>) -> std::io::Result<Poller> {
+    /// Polls for as long as the running config has `[tenants_from]`: the first poll one period
+    /// from now when `wait` (startup fetched the first document), else at once (a reload added
+    /// it). A reload that changes the URL or the period polls at once too: a period shortened
+    /// from an hour does not wait out the hour.
+    pub fn start(live: Arc<Shared>, wait: bool) -> std::io::Result<Poller> {
         let (tx, results) = channel();
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
@@ -35,17 +37,20 @@ impl Poller {
             .name("tenants-poll".into())
             .spawn(move || {
                 let mut next = Instant::now();
-                let mut first = true;
+                let mut polled: Option<(String, u64)> = None;
                 while !stopping.load(Relaxed) {
                     let from = live.load().config.tenants_from.clone();
                     let Some(from) = from else {
                         std::thread::sleep(NAP);
                         continue;
                     };
-                    if first {
-                        next = Instant::now() + Duration::from_millis(from.every_ms);
-                        first = false;
+                    let asked = (from.url.clone(), from.every_ms);
+                    match &polled {
+                        None if wait => next = Instant::now() + Duration::from_millis(asked.1),
+                        Some(p) if *p != asked => next = Instant::now(),
+                        _ => {}
                     }
+                    polled = Some(asked);
                     let now = Instant::now();
                     if now < next {
                         std::thread::sleep((next - now).min(NAP));

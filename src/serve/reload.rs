@@ -24,7 +24,7 @@ pub enum What<'a> {
 
 /// Reloads `live` from `what`, brackets it with RELOADING=1 … READY=1 for the manager (or
 /// STATUS= while not yet `ready`), counts a refusal, and hands a changed token to the admin
-/// listener. `admin_token` is the token the listener holds.
+/// listener. `admin_token` is the token the listener holds. Whether it was applied.
 pub fn reload(
     live: &Shared,
     what: What<'_>,
@@ -33,7 +33,7 @@ pub fn reload(
     admin_token: &mut Option<Token>,
     manager: &mut Manager,
     ready: bool,
-) {
+) -> bool {
     manager.reloading();
     // Parsing, checking and diffing the new config yield the core to any reactor that wants it.
     let result = super::yielding::idle(|| -> Result<_, ConfigError> {
@@ -48,6 +48,7 @@ pub fn reload(
             Changes::between(live.started(), &running.config, &next.config),
         ))
     });
+    let applied = result.is_ok();
     let outcome = match result {
         Ok((g, changes)) => {
             metrics.set_config_generation(g);
@@ -80,6 +81,7 @@ pub fn reload(
     } else {
         manager.status(&outcome);
     }
+    applied
 }
 
 /// Gives the admin listener `token` if it differs from `held`, saying what changed: dropping the
