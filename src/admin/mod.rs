@@ -321,7 +321,7 @@ fn serve(s: &mut TcpStream, deadline: Instant, shared: &Shared) -> io::Result<()
     let mut buf = vec![0u8; REQUEST_HEAD_BYTES_MAX];
     let mut len = 0;
     let head_end = loop {
-        if let Some(i) = buf[..len].windows(4).position(|w| w == b"\r\n\r\n") {
+        if let Some(i) = head_end(&buf[..len]) {
             break Some(i);
         }
         if len == buf.len() {
@@ -360,7 +360,10 @@ fn serve(s: &mut TcpStream, deadline: Instant, shared: &Shared) -> io::Result<()
         return drain(s, deadline);
     };
     let head = &buf[..head_end];
-    let request_line = head.split(|&b| b == b'\r').next().unwrap_or(b"");
+    let request_line = head
+        .split(|&b| b == b'\r' || b == b'\n')
+        .next()
+        .unwrap_or(b"");
     let request_line = String::from_utf8_lossy(request_line);
     let mut parts = request_line.split(' ');
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
@@ -427,6 +430,17 @@ fn without_body(answer: &str, head_only: bool) -> &[u8] {
         _ => answer.len(),
     };
     &answer.as_bytes()[..end]
+}
+
+/// Where the head in `buf` ends (the empty line's start): CRLF lines, or bare LF ones, which
+/// RFC 9112 (2.2) lets a server take as line ends.
+fn head_end(buf: &[u8]) -> Option<usize> {
+    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n");
+    let lf = buf.windows(2).position(|w| w == b"\n\n");
+    match (crlf, lf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// The 401 answer when a token is required and `presented` is not it.

@@ -580,3 +580,20 @@ fn an_answer_is_not_cut_off_by_bytes_the_client_sent_after_its_head() {
     assert_eq!(body.len(), full.len());
     h.shutdown();
 }
+
+/// A head whose lines end in a bare LF (RFC 9112 2.2 lets a server take them) is answered at
+/// once, not after the whole deadline as a head that never came.
+#[test]
+fn a_head_with_bare_line_feeds_is_answered_at_once() {
+    let (_m, h) = start();
+    let started = Instant::now();
+    let answer = raw_exchange(h.local_addr(), b"GET /ping HTTP/1.0\n\n");
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(answer.ends_with("pong\n"), "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    h.shutdown();
+}
