@@ -320,3 +320,69 @@ fn a_token_a_reload_changed_during_a_takeover_is_the_one_the_new_admin_asks_for(
         )
     );
 }
+
+/// The admin token file edited on disk (a secret rotated where it is mounted) is read again as
+/// the config file is, without a signal: the admin asks for the new token from then on.
+#[test]
+fn an_edited_token_file_is_read_again_without_a_signal() {
+    let engine_bin = tool("bench-engine");
+    let dir = std::env::temp_dir().join(format!("br-token-watch-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (intake, engine_port, admin) = (free_port(), free_port(), free_port());
+    let token = dir.join("token");
+    std::fs::write(&token, "old-token\n").unwrap();
+    let config = dir.join("relay.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "threads = 1\npin_threads = false\narena_slots = 64\n\
+             [intake]\nrotating = \"127.0.0.1:{intake}\"\nconnections_max = 16\n\
+             [[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.42\"\nport = {engine_port}\n\
+             tls = false\n\
+             [egress]\naddresses = [\"127.1.97.0/30\"]\n\
+             [admin]\nlisten = \"127.0.0.1:{admin}\"\ntoken_file = \"{}\"\n",
+            token.display()
+        ),
+    )
+    .unwrap();
+    let mut engine = spawn_engine(&engine_bin, engine_port);
+    let mut relay = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let lines = collect_lines(&mut relay);
+    wait_line(&lines, "ready: listening", Duration::from_secs(20));
+    std::fs::write(&token, "new-token\n").unwrap();
+    wait_line(
+        &lines,
+        "token changed on disk: reloading",
+        Duration::from_secs(5),
+    );
+    wait_line(
+        &lines,
+        "admin: bearer token replaced",
+        Duration::from_secs(5),
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{admin}").parse().unwrap();
+    let answers = (
+        metrics_with(addr, "new-token"),
+        metrics_with(addr, "old-token"),
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(relay.id() as i32, libc::SIGTERM) };
+    let _ = relay.wait();
+    let _ = engine.kill();
+    let _ = engine.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        answers,
+        (
+            "HTTP/1.1 200 OK".to_string(),
+            "HTTP/1.1 401 Unauthorized".to_string()
+        )
+    );
+}

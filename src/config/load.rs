@@ -179,6 +179,7 @@ impl Config {
             },
             admin: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), ADMIN_PORT)),
             admin_token: None,
+            admin_token_file: None,
             metrics: true,
             warnings,
         }

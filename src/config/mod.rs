@@ -97,7 +97,8 @@
 //! [admin]
 //! listen = "127.0.0.1:9464"    # admin/metrics listener; or "off"; beyond loopback, a warning
 //! token_file = "admin.token"   # bearer token required on all but /ping, relative to the
-//!                              # config file's folder; read at every load and reload
+//!                              # config file's folder; read at every load and reload,
+//!                              # and watched: an edit reloads as the config file's does
 //! metrics = true               # record histograms and per-region/method series; false: the
 //!                              # request path skips them (and their clock reads), /metrics
 //!                              # serves only the accounting counters; read at start only

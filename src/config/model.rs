@@ -151,6 +151,8 @@ pub struct Config {
     /// Bearer token every admin endpoint but `/ping` requires (`[admin] token_file`, read at
     /// each load); `Debug` shows it redacted.
     pub admin_token: Option<Token>,
+    /// Where `admin_token` was read from, watched for edits as the config file is.
+    pub admin_token_file: Option<PathBuf>,
     /// Record metrics (`[admin] metrics`); default true. Read when the relay starts; a reload
     /// keeps the running setting.
     pub metrics: bool,

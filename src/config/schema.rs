@@ -627,8 +627,9 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         Some(text) => cx.listen("admin.listen", &text)?,
         None => Some(SocketAddr::from(([127, 0, 0, 1], ADMIN_PORT))),
     };
-    let admin_token = match &file_admin.token_file {
-        Some(path) => Some(read_token(cx, &base.join(path))?),
+    let admin_token_file = file_admin.token_file.as_ref().map(|p| base.join(p));
+    let admin_token = match &admin_token_file {
+        Some(path) => Some(read_token(cx, path)?),
         None => None,
     };
     if let Some(addr) = admin
@@ -731,6 +732,7 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         egress,
         admin,
         admin_token,
+        admin_token_file,
         metrics,
         warnings,
     })

@@ -271,7 +271,11 @@ impl Serving {
             }
         };
         Ok(Serving {
-            watch: path.map(|p| watch::Watch::new(p.to_path_buf())),
+            watch: path.map(|p| {
+                let mut w = watch::Watch::new(p.to_path_buf());
+                w.also(cfg.admin_token_file.clone());
+                w
+            }),
             poller: None,
             tenants_refused: None,
             fetched_at_start: tenants_doc.is_some(),
@@ -336,13 +340,13 @@ impl Serving {
                 upgrade.start(self.readiness.ready(), &mut self.manager);
             }
             upgrade.poll(&mut self.manager);
-            let edited = self
-                .watch
-                .as_mut()
-                .is_some_and(|w| w.changed(std::time::Instant::now()));
-            if edited {
-                println!("config file changed on disk: reloading");
+            let edited = match self.watch.as_mut() {
+                Some(w) => w.changed(std::time::Instant::now()).map(|changed| {
+                    println!("{} changed on disk: reloading", changed.display());
+                }),
+                None => None,
             }
+            .is_some();
             if Signal::Reload.take() || edited {
                 let _ = reload::reload(
                     &self.live,
@@ -354,6 +358,7 @@ impl Serving {
                     self.readiness.ready(),
                 );
                 if let Some(w) = &mut self.watch {
+                    w.also(self.live.load().config.admin_token_file.clone());
                     w.read_now();
                 }
             }

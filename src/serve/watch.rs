@@ -1,5 +1,7 @@
-//! The config file watched: a file changed on disk is reloaded as SIGHUP would, so an operator's
-//! edit (or a deployment tool's rename into place) applies without a signal.
+//! The config file watched, and the files it names that a reload reads again (the admin token
+//! file): one changed on disk is reloaded as SIGHUP would, so an operator's edit (or a
+//! deployment tool's rename into place, or a secret rotated where it is mounted) applies
+//! without a signal.
 //!
 //! What it is NOT: inotify. The supervision loop looks once a second at the file's identity
 //! (device, inode, size, modification time): one `stat` a second on the main thread, no
@@ -35,41 +37,55 @@ fn identity(path: &std::path::Path) -> Option<Identity> {
 
 /// See the module docs.
 pub struct Watch {
-    path: PathBuf,
-    seen: Option<Identity>,
+    /// The config file first, then the files it names.
+    files: Vec<(PathBuf, Option<Identity>)>,
     next: Instant,
 }
 
 impl Watch {
-    /// Watches `path` as it is now.
+    /// Watches the config file at `path` as it is now.
     pub fn new(path: PathBuf) -> Watch {
         Watch {
-            seen: identity(&path),
-            path,
+            files: vec![(path.clone(), identity(&path))],
             next: Instant::now() + EVERY,
         }
     }
 
-    /// The file as it is now was just read (a SIGHUP's reload): not a change to reload again.
-    pub fn read_now(&mut self) {
-        self.seen = identity(&self.path);
+    /// Watches `also` beside the config file from now on (the files the config now names),
+    /// as they are now.
+    pub fn also(&mut self, also: impl IntoIterator<Item = PathBuf>) {
+        self.files.truncate(1);
+        self.files
+            .extend(also.into_iter().map(|p| (p.clone(), identity(&p))));
     }
 
-    /// Whether the file changed since the last look (at most one look per [`EVERY`]). A file
-    /// that is missing is no change: it is being replaced, or an operator will hear of it on
-    /// the next reload.
-    pub fn changed(&mut self, now: Instant) -> bool {
+    /// The files as they are now were just read (a SIGHUP's reload): not a change to reload
+    /// again.
+    pub fn read_now(&mut self) {
+        for (path, seen) in &mut self.files {
+            *seen = identity(path);
+        }
+    }
+
+    /// The first file that changed since the last look (at most one look per [`EVERY`]). A
+    /// file that is missing is no change: it is being replaced, or an operator will hear of
+    /// it on the next reload.
+    pub fn changed(&mut self, now: Instant) -> Option<&std::path::Path> {
         if now < self.next {
-            return false;
+            return None;
         }
         self.next = now + EVERY;
-        match identity(&self.path) {
-            Some(id) if Some(id) != self.seen => {
-                self.seen = Some(id);
-                true
+        let mut first = None;
+        for (i, (path, seen)) in self.files.iter_mut().enumerate() {
+            match identity(path) {
+                Some(id) if Some(id) != *seen => {
+                    *seen = Some(id);
+                    first.get_or_insert(i);
+                }
+                _ => {}
             }
-            _ => false,
         }
+        first.map(|i| self.files[i].0.as_path())
     }
 }
 
@@ -85,16 +101,42 @@ mod tests {
         std::fs::write(&path, "a").unwrap();
         let mut w = Watch::new(path.clone());
         let t = Instant::now();
-        assert!(!w.changed(t + EVERY), "unchanged");
+        assert!(w.changed(t + EVERY).is_none(), "unchanged");
         std::fs::write(&path, "ab").unwrap();
-        assert!(!w.changed(t + EVERY), "looked at most once a second");
-        assert!(w.changed(t + 2 * EVERY));
+        assert!(
+            w.changed(t + EVERY).is_none(),
+            "looked at most once a second"
+        );
+        assert_eq!(w.changed(t + 2 * EVERY), Some(path.as_path()));
         let other = dir.join("next.toml");
         std::fs::write(&other, "ab").unwrap();
         std::fs::rename(&other, &path).unwrap();
-        assert!(w.changed(t + 3 * EVERY), "replaced by rename: a new inode");
+        assert!(
+            w.changed(t + 3 * EVERY).is_some(),
+            "replaced by rename: a new inode"
+        );
         std::fs::remove_file(&path).unwrap();
-        assert!(!w.changed(t + 4 * EVERY));
+        assert!(w.changed(t + 4 * EVERY).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_the_config_names_is_watched_beside_it() {
+        let dir = std::env::temp_dir().join(format!("br-watch-also-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (config, token) = (dir.join("relay.toml"), dir.join("token"));
+        std::fs::write(&config, "a").unwrap();
+        std::fs::write(&token, "one").unwrap();
+        let mut w = Watch::new(config.clone());
+        w.also([token.clone()]);
+        let t = Instant::now();
+        assert!(w.changed(t + EVERY).is_none());
+        std::fs::write(&token, "three").unwrap();
+        assert_eq!(w.changed(t + 2 * EVERY), Some(token.as_path()));
+        assert!(w.changed(t + 3 * EVERY).is_none(), "seen once");
+        w.also([]);
+        std::fs::write(&token, "four!").unwrap();
+        assert!(w.changed(t + 4 * EVERY).is_none(), "no longer named");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
