@@ -159,6 +159,26 @@ fn the_package_installs_the_relay_its_units_sysctl_config_and_user_into_a_scratc
             "lintian:\n{said}"
         );
     }
+
+    // Enabled by the administrator (the package enables nothing), then purged: no link to a
+    // unit file that is gone is left behind; one to another package's unit stays.
+    let wants = root.join("etc/systemd/system/multi-user.target.wants");
+    std::fs::create_dir_all(&wants).unwrap();
+    for (link, to) in [
+        ("bundle-relay.service", "/lib/systemd/system/bundle-relay.service"),
+        ("bundle-relay@a.service", "/lib/systemd/system/bundle-relay@.service"),
+        ("other.service", "/lib/systemd/system/other.service"),
+    ] {
+        std::os::unix::fs::symlink(to, wants.join(link)).unwrap();
+    }
+    run(Command::new("dpkg")
+        .arg(format!("--root={}", root.display()))
+        .args(["--force-script-chrootless", "--purge", "bundle-relay"]));
+    let left: Vec<String> = std::fs::read_dir(&wants)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, ["other.service"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
