@@ -101,7 +101,7 @@ struct Args {
     #[arg(long)]
     stats_out: Option<PathBuf>,
     /// Stop after this many seconds.
-    #[arg(long)]
+    #[arg(long, value_parser = bundle_relay_bench::load::parse_seconds)]
     duration_s: Option<f64>,
     /// Bundle ids remembered for duplicate counting.
     #[arg(long, default_value_t = engine::DUP_CAPACITY_DEFAULT)]
@@ -113,7 +113,7 @@ struct Args {
     #[arg(long)]
     cpu_probe: Option<u64>,
     /// Source addresses the probe uses (each connects to every region).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..))]
     probe_sources: u32,
 }
 

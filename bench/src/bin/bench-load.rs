@@ -18,7 +18,7 @@ struct Args {
     #[arg(long)]
     rate: f64,
     /// Run length in seconds.
-    #[arg(long)]
+    #[arg(long, value_parser = load::parse_seconds)]
     duration_s: Option<f64>,
     /// Stop after this many requests.
     #[arg(long)]
@@ -96,9 +96,8 @@ fn main() {
         hlog: a.hlog,
         progress: !a.quiet,
     };
-    let total = cfg.total_requests().unwrap_or_else(|e| fail(e));
     // Refuse a bad configuration before spending time on signatures.
-    load::check_fd_budget(cfg.connections as u64, cfg.threads as u64).unwrap_or_else(|e| fail(e));
+    let total = cfg.check().unwrap_or_else(|e| fail(e));
     let gen_cfg = TxGenConfig {
         seed: a.seed,
         run_id: a.run_id,

@@ -188,6 +188,7 @@ pub(crate) mod test_steps {
                 unsent: 0,
                 elapsed_s: 3.0,
                 achieved_rate_per_s: rate,
+                rate_over_s: 3.0,
                 by_status: Default::default(),
                 by_rpc_error: Default::default(),
                 result_ids_matching: scheduled - errors,

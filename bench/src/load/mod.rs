@@ -113,6 +113,19 @@ impl LoadConfig {
     }
 
     fn validate(&self, bundles: usize) -> Result<u64, LoadError> {
+        let total = self.check()?;
+        if total as usize > bundles {
+            return Err(LoadError::Config(format!(
+                "the run needs {total} unique bundles but {bundles} were generated: bundles are never reused"
+            )));
+        }
+        Ok(total)
+    }
+
+    /// Everything [`run`] refuses that does not depend on the bundles: called before they are
+    /// generated, so a bad configuration costs no signing (or, for a rate past any memory, no
+    /// allocation). Returns the requests the run schedules.
+    pub fn check(&self) -> Result<u64, LoadError> {
         let bad = |s: String| Err(LoadError::Config(s));
         if self.targets.is_empty() {
             return bad("no target".into());
@@ -134,12 +147,30 @@ impl LoadConfig {
         }
         check_fd_budget(self.connections as u64, self.threads as u64)?;
         let total = self.total_requests()?;
-        if total as usize > bundles {
+        if total > REQUESTS_MAX {
             return bad(format!(
-                "the run needs {total} unique bundles but {bundles} were generated: bundles are never reused"
+                "{total} requests: at most {REQUESTS_MAX} (each is a bundle signed and held in \
+                 memory beforehand); lower --rate or --duration-s"
             ));
         }
         Ok(total)
+    }
+}
+
+/// Most requests one run schedules: each is a signed bundle generated and held beforehand
+/// (about 2 KiB), so 4 GiB of them.
+pub const REQUESTS_MAX: u64 = 2_000_000;
+
+/// A number of seconds from the command line: finite and not negative (`Duration` of
+/// anything else panics).
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|e| format!("{s:?} is not a number of seconds: {e}"))?;
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("{s:?} is not a number of seconds (finite, 0 or more)"))
     }
 }
 
@@ -223,9 +254,12 @@ pub struct LoadSummary {
     #[serde(flatten)]
     pub counts: Counts,
     pub unsent: u64,
+    /// From the first scheduled send to the end of the run, timeouts' grace included.
     pub elapsed_s: f64,
-    /// Requests sent per second over the sending period.
+    /// Requests sent per second over [`LoadSummary::rate_over_s`].
     pub achieved_rate_per_s: f64,
+    /// The whole schedule, or the time sending took when longer.
+    pub rate_over_s: f64,
     /// Answers by HTTP status.
     pub by_status: BTreeMap<u16, u64>,
     /// Answers carrying a JSON-RPC error, by code.
@@ -252,8 +286,11 @@ impl fmt::Display for LoadSummary {
         )?;
         writeln!(
             f,
-            "achieved {:.0} req/s of {:.0} requested, over {:.2} s",
-            self.achieved_rate_per_s, self.rate_per_s_requested, self.elapsed_s
+            "achieved {:.0} req/s of {:.0} requested, over {:.2} s of schedule (the run took {:.2} s)",
+            self.achieved_rate_per_s,
+            self.rate_per_s_requested,
+            self.rate_over_s,
+            self.elapsed_s
         )?;
         writeln!(f, "by HTTP status: {:?}", self.by_status)?;
         writeln!(f, "by JSON-RPC error: {:?}", self.by_rpc_error)?;
@@ -262,10 +299,26 @@ impl fmt::Display for LoadSummary {
             "result ids: {} matching, {} differing from the expected bundle id",
             self.result_ids_matching, self.result_ids_differing
         )?;
+        // Only answered requests have a latency: the line says how many of the scheduled
+        // ones that is, since the unsent and timed-out ones are the slowest of all.
+        if self.counts.answered == 0 {
+            return write!(
+                f,
+                "latency µs (from scheduled send): none answered of {} scheduled",
+                self.scheduled
+            );
+        }
         write!(
             f,
-            "latency µs (from scheduled send): p50 {:.1} p90 {:.1} p99 {:.1} p99.9 {:.1} p99.99 {:.1} max {:.1}",
-            l.p50_us, l.p90_us, l.p99_us, l.p999_us, l.p9999_us, l.max_us
+            "latency µs (from scheduled send, {} answered of {} scheduled): p50 {:.1} p90 {:.1} p99 {:.1} p99.9 {:.1} p99.99 {:.1} max {:.1}",
+            self.counts.answered,
+            self.scheduled,
+            l.p50_us,
+            l.p90_us,
+            l.p99_us,
+            l.p999_us,
+            l.p9999_us,
+            l.max_us
         )
     }
 }
@@ -477,8 +530,11 @@ pub fn run(cfg: &LoadConfig, bundles: &[GeneratedBundle]) -> Result<LoadReport, 
             Outcome::Error | Outcome::Timeout => {}
         }
     }
-    // From the first scheduled send to the last actual one, plus the one period it opens.
+    // Over the whole schedule, or the time sending took if longer: a target that stopped
+    // taking requests halfway achieved half the rate, whatever the rate before it stopped.
     let sending_s = ((last_send_ns - t0_ns) as f64 + period_ns) / 1e9;
+    let schedule_s = total as f64 * period_ns / 1e9;
+    let rate_over_s = sending_s.max(schedule_s);
     let summary = LoadSummary {
         targets: cfg.targets.iter().map(|t| t.to_string()).collect(),
         rate_per_s_requested: cfg.rate_per_s,
@@ -489,7 +545,8 @@ pub fn run(cfg: &LoadConfig, bundles: &[GeneratedBundle]) -> Result<LoadReport, 
         counts,
         unsent,
         elapsed_s,
-        achieved_rate_per_s: counts.sent as f64 / sending_s,
+        achieved_rate_per_s: counts.sent as f64 / rate_over_s,
+        rate_over_s,
         by_status,
         by_rpc_error,
         result_ids_matching: matching,

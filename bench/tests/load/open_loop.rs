@@ -365,3 +365,69 @@ fn configurations_that_cannot_run_are_refused_with_a_reason() {
     let e = err(cfg("10.0.0.1:80".parse().unwrap(), 100.0, 10));
     assert!(e.contains("loopback"), "{e}");
 }
+
+/// A server that answers for `for_ms`, then closes every connection and stops listening.
+fn dying_server(for_ms: u64) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let until = std::time::Instant::now() + Duration::from_millis(for_ms);
+    l.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        while std::time::Instant::now() < until {
+            let Ok((mut s, _)) = l.accept() else {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            };
+            std::thread::spawn(move || {
+                s.set_nonblocking(false).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+                let mut buf = vec![0u8; 1 << 16];
+                let mut len = 0;
+                while std::time::Instant::now() < until {
+                    match s.read(&mut buf[len..]) {
+                        Ok(0) => return,
+                        Ok(n) => len += n,
+                        Err(_) => continue,
+                    }
+                    let mut out = Vec::new();
+                    let (used, _) = null::answer_all(&buf[..len], false, &mut out).unwrap();
+                    buf.copy_within(used..len, 0);
+                    len -= used;
+                    if s.write_all(&out).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A target that dies a third of the way into the schedule: the rate achieved is what was
+/// sent over the whole schedule, not over the time the load could still send, and the
+/// latency line says how many of the scheduled requests its percentiles cover.
+#[test]
+fn a_target_that_dies_midway_achieves_what_was_sent_over_the_whole_schedule() {
+    let addr = dying_server(300);
+    let b = bundles(900, 7);
+    let c = LoadConfig {
+        timeout: Duration::from_millis(200),
+        ..cfg(addr, 1000.0, 900)
+    };
+    let r = load::run(&c, &b).unwrap();
+    let s = &r.summary;
+    eprintln!("{s}");
+    assert_counts_add_up(&r);
+    assert!(s.unsent > 300, "{s}");
+    let over_schedule = s.counts.sent as f64 / 0.9;
+    assert!(
+        (s.achieved_rate_per_s - over_schedule).abs() < 0.05 * over_schedule,
+        "achieved {} against {over_schedule:.0} sent a second of the schedule\n{s}",
+        s.achieved_rate_per_s
+    );
+    let text = s.to_string();
+    assert!(
+        text.contains(&format!("of {} scheduled", s.scheduled)),
+        "{text}"
+    );
+}
