@@ -48,6 +48,25 @@ impl std::fmt::Display for StartError {
 
 impl std::error::Error for StartError {}
 
+impl StartError {
+    /// Whether the same start may pass later without a change to the config: a port a
+    /// process on its way out still holds, an address not yet on the host, the kernel short
+    /// of memory or threads. A port the relay may not bind (EACCES) or io_uring refused
+    /// (EPERM, ENOSYS) will not change by waiting.
+    pub fn transient(&self) -> bool {
+        use std::io::ErrorKind::{AddrInUse, AddrNotAvailable, OutOfMemory, WouldBlock};
+        match self {
+            StartError::Bind(_, e) => matches!(e.kind(), AddrInUse | AddrNotAvailable),
+            StartError::Ring(e) => {
+                matches!(e.kind(), OutOfMemory | WouldBlock)
+                    || matches!(e.raw_os_error(), Some(libc::ENOMEM | libc::EAGAIN))
+            }
+            StartError::Thread(_) => true,
+            StartError::Spec(_) => false,
+        }
+    }
+}
+
 /// The running relay.
 pub struct Relay {
     stats: Vec<Arc<Stats>>,

@@ -165,8 +165,14 @@ fn the_package_installs_the_relay_its_units_sysctl_config_and_user_into_a_scratc
     let wants = root.join("etc/systemd/system/multi-user.target.wants");
     std::fs::create_dir_all(&wants).unwrap();
     for (link, to) in [
-        ("bundle-relay.service", "/lib/systemd/system/bundle-relay.service"),
-        ("bundle-relay@a.service", "/lib/systemd/system/bundle-relay@.service"),
+        (
+            "bundle-relay.service",
+            "/lib/systemd/system/bundle-relay.service",
+        ),
+        (
+            "bundle-relay@a.service",
+            "/lib/systemd/system/bundle-relay@.service",
+        ),
         ("other.service", "/lib/systemd/system/other.service"),
     ] {
         std::os::unix::fs::symlink(to, wants.join(link)).unwrap();

@@ -340,3 +340,57 @@ fn a_refused_start_exits_2_for_the_config_and_75_for_what_the_host_may_allow_lat
     drop(taken);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Which failures of the relay's own start a later start may get past (exit 75, restarted)
+/// and which it will not (exit 2), row by row.
+#[test]
+fn a_start_failure_is_for_now_only_when_waiting_can_mend_it() {
+    use bundle_relay::runtime::StartError;
+    use std::io::{Error, ErrorKind};
+    let addr: std::net::SocketAddr = "127.0.0.1:80".parse().unwrap();
+    let rows = [
+        (
+            "port held by a process on its way out",
+            StartError::Bind(addr, Error::from(ErrorKind::AddrInUse)),
+            true,
+        ),
+        (
+            "address not yet on this host",
+            StartError::Bind(addr, Error::from(ErrorKind::AddrNotAvailable)),
+            true,
+        ),
+        (
+            "port the relay may not bind",
+            StartError::Bind(addr, Error::from(ErrorKind::PermissionDenied)),
+            false,
+        ),
+        (
+            "ring: kernel short of memory",
+            StartError::Ring(Error::from_raw_os_error(libc::ENOMEM)),
+            true,
+        ),
+        (
+            "ring: io_uring refused",
+            StartError::Ring(Error::from_raw_os_error(libc::EPERM)),
+            false,
+        ),
+        (
+            "ring: no io_uring in the kernel",
+            StartError::Ring(Error::from_raw_os_error(libc::ENOSYS)),
+            false,
+        ),
+        (
+            "no thread",
+            StartError::Thread(Error::from_raw_os_error(libc::EAGAIN)),
+            true,
+        ),
+        (
+            "the spec",
+            StartError::Spec("a group without sources".into()),
+            false,
+        ),
+    ];
+    for (row, e, for_now) in rows {
+        assert_eq!(e.transient(), for_now, "{row}: {e}");
+    }
+}

@@ -237,9 +237,16 @@ impl Serving {
         }
         let live = Arc::new(shared);
         spec.go_live(live.clone());
-        // Listeners that cannot bind (a port a process on its way out still holds) or a
-        // ring the kernel is short of memory for: a later start may pass.
-        let relay = start::relay(spec, flags.takeover.is_some()).map_err(|e| refuse_for_now(&e))?;
+        // A port a process on its way out still holds, or a ring the kernel is short of
+        // memory for: a later start may pass. A port the relay may not bind will not.
+        let relay = start::relay(spec, flags.takeover.is_some()).map_err(|e| {
+            let why = e.to_string();
+            if e.transient() {
+                refuse_for_now(&why)
+            } else {
+                refuse(&why)
+            }
+        })?;
         let metrics = relay.metrics();
         let drain = Duration::from_millis(flags.drain_ms);
         let admin = match cfg.admin {

@@ -21,8 +21,6 @@ pub struct Plan {
     pub tenants_doc: Option<String>,
 }
 
-/// Loads, checks and prints the plan. `no_metrics` turns the metrics off whatever the config
-/// says; `hlog` is whether the histograms are to be written, which needs them on.
 /// Why the relay does not start: what, and whether a later start of the same config may
 /// pass (the host or the network said no for now) or not (the config or a flag must change).
 pub struct Refusal {
@@ -45,6 +43,8 @@ impl Refusal {
     }
 }
 
+/// Loads, checks and prints the plan. `no_metrics` turns the metrics off whatever the config
+/// says; `hlog` is whether the histograms are to be written, which needs them on.
 pub fn plan(
     path: Option<&Path>,
     overrides: &Overrides,
@@ -59,9 +59,10 @@ pub fn plan(
             let doc = super::fetch::get(&from).map_err(|e| {
                 Refusal::for_now(format!("tenants_from: {e}; no tenants, so not starting"))
             })?;
+            // The endpoint's to mend, not the config's: a later start may pass.
             cfg = cfg
                 .with_tenants_json(&doc, &from.url)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| Refusal::for_now(e.to_string()))?;
             println!(
                 "tenants from {}: {} listed{}, polled every {} ms",
                 from.url,

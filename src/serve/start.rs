@@ -17,13 +17,12 @@ use crate::runtime::Relay;
 
 /// Starts the relay on `spec`: listening at once, or with `unlistened` (taking over) bound but
 /// not yet listening. Prints where bots reach it.
-pub fn relay(spec: Spec, unlistened: bool) -> Result<Relay, String> {
-    let started = if unlistened {
+pub fn relay(spec: Spec, unlistened: bool) -> Result<Relay, crate::runtime::StartError> {
+    let relay = if unlistened {
         Relay::start_unlistened(spec)
     } else {
         Relay::start(spec)
-    };
-    let relay = started.map_err(|e| e.to_string())?;
+    }?;
     if let Some(a) = relay.rotating_addr() {
         println!("intake (rotating): http://{a}/api/v1/bundles");
     }

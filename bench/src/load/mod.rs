@@ -170,7 +170,9 @@ pub fn parse_seconds(s: &str) -> Result<f64, String> {
     if v.is_finite() && v >= 0.0 {
         Ok(v)
     } else {
-        Err(format!("{s:?} is not a number of seconds (finite, 0 or more)"))
+        Err(format!(
+            "{s:?} is not a number of seconds (finite, 0 or more)"
+        ))
     }
 }
 
@@ -287,10 +289,7 @@ impl fmt::Display for LoadSummary {
         writeln!(
             f,
             "achieved {:.0} req/s of {:.0} requested, over {:.2} s of schedule (the run took {:.2} s)",
-            self.achieved_rate_per_s,
-            self.rate_per_s_requested,
-            self.rate_over_s,
-            self.elapsed_s
+            self.achieved_rate_per_s, self.rate_per_s_requested, self.rate_over_s, self.elapsed_s
         )?;
         writeln!(f, "by HTTP status: {:?}", self.by_status)?;
         writeln!(f, "by JSON-RPC error: {:?}", self.by_rpc_error)?;
