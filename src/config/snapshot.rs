@@ -41,8 +41,12 @@ pub struct Shared {
     started: Config,
     /// Every tenant's share, rate and counts, sized by the started config's `tenants_max`.
     tenant_stats: Arc<TenantStats>,
-    /// The last good document of `[tenants_from]`, applied again when the file reloads.
-    tenants_doc: Mutex<Option<String>>,
+    /// The last good document of `[tenants_from]` and the URL it came from, applied again
+    /// when the file reloads with that URL.
+    tenants_doc: Mutex<Option<(String, String)>>,
+    /// How a reload asks a `[tenants_from]` endpoint for its document when it has none from
+    /// that URL (added by this reload, or moved): `None`, it is refused instead.
+    fetch: Option<Fetch>,
     /// What the host must give a config for the relay to run it (its addresses), checked at
     /// start by the caller and here on every reload, so a reload never leaves a relay that
     /// cannot start again. `None`: no such check (a config held in code).
@@ -52,6 +56,9 @@ pub struct Shared {
 /// A check of a reload (the running config, the next) against the host: `Err` names what the
 /// host does not give the next.
 pub type HostCheck = fn(&Config, &Config) -> Result<(), String>;
+
+/// A `[tenants_from]` endpoint's document, or why there is none.
+pub type Fetch = fn(&super::tenants_doc::TenantsFrom) -> Result<String, String>;
 
 impl Shared {
     /// Shares `config` as generation 1. Reloads resolve hosts as `resolve` says.
@@ -75,6 +82,7 @@ impl Shared {
             resolve,
             overrides: Overrides::default(),
             tenants_doc: Mutex::new(None),
+            fetch: None,
             host_check: None,
         }
     }
@@ -88,8 +96,28 @@ impl Shared {
     /// As [`Shared::new`], `doc` being the `[tenants_from]` document generation 1's tenants
     /// came from.
     pub fn with_tenants_doc(self, doc: String) -> Shared {
-        *self.tenants_doc.lock().unwrap_or_else(|e| e.into_inner()) = Some(doc);
+        let url = self
+            .current
+            .load()
+            .config
+            .tenants_from
+            .as_ref()
+            .map(|f| f.url.clone());
+        *self.tenants_doc.lock().unwrap_or_else(|e| e.into_inner()) = url.map(|url| (url, doc));
         self
+    }
+
+    /// As [`Shared::new`], a reload that adds `[tenants_from]` (or moves its URL) asking the
+    /// endpoint with `fetch`.
+    pub fn with_fetch(mut self, fetch: Fetch) -> Shared {
+        self.fetch = Some(fetch);
+        self
+    }
+
+    /// The last good `[tenants_from]` document, if any.
+    pub fn tenants_doc(&self) -> Option<String> {
+        let held = self.tenants_doc.lock().unwrap_or_else(|e| e.into_inner());
+        held.as_ref().map(|(_, doc)| doc.clone())
     }
 
     /// As [`Shared::new`], with `overrides` applied to every reload.
@@ -127,21 +155,48 @@ impl Shared {
 
     /// Loads `path`, and only if it is valid and the running relay can run it publishes it as
     /// the next generation, which it returns. On any error the current snapshot stays,
-    /// untouched. A file with `[tenants_from]` takes its tenants from the last good document.
+    /// untouched. A file with `[tenants_from]` takes its tenants from the last good document
+    /// of that URL; with none (the reload adds `[tenants_from]`, or moves it), from the
+    /// endpoint, asked now: no document, no reload, as at start.
     pub fn reload_from(&self, path: &Path) -> Result<u64, ConfigError> {
         let mut retired = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
         let origin = path.display().to_string();
         let mut config = Config::load_overridden(path, self.resolve, &self.overrides)?;
+        let mut fetched = None;
         if let Some(from) = &config.tenants_from {
-            let doc = self.tenants_doc.lock().unwrap_or_else(|e| e.into_inner());
-            match doc.as_deref() {
-                Some(doc) => config = config.with_tenants_json(doc, &from.url)?,
-                // Added by this reload: the tenants in force stay until the endpoint's first
-                // document, which the poller asks for at once and applies as a reload.
-                None => config.tenants = self.current.load().config.tenants.clone(),
-            }
+            let held = self
+                .tenants_doc
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let doc = match held {
+                Some((url, doc)) if url == from.url => doc,
+                _ => {
+                    let Some(fetch) = self.fetch else {
+                        return Err(ConfigError::new(
+                            &origin,
+                            "tenants_from",
+                            format!("no document from {} yet to take the tenants from", from.url),
+                        ));
+                    };
+                    let doc = fetch(from).map_err(|e| {
+                        ConfigError::new(
+                            &origin,
+                            "tenants_from",
+                            format!("{e}: no tenants from it"),
+                        )
+                    })?;
+                    fetched = Some((from.url.clone(), doc.clone()));
+                    doc
+                }
+            };
+            config = config.with_tenants_json(&doc, &from.url)?;
         }
-        self.publish(config, Some(path.to_path_buf()), &origin, &mut retired)
+        let generation = self.publish(config, Some(path.to_path_buf()), &origin, &mut retired)?;
+        if fetched.is_some() {
+            *self.tenants_doc.lock().unwrap_or_else(|e| e.into_inner()) = fetched;
+        }
+        Ok(generation)
     }
 
     /// Applies `doc`, a document the running config's `[tenants_from]` endpoint served, as the
@@ -159,7 +214,7 @@ impl Shared {
         let config = current.config.with_tenants_json(doc, &from.url)?;
         let url = from.url.clone();
         let generation = self.publish(config, current.source.clone(), &url, &mut retired)?;
-        *self.tenants_doc.lock().unwrap_or_else(|e| e.into_inner()) = Some(doc.to_string());
+        *self.tenants_doc.lock().unwrap_or_else(|e| e.into_inner()) = Some((url, doc.to_string()));
         Ok(generation)
     }
 

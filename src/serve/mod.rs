@@ -98,6 +98,9 @@ const EXIT_IDENTITY_BROKEN: i32 = 1;
 /// this often.
 const TICK: Duration = Duration::from_millis(100);
 
+/// The longest a reload waits for a `[tenants_from]` endpoint it asks (one it adds).
+const RELOAD_FETCH_MS: u64 = 2_000;
+
 /// Ticks between two lines of totals (10 s).
 const TOTALS_EVERY_TICKS: u32 = 100;
 
@@ -184,8 +187,6 @@ struct Serving {
     /// Leases tenants' global rates from the `[quota]` store, while the config has one.
     /// Dropped (stopped) when serving ends.
     _leaser: lease::Leaser,
-    /// The tenants document last applied: the same document again is no reload.
-    tenants_doc: Option<String>,
     /// The document last refused and the generation it was refused against: tried again only
     /// once that generation changed (the file may now allow it), not at every poll.
     tenants_refused: Option<(String, u64)>,
@@ -235,6 +236,13 @@ impl Serving {
         if let Some(doc) = &tenants_doc {
             shared = shared.with_tenants_doc(doc.clone());
         }
+        // A reload that adds [tenants_from] asks the endpoint while the supervision loop
+        // waits: within a bound under the watchdog's half period, whatever its timeout_ms.
+        shared = shared.with_fetch(|from| {
+            let mut once = from.clone();
+            once.timeout_ms = once.timeout_ms.min(RELOAD_FETCH_MS);
+            fetch::get(&once)
+        });
         let live = Arc::new(shared);
         spec.go_live(live.clone());
         // A port a process on its way out still holds, or a ring the kernel is short of
@@ -287,7 +295,6 @@ impl Serving {
             tenants_refused: None,
             fetched_at_start: tenants_doc.is_some(),
             _leaser: leaser,
-            tenants_doc,
             poll_failing: None,
             cfg,
             live,
@@ -411,7 +418,7 @@ impl Serving {
                     .tenants_refused
                     .as_ref()
                     .is_some_and(|(d, g)| *d == doc && *g == generation);
-                if self.tenants_doc.as_deref() != Some(doc.as_str()) && !refused_here {
+                if self.live.tenants_doc().as_deref() != Some(doc.as_str()) && !refused_here {
                     println!("tenants document changed: reloading");
                     let applied = reload::reload(
                         &self.live,
@@ -423,7 +430,6 @@ impl Serving {
                         self.readiness.ready(),
                     );
                     if applied {
-                        self.tenants_doc = Some(doc);
                         self.tenants_refused = None;
                     } else {
                         self.tenants_refused = Some((doc, generation));
