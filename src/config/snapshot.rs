@@ -256,9 +256,19 @@ impl Shared {
                     drop(current);
                     return Ok(self.swap(config, source, tenants, retired));
                 }
-                Err(e) if e.slot_freeing => e,
+                // Once the removals are out, a slot may still hold a bundle a thread on an
+                // older table admitted for its removed tenant: that too ends; wait for it.
+                Err(e) if e.slot_freeing || (e.no_slot && removals.is_some()) => e,
                 Err(e) => return Err(ConfigError::new(origin, "tenant", e.why)),
             };
+            // Publish nothing that could not end in the whole config.
+            if removals.is_none()
+                && !current
+                    .tenants
+                    .fits_once_freed(&config.tenants, &self.tenant_stats)
+            {
+                return Err(ConfigError::new(origin, "tenant", e.why));
+            }
             let listed = |name: &str| config.tenants.list.iter().any(|t| t.name == name);
             if removals.is_none() && current.tenants.entries().iter().any(|t| !listed(&t.name)) {
                 let kept = |name: &str| current.tenants.entries().iter().any(|t| t.name == name);

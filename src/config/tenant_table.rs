@@ -140,6 +140,9 @@ pub enum Found<'a> {
 #[derive(Debug)]
 pub struct TableError {
     pub why: String,
+    /// A new tenant found no slot.
+    pub no_slot: bool,
+    /// ... and a removed tenant's slot will do once no thread writes its tables.
     pub slot_freeing: bool,
 }
 
@@ -153,6 +156,7 @@ impl From<String> for TableError {
     fn from(why: String) -> TableError {
         TableError {
             why,
+            no_slot: false,
             slot_freeing: false,
         }
     }
@@ -363,6 +367,7 @@ impl TenantTable {
                                  removed tenants a thread may still count into",
                                 tenant.name
                             ),
+                            no_slot: true,
                             slot_freeing,
                         });
                     };
@@ -432,6 +437,33 @@ impl TenantTable {
             .iter()
             .position(|&(s, gone_from)| gone_from <= written_since && stats.in_flight(s) == 0)?;
         Some(self.retired.swap_remove(i).0)
+    }
+
+    /// Whether `next`'s tenants all find a slot once every slot its removals and earlier
+    /// ones retire holds no bundle and no thread writes the tables that list their tenants:
+    /// whether waiting for that can be worth it.
+    pub fn fits_once_freed(&self, next: &super::tenants::Tenants, stats: &TenantStats) -> bool {
+        let now: std::collections::HashSet<&str> =
+            self.entries.iter().map(|e| e.name.as_str()).collect();
+        let then: std::collections::HashSet<&str> =
+            next.list.iter().map(|t| t.name.as_str()).collect();
+        let needed = next
+            .list
+            .iter()
+            .filter(|t| !now.contains(t.name.as_str()))
+            .count();
+        let fresh = usize::from(self.max + 1).saturating_sub(usize::from(self.fresh));
+        let retired = self
+            .retired
+            .iter()
+            .filter(|&&(s, _)| stats.in_flight(s) == 0)
+            .count();
+        let removed = self
+            .entries
+            .iter()
+            .filter(|e| !then.contains(e.name.as_str()) && stats.in_flight(e.slot) == 0)
+            .count();
+        needed <= fresh + retired + removed
     }
 
     /// This table's generation (1 for the first built).

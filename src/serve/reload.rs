@@ -9,7 +9,7 @@
 //! shape is `upgrade`'s); the log line names each such key.
 
 use crate::admin::AdminHandle;
-use crate::config::{Changes, ConfigError, Shared, Token};
+use crate::config::{Changes, Shared, Token};
 use crate::metrics::Metrics;
 
 use super::systemd::Manager;
@@ -36,44 +36,58 @@ pub fn reload(
 ) -> bool {
     manager.reloading();
     // Parsing, checking and diffing the new config yield the core to any reactor that wants it.
-    let result = super::yielding::idle(|| -> Result<_, ConfigError> {
+    let (running, result) = super::yielding::idle(|| {
         let running = live.load_full();
-        let g = match what {
+        let result = match what {
             What::File => live.reload(),
             What::Tenants(doc) => live.reload_tenants(doc),
-        }?;
-        let next = live.load_full();
-        Ok((
-            g,
-            Changes::between(live.started(), &running.config, &next.config),
-        ))
+        };
+        (running, result)
     });
+    let next = live.load_full();
+    // A reload refused after it published part of itself (a tenant swap's removals, whose
+    // additions waited in vain) is reported as what runs now: that part applied, the rest
+    // refused.
+    let published = next.generation != running.generation;
+    if published {
+        let g = next.generation;
+        let changes = Changes::between(live.started(), &running.config, &next.config);
+        metrics.set_config_generation(g);
+        println!(
+            "config reloaded{}: generation {g}",
+            if result.is_ok() { "" } else { " in part" }
+        );
+        for line in &changes.applied {
+            println!("  applied: {line}");
+        }
+        for line in &changes.kept {
+            println!("  kept until a restart: {line}");
+        }
+        if let Some(a) = admin {
+            rotate_token(a, admin_token, next.config.admin_token.clone());
+        }
+    }
     let applied = result.is_ok();
     let outcome = match result {
-        Ok((g, changes)) => {
-            metrics.set_config_generation(g);
-            println!("config reloaded: generation {g}");
-            for line in &changes.applied {
-                println!("  applied: {line}");
-            }
-            for line in &changes.kept {
-                println!("  kept until a restart: {line}");
-            }
-            if let Some(a) = admin {
-                rotate_token(a, admin_token, live.load().config.admin_token.clone());
-            }
-            format!("config reloaded: generation {g}")
-        }
+        Ok(g) => format!("config reloaded: generation {g}"),
         Err(e) => {
             metrics.reload_refused();
-            let line = format!(
-                "config reload refused, generation {} kept: {e}",
-                live.load().generation
-            );
+            let line = if published {
+                format!(
+                    "config reload refused in part, generation {} runs: {e}",
+                    next.generation
+                )
+            } else {
+                format!(
+                    "config reload refused, generation {} kept: {e}",
+                    next.generation
+                )
+            };
             println!("{line}");
             line
         }
     };
+    drop((running, next));
     // READY=1 ends the reload for the manager either way: a refused reload leaves the relay
     // serving on the last good config, and the status says which.
     if ready {

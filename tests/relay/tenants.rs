@@ -566,6 +566,44 @@ fn a_removed_tenants_slot_goes_to_a_new_one_only_once_no_thread_can_count_into_i
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A swap that could not fit even once the removed tenants' slots are free (two new tenants,
+/// one removed slot free and one holding a bundle) is refused whole: nothing is published,
+/// not even the removals, and the tenants in force stay as they were.
+#[test]
+fn a_swap_that_cannot_fit_once_slots_free_is_refused_whole() {
+    let three = "tenants_max = 3\n[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\n[[tenant]]\nname = \"v\"\nkeys = [\"4\"]\n[[tenant]]\nname = \"w\"\nkeys = [\"0\"]\n";
+    let (dir, path) = config_file("swap-too-many", &config(three));
+    let shared = Shared::from_file(&path, Resolve::Now).unwrap();
+    let _reactor = TenantWriter::new(shared.load().tenants.clone());
+    let v = shared.load().tenants.entries()[1].slot;
+    assert!(
+        shared.tenant_stats().take_share(v, 0, 10, 10).is_ok(),
+        "v holds a bundle"
+    );
+    std::fs::write(
+        &path,
+        config("tenants_max = 3\n[[tenant]]\nname = \"w\"\nkeys = [\"0\"]\n[[tenant]]\nname = \"y\"\nkeys = [\"2\"]\n[[tenant]]\nname = \"z\"\nkeys = [\"3\"]\n"),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let e = shared.reload().unwrap_err().to_string();
+    assert!(e.contains("no tenant slot free"), "{e}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "refused at once"
+    );
+    assert_eq!(shared.load().generation, 1, "nothing published");
+    let names: Vec<String> = shared
+        .load()
+        .tenants
+        .entries()
+        .iter()
+        .map(|e| e.name.clone())
+        .collect();
+    assert_eq!(names, ["x", "v", "w"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A dispatcher's thread is a writer of the table it admits by, so that table's tenants' slots
 /// are not reused while it may count into them.
 #[test]
