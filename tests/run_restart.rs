@@ -12,6 +12,7 @@
 mod process_support;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -240,13 +241,11 @@ fn spawn_engine(engine_bin: &std::path::Path, port: u16) -> std::process::Child 
         .unwrap()
 }
 
-/// A reload while a takeover waits for its pool (here: the engine is down) changes the admin
-/// token; the admin the new process opens when it takes over asks for that token, not the one
-/// it started with.
-#[test]
-fn a_token_a_reload_changed_during_a_takeover_is_the_one_the_new_admin_asks_for() {
-    let engine_bin = tool("bench-engine");
-    let dir = std::env::temp_dir().join(format!("br-restart-token-{}", std::process::id()));
+/// A scratch folder with a one-thread relay config whose admin asks for the token in
+/// `token` (holding "old-token"), egress `sources`, one region on a bench-engine port of its
+/// own: (folder, config, token file, engine port, admin address).
+fn token_setup(name: &str, sources: &str) -> (PathBuf, PathBuf, PathBuf, u16, SocketAddr) {
+    let dir = std::env::temp_dir().join(format!("br-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (intake, engine_port, admin) = (free_port(), free_port(), free_port());
@@ -260,12 +259,23 @@ fn a_token_a_reload_changed_during_a_takeover_is_the_one_the_new_admin_asks_for(
              [intake]\nrotating = \"127.0.0.1:{intake}\"\nconnections_max = 16\n\
              [[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.42\"\nport = {engine_port}\n\
              tls = false\n\
-             [egress]\naddresses = [\"127.1.96.0/30\"]\n\
+             [egress]\naddresses = [\"{sources}\"]\n\
              [admin]\nlisten = \"127.0.0.1:{admin}\"\ntoken_file = \"{}\"\n",
             token.display()
         ),
     )
     .unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{admin}").parse().unwrap();
+    (dir, config, token, engine_port, admin)
+}
+
+/// A reload while a takeover waits for its pool (here: the engine is down) changes the admin
+/// token; the admin the new process opens when it takes over asks for that token, not the one
+/// it started with.
+#[test]
+fn a_token_a_reload_changed_during_a_takeover_is_the_one_the_new_admin_asks_for() {
+    let engine_bin = tool("bench-engine");
+    let (dir, config, token, engine_port, addr) = token_setup("restart-token", "127.1.96.0/30");
     let mut engine = spawn_engine(&engine_bin, engine_port);
     let mut old = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
         .args(["run", "--config"])
@@ -300,7 +310,6 @@ fn a_token_a_reload_changed_during_a_takeover_is_the_one_the_new_admin_asks_for(
     let mut engine = spawn_engine(&engine_bin, engine_port);
     wait_line(&new_lines, "taking over from pid", Duration::from_secs(30));
     wait_line(&new_lines, "admin: http://", Duration::from_secs(10));
-    let addr: SocketAddr = format!("127.0.0.1:{admin}").parse().unwrap();
     let answers = (
         metrics_with(addr, "new-token"),
         metrics_with(addr, "old-token"),
@@ -326,26 +335,7 @@ fn a_token_a_reload_changed_during_a_takeover_is_the_one_the_new_admin_asks_for(
 #[test]
 fn an_edited_token_file_is_read_again_without_a_signal() {
     let engine_bin = tool("bench-engine");
-    let dir = std::env::temp_dir().join(format!("br-token-watch-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (intake, engine_port, admin) = (free_port(), free_port(), free_port());
-    let token = dir.join("token");
-    std::fs::write(&token, "old-token\n").unwrap();
-    let config = dir.join("relay.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "threads = 1\npin_threads = false\narena_slots = 64\n\
-             [intake]\nrotating = \"127.0.0.1:{intake}\"\nconnections_max = 16\n\
-             [[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.42\"\nport = {engine_port}\n\
-             tls = false\n\
-             [egress]\naddresses = [\"127.1.97.0/30\"]\n\
-             [admin]\nlisten = \"127.0.0.1:{admin}\"\ntoken_file = \"{}\"\n",
-            token.display()
-        ),
-    )
-    .unwrap();
+    let (dir, config, token, engine_port, addr) = token_setup("token-watch", "127.1.97.0/30");
     let mut engine = spawn_engine(&engine_bin, engine_port);
     let mut relay = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
         .args(["run", "--config"])
@@ -367,7 +357,6 @@ fn an_edited_token_file_is_read_again_without_a_signal() {
         "admin: bearer token replaced",
         Duration::from_secs(5),
     );
-    let addr: SocketAddr = format!("127.0.0.1:{admin}").parse().unwrap();
     let answers = (
         metrics_with(addr, "new-token"),
         metrics_with(addr, "old-token"),
