@@ -117,6 +117,26 @@ fn wait_for(rx: &Receiver<String>, what: &str, limit: Duration) -> Vec<String> {
     panic!("no line with {what:?} in {limit:?}:\n{}", seen.join("\n"));
 }
 
+/// The lines until the reload that applied a tenants change, which must be `generation`.
+fn tenants_applied_at(rx: &Receiver<String>, generation: u64, limit: Duration) -> Vec<String> {
+    let lines = wait_for(rx, "applied: tenants:", limit);
+    let reloaded = format!("config reloaded: generation {generation}");
+    assert!(lines.iter().any(|l| l.contains(&reloaded)), "{lines:?}");
+    lines
+}
+
+/// How `child` ended, within 5 s.
+fn exited(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "still running");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn stop(mut child: Child) {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -146,14 +166,7 @@ fn with_no_tenants_document_at_startup_the_relay_refuses_to_start_naming_the_url
     let lines = wait_for(&rx, "not starting", Duration::from_secs(10));
     let why = lines.last().unwrap();
     assert!(why.contains(&format!("GET {url}")), "{why}");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "still running");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exited(&mut child);
     assert_eq!(
         status.code(),
         Some(75),
@@ -179,14 +192,7 @@ fn a_bad_tenants_document_at_startup_is_refused_for_now_naming_the_key() {
         lines.last().unwrap().contains("tenant[0].regions"),
         "{lines:?}"
     );
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "still running");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exited(&mut child);
     assert_eq!(status.code(), Some(75));
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -213,13 +219,7 @@ fn a_changed_document_is_applied_and_a_failed_poll_or_bad_document_keeps_the_las
         "tenants document changed: reloading",
         Duration::from_secs(10),
     );
-    let lines = wait_for(&rx, "applied: tenants:", Duration::from_secs(5));
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("config reloaded: generation 2")),
-        "{lines:?}"
-    );
+    let lines = tenants_applied_at(&rx, 2, Duration::from_secs(5));
     assert!(
         lines.last().unwrap().contains("1 added, 0 removed"),
         "{lines:?}"
@@ -347,26 +347,14 @@ fn tenants_from_added_by_a_reload_is_asked_then_and_a_shortened_period_polls_at_
     wait_for(&rx, "intake (rotating)", Duration::from_secs(10));
     std::fs::write(&path, with.replace("every_ms = 150", "every_ms = 60000")).unwrap();
     hup(&child);
-    let lines = wait_for(&rx, "applied: tenants:", Duration::from_secs(5));
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("config reloaded: generation 2")),
-        "{lines:?}"
-    );
+    let lines = tenants_applied_at(&rx, 2, Duration::from_secs(5));
     assert!(lines.last().unwrap().contains("1 added"), "{lines:?}");
     // The next poll is a minute away; a reload to 150 ms polls at once.
     *answer.lock().unwrap() = (200, TWO.to_string());
     std::fs::write(&path, &with).unwrap();
     hup(&child);
     wait_for(&rx, "config reloaded: generation 3", Duration::from_secs(5));
-    let lines = wait_for(&rx, "applied: tenants:", Duration::from_secs(3));
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("config reloaded: generation 4")),
-        "{lines:?}"
-    );
+    tenants_applied_at(&rx, 4, Duration::from_secs(3));
     stop(child);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -399,13 +387,7 @@ fn a_refused_document_is_tried_again_once_the_file_changes() {
     std::fs::write(&path, format!("{text}[quota]\nredis = \"127.0.0.1:1\"\n")).unwrap();
     hup(&child);
     wait_for(&rx, "config reloaded: generation 2", Duration::from_secs(5));
-    let lines = wait_for(&rx, "applied: tenants:", Duration::from_secs(5));
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("config reloaded: generation 3")),
-        "{lines:?}"
-    );
+    tenants_applied_at(&rx, 3, Duration::from_secs(5));
     stop(child);
     let _ = std::fs::remove_dir_all(&dir);
 }
