@@ -14,6 +14,30 @@ use super::model::{
 use super::schema;
 use crate::jito::{ENGINE_PORT, MAINNET_DOMAIN, MAINNET_REGIONS};
 
+/// A config file larger than this is no config file (a thousand tenants take well under 1 MiB).
+const CONFIG_FILE_BYTES_MAX: u64 = 64 << 20;
+
+/// The config file's text. Read only if it is a plain file, opened without waiting: a FIFO
+/// would hold a reload, and a stop behind it, until something wrote to it.
+fn read_text(path: &Path, origin: &str) -> Result<String, ConfigError> {
+    let cannot = |why: String| ConfigError::new(origin, "", format!("cannot read the file: {why}"));
+    let bytes = schema::read_plain(path, CONFIG_FILE_BYTES_MAX).map_err(|e| {
+        cannot(match e {
+            schema::Unreadable::Io(e) => e.to_string(),
+            schema::Unreadable::NotPlain => "it is not a plain file".to_string(),
+            schema::Unreadable::Over(max) => {
+                format!("it is over {max} bytes, more than a config file holds")
+            }
+        })
+    })?;
+    String::from_utf8(bytes).map_err(|e| {
+        cannot(format!(
+            "it is not UTF-8 text (byte {} is not)",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
 impl Config {
     /// Reads, validates and resolves a config file ([`Resolve::Now`]).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
@@ -24,8 +48,7 @@ impl Config {
     /// and `token_file` paths are taken relative to the file's folder.
     pub fn load_with(path: &Path, resolve: Resolve) -> Result<Config, ConfigError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::new(&origin, "", format!("cannot read the file: {e}")))?;
+        let text = read_text(path, &origin)?;
         let base = path.parent().unwrap_or(Path::new(""));
         schema::from_toml(&text, &origin, base, resolve)
     }
@@ -37,8 +60,7 @@ impl Config {
         overrides: &Overrides,
     ) -> Result<Config, ConfigError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError::new(&origin, "", format!("cannot read the file: {e}")))?;
+        let text = read_text(path, &origin)?;
         let base = path.parent().unwrap_or(Path::new(""));
         schema::from_toml_with(&text, &origin, base, resolve, overrides)
     }

@@ -815,30 +815,48 @@ fn read_token(cx: &Ctx<'_>, path: &Path) -> Result<Token, ConfigError> {
 /// A CA bundle larger than this is no CA file (the web's whole root set is about 250 KiB).
 const CA_FILE_BYTES_MAX: u64 = 4 << 20;
 
-/// The plain file at `path`, refused past `max` bytes (`what` names what it should be); the
-/// error says what was wrong, never the content.
-fn read_bounded(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, String> {
+/// Why [`read_plain`] read nothing.
+pub(super) enum Unreadable {
+    Io(std::io::Error),
+    /// A FIFO, a device, a folder: anything but a plain file.
+    NotPlain,
+    /// Over this many bytes.
+    Over(u64),
+}
+
+/// The plain file at `path`, refused past `max` bytes.
+pub(super) fn read_plain(path: &Path, max: u64) -> Result<Vec<u8>, Unreadable> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     // Opened without waiting: a FIFO opened for reading would hold the load until someone
-    // wrote to it (and a reload on the supervising thread with it). Only a plain file is read:
-    // a device could be read without end.
+    // wrote to it (and a reload with it, and a stop behind the reload). Only a plain file is
+    // read: a device could be read without end.
     let f = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| format!("cannot be read: {e}"))?;
+        .map_err(Unreadable::Io)?;
     if !f.metadata().is_ok_and(|m| m.is_file()) {
-        return Err("is not a plain file".to_string());
+        return Err(Unreadable::NotPlain);
     }
     let mut out = Vec::new();
     f.take(max + 1)
         .read_to_end(&mut out)
-        .map_err(|e| format!("cannot be read: {e}"))?;
+        .map_err(Unreadable::Io)?;
     if out.len() as u64 > max {
-        return Err(format!("is over {max} bytes: not {what}"));
+        return Err(Unreadable::Over(max));
     }
     Ok(out)
+}
+
+/// [`read_plain`], its error phrased after the path (`what` names what the file should be);
+/// the error says what was wrong, never the content.
+fn read_bounded(path: &Path, max: u64, what: &str) -> Result<Vec<u8>, String> {
+    read_plain(path, max).map_err(|e| match e {
+        Unreadable::Io(e) => format!("cannot be read: {e}"),
+        Unreadable::NotPlain => "is not a plain file".to_string(),
+        Unreadable::Over(max) => format!("is over {max} bytes: not {what}"),
+    })
 }
 
 /// Two listen addresses that cannot both be bound: same port (not 0, which the kernel picks) and

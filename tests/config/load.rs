@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -1198,6 +1199,40 @@ fn a_missing_file_is_named() {
         e.starts_with("/nonexistent/relay.toml: cannot read the file:"),
         "{e}"
     );
+}
+
+/// A config file that is a FIFO or a device is refused, not waited on: opening a FIFO for
+/// reading waits for a writer, which held a reload (and a stop behind it) for good.
+#[test]
+fn a_config_file_that_is_a_fifo_or_a_device_is_refused_not_waited_on() {
+    let dir = temp_dir("config-fifo");
+    let fifo = dir.join("relay.toml");
+    mkfifo(&fifo);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = fifo.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(Config::load(&path).map(|_| ()).map_err(|e| e.to_string()));
+    });
+    let e = rx
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .expect("the load returns without a writer at the FIFO")
+        .unwrap_err();
+    assert_eq!(
+        e,
+        format!(
+            "{}: cannot read the file: it is not a plain file",
+            fifo.display()
+        )
+    );
+    let e = Config::load(Path::new("/dev/zero"))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "/dev/zero: cannot read the file: it is not a plain file");
+    // Unblock the waiting open on main, so the thread ends.
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo);
 }
 
 #[test]
