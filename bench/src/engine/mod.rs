@@ -76,7 +76,7 @@ use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
 use crate::report::Percentiles;
-use crate::sentlog::{self, SentLog};
+use crate::sentlog::{self, SentLog, SentLogReader};
 use auth::AuthStore;
 pub use bundle_relay::jito::{INTERVAL_MS_DEFAULT, MAINNET_REGIONS, TIP_ACCOUNTS};
 use fault::{FaultRule, Faults};
@@ -242,7 +242,7 @@ pub(crate) struct Shared {
     pub auth_required: bool,
     /// One store for every region: a token bought on one is good on all.
     pub auth: Mutex<AuthStore>,
-    pub sent_log: Option<SentLog>,
+    pub sent_log: Option<SentLogReader>,
     pub run_id: Option<u32>,
     pub shutdown: watch::Sender<bool>,
     /// Index of a connection fault rule whose instant has come.
