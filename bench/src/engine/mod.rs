@@ -368,6 +368,14 @@ impl Engine {
         if cfg.regions.is_empty() {
             return Err(bad("no regions configured".into()));
         }
+        for (i, name) in cfg.regions.iter().enumerate() {
+            if let Some(j) = cfg.regions[i + 1..].iter().position(|n| n == name) {
+                return Err(bad(format!(
+                    "region {name} is named twice (regions {i} and {})",
+                    i + 1 + j
+                )));
+            }
+        }
         if cfg.interval_ms == 0 {
             return Err(bad("interval_ms must be at least 1".into()));
         }

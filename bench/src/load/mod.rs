@@ -139,6 +139,17 @@ impl LoadConfig {
         if self.connections == 0 || self.pipeline_depth == 0 || self.threads == 0 {
             return bad("connections, pipeline depth and threads must be at least 1".into());
         }
+        if self.pipeline_depth > PIPELINE_MAX {
+            return bad(format!(
+                "pipeline depth {}: at most {PIPELINE_MAX} requests in flight per connection",
+                self.pipeline_depth
+            ));
+        }
+        if self.timeout.is_zero() {
+            return bad(
+                "--timeout-ms 0: a request needs at least 1 ms to be answered in".to_string(),
+            );
+        }
         if self.threads > self.connections {
             return bad(format!(
                 "{} threads need at least as many connections (got {})",
@@ -156,6 +167,10 @@ impl LoadConfig {
         Ok(total)
     }
 }
+
+/// Most requests one connection holds in flight: more than any HTTP/1.1 server reads ahead
+/// (each is a sent request's slot, held from the start).
+pub const PIPELINE_MAX: usize = 4096;
 
 /// Most requests one run schedules: each is a signed bundle generated and held beforehand
 /// (about 2 KiB), so 4 GiB of them.

@@ -282,3 +282,15 @@ fn accept_reports_the_fd_limit_and_keeps_serving() {
     assert!(s.accept_emfile > 0);
     let _ = std::fs::remove_file(port_file);
 }
+
+/// A region named twice would share its name's counters and faults with the other: refused,
+/// naming it.
+#[tokio::test]
+async fn a_region_named_twice_is_refused_naming_it() {
+    let e =
+        bundle_relay_bench::engine::Engine::start(EngineConfig::for_tests(&["ny", "tokyo", "ny"]))
+            .await
+            .err()
+            .expect("refused");
+    assert_eq!(e.to_string(), "region ny is named twice (regions 0 and 2)");
+}

@@ -364,6 +364,29 @@ fn configurations_that_cannot_run_are_refused_with_a_reason() {
     assert!(e.contains("11 unique bundles"), "{e}");
     let e = err(cfg("10.0.0.1:80".parse().unwrap(), 100.0, 10));
     assert!(e.contains("loopback"), "{e}");
+    // No time to answer: the run would end at its last send and call the answers in flight
+    // neither answered nor timed out.
+    let e = err(LoadConfig {
+        timeout: Duration::ZERO,
+        ..cfg(t, 100.0, 10)
+    });
+    assert_eq!(
+        e,
+        "bad load configuration: --timeout-ms 0: a request needs at least 1 ms to be answered in"
+    );
+    // A depth no HTTP/1.1 server holds (and that sized a buffer past memory: a panic).
+    let e = err(LoadConfig {
+        pipeline_depth: 1_000_000_000,
+        ..cfg(t, 100.0, 10)
+    });
+    assert_eq!(
+        e,
+        format!(
+            "bad load configuration: pipeline depth 1000000000: at most {} requests in flight \
+             per connection",
+            load::PIPELINE_MAX
+        )
+    );
 }
 
 /// A server that answers for `for_ms`, then closes every connection and stops listening.
