@@ -65,3 +65,24 @@ pub fn run(args: &HistArgs) -> Result<(), String> {
         Ok(()) => Ok(()),
     }
 }
+
+/// Whatever bytes one log holds, read as `hist` reads a file, then printed and drawn as it
+/// prints and draws them (into memory): an error that names the damage, never a panic. The
+/// `hist_log` fuzz target's body; `tests/hist/read.rs` runs it under a seeded proptest.
+pub fn fuzz_log(data: &[u8]) {
+    let args = HistArgs {
+        files: vec![std::path::PathBuf::from("fuzz.hlog")],
+        from: None,
+        to: None,
+        tag: None,
+        unit: Unit::Us,
+        plot: None,
+        plot_over_time: None,
+    };
+    if let Ok(loaded) = read::parse(&args, &[Some(data.to_vec())], Vec::new()) {
+        let mut out = String::new();
+        render(&args, &loaded.groups, &mut out);
+        plot::render(&figure::distribution(&loaded, &args));
+        plot::render(&figure::over_time(&loaded, &args));
+    }
+}

@@ -112,27 +112,10 @@ pub fn load(args: &HistArgs) -> Result<Vec<TagGroup>, String> {
 
 /// [`load`], with the runs the files form.
 pub fn read(args: &HistArgs) -> Result<Loaded, String> {
-    for (name, v) in [("--from", args.from), ("--to", args.to)] {
-        if let Some(v) = v.filter(|v| !v.is_finite()) {
-            return Err(format!("{name} {v}: not a number of seconds"));
-        }
-    }
-    if let (Some(f), Some(t)) = (args.from, args.to) {
-        if t <= f {
-            return Err(format!("--to {t} must be greater than --from {f}"));
-        }
-    }
-    let mut groups: Vec<TagGroup> = Vec::new();
-    let mut starts: Vec<Option<f64>> = Vec::new();
-    let mut deserializer = Deserializer::new();
-    let mut warnings = Vec::new();
+    check_span(args)?;
     let mut notes = Vec::new();
     let mut seen: Vec<(PathBuf, usize)> = Vec::new();
-    // Every tag the files hold (None: untagged), selected or not, to name when --tag matches
-    // none of them.
-    let mut tags_held: Vec<Option<String>> = Vec::new();
-    let mut no_intervals: Vec<usize> = Vec::new();
-    let mut read_files = vec![true; args.files.len()];
+    let mut contents: Vec<Option<Vec<u8>>> = Vec::with_capacity(args.files.len());
     for (fi, path) in args.files.iter().enumerate() {
         let canonical =
             std::fs::canonicalize(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
@@ -143,12 +126,53 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
                 path.display(),
                 args.files[*first].display()
             ));
-            read_files[fi] = false;
-            starts.push(None);
+            contents.push(None);
             continue;
         }
         seen.push((canonical, fi));
         let bytes = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        contents.push(Some(bytes));
+    }
+    parse(args, &contents, notes)
+}
+
+/// `--from` and `--to` as the command line can hold them only by mistake.
+fn check_span(args: &HistArgs) -> Result<(), String> {
+    for (name, v) in [("--from", args.from), ("--to", args.to)] {
+        if let Some(v) = v.filter(|v| !v.is_finite()) {
+            return Err(format!("{name} {v}: not a number of seconds"));
+        }
+    }
+    if let (Some(f), Some(t)) = (args.from, args.to) {
+        if t <= f {
+            return Err(format!("--to {t} must be greater than --from {f}"));
+        }
+    }
+    Ok(())
+}
+
+/// [`read`] of files already read: `contents[i]` is `args.files[i]`'s bytes, `None` for a
+/// file named before (`notes` says so).
+pub(super) fn parse(
+    args: &HistArgs,
+    contents: &[Option<Vec<u8>>],
+    mut notes: Vec<String>,
+) -> Result<Loaded, String> {
+    check_span(args)?;
+    let mut groups: Vec<TagGroup> = Vec::new();
+    let mut starts: Vec<Option<f64>> = Vec::new();
+    let mut deserializer = Deserializer::new();
+    let mut warnings = Vec::new();
+    // Every tag the files hold (None: untagged), selected or not, to name when --tag matches
+    // none of them.
+    let mut tags_held: Vec<Option<String>> = Vec::new();
+    let mut no_intervals: Vec<usize> = Vec::new();
+    let read_files: Vec<bool> = contents.iter().map(Option::is_some).collect();
+    for (fi, path) in args.files.iter().enumerate() {
+        let Some(bytes) = &contents[fi] else {
+            starts.push(None);
+            continue;
+        };
         if bytes.starts_with(&[0x1f, 0x8b]) {
             return Err(format!(
                 "{}: gzip-compressed, not an interval log as it is: decompress it first \
@@ -159,7 +183,7 @@ pub fn read(args: &HistArgs) -> Result<Loaded, String> {
         // The parser wants every line ended; a last line without its newline is read as if
         // it had one (whole, it reads; cut short, its histogram does not decode).
         let bytes: Cow<[u8]> = if bytes.is_empty() || bytes.ends_with(b"\n") {
-            Cow::Borrowed(&bytes)
+            Cow::Borrowed(bytes)
         } else {
             let mut whole = bytes.clone();
             whole.push(b'\n');

@@ -141,3 +141,43 @@ fn a_gzipped_log_is_named_as_gzip_to_decompress_first() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Runs of the `hist_log` fuzz target's body: a fixed seed, so a failure repeats.
+fn fuzz_config() -> proptest::test_runner::Config {
+    proptest::test_runner::Config {
+        cases: 256,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(2026),
+        failure_persistence: None,
+        ..proptest::test_runner::Config::default()
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(fuzz_config())]
+
+    /// A real bench-load log with bytes overwritten anywhere (a histogram's payload, a
+    /// timestamp, a header) reads as a report or an error, and prints and draws without a
+    /// panic.
+    #[test]
+    fn a_log_with_any_bytes_overwritten_is_read_printed_and_drawn_without_a_panic(
+        edits in proptest::collection::vec((0usize..4229, proptest::prelude::any::<u8>()), 1..8),
+    ) {
+        let mut log = std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hist_fixtures/bench-load-3s.hlog"),
+        )
+        .unwrap();
+        for (at, byte) in edits {
+            let at = at % log.len();
+            log[at] = byte;
+        }
+        hist::fuzz_log(&log);
+    }
+
+    /// Bytes that are no log at all give an error, not a panic.
+    #[test]
+    fn any_bytes_read_as_a_log_are_an_error_or_a_report_never_a_panic(
+        data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
+    ) {
+        hist::fuzz_log(&data);
+    }
+}
