@@ -57,9 +57,14 @@ pub struct ProbeReport {
     pub nofile_hard: u64,
     /// What the config needs.
     pub fds: FdBudget,
-    /// `RLIMIT_MEMLOCK` soft and hard, in bytes (`u64::MAX` = unlimited).
+    /// `RLIMIT_MEMLOCK` soft (raised to the hard one when the threads needed it) and hard, in
+    /// bytes (`u64::MAX` = unlimited).
     pub memlock_soft: u64,
     pub memlock_hard: u64,
+    /// What the config's threads pin ([`memlock_needed`]), and whether ring memory counts.
+    pub threads: usize,
+    pub memlock_needed: u64,
+    pub rings_charged: bool,
 }
 
 /// One thing that stops the relay from running here, with its cause and fix.
@@ -72,6 +77,15 @@ pub enum Problem {
     RingBlocked { io_uring_disabled: Option<u8> },
     /// ENOMEM creating a ring: ring memory is charged to `RLIMIT_MEMLOCK` on this kernel.
     RingMemlock { soft: u64, hard: u64 },
+    /// The soft `RLIMIT_MEMLOCK` is below what the threads pin ([`memlock_needed`]), and the
+    /// hard one too.
+    LockedMemory {
+        threads: usize,
+        rings_charged: bool,
+        needed: u64,
+        soft: u64,
+        hard: u64,
+    },
     /// ENOSYS: the kernel was built without io_uring.
     RingUnsupported,
     /// Any other failure creating a ring.
@@ -130,6 +144,26 @@ pub fn check(cfg: &Config) -> Result<ProbeReport, ProbeError> {
         }
     }
 
+    // The probe's ring is gone by now; the reactors' are created after this.
+    let rings_charged = rings_charged();
+    let memlock_needed = memlock_needed(cfg.threads, rings_charged);
+    let mut memlock_soft = memlock_soft;
+    if memlock_soft < memlock_needed {
+        if memlock_hard >= memlock_needed
+            && set_soft_rlimit(libc::RLIMIT_MEMLOCK, memlock_hard).is_ok()
+        {
+            memlock_soft = memlock_hard;
+        } else {
+            problems.push(Problem::LockedMemory {
+                threads: cfg.threads,
+                rings_charged,
+                needed: memlock_needed,
+                soft: memlock_soft,
+                hard: memlock_hard,
+            });
+        }
+    }
+
     let fds = cfg.fd_budget();
     let needed = fds.total();
     let (nofile_soft_before, nofile_hard) = rlimit(libc::RLIMIT_NOFILE).unwrap_or((0, 0));
@@ -168,6 +202,9 @@ pub fn check(cfg: &Config) -> Result<ProbeReport, ProbeError> {
         fds,
         memlock_soft,
         memlock_hard,
+        threads: cfg.threads,
+        memlock_needed,
+        rings_charged,
     })
 }
 
@@ -238,6 +275,61 @@ pub fn limits() -> ((u64, u64), (u64, u64)) {
         rlimit(libc::RLIMIT_NOFILE).unwrap_or((0, 0)),
         rlimit(libc::RLIMIT_MEMLOCK).unwrap_or((0, 0)),
     )
+}
+
+/// Whether this kernel charges an io_uring's ring memory to `RLIMIT_MEMLOCK` for this process:
+/// recent kernels do for a process without CAP_IPC_LOCK (the units give the relay none), older
+/// ones charge only the cgroup. Found by creating a small ring with the soft limit at 0 for a
+/// moment, then putting it back: call it before any thread of this process creates a ring.
+pub fn rings_charged() -> bool {
+    let Ok((soft, _)) = rlimit(libc::RLIMIT_MEMLOCK) else {
+        return true;
+    };
+    if set_soft_rlimit(libc::RLIMIT_MEMLOCK, 0).is_err() {
+        return true;
+    }
+    let charged = matches!(
+        IoUring::new(PROBE_RING_ENTRIES),
+        Err(e) if e.raw_os_error() == Some(libc::ENOMEM)
+    );
+    let _ = set_soft_rlimit(libc::RLIMIT_MEMLOCK, soft);
+    charged
+}
+
+/// Locked memory (`RLIMIT_MEMLOCK`) `threads` reactor threads pin: each one's two
+/// provided-buffer rings, whole pages each, and where the kernel charges ring memory to this
+/// limit ([`rings_charged`]), each one's ring ([`crate::reactor::ring_memory_bytes`]). One
+/// process's: during an upgrade the old and the new process hold theirs at once, and the
+/// kernel counts both against the one user's limit.
+pub fn memlock_needed(threads: usize, rings_charged: bool) -> u64 {
+    let page = crate::reactor::page_bytes();
+    let entry = std::mem::size_of::<io_uring::types::BufRingEntry>() as u64;
+    let buf_ring = |count: u16| (u64::from(count) * entry).div_ceil(page) * page;
+    let ring = if rings_charged {
+        crate::reactor::ring_memory_bytes()
+    } else {
+        0
+    };
+    threads as u64
+        * (ring
+            + buf_ring(crate::reactor::INTAKE_RECV_BUFFERS)
+            + buf_ring(crate::reactor::UPSTREAM_RECV_BUFFERS))
+}
+
+/// What [`memlock_needed`] counts, in words.
+pub fn memlock_terms(threads: usize, rings_charged: bool) -> String {
+    if rings_charged {
+        format!(
+            "{threads} threads x (an io_uring of {} KiB, which this kernel charges here, and two \
+             provided-buffer rings)",
+            crate::reactor::ring_memory_bytes() / 1024
+        )
+    } else {
+        format!(
+            "{threads} threads x two provided-buffer rings; this kernel charges io_uring rings \
+             to the cgroup, not here"
+        )
+    }
 }
 
 /// Reads the `kernel.io_uring_disabled` sysctl at `path`: `None` when the file is absent or holds
@@ -480,7 +572,10 @@ impl fmt::Display for ProbeReport {
         writeln!(f, ", hard limit {}", count(self.nofile_hard))?;
         write!(
             f,
-            "locked memory: soft limit {}, hard limit {} bytes",
+            "locked memory: need {} bytes ({}), twice during an upgrade; soft limit {}, hard \
+             limit {} bytes",
+            count(self.memlock_needed),
+            memlock_terms(self.threads, self.rings_charged),
             count(self.memlock_soft),
             count(self.memlock_hard)
         )
@@ -520,6 +615,25 @@ impl fmt::Display for Problem {
                  this limit)",
                 count(*soft),
                 count(*hard)
+            ),
+            Problem::LockedMemory {
+                threads,
+                rings_charged,
+                needed,
+                soft,
+                hard,
+            } => write!(
+                f,
+                "locked memory: the {threads} threads pin {} bytes ({}), over RLIMIT_MEMLOCK \
+                 (soft {}, hard {} bytes); fix: LimitMEMLOCK={} in the systemd unit (twice the \
+                 need: during an upgrade the old and the new process hold theirs at once, under \
+                 one user), or `ulimit -l {}` in the starting shell",
+                count(*needed),
+                memlock_terms(*threads, *rings_charged),
+                count(*soft),
+                count(*hard),
+                2 * needed,
+                (2 * needed).div_ceil(1024)
             ),
             Problem::RingUnsupported => write!(
                 f,

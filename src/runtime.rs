@@ -39,6 +39,13 @@ impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StartError::Bind(a, e) => write!(f, "cannot listen on {a}: {e}"),
+            StartError::Ring(e) if e.raw_os_error() == Some(libc::ENOMEM) => write!(
+                f,
+                "cannot set up io_uring: {e}: the kernel is short of memory, or what this \
+                 user's processes pin is over RLIMIT_MEMLOCK (during an upgrade the old process \
+                 still holds its rings: the startup line `locked memory` says what one process \
+                 needs)"
+            ),
             StartError::Ring(e) => write!(f, "cannot set up io_uring: {e}"),
             StartError::Thread(e) => write!(f, "cannot start a reactor thread: {e}"),
             StartError::Spec(s) => f.write_str(s),

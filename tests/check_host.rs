@@ -108,6 +108,7 @@ fn inputs(root: &Path, cfg: Option<Config>) -> Inputs {
         }),
         nofile: (1 << 20, 1 << 20),
         memlock: (8 << 20, 8 << 20),
+        rings_charged: false,
         cpus: vec![2, 3, 0, 1],
     }
 }
@@ -287,7 +288,10 @@ fn limits_below_the_config_and_addresses_not_on_the_host_fail() {
         Level::Fail,
         "2 threads pin 16 KiB (two rings each): {c}"
     );
-    assert!(c.fix.starts_with("LimitMEMLOCK=16384"), "{c}");
+    assert!(
+        c.fix.starts_with("LimitMEMLOCK=32768"),
+        "twice, for an upgrade: {c}"
+    );
     let c = find(&checks, "egress addresses");
     assert_eq!(c.level, Level::Fail);
     assert!(
@@ -502,4 +506,39 @@ fn the_shipped_sysctl_file_sets_nothing_a_kernel_complains_of_or_that_lowers_a_h
         sysctl::SHIPPED
     );
     assert_eq!(value("kernel.io_uring_disabled").as_deref(), Some("0"));
+}
+
+/// Locked memory, row by row: what two threads pin (two provided-buffer rings of a page
+/// each, and their io_uring where the kernel charges rings to the limit) fails below one
+/// process's need, warns below an upgrade's two processes, and is ok at twice the need.
+#[test]
+fn locked_memory_fails_below_a_processs_need_warns_below_an_upgrades_and_counts_rings_where_charged()
+ {
+    let t = Tree::new("memlock");
+    t.tuned();
+    let bufs = 2 * 2 * 4096;
+    let rings = 2 * bundle_relay::reactor::ring_memory_bytes();
+    let rows: [(bool, u64, Level); 6] = [
+        (false, bufs - 1, Level::Fail),
+        (false, bufs, Level::Warn),
+        (false, 2 * bufs, Level::Ok),
+        (true, bufs + rings - 1, Level::Fail),
+        (true, bufs + rings, Level::Warn),
+        (true, 2 * (bufs + rings), Level::Ok),
+    ];
+    for (charged, soft, level) in rows {
+        let mut i = inputs(&t.0, Some(config(2, "\"127.1.92.0/30\"")));
+        i.rings_charged = charged;
+        i.memlock = (soft, u64::MAX);
+        let checks = check_host::run(&i);
+        let c = find(&checks, "locked memory");
+        assert_eq!(c.level, level, "charged {charged}, soft {soft}: {c}");
+        if level != Level::Ok {
+            let need = if charged { bufs + rings } else { bufs };
+            assert!(
+                c.fix.starts_with(&format!("LimitMEMLOCK={} ", 2 * need)),
+                "charged {charged}: {c}"
+            );
+        }
+    }
 }

@@ -394,3 +394,110 @@ fn a_start_failure_is_for_now_only_when_waiting_can_mend_it() {
         assert_eq!(e.transient(), for_now, "{row}: {e}");
     }
 }
+
+/// `bundle-relay run` as the unprivileged user the units run it as (no capabilities, so no
+/// CAP_IPC_LOCK), its `RLIMIT_MEMLOCK` soft and hard at `memlock` bytes; killed after
+/// `for_ms` if it is still running. Its exit status (`None`: it was still running) and
+/// standard error.
+fn run_unprivileged(args: &[&str], memlock: u64, for_ms: u64) -> (Option<i32>, String) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new("setpriv");
+    cmd.args([
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--",
+    ])
+    .arg(env!("CARGO_BIN_EXE_bundle-relay"))
+    .args(args)
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped());
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: memlock,
+                rlim_max: memlock,
+            };
+            if libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("setpriv (util-linux) runs");
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(for_ms);
+    let code = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        if std::time::Instant::now() >= until {
+            unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+            child.wait().unwrap();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    (code, err)
+}
+
+/// Where the kernel charges io_uring's ring memory to `RLIMIT_MEMLOCK` (this one does, for
+/// a process without CAP_IPC_LOCK, as the units run it), every thread's ring counts: `run
+/// --check` refuses a limit the start would fail under, naming `LimitMEMLOCK` and the bytes
+/// (exit 2: the unit must change), and with the limit it names the relay starts. Where the
+/// kernel does not charge rings, the check and the start agree the other way.
+#[test]
+fn the_check_refuses_a_locked_memory_limit_the_threads_rings_do_not_fit_and_the_limit_it_names_starts()
+ {
+    let dir = std::env::temp_dir().join(format!("bundle-relay-memlock-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("relay.toml");
+    std::fs::write(
+        &path,
+        "threads = 2\n[intake]\nrotating = \"127.0.0.1:0\"\n[admin]\nlisten = \"off\"\n\
+         [[region]]\nname = \"ny\"\nhost = \"127.0.0.15\"\nport = 1\n\
+         [egress]\naddresses = [\"127.1.83.0/30\"]\n",
+    )
+    .unwrap();
+    let config = path.to_str().unwrap();
+    // Two threads' provided-buffer rings fit; their submission and completion rings do not.
+    let low = 64 << 10;
+    let (check, check_err) = run_unprivileged(&["run", "--config", config, "--check"], low, 20_000);
+    let (start, start_err) = run_unprivileged(&["run", "--config", config], low, 3_000);
+    if check == Some(0) {
+        assert_eq!(
+            start, None,
+            "the check passed, so the start must run:\n{start_err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        return;
+    }
+    assert_ne!(
+        start, None,
+        "the start ran where the check refused:\n{check_err}"
+    );
+    assert_eq!(check, Some(2), "{check_err}");
+    let need: u64 = check_err
+        .split("LimitMEMLOCK=")
+        .nth(1)
+        .and_then(|s| s.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("names LimitMEMLOCK=<bytes>: {check_err}"));
+    assert!(
+        check_err.contains("2 threads"),
+        "says for how many threads: {check_err}"
+    );
+    let (check, check_err) =
+        run_unprivileged(&["run", "--config", config, "--check"], need, 20_000);
+    assert_eq!(check, Some(0), "the limit it named passes: {check_err}");
+    let (start, start_err) = run_unprivileged(&["run", "--config", config], need, 3_000);
+    assert_eq!(
+        start, None,
+        "the limit it named starts the relay:\n{start_err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -42,6 +42,9 @@ pub struct Inputs {
     /// `RLIMIT_NOFILE` and `RLIMIT_MEMLOCK`, `(soft, hard)` each.
     pub nofile: (u64, u64),
     pub memlock: (u64, u64),
+    /// Whether the kernel charges io_uring's ring memory to `RLIMIT_MEMLOCK` for this process
+    /// ([`crate::probe::rings_charged`]).
+    pub rings_charged: bool,
     /// The CPUs this process may run on, in order: reactor thread i runs on the i-th.
     pub cpus: Vec<usize>,
 }
@@ -57,6 +60,7 @@ impl Inputs {
             ring: crate::probe::ring_facts(),
             nofile,
             memlock,
+            rings_charged: crate::probe::rings_charged(),
             cpus: allowed_cpus(),
         }
     }
@@ -197,15 +201,6 @@ fn count(n: u64) -> String {
     }
 }
 
-/// Locked memory the relay pins: two provided-buffer rings per thread, each one's entries
-/// rounded up to whole pages (ring memory itself is charged to the cgroup since Linux 5.12).
-pub fn memlock_needed(threads: usize) -> u64 {
-    let entry = std::mem::size_of::<io_uring::types::BufRingEntry>() as u64;
-    let ring = |count: u16| (u64::from(count) * entry).div_ceil(4096) * 4096;
-    threads as u64
-        * (ring(crate::reactor::INTAKE_RECV_BUFFERS) + ring(crate::reactor::UPSTREAM_RECV_BUFFERS))
-}
-
 fn limits(cfg: &Config, inputs: &Inputs, out: &mut Vec<Check>) {
     let fds = cfg.fd_budget();
     let needed = fds.total();
@@ -226,21 +221,47 @@ fn limits(cfg: &Config, inputs: &Inputs, out: &mut Vec<Check>) {
     } else {
         Check::new(Level::Ok, "open files", found, wanted, "")
     });
-    let need = memlock_needed(cfg.threads);
-    let (soft, hard) = inputs.memlock;
-    out.push(Check::new(
-        if soft >= need { Level::Ok } else { Level::Fail },
-        "locked memory",
-        format!("soft {}, hard {} bytes", count(soft), count(hard)),
-        format!(
-            "at least {need} bytes ({} threads x one provided-buffer ring)",
-            cfg.threads
-        ),
-        format!(
-            "LimitMEMLOCK={need} (or more) in the unit, or ulimit -l {}",
-            need / 1024
-        ),
-    ));
+    let need = crate::probe::memlock_needed(cfg.threads, inputs.rings_charged);
+    let (soft, _) = inputs.memlock;
+    let found = format!(
+        "soft {}, hard {} bytes",
+        count(soft),
+        count(inputs.memlock.1)
+    );
+    let what = crate::probe::memlock_terms(cfg.threads, inputs.rings_charged);
+    let fix = format!(
+        "LimitMEMLOCK={} (or more) in the unit, or ulimit -l {}",
+        2 * need,
+        (2 * need).div_ceil(1024)
+    );
+    out.push(if soft < need {
+        Check::new(
+            Level::Fail,
+            "locked memory",
+            found,
+            format!("at least {need} bytes ({what})"),
+            fix,
+        )
+    } else if soft < 2 * need {
+        Check::new(
+            Level::Warn,
+            "locked memory",
+            found,
+            format!(
+                "{} bytes: {need} ({what}) twice, for an upgrade's two processes under one user",
+                2 * need
+            ),
+            fix,
+        )
+    } else {
+        Check::new(
+            Level::Ok,
+            "locked memory",
+            found,
+            format!("at least {} bytes ({what}, twice for an upgrade)", 2 * need),
+            "",
+        )
+    });
 }
 
 /// `fs.nr_open` caps every process's open-file limit: it must hold what the config needs.

@@ -51,7 +51,7 @@ use op::{
     OP_UP_CONNECT, OP_UP_RECV, OP_UP_SEND, OP_UP_SHUTDOWN, OP_UP_SOCKOPT, OP_WAKE,
 };
 use ring::Ring;
-pub use ring::{CQ_ENTRIES, Completion};
+pub use ring::{CQ_ENTRIES, Completion, page_bytes, ring_memory_bytes};
 pub use upstream::PAIR_SOCKET_BYTES;
 use upstream::UpSocks;
 

@@ -25,6 +25,29 @@ use crate::metrics::accounting::Stats;
 pub const RING_ENTRIES: u32 = 4096;
 /// Completion queue entries: room for the completions of every entry in flight.
 pub const CQ_ENTRIES: u32 = RING_ENTRIES * 4;
+/// Bytes of kernel memory one reactor ring takes, each area rounded up to whole pages: the
+/// completion entries with the rings' heads and the submission index array, and the
+/// submission entries. What a kernel that charges ring memory to `RLIMIT_MEMLOCK` charges
+/// (the heads are counted as a whole page, which they never fill).
+pub fn ring_memory_bytes() -> u64 {
+    let page = page_bytes();
+    let pages = |bytes: u64| bytes.div_ceil(page) * page;
+    let entries = u64::from(RING_ENTRIES);
+    let cq = u64::from(CQ_ENTRIES);
+    let cqe = std::mem::size_of::<io_uring::cqueue::Entry>() as u64;
+    let sqe = std::mem::size_of::<io_uring::squeue::Entry>() as u64;
+    pages(page + cq * cqe + entries * 4) + pages(entries * sqe)
+}
+
+/// The kernel's page size in bytes.
+pub fn page_bytes() -> u64 {
+    // SAFETY: sysconf reads a constant of the system.
+    match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 => n as u64,
+        _ => 4096,
+    }
+}
+
 /// A failing `io_uring_enter` says so at most this often; the count in between goes into the
 /// line.
 const ENTER_ERROR_LOG_MS: u64 = 10_000;
