@@ -3,12 +3,14 @@
 //!
 //! Checked, in order: the `kernel.io_uring_disabled` sysctl; creating an io_uring with
 //! `SINGLE_ISSUER | DEFER_TASKRUN` (falling back to a plain ring, reported); registering a
-//! provided-buffer ring; and `RLIMIT_NOFILE` against [`Config::fds_needed`], raising the soft
-//! limit to the hard one when that is enough. Every problem is collected, so one run lists all.
+//! provided-buffer ring; `RLIMIT_MEMLOCK` against what the threads pin ([`memlock_needed`]:
+//! whether this kernel charges ring memory to it is itself probed, [`rings_charged`]); and
+//! `RLIMIT_NOFILE` against [`Config::fds_needed`]; each soft limit raised to the hard one when
+//! that is enough. Every problem is collected, so one run lists all.
 //!
 //! [`ring_facts`] and [`limits`] report the same facts without refusing, for `check-host`.
 //!
-//! Cost: a few syscalls and at most two 8-entry rings, once at startup.
+//! Cost: a few syscalls and at most three 8-entry rings, once at startup.
 
 use std::fmt;
 use std::io;
