@@ -375,3 +375,94 @@ fn an_edited_token_file_is_read_again_without_a_signal() {
         )
     );
 }
+
+/// One bundle through bench-load to `target` (`seed` makes it a bundle of its own); whether
+/// it was answered with its id.
+fn send_one(load_bin: &std::path::Path, target: SocketAddr, seed: u64) -> bool {
+    let out = Command::new(load_bin)
+        .args(["--target", &target.to_string(), "--rate", "1"])
+        .args(["--requests", "1", "--connections", "1", "--quiet"])
+        .args(["--seed", &seed.to_string()])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).contains("1 matching")
+        || String::from_utf8_lossy(&out.stderr).contains("1 matching")
+}
+
+/// An operator's `run --takeover PID` (no `--ledger-fd`: that only SIGUSR2's successor is
+/// handed) books in the old process's pacing ledger too, found through /proc: a pair the old
+/// one sent on is not used again within its interval, so the engine sees no early send.
+#[test]
+fn a_takeover_started_by_hand_honours_the_old_processs_last_send_on_each_pair() {
+    let (engine_bin, load_bin) = (tool("bench-engine"), tool("bench-load"));
+    let dir = std::env::temp_dir().join(format!("br-hand-takeover-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (intake, engine_port, stats) = (free_port(), free_port(), free_port());
+    let config = dir.join("relay.toml");
+    // One pair, paced at 3 s: the new process takes over well within the old one's interval.
+    std::fs::write(
+        &config,
+        format!(
+            "threads = 1\npin_threads = false\narena_slots = 64\nbundle_max_age_ms = 10000\n\
+             [intake]\nrotating = \"127.0.0.1:{intake}\"\nconnections_max = 16\n\
+             [[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.43\"\nport = {engine_port}\n\
+             tls = false\ninterval_ms = 3000\n\
+             [egress]\naddresses = [\"127.1.97.1\"]\n[admin]\nlisten = \"off\"\n"
+        ),
+    )
+    .unwrap();
+    let mut engine = Command::new(&engine_bin)
+        .args(["--regions", "amsterdam", "--base-ip", "127.0.0.43"])
+        .args(["--interval-ms", "3000"])
+        .args(["--port", &engine_port.to_string()])
+        .args(["--stats-addr", &format!("127.0.0.1:{stats}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut old = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let old_lines = collect_lines(&mut old);
+    wait_line(&old_lines, "ready: listening", Duration::from_secs(20));
+    let target: SocketAddr = format!("127.0.0.1:{intake}").parse().unwrap();
+    let first = send_one(&load_bin, target, 1);
+    let mut new = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--takeover"])
+        .arg(old.id().to_string())
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let new_lines = collect_lines(&mut new);
+    wait_line(&new_lines, "taking over from pid", Duration::from_secs(20));
+    let old_status = old.wait().unwrap().code();
+    // The old process has gone: only the new one can send this, on the pair the old one used.
+    let second = send_one(&load_bin, target, 2);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(new.id() as i32, libc::SIGTERM) };
+    let new_status = new.wait().unwrap().code();
+    let mut new_err = String::new();
+    let _ = std::io::Read::read_to_string(&mut new.stderr.take().unwrap(), &mut new_err);
+    let engine_stats = http_get(format!("127.0.0.1:{stats}").parse().unwrap(), "/stats").unwrap();
+    let _ = engine.kill();
+    let _ = engine.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(first && second, "both answered with their ids");
+    assert_eq!((old_status, new_status), (Some(0), Some(0)), "{new_err}");
+    let body = &engine_stats[engine_stats.find('{').unwrap()..];
+    assert_eq!(json_u64(body, "accepted"), 2, "{body}");
+    assert_eq!(
+        json_u64(body, "early_sends"),
+        0,
+        "the new process sent within the old one's interval: {body}\n{new_err}"
+    );
+    assert!(!new_err.contains("warning"), "{new_err}");
+}

@@ -132,6 +132,7 @@ pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
     let (pacing, why) = pacing::Pacing::open(
         plan.spec.sources.len() * plan.spec.regions.len(),
         flags.ledger_fd,
+        flags.takeover,
     );
     if let Some(why) = why {
         eprintln!("bundle-relay: warning: {why}");

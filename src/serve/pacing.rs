@@ -1,7 +1,8 @@
 //! The pacing ledger's memory ([`crate::limiter::ledger`]): an anonymous shared file
 //! (`memfd_create`) this process maps at start and every pair books its sends in, and that a
 //! successor started by SIGUSR2 inherits (`--ledger-fd`) and maps too, so while both send,
-//! neither uses a (source, region) pair the other used within its interval.
+//! neither uses a (source, region) pair the other used within its interval. An operator's
+//! `run --takeover PID` is handed nothing: it opens the file PID holds through `/proc/PID/fd`.
 //!
 //! What it is NOT: the ledger's rules (the limiter layer's), nor the handover's timing
 //! (`upgrade`, `takeover`).
@@ -39,9 +40,40 @@ pub struct Pacing {
 }
 
 impl Pacing {
-    /// A new ledger for `pairs` pairs, or the one a predecessor handed over as `inherited`
-    /// (when it can be read; otherwise a new one, and the reason).
-    pub fn open(pairs: usize, inherited: Option<RawFd>) -> (Pacing, Option<String>) {
+    /// A new ledger for `pairs` pairs, or the one a predecessor handed over as `inherited`, or
+    /// (an operator's `run --takeover PID`, which is handed none) the one the process taken
+    /// over holds open, found through /proc (when it can be read; otherwise a new one, and the
+    /// reason).
+    pub fn open(
+        pairs: usize,
+        inherited: Option<RawFd>,
+        taking_over: Option<i32>,
+    ) -> (Pacing, Option<String>) {
+        if inherited.is_none()
+            && let Some(old) = taking_over
+        {
+            let found = held_by(old).and_then(|fd| {
+                let fd = Arc::new(fd);
+                map(&fd).map(|ledger| (ledger, fd))
+            });
+            return match found {
+                Ok((ledger, fd)) => (
+                    Pacing {
+                        ledger,
+                        fd: Some(fd),
+                    },
+                    None,
+                ),
+                Err(e) => (
+                    Pacing::fresh(pairs),
+                    Some(format!(
+                        "the pacing ledger of pid {old} cannot be opened ({e}): this process \
+                         paces alone, and pairs the old one used may send early once (`kill \
+                         -USR2 {old}` starts a successor that is handed it)"
+                    )),
+                ),
+            };
+        }
         if let Some(fd) = inherited {
             // SAFETY: the predecessor passed this descriptor for us alone (`--ledger-fd`).
             let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
@@ -92,10 +124,41 @@ impl Pacing {
     }
 }
 
+/// The name the ledger's memfd carries (`/proc/PID/fd/N` links to `/memfd:NAME (deleted)`).
+const MEMFD_NAME: &std::ffi::CStr = c"bundle-relay-pacing";
+
+/// The pacing ledger process `pid` holds open, opened again through `/proc/PID/fd` (the same
+/// file: its bookings are shared from the first send). Needs what reading that folder needs:
+/// the same user, or root.
+fn held_by(pid: i32) -> io::Result<OwnedFd> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = format!("/proc/{pid}/fd");
+    let name = MEMFD_NAME.to_string_lossy();
+    let want = format!("/memfd:{name} ");
+    for entry in std::fs::read_dir(&dir)? {
+        let path = entry?.path();
+        let Ok(target) = std::fs::read_link(&path) else {
+            continue;
+        };
+        if target.to_string_lossy().starts_with(&want) {
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_CLOEXEC)
+                .open(&path)?;
+            return Ok(OwnedFd::from(file));
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("{dir} holds no {name} memfd"),
+    ))
+}
+
 fn create(pairs: usize) -> io::Result<OwnedFd> {
     // SAFETY: plain syscalls on a name and a descriptor this function owns.
     unsafe {
-        let fd = libc::memfd_create(c"bundle-relay-pacing".as_ptr(), libc::MFD_CLOEXEC);
+        let fd = libc::memfd_create(MEMFD_NAME.as_ptr(), libc::MFD_CLOEXEC);
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
