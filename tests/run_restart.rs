@@ -466,3 +466,133 @@ fn a_takeover_started_by_hand_honours_the_old_processs_last_send_on_each_pair() 
     );
     assert!(!new_err.contains("warning"), "{new_err}");
 }
+
+/// Whether process `pid` has ended (gone, or a zombie nobody reaped yet).
+fn ended(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Waits up to `limit` for process `pid` to end.
+fn ends_within(pid: i32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if ended(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ended(pid)
+}
+
+/// A process taking over whose old process is gone before it is ready (killed, or stopped by
+/// its operator) does not go on to serve in its place later: it says so and exits at once,
+/// not after its 60 s wait with "pid N keeps serving" of a process that is no more.
+#[test]
+fn a_takeover_whose_old_process_is_gone_before_it_is_ready_exits_instead_of_serving() {
+    let (dir, config, _token, _engine_port, _admin) =
+        token_setup("restart-orphan", "127.1.98.0/30");
+    // No engine: neither process's pool comes up, so the new one waits.
+    let mut old = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let old_lines = collect_lines(&mut old);
+    wait_line(&old_lines, "intake (rotating)", Duration::from_secs(10));
+    let mut new = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--takeover"])
+        .arg(old.id().to_string())
+        .arg("--config")
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let new_lines = collect_lines(&mut new);
+    wait_line(&new_lines, "intake (rotating)", Duration::from_secs(10));
+    let _ = old.kill();
+    let _ = old.wait();
+    let exited = ends_within(new.id() as i32, Duration::from_secs(5));
+    if !exited {
+        let _ = new.kill();
+    }
+    let status = new.wait().unwrap().code();
+    let mut err = String::new();
+    let _ = std::io::Read::read_to_string(&mut new.stderr.take().unwrap(), &mut err);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        exited,
+        "still waiting to take over from a process that is gone:\n{err}"
+    );
+    assert_eq!(status, Some(70), "{err}");
+    assert!(
+        err.contains(&format!(
+            "pid {} ended before this process was ready",
+            old.id()
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("keeps serving"), "{err}");
+}
+
+/// SIGTERM to a relay whose successor (SIGUSR2) has not taken over yet stops the upgrade too:
+/// the operator stopped the relay, and the successor must not take over and serve later.
+#[test]
+fn stopping_a_relay_during_its_upgrade_stops_the_successor_too() {
+    let engine_bin = tool("bench-engine");
+    let (dir, config, _token, engine_port, _admin) =
+        token_setup("restart-stop-upgrade", "127.1.99.0/30");
+    let mut engine = spawn_engine(&engine_bin, engine_port);
+    let mut old = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--ready-pairs-percent", "100", "--config"])
+        .arg(&config)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let lines = collect_lines(&mut old);
+    wait_line(&lines, "ready: listening", Duration::from_secs(20));
+    // The engine goes: the successor's pool cannot come up, so it waits.
+    let _ = engine.kill();
+    let _ = engine.wait();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(old.id() as i32, libc::SIGUSR2) };
+    let started = wait_line(&lines, "upgrade: started", Duration::from_secs(5));
+    let successor: i32 = started
+        .split("as pid ")
+        .nth(1)
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(old.id() as i32, libc::SIGTERM) };
+    let old_status = old.wait().unwrap().code();
+    let gone = ends_within(successor, Duration::from_secs(5));
+    if !gone {
+        // SAFETY: the successor our child started.
+        unsafe { libc::kill(successor, libc::SIGKILL) };
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(old_status, Some(0));
+    assert!(gone, "the successor runs on after its relay was stopped");
+    assert!(
+        lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains(&format!("upgrade: stopping pid {successor}"))),
+        "says it stops the successor"
+    );
+}

@@ -344,12 +344,7 @@ impl Serving {
                 return End::Failed(why);
             }
             if Signal::Quit.take() {
-                // The process we started (or an operator's `run --takeover`) listens now: it
-                // is the service manager's main process, so nothing more is said to the
-                // manager.
-                println!("taken over: closing the listeners and draining");
-                self.manager.set_muted(true);
-                return End::TakenOver;
+                return self.taken_over();
             }
             if Signal::Upgrade.take() {
                 upgrade.start(self.readiness.ready(), &mut self.manager);
@@ -389,7 +384,23 @@ impl Serving {
                 last = self.report_totals(&last);
             }
         }
+        // A stop and the successor's SIGQUIT in one tick: it listens and is the main process
+        // already, so this one drains as taken over.
+        if Signal::Quit.take() {
+            return self.taken_over();
+        }
+        // Stopped while a successor was still coming up: the operator wants no relay, so it
+        // stops too instead of taking over later.
+        upgrade.stop();
         End::Stopped
+    }
+
+    /// The process we started (or an operator's `run --takeover`) listens now: it is the
+    /// service manager's main process, so nothing more is said to the manager.
+    fn taken_over(&mut self) -> End {
+        println!("taken over: closing the listeners and draining");
+        self.manager.set_muted(true);
+        End::TakenOver
     }
 
     /// Starts or stops the `[tenants_from]` poller as the config now says, and applies a
@@ -455,6 +466,10 @@ impl Serving {
     /// listening and becoming the main process. An error ends serving: the takeover failed
     /// (the old process serves on).
     fn become_ready(&mut self) -> Result<(), String> {
+        if let Some(why) = self.takeover.as_ref().and_then(Takeover::old_ended) {
+            eprintln!("bundle-relay: {why}");
+            return Err(why);
+        }
         let up = self.relay.totals().pairs_up;
         if let Some(line) = self.readiness.reached(up) {
             match &self.takeover {

@@ -10,6 +10,7 @@
 //! a pair honours the other's last send.
 
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use crate::admin::AdminHandle;
@@ -29,15 +30,50 @@ const ADMIN_TAKEOVER_WAIT: Duration = Duration::from_secs(5);
 pub struct Takeover {
     pub old: i32,
     deadline: Instant,
+    /// `old` pinned (Linux 5.3+): whether it ended is read from it, and its SIGQUIT goes to
+    /// that process even if its number were used again since.
+    pidfd: Option<OwnedFd>,
 }
 
 impl Takeover {
     /// Starts the wait for the pool now.
     pub fn new(old: i32) -> Takeover {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor we own.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, old, 0) };
         Takeover {
             old,
             deadline: Instant::now() + TAKEOVER_READY_WAIT,
+            // SAFETY: a descriptor pidfd_open just returned, owned by nothing else.
+            pidfd: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) }),
         }
+    }
+
+    /// Why the takeover is given up because the old process ended before this one was ready
+    /// (killed, or stopped by its operator, who then wants no relay serving in its place).
+    pub fn old_ended(&self) -> Option<String> {
+        let ended = match &self.pidfd {
+            Some(fd) => {
+                let mut p = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one pollfd we own, no wait; a pidfd is readable once its process
+                // ended.
+                unsafe { libc::poll(&mut p, 1, 0) > 0 }
+            }
+            // SAFETY: signal 0 only asks whether the process exists.
+            None => unsafe {
+                libc::kill(self.old, 0) != 0
+                    && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+            },
+        };
+        ended.then(|| {
+            format!(
+                "takeover: pid {} ended before this process was ready; not serving in its place",
+                self.old
+            )
+        })
     }
 
     /// Why the takeover is given up, once the pool took too long: `up` of `pairs_total` pairs
@@ -73,8 +109,26 @@ impl Takeover {
         println!("{line}; taking over from pid {old}");
         manager.set_muted(false);
         manager.main_pid_ready(line);
-        // SAFETY: a signal to the process we take over from.
-        unsafe { libc::kill(old, libc::SIGQUIT) };
+        let sent = match &self.pidfd {
+            // SAFETY: a signal to the process we take over from, through its pidfd.
+            Some(fd) => unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    libc::SIGQUIT,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                ) == 0
+            },
+            // SAFETY: a signal to the process we take over from.
+            None => unsafe { libc::kill(old, libc::SIGQUIT) == 0 },
+        };
+        if !sent {
+            println!(
+                "takeover: pid {old} could not be told to drain ({}); it has ended",
+                std::io::Error::last_os_error()
+            );
+        }
         let Some((addr, token)) = admin else {
             return Ok(None);
         };

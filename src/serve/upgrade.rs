@@ -88,6 +88,25 @@ impl Upgrade {
         }
     }
 
+    /// Stops a successor that has not taken over (this relay is being stopped): SIGTERM, on
+    /// which it drains what it has (nothing: it does not listen yet) and exits; reaped if it
+    /// does within a second.
+    pub fn stop(&mut self) {
+        let Some(mut c) = self.successor.take() else {
+            return;
+        };
+        println!("upgrade: stopping pid {}, which has not taken over", c.id());
+        // SAFETY: a signal to our own child, not yet reaped (its pid is still ours).
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        while std::time::Instant::now() < until {
+            if let Ok(Some(_)) = c.try_wait() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// Reaps a successor that exited before taking over, and says so: this relay serves on,
     /// and a later SIGUSR2 may try again.
     pub fn poll(&mut self, manager: &mut Manager) {
