@@ -16,7 +16,7 @@
 use std::net::SocketAddr;
 
 use super::socks5::Socks5;
-use super::transport::{Stage, TlsTarget, Transport, TransportError};
+use super::transport::{Received, Stage, TlsTarget, Transport, TransportError};
 use crate::h2::conn::{Config, Connection, StreamId};
 use crate::tls::TlsSession;
 
@@ -186,13 +186,15 @@ impl PairStack {
 
     /// Bytes arrived from the socket: through the tunnel and TLS when the connection has them,
     /// into HTTP/2 (started here when its first bytes arrive through the layers). An error ends
-    /// the connection.
+    /// the connection; so does [`Received::PeerClosed`] (TLS close_notify), as the socket's EOF
+    /// would (a plaintext connection learns that from the socket alone, so it is always open
+    /// here).
     pub fn receive(
         &mut self,
         bytes: &[u8],
         cfg: &Config,
         now_ns: u64,
-    ) -> Result<(), TransportError> {
+    ) -> Result<Received, TransportError> {
         match self.transport.as_deref_mut().filter(|_| self.layered) {
             Some(t) => {
                 let (conn, spare) = (&mut self.conn, &mut self.spare_conn);
@@ -205,7 +207,7 @@ impl PairStack {
                 if let Some(c) = self.conn.as_deref_mut() {
                     c.handle_bytes(now_ns, bytes);
                 }
-                Ok(())
+                Ok(Received::Open)
             }
         }
     }

@@ -105,6 +105,17 @@ impl fmt::Display for TransportError {
 
 impl std::error::Error for TransportError {}
 
+/// What a connection is after the bytes [`Transport::receive`] took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Received {
+    /// More may come.
+    Open,
+    /// The engine closed the connection with TLS close_notify, the TCP connection still open:
+    /// nothing more will come, as after a TCP EOF, so it is ended as an EOF is.
+    PeerClosed,
+}
+
 /// Where a connection's setup is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
@@ -260,18 +271,19 @@ impl Transport {
 
     /// Bytes from the socket. Application plaintext (TLS decrypted, or the bytes after the
     /// tunnel when there is no TLS) is handed to `app`, in order, only once the transport is
-    /// open. An error is final for this connection.
+    /// open; then whether the engine closed the connection (close_notify, after the plaintext
+    /// before it). An error is final for this connection.
     pub fn receive(
         &mut self,
         input: &[u8],
         app: &mut dyn FnMut(&[u8]),
-    ) -> Result<(), TransportError> {
+    ) -> Result<Received, TransportError> {
         let mut rest = input;
         if let Some((proxy, s)) = self.socks.as_mut()
             && s.phase() != super::socks5::Phase::Done
         {
             match s.handle_bytes(rest) {
-                Ok(Progress::NeedMore) => return Ok(()),
+                Ok(Progress::NeedMore) => return Ok(Received::Open),
                 Ok(Progress::Done { leftover }) => {
                     rest = &rest[rest.len() - leftover..];
                     self.start_tls()?;
@@ -288,7 +300,7 @@ impl Transport {
             if !rest.is_empty() {
                 app(rest);
             }
-            return Ok(());
+            return Ok(Received::Open);
         };
         loop {
             let taken = tls.feed_ciphertext(rest).map_err(TransportError::Tls)?;
@@ -309,7 +321,13 @@ impl Transport {
                         rustls::Error::General("record larger than TLS allows".into()),
                     )));
                 }
-                return Ok(());
+                // Said only after the plaintext before the close_notify went up: an answer the
+                // engine sent just before closing still counts.
+                return Ok(if tls.is_peer_closed() {
+                    Received::PeerClosed
+                } else {
+                    Received::Open
+                });
             }
         }
     }
@@ -403,16 +421,16 @@ mod tests {
         assert_eq!(t.poll_transmit(), &[5, 1, 0], "greeting offers no-auth");
         t.advance_transmit(3);
         let mut got = Vec::new();
-        t.receive(&[5, 0], &mut |b| got.extend_from_slice(b))
-            .unwrap();
+        let received = t.receive(&[5, 0], &mut |b| got.extend_from_slice(b));
+        assert_eq!(received, Ok(Received::Open));
         assert_eq!(t.stage(), Stage::Tunnel);
         let connect = t.poll_transmit().to_vec();
         assert_eq!(&connect[..4], &[5, 1, 0, 1], "CONNECT to an IPv4 target");
         t.advance_transmit(connect.len());
         let mut reply = vec![5, 0, 0, 1, 127, 0, 0, 1, 0x04, 0x38];
         reply.extend_from_slice(b"PRI * HTTP/2.0");
-        t.receive(&reply, &mut |b| got.extend_from_slice(b))
-            .unwrap();
+        let received = t.receive(&reply, &mut |b| got.extend_from_slice(b));
+        assert_eq!(received, Ok(Received::Open));
         assert!(t.is_open());
         assert!(!t.encrypts());
         assert_eq!(got, b"PRI * HTTP/2.0", "leftover goes up, nothing else");
@@ -432,11 +450,11 @@ mod tests {
         )
         .unwrap();
         t.advance_transmit(3);
-        t.receive(&[5, 0], &mut |_| {}).unwrap();
+        assert_eq!(t.receive(&[5, 0], &mut |_| {}), Ok(Received::Open));
         let connect_len = t.poll_transmit().len();
         // The CONNECT is in flight; the reply arrives before its send completes.
-        t.receive(&[5, 0, 0, 1, 127, 0, 0, 1, 0, 80], &mut |_| {})
-            .unwrap();
+        let received = t.receive(&[5, 0, 0, 1, 127, 0, 0, 1, 0, 80], &mut |_| {});
+        assert_eq!(received, Ok(Received::Open));
         assert_eq!(t.stage(), Stage::Tls);
         assert_eq!(t.poll_transmit().len(), connect_len, "still the CONNECT");
         t.advance_transmit(connect_len);
@@ -449,7 +467,7 @@ mod tests {
         let mut t =
             Transport::new(Some((proxy, Socks5::new(target(), None).unwrap())), None).unwrap();
         t.advance_transmit(3);
-        t.receive(&[5, 0], &mut |_| {}).unwrap();
+        assert_eq!(t.receive(&[5, 0], &mut |_| {}), Ok(Received::Open));
         let n = t.poll_transmit().len();
         t.advance_transmit(n);
         let e = t

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use crate::clock::{Instant, TickRate, Ticks};
 use crate::config::Source;
 use crate::egress::socks5::Socks5;
-use crate::egress::transport::TransportError;
+use crate::egress::transport::{Received, TransportError};
 use crate::h2::Reason;
 use crate::limiter::ledger::{Ledger, pair_key};
 use crate::limiter::timers::PairTimers;
@@ -250,15 +250,28 @@ impl Links {
 
     /// Bytes arrived on `pair`: through the tunnel and TLS when it has them, into HTTP/2; the
     /// connection opens HTTP/2 once its layers are done. False when the connection failed (it
-    /// is being closed) or has no HTTP/2 yet.
+    /// is being closed) or has no HTTP/2 yet. An engine's TLS close_notify closes the
+    /// connection, out of rotation at once, while what came before it is still read.
     pub(super) fn receive(&mut self, pair: PairId, bytes: &[u8], now: Instant) -> bool {
         let now_ns = self.now_ns(now);
-        let st = self.pairs.get_mut(pair);
-        if let Err(e) = st.stack.receive(bytes, &self.h2, now_ns) {
-            self.fail(pair, e, now);
-            return false;
+        let received = self
+            .pairs
+            .get_mut(pair)
+            .stack
+            .receive(bytes, &self.h2, now_ns);
+        match received {
+            Ok(Received::Open) => {}
+            // The engine hung up, as an EOF says on a plaintext connection: the socket closes
+            // and its release ends the calls on it as an EOF's would (a request that never
+            // left whole goes again), then the pair backs off and reconnects. Sending into
+            // the closed session instead would lose every bundle given to the pair meanwhile.
+            Ok(Received::PeerClosed) => self.request_close(pair, now),
+            Err(e) => {
+                self.fail(pair, e, now);
+                return false;
+            }
         }
-        if st.stack.layers_pending() {
+        if self.pairs.get(pair).stack.layers_pending() {
             self.pairs.mark_dirty(pair.0);
         }
         let st = self.pairs.get_mut(pair);

@@ -20,6 +20,8 @@
 //! 3. Once [`TlsSession::is_handshaking`] is false, pass h2's transmit bytes to
 //!    [`TlsSession::write_plaintext`], which encrypts as much as fits.
 //! 4. A socket EOF goes to [`TlsSession::handle_transport_closed`], which names what it meant.
+//!    A close_notify from the engine is [`TlsSession::is_peer_closed`]: the connection is over
+//!    as after an EOF, and the transport reports it so (the socket itself may stay open).
 //!    The handshake deadline is the dispatcher's: `[egress] connect_timeout_ms` covers the
 //!    connect, the SOCKS5 tunnel and the TLS handshake together.
 //!

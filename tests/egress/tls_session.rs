@@ -5,6 +5,7 @@ use crate::tls_support;
 
 use std::sync::Arc;
 
+use bundle_relay::egress::transport::{Received, TlsTarget, Transport};
 use bundle_relay::tls::{self, TlsError, TlsSession};
 use rustls::{HandshakeKind, ServerConnection};
 use tls_support::{handshake, pki, server_config, server_read, server_write, shuttle};
@@ -140,6 +141,41 @@ fn close_notify_from_the_engine_is_seen() {
     s.send_close_notify();
     shuttle(&mut c, &mut s).unwrap();
     assert!(c.is_peer_closed());
+}
+
+#[test]
+fn the_transport_reports_close_notify_as_the_engine_closing_after_handing_up_what_came_before() {
+    let p = pki(&[NAME]);
+    let target = TlsTarget {
+        config: tls::client_config_from_pem(p.ca_pem.as_bytes()).unwrap(),
+        sni: NAME.into(),
+    };
+    let mut t = Transport::new(None, Some(&target)).unwrap();
+    let mut s = ServerConnection::new(server_config(&p, &[b"h2"])).unwrap();
+    let mut got = Vec::new();
+    // Moves the client's records to the server and the server's to the client once.
+    let mut exchange = |t: &mut Transport, s: &mut ServerConnection| {
+        let mut out = t.poll_transmit();
+        let n = out.len();
+        while !out.is_empty() {
+            s.read_tls(&mut out).unwrap();
+            s.process_new_packets().unwrap();
+        }
+        t.advance_transmit(n);
+        let mut back = Vec::new();
+        while s.wants_write() {
+            s.write_tls(&mut back).unwrap();
+        }
+        t.receive(&back, &mut |b| got.extend_from_slice(b))
+    };
+    for _ in 0..4 {
+        assert_eq!(exchange(&mut t, &mut s).unwrap(), Received::Open);
+    }
+    assert!(t.is_open());
+    server_write(&mut s, b"goodbye");
+    s.send_close_notify();
+    assert_eq!(exchange(&mut t, &mut s).unwrap(), Received::PeerClosed);
+    assert_eq!(got, b"goodbye");
 }
 
 #[test]

@@ -512,3 +512,183 @@ fn an_idle_pool_sleeps_until_its_first_keepalive_and_then_every_pair_pings_once(
     assert_eq!(pinged.len(), SOURCES, "{pinged:?}");
     sim.check();
 }
+
+/// A TLS engine for the simulated reactor: a rustls server that reads what the client sent
+/// and answers through the dispatcher, on one pair.
+struct TlsEngine {
+    server: rustls::ServerConnection,
+    pair: PairId,
+    /// Bytes of `Sim::sent` already read.
+    read: usize,
+}
+
+impl TlsEngine {
+    /// Reads what the client sent since the last time; returns the plaintext.
+    fn hear(&mut self, sim: &Sim) -> Vec<u8> {
+        let sent = sim
+            .sent
+            .get(&self.pair.0)
+            .map_or(&[][..], |s| &s[self.read..]);
+        self.read += sent.len();
+        let mut rd = sent;
+        while !rd.is_empty() {
+            self.server.read_tls(&mut rd).unwrap();
+            self.server.process_new_packets().unwrap();
+        }
+        let mut plain = vec![0u8; 64 * 1024];
+        let n = tls_support::server_read(&mut self.server, &mut plain);
+        plain.truncate(n);
+        plain
+    }
+
+    /// Sends what the server has queued (handshake records, data, alerts) to the client.
+    fn flush(&mut self, sim: &mut Sim) {
+        let mut out = Vec::new();
+        while self.server.wants_write() {
+            self.server.write_tls(&mut out).unwrap();
+        }
+        if !out.is_empty() {
+            sim.d.received(self.pair, &out, sim.now);
+        }
+    }
+
+    fn say(&mut self, sim: &mut Sim, plain: &[u8]) {
+        tls_support::server_write(&mut self.server, plain);
+        self.flush(sim);
+    }
+}
+
+/// One pair to a TLS region, handshaken and in rotation (its engine's SETTINGS and PING
+/// answer in), with the engine that serves it.
+fn one_tls_pair_up() -> (Sim, TlsEngine) {
+    let pki = tls_support::pki(&["engine.test"]);
+    let mut sim = Sim::new(|s| {
+        s.sources.truncate(1);
+        s.reconnect_min_ms = 100;
+        s.reconnect_max_ms = 100;
+        s.regions[0].tls = Some(TlsTarget {
+            config: tls::client_config_from_pem(pki.ca_pem.as_bytes()).unwrap(),
+            sni: "engine.test".into(),
+        });
+    });
+    let order = sim.d.poll_connect(sim.now).unwrap();
+    sim.socks.insert(order.pair.0, Sock::Connected);
+    sim.d.connected(order.pair, sim.now);
+    let mut engine = TlsEngine {
+        server: rustls::ServerConnection::new(tls_support::server_config(&pki, &[b"h2"])).unwrap(),
+        pair: order.pair,
+        read: 0,
+    };
+    for _ in 0..8 {
+        sim.reactor(true);
+        engine.hear(&sim);
+        engine.flush(&mut sim);
+        if sim.d.link(order.pair) == Link::Opened {
+            break;
+        }
+    }
+    assert_eq!(sim.d.link(order.pair), Link::Opened, "TLS handshaken");
+    sim.reactor(true);
+    assert!(
+        engine.hear(&sim).starts_with(frame::PREFACE),
+        "HTTP/2 starts through TLS"
+    );
+    engine.say(&mut sim, &hello());
+    sim.reactor(true);
+    assert_eq!(sim.d.link(order.pair), Link::InRotation);
+    sim.check();
+    (sim, engine)
+}
+
+#[test]
+fn a_tls_engine_sending_close_notify_takes_its_pair_out_of_rotation_at_once_and_it_reconnects() {
+    let (mut sim, mut engine) = one_tls_pair_up();
+    let pair = engine.pair;
+    // The engine ends its TLS session and keeps the TCP connection open.
+    engine.server.send_close_notify();
+    engine.flush(&mut sim);
+    assert_ne!(
+        sim.d.link(pair),
+        Link::InRotation,
+        "close_notify is the engine closing the connection"
+    );
+    assert_eq!(sim.stats.pairs_up.get(), 0);
+    sim.reactor(true);
+    assert_eq!(sim.d.link(pair), Link::Down, "its socket closed");
+    sim.check();
+    assert!(sim.d.poll_connect(sim.now).is_none(), "backing off first");
+    sim.now = Instant(sim.now.0 + 100 * MS);
+    sim.d.sweep(sim.now);
+    let again = sim.d.poll_connect(sim.now).expect("a reconnect is due");
+    assert_eq!(again.pair, pair);
+}
+
+/// A bundle in flight on a TLS pair, `part` of its request's records written, when the engine
+/// ends the connection: by close_notify (TCP left open) or by closing the socket. Returns the
+/// pair's link after the reactor's next turn, then retries, failed bundles and bundles still in
+/// flight.
+fn tls_bundle_when_the_engine_closes(
+    part: fn(usize) -> usize,
+    close_notify: bool,
+) -> (Link, u64, u64, u32) {
+    let (mut sim, mut engine) = one_tls_pair_up();
+    assert_eq!(sim.admit(), Verdict::Admitted);
+    sim.d.dispatch(sim.now);
+    let p = sim.d.poll_dirty().expect("the bundle went to the pair");
+    let n = sim.d.transmit(p, sim.now).len();
+    assert!(n > 100);
+    sim.d.transmitted(p, part(n), sim.now);
+    if close_notify {
+        engine.server.send_close_notify();
+        engine.flush(&mut sim);
+    } else {
+        sim.release(p.0);
+    }
+    sim.reactor(true);
+    sim.check();
+    (
+        sim.d.link(p),
+        sim.stats.retries.get(),
+        sim.stats.totals().failed,
+        sim.d.in_flight(),
+    )
+}
+
+#[test]
+fn a_bundle_in_flight_when_a_tls_engine_sends_close_notify_ends_as_when_it_hangs_up() {
+    let parts: [fn(usize) -> usize; 3] = [|_| 0, |n| n / 2, |n| n];
+    // Not written whole: sent again (waiting for a pair); written whole: failed.
+    let expected = [
+        (Link::Down, 1, 0, 1),
+        (Link::Down, 1, 0, 1),
+        (Link::Down, 0, 1, 0),
+    ];
+    for (part, expected) in parts.into_iter().zip(expected) {
+        let hang_up = tls_bundle_when_the_engine_closes(part, false);
+        assert_eq!(hang_up, expected, "the socket closed");
+        let close_notify = tls_bundle_when_the_engine_closes(part, true);
+        assert_eq!(close_notify, expected, "close_notify, TCP open");
+    }
+}
+
+#[test]
+fn an_answer_a_tls_engine_sends_just_before_close_notify_still_delivers_its_bundle() {
+    let (mut sim, mut engine) = one_tls_pair_up();
+    assert_eq!(sim.admit(), Verdict::Admitted);
+    sim.d.dispatch(sim.now);
+    sim.reactor(true);
+    let streams = headers_streams(&engine.hear(&sim));
+    let &stream = streams
+        .last()
+        .expect("the bundle's request reached the engine");
+    // The answer and close_notify arrive in one read.
+    tls_support::server_write(&mut engine.server, &ok_reply(stream));
+    engine.server.send_close_notify();
+    engine.flush(&mut sim);
+    sim.reactor(true);
+    let t = sim.stats.totals();
+    assert_eq!((t.delivered, t.failed), (1, 0), "{t:?}");
+    assert_eq!(sim.stats.retries.get(), 0);
+    assert_eq!(sim.d.link(engine.pair), Link::Down);
+    sim.check();
+}
