@@ -176,3 +176,83 @@ fn the_budget_prints_one_line_per_term_and_the_total() {
             .contains(&budget.total_bytes().to_string())
     );
 }
+
+/// `bundle-relay budget` for HARDWARE.md's example shape, as the command prints it:
+/// (term, count, bytes each).
+fn printed_budget() -> Vec<(String, u64, u64)> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["budget", "--slots", "65536", "--addresses", "2048"])
+        .args(["--regions", "8", "--threads", "16"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let n = f.len();
+            let count = f.get(n.checked_sub(3)?)?.parse().ok()?;
+            let each = f.get(n - 2)?.parse().ok()?;
+            Some((f[..n - 3].join(" "), count, each))
+        })
+        .collect()
+}
+
+/// Digits grouped by thousands, as HARDWARE.md writes them.
+fn grouped(n: u64) -> String {
+    let d = n.to_string();
+    let mut out = String::new();
+    for (i, c) in d.chars().enumerate() {
+        if i > 0 && (d.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// HARDWARE.md's memory table quotes what `bundle-relay budget` prints for its example: the
+/// bytes a pair, a TLS pair, an intake connection and a slot take, and the total.
+#[test]
+fn hardware_md_quotes_the_figures_the_budget_command_prints() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/HARDWARE.md")).unwrap();
+    let terms = printed_budget();
+    let pairs = 2048 * 8;
+    let each = |name: &str| terms.iter().find(|t| t.0 == name).map(|t| t.2).unwrap();
+    let total = |name: &str| {
+        terms
+            .iter()
+            .find(|t| t.0 == name)
+            .map(|t| t.1 * t.2)
+            .unwrap()
+    };
+    // What each pair holds: every term counted per pair (not the TLS sessions, a term of their
+    // own; not the intake's, which count connections), and its share of the pacing ledger.
+    let per_pair: u64 = terms
+        .iter()
+        .filter(|t| t.1 == pairs && t.0 != "upstream TLS sessions" && !t.0.starts_with("intake"))
+        .map(|t| t.2)
+        .sum::<u64>()
+        + total("pacing ledger") / pairs;
+    let per_conn =
+        each("intake records") + each("intake input buffers") + each("intake output buffers");
+    let per_slot = each("arena slot metadata") + each("arena frame bytes");
+    let all: u64 = terms.iter().map(|t| t.1 * t.2).sum();
+    for quoted in [
+        format!("{} B per pair |", grouped(per_pair)),
+        format!("{} MiB |", grouped((per_pair * pairs) >> 20)),
+        format!("{} B per pair |", grouped(each("upstream TLS sessions"))),
+        format!("{} B per connection |", grouped(per_conn)),
+        format!("{} B per slot |", grouped(per_slot)),
+        format!("{} MiB |", grouped(all >> 20)),
+        format!(
+            "{} B / {} B (+{} B with TLS)",
+            grouped(per_slot),
+            grouped(per_pair),
+            grouped(each("upstream TLS sessions"))
+        ),
+    ] {
+        assert!(doc.contains(&quoted), "HARDWARE.md does not say {quoted:?}");
+    }
+}
