@@ -151,7 +151,9 @@ fn each_sysctl_is_held_to_its_rule_and_a_miss_names_the_fix() {
     t.sysctls(&[
         ("net.core.somaxconn", "8192"),                 // more is fine
         ("net.ipv4.tcp_max_syn_backlog", "1024"),       // less is not
-        ("net.ipv4.tcp_rmem", "4096 131072 1048576"),   // one field short
+        ("net.ipv4.tcp_rmem", "4096 131072 33554432"),  // a maximum over the cap
+        ("net.ipv4.tcp_wmem", "4096 65536 1048576"),    // a lower cap is fine
+        ("net.core.wmem_max", "16777216"),              // setsockopt's ceiling: more is fine
         ("net.ipv4.ip_local_port_range", "1024 65535"), // wider covers
         ("net.ipv4.tcp_migrate_req", "0"),              // exactly 1
         ("vm.swappiness", "0"),                         // at most 1
@@ -162,6 +164,8 @@ fn each_sysctl_is_held_to_its_rule_and_a_miss_names_the_fix() {
     assert_eq!(level("net.core.somaxconn"), Level::Ok);
     assert_eq!(level("net.ipv4.tcp_max_syn_backlog"), Level::Warn);
     assert_eq!(level("net.ipv4.tcp_rmem"), Level::Warn);
+    assert_eq!(level("net.ipv4.tcp_wmem"), Level::Ok);
+    assert_eq!(level("net.core.wmem_max"), Level::Ok);
     assert_eq!(level("net.ipv4.ip_local_port_range"), Level::Ok);
     assert_eq!(level("net.ipv4.tcp_migrate_req"), Level::Warn);
     assert_eq!(level("vm.swappiness"), Level::Ok);
@@ -175,7 +179,7 @@ fn each_sysctl_is_held_to_its_rule_and_a_miss_names_the_fix() {
     );
     assert_eq!(
         find(&checks, "net.ipv4.tcp_rmem").wanted,
-        "at least 4096 131072 4194304"
+        "at least 4096 131072, a maximum of at most 4194304"
     );
 }
 

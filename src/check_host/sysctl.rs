@@ -23,6 +23,9 @@ pub enum Rule {
     AtMost,
     /// A `low high` range that covers the file's.
     Covers,
+    /// A `min default max` triple: min and default at least the file's, max at most the
+    /// file's (and no less than the default): the cap on what one socket may pin.
+    Capped,
 }
 
 /// The rule for `key` and what a miss costs: a miss on a key the relay cannot run without is a
@@ -33,6 +36,7 @@ pub fn rule(key: &str) -> (Rule, Level) {
         "net.ipv4.tcp_migrate_req" | "net.ipv4.tcp_tw_reuse" => (Rule::Exactly, Level::Warn),
         "net.ipv4.ip_local_port_range" => (Rule::Covers, Level::Warn),
         "vm.swappiness" => (Rule::AtMost, Level::Warn),
+        "net.ipv4.tcp_rmem" | "net.ipv4.tcp_wmem" => (Rule::Capped, Level::Warn),
         _ => (Rule::AtLeast, Level::Warn),
     }
 }
@@ -81,6 +85,9 @@ pub fn holds(rule: Rule, found: &str, wanted: &str) -> bool {
                 Rule::AtLeast => f.iter().zip(&w).all(|(f, w)| f >= w),
                 Rule::AtMost => f.iter().zip(&w).all(|(f, w)| f <= w),
                 Rule::Covers => f.len() == 2 && f[0] <= w[0] && f[1] >= w[1],
+                Rule::Capped => {
+                    f.len() == 3 && f[0] >= w[0] && f[1] >= w[1] && f[2] <= w[2] && f[2] >= f[1]
+                }
                 Rule::Exactly => unreachable!(),
             }
         }
@@ -99,6 +106,10 @@ pub fn checks(root: &Path, wanted: &[(String, String)]) -> Vec<Check> {
                 Rule::AtLeast => format!("at least {want}"),
                 Rule::AtMost => format!("at most {want}"),
                 Rule::Covers => format!("covering {want}"),
+                Rule::Capped => match want.rsplit_once(' ') {
+                    Some((low, max)) => format!("at least {low}, a maximum of at most {max}"),
+                    None => format!("at most {want}"),
+                },
             };
             let fix = format!(
                 "sysctl -w {key}=\"{want}\" (for good: install {INSTALLED_PATH}, as the package does, then sysctl --system)"
