@@ -140,6 +140,11 @@ fn the_units_promise_what_the_relay_does() {
         for call in ["io_uring_setup", "io_uring_enter", "io_uring_register"] {
             assert!(filter.contains(call), "{name} must allow {call}: {filter}");
         }
+        // A stop right after an upgrade finds the old process still draining, no longer the
+        // main one: `mixed` would SIGKILL it once the main process exited, losing the bundles
+        // it answered; every process of the unit gets SIGTERM and drains.
+        assert_eq!(values(&u, "KillMode"), ["control-group"], "{name}");
+        assert_eq!(values(&u, "KillSignal"), ["SIGTERM"], "{name}");
         assert_eq!(values(&u, "CapabilityBoundingSet"), [""], "{name}");
         assert_eq!(values(&u, "User"), ["bundle-relay"], "{name}");
         let exec = values(&u, "ExecStart")[0];
@@ -165,5 +170,21 @@ fn limit_nofile_holds_4096_addresses_by_8_regions_on_16_threads() {
     for name in UNITS {
         let limit: u64 = values(&unit(name), "LimitNOFILE")[0].parse().unwrap();
         assert!(limit >= needed, "{name}: LimitNOFILE {limit} < {needed}");
+    }
+}
+
+/// The units' locked-memory limit holds what an upgrade of a 64-thread relay pins where the
+/// kernel charges io_uring rings to it: two processes' rings and buffer rings.
+#[test]
+fn limit_memlock_holds_an_upgrade_of_64_threads_where_rings_are_charged() {
+    let need = 2 * bundle_relay::probe::memlock_needed(64, true);
+    for name in UNITS {
+        let text = unit(name);
+        let v = values(&text, "LimitMEMLOCK")[0];
+        let limit: u64 = match v.strip_suffix('M') {
+            Some(m) => m.parse::<u64>().unwrap() << 20,
+            None => v.parse().unwrap(),
+        };
+        assert!(limit >= need, "{name}: LimitMEMLOCK {limit} < {need}");
     }
 }
