@@ -289,15 +289,30 @@ impl Ctx<'_> {
         Ok(addr)
     }
 
+    /// An IP address and port (never looked up: listeners and proxies are this host's or
+    /// its network's literal addresses); an error says which part is wrong.
     fn socket_addr(&self, key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
-        text.trim().parse().map_err(|_| {
-            self.err(
-                key,
-                format!(
-                    "{text:?} is not an address with a port (like \"127.0.0.1:8080\" or \
-                     \"[::1]:8080\")"
-                ),
-            )
+        const LIKE: &str = "(like \"127.0.0.1:8080\" or \"[::1]:8080\")";
+        let t = text.trim();
+        t.parse().map_err(|_| {
+            let why = if let Some((_, rest)) = t.split_once("://") {
+                format!("{text:?} is a URL: write the address alone, {rest:?}")
+            } else if t.parse::<std::net::IpAddr>().is_ok()
+                || t.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<std::net::IpAddr>()
+                    .is_ok()
+            {
+                format!("{text:?} has no port {LIKE}")
+            } else if t
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+            {
+                format!("{text:?} names a host: an IP address is needed here, with its port {LIKE}")
+            } else {
+                format!("{text:?} is not an address with a port {LIKE}")
+            };
+            self.err(key, why)
         })
     }
 }

@@ -707,16 +707,33 @@ fn rejects_no_intake_listener() {
     );
 }
 
+/// An address that must be an IP and port says which part is wrong: a host name (these are not
+/// looked up), a URL's scheme, or no port at all.
 #[test]
-fn rejects_bad_listen_address() {
+fn rejects_bad_listen_and_proxy_addresses_saying_what_is_wrong() {
     let e = refused(&format!(
         "[intake]\nrotating = \"localhost:8080\"\n{REGION}{EGRESS}"
     ));
-    assert!(
-        e.starts_with(
-            "config.toml: intake.rotating: \"localhost:8080\" is not an address with a port"
-        ),
-        "{e}"
+    assert_eq!(
+        e,
+        "config.toml: intake.rotating: \"localhost:8080\" names a host: an IP address is needed \
+         here, with its port (like \"127.0.0.1:8080\" or \"[::1]:8080\")"
+    );
+    let e = refused(&format!(
+        "{REGION}[egress]\nsocks5 = [{{ proxy = \"socks5://127.0.0.1:1080\" }}]\n"
+    ));
+    assert_eq!(
+        e,
+        "config.toml: egress.socks5[0].proxy: \"socks5://127.0.0.1:1080\" is a URL: write the \
+         address alone, \"127.0.0.1:1080\""
+    );
+    let e = refused(&format!(
+        "{REGION}[egress]\nsocks5 = [{{ proxy = \"127.0.0.1\" }}]\n"
+    ));
+    assert_eq!(
+        e,
+        "config.toml: egress.socks5[0].proxy: \"127.0.0.1\" has no port (like \"127.0.0.1:8080\" \
+         or \"[::1]:8080\")"
     );
 }
 
