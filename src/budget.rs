@@ -253,6 +253,13 @@ impl Budget {
             ),
             // Per pair: the dispatcher's record (link, call in flight, back-off).
             term("pair states", pairs, relay::dispatch::PAIR_STATE_BYTES),
+            // Per thread and region: the kinds of error it logged lately, when, and how many
+            // came since, so pairs failing by the thousand log a bounded number of lines.
+            term(
+                "logged error kinds",
+                threads * regions,
+                relay::dispatch::ERROR_LOG_BYTES,
+            ),
             // Per thread: each region's gRPC header blocks, encoded once.
             term("call header blocks", threads, call_heads_bytes as usize),
             // Per pair: its room in the queues to connect, to send, to close, of ended calls.

@@ -39,9 +39,11 @@ impl fmt::Debug for TlsTarget {
 /// Why a pair's connection could not be set up or was lost below HTTP/2.
 #[derive(Clone, Debug, PartialEq)]
 pub enum TransportError {
-    /// The TCP connect failed (errno as the kernel gave it).
+    /// The TCP connect failed (errno as the kernel gave it); to `proxy` when the pair goes
+    /// through one.
     Connect {
         errno: i32,
+        proxy: Option<SocketAddr>,
     },
     /// The SOCKS5 proxy refused or broke the tunnel.
     Socks5 {
@@ -49,10 +51,12 @@ pub enum TransportError {
         error: Socks5Error,
     },
     Tls(TlsError),
-    /// The tunnel and handshakes did not finish in time.
+    /// The tunnel and handshakes did not finish in time (through `proxy` when the pair goes
+    /// through one).
     HandshakeTimeout {
         after_ms: u64,
         stage: Stage,
+        proxy: Option<SocketAddr>,
     },
     /// The engine (or something in front of it) closed the connection before it joined
     /// rotation, with nothing the tunnel or TLS could name.
@@ -69,17 +73,38 @@ pub enum TransportError {
     },
 }
 
-impl fmt::Display for TransportError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl TransportError {
+    /// The SOCKS5 proxy the failed connection went through, when the error names one: a dead
+    /// or silent proxy is told apart from the others failing alike.
+    pub fn proxy(&self) -> Option<SocketAddr> {
         match self {
-            TransportError::Connect { errno } => write!(
-                f,
-                "connect failed: {}",
-                std::io::Error::from_raw_os_error(*errno)
-            ),
-            TransportError::Socks5 { proxy, error } => write!(f, "via {proxy}: {error}"),
+            TransportError::Connect { proxy, .. }
+            | TransportError::HandshakeTimeout { proxy, .. } => *proxy,
+            TransportError::Socks5 { proxy, .. } => Some(*proxy),
+            _ => None,
+        }
+    }
+
+    /// What went wrong without the proxy: the text follows `via PROXY: ` when there is one.
+    pub fn detail(&self) -> impl fmt::Display + '_ {
+        Detail(self)
+    }
+}
+
+/// See [`TransportError::detail`].
+struct Detail<'a>(&'a TransportError);
+
+impl fmt::Display for Detail<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            TransportError::Connect { errno, .. } => {
+                write!(f, "connect failed: {}", OsError(*errno))
+            }
+            TransportError::Socks5 { error, .. } => write!(f, "{error}"),
             TransportError::Tls(e) => write!(f, "TLS: {e}"),
-            TransportError::HandshakeTimeout { after_ms, stage } => write!(
+            TransportError::HandshakeTimeout {
+                after_ms, stage, ..
+            } => write!(
                 f,
                 "{} did not finish within {after_ms} ms",
                 stage.describe()
@@ -100,6 +125,34 @@ impl fmt::Display for TransportError {
                 retry_ms / 1_000
             ),
         }
+    }
+}
+
+/// An errno as `std::io::Error` shows it ("Connection refused (os error 111)"), without the
+/// `String` that allocates: a failed connect is noted and logged on the reactor, which
+/// allocates nothing after startup.
+struct OsError(i32);
+
+impl fmt::Display for OsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut buf = [0 as libc::c_char; 128];
+        // SAFETY: `buf` is writable for its whole length, which strerror_r is told; on success
+        // it holds a NUL-terminated text.
+        if unsafe { libc::strerror_r(self.0, buf.as_mut_ptr(), buf.len()) } != 0 {
+            return write!(f, "os error {}", self.0);
+        }
+        // SAFETY: NUL-terminated within `buf` (above).
+        let text = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+        write!(f, "{} (os error {})", text.to_string_lossy(), self.0)
+    }
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(proxy) = self.proxy() {
+            write!(f, "via {proxy}: ")?;
+        }
+        self.detail().fmt(f)
     }
 }
 

@@ -38,6 +38,7 @@ use crate::metrics::tenants::{Ended as TenantEnded, Refused, TenantStats};
 
 pub use super::links::{ConnectOrder, DENIED_RETRY_MS};
 pub use super::pairs::{Link, PAIR_STATE_BYTES};
+pub use super::region::ERROR_LOG_BYTES;
 
 /// The heap bytes one thread's side of the mesh holds with `lanes` lanes (the budget counts
 /// it).

@@ -27,7 +27,7 @@ use crate::metrics::accounting::Stats;
 
 use super::ThreadSpec;
 use super::pairs::{Link, Pair, Pairs};
-use super::region::Region;
+use super::region::{ErrorKind, Region};
 use super::tuning::Tuning;
 
 /// A connection this long up without trouble resets its reconnect back-off.
@@ -313,6 +313,7 @@ impl Links {
         let error = TransportError::HandshakeTimeout {
             after_ms: self.setup_timeout_ms,
             stage: st.stack.stage(),
+            proxy: self.proxy_of(pair),
         };
         self.fail(pair, error, now);
         true
@@ -519,6 +520,8 @@ impl Links {
                 pair,
                 TransportError::Connect {
                     errno: libc::EAFNOSUPPORT,
+                    // Nothing was dialled: the proxy is not at fault.
+                    proxy: None,
                 },
                 now,
             );
@@ -642,15 +645,15 @@ impl Links {
         self.request_close(pair, now);
     }
 
-    /// Keeps a pair's error for /debug/pairs and queues a log line, once per region and error
-    /// text (again after a while if it persists).
+    /// Keeps a pair's error for /debug/pairs and queues a log line, once per region and kind
+    /// of error (again after a while if it persists, with how often it came meanwhile).
     pub(super) fn note_error(&mut self, pair: PairId, error: TransportError, now: Instant) {
         let r = self.region_of(pair);
-        let text = error.to_string();
-        if self.regions[r].error_worth_logging(&text, now, self.rate) {
+        let kind = ErrorKind::of(&error);
+        if let Some(unlogged) = self.regions[r].error_worth_logging(kind, now, self.rate) {
             let source = &self.sources[self.limiter.address_of(pair) as usize];
             self.log.line(format_args!(
-                "region {}: pair {source} -> {}: {text}",
+                "region {}: {unlogged}pair {source} -> {}: {error}",
                 self.regions[r].name,
                 self.pairs.get(pair).target
             ));
@@ -663,11 +666,20 @@ impl Links {
     /// The TCP connect failed (refused, unreachable, timed out; `errno`): back off and try
     /// again.
     pub(super) fn connect_failed(&mut self, pair: PairId, now: Instant, errno: i32) {
-        self.note_error(pair, TransportError::Connect { errno }, now);
+        let proxy = self.proxy_of(pair);
+        self.note_error(pair, TransportError::Connect { errno, proxy }, now);
         self.stats.connect_failures.inc();
         let r = self.region_of(pair);
         self.regions[r].addrs.mark_stale();
         self.schedule_reconnect(pair, now);
+    }
+
+    /// The SOCKS5 proxy a pair goes through, if any.
+    fn proxy_of(&self, pair: PairId) -> Option<SocketAddr> {
+        match self.source_of(pair) {
+            Source::Local(_) => None,
+            Source::Socks5 { proxy, .. } => Some(*proxy),
+        }
     }
 
     pub(super) fn schedule_reconnect(&mut self, pair: PairId, now: Instant) {

@@ -9,7 +9,7 @@ use crate::limiter::{LaneId, Limiter, RegionId};
 use crate::metrics::ThreadMetrics;
 
 use super::pairs::Pairs;
-use super::region::Region;
+use super::region::{ErrorKind, Region};
 
 /// Pair states and cooldowns per region, into the metrics gauges.
 pub fn publish_gauges(limiter: &Limiter, regions: usize, metrics: &ThreadMetrics) {
@@ -95,18 +95,21 @@ pub fn render_pairs(
                 );
             }
         }
-        let mut errors: Vec<(String, u32)> = Vec::new();
+        // Grouped as the log tells errors apart: an expired certificate's error, naming the
+        // time of each try, is one line, and each proxy's errors are lines of their own. The
+        // line shows the first pair's text.
+        let mut errors: Vec<(ErrorKind, String, u32)> = Vec::new();
         for a in 0..sources as u32 {
             let pair = limiter.pair(a, RegionId(r as u8));
             if let Some(e) = &pairs.get(pair).last_error {
-                let text = e.to_string();
-                match errors.iter_mut().find(|(t, _)| *t == text) {
-                    Some((_, n)) => *n += 1,
-                    None => errors.push((text, 1)),
+                let kind = ErrorKind::of(e);
+                match errors.iter_mut().find(|(k, ..)| *k == kind) {
+                    Some((.., n)) => *n += 1,
+                    None => errors.push((kind, e.to_string(), 1)),
                 }
             }
         }
-        for (text, n) in errors {
+        for (_, text, n) in errors {
             let _ = writeln!(
                 out,
                 "  region {r} ({}): {n} pairs failing: {text}",

@@ -3,11 +3,12 @@
 //! Plain state; the decisions about it are the upstream's. Its waiting bundles are the
 //! dispatcher's.
 
+use std::fmt::{self, Write as _};
 use std::sync::Arc;
 
-use crate::clock::{Instant, TickRate};
+use crate::clock::{Instant, TickRate, Ticks};
 use crate::egress::resolve::HostAddrs;
-use crate::egress::transport::TlsTarget;
+use crate::egress::transport::{TlsTarget, TransportError};
 use crate::grpc::CallConfig;
 
 use super::RegionSpec;
@@ -24,6 +25,195 @@ pub const THROTTLE_BACKOFF_MS_MAX: u64 = 5_000;
 
 /// The same connection error of one region is logged again at most this often.
 pub const ERROR_RELOG_MS: u64 = 10_000;
+
+/// Kinds of error a region remembers logging. A dozen misbehaving proxies, each failing its own
+/// way, fit; a kind beyond these while all are recent is counted with the other such kinds, and
+/// they log one line between them per [`ERROR_RELOG_MS`], so a region's lines stay bounded
+/// however many ways its pairs fail.
+pub const ERROR_KINDS_KEPT: usize = 16;
+
+/// Bytes of one region's record of logged errors (the budget counts one per thread and region).
+pub const ERROR_LOG_BYTES: usize = std::mem::size_of::<ErrorLog>();
+
+/// Which errors are one error, for the log and `/debug/pairs`: their texts with every run of
+/// digits read as one digit, so an error naming the time or a count that moves (an expired
+/// certificate's "verification time 1796543514 … (86421 seconds ago)") is one error however long
+/// it lasts. Kept as a hash, so telling errors apart allocates nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ErrorKind(u64);
+
+impl ErrorKind {
+    /// The kind of an error reading `text`.
+    pub fn of_text(text: impl fmt::Display) -> ErrorKind {
+        let mut h = KindHasher::new();
+        let _ = write!(h, "{text}");
+        ErrorKind(h.hash)
+    }
+
+    /// The kind of a pair's error. The proxy it went through counts whole: two proxies refusing
+    /// alike are two errors, or the operator could not tell which proxy is down.
+    pub fn of(error: &TransportError) -> ErrorKind {
+        let mut h = KindHasher::new();
+        if let Some(proxy) = error.proxy() {
+            h.digits_whole = true;
+            let _ = write!(h, "via {proxy}: ");
+            h.digits_whole = false;
+        }
+        let _ = write!(h, "{}", error.detail());
+        ErrorKind(h.hash)
+    }
+}
+
+/// FNV-1a over a text as it is formatted, a run of digits hashed as one `0` unless
+/// `digits_whole`.
+struct KindHasher {
+    hash: u64,
+    in_digits: bool,
+    digits_whole: bool,
+}
+
+impl KindHasher {
+    fn new() -> KindHasher {
+        KindHasher {
+            hash: 0xcbf2_9ce4_8422_2325,
+            in_digits: false,
+            digits_whole: false,
+        }
+    }
+}
+
+impl fmt::Write for KindHasher {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        for &b in s.as_bytes() {
+            let b = if b.is_ascii_digit() && !self.digits_whole {
+                if std::mem::replace(&mut self.in_digits, true) {
+                    continue;
+                }
+                b'0'
+            } else {
+                self.in_digits = false;
+                b
+            };
+            self.hash = (self.hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        Ok(())
+    }
+}
+
+/// What a line about an error says of the errors not logged since the last line like it:
+/// nothing when there were none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unlogged {
+    pub count: u32,
+    /// Seconds since that line.
+    pub secs: u64,
+    /// They were of other kinds than this line's, beyond [`ERROR_KINDS_KEPT`].
+    pub other_kinds: bool,
+}
+
+impl fmt::Display for Unlogged {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.count, self.other_kinds) {
+            (0, _) => Ok(()),
+            (n, false) => write!(f, "[{n} more like this in {} s] ", self.secs),
+            (n, true) => write!(
+                f,
+                "[{n} errors of other kinds not logged in {} s] ",
+                self.secs
+            ),
+        }
+    }
+}
+
+/// When a kind of error was last logged and how many came since.
+#[derive(Clone, Copy, Debug)]
+struct Logged {
+    at: Instant,
+    unlogged: u32,
+}
+
+impl Logged {
+    fn new(now: Instant) -> Logged {
+        Logged {
+            at: now,
+            unlogged: 0,
+        }
+    }
+
+    /// Another error of this kind: logged (with the count of those between) when the last line
+    /// is `relog` old, else counted.
+    fn again(
+        &mut self,
+        now: Instant,
+        relog: Ticks,
+        rate: TickRate,
+        other_kinds: bool,
+    ) -> Option<Unlogged> {
+        let since = now.since(self.at);
+        if since.0 < relog.0 {
+            self.unlogged = self.unlogged.saturating_add(1);
+            return None;
+        }
+        let unlogged = Unlogged {
+            count: self.unlogged,
+            secs: rate.to_us(since) / 1_000_000,
+            other_kinds,
+        };
+        *self = Logged::new(now);
+        Some(unlogged)
+    }
+}
+
+/// The error kinds a region logged lately: fixed room, so noting an error never allocates.
+#[derive(Clone, Debug)]
+struct ErrorLog {
+    kinds: [Option<(ErrorKind, Logged)>; ERROR_KINDS_KEPT],
+    /// Errors of kinds that found no room.
+    others: Option<Logged>,
+}
+
+impl ErrorLog {
+    fn new() -> ErrorLog {
+        ErrorLog {
+            kinds: [None; ERROR_KINDS_KEPT],
+            others: None,
+        }
+    }
+
+    fn note(&mut self, kind: ErrorKind, now: Instant, rate: TickRate) -> Option<Unlogged> {
+        let relog = rate.from_ms(ERROR_RELOG_MS);
+        if let Some((_, logged)) = self.kinds.iter_mut().flatten().find(|(k, _)| *k == kind) {
+            return logged.again(now, relog, rate, false);
+        }
+        // A new kind takes a free place, else that of the kind logged longest ago once its line
+        // is `relog` old (those it had not logged are forgotten with it).
+        let place = self.kinds.iter().position(Option::is_none).or_else(|| {
+            self.kinds
+                .iter()
+                .enumerate()
+                .filter_map(|(i, e)| e.map(|(_, l)| (i, l.at)))
+                .filter(|(_, at)| now.since(*at).0 >= relog.0)
+                .min_by_key(|(_, at)| at.0)
+                .map(|(i, _)| i)
+        });
+        let fresh = Unlogged {
+            count: 0,
+            secs: 0,
+            other_kinds: false,
+        };
+        match (place, &mut self.others) {
+            (Some(i), _) => {
+                self.kinds[i] = Some((kind, Logged::new(now)));
+                Some(fresh)
+            }
+            (None, Some(others)) => others.again(now, relog, rate, true),
+            (None, others @ None) => {
+                *others = Some(Logged::new(now));
+                Some(fresh)
+            }
+        }
+    }
+}
 
 /// A region whose engine stopped answering: calls went unanswered for the dispatcher's silence
 /// threshold with nothing at all received from it meanwhile.
@@ -66,9 +256,9 @@ pub struct Region {
     pub bundles_path: String,
     pub addrs: Arc<HostAddrs>,
     pub tls: Option<TlsTarget>,
-    /// The last error logged for this region and when, so a thousand pairs failing alike log
-    /// one line (again after [`ERROR_RELOG_MS`] if it persists).
-    logged_error: Option<(String, Instant)>,
+    /// The errors logged for this region lately, so a thousand pairs failing alike log one
+    /// line (again after [`ERROR_RELOG_MS`] if it persists, with how often it came meanwhile).
+    errors_logged: ErrorLog,
     /// A line about this region's first TLS session was logged.
     pub tls_logged: bool,
     /// Its pairs were queued to connect (at start when eager, on its first bundle when lazy).
@@ -110,7 +300,7 @@ impl Region {
             bundles_path: spec.bundles_path.clone(),
             addrs: spec.addrs.clone(),
             tls: spec.tls.clone(),
-            logged_error: None,
+            errors_logged: ErrorLog::new(),
             tls_logged: false,
             connect_requested: connect_eagerly,
             last_rx: now,
@@ -137,17 +327,16 @@ impl Region {
         self.throttle_backoff_ms = THROTTLE_BACKOFF_MS_MIN;
     }
 
-    /// Whether an error reading `text` should be logged now: it differs from the last one
-    /// logged, or that was [`ERROR_RELOG_MS`] ago. Remembers it when so.
-    pub fn error_worth_logging(&mut self, text: &str, now: Instant, rate: TickRate) -> bool {
-        let relog = rate.from_ms(ERROR_RELOG_MS);
-        let fresh = match &self.logged_error {
-            Some((t, at)) => t != text || now.since(*at).0 >= relog.0,
-            None => true,
-        };
-        if fresh {
-            self.logged_error = Some((text.to_string(), now));
-        }
-        fresh
+    /// Whether an error of `kind` should be logged now, and what its line says of those not
+    /// logged before it (`None`: not now). Each kind is logged when first seen, then at most
+    /// once per [`ERROR_RELOG_MS`]; kinds beyond [`ERROR_KINDS_KEPT`] recent ones share one line
+    /// per [`ERROR_RELOG_MS`].
+    pub fn error_worth_logging(
+        &mut self,
+        kind: ErrorKind,
+        now: Instant,
+        rate: TickRate,
+    ) -> Option<Unlogged> {
+        self.errors_logged.note(kind, now, rate)
     }
 }

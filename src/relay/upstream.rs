@@ -33,7 +33,7 @@ use super::links::{ConnectOrder, DENIED_RETRY_MS, EnginePath, Links};
 use super::observe;
 use super::pairs::{Call, InFlight, Link};
 use super::queries::{Asked, Full, QUERIES_MAX, QUERY_PAIR_WAIT_MS, Queries, Query, Unanswered};
-use super::region::Silence;
+use super::region::{ErrorKind, Silence};
 use super::tips::{TIP_REFRESH_MS, TIP_RETRY_MS, TipCache};
 
 /// A region goes silent when a call has waited this share of the call deadline with nothing
@@ -370,9 +370,9 @@ impl Upstream {
             a.failed(unix);
         }
         let step = step.map_or("authentication", Step::label);
-        if region.error_worth_logging(step, now, rate) {
+        if let Some(unlogged) = region.error_worth_logging(ErrorKind::of_text(step), now, rate) {
             self.links.log().line(format_args!(
-                "region {}: searcher authentication failed at {step}: {why}; no call to it until it succeeds (tried again after a back-off)",
+                "region {}: {unlogged}searcher authentication failed at {step}: {why}; no call to it until it succeeds (tried again after a back-off)",
                 self.links.region(r).name
             ));
         }
@@ -407,13 +407,13 @@ impl Upstream {
                 // The step already backed off; counted and logged here.
                 self.stats.auth_failures.inc();
                 let rate = self.links.rate();
-                if self
-                    .links
-                    .region_mut(r)
-                    .error_worth_logging("auth answer", now, rate)
-                {
+                if let Some(unlogged) = self.links.region_mut(r).error_worth_logging(
+                    ErrorKind::of_text("auth answer"),
+                    now,
+                    rate,
+                ) {
                     self.links.log().line(format_args!(
-                        "region {}: searcher authentication: the engine's answer is unusable: {why}",
+                        "region {}: {unlogged}searcher authentication: the engine's answer is unusable: {why}",
                         self.links.region(r).name
                     ));
                 }
@@ -1248,13 +1248,13 @@ impl Upstream {
             throttle_ms = self.links.region_mut(region).throttle(now, rate);
             self.stats.region(region).throttles.inc();
             self.wake_at(self.links.region(region).throttled_until);
-            if self.links.region_mut(region).error_worth_logging(
-                crate::jito::GLOBAL_THROTTLE_MESSAGE,
+            if let Some(unlogged) = self.links.region_mut(region).error_worth_logging(
+                ErrorKind::of_text(crate::jito::GLOBAL_THROTTLE_MESSAGE),
                 now,
                 rate,
             ) {
                 self.links.log().line(format_args!(
-                    "region {}: its engine throttles everyone (\"{}\"): no call to it for {throttle_ms} ms, doubling while it says so",
+                    "region {}: {unlogged}its engine throttles everyone (\"{}\"): no call to it for {throttle_ms} ms, doubling while it says so",
                     self.links.region(region).name,
                     crate::jito::GLOBAL_THROTTLE_MESSAGE
                 ));

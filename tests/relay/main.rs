@@ -17,6 +17,7 @@ mod tls_support;
 mod wire_support;
 
 mod engine_answers;
+mod failing_pairs;
 mod handoff;
 mod intake;
 mod leader;

@@ -405,7 +405,8 @@ fn a_tls_engine_that_never_answers_is_reported_as_a_handshake_timeout() {
         error,
         Some(TransportError::HandshakeTimeout {
             after_ms: 400,
-            stage: Stage::Tls
+            stage: Stage::Tls,
+            proxy: None
         })
     );
 }
@@ -445,7 +446,8 @@ fn a_handshake_timeout_stays_the_reason_on_every_later_try() {
             sim.d.last_error(order.pair),
             Some(&TransportError::HandshakeTimeout {
                 after_ms: 400,
-                stage: Stage::Tls
+                stage: Stage::Tls,
+                proxy: None
             }),
             "attempt {attempt}"
         );

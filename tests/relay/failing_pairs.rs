@@ -1,0 +1,339 @@
+//! What an operator sees of pairs that cannot connect: the log lines and the `/debug/pairs`
+//! lines about them. A dozen misbehaving proxies or an expired certificate must not flood the
+//! log, and each failing proxy must be told apart from the others.
+
+use crate::tls_support;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bundle_relay::clock::{Instant, TickRate};
+use bundle_relay::config::Source;
+use bundle_relay::egress::transport::TlsTarget;
+use bundle_relay::limiter::PairId;
+use bundle_relay::metrics::accounting::Stats;
+use bundle_relay::relay::dispatch::{Dispatcher, Link};
+use bundle_relay::relay::{RegionSpec, Spec};
+use rustls::pki_types::UnixTime;
+
+const MS: u64 = 1_000_000;
+
+fn proxy(port: u16) -> Source {
+    Source::Socks5 {
+        proxy: SocketAddr::from(([127, 0, 0, 1], port)),
+        auth: None,
+    }
+}
+
+/// One thread's dispatcher for region "ny" from `sources`, retrying every 10 ms, at 1 ms.
+fn relay(sources: Vec<Source>, tweak: impl FnOnce(&mut Spec)) -> (Dispatcher, Instant) {
+    let region = RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap());
+    let mut spec = Spec::local(vec![region], Vec::new());
+    spec.source_group = vec![0; sources.len()];
+    spec.sources = sources;
+    spec.reconnect_min_ms = 10;
+    spec.reconnect_max_ms = 10;
+    spec.connect_timeout_ms = 400;
+    tweak(&mut spec);
+    let metrics = bundle_relay::metrics::Metrics::new(&["ny".to_string()], 1);
+    let now = Instant(MS);
+    let d = Dispatcher::new(
+        &spec.thread(0),
+        TickRate::NANOS,
+        now,
+        Arc::new(Stats::default()),
+        metrics.thread(0),
+    );
+    (d, now)
+}
+
+/// The log lines queued since the last call.
+fn logged(d: &Dispatcher) -> Vec<String> {
+    let mut lines = Vec::new();
+    d.log().drain(|l| lines.push(l.to_string()));
+    lines
+}
+
+/// The `/debug/pairs` lines about failing pairs.
+fn failing(d: &mut Dispatcher, now: Instant) -> Vec<String> {
+    let mut text = String::new();
+    d.render_pairs(now, &mut text);
+    text.lines()
+        .filter(|l| l.contains("failing"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Every connect due by `now` fails with the errno `errno_of` gives its proxy's port; returns
+/// how many did.
+fn fail_due_connects(d: &mut Dispatcher, now: Instant, errno_of: impl Fn(u16) -> i32) -> usize {
+    let mut n = 0;
+    while let Some(order) = d.poll_connect(now) {
+        d.connect_failed(order.pair, now, errno_of(order.remote.port()));
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn two_proxies_failing_in_turn_for_ten_seconds_log_one_line_each() {
+    // One proxy refuses, the other is unreachable: the two errors alternate 100 times and
+    // more. Each is logged once, naming its proxy.
+    let (mut d, mut now) = relay(vec![proxy(1080), proxy(1081)], |_| {});
+    let mut failures = 0;
+    let mut lines = Vec::new();
+    while now.0 < 9_000 * MS {
+        failures += fail_due_connects(&mut d, now, |port| {
+            if port == 1080 {
+                libc::ECONNREFUSED
+            } else {
+                libc::EHOSTUNREACH
+            }
+        });
+        lines.extend(logged(&d));
+        now = Instant(now.0 + 20 * MS);
+    }
+    assert!(failures >= 200, "{failures}");
+    assert_eq!(
+        lines.len(),
+        2,
+        "{failures} failures logged as:\n{}",
+        lines.join("\n")
+    );
+    assert!(
+        lines[0].contains("via 127.0.0.1:1080: connect failed"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].contains("via 127.0.0.1:1081: connect failed"),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn an_error_that_persists_is_logged_again_after_ten_seconds_with_how_often_it_came_meanwhile() {
+    let (mut d, mut now) = relay(vec![proxy(1080)], |_| {});
+    let start = now;
+    let mut failures = 0;
+    let mut lines = Vec::new();
+    while now.since(start).0 < 12_000 * MS {
+        let n = fail_due_connects(&mut d, now, |_| libc::ECONNREFUSED);
+        failures += n;
+        for line in logged(&d) {
+            lines.push((failures, now.since(start).0 / MS, line));
+        }
+        now = Instant(now.0 + 50 * MS);
+    }
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let (first, _, ref line) = lines[0];
+    assert_eq!(first, 1);
+    assert!(!line.contains("more like this"), "{line}");
+    // The second line comes with the first failure 10 s on, and counts those in between.
+    let (second, at_ms, ref line) = lines[1];
+    assert!((10_000..10_100).contains(&at_ms), "{at_ms}");
+    assert!(
+        line.contains(&format!("[{} more like this in 10 s]", second - 2)),
+        "{line}"
+    );
+    assert!(
+        line.contains("via 127.0.0.1:1080: connect failed: Connection refused"),
+        "{line}"
+    );
+}
+
+#[test]
+fn more_kinds_of_error_than_a_region_keeps_still_log_a_bounded_number_of_lines() {
+    let proxies = 40;
+    let (mut d, mut now) = relay((0..proxies).map(|i| proxy(2000 + i)).collect(), |_| {});
+    let mut lines = Vec::new();
+    let mut failures = 0;
+    // Two ERROR_RELOG_MS windows and a little.
+    while now.0 < 20_500 * MS {
+        failures += fail_due_connects(&mut d, now, |_| libc::ECONNREFUSED);
+        lines.extend(logged(&d));
+        now = Instant(now.0 + 50 * MS);
+    }
+    assert!(failures > 10_000, "{failures}");
+    // At most a line per kind kept and one for all others, per window.
+    assert!(
+        lines.len() <= 3 * 17,
+        "{} lines:\n{}",
+        lines.len(),
+        lines.join("\n")
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("errors of other kinds not logged")),
+        "{}",
+        lines.join("\n")
+    );
+}
+
+#[test]
+fn dead_and_silent_proxies_are_listed_apart_each_naming_its_proxy() {
+    let (mut d, mut now) = relay(vec![proxy(1080), proxy(1081), proxy(1082)], |_| {});
+    let mut silent = None;
+    while let Some(order) = d.poll_connect(now) {
+        if order.remote.port() == 1082 {
+            // Takes the connection and never answers the greeting.
+            d.connected(order.pair, now);
+            silent = Some(order.pair);
+        } else {
+            d.connect_failed(order.pair, now, libc::ECONNREFUSED);
+        }
+    }
+    let silent = silent.expect("the silent proxy's pair connected");
+    now = Instant(now.0 + 500 * MS);
+    d.sweep(now);
+    while let Some(p) = d.poll_close() {
+        d.socket_released(p, now, 0);
+    }
+    assert_eq!(d.link(silent), Link::Down);
+    let mut lines = failing(&mut d, now);
+    lines.sort();
+    assert_eq!(
+        lines,
+        [
+            "  region 0 (ny): 1 pairs failing: via 127.0.0.1:1080: connect failed: Connection refused (os error 111)",
+            "  region 0 (ny): 1 pairs failing: via 127.0.0.1:1081: connect failed: Connection refused (os error 111)",
+            "  region 0 (ny): 1 pairs failing: via 127.0.0.1:1082: the SOCKS5 handshake did not finish within 400 ms",
+        ]
+    );
+}
+
+/// What the TLS verifier takes for now: a test moves it.
+#[derive(Debug)]
+struct TestTime(AtomicU64);
+
+impl rustls::time_provider::TimeProvider for TestTime {
+    fn current_time(&self) -> Option<UnixTime> {
+        Some(UnixTime::since_unix_epoch(std::time::Duration::from_secs(
+            self.0.load(Ordering::Relaxed),
+        )))
+    }
+}
+
+/// A TLS handshake of `pair` against an engine presenting `pki`'s certificate, until the
+/// client gives up on it.
+fn handshake_failing(d: &mut Dispatcher, pair: PairId, pki: &tls_support::Pki, now: Instant) {
+    let mut server =
+        rustls::ServerConnection::new(tls_support::server_config(pki, &[b"h2"])).unwrap();
+    d.connected(pair, now);
+    for _ in 0..8 {
+        while let Some(p) = d.poll_dirty() {
+            let bytes = d.transmit(p, now).to_vec();
+            d.transmitted(p, bytes.len(), now);
+            let mut rd = &bytes[..];
+            while !rd.is_empty() {
+                server.read_tls(&mut rd).unwrap();
+                // The client's alert about the certificate fails the server: expected.
+                let _ = server.process_new_packets();
+            }
+        }
+        let mut out = Vec::new();
+        while server.wants_write() {
+            server.write_tls(&mut out).unwrap();
+        }
+        if !out.is_empty() {
+            d.received(pair, &out, now);
+        }
+        while let Some(p) = d.poll_close() {
+            d.socket_released(p, now, 0);
+        }
+        if d.link(pair) == Link::Down {
+            return;
+        }
+    }
+    panic!("the handshake of {pair:?} did not fail: {:?}", d.link(pair));
+}
+
+/// Two pairs to a region whose engine's certificate expired, failing their handshakes a second
+/// apart: their errors' texts name the verification time, so they differ.
+fn two_pairs_failing_on_an_expired_certificate_a_second_apart() -> (Dispatcher, Instant) {
+    let pki = tls_support::pki(&["engine.test"]);
+    // After rcgen's default not_after (year 4096).
+    let time = Arc::new(TestTime(AtomicU64::new(70_000_000_000)));
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(pki.chain[1].clone()).unwrap();
+    let mut config = rustls::ClientConfig::builder_with_details(
+        Arc::new(rustls::crypto::ring::default_provider()),
+        time.clone(),
+    )
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let sources = vec![
+        Source::Local("127.1.0.1".parse().unwrap()),
+        Source::Local("127.1.0.2".parse().unwrap()),
+    ];
+    let (mut d, now) = relay(sources, |s| {
+        s.regions[0].tls = Some(TlsTarget {
+            config: Arc::new(config),
+            sni: "engine.test".into(),
+        });
+    });
+    let pairs: Vec<PairId> = std::iter::from_fn(|| d.poll_connect(now))
+        .map(|o| o.pair)
+        .collect();
+    assert_eq!(pairs.len(), 2);
+    handshake_failing(&mut d, pairs[0], &pki, now);
+    time.0.fetch_add(1, Ordering::Relaxed);
+    let later = Instant(now.0 + 1_000 * MS);
+    handshake_failing(&mut d, pairs[1], &pki, later);
+    (d, later)
+}
+
+#[test]
+fn an_expired_certificate_is_logged_once_though_its_text_names_the_time() {
+    let (d, _) = two_pairs_failing_on_an_expired_certificate_a_second_apart();
+    let lines = logged(&d);
+    assert_eq!(lines.len(), 1, "{}", lines.join("\n"));
+    assert!(
+        lines[0].contains("certificate expired: verification time 70000000000 (UNIX)"),
+        "the line shows the real text: {}",
+        lines[0]
+    );
+}
+
+#[test]
+fn pairs_failing_on_an_expired_certificate_are_one_line_in_debug_pairs() {
+    let (mut d, now) = two_pairs_failing_on_an_expired_certificate_a_second_apart();
+    let listed = failing(&mut d, now);
+    assert_eq!(listed.len(), 1, "{}", listed.join("\n"));
+    assert!(
+        listed[0].contains(
+            "2 pairs failing: TLS: bad certificate: certificate expired: verification time 70000000000 (UNIX)"
+        ),
+        "{}",
+        listed[0]
+    );
+}
+
+#[test]
+fn a_pair_failing_again_and_again_allocates_nothing() {
+    // Noting and logging a failed connect runs on the reactor: fixed room only, as the rest
+    // of a reconnect.
+    let (mut d, mut now) = relay(vec![proxy(1080), proxy(1081)], |_| {});
+    let errno_of = |port| {
+        if port == 1080 {
+            libc::ECONNREFUSED
+        } else {
+            libc::EHOSTUNREACH
+        }
+    };
+    fail_due_connects(&mut d, now, errno_of);
+    let before = crate::counting_alloc::allocations();
+    let mut failures = 0;
+    // Past ERROR_RELOG_MS, so lines are logged again too.
+    for _ in 0..1_000 {
+        now = Instant(now.0 + 20 * MS);
+        failures += fail_due_connects(&mut d, now, errno_of);
+        d.log().drain(|_| {});
+    }
+    assert!(failures >= 1_000, "{failures}");
+    assert_eq!(crate::counting_alloc::allocations() - before, 0);
+}
