@@ -109,6 +109,17 @@ pub struct ProbeError {
     pub problems: Vec<Problem>,
 }
 
+impl ProbeError {
+    /// Every problem is one a later start may not meet: memory for a ring, which the kernel
+    /// counts for all of the user's processes (one that just ended frees its rings a moment
+    /// after) or lacks for now. What a limit, a sysctl or the kernel refuses is not.
+    pub fn for_now(&self) -> bool {
+        self.problems
+            .iter()
+            .all(|p| matches!(p, Problem::RingMemlock { .. }))
+    }
+}
+
 /// Runs every check against `cfg`. On success the soft `RLIMIT_NOFILE` is at least
 /// `cfg.fds_needed()` (raised to the hard limit if it was lower).
 pub fn check(cfg: &Config) -> Result<ProbeReport, ProbeError> {
@@ -149,21 +160,24 @@ pub fn check(cfg: &Config) -> Result<ProbeReport, ProbeError> {
     // The probe's ring is gone by now; the reactors' are created after this.
     let rings_charged = rings_charged();
     let memlock_needed = memlock_needed(cfg.threads, rings_charged);
+    // The kernel holds every process of this user to this process's soft limit: during an
+    // upgrade two relays' rings count, so the soft limit is raised toward twice the need.
     let mut memlock_soft = memlock_soft;
-    if memlock_soft < memlock_needed {
-        if memlock_hard >= memlock_needed
-            && set_soft_rlimit(libc::RLIMIT_MEMLOCK, memlock_hard).is_ok()
-        {
-            memlock_soft = memlock_hard;
-        } else {
-            problems.push(Problem::LockedMemory {
-                threads: cfg.threads,
-                rings_charged,
-                needed: memlock_needed,
-                soft: memlock_soft,
-                hard: memlock_hard,
-            });
+    let upgrade_need = memlock_needed.saturating_mul(2);
+    if memlock_soft < upgrade_need && memlock_hard > memlock_soft {
+        let raised = memlock_hard.min(upgrade_need);
+        if set_soft_rlimit(libc::RLIMIT_MEMLOCK, raised).is_ok() {
+            memlock_soft = raised;
         }
+    }
+    if memlock_soft < memlock_needed {
+        problems.push(Problem::LockedMemory {
+            threads: cfg.threads,
+            rings_charged,
+            needed: memlock_needed,
+            soft: memlock_soft,
+            hard: memlock_hard,
+        });
     }
 
     let fds = cfg.fd_budget();
@@ -326,12 +340,32 @@ pub fn memlock_terms(threads: usize, rings_charged: bool) -> String {
              provided-buffer rings)",
             crate::reactor::ring_memory_bytes() / 1024
         )
+    } else if has_ipc_lock() {
+        format!(
+            "{threads} threads x two provided-buffer rings; this process has CAP_IPC_LOCK, so \
+             nothing it locks counts here, where the units' user, which has none, is charged \
+             its rings too on kernels that do: check as the unit runs the relay"
+        )
     } else {
         format!(
             "{threads} threads x two provided-buffer rings; this kernel charges io_uring rings \
              to the cgroup, not here"
         )
     }
+}
+
+/// Whether this process holds CAP_IPC_LOCK in its effective set (root does): then nothing it
+/// locks counts against `RLIMIT_MEMLOCK`, rings or buffers.
+pub fn has_ipc_lock() -> bool {
+    const CAP_IPC_LOCK: u32 = 14;
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << CAP_IPC_LOCK) != 0)
 }
 
 /// Reads the `kernel.io_uring_disabled` sysctl at `path`: `None` when the file is absent or holds
@@ -611,10 +645,12 @@ impl fmt::Display for Problem {
             ),
             Problem::RingMemlock { soft, hard } => write!(
                 f,
-                "io_uring could not lock its ring memory (ENOMEM): RLIMIT_MEMLOCK is {} bytes \
-                 (hard {}); fix: `ulimit -l unlimited` in the starting shell, or \
-                 LimitMEMLOCK=infinity in the systemd unit (kernels before 5.12 charge rings to \
-                 this limit)",
+                "io_uring could not get memory for a ring (ENOMEM): RLIMIT_MEMLOCK is {} bytes \
+                 (hard {}), counted against what every process of this user locks (a relay that \
+                 just ended frees its rings a moment later), or the kernel is short of memory; \
+                 fix: a later start may pass; else raise it, LimitMEMLOCK in the unit or `ulimit \
+                 -l` in the shell (the startup line `locked memory` says what one relay needs, \
+                 twice it covers an upgrade)",
                 count(*soft),
                 count(*hard)
             ),

@@ -520,7 +520,7 @@ fn locked_memory_fails_below_a_processs_need_warns_below_an_upgrades_and_counts_
  {
     let t = Tree::new("memlock");
     t.tuned();
-    let bufs = 2 * 2 * 4096;
+    let bufs = 2 * 2 * bundle_relay::reactor::page_bytes();
     let rings = 2 * bundle_relay::reactor::ring_memory_bytes();
     let rows: [(bool, u64, Level); 6] = [
         (false, bufs - 1, Level::Fail),

@@ -3,6 +3,7 @@
 //! `--tenants` is the static tenants provider; the switches that change a config file are
 //! refused without one.
 
+use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
 
 #[test]
@@ -129,6 +130,34 @@ fn a_takeover_pid_that_is_no_single_other_process_is_refused() {
         assert_eq!(code, Some(2), "{pid}: {err}");
         assert!(err.contains("--takeover"), "{pid}: {err}");
     }
+    // A process that is no relay (it would be sent SIGQUIT and dump core), and one that is
+    // not there.
+    let mut other = Command::new("sleep").arg("30").spawn().unwrap();
+    let comm = format!("/proc/{}/comm", other.id());
+    for _ in 0..200 {
+        if std::fs::read_to_string(&comm).is_ok_and(|c| c.trim_end() == "sleep") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let flag = format!("--takeover={}", other.id());
+    let (code, err) = run_args(&["run", "--config", config, &flag]);
+    let _ = other.kill();
+    let status = other.wait().unwrap();
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(
+        err.trim_end(),
+        format!(
+            "bundle-relay: --takeover {}: that process is \"sleep\", not a bundle-relay (it holds \
+             no pacing ledger either); it is not sent SIGQUIT",
+            other.id()
+        )
+    );
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "it was not signalled");
+    let flag = format!("--takeover={}", other.id());
+    let (code, err) = run_args(&["run", "--config", config, &flag]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("no such process"), "{err}");
 }
 
 /// `egress-ip` prints commands meant for `| sh` as root: an interface that is no interface

@@ -400,21 +400,24 @@ fn a_takeover_started_by_hand_honours_the_old_processs_last_send_on_each_pair() 
     std::fs::create_dir_all(&dir).unwrap();
     let (intake, engine_port, stats) = (free_port(), free_port(), free_port());
     let config = dir.join("relay.toml");
-    // One pair, paced at 3 s: the new process takes over well within the old one's interval.
+    // One pair, paced at 4 s. A pair's first send waits an interval from its process's start,
+    // so the old one sends the first bundle 4 s in (its drain is long enough to), while the
+    // new one, started about a second in, may first send 4 s after its own start: early,
+    // unless it honours the old one's send in the ledger and waits until 8 s in.
     std::fs::write(
         &config,
         format!(
-            "threads = 1\npin_threads = false\narena_slots = 64\nbundle_max_age_ms = 10000\n\
+            "threads = 1\npin_threads = false\narena_slots = 64\nbundle_max_age_ms = 20000\n\
              [intake]\nrotating = \"127.0.0.1:{intake}\"\nconnections_max = 16\n\
              [[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.43\"\nport = {engine_port}\n\
-             tls = false\ninterval_ms = 3000\n\
+             tls = false\ninterval_ms = 4000\n\
              [egress]\naddresses = [\"127.1.97.1\"]\n[admin]\nlisten = \"off\"\n"
         ),
     )
     .unwrap();
     let mut engine = Command::new(&engine_bin)
         .args(["--regions", "amsterdam", "--base-ip", "127.0.0.43"])
-        .args(["--interval-ms", "3000"])
+        .args(["--interval-ms", "4000"])
         .args(["--port", &engine_port.to_string()])
         .args(["--stats-addr", &format!("127.0.0.1:{stats}")])
         .stdout(Stdio::null())
@@ -422,7 +425,7 @@ fn a_takeover_started_by_hand_honours_the_old_processs_last_send_on_each_pair() 
         .spawn()
         .unwrap();
     let mut old = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
-        .args(["run", "--config"])
+        .args(["run", "--drain-ms", "15000", "--config"])
         .arg(&config)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -446,6 +449,18 @@ fn a_takeover_started_by_hand_honours_the_old_processs_last_send_on_each_pair() 
     let old_status = old.wait().unwrap().code();
     // The old process has gone: only the new one can send this, on the pair the old one used.
     let second = send_one(&load_bin, target, 2);
+    // It goes once the old one's interval has passed: wait for it before the stop.
+    let stats_addr: SocketAddr = format!("127.0.0.1:{stats}").parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < deadline {
+        let s = http_get(stats_addr, "/stats").unwrap_or_default();
+        if s.find('{')
+            .is_some_and(|i| json_u64(&s[i..], "send_bundle_calls") >= 2)
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // SAFETY: signalling our own child.
     unsafe { libc::kill(new.id() as i32, libc::SIGTERM) };
     let new_status = new.wait().unwrap().code();
@@ -552,7 +567,14 @@ fn stopping_a_relay_during_its_upgrade_stops_the_successor_too() {
         token_setup("restart-stop-upgrade", "127.1.99.0/30");
     let mut engine = spawn_engine(&engine_bin, engine_port);
     let mut old = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
-        .args(["run", "--ready-pairs-percent", "100", "--config"])
+        .args([
+            "run",
+            "--ready-pairs-percent",
+            "100",
+            "--unready-ms",
+            "4000",
+        ])
+        .arg("--config")
         .arg(&config)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -578,15 +600,19 @@ fn stopping_a_relay_during_its_upgrade_stops_the_successor_too() {
     std::thread::sleep(Duration::from_millis(500));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(old.id() as i32, libc::SIGTERM) };
-    let old_status = old.wait().unwrap().code();
-    let gone = ends_within(successor, Duration::from_secs(5));
+    // The old one serves on for its 4 s of --unready-ms: the successor must be stopped by it
+    // at once, not only notice later that it ended.
+    let gone = ends_within(successor, Duration::from_secs(2));
+    let old_alive_then = old.try_wait().unwrap().is_none();
     if !gone {
         // SAFETY: the successor our child started.
         unsafe { libc::kill(successor, libc::SIGKILL) };
     }
+    let old_status = old.wait().unwrap().code();
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(old_status, Some(0));
     assert!(gone, "the successor runs on after its relay was stopped");
+    assert!(old_alive_then, "the old process had ended first");
     assert!(
         lines
             .lock()

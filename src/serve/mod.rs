@@ -107,6 +107,12 @@ const TOTALS_EVERY_TICKS: u32 = 100;
 /// Runs the relay from the config at `path` (or the embedded default) with `overrides`, until
 /// it is stopped; returns the exit status.
 pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
+    // The relay to take over, pinned before anything else: its number cannot be another
+    // process's by the time its ledger is opened or it is told to drain.
+    let pinned = match flags.takeover.map(takeover::Pinned::open).transpose() {
+        Ok(p) => p,
+        Err(why) => return refuse(&why),
+    };
     let mut upgrade = Upgrade::from_env();
     let manager = match Manager::from_env() {
         Ok(m) => m,
@@ -137,9 +143,20 @@ pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
     if let Some(why) = why {
         eprintln!("bundle-relay: warning: {why}");
     }
+    if let Some(p) = &pinned
+        && p.ended()
+    {
+        eprintln!(
+            "bundle-relay: takeover: pid {} ended before this process started serving; not \
+             serving in its place",
+            p.pid
+        );
+        return EXIT_THREAD_FAILED;
+    }
     plan.spec.ledger = Some(pacing.ledger);
     upgrade.hand_over_ledger(pacing.fd);
-    let mut serving = match Serving::start(plan, path, overrides, &flags, manager, watchdog) {
+    let mut serving = match Serving::start(plan, path, overrides, &flags, manager, watchdog, pinned)
+    {
         Ok(s) => s,
         Err(status) => return status,
     };
@@ -222,6 +239,7 @@ impl Serving {
         flags: &Flags,
         manager: Manager,
         watchdog: Option<Watchdog>,
+        pinned: Option<takeover::Pinned>,
     ) -> Result<Serving, i32> {
         let Plan {
             cfg,
@@ -307,7 +325,7 @@ impl Serving {
             manager,
             watchdog,
             readiness,
-            takeover: flags.takeover.map(Takeover::new),
+            takeover: pinned.map(Takeover::new),
             drain_ms: flags.drain_ms,
             unready_ms: flags.unready_ms,
         })
@@ -534,9 +552,14 @@ impl Serving {
             mut watchdog,
             drain_ms,
             unready_ms,
+            takeover,
+            readiness,
             ..
         } = self;
-        if end == End::Stopped {
+        // A process stopped while it waited to take over never listened: nothing to announce
+        // or keep serving.
+        let listening = takeover.is_none() || readiness.ready();
+        if end == End::Stopped && listening {
             relay.announce_draining();
             if let Some(a) = &admin {
                 a.set_draining();

@@ -155,6 +155,12 @@ fn held_by(pid: i32) -> io::Result<OwnedFd> {
     ))
 }
 
+/// Whether process `pid` holds a pacing ledger open (as every relay does): what tells a
+/// relay from another process when their commands differ.
+pub fn holds_ledger(pid: i32) -> bool {
+    held_by(pid).is_ok()
+}
+
 fn create(pairs: usize) -> io::Result<OwnedFd> {
     // SAFETY: plain syscalls on a name and a descriptor this function owns.
     unsafe {

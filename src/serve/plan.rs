@@ -94,7 +94,13 @@ pub fn plan(
             .to_string()
             .into());
     }
-    let report = probe::check(&cfg).map_err(|e| e.to_string())?;
+    let report = probe::check(&cfg).map_err(|e| {
+        if e.for_now() {
+            Refusal::for_now(e.to_string())
+        } else {
+            Refusal::from(e.to_string())
+        }
+    })?;
     println!("{report}");
     // Addresses networking may still be bringing up (or a boot that has not put the egress
     // routes back yet).

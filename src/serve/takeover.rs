@@ -26,32 +26,45 @@ const TAKEOVER_READY_WAIT: Duration = Duration::from_secs(60);
 /// How long a process that took over retries the admin port the old one is freeing.
 const ADMIN_TAKEOVER_WAIT: Duration = Duration::from_secs(5);
 
-/// A takeover in progress from the relay running as `old`.
-pub struct Takeover {
-    pub old: i32,
-    deadline: Instant,
-    /// `old` pinned (Linux 5.3+): whether it ended is read from it, and its SIGQUIT goes to
-    /// that process even if its number were used again since.
-    pidfd: Option<OwnedFd>,
+/// The relay to take over, held from this process's start: a pidfd (Linux 5.3+) says when it
+/// ended and carries its SIGQUIT, so neither can reach a process that took its number since.
+pub struct Pinned {
+    pub pid: i32,
+    fd: Option<OwnedFd>,
 }
 
-impl Takeover {
-    /// Starts the wait for the pool now.
-    pub fn new(old: i32) -> Takeover {
+impl Pinned {
+    /// Pins `pid`, refusing a process that is not there or is no relay (it would be sent
+    /// SIGQUIT, whose default is to dump core): one whose command is not this binary's and
+    /// that holds no pacing ledger.
+    pub fn open(pid: i32) -> Result<Pinned, String> {
         // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor we own.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, old, 0) };
-        Takeover {
-            old,
-            deadline: Instant::now() + TAKEOVER_READY_WAIT,
-            // SAFETY: a descriptor pidfd_open just returned, owned by nothing else.
-            pidfd: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) }),
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        if fd < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+            return Err(format!("--takeover {pid}: no such process"));
         }
+        let command = |p: &str| {
+            std::fs::read_to_string(format!("/proc/{p}/comm"))
+                .map(|c| c.trim_end().to_string())
+                .unwrap_or_default()
+        };
+        let theirs = command(&pid.to_string());
+        if theirs != command("self") && !super::pacing::holds_ledger(pid) {
+            return Err(format!(
+                "--takeover {pid}: that process is {theirs:?}, not a bundle-relay (it holds no \
+                 pacing ledger either); it is not sent SIGQUIT"
+            ));
+        }
+        Ok(Pinned {
+            pid,
+            // SAFETY: a descriptor pidfd_open just returned, owned by nothing else.
+            fd: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) }),
+        })
     }
 
-    /// Why the takeover is given up because the old process ended before this one was ready
-    /// (killed, or stopped by its operator, who then wants no relay serving in its place).
-    pub fn old_ended(&self) -> Option<String> {
-        let ended = match &self.pidfd {
+    /// Whether the process ended (without a pidfd: whether its number is free).
+    pub fn ended(&self) -> bool {
+        match &self.fd {
             Some(fd) => {
                 let mut p = libc::pollfd {
                     fd: fd.as_raw_fd(),
@@ -64,11 +77,57 @@ impl Takeover {
             }
             // SAFETY: signal 0 only asks whether the process exists.
             None => unsafe {
-                libc::kill(self.old, 0) != 0
+                libc::kill(self.pid, 0) != 0
                     && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
             },
+        }
+    }
+
+    /// Sends it SIGQUIT (through the pidfd when there is one).
+    fn quit(&self) -> std::io::Result<()> {
+        let r = match &self.fd {
+            // SAFETY: a signal through a pidfd we hold.
+            Some(fd) => unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    libc::SIGQUIT,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                ) as i32
+            },
+            // SAFETY: a signal to the process we take over from.
+            None => unsafe { libc::kill(self.pid, libc::SIGQUIT) },
         };
-        ended.then(|| {
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+}
+
+/// A takeover in progress from the relay running as `old`.
+pub struct Takeover {
+    pub old: i32,
+    deadline: Instant,
+    pinned: Pinned,
+}
+
+impl Takeover {
+    /// Starts the wait for the pool now.
+    pub fn new(pinned: Pinned) -> Takeover {
+        Takeover {
+            old: pinned.pid,
+            deadline: Instant::now() + TAKEOVER_READY_WAIT,
+            pinned,
+        }
+    }
+
+    /// Why the takeover is given up because the old process ended before this one was ready
+    /// (killed, or stopped by its operator, who then wants no relay serving in its place).
+    pub fn old_ended(&self) -> Option<String> {
+        self.pinned.ended().then(|| {
             format!(
                 "takeover: pid {} ended before this process was ready; not serving in its place",
                 self.old
@@ -109,25 +168,15 @@ impl Takeover {
         println!("{line}; taking over from pid {old}");
         manager.set_muted(false);
         manager.main_pid_ready(line);
-        let sent = match &self.pidfd {
-            // SAFETY: a signal to the process we take over from, through its pidfd.
-            Some(fd) => unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    fd.as_raw_fd(),
-                    libc::SIGQUIT,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0,
-                ) == 0
-            },
-            // SAFETY: a signal to the process we take over from.
-            None => unsafe { libc::kill(old, libc::SIGQUIT) == 0 },
-        };
-        if !sent {
-            println!(
-                "takeover: pid {old} could not be told to drain ({}); it has ended",
-                std::io::Error::last_os_error()
-            );
+        match self.pinned.quit() {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                println!("takeover: pid {old} has ended already");
+            }
+            Err(e) => eprintln!(
+                "bundle-relay: takeover: pid {old} could not be told to drain ({e}): it serves \
+                 on beside this process until stopped"
+            ),
         }
         let Some((addr, token)) = admin else {
             return Ok(None);
