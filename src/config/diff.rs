@@ -5,10 +5,16 @@
 //!
 //! What it is NOT: where changes are applied (the reactor threads do, from the snapshot).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 
-use super::model::{Config, Region, Source};
+use super::model::{Config, Region, Source, SourceId};
+
+/// The [`SourceId`]s of `sources`: sources are matched across configs by these, so a proxy
+/// whose password changed is the same source.
+fn ids(sources: &[Source]) -> HashSet<SourceId> {
+    sources.iter().map(Source::id).collect()
+}
 
 /// The keys a reload applies and the ones it keeps, as log phrases.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -49,9 +55,9 @@ impl Changes {
                 ),
             ));
         }
-        let listed: HashSet<&Source> = next.egress.sources.iter().collect();
+        let listed = ids(&next.egress.sources);
         let sources = &started.egress.sources;
-        if !sources.iter().any(|x| listed.contains(x)) {
+        if !sources.iter().any(|x| listed.contains(&x.id())) {
             return Some((
                 "egress",
                 format!(
@@ -70,7 +76,7 @@ impl Changes {
                 if own.is_empty() {
                     continue;
                 }
-                if !own.iter().any(|x| listed.contains(x)) {
+                if !own.iter().any(|x| listed.contains(&x.id())) {
                     return Some((
                         "egress",
                         format!(
@@ -153,12 +159,12 @@ impl Changes {
                 Some(o) => self.region_shape(o, r),
             }
         }
-        let started: HashSet<&Source> = s.egress.sources.iter().collect();
+        let started = ids(&s.egress.sources);
         let added: Vec<&Source> = n
             .egress
             .sources
             .iter()
-            .filter(|x| !started.contains(x))
+            .filter(|x| !started.contains(&x.id()))
             .collect();
         if let Some(first) = added.first() {
             self.kept.push(format!(
@@ -191,10 +197,10 @@ impl Changes {
                 .push(format!("egress groups: {} removed", removed.join(", ")));
         }
         // One pass over each pool, not one per group.
-        let members = |e: &super::model::Egress| -> Vec<HashSet<Source>> {
+        let members = |e: &super::model::Egress| -> Vec<HashSet<SourceId>> {
             let mut of = vec![HashSet::new(); e.groups.len() + 1];
             for (i, x) in e.sources.iter().enumerate() {
-                of[usize::from(e.group_of(i))].insert(x.clone());
+                of[usize::from(e.group_of(i))].insert(x.id());
             }
             of
         };
@@ -335,18 +341,18 @@ impl Changes {
                     .push(format!("region {} back: its pairs connect again", r.name));
             }
         }
-        let next: HashSet<&Source> = ne.sources.iter().collect();
-        let was: HashSet<&Source> = oe.sources.iter().collect();
-        let started: HashSet<&Source> = s.egress.sources.iter().collect();
+        let next = ids(&ne.sources);
+        let was: HashMap<SourceId, &Source> = oe.sources.iter().map(|x| (x.id(), x)).collect();
+        let started = ids(&s.egress.sources);
         let removed = oe
             .sources
             .iter()
-            .filter(|x| !next.contains(x) && started.contains(x))
+            .filter(|x| !next.contains(&x.id()) && started.contains(&x.id()))
             .count();
         let withdrawn = oe
             .sources
             .iter()
-            .filter(|x| !next.contains(x) && !started.contains(x))
+            .filter(|x| !next.contains(&x.id()) && !started.contains(&x.id()))
             .count();
         if withdrawn > 0 {
             self.kept.push(format!(
@@ -357,8 +363,18 @@ impl Changes {
         let back = ne
             .sources
             .iter()
-            .filter(|x| !was.contains(x) && started.contains(x))
+            .filter(|x| !was.contains_key(&x.id()) && started.contains(&x.id()))
             .count();
+        // A running proxy's new password: the same source, whose pairs present it from their
+        // next connect on. The connections open were let in with the old one and stay.
+        let repassworded: Vec<&Source> = ne
+            .sources
+            .iter()
+            .filter(|x| {
+                let id = x.id();
+                started.contains(&id) && was.get(&id).is_some_and(|o| *o != *x)
+            })
+            .collect();
         if removed > 0 {
             self.applied.push(format!(
                 "egress: {removed} source{} removed: their calls in flight finish, then their \
@@ -371,6 +387,18 @@ impl Changes {
                 "egress: {back} source{} listed again: their pairs connect again",
                 if back == 1 { "" } else { "s" }
             ));
+        }
+        match repassworded.as_slice() {
+            [] => {}
+            [one] => self.applied.push(format!(
+                "egress: {one} password changed: new connections through it use the new one, \
+                 those open stay open"
+            )),
+            [first, ..] => self.applied.push(format!(
+                "egress: {} passwords changed (first {first}): new connections through their \
+                 proxies use the new ones, those open stay open",
+                repassworded.len()
+            )),
         }
         self.tenants(&o.tenants, &n.tenants);
         self.quota(o.quota.as_ref(), n.quota.as_ref());

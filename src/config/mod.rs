@@ -148,7 +148,9 @@
 //!
 //! Sources are the addresses (in order, each entry expanded) followed by the SOCKS5 proxies. A
 //! CIDR block lists every address in it; one address listed twice (in any two entries) is an
-//! error, as is a block or range of more than [`SOURCES_MAX`] addresses.
+//! error, as is a block or range of more than [`SOURCES_MAX`] addresses. A proxy, or a proxy
+//! and username, is one source ([`SourceId`]): a reload that changes only its password keeps
+//! it (new connections present the new one).
 //!
 //! Egress groups sell address capacity: a tenant naming a group sends only through its
 //! addresses, every other tenant only through the shared ones ([`Egress::source_group`], group
@@ -191,7 +193,7 @@ pub use model::{
     ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, FD_SLACK, FdBudget, Intake,
     KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_PROBES, KEEPALIVE_USER_TIMEOUT_MS_MIN,
     Leader, Overrides, PING_IDLE_MS_DEFAULT, PING_TIMEOUT_MS_DEFAULT, PINNED_PORT_FIRST,
-    ROTATING_PORT, Reactor, ReactorMode, Region, Resolve, SHARED_GROUP, Source,
+    ROTATING_PORT, Reactor, ReactorMode, Region, Resolve, SHARED_GROUP, Source, SourceId,
     TCP_USER_TIMEOUT_MS_DEFAULT, even_share, keepalive_timeout_conflict, thread_share,
     too_few_sources,
 };

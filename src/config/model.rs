@@ -395,7 +395,9 @@ pub struct EgressSlice {
     pub pool: usize,
 }
 
-/// One egress source: a local address to bind, or a SOCKS5 proxy to go through.
+/// One egress source: a local address to bind, or a SOCKS5 proxy to go through. Equal when
+/// every field is, the password included; which source it is, across reloads and in the
+/// pacing ledger, is its [`SourceId`].
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub enum Source {
     Local(IpAddr),
@@ -404,6 +406,33 @@ pub enum Source {
         /// RFC 1929 username and password.
         auth: Option<(String, String)>,
     },
+}
+
+/// Which source a [`Source`] is: its address, and for a proxy its username too (each account
+/// on a proxy is a source of its own). Never the password: a new password is the same source
+/// presenting other credentials, so a reload keeps its pairs and their pacing and the next
+/// connects present it. Its text is the source's ([`Source`]'s `Display`), which names the
+/// pacing ledger's entries.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum SourceId {
+    Local(IpAddr),
+    Socks5 {
+        proxy: SocketAddr,
+        username: Option<String>,
+    },
+}
+
+impl Source {
+    /// See [`SourceId`].
+    pub fn id(&self) -> SourceId {
+        match self {
+            Source::Local(ip) => SourceId::Local(*ip),
+            Source::Socks5 { proxy, auth } => SourceId::Socks5 {
+                proxy: *proxy,
+                username: auth.as_ref().map(|(u, _)| u.clone()),
+            },
+        }
+    }
 }
 
 impl std::fmt::Debug for Source {

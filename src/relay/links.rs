@@ -123,6 +123,8 @@ impl Links {
                 .map(|p| {
                     let a = limiter.address_of(PairId(p)) as usize;
                     let r = limiter.region_of(PairId(p)).0 as usize;
+                    // A source's text names its identity ([`crate::config::SourceId`]), never
+                    // a password: a proxy's entry outlives a new password.
                     let key = pair_key(&spec.sources[a].to_string(), &spec.regions[r].name);
                     l.slot(key).unwrap_or(u32::MAX)
                 })
@@ -867,7 +869,8 @@ impl Links {
     /// on, off or given a new timeout, an idle connection is watched as the config says, and
     /// never by neither PINGs nor the kernel's keepalive the reactor sets alongside), reconnect
     /// back-off and the handshake budget; each region's pace; the sources no longer listed
-    /// drained and those listed again reconnecting.
+    /// drained and those listed again reconnecting; a proxy's new password, for its pairs'
+    /// next connects.
     pub(super) fn retune(&mut self, t: &Tuning, now: Instant) {
         self.setup_timeout = self.rate.from_ms(t.connect_timeout_ms);
         self.setup_timeout_ms = t.connect_timeout_ms;
@@ -900,7 +903,16 @@ impl Links {
             }
         }
         for a in 0..self.sources.len() {
-            let listed = t.sources.contains(&self.sources[a]);
+            let now_listed = t.sources.get(&self.sources[a].id());
+            if let Some(s) = now_listed
+                && *s != self.sources[a]
+            {
+                // Its password changed: the same source, its pairs and their pacing stay. The
+                // SOCKS5 handshake of each next connect presents the new one; the connections
+                // open were let in with the old one and are not cut for it.
+                self.sources[a] = s.clone();
+            }
+            let listed = now_listed.is_some();
             if self.source_retired[a] == listed {
                 self.source_retired[a] = !listed;
                 let g = usize::from(self.limiter.group_of(PairId(a as u32)));

@@ -1,15 +1,16 @@
 //! What a reload changes in a running thread: the settings read from a new config that the
 //! dispatcher, its pairs and the intake apply between loop iterations. Regions are matched to
 //! the running ones by name (a running region the config no longer lists is retired), sources
-//! by value (a running source no longer listed is drained).
+//! by [`SourceId`] (a running source no longer listed is drained; one whose proxy password
+//! changed stays, and its next connects present the new password).
 //!
 //! What it is NOT: the restart-only part of a config (threads, arena, listeners, regions and
 //! sources the relay did not start with), which [`crate::config::Changes`] names and the
 //! running relay leaves as it was.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
-use crate::config::{Config, Source};
+use crate::config::{Config, Source, SourceId};
 
 use super::{RegionSpec, Spec};
 
@@ -40,8 +41,8 @@ pub struct Tuning {
     /// Per running region, in the running order: its pace, or `None` when the config no longer
     /// lists it.
     pub regions: Vec<Option<Pace>>,
-    /// Every source the config lists.
-    pub sources: HashSet<Source>,
+    /// Every source the config lists, by identity.
+    pub sources: HashMap<SourceId, Source>,
     /// The snapshot's tenants, when they are to be applied.
     pub tenants: Option<std::sync::Arc<crate::config::TenantTable>>,
 }
@@ -73,7 +74,7 @@ impl Tuning {
                     })
                 })
                 .collect(),
-            sources: e.sources.iter().cloned().collect(),
+            sources: e.sources.iter().map(|s| (s.id(), s.clone())).collect(),
             tenants: None,
         }
     }
@@ -104,7 +105,7 @@ impl Tuning {
                     })
                 })
                 .collect(),
-            sources: spec.sources.iter().cloned().collect(),
+            sources: spec.sources.iter().map(|s| (s.id(), s.clone())).collect(),
             tenants: Some(spec.tenants.clone()),
         }
     }

@@ -133,6 +133,62 @@ fn removed_sources_are_drained_and_new_ones_wait_for_a_restart() {
     );
 }
 
+/// The base config with alice's and bob's accounts on a SOCKS5 proxy added to its sources.
+fn with_proxies(alice: &str, bob: &str) -> Config {
+    config(&format!(
+        "{BASE}socks5 = [\
+         {{ proxy = \"127.0.0.1:27221\", username = \"alice\", password = \"{alice}\" }}, \
+         {{ proxy = \"127.0.0.1:27221\", username = \"bob\", password = \"{bob}\" }}]\n"
+    ))
+}
+
+/// A proxy + username is one source whatever its password: a new password is applied (new
+/// connections through the proxy present it), nothing is removed or added, and the log line
+/// names the source without the password.
+#[test]
+fn a_proxy_password_change_is_applied_to_new_connections_not_a_new_source() {
+    let base = with_proxies("wrong", "b0b");
+    let corrected = with_proxies("right", "b0b");
+    let c = Changes::between(&base, &base, &corrected);
+    assert_eq!(
+        c.applied,
+        [
+            "egress: socks5://alice@127.0.0.1:27221 password changed: new connections through it \
+          use the new one, those open stay open"
+        ]
+    );
+    assert!(c.kept.is_empty(), "{c:?}");
+    assert_eq!(Changes::refusal(&base, &corrected), None);
+    let both = Changes::between(&base, &corrected, &with_proxies("again", "b0b2"));
+    assert_eq!(
+        both.applied,
+        [
+            "egress: 2 passwords changed (first socks5://alice@127.0.0.1:27221): new connections \
+          through their proxies use the new ones, those open stay open"
+        ]
+    );
+    assert!(both.kept.is_empty(), "{both:?}");
+    // Another username on the proxy is another source.
+    let carol = config(&format!(
+        "{BASE}socks5 = [\
+         {{ proxy = \"127.0.0.1:27221\", username = \"carol\", password = \"wrong\" }}, \
+         {{ proxy = \"127.0.0.1:27221\", username = \"bob\", password = \"b0b\" }}]\n"
+    ));
+    let c = changes_from(&base, &carol);
+    assert_eq!(
+        c.applied,
+        ["egress: 1 source removed: their calls in flight finish, then their connections close"]
+    );
+    assert_eq!(
+        c.kept,
+        ["egress: 1 source added (first socks5://carol@127.0.0.1:27221)"]
+    );
+}
+
+fn changes_from(base: &Config, next: &Config) -> Changes {
+    Changes::between(base, base, next)
+}
+
 #[test]
 fn a_reload_that_lists_none_of_the_running_regions_is_refused() {
     let renamed = config(

@@ -77,12 +77,25 @@ impl Sim {
     /// Thread `t` of `spec` at `now` (joined to `mesh` when given), its first pair connected,
     /// greeted by the engine and in rotation.
     pub fn connected(spec: &Spec, t: usize, mesh: Option<&Arc<Mesh>>, now: Instant) -> Sim {
+        Sim::connected_through(spec, t, mesh, now, |_, _, _| {})
+    }
+
+    /// [`Sim::connected`] for a pair with a tunnel to set up first (a SOCKS5 proxy): `tunnel`
+    /// plays the proxy's side, from the socket connected to the tunnel up.
+    pub fn connected_through(
+        spec: &Spec,
+        t: usize,
+        mesh: Option<&Arc<Mesh>>,
+        now: Instant,
+        tunnel: impl FnOnce(&mut Dispatcher, PairId, Instant),
+    ) -> Sim {
         let (mut d, stats, metrics) = unconnected_metered(spec, t, now);
         if let Some(mesh) = mesh {
             d.join(mesh.clone(), t);
         }
         let order = d.poll_connect(now).expect("the pair connects at start");
         d.connected(order.pair, now);
+        tunnel(&mut d, order.pair, now);
         let mut s = Sim {
             d,
             stats,

@@ -322,7 +322,10 @@ fn a_bundle_waiting_on_a_thread_whose_sources_a_reload_removed_is_sent_by_anothe
         vec![region],
         vec!["127.1.0.1".parse().unwrap(), "127.1.0.2".parse().unwrap()],
     ));
-    tuning.sources = spec_sources[..1].iter().cloned().collect();
+    tuning.sources = spec_sources[..1]
+        .iter()
+        .map(|s| (s.id(), s.clone()))
+        .collect();
     a.d.retune(&tuning, now);
     b.d.retune(&tuning, now);
     assert_eq!(b.d.sources_listed(), 0);
@@ -478,7 +481,8 @@ fn fanned_out_bundles_moved_off_a_thread_a_reload_emptied_keep_each_regions_coun
     assert_eq!(primaries, [1, 1], "one bundle admitted for each region");
     // The reload leaves thread 0's source only.
     let mut tuning = Tuning::of_spec(&spec);
-    tuning.sources = vec![Source::Local(sources[0])].into_iter().collect();
+    let kept = Source::Local(sources[0]);
+    tuning.sources = [(kept.id(), kept)].into_iter().collect();
     for t in threads.iter_mut() {
         t.d.retune(&tuning, now);
     }

@@ -3,14 +3,17 @@
 //! already waiting for it still go, and its connection closes once nothing waits; a shorter
 //! max age judges waiting bundles by the new age; a source no longer listed closes its idle
 //! connection and does not reconnect, and listed again it connects; PINGs turned on, off or
-//! given a new timeout reach the connections already open.
+//! given a new timeout reach the connections already open; a proxy's new password keeps its
+//! pairs and their pace, and their next connects present it.
 
 use crate::dispatcher_support;
 use crate::h2_support;
 
 use bundle_relay::clock::Instant;
+use bundle_relay::config::{Config, Resolve, Source};
 use bundle_relay::h2::frame;
-use bundle_relay::relay::dispatch::Link;
+use bundle_relay::limiter::PairId;
+use bundle_relay::relay::dispatch::{Dispatcher, Link};
 use bundle_relay::relay::intake::Verdict;
 use bundle_relay::relay::tuning::Tuning;
 use bundle_relay::relay::{RegionSpec, Spec};
@@ -229,4 +232,173 @@ fn a_ping_timeout_a_reload_shortens_holds_for_a_connection_already_open() {
     // rotation.
     frames_at(&mut t, Instant(ping_at.0 + 501 * MS));
     assert_ne!(t.d.link(t.pair), Link::InRotation);
+}
+
+// ---- a proxy's password ----
+
+/// Alice's account on a SOCKS5 proxy, with `password`.
+fn alice(password: &str) -> Source {
+    Source::Socks5 {
+        proxy: "127.0.0.1:1080".parse().unwrap(),
+        auth: Some(("alice".into(), password.into())),
+    }
+}
+
+/// One thread, region ny (100 ms apart), one source: alice's account on the proxy.
+fn through_alice(password: &str) -> Spec {
+    let region = RegionSpec {
+        interval_ms: 100,
+        ..RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
+    };
+    let mut spec = Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
+    spec.sources = vec![alice(password)];
+    spec.upstream_timeout_ms = 600_000;
+    spec
+}
+
+/// A reload of a config file whose one source is alice's account, with `password`.
+fn alice_reloaded(spec: &Spec, password: &str) -> Tuning {
+    let file = format!(
+        "[[region]]\nname = \"ny\"\nhost = \"127.0.0.1\"\nport = 10000\ninterval_ms = 100\n\
+         [egress]\nsocks5 = [{{ proxy = \"127.0.0.1:1080\", username = \"alice\", \
+         password = \"{password}\" }}]\n"
+    );
+    let cfg = Config::parse(&file, "config.toml", Resolve::Deferred).unwrap();
+    Tuning::of(&cfg, &spec.regions)
+}
+
+/// Everything `d` sends on `pair` now.
+fn sent(d: &mut Dispatcher, pair: PairId, now: Instant) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(p) = d.poll_dirty() {
+        assert_eq!(p, pair);
+        let bytes = d.transmit(p, now).to_vec();
+        d.transmitted(p, bytes.len(), now);
+        out.extend(bytes);
+    }
+    out
+}
+
+/// The proxy's side of `pair`'s connect up to the credentials: it chooses username/password
+/// (RFC 1929), and the request the pair then sends is returned.
+fn credentials_sent(d: &mut Dispatcher, pair: PairId, now: Instant) -> Vec<u8> {
+    assert_eq!(
+        sent(d, pair, now),
+        [5, 1, 2],
+        "the greeting offers username/password"
+    );
+    d.received(pair, &[5, 2], now);
+    sent(d, pair, now)
+}
+
+/// An RFC 1929 request for `user` and `password`.
+fn auth_request(user: &str, password: &str) -> Vec<u8> {
+    let mut r = vec![1, user.len() as u8];
+    r.extend(user.as_bytes());
+    r.push(password.len() as u8);
+    r.extend(password.as_bytes());
+    r
+}
+
+/// The proxy takes the credentials and opens the tunnel to the engine: HTTP/2 starts.
+fn tunnel_up(d: &mut Dispatcher, pair: PairId, now: Instant) {
+    d.received(pair, &[1, 0], now);
+    let connect = sent(d, pair, now);
+    assert_eq!(connect[..4], [5, 1, 0, 1], "CONNECT to an IPv4 engine");
+    d.received(pair, &[5, 0, 0, 1, 127, 0, 0, 1, 0x27, 0x10], now);
+}
+
+/// The audit's first case: a wrong password, corrected by a reload. The proxy stays one of the
+/// relay's sources, and the pair's next connect presents the corrected password.
+#[test]
+fn a_corrected_proxy_password_is_presented_by_the_next_connect() {
+    let spec = through_alice("wrong");
+    let now = Instant(MS);
+    let (mut d, stats) = dispatcher_support::unconnected(&spec, 0, now);
+    let order = d.poll_connect(now).expect("the pair connects at start");
+    d.connected(order.pair, now);
+    assert_eq!(
+        credentials_sent(&mut d, order.pair, now),
+        auth_request("alice", "wrong")
+    );
+    d.received(order.pair, &[1, 1], now);
+    assert_eq!(d.poll_close(), Some(order.pair), "the proxy refused alice");
+    d.socket_released(order.pair, now, 0);
+
+    d.retune(&alice_reloaded(&spec, "right"), now);
+    assert_eq!(
+        d.sources_listed(),
+        1,
+        "the proxy is still one of the relay's sources"
+    );
+    // Past the longest back-off: the pair has tried again.
+    let later = Instant(now.0 + 30_001 * MS);
+    d.dispatch(later);
+    let order = d
+        .poll_connect(later)
+        .expect("the pair connects again through the proxy");
+    d.connected(order.pair, later);
+    assert_eq!(
+        credentials_sent(&mut d, order.pair, later),
+        auth_request("alice", "right")
+    );
+    tunnel_up(&mut d, order.pair, later);
+    sent(&mut d, order.pair, later);
+    d.received(order.pair, &h2_support::engine_hello(), later);
+    assert_eq!(stats.totals().pairs_up, 1, "in rotation");
+}
+
+/// The audit's second case: a working proxy's password rotated. The connection open stays in
+/// rotation, keeps its pace (a bundle that waited for the pair's interval still waits for it),
+/// and when it closes the reconnect presents the new password.
+#[test]
+fn a_rotated_proxy_password_keeps_the_pair_and_its_pace_and_the_reconnect_presents_it() {
+    let spec = through_alice("old-secret");
+    let mut now = Instant(MS);
+    let mut t = Sim::connected_through(&spec, 0, None, now, |d, pair, now| {
+        assert_eq!(
+            credentials_sent(d, pair, now),
+            auth_request("alice", "old-secret")
+        );
+        tunnel_up(d, pair, now);
+    });
+    // The tip-account refresh sent at start, then one bundle: the next waits 100 ms.
+    assert!(t.send(now));
+    t.answer(now);
+    now = Instant(now.0 + 101 * MS);
+    assert_eq!(t.post_bundle(1, now), Verdict::Admitted);
+    assert!(t.send(now));
+    t.answer(now);
+    assert_eq!(t.post_bundle(2, now), Verdict::Admitted);
+
+    t.d.retune(&alice_reloaded(&spec, "new-secret"), now);
+    assert_eq!(t.d.poll_close(), None, "the connection open stays");
+    assert_eq!(t.d.link(t.pair), Link::InRotation);
+    assert_eq!(t.d.sources_listed(), 1);
+    assert!(
+        !t.send(now),
+        "the waiting bundle still waits for the pair's interval"
+    );
+    now = Instant(now.0 + 101 * MS);
+    assert!(t.send(now), "and goes once it passed");
+    t.answer(now);
+    let s = t.totals();
+    assert_eq!((s.delivered, s.expired, s.in_flight), (2, 0, 0), "{s:?}");
+
+    // The engine ends the connection: the reconnect through the proxy uses the new password.
+    let mut goaway = vec![0u8; 9 + 8];
+    frame::write_goaway(&mut goaway, t.stream, frame::Reason::NO_ERROR).unwrap();
+    t.d.received(t.pair, &goaway, now);
+    t.flush(now);
+    assert_eq!(t.d.poll_close(), Some(t.pair), "the engine closed it");
+    t.d.socket_released(t.pair, now, 0);
+    let later = Instant(now.0 + 30_001 * MS);
+    t.d.dispatch(later);
+    let order = t.d.poll_connect(later).expect("the pair reconnects");
+    t.d.connected(order.pair, later);
+    assert_eq!(
+        credentials_sent(&mut t.d, order.pair, later),
+        auth_request("alice", "new-secret")
+    );
+    assert!(t.d.check_accounting());
 }
