@@ -149,8 +149,9 @@
 //! Sources are the addresses (in order, each entry expanded) followed by the SOCKS5 proxies. A
 //! CIDR block lists every address in it; one address listed twice (in any two entries) is an
 //! error, as is a block or range of more than [`SOURCES_MAX`] addresses. A proxy, or a proxy
-//! and username, is one source ([`SourceId`]): a reload that changes only its password keeps
-//! it (new connections present the new one).
+//! and username, is one source ([`SourceId`]): listed twice it is an error, whatever the
+//! passwords, and a reload that changes only its password keeps it (new connections present
+//! the new one).
 //!
 //! Egress groups sell address capacity: a tenant naming a group sends only through its
 //! addresses, every other tenant only through the shared ones ([`Egress::source_group`], group

@@ -397,8 +397,9 @@ pub struct EgressSlice {
 
 /// One egress source: a local address to bind, or a SOCKS5 proxy to go through. Equal when
 /// every field is, the password included; which source it is, across reloads and in the
-/// pacing ledger, is its [`SourceId`].
-#[derive(Clone, PartialEq, Eq, Hash)]
+/// pacing ledger, is its [`SourceId`], which sets and maps of sources key by (so it has no
+/// `Hash` of its own).
+#[derive(Clone, PartialEq, Eq)]
 pub enum Source {
     Local(IpAddr),
     Socks5 {
@@ -411,8 +412,9 @@ pub enum Source {
 /// Which source a [`Source`] is: its address, and for a proxy its username too (each account
 /// on a proxy is a source of its own). Never the password: a new password is the same source
 /// presenting other credentials, so a reload keeps its pairs and their pacing and the next
-/// connects present it. Its text is the source's ([`Source`]'s `Display`), which names the
-/// pacing ledger's entries.
+/// connects present it; and one proxy and username listed twice is one source listed twice,
+/// which would be paced as two while sending as one. Its text is the source's
+/// ([`Source`]'s `Display`), which names the pacing ledger's entries.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum SourceId {
     Local(IpAddr),

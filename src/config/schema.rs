@@ -13,7 +13,7 @@ use super::model::{
     ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, Intake, LEADER_POLL_MS_DEFAULT,
     LEADER_POLL_MS_MAX, LEADER_POLL_MS_MIN, LEADER_WAIT_MS_DEFAULT, Leader, Overrides,
     PING_IDLE_MS_DEFAULT, PING_TIMEOUT_MS_DEFAULT, ROTATING_PORT, Reactor, ReactorMode, Region,
-    Resolve, SHARED_GROUP, Source, TCP_USER_TIMEOUT_MS_DEFAULT, even_share,
+    Resolve, SHARED_GROUP, Source, SourceId, TCP_USER_TIMEOUT_MS_DEFAULT, even_share,
     keepalive_timeout_conflict, too_few_sources,
 };
 use super::token::{TOKEN_BYTES_MAX, Token};
@@ -1235,7 +1235,8 @@ fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
             ),
         ));
     }
-    let mut seen: HashMap<Source, usize> = HashMap::with_capacity(fe.socks5.len());
+    let first_proxy = sources.len();
+    let mut seen: HashMap<SourceId, usize> = HashMap::with_capacity(fe.socks5.len());
     for (i, fs) in fe.socks5.into_iter().enumerate() {
         let key = |k: &str| format!("egress.socks5[{i}].{k}");
         let proxy = cx.dial_addr(&key("proxy"), &fs.proxy)?;
@@ -1259,10 +1260,15 @@ fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
             (None, Some(_)) => return Err(cx.err(key("username"), "password is set without it")),
         };
         let source = Source::Socks5 { proxy, auth };
-        if let Some(j) = seen.insert(source.clone(), i) {
+        if let Some(j) = seen.insert(source.id(), i) {
+            let why = if sources[first_proxy + j] == source {
+                ""
+            } else {
+                " with another password: a proxy and username are one source"
+            };
             return Err(cx.err(
                 format!("egress.socks5[{i}]"),
-                format!("{source:?} is already listed as egress.socks5[{j}]"),
+                format!("{source:?} is already listed as egress.socks5[{j}]{why}"),
             ));
         }
         sources.push(source);

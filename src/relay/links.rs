@@ -124,7 +124,8 @@ impl Links {
                     let a = limiter.address_of(PairId(p)) as usize;
                     let r = limiter.region_of(PairId(p)).0 as usize;
                     // A source's text names its identity ([`crate::config::SourceId`]), never
-                    // a password: a proxy's entry outlives a new password.
+                    // a password: a proxy's entry outlives a new password, and no two sources
+                    // of one config share an entry (one listed twice is refused at load).
                     let key = pair_key(&spec.sources[a].to_string(), &spec.regions[r].name);
                     l.slot(key).unwrap_or(u32::MAX)
                 })

@@ -775,6 +775,23 @@ fn rejects_a_source_listed_twice() {
     );
 }
 
+/// A proxy + username is one source, so one pacing history: listed twice with two passwords
+/// it would be paced as two sources sharing one pair's sends (half the capacity counted on).
+#[test]
+fn rejects_a_proxy_and_username_listed_twice_whatever_the_passwords() {
+    let e = refused(&format!(
+        "{REGION}[egress]\nsocks5 = [\
+         {{ proxy = \"127.0.0.1:1080\", username = \"alice\", password = \"first-secret\" }}, \
+         {{ proxy = \"127.0.0.1:1080\", username = \"bob\", password = \"first-secret\" }}, \
+         {{ proxy = \"127.0.0.1:1080\", username = \"alice\", password = \"second-secret\" }}]\n"
+    ));
+    assert_eq!(
+        e,
+        "config.toml: egress.socks5[2]: Socks5(alice:<redacted>@127.0.0.1:1080) is already \
+         listed as egress.socks5[0] with another password: a proxy and username are one source"
+    );
+}
+
 #[test]
 fn rejects_too_large_blocks_and_pools() {
     let e = refused(&format!(
