@@ -22,47 +22,20 @@ use process_support::{collect_lines, free_port, http_get, json_u64, tool, wait_l
 
 #[test]
 fn a_takeover_under_load_refuses_no_connection_and_leaves_no_request_unanswered() {
-    let (engine_bin, load_bin) = (tool("bench-engine"), tool("bench-load"));
-    let dir = std::env::temp_dir().join(format!("br-restart-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (intake, engine_port, stats) = (free_port(), free_port(), free_port());
-    let config = dir.join("relay.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "threads = 2\npin_threads = false\narena_slots = 4096\n\
-             [intake]\nrotating = \"127.0.0.1:{intake}\"\nconnections_max = 128\n\
-             [[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.41\"\nport = {engine_port}\n\
-             tls = false\ninterval_ms = 50\n\
-             [egress]\naddresses = [\"127.1.95.0/28\"]\n[admin]\nlisten = \"off\"\n"
-        ),
-    )
-    .unwrap();
-    let mut engine = Command::new(&engine_bin)
-        .args([
-            "--regions",
-            "amsterdam",
-            "--base-ip",
-            "127.0.0.41",
-            "--interval-ms",
-            "50",
-        ])
-        .args(["--port", &engine_port.to_string()])
-        .args(["--stats-addr", &format!("127.0.0.1:{stats}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let load_bin = tool("bench-load");
+    let bench = Bench::start(
+        "restart",
+        "127.0.0.41",
+        "127.1.95.0/28",
+        50,
+        Shape {
+            threads: 2,
+            top: "arena_slots = 4096\n",
+            connections: 128,
+        },
+    );
     std::thread::sleep(Duration::from_millis(500));
-    let mut old = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
-        .args(["run", "--config"])
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let lines = collect_lines(&mut old);
+    let (mut old, lines) = bench.relay(&[], false);
     wait_line(
         &lines,
         "ready: listening, 16 of 16 pairs up",
@@ -70,7 +43,7 @@ fn a_takeover_under_load_refuses_no_connection_and_leaves_no_request_unanswered(
     );
 
     // A client opening a new connection per request, through the whole switch.
-    let addr: SocketAddr = format!("127.0.0.1:{intake}").parse().unwrap();
+    let addr = bench.intake;
     let done = Arc::new(AtomicBool::new(false));
     let (fresh_ok, fresh_failed) = (
         Arc::new(AtomicU64::new(0)),
@@ -91,7 +64,7 @@ fn a_takeover_under_load_refuses_no_connection_and_leaves_no_request_unanswered(
             }
         })
     };
-    let load_json = dir.join("load.json");
+    let load_json = bench.dir.join("load.json");
     let load = Command::new(&load_bin)
         .args([
             "--target",
@@ -160,17 +133,14 @@ fn a_takeover_under_load_refuses_no_connection_and_leaves_no_request_unanswered(
             std::thread::sleep(Duration::from_millis(50));
         }
     };
-    let engine_stats = http_get(format!("127.0.0.1:{stats}").parse().unwrap(), "/stats").unwrap();
-    let _ = engine.kill();
-    let _ = engine.wait();
-
+    let engine_stats = bench.engine_stats();
     let summary = std::fs::read_to_string(&load_json).unwrap_or_else(|_| {
         panic!(
             "bench-load wrote no summary: {}",
             String::from_utf8_lossy(&load_out.stderr)
         )
     });
-    let _ = std::fs::remove_dir_all(&dir);
+    bench.end();
     assert_eq!(old_status, Some(0));
     let scheduled = json_u64(&summary, "scheduled");
     assert_eq!(scheduled, 1_250);
@@ -199,7 +169,7 @@ fn a_takeover_under_load_refuses_no_connection_and_leaves_no_request_unanswered(
         })
         .sum();
     assert_eq!(admitted, scheduled, "{stopped:?}");
-    let body = &engine_stats[engine_stats.find('{').unwrap()..];
+    let body = &engine_stats;
     assert_eq!(json_u64(body, "accepted"), scheduled, "{body}");
     assert_eq!(json_u64(body, "duplicates"), 0, "{body}");
     // Both processes book in one pacing ledger: while both send, neither uses a pair the
@@ -394,71 +364,34 @@ fn send_one(load_bin: &std::path::Path, target: SocketAddr, seed: u64) -> bool {
 /// one sent on is not used again within its interval, so the engine sees no early send.
 #[test]
 fn a_takeover_started_by_hand_honours_the_old_processs_last_send_on_each_pair() {
-    let (engine_bin, load_bin) = (tool("bench-engine"), tool("bench-load"));
-    let dir = std::env::temp_dir().join(format!("br-hand-takeover-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (intake, engine_port, stats) = (free_port(), free_port(), free_port());
-    let config = dir.join("relay.toml");
+    let load_bin = tool("bench-load");
     // One pair, paced at 4 s. A pair's first send waits an interval from its process's start,
     // so the old one sends the first bundle 4 s in (its drain is long enough to), while the
     // new one, started about a second in, may first send 4 s after its own start: early,
     // unless it honours the old one's send in the ledger and waits until 8 s in.
-    std::fs::write(
-        &config,
-        format!(
-            "threads = 1\npin_threads = false\narena_slots = 64\nbundle_max_age_ms = 20000\n\
-             [intake]\nrotating = \"127.0.0.1:{intake}\"\nconnections_max = 16\n\
-             [[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.43\"\nport = {engine_port}\n\
-             tls = false\ninterval_ms = 4000\n\
-             [egress]\naddresses = [\"127.1.97.1\"]\n[admin]\nlisten = \"off\"\n"
-        ),
-    )
-    .unwrap();
-    let mut engine = Command::new(&engine_bin)
-        .args(["--regions", "amsterdam", "--base-ip", "127.0.0.43"])
-        .args(["--interval-ms", "4000"])
-        .args(["--port", &engine_port.to_string()])
-        .args(["--stats-addr", &format!("127.0.0.1:{stats}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut old = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
-        .args(["run", "--drain-ms", "15000", "--config"])
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let old_lines = collect_lines(&mut old);
+    let bench = Bench::start(
+        "hand-takeover",
+        "127.0.0.43",
+        "127.1.101.1",
+        4_000,
+        Shape {
+            threads: 1,
+            top: "arena_slots = 64\nbundle_max_age_ms = 20000\n",
+            connections: 16,
+        },
+    );
+    let (mut old, old_lines) = bench.relay(&["--drain-ms", "15000"], false);
     wait_line(&old_lines, "ready: listening", Duration::from_secs(20));
-    let target: SocketAddr = format!("127.0.0.1:{intake}").parse().unwrap();
-    let first = send_one(&load_bin, target, 1);
-    let mut new = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
-        .args(["run", "--takeover"])
-        .arg(old.id().to_string())
-        .arg("--config")
-        .arg(&config)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let new_lines = collect_lines(&mut new);
+    let first = send_one(&load_bin, bench.intake, 1);
+    let old_pid = old.id().to_string();
+    let (mut new, new_lines) = bench.relay(&["--takeover", &old_pid], true);
     wait_line(&new_lines, "taking over from pid", Duration::from_secs(20));
     let old_status = old.wait().unwrap().code();
     // The old process has gone: only the new one can send this, on the pair the old one used.
-    let second = send_one(&load_bin, target, 2);
+    let second = send_one(&load_bin, bench.intake, 2);
     // It goes once the old one's interval has passed: wait for it before the stop.
-    let stats_addr: SocketAddr = format!("127.0.0.1:{stats}").parse().unwrap();
     let deadline = Instant::now() + Duration::from_secs(15);
-    while Instant::now() < deadline {
-        let s = http_get(stats_addr, "/stats").unwrap_or_default();
-        if s.find('{')
-            .is_some_and(|i| json_u64(&s[i..], "send_bundle_calls") >= 2)
-        {
-            break;
-        }
+    while Instant::now() < deadline && json_u64(&bench.engine_stats(), "send_bundle_calls") < 2 {
         std::thread::sleep(Duration::from_millis(100));
     }
     // SAFETY: signalling our own child.
@@ -466,16 +399,13 @@ fn a_takeover_started_by_hand_honours_the_old_processs_last_send_on_each_pair() 
     let new_status = new.wait().unwrap().code();
     let mut new_err = String::new();
     let _ = std::io::Read::read_to_string(&mut new.stderr.take().unwrap(), &mut new_err);
-    let engine_stats = http_get(format!("127.0.0.1:{stats}").parse().unwrap(), "/stats").unwrap();
-    let _ = engine.kill();
-    let _ = engine.wait();
-    let _ = std::fs::remove_dir_all(&dir);
+    let body = bench.engine_stats();
+    bench.end();
     assert!(first && second, "both answered with their ids");
     assert_eq!((old_status, new_status), (Some(0), Some(0)), "{new_err}");
-    let body = &engine_stats[engine_stats.find('{').unwrap()..];
-    assert_eq!(json_u64(body, "accepted"), 2, "{body}");
+    assert_eq!(json_u64(&body, "accepted"), 2, "{body}");
     assert_eq!(
-        json_u64(body, "early_sends"),
+        json_u64(&body, "early_sends"),
         0,
         "the new process sent within the old one's interval: {body}\n{new_err}"
     );
@@ -621,4 +551,99 @@ fn stopping_a_relay_during_its_upgrade_stops_the_successor_too() {
             .any(|l| l.contains(&format!("upgrade: stopping pid {successor}"))),
         "says it stops the successor"
     );
+}
+
+/// One region's bench-engine and a relay config pointed at it, in a scratch folder.
+struct Bench {
+    dir: PathBuf,
+    config: PathBuf,
+    intake: SocketAddr,
+    engine: std::process::Child,
+    stats: SocketAddr,
+}
+
+/// A [`Bench`] relay's shape: its threads, more top-level keys, intake connections a thread.
+struct Shape {
+    threads: usize,
+    top: &'static str,
+    connections: usize,
+}
+
+type Lines = Arc<Mutex<Vec<String>>>;
+
+impl Bench {
+    /// bench-engine's region `amsterdam` on `ip` (a port and a stats port of its own) pacing
+    /// at `interval_ms`, and a config of `shape` sending to it from `egress` at that pace.
+    fn start(name: &str, ip: &str, egress: &str, interval_ms: u64, shape: Shape) -> Bench {
+        let dir = std::env::temp_dir().join(format!("br-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (intake, engine_port, stats) = (free_port(), free_port(), free_port());
+        let config = dir.join("relay.toml");
+        let Shape {
+            threads,
+            top,
+            connections,
+        } = shape;
+        std::fs::write(
+            &config,
+            format!(
+                "threads = {threads}\npin_threads = false\n{top}\
+                 [intake]\nrotating = \"127.0.0.1:{intake}\"\nconnections_max = {connections}\n\
+                 [[region]]\nname = \"amsterdam\"\nhost = \"{ip}\"\nport = {engine_port}\n\
+                 tls = false\ninterval_ms = {interval_ms}\n\
+                 [egress]\naddresses = [\"{egress}\"]\n[admin]\nlisten = \"off\"\n"
+            ),
+        )
+        .unwrap();
+        let engine = Command::new(tool("bench-engine"))
+            .args(["--regions", "amsterdam", "--base-ip", ip])
+            .args(["--interval-ms", &interval_ms.to_string()])
+            .args(["--port", &engine_port.to_string()])
+            .args(["--stats-addr", &format!("127.0.0.1:{stats}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Bench {
+            dir,
+            config,
+            intake: format!("127.0.0.1:{intake}").parse().unwrap(),
+            engine,
+            stats: format!("127.0.0.1:{stats}").parse().unwrap(),
+        }
+    }
+
+    /// `bundle-relay run ARGS --config` this config, its stdout's lines collected (standard
+    /// error passed through, or piped when `piped_err`).
+    fn relay(&self, args: &[&str], piped_err: bool) -> (std::process::Child, Lines) {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+            .arg("run")
+            .args(args)
+            .arg("--config")
+            .arg(&self.config)
+            .stdout(Stdio::piped())
+            .stderr(if piped_err {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            })
+            .spawn()
+            .unwrap();
+        let lines = collect_lines(&mut child);
+        (child, lines)
+    }
+
+    /// The engine's `/stats` JSON (empty while it does not answer).
+    fn engine_stats(&self) -> String {
+        let s = http_get(self.stats, "/stats").unwrap_or_default();
+        s.find('{').map(|i| s[i..].to_string()).unwrap_or_default()
+    }
+
+    /// Stops the engine and removes the folder.
+    fn end(mut self) {
+        let _ = self.engine.kill();
+        let _ = self.engine.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
