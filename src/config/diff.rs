@@ -236,6 +236,16 @@ impl Changes {
             Opt(&o.ca_file.as_ref().map(|p| p.display().to_string())),
             Opt(&r.ca_file.as_ref().map(|p| p.display().to_string())),
         );
+        if let Some(path) = &r.ca_file
+            && o.ca_file.as_ref() == Some(path)
+            && o.ca_digest != r.ca_digest
+        {
+            self.kept.push(format!(
+                "{}: the certificates in {} changed",
+                key("ca_file"),
+                path.display()
+            ));
+        }
         self.keep(&key("authority"), &o.authority, &r.authority);
         self.keep(
             &key("transactions_path"),

@@ -144,6 +144,7 @@ impl Config {
                     tls: true,
                     sni: None,
                     ca_file: None,
+                    ca_digest: 0,
                     interval_ms: crate::jito::INTERVAL_MS_DEFAULT,
                     burst: schema::BURST_DEFAULT,
                     pinned: Some(SocketAddr::new(

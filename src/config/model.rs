@@ -286,6 +286,9 @@ pub struct Region {
     pub sni: Option<String>,
     /// The CA (PEM) trusted instead of the bundled web roots, for tests and private engines.
     pub ca_file: Option<PathBuf>,
+    /// A digest of `ca_file`'s content as it was read (0 without one): a file rewritten in
+    /// place is a change a reload names.
+    pub ca_digest: u64,
     /// HTTP/2 `:authority`; default host, plus `:port` unless 443.
     pub authority: String,
     /// Pacing interval per (source, region) pair; default 1,000 ms.

@@ -948,6 +948,7 @@ fn build_region(
     {
         return Err(cx.err(key("sni"), format!("{sni:?} is not a server name")));
     }
+    let mut ca_digest = 0;
     let ca_file = match fr.ca_file {
         Some(path) => {
             let path = base.join(path);
@@ -961,6 +962,12 @@ fn build_region(
                     format!("{} holds no CA: {why}", path.display()),
                 ));
             }
+            ca_digest = {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                pem.hash(&mut h);
+                h.finish()
+            };
             Some(path)
         }
         None => None,
@@ -1037,6 +1044,7 @@ fn build_region(
         tls,
         sni: fr.sni,
         ca_file,
+        ca_digest,
         authority,
         interval_ms,
         burst,

@@ -318,3 +318,35 @@ fn removing_every_tenant_says_that_everyone_may_send() {
         ]
     );
 }
+
+/// A CA file rewritten in place (a rotated private CA, same path) is a change the reload names
+/// and keeps until a restart, as a new path is: the running connections' TLS was set up from
+/// the certificates read at start, and a reload that said nothing left the operator believing
+/// the new CA was trusted.
+#[test]
+fn a_ca_file_rewritten_in_place_is_named_and_kept_until_a_restart() {
+    let dir = std::env::temp_dir().join(format!("br-ca-rewrite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = dir.join("ca.pem");
+    let path = dir.join("relay.toml");
+    let text = BASE.replacen(
+        "port = 10000\ninterval_ms = 1000",
+        "port = 10000\ninterval_ms = 1000\ntls = true\nca_file = \"ca.pem\"",
+        1,
+    );
+    std::fs::write(&path, &text).unwrap();
+    std::fs::write(&ca, crate::tls_support::pki(&[]).ca_pem).unwrap();
+    let running = Config::load_with(&path, Resolve::Deferred).unwrap();
+    let same = Config::load_with(&path, Resolve::Deferred).unwrap();
+    std::fs::write(&ca, crate::tls_support::pki(&[]).ca_pem).unwrap();
+    let rotated = Config::load_with(&path, Resolve::Deferred).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(Changes::between(&running, &running, &same).kept.is_empty());
+    assert_eq!(
+        Changes::between(&running, &running, &rotated).kept,
+        [format!(
+            "region ny.ca_file: the certificates in {} changed",
+            ca.display()
+        )]
+    );
+}
