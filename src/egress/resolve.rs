@@ -88,6 +88,11 @@ impl HostAddrs {
         }
     }
 
+    /// Whether a lookup of its name is asked for and not yet done.
+    pub fn is_stale(&self) -> bool {
+        self.stale.load(Ordering::Relaxed)
+    }
+
     pub fn is_named(&self) -> bool {
         self.host.is_some()
     }

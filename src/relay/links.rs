@@ -672,8 +672,12 @@ impl Links {
         let proxy = self.proxy_of(pair);
         self.note_error(pair, TransportError::Connect { errno, proxy }, now);
         self.stats.connect_failures.inc();
-        let r = self.region_of(pair);
-        self.regions[r].addrs.mark_stale();
+        // A refusal from the engine's address may mean the engine moved: look its name up
+        // again. A proxy's refusal says nothing of the engine's address.
+        if proxy.is_none() {
+            let r = self.region_of(pair);
+            self.regions[r].addrs.mark_stale();
+        }
         self.schedule_reconnect(pair, now);
     }
 

@@ -337,3 +337,31 @@ fn a_pair_failing_again_and_again_allocates_nothing() {
     assert!(failures >= 1_000, "{failures}");
     assert_eq!(crate::counting_alloc::allocations() - before, 0);
 }
+
+/// A refused connect to the engine's address has the region's host name looked up again (the
+/// engine may have moved); one refused by a SOCKS5 proxy says nothing of the engine's address,
+/// so a dead proxy does not have the engine's name looked up at every reconnect.
+#[test]
+fn a_connect_a_proxy_refuses_does_not_look_the_engines_name_up_again() {
+    let rows: [(Source, bool); 2] = [
+        (
+            Source::Local("127.1.0.1".parse().unwrap()),
+            true, // looked up again
+        ),
+        (proxy(1080), false),
+    ];
+    for (source, stale) in rows {
+        let addrs = bundle_relay::egress::resolve::HostAddrs::named(
+            "ny",
+            "engine.test",
+            10000,
+            vec!["127.0.0.1:10000".parse().unwrap()],
+        );
+        let held = addrs.clone();
+        let (mut d, now) = relay(vec![source.clone()], |spec| {
+            spec.regions[0].addrs = addrs;
+        });
+        assert_eq!(fail_due_connects(&mut d, now, |_| libc::ECONNREFUSED), 1);
+        assert_eq!(held.is_stale(), stale, "{source:?}");
+    }
+}
