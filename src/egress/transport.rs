@@ -367,12 +367,20 @@ impl Transport {
                 return Err(TransportError::Tls(e.clone()));
             }
             if rest.is_empty() || (taken == 0 && !drained) {
-                // The incoming buffer holds a whole largest record; no progress with input
-                // left would be a peer sending records larger than TLS allows.
+                // The incoming buffer holds a whole largest record, so no progress with input
+                // left is, during the handshake, a handshake message (rustls keeps its records
+                // until the whole message is in) larger than the buffer: in practice a
+                // certificate chain of tens of KiB; after it, records larger than TLS allows.
                 if !rest.is_empty() {
-                    return Err(TransportError::Tls(TlsError::Protocol(
-                        rustls::Error::General("record larger than TLS allows".into()),
-                    )));
+                    return Err(TransportError::Tls(if tls.is_handshaking() {
+                        TlsError::HandshakeTooLarge {
+                            buffered: crate::tls::INCOMING_BYTES,
+                        }
+                    } else {
+                        TlsError::Protocol(rustls::Error::General(
+                            "record larger than TLS allows".into(),
+                        ))
+                    }));
                 }
                 // Said only after the plaintext before the close_notify went up: an answer the
                 // engine sent just before closing still counts.

@@ -114,6 +114,11 @@ pub enum TlsError {
     Protocol(rustls::Error),
     /// A handshake record did not fit the transmit buffer (a sizing bug, not a peer fault).
     TransmitOverflow { required: usize },
+    /// The engine's handshake message (its certificate chain) does not fit the `buffered`
+    /// bytes a session receives into: rustls needs a handshake message whole, and a buffer
+    /// for the largest it allows (64 KiB) in each of thousands of sessions costs more than
+    /// chains of a few KiB, as CAs issue them, need.
+    HandshakeTooLarge { buffered: usize },
 }
 
 impl fmt::Display for TlsError {
@@ -169,6 +174,11 @@ impl fmt::Display for TlsError {
             TlsError::TransmitOverflow { required } => write!(
                 f,
                 "TLS record of {required} bytes does not fit the transmit buffer"
+            ),
+            TlsError::HandshakeTooLarge { buffered } => write!(
+                f,
+                "the engine's handshake (its certificate chain) is larger than the {buffered} \
+                 bytes a TLS session buffers"
             ),
         }
     }

@@ -298,3 +298,48 @@ fn unsent_ciphertext_stays_in_place_until_reported() {
         "new records go after them"
     );
 }
+
+/// An engine whose handshake message (its certificate chain) is larger than a session's
+/// receive buffer cannot be reached; the error says that, not that a record was larger than
+/// TLS allows (none was).
+#[test]
+fn a_certificate_chain_larger_than_the_session_buffers_is_named_as_such() {
+    // Some 700 extra names make the engine's certificate about 40 KB.
+    let names: Vec<String> = (0..700)
+        .map(|i| format!("host-{i:04}.padding.mainnet.block-engine.jito.wtf"))
+        .collect();
+    let mut all: Vec<&str> = vec![NAME];
+    all.extend(names.iter().map(String::as_str));
+    let p = pki(&all);
+    let target = TlsTarget {
+        config: tls::client_config_from_pem(p.ca_pem.as_bytes()).unwrap(),
+        sni: NAME.into(),
+    };
+    let mut t = Transport::new(None, Some(&target)).unwrap();
+    let mut s = ServerConnection::new(server_config(&p, &[b"h2"])).unwrap();
+    let mut out = t.poll_transmit();
+    let n = out.len();
+    while !out.is_empty() {
+        s.read_tls(&mut out).unwrap();
+        s.process_new_packets().unwrap();
+    }
+    t.advance_transmit(n);
+    let mut back = Vec::new();
+    while s.wants_write() {
+        s.write_tls(&mut back).unwrap();
+    }
+    assert!(
+        back.len() > 32_000,
+        "the chain is large: {} bytes",
+        back.len()
+    );
+    let e = t.receive(&back, &mut |_| {}).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "TLS: the engine's handshake (its certificate chain) is larger than the {} bytes a \
+             TLS session buffers",
+            tls::INCOMING_BYTES
+        )
+    );
+}
