@@ -141,7 +141,8 @@ fn a_takeover_pid_that_is_no_single_other_process_is_refused() {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let flag = format!("--takeover={}", other.id());
-    let (code, err) = run_args(&["run", "--config", config, &flag]);
+    // --check: the pid is pinned and checked first, and a relay that took it would not serve.
+    let (code, err) = run_args(&["run", "--config", config, "--check", &flag]);
     let _ = other.kill();
     let status = other.wait().unwrap();
     assert_eq!(code, Some(2), "{err}");
@@ -154,8 +155,14 @@ fn a_takeover_pid_that_is_no_single_other_process_is_refused() {
         )
     );
     assert_eq!(status.signal(), Some(libc::SIGKILL), "it was not signalled");
-    let flag = format!("--takeover={}", other.id());
-    let (code, err) = run_args(&["run", "--config", config, &flag]);
+    // A pid no process has (past the kernel's pid_max).
+    let (code, err) = run_args(&[
+        "run",
+        "--config",
+        config,
+        "--check",
+        "--takeover=2147483647",
+    ]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("no such process"), "{err}");
 }

@@ -107,8 +107,9 @@ const TOTALS_EVERY_TICKS: u32 = 100;
 /// Runs the relay from the config at `path` (or the embedded default) with `overrides`, until
 /// it is stopped; returns the exit status.
 pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
-    // The relay to take over, pinned before anything else: its number cannot be another
-    // process's by the time its ledger is opened or it is told to drain.
+    // The relay to take over, pinned before anything else: its SIGQUIT goes through the pidfd,
+    // and its ledger, opened by number through /proc, is known to be its own once the pidfd
+    // says it has not ended since (checked after the ledger is opened).
     let pinned = match flags.takeover.map(takeover::Pinned::open).transpose() {
         Ok(p) => p,
         Err(why) => return refuse(&why),

@@ -48,18 +48,28 @@ impl Pinned {
                 .map(|c| c.trim_end().to_string())
                 .unwrap_or_default()
         };
+        let pinned = Pinned {
+            pid,
+            // SAFETY: a descriptor pidfd_open just returned, owned by nothing else.
+            fd: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) }),
+        };
+        // A relay holds a pacing ledger; one that could not make one is still this binary
+        // running `run` (not `hist` or `check-host`, which SIGQUIT would also dump).
         let theirs = command(&pid.to_string());
-        if theirs != command("self") && !super::pacing::holds_ledger(pid) {
+        let runs = std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(&b"run"[..]));
+        let relay = super::pacing::holds_ledger(pid) || (theirs == command("self") && runs);
+        // Read by number: true of the pinned process only if it has not ended meanwhile.
+        if pinned.ended() {
+            return Err(format!("--takeover {pid}: no such process"));
+        }
+        if !relay {
             return Err(format!(
                 "--takeover {pid}: that process is {theirs:?}, not a bundle-relay (it holds no \
                  pacing ledger either); it is not sent SIGQUIT"
             ));
         }
-        Ok(Pinned {
-            pid,
-            // SAFETY: a descriptor pidfd_open just returned, owned by nothing else.
-            fd: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) }),
-        })
+        Ok(pinned)
     }
 
     /// Whether the process ended (without a pidfd: whether its number is free).
