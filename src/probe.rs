@@ -130,6 +130,30 @@ pub fn check(cfg: &Config) -> Result<ProbeReport, ProbeError> {
     }
     let (memlock_soft, memlock_hard) = rlimit(libc::RLIMIT_MEMLOCK).unwrap_or((0, 0));
 
+    // Before any ring of this process: finding whether rings are charged lowers the soft
+    // limit for a moment, and the probe's ring below then meets the limit the start will.
+    let rings_charged = rings_charged();
+    let memlock_needed = memlock_needed(cfg.threads, rings_charged);
+    // The kernel holds every process of this user to this process's soft limit: during an
+    // upgrade two relays' rings count, so the soft limit is raised toward twice the need.
+    let mut memlock_soft = memlock_soft;
+    let upgrade_need = memlock_needed.saturating_mul(2);
+    if memlock_soft < upgrade_need && memlock_hard > memlock_soft {
+        let raised = memlock_hard.min(upgrade_need);
+        if set_soft_rlimit(libc::RLIMIT_MEMLOCK, raised).is_ok() {
+            memlock_soft = raised;
+        }
+    }
+    if memlock_soft < memlock_needed {
+        problems.push(Problem::LockedMemory {
+            threads: cfg.threads,
+            rings_charged,
+            needed: memlock_needed,
+            soft: memlock_soft,
+            hard: memlock_hard,
+        });
+    }
+
     let mut ring = RingSetup::Plain {
         why: "not created".into(),
     };
@@ -155,29 +179,6 @@ pub fn check(cfg: &Config) -> Result<ProbeReport, ProbeError> {
                 ));
             }
         }
-    }
-
-    // The probe's ring is gone by now; the reactors' are created after this.
-    let rings_charged = rings_charged();
-    let memlock_needed = memlock_needed(cfg.threads, rings_charged);
-    // The kernel holds every process of this user to this process's soft limit: during an
-    // upgrade two relays' rings count, so the soft limit is raised toward twice the need.
-    let mut memlock_soft = memlock_soft;
-    let upgrade_need = memlock_needed.saturating_mul(2);
-    if memlock_soft < upgrade_need && memlock_hard > memlock_soft {
-        let raised = memlock_hard.min(upgrade_need);
-        if set_soft_rlimit(libc::RLIMIT_MEMLOCK, raised).is_ok() {
-            memlock_soft = raised;
-        }
-    }
-    if memlock_soft < memlock_needed {
-        problems.push(Problem::LockedMemory {
-            threads: cfg.threads,
-            rings_charged,
-            needed: memlock_needed,
-            soft: memlock_soft,
-            hard: memlock_hard,
-        });
     }
 
     let fds = cfg.fd_budget();
