@@ -17,8 +17,10 @@ use std::time::Duration;
 /// Lines a queue holds: a burst of a thousand pairs failing at once logs one line per region
 /// and error (the dispatcher deduplicates), so a few hundred is deep enough.
 pub const QUEUE_LINES: usize = 256;
-/// Bytes of one line; longer lines are cut (and end with "...").
-pub const LINE_BYTES_MAX: usize = 240;
+/// Bytes of one line; longer lines are cut (and end with "..."). Room for the longest a pair's
+/// error makes: its pair (a SOCKS5 source with a username and an IPv6 proxy), a count of the
+/// repeats between, and an expired certificate's text with both its times.
+pub const LINE_BYTES_MAX: usize = 320;
 /// How often the logging thread looks for lines: an operator reads them, a tenth of a second
 /// later is as good, and an idle relay wakes for it ten times a second, not fifty. A stop wakes
 /// it at once.
