@@ -145,27 +145,10 @@ fn close_notify_from_the_engine_is_seen() {
 
 #[test]
 fn the_transport_reports_close_notify_as_the_engine_closing_after_handing_up_what_came_before() {
-    let p = pki(&[NAME]);
-    let target = TlsTarget {
-        config: tls::client_config_from_pem(p.ca_pem.as_bytes()).unwrap(),
-        sni: NAME.into(),
-    };
-    let mut t = Transport::new(None, Some(&target)).unwrap();
-    let mut s = ServerConnection::new(server_config(&p, &[b"h2"])).unwrap();
+    let (mut t, mut s) = transport_and_engine(&pki(&[NAME]));
     let mut got = Vec::new();
-    // Moves the client's records to the server and the server's to the client once.
     let mut exchange = |t: &mut Transport, s: &mut ServerConnection| {
-        let mut out = t.poll_transmit();
-        let n = out.len();
-        while !out.is_empty() {
-            s.read_tls(&mut out).unwrap();
-            s.process_new_packets().unwrap();
-        }
-        t.advance_transmit(n);
-        let mut back = Vec::new();
-        while s.wants_write() {
-            s.write_tls(&mut back).unwrap();
-        }
+        let back = to_engine_and_back(t, s);
         t.receive(&back, &mut |b| got.extend_from_slice(b))
     };
     for _ in 0..4 {
@@ -310,24 +293,8 @@ fn a_certificate_chain_larger_than_the_session_buffers_is_named_as_such() {
         .collect();
     let mut all: Vec<&str> = vec![NAME];
     all.extend(names.iter().map(String::as_str));
-    let p = pki(&all);
-    let target = TlsTarget {
-        config: tls::client_config_from_pem(p.ca_pem.as_bytes()).unwrap(),
-        sni: NAME.into(),
-    };
-    let mut t = Transport::new(None, Some(&target)).unwrap();
-    let mut s = ServerConnection::new(server_config(&p, &[b"h2"])).unwrap();
-    let mut out = t.poll_transmit();
-    let n = out.len();
-    while !out.is_empty() {
-        s.read_tls(&mut out).unwrap();
-        s.process_new_packets().unwrap();
-    }
-    t.advance_transmit(n);
-    let mut back = Vec::new();
-    while s.wants_write() {
-        s.write_tls(&mut back).unwrap();
-    }
+    let (mut t, mut s) = transport_and_engine(&pki(&all));
+    let back = to_engine_and_back(&mut t, &mut s);
     assert!(
         back.len() > 32_000,
         "the chain is large: {} bytes",
@@ -342,4 +309,31 @@ fn a_certificate_chain_larger_than_the_session_buffers_is_named_as_such() {
             tls::INCOMING_BYTES
         )
     );
+}
+
+/// A TLS transport to `NAME` trusting `p`'s CA, and an engine presenting `p`'s certificate.
+fn transport_and_engine(p: &tls_support::Pki) -> (Transport, ServerConnection) {
+    let target = TlsTarget {
+        config: tls::client_config_from_pem(p.ca_pem.as_bytes()).unwrap(),
+        sni: NAME.into(),
+    };
+    let t = Transport::new(None, Some(&target)).unwrap();
+    let s = ServerConnection::new(server_config(p, &[b"h2"])).unwrap();
+    (t, s)
+}
+
+/// Moves the transport's records to the engine once; what the engine sends back.
+fn to_engine_and_back(t: &mut Transport, s: &mut ServerConnection) -> Vec<u8> {
+    let mut out = t.poll_transmit();
+    let n = out.len();
+    while !out.is_empty() {
+        s.read_tls(&mut out).unwrap();
+        s.process_new_packets().unwrap();
+    }
+    t.advance_transmit(n);
+    let mut back = Vec::new();
+    while s.wants_write() {
+        s.write_tls(&mut back).unwrap();
+    }
+    back
 }
