@@ -354,3 +354,70 @@ fn a_reload_without_privileges_leaves_the_supervising_thread_at_its_own_priority
     assert_eq!(after, libc::SCHED_OTHER, "SCHED_IDLE is 5\n{err}");
     assert_eq!(status, Some(0), "{err}");
 }
+
+/// A reload is built beside the supervision loop, not in it: one that takes seconds (its
+/// thread held 3 s by strace, as a reload starved of CPU on a saturated host is) leaves the
+/// watchdog pinged, so systemd does not kill a healthy relay, and a stop asked meanwhile
+/// stops the relay at once instead of after the reload.
+#[test]
+fn a_slow_reload_keeps_the_watchdog_pinged_and_does_not_hold_up_a_stop() {
+    if !process_support::installed("strace", "-V", "strace") {
+        return;
+    }
+    let run = Run::new("slow-reload", h2_support::hello_engine(), "127.1.83.0/30");
+    // Only a reload's own thread lowers its scheduling policy: that call returns 3 s late.
+    let mut child = run
+        .command(Path::new("strace"))
+        .args(["-f", "-qq", "-o", "/dev/null"])
+        .args(["-e", "trace=sched_setscheduler"])
+        .args(["-e", "inject=sched_setscheduler:delay_exit=3000000"])
+        .arg(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--config"])
+        .arg(&run.config)
+        .spawn()
+        .unwrap();
+    let mut log = Vec::new();
+    let ready = run.read_until(&mut log, Duration::from_secs(20), |m| {
+        m.starts_with("READY=1")
+    });
+    let relay_pid = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<i32>().ok());
+    let (Some(pid), true) = (relay_pid, ready) else {
+        let _ = child.kill();
+        panic!("not ready:\n{}\n{}", messages(&log), stderr_of(&mut child));
+    };
+    // SAFETY: signalling our own grandchild (strace does not pass signals on).
+    let send = |sig| unsafe { libc::kill(pid, sig) };
+    send(libc::SIGHUP);
+    let mark = log.len();
+    run.read_until(&mut log, Duration::from_millis(2_000), |_| false);
+    let during: Vec<String> = log[mark..].iter().map(|(_, m)| m.clone()).collect();
+    send(libc::SIGTERM);
+    let asked = Instant::now();
+    let stopping = run.read_until(&mut log, Duration::from_secs(5), |m| {
+        m.starts_with("STOPPING=1")
+    });
+    let took = asked.elapsed();
+    let status = wait_exit(&mut child, Duration::from_secs(10));
+    let err = stderr_of(&mut child);
+    assert!(
+        during.first().is_some_and(|m| m.starts_with("RELOADING=1")),
+        "{during:?}\n{err}"
+    );
+    assert!(
+        !during.iter().any(|m| m.starts_with("READY=1")),
+        "the reload was held: {during:?}"
+    );
+    let pings = during.iter().filter(|m| *m == "WATCHDOG=1").count();
+    assert!(
+        pings >= 3,
+        "pings at half the 1 s period while the reload was built: {during:?}\n{err}"
+    );
+    assert!(stopping, "{}\n{err}", messages(&log));
+    assert!(
+        took < Duration::from_millis(1_000),
+        "the stop waited {took:?} for the reload\n{err}"
+    );
+    assert_eq!(status, Some(0), "{err}");
+}

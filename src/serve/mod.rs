@@ -213,6 +213,8 @@ struct Serving {
     fetched_at_start: bool,
     /// Why the last poll failed, said once until it changes.
     poll_failing: Option<String>,
+    /// The reload being built, if one is.
+    reloading: Option<reload::Pending>,
     cfg: Config,
     live: Arc<Shared>,
     relay: Relay,
@@ -256,8 +258,8 @@ impl Serving {
         if let Some(doc) = &tenants_doc {
             shared = shared.with_tenants_doc(doc.clone());
         }
-        // A reload that adds [tenants_from] asks the endpoint while the supervision loop
-        // waits: within a bound under the watchdog's half period, whatever its timeout_ms.
+        // A reload that adds [tenants_from] asks the endpoint on the reload's thread: within a
+        // bound of its own, so the reload ends in seconds whatever its timeout_ms.
         shared = shared.with_fetch(|from| {
             let mut once = from.clone();
             once.timeout_ms = once.timeout_ms.min(RELOAD_FETCH_MS);
@@ -312,6 +314,7 @@ impl Serving {
                 w
             }),
             poller: None,
+            reloading: None,
             tenants_refused: None,
             fetched_at_start: tenants_doc.is_some(),
             _leaser: leaser,
@@ -369,33 +372,40 @@ impl Serving {
                 upgrade.start(self.readiness.ready(), &mut self.manager);
             }
             upgrade.poll(&mut self.manager);
-            let edited = match self.watch.as_mut() {
-                Some(w) => w.changed(std::time::Instant::now()).map(|changed| {
-                    println!("{} changed on disk: reloading", changed.display());
-                }),
-                None => None,
+            // A reload is built on a thread of its own and reported once built; a SIGHUP, an
+            // edit or a new tenants document meanwhile waits for it.
+            if self.reloading.as_ref().is_some_and(reload::Pending::built) {
+                self.finish_reload();
             }
-            .is_some();
-            if Signal::Reload.take() || edited {
-                let _ = reload::reload(
-                    &self.live,
-                    reload::What::File,
-                    &self.metrics,
-                    self.admin.as_ref(),
-                    &mut self.admin_token,
-                    &mut self.manager,
-                    self.readiness.ready(),
-                );
-                if let Some(w) = &mut self.watch {
-                    w.also(self.live.load().config.admin_token_file.clone());
-                    w.read_now();
+            if self.reloading.is_none() {
+                let edited = match self.watch.as_mut() {
+                    Some(w) => w.changed(std::time::Instant::now()).map(|changed| {
+                        println!("{} changed on disk: reloading", changed.display());
+                    }),
+                    None => None,
+                }
+                .is_some();
+                if Signal::Reload.take() || edited {
+                    // The files as they are now are what this reload reads: an edit from here
+                    // on is another.
+                    if let Some(w) = &mut self.watch {
+                        w.read_now();
+                    }
+                    self.reloading = Some(reload::begin(
+                        &self.live,
+                        reload::What::File,
+                        &mut self.manager,
+                    ));
                 }
             }
             if let Err(why) = self.poll_tenants() {
                 return End::Failed(why);
             }
-            // Old snapshots the reactors let go of are freed here, not on a reactor.
-            self.live.free_retired();
+            // Old snapshots the reactors let go of are freed here, not on a reactor (a reload
+            // being built holds the list; the next tick frees them).
+            if self.reloading.is_none() {
+                self.live.free_retired();
+            }
             if Signal::Dump.take() {
                 let _ = self.metrics.dump_percentiles(&mut std::io::stdout());
             }
@@ -403,6 +413,7 @@ impl Serving {
                 last = self.report_totals(&last);
             }
         }
+        self.abandon_reload();
         // A stop and the successor's SIGQUIT in one tick: it listens and is the main process
         // already, so this one drains as taken over.
         if Signal::Quit.take() {
@@ -417,6 +428,7 @@ impl Serving {
     /// The process we started (or an operator's `run --takeover`) listens now: it is the
     /// service manager's main process, so nothing more is said to the manager.
     fn taken_over(&mut self) -> End {
+        self.abandon_reload();
         println!("taken over: closing the listeners and draining");
         self.manager.set_muted(true);
         End::TakenOver
@@ -438,6 +450,9 @@ impl Serving {
                 None
             };
         }
+        if self.reloading.is_some() {
+            return Ok(());
+        }
         let Some(result) = self.poller.as_ref().and_then(poll::Poller::latest) else {
             return Ok(());
         };
@@ -451,20 +466,11 @@ impl Serving {
                     .is_some_and(|(d, g)| *d == doc && *g == generation);
                 if self.live.tenants_doc().as_deref() != Some(doc.as_str()) && !refused_here {
                     println!("tenants document changed: reloading");
-                    let applied = reload::reload(
+                    self.reloading = Some(reload::begin(
                         &self.live,
-                        reload::What::Tenants(&doc),
-                        &self.metrics,
-                        self.admin.as_ref(),
-                        &mut self.admin_token,
+                        reload::What::Tenants(doc),
                         &mut self.manager,
-                        self.readiness.ready(),
-                    );
-                    if applied {
-                        self.tenants_refused = None;
-                    } else {
-                        self.tenants_refused = Some((doc, generation));
-                    }
+                    ));
                 }
             }
             Err(why) => {
@@ -479,6 +485,45 @@ impl Serving {
             }
         }
         Ok(())
+    }
+
+    /// Reports the reload just built, and follows what it applied: the files the config now
+    /// names are watched; a tenants document refused is not tried again against the same
+    /// generation.
+    fn finish_reload(&mut self) {
+        let Some(pending) = self.reloading.take() else {
+            return;
+        };
+        let from = pending.from();
+        let tenants = match pending.what() {
+            reload::What::File => None,
+            reload::What::Tenants(doc) => Some(doc.clone()),
+        };
+        let applied = pending.finish(
+            &self.live,
+            &self.metrics,
+            self.admin.as_ref(),
+            &mut self.admin_token,
+            &mut self.manager,
+            self.readiness.ready(),
+        );
+        match tenants {
+            None => {
+                if let Some(w) = &mut self.watch {
+                    w.also(self.live.load().config.admin_token_file.clone());
+                }
+            }
+            Some(_) if applied => self.tenants_refused = None,
+            Some(doc) => self.tenants_refused = Some((doc, from)),
+        }
+    }
+
+    /// Serving ends with a reload still being built: said, and not waited for. What it
+    /// publishes meanwhile applies to the drain as any reload would.
+    fn abandon_reload(&mut self) {
+        if self.reloading.take().is_some() {
+            println!("a reload was still being built: stopping does not wait for it");
+        }
     }
 
     /// One tick on the way to ready: once enough pairs are up, READY=1, or when taking over,

@@ -543,7 +543,8 @@ impl Reloads {
                 let written = std::fs::write(&self.path, &self.texts[k % 2]);
                 k += 1;
                 let reloaded = written.map_err(|e| e.to_string()).and_then(|()| {
-                    bundle_relay::serve::idle(|| self.live.reload().map_err(|e| e.to_string()))
+                    let live = self.live.clone();
+                    bundle_relay::serve::idle(move || live.reload().map_err(|e| e.to_string()))
                 });
                 match reloaded {
                     Ok(_) => applied += 1,
