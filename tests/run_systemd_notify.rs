@@ -357,8 +357,9 @@ fn a_reload_without_privileges_leaves_the_supervising_thread_at_its_own_priority
 
 /// A reload is built beside the supervision loop, not in it: one that takes seconds (its
 /// thread held 3 s by strace, as a reload starved of CPU on a saturated host is) leaves the
-/// watchdog pinged, so systemd does not kill a healthy relay, and a stop asked meanwhile
-/// stops the relay at once instead of after the reload.
+/// watchdog pinged, so systemd does not kill a healthy relay; a SIGHUP meanwhile is read once
+/// it is reported; and a stop asked meanwhile stops the relay at once instead of after the
+/// reload.
 #[test]
 fn a_slow_reload_keeps_the_watchdog_pinged_and_does_not_hold_up_a_stop() {
     if !process_support::installed("strace", "-V", "strace") {
@@ -391,8 +392,19 @@ fn a_slow_reload_keeps_the_watchdog_pinged_and_does_not_hold_up_a_stop() {
     let send = |sig| unsafe { libc::kill(pid, sig) };
     send(libc::SIGHUP);
     let mark = log.len();
-    run.read_until(&mut log, Duration::from_millis(2_000), |_| false);
+    run.read_until(&mut log, Duration::from_millis(1_000), |_| false);
+    // A second SIGHUP while the first is built: read once the first is reported.
+    send(libc::SIGHUP);
+    run.read_until(&mut log, Duration::from_millis(1_000), |_| false);
     let during: Vec<String> = log[mark..].iter().map(|(_, m)| m.clone()).collect();
+    let mark = log.len();
+    let first = run.read_until(&mut log, Duration::from_secs(3), |m| {
+        m.starts_with("READY=1")
+    });
+    let second = run.read_until(&mut log, Duration::from_secs(1), |m| {
+        m.starts_with("RELOADING=1")
+    });
+    let after: Vec<String> = log[mark..].iter().map(|(_, m)| m.clone()).collect();
     send(libc::SIGTERM);
     let asked = Instant::now();
     let stopping = run.read_until(&mut log, Duration::from_secs(5), |m| {
@@ -413,6 +425,10 @@ fn a_slow_reload_keeps_the_watchdog_pinged_and_does_not_hold_up_a_stop() {
     assert!(
         pings >= 3,
         "pings at half the 1 s period while the reload was built: {during:?}\n{err}"
+    );
+    assert!(
+        first && second,
+        "the first reload reported, then the second SIGHUP's begun: {after:?}\n{err}"
     );
     assert!(stopping, "{}\n{err}", messages(&log));
     assert!(
