@@ -317,6 +317,33 @@ impl Ctx<'_> {
     }
 }
 
+/// The parser's "duplicate key" with what was given twice: the key and the table it is in,
+/// or the table whose header came twice. `None` for any other message.
+fn given_twice(text: &str, message: &str, span: std::ops::Range<usize>) -> Option<String> {
+    if message.trim_end() != "duplicate key" {
+        return None;
+    }
+    let name = text.get(span.clone())?.trim().trim_matches(['"', '\'']);
+    let line_start = text[..span.start].rfind('\n').map_or(0, |i| i + 1);
+    if text[line_start..].trim_start().starts_with('[') {
+        return Some(format!(
+            "table [{name}] given twice: list its keys under one [{name}]"
+        ));
+    }
+    // The table the key is in: the last header before it.
+    let table = text[..line_start]
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['))
+        .and_then(|l| l.split('#').next())
+        .map(str::trim_end);
+    Some(match table {
+        Some(t) => format!("duplicate key `{name}` in {t}: a key is given once per table"),
+        None => format!("duplicate key `{name}`: a key is given once per table"),
+    })
+}
+
 pub fn from_toml(
     text: &str,
     origin: &str,
@@ -338,7 +365,10 @@ pub fn from_toml_with(
     let toml_error = |key: String, e: toml::de::Error| ConfigError {
         origin: origin.to_string(),
         key,
-        message: e.message().trim_end().to_string(),
+        message: e
+            .span()
+            .and_then(|span| given_twice(text, e.message(), span))
+            .unwrap_or_else(|| e.message().trim_end().to_string()),
         location: e.span().map(|s| line_column(text, s.start)),
         transient: false,
     };

@@ -642,6 +642,31 @@ fn rejects_toml_syntax_errors_with_position() {
 }
 
 #[test]
+fn a_key_or_table_given_twice_is_named_with_where_it_was_given_again() {
+    let e = refused("threads = 1\nthreads = 2\n");
+    assert_eq!(
+        e, "config.toml:2:1: duplicate key `threads`: a key is given once per table",
+        "{e}"
+    );
+    let e = refused(&format!(
+        "[intake]\nrotating = \"127.0.0.1:0\"\n{}[intake]\nconnections_max = 3\n",
+        regions(1)
+    ));
+    assert!(
+        e.contains(": table [intake] given twice: list its keys under one [intake]"),
+        "{e}"
+    );
+    let e = refused(&format!(
+        "{}[egress]\nslice = \"1/2\"\nslice = \"2/2\"\n",
+        regions(1)
+    ));
+    assert!(
+        e.contains(": duplicate key `slice` in [egress]: a key is given once per table"),
+        "{e}"
+    );
+}
+
+#[test]
 fn rejects_duplicate_region_names() {
     let text = format!("{}{EGRESS}", regions(2).replace("\"r1\"", "\"r0\""));
     assert_eq!(
