@@ -162,8 +162,6 @@ pub struct BundleMeta {
     pub json: bool,
     /// The tenant's slot in the shared tenant state (0: the default tenant).
     pub tenant: u16,
-    /// Held beyond its tenant's floor, in the arena's unreserved part.
-    pub beyond_floor: bool,
     /// Its serial in the sending thread's record of recent bundles (`journal`), set when it
     /// is queued there.
     pub record: u64,

@@ -413,10 +413,12 @@ impl TenantTable {
         t.v4.sort_by_key(|e| std::cmp::Reverse(e.0));
         t.v6 = v6.into_iter().collect();
         t.v6.sort_by_key(|e| std::cmp::Reverse(e.0));
+        // A disabled tenant sends nothing: its floor reserves nothing.
         let floors: u32 = t
             .entries
             .iter()
             .chain(t.default.iter())
+            .filter(|e| e.enabled)
             .map(|e| e.in_flight_min)
             .sum();
         t.pool = arena_slots.saturating_sub(floors);

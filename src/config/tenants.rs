@@ -474,8 +474,10 @@ pub(super) fn build(
     }
     let floors: u64 = tenants
         .iter()
-        .map(|t| u64::from(t.policy.in_flight_min))
-        .chain(default.iter().map(|p| u64::from(p.in_flight_min)))
+        .map(|t| &t.policy)
+        .chain(default.iter())
+        .filter(|p| p.enabled)
+        .map(|p| u64::from(p.in_flight_min))
         .sum();
     if floors > u64::from(f.arena_slots) {
         return Err(f.err(

@@ -303,8 +303,11 @@ pub enum ErrorKind<'a> {
     RateLimited { retry_after_ms: u64 },
     /// The tenant's request rate (`limit` per second) is used up; retry after the given time.
     TenantRateLimited { limit: u32, retry_after_ms: u64 },
-    /// The tenant's share of the in-flight cap is full.
-    ShareFull { in_flight: u32 },
+    /// The tenant holds its in-flight ceiling (`in_flight_max`).
+    TenantCeiling { in_flight: u32, ceiling: u32 },
+    /// The tenant holds its floor (`in_flight_min`) or more, and the in-flight room tenants
+    /// share past their floors is taken.
+    ShareFull { in_flight: u32, floor: u32 },
 
     // -32603
     /// Something failed inside the relay.
@@ -350,6 +353,7 @@ impl ErrorKind<'_> {
             ErrorKind::TenantDisabled(_) | ErrorKind::RegionNotAllowed(_) => code::FORBIDDEN,
             ErrorKind::RateLimited { .. }
             | ErrorKind::TenantRateLimited { .. }
+            | ErrorKind::TenantCeiling { .. }
             | ErrorKind::ShareFull { .. } => code::RATE_LIMITED,
             ErrorKind::FromEngine { code, .. } => *code,
             ErrorKind::Internal(_)
@@ -564,10 +568,17 @@ impl fmt::Display for ErrorKind<'_> {
                 "Rate limit exceeded. Limit: {limit} per second for txn requests. Back-off \
                  triggered: Retry after {retry_after_ms}ms"
             ),
-            ErrorKind::ShareFull { in_flight } => write!(
+            ErrorKind::TenantCeiling { in_flight, ceiling } => write!(
                 f,
-                "Rate limit exceeded. Back-off triggered: Retry after 1000ms (this tenant's share \
-                 of the in-flight cap is full: {in_flight} bundles in flight)"
+                "Rate limit exceeded. Back-off triggered: Retry after 1000ms (this tenant's \
+                 in-flight ceiling is reached: {in_flight} bundles in flight, in_flight_max \
+                 {ceiling})"
+            ),
+            ErrorKind::ShareFull { in_flight, floor } => write!(
+                f,
+                "Rate limit exceeded. Back-off triggered: Retry after 1000ms (the relay's \
+                 in-flight room that tenants share past their floors is taken: this tenant \
+                 holds {in_flight} bundles in flight, its floor in_flight_min {floor})"
             ),
             ErrorKind::Internal(message) => f.write_str(message),
             ErrorKind::FromEngine { message, .. } => f.write_str(message),

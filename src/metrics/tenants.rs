@@ -81,6 +81,10 @@ pub enum Ended {
 #[derive(Default)]
 struct Cell {
     in_flight: AtomicU32,
+    /// Of `in_flight`, how many the arena's unreserved part holds: those past the tenant's
+    /// floor. Counted, not marked on bundles, since which of its bundles ends first does not
+    /// matter, only how many it holds.
+    beyond: AtomicU32,
     /// GCRA's theoretical arrival time, in clock ticks.
     tat: AtomicU64,
     /// Requests of the global rate this relay holds on lease and has not used.
@@ -128,9 +132,15 @@ pub struct Gcra {
     pub tolerance: u64,
 }
 
-/// The tenant holds its ceiling, or the arena's unreserved part is taken.
+/// Why a tenant may hold no more bundles now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ShareFull;
+pub enum ShareFull {
+    /// It holds its own ceiling (`in_flight_max`).
+    Ceiling,
+    /// It holds its floor, and the arena's unreserved part (what every tenant past its floor
+    /// shares) is taken.
+    Pool,
+}
 
 /// See the module docs.
 pub struct TenantStats {
@@ -229,36 +239,45 @@ impl TenantStats {
     }
 
     /// One more bundle in flight for the tenant, within its `ceiling`, and beyond its `floor`
-    /// only while the arena's unreserved part (`pool`) has room. `Ok(beyond)` says whether it
-    /// took from the pool ([`TenantStats::release`] gives it back the same way).
+    /// only while the arena's unreserved part (`pool`) has room ([`TenantStats::release`]
+    /// gives it back).
     pub fn take_share(
         &self,
         slot: u16,
         floor: u32,
         ceiling: u32,
         pool: u32,
-    ) -> Result<bool, ShareFull> {
+    ) -> Result<(), ShareFull> {
         let cell = &self.cells[slot as usize];
         let held = cell.in_flight.fetch_add(1, Relaxed) + 1;
         if held > ceiling {
             cell.in_flight.fetch_sub(1, Relaxed);
-            return Err(ShareFull);
+            return Err(ShareFull::Ceiling);
         }
         if held <= floor {
-            return Ok(false);
+            return Ok(());
         }
         if self.beyond_floor.fetch_add(1, Relaxed) + 1 > pool {
             self.beyond_floor.fetch_sub(1, Relaxed);
             cell.in_flight.fetch_sub(1, Relaxed);
-            return Err(ShareFull);
+            return Err(ShareFull::Pool);
         }
-        Ok(true)
+        cell.beyond.fetch_add(1, Relaxed);
+        Ok(())
     }
 
-    /// A bundle of the tenant left the arena (ended, or its request was bad).
-    pub fn release(&self, slot: u16, beyond: bool) {
-        self.cells[slot as usize].in_flight.fetch_sub(1, Relaxed);
-        if beyond {
+    /// A bundle of the tenant left the arena (ended, or its request was bad). While the tenant
+    /// holds places of the pool, the first goes back: held − floor is what it needs of it,
+    /// whichever bundle ended. (A release on another thread between a take's two counts can
+    /// leave one place counted a moment too long; the tenant's next release gives it back.)
+    pub fn release(&self, slot: u16) {
+        let cell = &self.cells[slot as usize];
+        cell.in_flight.fetch_sub(1, Relaxed);
+        if cell
+            .beyond
+            .fetch_update(Relaxed, Relaxed, |b| b.checked_sub(1))
+            .is_ok()
+        {
             self.beyond_floor.fetch_sub(1, Relaxed);
         }
     }
@@ -382,13 +401,15 @@ mod tests {
     #[test]
     fn a_share_past_its_floor_takes_from_the_pool_and_gives_back_the_same_way() {
         let s = TenantStats::new(2);
-        assert_eq!(s.take_share(1, 1, 3, 1), Ok(false));
-        assert_eq!(s.take_share(1, 1, 3, 1), Ok(true));
+        assert_eq!(s.take_share(1, 1, 3, 1), Ok(()));
+        assert_eq!(s.beyond_floor(), 0, "within the floor");
+        assert_eq!(s.take_share(1, 1, 3, 1), Ok(()));
+        assert_eq!(s.beyond_floor(), 1);
         // The pool (1) is used up: beyond the floor nothing more, for either tenant.
-        assert_eq!(s.take_share(1, 1, 3, 1), Err(ShareFull));
-        assert_eq!(s.take_share(2, 0, 3, 1), Err(ShareFull));
-        s.release(1, true);
-        assert_eq!(s.take_share(2, 0, 3, 1), Ok(true));
+        assert_eq!(s.take_share(1, 1, 3, 1), Err(ShareFull::Pool));
+        assert_eq!(s.take_share(2, 0, 3, 1), Err(ShareFull::Pool));
+        s.release(1);
+        assert_eq!(s.take_share(2, 0, 3, 1), Ok(()));
         assert_eq!(
             (s.in_flight(1), s.in_flight(2), s.beyond_floor()),
             (1, 1, 1)
@@ -411,8 +432,8 @@ mod tests {
     #[test]
     fn a_ceiling_refuses_even_when_the_pool_has_room() {
         let s = TenantStats::new(1);
-        assert_eq!(s.take_share(1, 0, 1, 100), Ok(true));
-        assert_eq!(s.take_share(1, 0, 1, 100), Err(ShareFull));
+        assert_eq!(s.take_share(1, 0, 1, 100), Ok(()));
+        assert_eq!(s.take_share(1, 0, 1, 100), Err(ShareFull::Ceiling));
         assert_eq!(s.in_flight(1), 1);
     }
 }

@@ -605,7 +605,6 @@ impl Dispatcher {
         let (fan_lanes, fan_extra) = a.fan;
         let meta = self.slot_mut(&mut a).meta;
         meta.tenant = pass.slot;
-        meta.beyond_floor = pass.beyond;
         meta.fan_lanes = fan_lanes;
         meta.fan_extra = fan_extra;
         meta.copies = 1 + fan_extra;
@@ -1253,7 +1252,7 @@ fn end_bundle(
     };
     close(meta.record, end);
     tenants.ended(meta.tenant, how);
-    tenants.release(meta.tenant, meta.beyond_floor);
+    tenants.release(meta.tenant);
     counts.in_flight.set(counts.in_flight.get() - 1);
     arena.release(slot).expect("a bundle ends once");
 }

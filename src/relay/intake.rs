@@ -16,6 +16,7 @@ use super::dispatch::{Asking, Dispatcher, Refusal};
 use super::queries::ConnRef;
 use super::statuses;
 use super::tenancy::{Claim, Denied};
+use crate::metrics::tenants::ShareFull;
 
 /// Seconds a client is told to wait when the in-flight cap is reached.
 pub const CAP_RETRY_AFTER_S: &[u8] = b"1";
@@ -372,7 +373,30 @@ fn denial(d: &Dispatcher, denied: Denied) -> (u16, ErrorKind<'_>) {
                 retry_after_ms,
             },
         ),
-        Denied::Share { in_flight, .. } => (429, ErrorKind::ShareFull { in_flight }),
+        Denied::Share {
+            in_flight,
+            full: ShareFull::Ceiling,
+            limit,
+            ..
+        } => (
+            429,
+            ErrorKind::TenantCeiling {
+                in_flight,
+                ceiling: limit,
+            },
+        ),
+        Denied::Share {
+            in_flight,
+            full: ShareFull::Pool,
+            limit,
+            ..
+        } => (
+            429,
+            ErrorKind::ShareFull {
+                in_flight,
+                floor: limit,
+            },
+        ),
     }
 }
 

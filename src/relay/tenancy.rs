@@ -11,7 +11,7 @@
 //! | a pinned port outside the tenant's regions | 403 naming the region |
 //! | the tenant's rate used up | 429, `Retry-After`, Jito's -32097 wording with the wait |
 //! | the tenant's global rate: nothing left on lease | 429, the same words, the wait to the next second |
-//! | the tenant's share full (its ceiling, or the arena beyond every floor) | 429 |
+//! | the tenant's share full (its ceiling, or the arena beyond every floor) | 429 naming which |
 //!
 //! The tenant's state lives in [`TenantStats`] (shared by every thread, one cell per tenant);
 //! this is one thread's view: the current table and, per slot, what its checks need in clock
@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use crate::clock::{Instant, TickRate, Ticks};
 use crate::config::{Found, Strategy, TenantTable, TenantWriter};
-use crate::metrics::tenants::{Gcra, Refused, TenantStats};
+use crate::metrics::tenants::{Gcra, Refused, ShareFull, TenantStats};
 
 use super::Port;
 
@@ -52,8 +52,6 @@ impl Claim<'_> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pass {
     pub slot: u16,
-    /// Took a slot of the arena's unreserved part (beyond the tenant's floor).
-    pub beyond: bool,
     /// Running regions it may use.
     pub mask: u16,
     pub strategy: Strategy,
@@ -78,8 +76,14 @@ pub enum Denied {
         limit: u32,
         retry_after_ms: u64,
     },
-    /// 429: its share is full.
-    Share { slot: u16, in_flight: u32 },
+    /// 429: it holds its ceiling (`full` [`ShareFull::Ceiling`], `limit` that ceiling), or
+    /// holds its floor and the room tenants share past theirs is taken (`limit` its floor).
+    Share {
+        slot: u16,
+        in_flight: u32,
+        full: ShareFull,
+        limit: u32,
+    },
 }
 
 /// Bytes of one thread's rules for one tenant slot (the budget counts them).
@@ -248,19 +252,23 @@ impl Tenancy {
             .stats
             .take_share(slot, e.in_flight_min, e.in_flight_max, self.table.pool())
         {
-            Ok(beyond) => Ok(Pass {
+            Ok(()) => Ok(Pass {
                 slot,
-                beyond,
                 mask: e.mask,
                 strategy: e.strategy,
                 fan_out: e.fan_out,
                 group: e.group,
             }),
-            Err(_) => refuse(
+            Err(full) => refuse(
                 Refused::Share,
                 Denied::Share {
                     slot,
                     in_flight: self.stats.in_flight(slot),
+                    full,
+                    limit: match full {
+                        ShareFull::Ceiling => e.in_flight_max,
+                        ShareFull::Pool => e.in_flight_min,
+                    },
                 },
             ),
         }
@@ -291,7 +299,7 @@ impl Tenancy {
 
     /// The pass's bundle never was (no slot, or a bad request): its share goes back.
     pub fn release(&self, pass: &Pass) {
-        self.stats.release(pass.slot, pass.beyond);
+        self.stats.release(pass.slot);
     }
 }
 

@@ -107,7 +107,8 @@ fn tenant_found_and_enabled_gets_its_policy() {
     assert!(r.starts_with("HTTP/1.1 429"), "{r}");
     assert!(r.contains("Retry-After: 1"), "{r}");
     assert!(
-        r.contains("-32097") && r.contains("share of the in-flight cap"),
+        r.contains("-32097")
+            && r.contains("in-flight ceiling is reached: 1 bundles in flight, in_flight_max 1"),
         "{r}"
     );
     let t = s.d.tenancy();
@@ -433,8 +434,70 @@ fn a_floor_stays_free_for_its_tenant_while_another_tenant_floods() {
         Verdict::RefusedTenant,
         "past its floor, b shares what a holds"
     );
-    assert!(s.response().contains("share of the in-flight cap is full"));
+    assert!(
+        s.response().contains(
+            "in-flight room that tenants share past their floors is taken: this tenant holds 6 \
+             bundles in flight, its floor in_flight_min 6"
+        ),
+        "{}",
+        s.response()
+    );
     assert!(s.d.check_accounting());
+}
+
+#[test]
+fn a_tenant_back_within_its_floor_holds_nothing_of_the_pool_whichever_bundles_ended_first() {
+    // 16 slots, a reserves 8: the pool is the other 8. Region b has no pair up, so a's bundles
+    // wait and the oldest expire first.
+    let mut s = sim(
+        "[[tenant]]\nname = \"a\"\nkeys = [\"ka\"]\nregions = [\"b\"]\nin_flight_min = 8\nbundle_max_age_ms = 50\n\
+         [[tenant]]\nname = \"b\"\nkeys = [\"kb\"]\nregions = [\"b\"]\n",
+    );
+    for i in 0..8 {
+        assert_eq!(
+            s.post_as(Port::Rotating, key("ka"), "", &body(i), NOW),
+            Verdict::Admitted
+        );
+    }
+    let later = Instant(NOW.0 + 40 * MS);
+    assert_eq!(
+        s.post_as(Port::Rotating, key("ka"), "", &body(8), later),
+        Verdict::Admitted,
+        "the ninth, past a's floor, from the pool"
+    );
+    // The eight inside the floor expire; the ninth, now within it, waits on.
+    let now = Instant(NOW.0 + 60 * MS);
+    s.d.dispatch(now);
+    assert_eq!(s.totals().expired, 8);
+    let stats = s.d.tenancy().stats().clone();
+    assert_eq!(
+        stats.beyond_floor(),
+        0,
+        "a holds 1 bundle, inside its floor of 8"
+    );
+    let mut admitted = 0;
+    for i in 0..20 {
+        if s.post_as(Port::Rotating, key("kb"), "", &body(100 + i), now) == Verdict::Admitted {
+            admitted += 1;
+        }
+    }
+    assert_eq!(admitted, 8, "b holds the whole pool: {}", s.response());
+    assert!(s.d.check_accounting());
+}
+
+#[test]
+fn a_disabled_tenant_reserves_no_floor() {
+    let mut s = sim(
+        "[[tenant]]\nname = \"a\"\nkeys = [\"ka\"]\nregions = [\"b\"]\n\
+         [[tenant]]\nname = \"off\"\nkeys = [\"koff\"]\nenabled = false\nin_flight_min = 10\n",
+    );
+    let mut admitted = 0;
+    for i in 0..20 {
+        if s.post_as(Port::Rotating, key("ka"), "", &body(i), NOW) == Verdict::Admitted {
+            admitted += 1;
+        }
+    }
+    assert_eq!(admitted, 16, "a holds the whole arena: {}", s.response());
 }
 
 #[test]
@@ -512,7 +575,7 @@ fn a_tenant_keeps_its_slot_across_reloads_and_a_removed_ones_waits_for_its_bundl
     let only_x = parse("tenants_max = 2\n[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\n").unwrap();
     let t2 = only_x.tenant_table(&started, Some(&t1), &stats).unwrap();
     assert_eq!(slot(&t2, "x"), Some(x), "x keeps its slot");
-    stats.release(y, true);
+    stats.release(y);
     let t3 = next.tenant_table(&started, Some(&t2), &stats).unwrap();
     assert_eq!(slot(&t3, "x"), Some(x));
     assert_eq!(
