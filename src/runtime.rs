@@ -177,6 +177,7 @@ impl Relay {
         metrics.set_journals(journals.clone());
         metrics.set_mesh(mesh.clone());
         let (live, fixed, regions) = (spec.live.clone(), spec.tenants.clone(), names.clone());
+        let tenant_stats = spec.tenant_stats.clone();
         metrics.set_tenants(
             spec.tenant_stats.clone(),
             Box::new(move |each| {
@@ -185,6 +186,14 @@ impl Relay {
                     .map_or_else(|| fixed.clone(), |l| l.load().tenants.clone());
                 for e in table.all() {
                     each(&e.name, e.slot, &e.describe(&regions));
+                }
+                // A removed tenant is still shown while its bundles finish: they count as its.
+                for (name, slot) in table.removed_holding(&tenant_stats) {
+                    each(
+                        name,
+                        slot,
+                        "removed from the config: its bundles in flight finish",
+                    );
                 }
             }),
         );

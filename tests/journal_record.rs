@@ -68,7 +68,7 @@ fn a_record_reads_back_whole_with_every_kept_attempt() {
         r.ended = Instant(9_000);
         r.text = Text::new(b"uuid-of-the-engine");
     });
-    let found = journals.find(&id(7), 2).expect("found");
+    let found = journals.find(&id(7), 2, 0).expect("found");
     let r = found.latest;
     assert_eq!(
         (r.end, r.ended, r.tx_count, r.attempts),
@@ -119,7 +119,7 @@ fn a_sends_times_read_back_to_the_tick_and_far_ones_at_the_widest_not_wrapped() 
                 retry_after_ms: 65_535,
             });
         });
-        let r = journals.find(&id(100 + n as u64), 0).unwrap().latest;
+        let r = journals.find(&id(100 + n as u64), 0, 0).unwrap().latest;
         let a = r.kept()[0];
         let (region, verdict, code, wait) = (a.region, a.verdict, a.grpc_code, a.retry_after_ms);
         assert_eq!(
@@ -168,15 +168,18 @@ fn a_ring_forgets_a_bundle_only_once_it_has_no_room_for_it() {
     for n in 0..1_024 {
         opened(ring, n, 0, n);
     }
-    assert!(journals.find(&id(0), 0).is_some(), "still within capacity");
+    assert!(
+        journals.find(&id(0), 0, 0).is_some(),
+        "still within capacity"
+    );
     opened(ring, 5_000, 0, 5_000);
     assert!(
-        journals.find(&id(0), 0).is_none(),
+        journals.find(&id(0), 0, 0).is_none(),
         "overwritten by the 1,025th"
     );
     for n in 1..1_024 {
         assert!(
-            journals.find(&id(n), 0).is_some(),
+            journals.find(&id(n), 0, 0).is_some(),
             "bundle {n} of the last 1,024"
         );
     }
@@ -191,11 +194,11 @@ fn every_bundle_of_the_last_capacity_is_found_after_many_wraps() {
         opened(ring, n, 0, n);
     }
     let missing = (total - 4_096..total)
-        .filter(|n| journals.find(&id(*n), 0).is_none())
+        .filter(|n| journals.find(&id(*n), 0, 0).is_none())
         .count();
     assert_eq!(missing, 0);
     let stale = (0..total - 4_096)
-        .filter(|n| journals.find(&id(*n), 0).is_some())
+        .filter(|n| journals.find(&id(*n), 0, 0).is_some())
         .count();
     assert_eq!(stale, 0);
 }
@@ -204,11 +207,26 @@ fn every_bundle_of_the_last_capacity_is_found_after_many_wraps() {
 fn a_tenant_finds_only_its_own_bundles() {
     let journals = Journals::new(&[1_024, 1_024]);
     opened(journals.ring(0), 1, 3, 10);
-    assert!(journals.find(&id(1), 3).is_some());
+    assert!(journals.find(&id(1), 3, 0).is_some());
     assert!(
-        journals.find(&id(1), 4).is_none(),
+        journals.find(&id(1), 4, 0).is_none(),
         "another tenant's id reads as unknown"
     );
+    // The slot's next tenant (its epoch 1) reads the one before's as unknown too.
+    let mut r = Record {
+        id: id(2),
+        tenant: 3,
+        tenant_epoch: 1,
+        ..Record::default()
+    };
+    journals.ring(1).open(&mut r).unwrap();
+    assert!(journals.find(&id(1), 3, 1).is_none());
+    assert_eq!(
+        journals.find(&id(2), 3, 1).unwrap().latest.tenant_epoch,
+        1,
+        "kept through the ring"
+    );
+    assert!(journals.find(&id(2), 3, 0).is_none());
 }
 
 #[test]
@@ -217,7 +235,7 @@ fn a_bundle_sent_twice_answers_with_its_latest_record_and_counts_both() {
     let first = opened(journals.ring(0), 1, 0, 10);
     journals.ring(0).update(first, |r| r.end = End::Expired);
     opened(journals.ring(1), 1, 0, 20);
-    let f = journals.find(&id(1), 0).unwrap();
+    let f = journals.find(&id(1), 0, 0).unwrap();
     assert_eq!((f.thread, f.latest.end, f.submissions), (1, End::Open, 2));
 }
 
@@ -230,7 +248,7 @@ fn a_moved_bundle_answers_from_the_thread_it_moved_to() {
         r.moved_to = 1;
     });
     opened(journals.ring(1), 1, 0, 10);
-    let f = journals.find(&id(1), 0).unwrap();
+    let f = journals.find(&id(1), 0, 0).unwrap();
     assert_eq!((f.thread, f.latest.end, f.submissions), (1, End::Open, 1));
 }
 
@@ -239,7 +257,7 @@ fn a_record_that_is_off_keeps_nothing() {
     let journals = Journals::new(&[0]);
     let mut r = Record::default();
     assert_eq!(journals.ring(0).open(&mut r), None);
-    assert!(journals.find(&r.id, 0).is_none());
+    assert!(journals.find(&r.id, 0, 0).is_none());
     assert_eq!(Ring::bytes_for(0), 0);
 }
 
@@ -274,7 +292,7 @@ fn a_reader_racing_the_writer_never_gets_a_torn_record() {
     let mut seen = 0u64;
     let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
     while std::time::Instant::now() < deadline {
-        let Some(f) = journals.find(&id(42), 0) else {
+        let Some(f) = journals.find(&id(42), 0, 0) else {
             continue;
         };
         let r = f.latest;
@@ -321,7 +339,7 @@ fn the_largest_delivery_answer_fits_the_intake_buffer() {
         r.ended = Instant(u64::MAX / 2);
         r.text = Text::new(&[0x01; TEXT_BYTES]);
     });
-    let f = journals.find(&id(1), 0).unwrap();
+    let f = journals.find(&id(1), 0, 0).unwrap();
     let region = "r".repeat(32);
     let name_of = |_| region.as_str();
     let tenant = "\"".repeat(64);

@@ -201,9 +201,10 @@ pub struct TenantTable {
     v4: Vec<(u8, HashMap<u32, u16>)>,
     v6: Vec<(u8, HashMap<u128, u16>)>,
     ports: [Option<u16>; LISTENERS_MAX],
-    /// Slots of removed tenants with the generation of the first table without them: reusable
-    /// once they hold no bundle and no table before that generation has a writer.
-    retired: Vec<(u16, u64)>,
+    /// Slots of removed tenants with the generation of the first table without them and the
+    /// tenant's name: reusable once they hold no bundle and no table before that generation
+    /// has a writer; the tenant's again if it is listed again before that.
+    retired: Vec<(u16, u64, String)>,
     /// 1 for the first table, +1 for each built from the one before.
     generation: u64,
     /// Threads that may write into this table's slots now ([`Writer`]).
@@ -279,7 +280,7 @@ impl TenantTable {
         if let Some(p) = previous {
             for e in &p.entries {
                 if !listed.contains(e.name.as_str()) {
-                    t.retired.push((e.slot, generation));
+                    t.retired.push((e.slot, generation, e.name.clone()));
                 }
             }
         }
@@ -354,12 +355,17 @@ impl TenantTable {
         let mut v4: HashMap<u8, HashMap<u32, u16>> = HashMap::new();
         let mut v6: HashMap<u8, HashMap<u128, u16>> = HashMap::new();
         for tenant in &tenants.list {
-            let kept = before.get(tenant.name.as_str()).copied();
+            // A tenant listed again whose slot no other took gets it back, with the bundles
+            // it holds there, its rate's state, its counts and its records.
+            let kept = before.get(tenant.name.as_str()).copied().or_else(|| {
+                let i = t.retired.iter().position(|r| r.2 == tenant.name)?;
+                Some(t.retired.swap_remove(i).0)
+            });
             let slot = match kept {
                 Some(s) => s,
                 None => {
-                    let Some(s) = t.take_slot(stats, written_since) else {
-                        let slot_freeing = t.retired.iter().any(|&(s, _)| stats.in_flight(s) == 0);
+                    let Some(s) = t.take_slot(stats, written_since, &listed) else {
+                        let slot_freeing = t.retired.iter().any(|r| stats.in_flight(r.0) == 0);
                         return Err(TableError {
                             why: format!(
                                 "no tenant slot free for {}: all {max} (tenants_max) are held \
@@ -428,16 +434,23 @@ impl TenantTable {
     }
 
     /// A slot for a new tenant: a never-used one, else a retired one holding no bundle whose
-    /// tenant no table a thread may still write (from generation `written_since` on) lists.
-    fn take_slot(&mut self, stats: &TenantStats, written_since: u64) -> Option<u16> {
+    /// tenant no table a thread may still write (from generation `written_since` on) lists,
+    /// and whose tenant is not `listed` again (that one takes its own back).
+    fn take_slot(
+        &mut self,
+        stats: &TenantStats,
+        written_since: u64,
+        listed: &std::collections::HashSet<&str>,
+    ) -> Option<u16> {
         if self.fresh <= self.max {
             self.fresh += 1;
             return Some(self.fresh - 1);
         }
-        let i = self
-            .retired
-            .iter()
-            .position(|&(s, gone_from)| gone_from <= written_since && stats.in_flight(s) == 0)?;
+        let i = self.retired.iter().position(|(s, gone_from, name)| {
+            *gone_from <= written_since
+                && stats.in_flight(*s) == 0
+                && !listed.contains(name.as_str())
+        })?;
         Some(self.retired.swap_remove(i).0)
     }
 
@@ -449,16 +462,18 @@ impl TenantTable {
             self.entries.iter().map(|e| e.name.as_str()).collect();
         let then: std::collections::HashSet<&str> =
             next.list.iter().map(|t| t.name.as_str()).collect();
+        // A tenant listed again whose slot is retired takes that one: it needs none.
+        let returning = |name: &str| self.retired.iter().any(|r| r.2 == name);
         let needed = next
             .list
             .iter()
-            .filter(|t| !now.contains(t.name.as_str()))
+            .filter(|t| !now.contains(t.name.as_str()) && !returning(&t.name))
             .count();
         let fresh = usize::from(self.max + 1).saturating_sub(usize::from(self.fresh));
         let retired = self
             .retired
             .iter()
-            .filter(|&&(s, _)| stats.in_flight(s) == 0)
+            .filter(|r| stats.in_flight(r.0) == 0 && !then.contains(r.2.as_str()))
             .count();
         let removed = self
             .entries
@@ -466,6 +481,17 @@ impl TenantTable {
             .filter(|e| !then.contains(e.name.as_str()) && stats.in_flight(e.slot) == 0)
             .count();
         needed <= fresh + retired + removed
+    }
+
+    /// Removed tenants whose slots still hold bundles of theirs: name and slot.
+    pub fn removed_holding<'a>(
+        &'a self,
+        stats: &'a TenantStats,
+    ) -> impl Iterator<Item = (&'a str, u16)> + 'a {
+        self.retired
+            .iter()
+            .filter(|r| stats.in_flight(r.0) > 0)
+            .map(|r| (r.2.as_str(), r.0))
     }
 
     /// This table's generation (1 for the first built).

@@ -85,14 +85,15 @@ impl Journals {
         self.rings.iter().map(Ring::resident_bytes).sum()
     }
 
-    /// The bundle `id` as tenant `tenant` sent it: its latest record that is not a move
-    /// (a bundle moved between threads goes on in the record it moved to).
-    pub fn find(&self, id: &[u8; 32], tenant: u16) -> Option<Found> {
+    /// The bundle `id` as tenant slot `tenant` in its epoch `epoch` sent it: its latest record
+    /// that is not a move (a bundle moved between threads goes on in the record it moved to).
+    pub fn find(&self, id: &[u8; 32], tenant: u16, epoch: u32) -> Option<Found> {
+        let epoch = epoch & ((1 << record::TENANT_EPOCH_BITS) - 1);
         let mut best: Option<Found> = None;
         let mut count = 0u32;
         for (t, ring) in self.rings.iter().enumerate() {
             ring.find(id, |r| {
-                if r.tenant != tenant {
+                if r.tenant != tenant || r.tenant_epoch != epoch {
                     return;
                 }
                 if r.end != End::Moved {

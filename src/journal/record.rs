@@ -9,6 +9,12 @@ use crate::clock::Instant;
 /// engine refused the pair (a cooldown) or the call unprocessed; more than four is rare, and
 /// [`Record::attempts`] still counts them all.
 pub const ATTEMPTS_KEPT: usize = 4;
+/// Bits of a tenant slot's epoch a record keeps: a record is the asking tenant's only if its
+/// slot and epoch are the slot's now, so a slot would have to go to 16 million tenants in
+/// turn while a record stayed in the ring for an old one to pass as a new one's.
+pub const TENANT_EPOCH_BITS: u32 = 24;
+const TENANT_EPOCH_MASK: u32 = (1 << TENANT_EPOCH_BITS) - 1;
+const SERIAL_MASK: u64 = (1 << 40) - 1;
 /// Bytes of the last engine answer kept (its uuid, or its error text, cut at a character).
 pub const TEXT_BYTES: usize = 88;
 /// Words one record takes in the ring, its sequence word included (the budget counts them).
@@ -241,6 +247,9 @@ pub struct Record {
     pub end: End,
     /// The tenant's slot (0: the default tenant).
     pub tenant: u16,
+    /// Which of the slot's tenants (its low [`TENANT_EPOCH_BITS`] bits): a slot reused for
+    /// another tenant starts a new epoch, so the records of the one before are not its.
+    pub tenant_epoch: u32,
     pub tx_count: u8,
     /// For [`End::Moved`]: the thread it went to.
     pub moved_to: u8,
@@ -287,7 +296,8 @@ impl Record {
         for (word, bytes) in w.iter_mut().zip(self.id.chunks_exact(8)) {
             *word = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
         }
-        w[4] = self.serial;
+        // A serial takes 40 bits (the index holds no more); the tenant's epoch the rest.
+        w[4] = self.serial & SERIAL_MASK | u64::from(self.tenant_epoch & TENANT_EPOCH_MASK) << 40;
         w[5] = self.admitted.0;
         w[6] = self.ended.0;
         w[7] = self.end.code()
@@ -308,7 +318,8 @@ impl Record {
         for (bytes, word) in r.id.chunks_exact_mut(8).zip(w) {
             bytes.copy_from_slice(&word.to_le_bytes());
         }
-        r.serial = w[4];
+        r.serial = w[4] & SERIAL_MASK;
+        r.tenant_epoch = (w[4] >> 40) as u32 & TENANT_EPOCH_MASK;
         r.admitted = Instant(w[5]);
         r.ended = Instant(w[6]);
         r.end = End::of(w[7] & 0xff);

@@ -85,6 +85,9 @@ struct Cell {
     /// floor. Counted, not marked on bundles, since which of its bundles ends first does not
     /// matter, only how many it holds.
     beyond: AtomicU32,
+    /// +1 each time the slot goes to a tenant: its bundles' records carry it, so a tenant
+    /// given a removed tenant's slot never reads that one's records.
+    epoch: AtomicU32,
     /// GCRA's theoretical arrival time, in clock ticks.
     tat: AtomicU64,
     /// Requests of the global rate this relay holds on lease and has not used.
@@ -330,9 +333,16 @@ impl TenantStats {
         self.cells[slot as usize].in_flight.load(Relaxed)
     }
 
-    /// Zeroes a slot's counts and rate state for a new tenant (it holds no bundle).
+    /// Which of the slot's tenants holds it (see `Cell::epoch`).
+    pub fn epoch(&self, slot: u16) -> u32 {
+        self.cells[slot as usize].epoch.load(Relaxed)
+    }
+
+    /// Zeroes a slot's counts and rate state for a new tenant (it holds no bundle), whose
+    /// epoch begins.
     pub fn reset(&self, slot: u16) {
         let c = &self.cells[slot as usize];
+        c.epoch.fetch_add(1, Relaxed);
         for a in [
             &c.tat,
             &c.leased,

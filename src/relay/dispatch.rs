@@ -245,7 +245,8 @@ impl Dispatcher {
 
     /// The bundle `id` that tenant slot `tenant` sent, in any thread's record.
     pub fn find_bundle(&self, id: &[u8; 32], tenant: u16) -> Option<Found> {
-        self.journals.find(id, tenant)
+        self.journals
+            .find(id, tenant, self.tenancy.stats().epoch(tenant))
     }
 
     /// Every thread's record of recent bundles.
@@ -658,6 +659,7 @@ impl Dispatcher {
             id: meta.bundle_id,
             admitted: meta.admitted_at,
             tenant: meta.tenant,
+            tenant_epoch: self.tenancy.stats().epoch(meta.tenant),
             tx_count: meta.tx_count,
             ..Record::default()
         };

@@ -12,6 +12,7 @@ use bundle_relay::metrics::tenants::{Refused, TenantStats};
 use bundle_relay::relay::Spec;
 use bundle_relay::relay::intake::{Port, Verdict};
 use bundle_relay::relay::tenancy::{Claim, Tenancy};
+use bundle_relay::relay::tuning::Tuning;
 
 use dispatcher_support::{MS, Sim, body};
 
@@ -962,4 +963,88 @@ fn a_reload_that_gives_a_tenant_a_global_rate_makes_it_take_from_its_lease() {
     t.retune(shared.load().tenants.clone());
     assert!(t.check(key("k"), Port::Rotating, NOW).is_ok());
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The bundle records a slot's earlier tenant left are not the next tenant's: a tenant that
+/// takes a removed tenant's slot asks for that tenant's bundle and gets what an id never sent
+/// here gets.
+#[test]
+fn a_tenant_given_a_removed_tenants_slot_cannot_read_that_tenants_bundles() {
+    let one = |name: &str| {
+        parse(&format!(
+            "tenants_max = 1\n[[tenant]]\nname = \"{name}\"\nkeys = [\"k{name}\"]\n"
+        ))
+        .unwrap()
+    };
+    let started = one("x");
+    let spec = Spec::from_config(&started).unwrap();
+    let mut s = Sim::connected(&spec, 0, None, NOW);
+    let v = s.post_as(Port::Pinned(0), key("kx"), "", &body(1), NOW);
+    assert_eq!(v, Verdict::Admitted, "{}", s.response());
+    let id = s.response().split("\"result\":\"").nth(1).unwrap()[..64].to_string();
+    assert!(s.send(NOW));
+    s.answer(NOW);
+    assert_eq!(s.totals().delivered, 1);
+    // x removed, then y added: y takes x's slot.
+    let none = parse("tenants_max = 1\n").unwrap();
+    let stats = &spec.tenant_stats;
+    let t2 = none
+        .tenant_table(&started, Some(&spec.tenants), stats)
+        .unwrap();
+    let t3 = one("y").tenant_table(&started, Some(&t2), stats).unwrap();
+    assert_eq!(t3.entries()[0].slot, spec.tenants.entries()[0].slot);
+    let mut tuning = Tuning::of_spec(&spec);
+    tuning.tenants = Some(Arc::new(t3));
+    s.d.retune(&tuning, NOW);
+    let q = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"getBundleDelivery","params":["{id}"]}}"#);
+    s.post_as(Port::Pinned(0), key("ky"), "", &q, NOW);
+    assert!(s.response().contains("\"result\":null"), "{}", s.response());
+    let v = s.post_as(
+        Port::Pinned(0),
+        key("ky"),
+        "",
+        &format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
+        ),
+        NOW,
+    );
+    assert_eq!(v, Verdict::Deferred, "asked of an engine: {}", s.response());
+}
+
+/// A tenant removed and listed again before its slot went to another gets that slot back:
+/// its bundles still in flight count against its ceiling, its rate goes on where it was, and
+/// its counts and records are its own still.
+#[test]
+fn a_tenant_removed_and_listed_again_gets_its_slot_back_with_what_it_holds() {
+    let a = "tenants_max = 4\n[[tenant]]\nname = \"a\"\nkeys = [\"1\"]\nin_flight_max = 4\n";
+    let started = parse(a).unwrap();
+    let stats = TenantStats::new(4);
+    let t1 = started.tenant_table(&started, None, &stats).unwrap();
+    let slot = t1.entries()[0].slot;
+    for _ in 0..4 {
+        assert!(stats.take_share(slot, 0, 4, 16).is_ok());
+    }
+    stats.admitted(slot);
+    let t2 = parse("tenants_max = 4\n")
+        .unwrap()
+        .tenant_table(&started, Some(&t1), &stats)
+        .unwrap();
+    assert_eq!(
+        t2.removed_holding(&stats).collect::<Vec<_>>(),
+        [("a", slot)],
+        "shown, while its bundles finish, as its"
+    );
+    let t3 = started.tenant_table(&started, Some(&t2), &stats).unwrap();
+    assert_eq!(t3.entries()[0].slot, slot, "its own slot again");
+    assert_eq!(t3.removed_holding(&stats).count(), 0);
+    assert_eq!(
+        stats.in_flight(slot),
+        4,
+        "its bundles in flight count still"
+    );
+    assert_eq!(stats.counts(slot).admitted, 1, "its counts are kept");
+    assert!(
+        stats.take_share(slot, 0, 4, 16).is_err(),
+        "its ceiling holds what it had in flight"
+    );
 }
