@@ -77,15 +77,16 @@ impl Config {
     pub fn with_tenants_json(&self, text: &str, origin: &str) -> Result<Config, ConfigError> {
         let (list, default) = super::tenants_doc::parse(text, origin)?;
         let names = self.region_names();
-        let listeners: Vec<(String, u16)> =
-            self.intake
-                .rotating
-                .map(|a| ("intake.rotating".to_string(), a.port()))
-                .into_iter()
-                .chain(self.regions.iter().enumerate().filter_map(|(i, r)| {
-                    r.pinned.map(|a| (format!("region[{i}].pinned"), a.port()))
-                }))
-                .collect();
+        let listeners: Vec<(String, u16, Option<usize>)> = self
+            .intake
+            .rotating
+            .map(|a| ("intake.rotating".to_string(), a.port(), None))
+            .into_iter()
+            .chain(self.regions.iter().enumerate().filter_map(|(i, r)| {
+                r.pinned
+                    .map(|a| (format!("region[{i}].pinned"), a.port(), Some(i)))
+            }))
+            .collect();
         let group_sources = self.egress.group_counts();
         let tenants = super::tenants::build(
             &super::tenants::Frame {

@@ -719,10 +719,14 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
     }
 
     let names: Vec<String> = regions.iter().map(|r| r.name.clone()).collect();
-    let ports: Vec<(String, u16)> = listeners
-        .iter()
-        .filter(|(k, _)| k != "admin.listen")
-        .map(|(k, a)| (k.clone(), a.port()))
+    let ports: Vec<(String, u16, Option<usize>)> = intake
+        .rotating
+        .map(|a| ("intake.rotating".to_string(), a.port(), None))
+        .into_iter()
+        .chain(regions.iter().enumerate().filter_map(|(i, r)| {
+            r.pinned
+                .map(|a| (format!("region[{i}].pinned"), a.port(), Some(i)))
+        }))
         .collect();
     let tenants_from = match file.tenants_from {
         Some(_) if !file.tenant.is_empty() || file.default_tenant.is_some() => {

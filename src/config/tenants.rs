@@ -157,6 +157,16 @@ impl Cidr {
                 "{text:?} has host bits set: the block is {network}/{len}"
             ));
         }
+        // An IPv4-mapped block is the IPv4 block: a peer is matched by its IPv4 address.
+        if let IpAddr::V6(v6) = network
+            && let Some(v4) = v6.to_ipv4_mapped()
+            && len >= 96
+        {
+            return Ok(Cidr {
+                network: IpAddr::V4(v4),
+                len: len - 96,
+            });
+        }
         Ok(Cidr { network, len })
     }
 
@@ -277,8 +287,9 @@ pub(super) fn slice_phrase(slice: Option<(u32, u32)>) -> String {
 pub(super) struct Frame<'a> {
     pub origin: &'a str,
     pub regions: &'a [String],
-    /// Every intake listener's port, with its key for messages.
-    pub listeners: &'a [(String, u16)],
+    /// Every intake listener's port, with its key for messages and, for a pinned port, its
+    /// region's index.
+    pub listeners: &'a [(String, u16, Option<usize>)],
     pub arena_slots: u32,
     pub bundle_max_age_ms_max: u64,
     /// The egress group names, group id `i + 1` being `groups[i]`.
@@ -386,7 +397,7 @@ pub(super) fn build(
                     ),
                 ));
             }
-            digests.push(KeyDigest::of(text.as_bytes()));
+            digests.push((KeyDigest::of(text.as_bytes()), format!("keys[{k}]")));
         }
         for (k, text) in ft.key_sha256.iter().enumerate() {
             let d = parse_digest(text.trim()).ok_or_else(|| {
@@ -395,9 +406,9 @@ pub(super) fn build(
                     format!("{text:?} is not 64 hex digits (a SHA-256 digest of the key)"),
                 )
             })?;
-            digests.push(d);
+            digests.push((d, format!("key_sha256[{k}]")));
         }
-        for d in &digests {
+        for (d, given_as) in &digests {
             let prefix: [u8; 8] = d.0[..8].try_into().expect("8 bytes");
             if let Some(j) = keys.insert(prefix, i) {
                 let other = if j == i {
@@ -406,7 +417,7 @@ pub(super) fn build(
                     format!("tenant[{j}] ({})", tenants[j].name)
                 };
                 return Err(f.err(
-                    key("keys"),
+                    key(given_as),
                     format!("key {d:?} is also given to {other}: a key names one tenant"),
                 ));
             }
@@ -427,11 +438,11 @@ pub(super) fn build(
             blocks.push(c);
         }
         for (k, &p) in ft.ports.iter().enumerate() {
-            if !f.listeners.iter().any(|(_, lp)| *lp == p) {
+            if !f.listeners.iter().any(|(_, lp, _)| *lp == p) {
                 let known: Vec<String> = f
                     .listeners
                     .iter()
-                    .map(|(k, p)| format!("{p} ({k})"))
+                    .map(|(k, p, _)| format!("{p} ({k})"))
                     .collect();
                 return Err(f.err(
                     format!("tenant[{i}].ports[{k}]"),
@@ -463,10 +474,28 @@ pub(super) fn build(
             &format!("tenant {name:?}"),
             ft.take_policy(),
         )?;
+        // A pinned port of a region the tenant may not use would answer its every request 403.
+        for (k, &p) in ft.ports.iter().enumerate() {
+            let pinned = f.listeners.iter().find(|l| l.1 == p).and_then(|l| l.2);
+            if let Some(r) = pinned
+                && !policy.regions.is_empty()
+                && !policy.regions.contains(&(r as u8))
+            {
+                return Err(f.err(
+                    format!("tenant[{i}].ports[{k}]"),
+                    format!(
+                        "{p} is region {}'s pinned port, which is not one of tenant {name:?}'s \
+                         regions: every request there would be refused; add the region or \
+                         name another port",
+                        f.regions[r]
+                    ),
+                ));
+            }
+        }
         names.insert(name.clone(), i);
         tenants.push(Tenant {
             name,
-            keys: digests,
+            keys: digests.into_iter().map(|(d, _)| d).collect(),
             cidrs: blocks,
             ports: ft.ports,
             policy,

@@ -4,6 +4,7 @@
 //!
 //! | the request's identity | answer |
 //! |---|---|
+//! | a key no tenant has | as no key: a bot's own Jito UUID is no key of the relay's |
 //! | a tenant, enabled | its policy: regions, egress group, strategy, rate, share, max age |
 //! | a tenant, disabled | 403, even when a default exists |
 //! | no tenant, a default enabled | the default's policy |

@@ -229,6 +229,21 @@ fn two_tenants_of_one_name_are_refused_naming_the_first() {
 }
 
 #[test]
+fn a_key_given_to_two_tenants_is_refused_naming_where_the_second_gives_it() {
+    // sha256("test"), once as the key itself and once as its digest in capitals.
+    let e = parse(
+        "[[tenant]]\nname = \"x\"\nkeys = [\"test\"]\n[[tenant]]\nname = \"y\"\nkeys = [\"2\"]\n\
+         key_sha256 = [\"9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08\"]\n",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("tenant[1].key_sha256[0]: key sha256:")
+            && e.contains("is also given to tenant[0] (x)"),
+        "{e}"
+    );
+}
+
+#[test]
 fn one_key_for_two_tenants_is_refused_without_showing_the_key() {
     let e = parse(
         "[[tenant]]\nname = \"x\"\nkeys = [\"secret-1\"]\n[[tenant]]\nname = \"y\"\nkeys = [\"secret-1\"]\n",
@@ -377,6 +392,9 @@ cidrs = ["10.1.0.0/16"]
 [[tenant]]
 name = "by-port"
 ports = [18082]
+[[tenant]]
+name = "by-mapped-block"
+cidrs = ["::ffff:172.16.0.0/108"]
 "#;
     let cfg = parse(tenants).unwrap();
     let spec = Spec::from_config(&cfg).unwrap();
@@ -398,6 +416,18 @@ ports = [18082]
     assert_eq!(name(from("::ffff:10.2.0.1"), 0), "by-block", "v4-mapped");
     assert_eq!(name(from("192.168.0.1"), 2), "by-port");
     assert_eq!(name(from("192.168.0.1"), 1), "unknown");
+    assert_eq!(
+        name(from("172.16.9.9"), 1),
+        "by-mapped-block",
+        "an IPv4-mapped block is the IPv4 block"
+    );
+    // A key no tenant has is as no key: a bot that only changed its URL still sends its own
+    // Jito UUID, which is no key of the relay's.
+    let jito_uuid = Claim {
+        key: Some(b"5b6f1c7e-0000-4000-8000-000000000000"),
+        peer: "10.2.0.1".parse().unwrap(),
+    };
+    assert_eq!(name(jito_uuid, 2), "by-block");
 }
 
 #[test]
@@ -1047,4 +1077,16 @@ fn a_tenant_removed_and_listed_again_gets_its_slot_back_with_what_it_holds() {
         stats.take_share(slot, 0, 4, 16).is_err(),
         "its ceiling holds what it had in flight"
     );
+}
+
+#[test]
+fn a_tenant_named_by_a_pinned_port_of_a_region_it_may_not_use_is_refused() {
+    // 18082 is region b's pinned port.
+    let e = parse("[[tenant]]\nname = \"p\"\nports = [18082]\nregions = [\"a\"]\n").unwrap_err();
+    assert!(
+        e.contains("tenant[0].ports[0]: 18082 is region b's pinned port, which is not one of tenant \"p\"'s regions"),
+        "{e}"
+    );
+    assert!(parse("[[tenant]]\nname = \"p\"\nports = [18082]\nregions = [\"b\"]\n").is_ok());
+    assert!(parse("[[tenant]]\nname = \"p\"\nports = [18080]\nregions = [\"a\"]\n").is_ok());
 }
