@@ -137,6 +137,10 @@ impl Relay {
             }
         }
         for (addr, port) in wanted {
+            // A takeover joins the old process's ports; any other start has them to itself.
+            if listen_now {
+                socket::no_other_listener(addr).map_err(|e| StartError::Bind(addr, e))?;
+            }
             let fd = bind(addr, listen_now).map_err(|e| StartError::Bind(addr, e))?;
             let bound = socket::local_addr(fd).map_err(|e| StartError::Bind(addr, e))?;
             first_fds.push(fd);

@@ -377,6 +377,66 @@ fn a_refused_start_exits_2_for_the_config_and_75_for_what_the_host_may_allow_lat
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A port another relay listens on (a socket sharing it with SO_REUSEPORT, as each relay's
+/// threads share theirs) is refused as taken, not joined: two relays on one port would split
+/// its connections between them, and a load balancer's health check of one would answer for
+/// both.
+#[test]
+fn an_intake_port_another_relay_listens_on_is_refused_not_shared() {
+    use socket2::{Domain, Socket, Type};
+    let holder = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    holder.set_reuse_address(true).unwrap();
+    holder.set_reuse_port(true).unwrap();
+    let any: std::net::SocketAddr = "127.0.0.1:0".parse().unwrap();
+    holder.bind(&any.into()).unwrap();
+    holder.listen(16).unwrap();
+    let port = holder.local_addr().unwrap().as_socket().unwrap().port();
+    let base = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/configs/local-bench.toml"
+    ))
+    .unwrap();
+    let text = base
+        .replace(
+            "rotating = \"127.0.0.1:8080\"",
+            &format!("rotating = \"127.0.0.1:{port}\""),
+        )
+        .replace("pinned = \"127.0.0.1:", "# pinned = \"127.0.0.1:")
+        .replace("listen = \"127.0.0.1:9464\"", "listen = \"off\"");
+    let path = std::env::temp_dir().join(format!(
+        "bundle-relay-shared-port-{}.toml",
+        std::process::id()
+    ));
+    std::fs::write(&path, text).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--config", path.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s.code();
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(status, Some(75), "it ran beside the other: {err}");
+    assert!(
+        err.contains(&format!("cannot listen on 127.0.0.1:{port}"))
+            && err.contains("another process listens on this port"),
+        "{err}"
+    );
+}
+
 /// Which failures of the relay's own start a later start may get past (exit 75, restarted)
 /// and which it will not (exit 2), row by row.
 #[test]

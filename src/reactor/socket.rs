@@ -111,6 +111,35 @@ pub fn bound_listener(addr: SocketAddr) -> io::Result<RawFd> {
     Ok(socket.into_raw_fd())
 }
 
+/// Whether `addr` (a fixed port) is free of every other listener: a socket without
+/// `SO_REUSEPORT` binds it only if no socket listens there, whatever its options. A relay
+/// that is not taking over asks this before joining the port with `SO_REUSEPORT`, which would
+/// otherwise silently share it with another process's listeners (another relay's), splitting
+/// the connections between them. `SO_REUSEADDR` lets connections of a process gone by (in
+/// TIME_WAIT) not count.
+pub fn no_other_listener(addr: SocketAddr) -> io::Result<()> {
+    if addr.port() == 0 {
+        return Ok(());
+    }
+    let socket = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM.cloexec(),
+        Some(Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&SockAddr::from(addr)).map_err(|e| {
+        if e.kind() == io::ErrorKind::AddrInUse {
+            io::Error::new(
+                io::ErrorKind::AddrInUse,
+                "another process listens on this port (two relays on one port would split \
+                 its connections; a takeover names the old one with --takeover)",
+            )
+        } else {
+            e
+        }
+    })
+}
+
 /// `listen(2)` on a socket from [`bound_listener`], with [`LISTEN_BACKLOG`].
 pub fn listen(fd: RawFd) -> io::Result<()> {
     // SAFETY: listen on a socket fd we own.
