@@ -43,12 +43,39 @@ pub(super) struct FileQuota {
 pub(super) fn quota(origin: &str, f: FileQuota) -> Result<Quota, ConfigError> {
     let err = |k: &str, m: String| ConfigError::new(origin, format!("quota.{k}"), m);
     let redis = f.redis.trim().to_string();
-    let port_ok = redis
-        .rsplit_once(':')
-        .filter(|(h, _)| !h.is_empty())
-        .and_then(|(_, p)| p.parse::<u16>().ok())
-        .is_some_and(|p| p != 0);
-    if !port_ok || redis.contains('/') || redis.contains(' ') {
+    if redis.contains('@') {
+        // Never echoed: what precedes the @ is a password.
+        return Err(err(
+            "redis",
+            "host:port only, without a user or password (the value is not shown): the relay \
+             does not log in to Redis, so give it a store reachable without one"
+                .to_string(),
+        ));
+    }
+    let (host, port) = if redis.starts_with('[') {
+        redis
+            .split_once("]:")
+            .map_or(("", ""), |(h, p)| (&redis[..h.len() + 1], p))
+    } else {
+        redis.rsplit_once(':').unwrap_or(("", ""))
+    };
+    if host.contains(':') && !(host.starts_with('[') && host.ends_with(']')) {
+        return Err(err(
+            "redis",
+            format!("{redis:?}: an IPv6 address goes in brackets, like \"[::1]:6379\""),
+        ));
+    }
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => {
+            !host.is_empty()
+                && host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
+        }
+    };
+    let port_ok = port.parse::<u16>().is_ok_and(|p| p != 0);
+    if !host_ok || !port_ok {
         return Err(err(
             "redis",
             format!("{redis:?} is not host:port of a Redis server (like \"127.0.0.1:6379\")"),

@@ -2499,6 +2499,18 @@ fn a_bad_quota_table_is_refused_naming_the_key() {
         ),
         ("redis = \"h:0\"", "quota.redis: \"h:0\" is not host:port"),
         (
+            "redis = \"::1:6379\"",
+            "quota.redis: \"::1:6379\": an IPv6 address goes in brackets, like \"[::1]:6379\"",
+        ),
+        (
+            "redis = \":s3cret@10.0.0.1:6379\"",
+            "quota.redis: host:port only, without a user or password",
+        ),
+        (
+            "redis = \"[::1]\"",
+            "quota.redis: \"[::1]\" is not host:port",
+        ),
+        (
             "redis = \"h:1\"\nlease_chunk = 0",
             "quota.lease_chunk: must be 1 to 1000000 requests, got 0",
         ),
@@ -2526,6 +2538,10 @@ fn a_bad_quota_table_is_refused_naming_the_key() {
         .lease_chunk,
         Some(7)
     );
+    for redis in ["[::1]:6379", "10.0.0.1:6379"] {
+        let q = parse(&format!("{REGION}{EGRESS}[quota]\nredis = \"{redis}\"\n"));
+        assert_eq!(q.unwrap().quota.unwrap().redis, redis);
+    }
 }
 
 #[test]
