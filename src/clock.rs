@@ -137,6 +137,12 @@ impl Clock {
         }
     }
 
+    /// The raw counter now, without a calibrated clock (what every process's [`Clock::now`]
+    /// reads): startup work that compares readings another process wrote.
+    pub fn raw_now() -> Instant {
+        Instant(quanta::Clock::new().raw())
+    }
+
     /// The current raw counter reading. Read once per loop iteration and pass it down.
     #[inline]
     pub fn now(&self) -> Instant {

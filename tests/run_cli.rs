@@ -437,6 +437,42 @@ fn an_intake_port_another_relay_listens_on_is_refused_not_shared() {
     );
 }
 
+/// `egress.ledger` is a file on tmpfs: its bookings are readings of this boot's clock, so a
+/// file that survived a reboot would hold every pair back for the old uptime.
+#[test]
+fn a_ledger_file_that_is_not_on_tmpfs_or_has_no_folder_is_refused_naming_it() {
+    let base = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/configs/local-bench.toml"
+    ))
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("bundle-relay-ledger-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let on_disk = dir.join("pacing.ledger");
+    for (ledger, says) in [
+        (on_disk.to_str().unwrap(), "is not on tmpfs"),
+        (
+            "/dev/shm/no-such-folder/pacing.ledger",
+            "its folder does not exist",
+        ),
+        ("pacing.ledger", "is not an absolute file path"),
+    ] {
+        let path = dir.join("relay.toml");
+        std::fs::write(
+            &path,
+            base.replace("[egress]\n", &format!("[egress]\nledger = \"{ledger}\"\n")),
+        )
+        .unwrap();
+        let (code, err) = run_args(&["run", "--check", "--config", path.to_str().unwrap()]);
+        assert_eq!(code, Some(2), "{ledger}: {err}");
+        assert!(
+            err.contains("egress.ledger") && err.contains(says),
+            "{ledger}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Which failures of the relay's own start a later start may get past (exit 75, restarted)
 /// and which it will not (exit 2), row by row.
 #[test]

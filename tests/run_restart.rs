@@ -420,6 +420,86 @@ fn a_takeover_started_by_hand_honours_the_old_processs_last_send_on_each_pair() 
     assert!(!new_err.contains("warning"), "{new_err}");
 }
 
+/// Two relays of one host that both send on a pair (slices that overlap, a relay restarted
+/// while the old one still drains, a takeover of the wrong relay) share the pacing ledger
+/// file (`egress.ledger`, or under a unit `pacing.ledger` in its `RuntimeDirectory=`): the
+/// second waits out the first's send on the pair, and the engine sees no early send.
+#[test]
+fn relays_sharing_a_ledger_file_never_send_early_on_a_pair_both_use() {
+    let load_bin = tool("bench-load");
+    let bench = Bench::start(
+        "shared-ledger",
+        "127.0.0.44",
+        "127.1.102.1",
+        2_000,
+        Shape {
+            threads: 1,
+            top: "arena_slots = 64\nbundle_max_age_ms = 10000\n",
+            connections: 16,
+        },
+    );
+    let runtime = format!("/dev/shm/br-runtime-{}", std::process::id());
+    let _ = std::fs::remove_dir_all(&runtime);
+    std::fs::create_dir_all(&runtime).unwrap();
+    let plain = std::fs::read_to_string(&bench.config).unwrap();
+    let text = plain.replace(
+        "[egress]\n",
+        &format!("[egress]\nledger = \"{runtime}/pacing.ledger\"\n"),
+    );
+    std::fs::write(&bench.config, &text).unwrap();
+    // The second relay: the same pool and region, an intake of its own, and the ledger of
+    // the unit's runtime folder.
+    let other_intake: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let other_config = bench.dir.join("other.toml");
+    std::fs::write(
+        &other_config,
+        plain.replace(&bench.intake.to_string(), &other_intake.to_string()),
+    )
+    .unwrap();
+    let (mut one, one_lines) = bench.relay(&[], false);
+    let mut two = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--config"])
+        .arg(&other_config)
+        .env("RUNTIME_DIRECTORY", &runtime)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let two_lines = collect_lines(&mut two);
+    wait_line(&one_lines, "ready: listening", Duration::from_secs(20));
+    wait_line(&two_lines, "ready: listening", Duration::from_secs(20));
+    let first = send_one(&load_bin, bench.intake, 1);
+    let second = send_one(&load_bin, other_intake, 2);
+    let deadline = Instant::now() + Duration::from_secs(12);
+    let sent = |b: &Bench| {
+        let s = b.engine_stats();
+        if s.is_empty() {
+            0
+        } else {
+            json_u64(&s, "send_bundle_calls")
+        }
+    };
+    while Instant::now() < deadline && sent(&bench) < 2 {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for c in [&one, &two] {
+        // SAFETY: signalling our own children.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    }
+    let statuses = (one.wait().unwrap().code(), two.wait().unwrap().code());
+    let body = bench.engine_stats();
+    let _ = std::fs::remove_dir_all(&runtime);
+    bench.end();
+    assert!(first && second, "both answered with their ids");
+    assert_eq!(statuses, (Some(0), Some(0)));
+    assert_eq!(json_u64(&body, "accepted"), 2, "{body}");
+    assert_eq!(
+        json_u64(&body, "early_sends"),
+        0,
+        "one relay sent on the pair within the other's interval: {body}"
+    );
+}
+
 /// Whether process `pid` has ended (gone, or a zombie nobody reaped yet).
 fn ended(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

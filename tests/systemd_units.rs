@@ -144,6 +144,9 @@ fn the_units_promise_what_the_relay_does() {
         // main one: `mixed` would SIGKILL it once the main process exited, losing the bundles
         // it answered; every process of the unit gets SIGTERM and drains.
         assert_eq!(values(&u, "KillMode"), ["control-group"], "{name}");
+        // The relay's pacing ledger file lives there, for every instance, across restarts.
+        assert_eq!(values(&u, "RuntimeDirectory"), ["bundle-relay"], "{name}");
+        assert_eq!(values(&u, "RuntimeDirectoryPreserve"), ["yes"], "{name}");
         assert_eq!(values(&u, "KillSignal"), ["SIGTERM"], "{name}");
         assert_eq!(values(&u, "CapabilityBoundingSet"), [""], "{name}");
         assert_eq!(values(&u, "User"), ["bundle-relay"], "{name}");

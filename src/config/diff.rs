@@ -117,6 +117,8 @@ impl Changes {
             n.reactor.napi_busy_poll_us,
         );
         self.keep("handoffs", s.handoffs, n.handoffs);
+        let ledger = |c: &Config| c.egress.ledger.as_ref().map(|p| p.display().to_string());
+        self.keep("egress.ledger", Opt(&ledger(s)), Opt(&ledger(n)));
         self.keep("arena_slots", s.arena_slots, n.arena_slots);
         self.keep("record_keep_s", s.record_keep_s, n.record_keep_s);
         self.keep(

@@ -192,6 +192,7 @@ impl Config {
                 sources,
                 groups: Vec::new(),
                 slice: None,
+                ledger: None,
                 connect: ConnectMode::Eager,
                 reconnect_min_ms: schema::RECONNECT_MIN_MS_DEFAULT,
                 reconnect_max_ms: schema::RECONNECT_MAX_MS_DEFAULT,

@@ -321,6 +321,10 @@ pub struct Egress {
     pub source_group: Vec<u8>,
     /// `egress.slice`: which part of the listed pool this relay owns.
     pub slice: Option<EgressSlice>,
+    /// `egress.ledger`: the pacing ledger as a file every relay of the host maps (on tmpfs),
+    /// so no (source, region) pair sends early whichever relays use it, across restarts and
+    /// overlapping slices; `None`: the process's own, handed only to its successor.
+    pub ledger: Option<PathBuf>,
     pub connect: ConnectMode,
     /// Jittered exponential reconnect backoff bounds; default 100 ms and 30 s.
     pub reconnect_min_ms: u64,

@@ -205,6 +205,7 @@ struct FileEgress {
     #[serde(default)]
     socks5: Vec<FileSocks5>,
     slice: Option<String>,
+    ledger: Option<String>,
     connect: Option<FileConnect>,
     reconnect_min_ms: Option<u64>,
     reconnect_max_ms: Option<u64>,
@@ -1373,11 +1374,25 @@ fn build_egress(cx: &Ctx<'_>, fe: FileEgress) -> Result<Egress, ConfigError> {
             ),
         ));
     }
+    let ledger = match fe.ledger.as_deref().map(str::trim) {
+        None => None,
+        Some(p) if p.starts_with('/') && !p.ends_with('/') => Some(std::path::PathBuf::from(p)),
+        Some(p) => {
+            return Err(cx.err(
+                "egress.ledger",
+                format!(
+                    "{p:?} is not an absolute file path: the relays sharing a host name one \
+                     file on tmpfs, like \"/run/bundle-relay/pacing.ledger\""
+                ),
+            ));
+        }
+    };
     Ok(Egress {
         sources,
         groups,
         source_group,
         slice,
+        ledger,
         connect: match fe.connect {
             None | Some(FileConnect::Eager) => ConnectMode::Eager,
             Some(FileConnect::Lazy) => ConnectMode::Lazy,

@@ -168,6 +168,28 @@ impl Ledger {
             .fetch_max(tat.0, Ordering::AcqRel);
     }
 
+    /// Table entries (header excluded).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Entries no pair has taken yet. Startup work: it reads every entry.
+    pub fn free_entries(&self) -> usize {
+        (0..self.capacity)
+            .filter(|&i| self.entry(i).key.load(Ordering::Acquire) == 0)
+            .count()
+    }
+
+    /// Every pair's key and theoretical arrival time (to carry them into a ledger of another
+    /// size).
+    pub fn bookings(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        (0..self.capacity).filter_map(|i| {
+            let e = self.entry(i);
+            let key = e.key.load(Ordering::Acquire);
+            (key != 0).then(|| (key, e.next.load(Ordering::Acquire)))
+        })
+    }
+
     /// The pair's theoretical arrival time by the ledger (its next send, at a burst of one).
     pub fn next(&self, slot: u32) -> Instant {
         Instant(self.entry(slot as usize).next.load(Ordering::Acquire))

@@ -131,8 +131,9 @@ pub fn no_other_listener(addr: SocketAddr) -> io::Result<()> {
         if e.kind() == io::ErrorKind::AddrInUse {
             io::Error::new(
                 io::ErrorKind::AddrInUse,
-                "another process listens on this port (two relays on one port would split \
-                 its connections; a takeover names the old one with --takeover)",
+                "already in use: another process listens on this port (two relays on one \
+                 port would split its connections; a takeover names the old one with \
+                 --takeover)",
             )
         } else {
             e

@@ -131,16 +131,26 @@ pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
         }) => return refuse(&why),
         Err(plan::Refusal { why, for_now: true }) => return refuse_for_now(&why),
     };
+    let ledger = pacing::file_of(&plan.cfg);
+    if let Some(ledger) = &ledger
+        && let Err(why) = pacing::check_place(ledger)
+    {
+        return refuse(&why);
+    }
     if flags.check {
         println!("config and host check passed");
         return 0;
     }
     // Opened before the pool comes up: a predecessor's bookings hold from the first send.
-    let (pacing, why) = pacing::Pacing::open(
+    let (pacing, why) = match pacing::Pacing::open(
         plan.spec.sources.len() * plan.spec.regions.len(),
         flags.ledger_fd,
         flags.takeover,
-    );
+        ledger.as_deref(),
+    ) {
+        Ok(p) => p,
+        Err(why) => return refuse(&why),
+    };
     if let Some(why) = why {
         eprintln!("bundle-relay: warning: {why}");
     }

@@ -4,11 +4,18 @@
 //! neither uses a (source, region) pair the other used within its interval. An operator's
 //! `run --takeover PID` is handed nothing: it opens the file PID holds through `/proc/PID/fd`.
 //!
+//! With `egress.ledger` the memory is a file on tmpfs instead, which every relay of the host
+//! maps: a relay restarted while the old one still drains, two relays whose slices overlap,
+//! a takeover of the wrong relay all book in one ledger, so none of them sends early on a pair
+//! another used. Each holds a shared `flock` on it while it runs; the one that finds no other
+//! holder may size it anew (keeping every booking), the others take it as it is.
+//!
 //! What it is NOT: the ledger's rules (the limiter layer's), nor the handover's timing
 //! (`upgrade`, `takeover`).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::limiter::ledger::{ENTRY_BYTES, Entry, Ledger, entries_for};
@@ -45,6 +52,27 @@ impl Pacing {
     /// over holds open, found through /proc (when it can be read; otherwise a new one, and the
     /// reason).
     pub fn open(
+        pairs: usize,
+        inherited: Option<RawFd>,
+        taking_over: Option<i32>,
+        file: Option<&Path>,
+    ) -> Result<(Pacing, Option<String>), String> {
+        if inherited.is_none()
+            && let Some(path) = file
+        {
+            let (ledger, fd) = shared_file(path, pairs)?;
+            return Ok((
+                Pacing {
+                    ledger,
+                    fd: Some(fd),
+                },
+                None,
+            ));
+        }
+        Ok(Pacing::open_own(pairs, inherited, taking_over))
+    }
+
+    fn open_own(
         pairs: usize,
         inherited: Option<RawFd>,
         taking_over: Option<i32>,
@@ -210,5 +238,190 @@ fn map(fd: &Arc<OwnedFd>) -> io::Result<Arc<Ledger>> {
         Ledger::over(ptr as *const Entry, len / ENTRY_BYTES, Box::new(mapping))
             .map(Arc::new)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not a pacing ledger"))
+    }
+}
+
+/// The ledger file's name in the service's runtime folder.
+pub const RUNTIME_LEDGER: &str = "pacing.ledger";
+
+/// The ledger file this relay books in: `egress.ledger`, else, under a unit with
+/// `RuntimeDirectory=` (which sets `RUNTIME_DIRECTORY`), [`RUNTIME_LEDGER`] in that folder;
+/// else none (the process's own memory).
+pub fn file_of(cfg: &crate::config::Config) -> Option<std::path::PathBuf> {
+    cfg.egress.ledger.clone().or_else(|| {
+        let dirs = std::env::var_os("RUNTIME_DIRECTORY")?;
+        let first = dirs.to_str()?.split(':').next()?.to_string();
+        (!first.is_empty()).then(|| std::path::Path::new(&first).join(RUNTIME_LEDGER))
+    })
+}
+
+/// `statfs`'s magic of tmpfs.
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// Whether a ledger file can be at `path`: on tmpfs (its bookings are this boot's clock
+/// readings, which a file that outlived a reboot would make years ahead), in a folder that
+/// exists. `run --check` asks this; the start asks it again when it opens the file.
+pub fn check_place(path: &Path) -> Result<(), String> {
+    let at = if path.exists() {
+        path
+    } else {
+        path.parent().filter(|d| d.is_dir()).ok_or_else(|| {
+            format!(
+                "egress.ledger {}: its folder does not exist (the units' RuntimeDirectory= makes \
+                 /run/bundle-relay)",
+                path.display()
+            )
+        })?
+    };
+    let c = std::ffi::CString::new(at.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("egress.ledger {}: not a path", path.display()))?;
+    // SAFETY: statfs into a struct we own, of a NUL-terminated path.
+    let fs = unsafe {
+        let mut st: libc::statfs = std::mem::zeroed();
+        if libc::statfs(c.as_ptr(), &mut st) != 0 {
+            return Err(format!(
+                "egress.ledger {}: {}",
+                path.display(),
+                io::Error::last_os_error()
+            ));
+        }
+        st.f_type as i64
+    };
+    if fs != TMPFS_MAGIC {
+        return Err(format!(
+            "egress.ledger {} is not on tmpfs: its bookings are times of this boot's clock, which \
+             a file kept across a reboot would put far ahead; use /run or /dev/shm",
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+/// The ledger file at `path`, mapped, with a shared lock held on it for as long as the
+/// descriptor lives (an inheriting successor shares it). Created, or sized anew keeping every
+/// booking, only by a process that finds no other holder; a file others use is taken as it
+/// is if it has room for `pairs` more.
+fn shared_file(path: &Path, pairs: usize) -> Result<(Arc<Ledger>, Arc<OwnedFd>), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    check_place(path)?;
+    let named = |e: io::Error| format!("egress.ledger {}: {e}", path.display());
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(named)?;
+    let fd = Arc::new(OwnedFd::from(file));
+    let raw = fd.as_raw_fd();
+    let want = entries_for(pairs);
+    // SAFETY: flock on a descriptor we hold.
+    let alone = unsafe { libc::flock(raw, libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    if alone {
+        // No other relay maps it: built anew at this relay's size with the bookings still
+        // ahead (those behind hold nothing back), so keys of pairs gone do not pile up.
+        resize(&fd, want).map_err(named)?;
+    }
+    // SAFETY: as above; held until the descriptor closes (a holder that exits drops it).
+    if unsafe { libc::flock(raw, libc::LOCK_SH) } != 0 {
+        return Err(named(io::Error::last_os_error()));
+    }
+    let ledger = map(&fd).map_err(named)?;
+    if ledger.free_entries() < pairs * 2 {
+        return Err(format!(
+            "egress.ledger {}: its {} entries have room for fewer than this relay's {pairs} \
+             pairs beside the other relays' bookings; it is sized anew by the first relay to \
+             start while no other runs",
+            path.display(),
+            ledger.capacity()
+        ));
+    }
+    Ok((ledger, fd))
+}
+
+fn file_len(fd: RawFd) -> io::Result<u64> {
+    // SAFETY: fstat into a struct we own.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut st) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(st.st_size as u64)
+    }
+}
+
+/// The file sized for `entries` (the ledger's [`entries_for`]), every booking it held that
+/// is still ahead of now kept. Only while no other process holds the file.
+fn resize(fd: &Arc<OwnedFd>, entries: usize) -> io::Result<()> {
+    let raw = fd.as_raw_fd();
+    let now = crate::clock::Clock::raw_now();
+    let kept: Vec<(u64, u64)> = if file_len(raw)? >= 2 * ENTRY_BYTES as u64 {
+        match map(fd) {
+            Ok(old) => old.bookings().filter(|&(_, next)| next > now.0).collect(),
+            // Not a ledger (or one of another layout): nothing in it to keep.
+            Err(_) => Vec::new(),
+        }
+    } else {
+        Vec::new()
+    };
+    // SAFETY: ftruncate of a descriptor we hold: to 0 (every byte zero again), then the size.
+    unsafe {
+        if libc::ftruncate(raw, 0) != 0
+            || libc::ftruncate(raw, (entries * ENTRY_BYTES) as libc::off_t) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    let ledger = map(fd)?;
+    for (key, next) in kept {
+        if let Some(slot) = ledger.slot(key) {
+            ledger.book(slot, crate::clock::Instant(next));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Instant;
+    use crate::limiter::ledger::pair_key;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let p =
+            std::path::PathBuf::from(format!("/dev/shm/br-pacing-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        p
+    }
+
+    #[test]
+    fn a_ledger_file_grown_by_a_relay_alone_keeps_every_booking_and_one_in_use_is_not_grown() {
+        let path = scratch("grow");
+        let key = pair_key("127.1.0.1", "amsterdam");
+        let (small, fd) = shared_file(&path, 2).unwrap();
+        let slot = small.slot(key).unwrap();
+        let ahead = Instant(crate::clock::Clock::raw_now().0 + 1_000_000_000_000);
+        small.book(slot, ahead);
+        let behind = small.slot(pair_key("127.1.0.2", "amsterdam")).unwrap();
+        small.book(behind, Instant(12_345));
+        // In use: a relay of many more pairs is refused rather than growing it under the other.
+        let e = shared_file(&path, 100_000).unwrap_err();
+        assert!(
+            e.contains("room for fewer than this relay's 100000 pairs"),
+            "{e}"
+        );
+        let (_, also) = shared_file(&path, 2).unwrap();
+        drop((small, fd, also));
+        // Alone now: grown, with the booking still ahead carried over and the one behind not.
+        let (big, _fd) = shared_file(&path, 100_000).unwrap();
+        assert!(big.capacity() >= entries_for(100_000) - 1);
+        assert_eq!(big.next(big.slot(key).unwrap()), ahead);
+        assert_eq!(
+            big.bookings().count(),
+            1,
+            "the booking behind is not carried"
+        );
+        let _ = std::fs::remove_file(&path);
     }
 }
