@@ -44,6 +44,7 @@ pub fn is_rpc_path(path: &[u8]) -> bool {
             | b"/api/v1/getTipAccounts"
             | b"/api/v1/getBundleStatuses"
             | b"/api/v1/getInflightBundleStatuses"
+            | b"/api/v1/getBundleDelivery"
     )
 }
 

@@ -396,6 +396,12 @@ fn a_bundle_waiting_for_its_region_reads_pending_in_jitos_shape() {
             r#"{{"jsonrpc":"2.0","result":{{"context":{{"slot":0}},"value":[{{"bundle_id":"{id}","status":"Pending","landed_slot":null}}]}},"id":6}}"#
         )
     );
+    // The relay's own call has its method's path too, as each of Jito's does.
+    let delivery =
+        format!(r#"{{"jsonrpc":"2.0","id":7,"method":"getBundleDelivery","params":["{id}"]}}"#);
+    let (status, _, body) = exchange(&mut c, &post("/api/v1/getBundleDelivery", &delivery));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&format!("\"bundle_id\":\"{id}\"")), "{body}");
 
     relay.shutdown(Duration::from_millis(100));
 }
