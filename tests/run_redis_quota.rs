@@ -26,6 +26,9 @@ const CHUNK: u64 = 5;
 const RELAYS: u64 = 2;
 /// Each relay's load: three times the global rate on its own, six times together.
 const LOAD_PER_RELAY: u64 = 300;
+/// `[quota] timeout_ms`: long enough that a lease thread that waited out each try of a
+/// stopped store, granting nothing meanwhile, would starve the tenant.
+const TIMEOUT_MS: u64 = 500;
 
 /// A Redis server of its own, nothing saved.
 fn start_redis(port: u16) -> Reaped {
@@ -139,7 +142,7 @@ fn two_relays_hold_a_tenants_global_rate_through_redis_and_run_on_their_last_lea
                      [egress]\naddresses = [\"127.1.97.0/28\"]\n\
                      [admin]\nlisten = \"127.0.0.1:{}\"\n\
                      [quota]\nredis = \"127.0.0.1:{redis_port}\"\nlease_chunk = {CHUNK}\n\
-                     timeout_ms = 50\n\
+                     timeout_ms = {TIMEOUT_MS}\n\
                      [[tenant]]\nname = \"alpha\"\ncidrs = [\"127.0.0.0/8\"]\n\
                      global_rate = {RATE}\n",
                     intakes[i], admins[i]
@@ -164,7 +167,7 @@ fn two_relays_hold_a_tenants_global_rate_through_redis_and_run_on_their_last_lea
         assert!(Instant::now() < deadline, "bench-engine did not come up");
         std::thread::sleep(Duration::from_millis(20));
     }
-    let relays = [
+    let mut relays = [
         RelayProc::start(&configs[0], &["--egress-slice", "1/2"], "ready: listening"),
         RelayProc::start(&configs[1], &["--egress-slice", "2/2"], "ready: listening"),
     ];
@@ -228,7 +231,25 @@ fn two_relays_hold_a_tenants_global_rate_through_redis_and_run_on_their_last_lea
         r.wait_line("answers again after", Duration::from_secs(3));
     }
     let back: Vec<String> = admins.iter().map(|&a| scrape(a)).collect();
+    // Redis stopped again while no load runs: an idle relay finds out too (its PING a second
+    // goes unanswered), and a stop then is not held up by the round trip waiting on it.
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(redis.0.id() as i32, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(1_000 + TIMEOUT_MS + 300));
+    let idle_up = metric(&scrape(admins[1]), "bundle_relay_quota_store_up");
+    let asked = Instant::now();
+    relays[0].signal(libc::SIGTERM);
+    let stopped = relays[0].wait_exit(Duration::from_secs(10));
+    let stop_took = asked.elapsed();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(redis.0.id() as i32, libc::SIGCONT) };
     let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(idle_up, 0, "an idle relay sees the store down");
+    assert_eq!(stopped, Some(0));
+    assert!(
+        stop_took < Duration::from_millis(TIMEOUT_MS),
+        "the stop waited {stop_took:?} on the store"
+    );
 
     let phase1: u64 = before.iter().sum();
     let phase2: u64 = after.iter().zip(&before).map(|(a, b)| a - b).sum();
@@ -282,7 +303,7 @@ fn two_relays_hold_a_tenants_global_rate_through_redis_and_run_on_their_last_lea
         assert_eq!(json_in(s, "by_rpc_error", "-32097"), s429, "{s}");
         assert!(s429 > scheduled / 2, "{s}");
         let p99_us = json_f64(s, "p99_us");
-        // A request that waited on Redis would wait its 50 ms timeout while it is stopped.
+        // A request that waited on Redis would wait its timeout while it is stopped.
         let p50_us = json_f64(s, "p50_us");
         eprintln!("latency p50 {p50_us} µs, p99 {p99_us} µs");
         assert!(p50_us < 10_000.0, "p50 {p50_us} µs: {s}");

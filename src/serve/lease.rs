@@ -4,25 +4,30 @@
 //!
 //! Every tick it walks the current tenants: a second that begins caps each balance at one
 //! chunk, a balance under its low-water mark asks for a chunk ([`crate::quota::Lease`] says
-//! which), and every ask of the tick goes to the store in one round trip. When the store does
-//! not answer (refused, or slower than `[quota] timeout_ms`) the tenants run on their last
-//! lease, the relay granting each per second what the store last granted it; the outage is
-//! said once and counted, the store is tried again every [`RETRY`], and leasing resumes when
-//! it answers.
+//! which), and every ask of the tick goes to the store in one round trip. The round trip is
+//! the store thread's ([`Worker`]): this loop never waits on it, so while the store is slow or
+//! silent it goes on granting. A round trip not answered within `[quota] timeout_ms`, or
+//! failed, is an outage: the tenants run on their last lease, the relay granting each per
+//! second what the store last granted it; the store is tried again (a PING) every [`RETRY`]
+//! once its thread is free, and leasing resumes when it answers. An idle relay (no tenant
+//! asking) PINGs once every [`IDLE_PING`], so an outage shows before the next ask needs the
+//! store. Outages are said once, and at most once every [`SAY_EVERY`] with how many came
+//! between, so a flapping store does not flood the log.
 //!
-//! A thread of its own, beside the reactors, as the tenants poller is: a round trip may take
-//! its whole timeout. Its state is one [`Lease`] per tenant slot, allocated at start; each
-//! round trip's request and answer are built as it goes (the client allocates them), which
-//! touches no reactor.
+//! A thread of its own, beside the reactors, as the tenants poller is. Its state is one
+//! [`Lease`] per tenant slot, allocated at start; each round trip's request and answer are
+//! built as it goes (the client allocates them), which touches no reactor.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::quota_store::{Ask, Store};
-use crate::config::{Shared, TenantWriter};
+use crate::config::{Quota, Shared, TenantWriter};
 use crate::metrics::Metrics;
+use crate::metrics::tenants::TenantStats;
 use crate::quota::{Lease, Step, Terms};
 
 /// How often balances are looked at: a chunk is a twentieth of a second of the global rate by
@@ -31,6 +36,13 @@ const TICK: Duration = Duration::from_millis(2);
 
 /// How often a store that does not answer is tried again.
 pub const RETRY: Duration = Duration::from_millis(250);
+
+/// A relay whose tenants ask nothing PINGs the store this often, so an outage is known (and
+/// shown) before a tenant needs the store.
+pub const IDLE_PING: Duration = Duration::from_secs(1);
+
+/// An outage is said at once, and then at most this often (with the count between).
+pub const SAY_EVERY: Duration = Duration::from_secs(10);
 
 /// How often the thread looks whether it is to stop while the config has no `[quota]`.
 const NAP: Duration = Duration::from_millis(50);
@@ -63,6 +75,8 @@ impl Leaser {
 }
 
 impl Drop for Leaser {
+    /// Stops the loop, which never waits on the store; a store thread in the middle of a round
+    /// trip is not waited for (it ends with the process, or when its call returns).
     fn drop(&mut self) {
         self.stop.store(true, Relaxed);
         if let Some(t) = self.thread.take() {
@@ -71,11 +85,86 @@ impl Drop for Leaser {
     }
 }
 
+/// One lease asked: the tenant (its slot, the slot's epoch then, its name), the second, how
+/// much, and its global rate.
+struct Asked {
+    slot: u16,
+    epoch: u32,
+    tenant: String,
+    terms: Terms,
+    window: u64,
+}
+
+enum Request {
+    Lease(Vec<Asked>),
+    Ping,
+}
+
+enum Answer {
+    Lease(Vec<Asked>, Result<Vec<u32>, String>),
+    Ping(Result<(), String>),
+}
+
+/// The store's own thread: one round trip at a time, asked and answered through channels.
+/// Dropping it closes the channel; the thread ends once its round trip does.
+struct Worker {
+    quota: Quota,
+    requests: Sender<Request>,
+    answers: Receiver<Answer>,
+}
+
+impl Worker {
+    fn start(quota: &Quota) -> std::io::Result<Worker> {
+        let (requests, asked) = mpsc::channel::<Request>();
+        let (answered, answers) = mpsc::channel::<Answer>();
+        let mut store = Store::new(quota);
+        std::thread::Builder::new()
+            .name("quota-store".into())
+            .spawn(move || {
+                while let Ok(request) = asked.recv() {
+                    let answer = match request {
+                        Request::Lease(asked) => {
+                            let asks: Vec<Ask<'_>> = asked
+                                .iter()
+                                .map(|a| Ask {
+                                    tenant: &a.tenant,
+                                    window: a.window,
+                                    amount: a.terms.chunk,
+                                    rate: a.terms.rate,
+                                })
+                                .collect();
+                            let result = store.lease(&asks);
+                            drop(asks);
+                            Answer::Lease(asked, result)
+                        }
+                        Request::Ping => Answer::Ping(store.ping().map(|_| ())),
+                    };
+                    if answered.send(answer).is_err() {
+                        break;
+                    }
+                }
+            })?;
+        Ok(Worker {
+            quota: quota.clone(),
+            requests,
+            answers,
+        })
+    }
+}
+
+/// The round trip the store thread is on.
+struct InFlight {
+    sent: Instant,
+    /// Its answer is overdue: the outage it meant was declared.
+    overdue: bool,
+}
+
 /// The thread's state between ticks.
 struct Loop {
     live: Arc<Shared>,
     metrics: Arc<Metrics>,
-    store: Option<Store>,
+    worker: Option<Worker>,
+    in_flight: Option<InFlight>,
     /// Per tenant slot: its lease, and the tenant it is of (a slot may change hands).
     leases: Box<[(Lease, String)]>,
     /// The store answered the last round trip.
@@ -83,7 +172,12 @@ struct Loop {
     /// When the store's outage began, and when to try it again.
     down_since: Option<Instant>,
     retry_at: Instant,
-    asks: Vec<(u16, Terms)>,
+    /// When the store last answered (or was last asked, for the idle PING).
+    last_round_trip: Instant,
+    /// When an outage was last said, whether this one was, and how many went unsaid since.
+    said_at: Option<Instant>,
+    outage_said: bool,
+    unsaid: u32,
 }
 
 impl Loop {
@@ -92,14 +186,18 @@ impl Loop {
         Loop {
             live,
             metrics,
-            store: None,
+            worker: None,
+            in_flight: None,
             leases: (0..slots)
                 .map(|_| (Lease::default(), String::new()))
                 .collect(),
             answering: true,
             down_since: None,
             retry_at: Instant::now(),
-            asks: Vec::new(),
+            last_round_trip: Instant::now(),
+            said_at: None,
+            outage_said: false,
+            unsaid: 0,
         }
     }
 
@@ -107,7 +205,8 @@ impl Loop {
     fn tick(&mut self) -> Duration {
         // A writer of the table's slots for the pass, registered before the table is seen to
         // be still the current one: a reload that gives a removed tenant's slot to a new one
-        // then waits for this pass (`config::TenantTable`'s docs).
+        // then waits for this pass (`config::TenantTable`'s docs). The pass never waits on the
+        // store, so neither does such a reload.
         let (snap, _writing) = loop {
             let snap = self.live.load_full();
             let writing = TenantWriter::new(snap.tenants.clone());
@@ -116,8 +215,9 @@ impl Loop {
             }
         };
         let Some(quota) = snap.config.quota.clone() else {
-            if self.store.take().is_some() {
+            if self.worker.take().is_some() {
                 // A reload took the store away: nothing runs on a last lease any more.
+                self.in_flight = None;
                 self.answering = true;
                 self.down_since = None;
                 self.metrics.quota().set_store_up(true);
@@ -125,16 +225,26 @@ impl Loop {
             }
             return NAP;
         };
-        if !self.store.as_ref().is_some_and(|s| s.is(&quota)) {
-            self.store = Some(Store::new(&quota));
+        if !self.worker.as_ref().is_some_and(|w| w.quota == quota) {
+            // A new store (or the first): its own thread; the old one's answer is not waited for.
+            self.in_flight = None;
+            self.worker = match Worker::start(&quota) {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    eprintln!("bundle-relay: quota: cannot start the store's thread: {e}");
+                    None
+                }
+            };
         }
         let stats = self.live.tenant_stats().clone();
         let now = Instant::now();
+        self.take_answer(&stats);
+        self.check_overdue(&quota, now);
         let now_s = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let try_store = self.answering || now >= self.retry_at;
-        self.asks.clear();
+        let free = self.worker.is_some() && self.in_flight.is_none();
+        let mut asks: Vec<Asked> = Vec::new();
         let mut limited = 0u64;
         for e in snap.tenants.all() {
             let Some(rate) = e.global_rate.filter(|_| e.enabled) else {
@@ -158,21 +268,33 @@ impl Loop {
                 lease.handle_failed();
             }
             stats.set_on_last_lease(e.slot, !self.answering);
-            match lease.poll(terms, stats.leased(e.slot), try_store) {
+            match lease.poll(terms, stats.leased(e.slot), self.answering) {
                 Step::Hold => {}
-                Step::Ask { .. } => self.asks.push((e.slot, terms)),
+                // Asked once the store's thread is free (within a round trip: well under
+                // the low-water mark's half chunk at any rate the store keeps up with).
+                Step::Ask { window, .. } if free => asks.push(Asked {
+                    slot: e.slot,
+                    epoch: stats.epoch(e.slot),
+                    tenant: e.name.clone(),
+                    terms,
+                    window,
+                }),
+                Step::Ask { .. } => {}
                 Step::Grant { amount } => {
                     lease.handle_self_granted(amount);
                     stats.add_leased(e.slot, u64::from(amount));
                 }
             }
         }
-        if !self.asks.is_empty() {
-            self.ask(now_s, &stats, now);
-        } else if try_store && !self.answering {
-            // No tenant needs a lease now: a PING says whether the store is back, so leasing
-            // resumes before the next one does.
-            self.probe(now);
+        if !asks.is_empty() {
+            self.send(Request::Lease(asks), now);
+        } else if free
+            && ((!self.answering && now >= self.retry_at)
+                || (self.answering && now.duration_since(self.last_round_trip) >= IDLE_PING))
+        {
+            // No tenant needs a lease now: a PING says whether the store is back (so leasing
+            // resumes before a tenant asks), or still there (so an outage shows while idle).
+            self.send(Request::Ping, now);
         }
         self.metrics
             .quota()
@@ -180,83 +302,131 @@ impl Loop {
         TICK
     }
 
-    fn probe(&mut self, now: Instant) {
-        let store = self.store.as_mut().expect("set with the quota");
-        match store.ping() {
-            Ok(_) => self.back(),
-            Err(_) => {
-                self.metrics.quota().store_error(0);
-                self.retry_at = now + RETRY;
-            }
+    fn send(&mut self, request: Request, now: Instant) {
+        let Some(w) = &self.worker else {
+            return;
+        };
+        if w.requests.send(request).is_ok() {
+            self.in_flight = Some(InFlight {
+                sent: now,
+                overdue: false,
+            });
+            self.last_round_trip = now;
         }
     }
 
-    /// The store answers again after an outage.
-    fn back(&mut self) {
-        let ms = self.down_since.map_or(0, |d| d.elapsed().as_millis());
-        println!(
-            "quota store {} answers again after {ms} ms: leasing resumes",
-            self.store.as_ref().map_or("", |s| s.addr())
-        );
-        self.answering = true;
-        self.down_since = None;
-        self.metrics.quota().set_store_up(true);
-    }
-
-    /// Sends this tick's asks in one round trip and applies the answer; on a failure the
-    /// tenants that asked run on their last lease at once.
-    fn ask(&mut self, now_s: u64, stats: &crate::metrics::tenants::TenantStats, now: Instant) {
-        let store = self.store.as_mut().expect("set with the quota");
-        let leases = &self.leases;
-        let asks: Vec<Ask<'_>> = self
-            .asks
-            .iter()
-            .map(|&(slot, t)| Ask {
-                tenant: &leases[usize::from(slot)].1,
-                window: now_s,
-                amount: t.chunk,
-                rate: t.rate,
-            })
-            .collect();
-        let quota = self.metrics.quota();
-        let answer = store.lease(&asks);
-        let asked = asks.len();
-        drop(asks);
-        match answer {
-            Ok(granted) => {
-                for (&(slot, t), g) in self.asks.iter().zip(granted) {
-                    self.leases[usize::from(slot)].0.handle_granted(t.chunk, g);
-                    stats.add_leased(slot, u64::from(g));
-                    stats.set_on_last_lease(slot, false);
-                    quota.lease(g);
-                }
-                if !self.answering {
-                    self.back();
-                }
+    /// The store's answer to the round trip in flight, if it came: its grants counted (also
+    /// when it came after its timeout: the store counted them), or its failure.
+    fn take_answer(&mut self, stats: &TenantStats) {
+        let Some(w) = &self.worker else {
+            return;
+        };
+        let answer = match w.answers.try_recv() {
+            Ok(a) => a,
+            Err(TryRecvError::Empty) => return,
+            Err(TryRecvError::Disconnected) => {
+                // The store's thread ended (it panicked): a new one next tick.
+                self.worker = None;
+                self.in_flight = None;
+                return;
             }
-            Err(why) => {
-                quota.store_error(asked);
-                self.retry_at = now + RETRY;
-                if self.answering {
-                    println!(
-                        "quota store {} does not answer ({why}): tenants with a global_rate run \
-                         on their last lease until it does",
-                        store.addr()
-                    );
-                    self.answering = false;
-                    self.down_since = Some(now);
-                    quota.set_store_up(false);
+        };
+        self.in_flight = None;
+        let now = Instant::now();
+        self.last_round_trip = now;
+        let quota = self.metrics.quota();
+        match answer {
+            Answer::Lease(asked, Ok(granted)) => {
+                for (a, g) in asked.iter().zip(granted) {
+                    quota.lease(g);
+                    // A slot given to another tenant meanwhile: the grant was its old one's.
+                    if stats.epoch(a.slot) != a.epoch {
+                        continue;
+                    }
+                    let lease = &mut self.leases[usize::from(a.slot)].0;
+                    lease.handle_granted(a.terms.chunk, g);
+                    stats.add_leased(a.slot, u64::from(g));
+                    stats.set_on_last_lease(a.slot, false);
                 }
-                for &(slot, t) in &self.asks {
-                    let lease = &mut self.leases[usize::from(slot)].0;
-                    lease.handle_failed();
-                    stats.set_on_last_lease(slot, true);
-                    if let Step::Grant { amount } = lease.poll(t, stats.leased(slot), false) {
-                        lease.handle_self_granted(amount);
-                        stats.add_leased(slot, u64::from(amount));
+                self.back();
+            }
+            Answer::Ping(Ok(())) => self.back(),
+            Answer::Lease(asked, Err(why)) => {
+                quota.store_error(asked.len());
+                self.retry_at = now + RETRY;
+                self.down(&why, now);
+                for a in &asked {
+                    if stats.epoch(a.slot) == a.epoch {
+                        self.leases[usize::from(a.slot)].0.handle_failed();
                     }
                 }
             }
+            Answer::Ping(Err(why)) => {
+                quota.store_error(0);
+                self.retry_at = now + RETRY;
+                self.down(&why, now);
+            }
         }
+    }
+
+    /// A round trip past its timeout is an outage now, whenever its answer comes.
+    fn check_overdue(&mut self, quota: &Quota, now: Instant) {
+        let Some(f) = &mut self.in_flight else {
+            return;
+        };
+        if f.overdue || now.duration_since(f.sent) < Duration::from_millis(quota.timeout_ms) {
+            return;
+        }
+        f.overdue = true;
+        self.metrics.quota().store_error(0);
+        self.retry_at = now + RETRY;
+        self.down(&format!("no answer within {} ms", quota.timeout_ms), now);
+    }
+
+    /// The store does not answer (`why`): the tenants run on their last lease from the next
+    /// tick. Said at once, then at most once every [`SAY_EVERY`].
+    fn down(&mut self, why: &str, now: Instant) {
+        if !self.answering {
+            return;
+        }
+        self.answering = false;
+        self.down_since = Some(now);
+        self.metrics.quota().set_store_up(false);
+        let addr = self.worker.as_ref().map_or("", |w| w.quota.redis.as_str());
+        if self
+            .said_at
+            .is_none_or(|t| now.duration_since(t) >= SAY_EVERY)
+        {
+            let between = match std::mem::take(&mut self.unsaid) {
+                0 => String::new(),
+                n => format!(" ({n} more outages since the last line)"),
+            };
+            println!(
+                "quota store {addr} does not answer ({why}): tenants with a global_rate run on \
+                 their last lease until it does{between}"
+            );
+            self.said_at = Some(now);
+            self.outage_said = true;
+        } else {
+            self.unsaid += 1;
+            self.outage_said = false;
+        }
+    }
+
+    /// The store answered: after an outage, leasing resumes (said if the outage was).
+    fn back(&mut self) {
+        if self.answering {
+            return;
+        }
+        if self.outage_said {
+            let ms = self.down_since.map_or(0, |d| d.elapsed().as_millis());
+            println!(
+                "quota store {} answers again after {ms} ms: leasing resumes",
+                self.worker.as_ref().map_or("", |w| w.quota.redis.as_str())
+            );
+        }
+        self.answering = true;
+        self.down_since = None;
+        self.metrics.quota().set_store_up(true);
     }
 }

@@ -50,23 +50,17 @@ impl Store {
         }
     }
 
-    /// Whether this store is the one `q` names (a reload may point elsewhere).
-    pub fn is(&self, q: &Quota) -> bool {
-        self.redis == q.redis
-            && self.key_prefix == q.key_prefix
-            && self.timeout == Duration::from_millis(q.timeout_ms)
-    }
-
     fn conn(&mut self) -> Result<&mut redis::Connection, String> {
+        let timeout = self.timeout;
         if self.conn.is_none() {
             let client = redis::Client::open(format!("redis://{}/", self.redis))
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| describe(&e, timeout))?;
             let c = client
                 .get_connection_with_timeout(self.timeout)
-                .map_err(|e| format!("connecting: {e}"))?;
+                .map_err(|e| format!("connecting: {}", describe(&e, timeout)))?;
             c.set_read_timeout(Some(self.timeout))
                 .and_then(|_| c.set_write_timeout(Some(self.timeout)))
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| describe(&e, timeout))?;
             self.conn = Some(c);
         }
         Ok(self.conn.as_mut().expect("just opened"))
@@ -75,6 +69,7 @@ impl Store {
     /// Leases every ask in one round trip: what the store granted each, in order. Any failure
     /// drops the connection, so the next call starts a fresh one.
     pub fn lease(&mut self, asks: &[Ask<'_>]) -> Result<Vec<u32>, String> {
+        let timeout = self.timeout;
         let mut p = redis::pipe();
         for a in asks {
             p.cmd("EVAL")
@@ -87,7 +82,7 @@ impl Store {
         }
         let result: Result<Vec<i64>, String> = self
             .conn()
-            .and_then(|c| p.query(c).map_err(|e| e.to_string()));
+            .and_then(|c| p.query(c).map_err(|e| describe(&e, timeout)));
         match result {
             Ok(g) if g.len() == asks.len() => Ok(g.into_iter().map(|n| n.max(0) as u32).collect()),
             Ok(g) => {
@@ -103,10 +98,13 @@ impl Store {
 
     /// One PING: how long it took, or why it failed (`run --check`).
     pub fn ping(&mut self) -> Result<Duration, String> {
+        let timeout = self.timeout;
         let t = Instant::now();
-        let r: Result<String, String> = self
-            .conn()
-            .and_then(|c| redis::cmd("PING").query(c).map_err(|e| e.to_string()));
+        let r: Result<String, String> = self.conn().and_then(|c| {
+            redis::cmd("PING")
+                .query(c)
+                .map_err(|e| describe(&e, timeout))
+        });
         match r {
             Ok(_) => Ok(t.elapsed()),
             Err(e) => {
@@ -115,9 +113,15 @@ impl Store {
             }
         }
     }
+}
 
-    pub fn addr(&self) -> &str {
-        &self.redis
+/// What went wrong, a timeout said as one (the socket's own words are "Resource temporarily
+/// unavailable" or "Interrupted system call").
+fn describe(e: &redis::RedisError, timeout: Duration) -> String {
+    if e.is_timeout() {
+        format!("no answer within {} ms", timeout.as_millis())
+    } else {
+        e.to_string()
     }
 }
 
