@@ -195,6 +195,19 @@ impl TenantStats {
         }
     }
 
+    /// Gives back one request of the rate [`TenantStats::take_rate`] took (the request was
+    /// refused for want of room, not for its rate).
+    pub fn refund_rate(&self, slot: u16, g: Gcra) {
+        let tat = &self.cells[slot as usize].tat;
+        let _ = tat.fetch_update(Relaxed, Relaxed, |t| Some(t.saturating_sub(g.interval)));
+    }
+
+    /// Gives back one request of the global rate [`TenantStats::take_leased`] took: it stays
+    /// on this relay's lease for the next request.
+    pub fn refund_leased(&self, slot: u16) {
+        self.cells[slot as usize].leased.fetch_add(1, Relaxed);
+    }
+
     /// One request of the tenant's global rate, from what this relay holds on lease: `false`
     /// when nothing is left. One compare-and-swap (retried only when another thread took one
     /// meanwhile); never below zero, so a lease added later is whole.

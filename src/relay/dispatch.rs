@@ -508,7 +508,7 @@ impl Dispatcher {
                 without_credit,
             }),
             Err(refusal) => {
-                self.tenancy.release(&pass);
+                self.tenancy.refuse(&pass);
                 if refusal == Refusal::Full {
                     self.tenancy.stats().refused(pass.slot, Refused::Cap);
                 }

@@ -14,6 +14,11 @@
 //! | the tenant's global rate: nothing left on lease | 429, the same words, the wait to the next second |
 //! | the tenant's share full (its ceiling, or the arena beyond every floor) | 429 naming which |
 //!
+//! A request refused for want of room (its share, the relay's in-flight cap, its region gone)
+//! gives back what it took of the rate and the global rate: the tenant pays its rate for what
+//! it sent, not for the relay's room. A bad request keeps it spent, so a flood of them is
+//! paced like any other.
+//!
 //! The tenant's state lives in [`TenantStats`] (shared by every thread, one cell per tenant);
 //! this is one thread's view: the current table and, per slot, what its checks need in clock
 //! ticks, rebuilt when a reload swaps the table (no allocation then: the arrays are sized by
@@ -249,10 +254,14 @@ impl Tenancy {
         {
             return refuse(Refused::Global, global_denied(slot, limit));
         }
-        match self
-            .stats
-            .take_share(slot, e.in_flight_min, e.in_flight_max, self.table.pool())
-        {
+        let share =
+            self.stats
+                .take_share(slot, e.in_flight_min, e.in_flight_max, self.table.pool());
+        if share.is_err() {
+            // Refused for want of room: the rate it would have spent is not spent.
+            self.refund(slot);
+        }
+        match share {
             Ok(()) => Ok(Pass {
                 slot,
                 mask: e.mask,
@@ -301,6 +310,24 @@ impl Tenancy {
     /// The pass's bundle never was (no slot, or a bad request): its share goes back.
     pub fn release(&self, pass: &Pass) {
         self.stats.release(pass.slot);
+    }
+
+    /// The pass's request was refused for want of room (the in-flight cap, its region gone):
+    /// its share goes back, and what it took of the tenant's rate and global rate too. A bad
+    /// request is only [`Tenancy::release`]d: it spent the rate, so a flood of them is paced.
+    pub fn refuse(&self, pass: &Pass) {
+        self.stats.release(pass.slot);
+        self.refund(pass.slot);
+    }
+
+    fn refund(&self, slot: u16) {
+        let rules = self.slots[usize::from(slot)];
+        if let Some((g, _)) = rules.gcra {
+            self.stats.refund_rate(slot, g);
+        }
+        if rules.global.is_some() {
+            self.stats.refund_leased(slot);
+        }
     }
 }
 

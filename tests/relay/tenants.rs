@@ -531,6 +531,41 @@ fn a_disabled_tenant_reserves_no_floor() {
     assert_eq!(admitted, 16, "a holds the whole arena: {}", s.response());
 }
 
+/// A request the relay refuses for want of room (the tenant's share full, the in-flight cap
+/// reached) took nothing of the tenant's rate: the next one that finds room is not refused
+/// for a rate it never used.
+#[test]
+fn a_request_refused_for_room_spends_none_of_the_tenants_rate() {
+    let mut s = sim(
+        "[[tenant]]\nname = \"r\"\nkeys = [\"k\"]\nregions = [\"a\"]\nrate = 2\nrate_burst = 2\nin_flight_max = 1\n",
+    );
+    assert_eq!(
+        s.post_as(Port::Rotating, key("k"), "", &body(1), NOW),
+        Verdict::Admitted
+    );
+    // Its share (one in flight) is full: refused, its rate untouched.
+    assert_eq!(
+        s.post_as(Port::Rotating, key("k"), "", &body(2), NOW),
+        Verdict::RefusedTenant
+    );
+    assert!(
+        s.response().contains("in-flight ceiling"),
+        "{}",
+        s.response()
+    );
+    // Its first bundle is delivered: its share is free again.
+    assert!(s.send(NOW));
+    s.answer(NOW);
+    assert_eq!(s.totals().delivered, 1);
+    let v = s.post_as(Port::Rotating, key("k"), "", &body(3), NOW);
+    assert_eq!(
+        v,
+        Verdict::Admitted,
+        "the second of its 2: {}",
+        s.response()
+    );
+}
+
 #[test]
 fn a_tenants_own_max_age_expires_its_bundles_and_not_the_others() {
     let mut s = sim(
