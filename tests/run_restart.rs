@@ -500,6 +500,73 @@ fn relays_sharing_a_ledger_file_never_send_early_on_a_pair_both_use() {
     );
 }
 
+/// `run --takeover PID` names the relay that serves this config: one that listens on none of
+/// its intake ports runs another config (another slice's relay of the host), and taking it
+/// over would leave its ports and its part of the pool unserved, so it is refused.
+#[test]
+fn a_takeover_of_a_relay_serving_other_ports_is_refused_naming_both() {
+    let bench = Bench::start(
+        "takeover-other",
+        "127.0.0.45",
+        "127.1.103.1",
+        1_000,
+        Shape {
+            threads: 1,
+            top: "arena_slots = 64\n",
+            connections: 16,
+        },
+    );
+    let (mut running, lines) = bench.relay(&[], false);
+    wait_line(&lines, "ready: listening", Duration::from_secs(20));
+    let other_port = free_port();
+    let other = bench.dir.join("other.toml");
+    std::fs::write(
+        &other,
+        std::fs::read_to_string(&bench.config).unwrap().replace(
+            &bench.intake.to_string(),
+            &format!("127.0.0.1:{other_port}"),
+        ),
+    )
+    .unwrap();
+    let pid = running.id().to_string();
+    let check = |config: &std::path::Path| {
+        let out = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+            .args(["run", "--check", "--takeover", &pid, "--config"])
+            .arg(config)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let refused = check(&other);
+    let own = check(&bench.config);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(running.id() as i32, libc::SIGTERM) };
+    let _ = running.wait();
+    bench.end();
+    assert_eq!(refused.0, Some(2), "{}", refused.1);
+    assert!(
+        refused.1.contains(&format!(
+            "that relay listens on port {}, this config on {other_port}",
+            bench_port(&refused.1)
+        )),
+        "{}",
+        refused.1
+    );
+    assert_eq!(own.0, Some(0), "its own config passes: {}", own.1);
+}
+
+/// The port a refusal names as the running relay's.
+fn bench_port(text: &str) -> String {
+    text.split("listens on port ")
+        .nth(1)
+        .and_then(|t| t.split(',').next())
+        .unwrap_or("")
+        .to_string()
+}
+
 /// Whether process `pid` has ended (gone, or a zombie nobody reaped yet).
 fn ended(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

@@ -131,6 +131,19 @@ pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
         }) => return refuse(&why),
         Err(plan::Refusal { why, for_now: true }) => return refuse_for_now(&why),
     };
+    if let Some(p) = &pinned {
+        let ports: Vec<u16> = plan
+            .cfg
+            .intake
+            .rotating
+            .iter()
+            .chain(plan.cfg.regions.iter().filter_map(|r| r.pinned.as_ref()))
+            .map(std::net::SocketAddr::port)
+            .collect();
+        if let Err(why) = p.check_listens(&ports) {
+            return refuse(&why);
+        }
+    }
     let ledger = pacing::file_of(&plan.cfg);
     if let Some(ledger) = &ledger
         && let Err(why) = pacing::check_place(ledger)

@@ -72,6 +72,28 @@ impl Pinned {
         Ok(pinned)
     }
 
+    /// Refuses a relay that listens on none of `ports` (this config's intake ports, those not
+    /// 0): it runs another config (another slice's relay, named by mistake), and taking it
+    /// over would leave its ports and its part of the pool unserved. A process whose
+    /// listeners cannot be read (another user's) or that listens on nothing is not refused
+    /// for it.
+    pub fn check_listens(&self, ports: &[u16]) -> Result<(), String> {
+        let ports: Vec<u16> = ports.iter().copied().filter(|&p| p != 0).collect();
+        let theirs = listening_ports(self.pid);
+        if ports.is_empty() || theirs.is_empty() || theirs.iter().any(|p| ports.contains(p)) {
+            return Ok(());
+        }
+        let list = |v: &[u16]| v.iter().map(u16::to_string).collect::<Vec<_>>().join(", ");
+        Err(format!(
+            "--takeover {}: that relay listens on port {}, this config on {}: it runs another \
+             config (another relay of the host?), and taking it over would leave its ports \
+             unserved; name the relay that serves this config's ports",
+            self.pid,
+            list(&theirs),
+            list(&ports)
+        ))
+    }
+
     /// Whether the process ended (without a pidfd: whether its number is free).
     pub fn ended(&self) -> bool {
         match &self.fd {
@@ -115,6 +137,48 @@ impl Pinned {
             Err(std::io::Error::last_os_error())
         }
     }
+}
+
+/// The TCP ports process `pid` listens on (its descriptors' sockets found among the listening
+/// ones of /proc/net/tcp and tcp6), sorted; empty when they cannot be read.
+fn listening_ports(pid: i32) -> Vec<u16> {
+    let mut listening = std::collections::HashMap::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            if f.len() > 9 && f[3] == "0A" {
+                let port = f[1]
+                    .rsplit(':')
+                    .next()
+                    .and_then(|p| u16::from_str_radix(p, 16).ok());
+                if let (Some(port), Ok(inode)) = (port, f[9].parse::<u64>()) {
+                    listening.insert(inode, port);
+                }
+            }
+        }
+    }
+    let mut ports: Vec<u16> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|t| {
+            let t = t.to_string_lossy();
+            let inode = t
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse::<u64>()
+                .ok()?;
+            listening.get(&inode).copied()
+        })
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
 }
 
 /// A takeover in progress from the relay running as `old`.
