@@ -363,6 +363,7 @@ fn a_reload_without_privileges_leaves_the_supervising_thread_at_its_own_priority
 #[test]
 fn a_slow_reload_keeps_the_watchdog_pinged_and_does_not_hold_up_a_stop() {
     if !process_support::installed("strace", "-V", "strace") {
+        eprintln!("skipped: strace is not installed");
         return;
     }
     let run = Run::new("slow-reload", h2_support::hello_engine(), "127.1.83.0/30");

@@ -52,6 +52,16 @@ pub(super) fn quota(origin: &str, f: FileQuota) -> Result<Quota, ConfigError> {
                 .to_string(),
         ));
     }
+    if redis.contains('/') {
+        let bare = redis
+            .split_once("://")
+            .map_or(redis.as_str(), |(_, r)| r)
+            .trim_end_matches('/');
+        return Err(err(
+            "redis",
+            format!("{redis:?} is a URL: give host:port, like {bare:?}"),
+        ));
+    }
     let (host, port) = if redis.starts_with('[') {
         redis
             .split_once("]:")

@@ -112,6 +112,11 @@ impl Lease {
         }
     }
 
+    /// The second (unix) the lease counts.
+    pub fn window(&self) -> u64 {
+        self.window
+    }
+
     /// The store answered an ask of `asked` with `granted`.
     pub fn handle_granted(&mut self, asked: u32, granted: u32) {
         self.granted += u64::from(granted);

@@ -150,6 +150,14 @@ impl Worker {
             answers,
         })
     }
+
+    /// Whether it talks to the store `q` names as `q` says (a reload of the chunk alone keeps
+    /// it, and the round trip it is on).
+    fn serves(&self, q: &Quota) -> bool {
+        self.quota.redis == q.redis
+            && self.quota.key_prefix == q.key_prefix
+            && self.quota.timeout_ms == q.timeout_ms
+    }
 }
 
 /// The round trip the store thread is on.
@@ -225,13 +233,14 @@ impl Loop {
             }
             return NAP;
         };
-        if !self.worker.as_ref().is_some_and(|w| w.quota == quota) {
+        if !self.worker.as_ref().is_some_and(|w| w.serves(&quota)) {
             // A new store (or the first): its own thread; the old one's answer is not waited for.
             self.in_flight = None;
             self.worker = match Worker::start(&quota) {
                 Ok(w) => Some(w),
                 Err(e) => {
-                    eprintln!("bundle-relay: quota: cannot start the store's thread: {e}");
+                    // Tried again next tick; meanwhile the tenants run on their last lease.
+                    self.down(&format!("its thread cannot start: {e}"), Instant::now());
                     None
                 }
             };
@@ -240,6 +249,7 @@ impl Loop {
         let now = Instant::now();
         self.take_answer(&stats);
         self.check_overdue(&quota, now);
+        self.say_unsaid(now);
         let now_s = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -331,7 +341,8 @@ impl Loop {
                 return;
             }
         };
-        self.in_flight = None;
+        // An answer past its timeout was counted as the store's error then.
+        let overdue = self.in_flight.take().is_some_and(|f| f.overdue);
         let now = Instant::now();
         self.last_round_trip = now;
         let quota = self.metrics.quota();
@@ -344,15 +355,25 @@ impl Loop {
                         continue;
                     }
                     let lease = &mut self.leases[usize::from(a.slot)].0;
+                    stats.set_on_last_lease(a.slot, false);
+                    if lease.window() != a.window {
+                        // Granted for a second that has ended (the answer crossed into the
+                        // next): held within the one chunk a relay carries into a second, and
+                        // none of the new second's counts.
+                        stats.add_leased(a.slot, u64::from(g));
+                        stats.cap_leased(a.slot, u64::from(a.terms.chunk));
+                        continue;
+                    }
                     lease.handle_granted(a.terms.chunk, g);
                     stats.add_leased(a.slot, u64::from(g));
-                    stats.set_on_last_lease(a.slot, false);
                 }
                 self.back();
             }
             Answer::Ping(Ok(())) => self.back(),
             Answer::Lease(asked, Err(why)) => {
-                quota.store_error(asked.len());
+                if !overdue {
+                    quota.store_error(asked.len());
+                }
                 self.retry_at = now + RETRY;
                 self.down(&why, now);
                 for a in &asked {
@@ -362,7 +383,9 @@ impl Loop {
                 }
             }
             Answer::Ping(Err(why)) => {
-                quota.store_error(0);
+                if !overdue {
+                    quota.store_error(0);
+                }
                 self.retry_at = now + RETRY;
                 self.down(&why, now);
             }
@@ -411,6 +434,30 @@ impl Loop {
             self.unsaid += 1;
             self.outage_said = false;
         }
+    }
+
+    /// An outage that began too soon after the last line to be said, still going once a line
+    /// may be said again: said now.
+    fn say_unsaid(&mut self, now: Instant) {
+        if self.answering
+            || self.outage_said
+            || self
+                .said_at
+                .is_some_and(|t| now.duration_since(t) < SAY_EVERY)
+        {
+            return;
+        }
+        let since = self
+            .down_since
+            .map_or(0, |d| now.duration_since(d).as_millis());
+        let more = std::mem::take(&mut self.unsaid);
+        println!(
+            "quota store {} does not answer, for {since} ms now ({more} outages since the last \
+             line): tenants with a global_rate run on their last lease until it does",
+            self.worker.as_ref().map_or("", |w| w.quota.redis.as_str())
+        );
+        self.said_at = Some(now);
+        self.outage_said = true;
     }
 
     /// The store answered: after an outage, leasing resumes (said if the outage was).

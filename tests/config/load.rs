@@ -2511,6 +2511,10 @@ fn a_bad_quota_table_is_refused_naming_the_key() {
             "quota.redis: \"[::1]\" is not host:port",
         ),
         (
+            "redis = \"redis://10.0.0.5:6379\"",
+            "quota.redis: \"redis://10.0.0.5:6379\" is a URL: give host:port, like \"10.0.0.5:6379\"",
+        ),
+        (
             "redis = \"h:1\"\nlease_chunk = 0",
             "quota.lease_chunk: must be 1 to 1000000 requests, got 0",
         ),
