@@ -29,6 +29,9 @@ pub struct BudgetInputs {
     pub arena_slots: u64,
     /// Egress addresses in all limiters.
     pub addresses: u64,
+    /// Egress addresses the pool lists in all, every relay's slice (the pacing ledger has
+    /// room for all of their pairs); `addresses` without a slice.
+    pub pool_addresses: u64,
     /// Block-engine regions each address pairs with.
     pub regions: u64,
     /// Egress groups, the shared addresses counted (each region has a lane per group).
@@ -69,6 +72,7 @@ impl BudgetInputs {
         BudgetInputs {
             arena_slots: spec.arena_slots as u64,
             addresses: sources,
+            pool_addresses: spec.pool_sources.max(spec.sources.len()) as u64,
             regions,
             egress_groups: spec.egress_groups.len() as u64 + 1,
             threads: spec.threads.max(1) as u64,
@@ -104,6 +108,7 @@ impl BudgetInputs {
         BudgetInputs {
             arena_slots,
             addresses,
+            pool_addresses: addresses,
             regions,
             egress_groups: 1,
             threads,
@@ -166,6 +171,7 @@ impl Budget {
         let BudgetInputs {
             arena_slots,
             addresses,
+            pool_addresses,
             regions,
             egress_groups,
             threads,
@@ -224,11 +230,12 @@ impl Budget {
             // Per thread: whether each region and each of its sources is still in the config
             // (a reload retires them), and whether a retired region's pairs were drained.
             term("reload flags", threads * regions * 2 + addresses, 1),
-            // The pacing ledger a successor shares (one mapping a process, room for a successor
-            // with twice the pairs at a quarter full), and each pair's entry number in it.
+            // The pacing ledger a successor (and every relay of a sliced pool, in a ledger
+            // file) shares: one mapping a process, room for the whole pool's pairs twice over at
+            // a quarter full; and each pair's entry number in it.
             term(
                 "pacing ledger",
-                crate::limiter::ledger::entries_for(pairs as usize) as u64,
+                crate::limiter::ledger::entries_for((pool_addresses * regions) as usize) as u64,
                 crate::limiter::ledger::ENTRY_BYTES,
             ),
             term("pair ledger entries", pairs, std::mem::size_of::<u32>()),

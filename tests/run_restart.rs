@@ -364,15 +364,35 @@ fn send_one(load_bin: &std::path::Path, target: SocketAddr, seed: u64) -> bool {
 /// one sent on is not used again within its interval, so the engine sees no early send.
 #[test]
 fn a_takeover_started_by_hand_honours_the_old_processs_last_send_on_each_pair() {
+    hand_takeover("hand-takeover", "127.0.0.43", "127.1.101.1", None);
+}
+
+/// As above, the old process run by a unit (its ledger a file in the runtime folder), the new
+/// one from an operator's shell (no `RUNTIME_DIRECTORY`): the file it holds is found too.
+#[test]
+fn a_takeover_started_by_hand_finds_the_ledger_file_a_unit_gave_the_old_process() {
+    let runtime = format!("/dev/shm/br-hand-runtime-{}", std::process::id());
+    let _ = std::fs::remove_dir_all(&runtime);
+    std::fs::create_dir_all(&runtime).unwrap();
+    hand_takeover(
+        "hand-takeover-file",
+        "127.0.0.46",
+        "127.1.104.1",
+        Some(&runtime),
+    );
+    let _ = std::fs::remove_dir_all(&runtime);
+}
+
+fn hand_takeover(name: &str, ip: &str, egress: &str, old_runtime: Option<&str>) {
     let load_bin = tool("bench-load");
     // One pair, paced at 4 s. A pair's first send waits an interval from its process's start,
     // so the old one sends the first bundle 4 s in (its drain is long enough to), while the
     // new one, started about a second in, may first send 4 s after its own start: early,
     // unless it honours the old one's send in the ledger and waits until 8 s in.
     let bench = Bench::start(
-        "hand-takeover",
-        "127.0.0.43",
-        "127.1.101.1",
+        name,
+        ip,
+        egress,
         4_000,
         Shape {
             threads: 1,
@@ -380,7 +400,7 @@ fn a_takeover_started_by_hand_honours_the_old_processs_last_send_on_each_pair() 
             connections: 16,
         },
     );
-    let (mut old, old_lines) = bench.relay(&["--drain-ms", "15000"], false);
+    let (mut old, old_lines) = bench.relay_in(&["--drain-ms", "15000"], false, old_runtime);
     wait_line(&old_lines, "ready: listening", Duration::from_secs(20));
     let first = send_one(&load_bin, bench.intake, 1);
     let old_pid = old.id().to_string();
@@ -772,7 +792,21 @@ impl Bench {
     /// `bundle-relay run ARGS --config` this config, its stdout's lines collected (standard
     /// error passed through, or piped when `piped_err`).
     fn relay(&self, args: &[&str], piped_err: bool) -> (std::process::Child, Lines) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        self.relay_in(args, piped_err, None)
+    }
+
+    /// [`Bench::relay`] as a unit with `RuntimeDirectory=` runs it, when `runtime` is given.
+    fn relay_in(
+        &self,
+        args: &[&str],
+        piped_err: bool,
+        runtime: Option<&str>,
+    ) -> (std::process::Child, Lines) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_bundle-relay"));
+        if let Some(dir) = runtime {
+            command.env("RUNTIME_DIRECTORY", dir);
+        }
+        let mut child = command
             .arg("run")
             .args(args)
             .arg("--config")

@@ -21,8 +21,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::clock::{Instant, Ticks};
 
-/// "pacing 1" in ASCII: a ledger written by this layout.
-const MAGIC: u64 = u64::from_be_bytes(*b"pacing\0\x01");
+/// "pacing 1" in ASCII: a ledger written by this layout (its first 8 bytes, in the byte order
+/// the entries are stored in).
+pub const MAGIC: u64 = u64::from_be_bytes(*b"pacing\0\x01");
 
 /// One entry: a pair's key (0: empty) and its theoretical arrival time (GCRA, as the limiter
 /// keeps it: at a burst of one, its earliest next send).

@@ -100,6 +100,9 @@ pub struct Spec {
     pub regions: Vec<RegionSpec>,
     /// Egress sources (local addresses or SOCKS5 proxies), split across threads.
     pub sources: Vec<Source>,
+    /// Sources the egress pool lists in all: with `egress.slice`, every relay's part (the
+    /// pacing ledger is sized for them all), else `sources.len()`.
+    pub pool_sources: usize,
     /// Per source, its egress group (0: the shared addresses; `g`: `egress_groups[g - 1]`).
     pub source_group: Vec<u8>,
     /// Egress groups' names: tenants that have addresses to themselves leave only through
@@ -209,6 +212,7 @@ impl Spec {
             });
         }
         let sources = cfg.egress.sources.clone();
+        let pool_sources = cfg.egress.slice.map_or(sources.len(), |s| s.pool);
         let source_group = cfg.egress.source_group.clone();
         let egress_groups = cfg.egress.groups.clone();
         let tenant_stats = Arc::new(crate::metrics::tenants::TenantStats::new(cfg.tenants.max));
@@ -232,6 +236,7 @@ impl Spec {
             source_group,
             egress_groups,
             sources,
+            pool_sources,
             connect_eagerly: cfg.egress.connect == ConnectMode::Eager,
             reconnect_min_ms: cfg.egress.reconnect_min_ms,
             reconnect_max_ms: cfg.egress.reconnect_max_ms,
@@ -279,6 +284,7 @@ impl Spec {
             regions,
             source_group: vec![0; sources.len()],
             egress_groups: Vec::new(),
+            pool_sources: sources.len(),
             sources,
             connect_eagerly: true,
             reconnect_min_ms: 100,

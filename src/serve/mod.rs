@@ -155,14 +155,17 @@ pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
         return 0;
     }
     // Opened before the pool comes up: a predecessor's bookings hold from the first send.
+    let regions = plan.spec.regions.len();
     let (pacing, why) = match pacing::Pacing::open(
-        plan.spec.sources.len() * plan.spec.regions.len(),
+        plan.spec.sources.len() * regions,
+        plan.spec.pool_sources.max(plan.spec.sources.len()) * regions,
         flags.ledger_fd,
         flags.takeover,
         ledger.as_deref(),
     ) {
         Ok(p) => p,
-        Err(why) => return refuse(&why),
+        Err(pacing::Refused { why, for_now: true }) => return refuse_for_now(&why),
+        Err(pacing::Refused { why, .. }) => return refuse(&why),
     };
     if let Some(why) = why {
         eprintln!("bundle-relay: warning: {why}");

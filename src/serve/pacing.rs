@@ -39,6 +39,23 @@ impl Drop for Mapping {
     }
 }
 
+/// Why the ledger file cannot be this relay's, and whether a later start may pass (another
+/// relay holds a file too small) or not (the config's place for it is wrong).
+#[derive(Debug)]
+pub struct Refused {
+    pub why: String,
+    pub for_now: bool,
+}
+
+impl From<String> for Refused {
+    fn from(why: String) -> Refused {
+        Refused {
+            why,
+            for_now: false,
+        }
+    }
+}
+
 /// The ledger this process books in, and its file (for a successor).
 pub struct Pacing {
     pub ledger: Arc<Ledger>,
@@ -50,17 +67,19 @@ impl Pacing {
     /// A new ledger for `pairs` pairs, or the one a predecessor handed over as `inherited`, or
     /// (an operator's `run --takeover PID`, which is handed none) the one the process taken
     /// over holds open, found through /proc (when it can be read; otherwise a new one, and the
-    /// reason).
+    /// reason). With `file` (`egress.ledger`, or the units' runtime folder), that file, sized
+    /// for `pool` pairs (every relay's of a sliced pool).
     pub fn open(
         pairs: usize,
+        pool: usize,
         inherited: Option<RawFd>,
         taking_over: Option<i32>,
         file: Option<&Path>,
-    ) -> Result<(Pacing, Option<String>), String> {
+    ) -> Result<(Pacing, Option<String>), Refused> {
         if inherited.is_none()
             && let Some(path) = file
         {
-            let (ledger, fd) = shared_file(path, pairs)?;
+            let (ledger, fd) = shared_file(path, pairs, pool)?;
             return Ok((
                 Pacing {
                     ledger,
@@ -69,7 +88,7 @@ impl Pacing {
                 None,
             ));
         }
-        Ok(Pacing::open_own(pairs, inherited, taking_over))
+        Ok(Pacing::open_own(pool.max(pairs), inherited, taking_over))
     }
 
     fn open_own(
@@ -156,30 +175,51 @@ impl Pacing {
 const MEMFD_NAME: &std::ffi::CStr = c"bundle-relay-pacing";
 
 /// The pacing ledger process `pid` holds open, opened again through `/proc/PID/fd` (the same
-/// file: its bookings are shared from the first send). Needs what reading that folder needs:
-/// the same user, or root.
+/// file: its bookings are shared from the first send), with a shared lock as every holder of
+/// a ledger file takes: its memfd, or the ledger file it maps (`egress.ledger`, the units'
+/// runtime folder), told by its first bytes. Needs what reading that folder needs: the same
+/// user, or root.
 fn held_by(pid: i32) -> io::Result<OwnedFd> {
+    use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     let dir = format!("/proc/{pid}/fd");
     let name = MEMFD_NAME.to_string_lossy();
     let want = format!("/memfd:{name} ");
+    let open = |path: &Path| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .open(path)
+    };
     for entry in std::fs::read_dir(&dir)? {
         let path = entry?.path();
         let Ok(target) = std::fs::read_link(&path) else {
             continue;
         };
-        if target.to_string_lossy().starts_with(&want) {
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .custom_flags(libc::O_CLOEXEC)
-                .open(&path)?;
-            return Ok(OwnedFd::from(file));
+        let memfd = target.to_string_lossy().starts_with(&want);
+        // A regular file (never a FIFO or a device: opening one could block or have effects)
+        // whose first bytes are a ledger's.
+        let ledger_file = !memfd
+            && target.is_absolute()
+            && std::fs::metadata(&path).is_ok_and(|m| m.is_file())
+            && open(&path).is_ok_and(|mut f| {
+                let mut head = [0u8; 8];
+                f.read_exact(&mut head).is_ok()
+                    && u64::from_ne_bytes(head) == crate::limiter::ledger::MAGIC
+            });
+        if memfd || ledger_file {
+            let fd = OwnedFd::from(open(&path)?);
+            // SAFETY: flock on a descriptor we hold.
+            if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_SH) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            return Ok(fd);
         }
     }
     Err(io::Error::new(
         io::ErrorKind::NotFound,
-        format!("{dir} holds no {name} memfd"),
+        format!("{dir} holds no {name} memfd or ledger file"),
     ))
 }
 
@@ -301,7 +341,11 @@ pub fn check_place(path: &Path) -> Result<(), String> {
 /// descriptor lives (an inheriting successor shares it). Created, or sized anew keeping every
 /// booking, only by a process that finds no other holder; a file others use is taken as it
 /// is if it has room for `pairs` more.
-fn shared_file(path: &Path, pairs: usize) -> Result<(Arc<Ledger>, Arc<OwnedFd>), String> {
+fn shared_file(
+    path: &Path,
+    pairs: usize,
+    pool: usize,
+) -> Result<(Arc<Ledger>, Arc<OwnedFd>), Refused> {
     use std::os::unix::fs::OpenOptionsExt;
     check_place(path)?;
     let named = |e: io::Error| format!("egress.ledger {}: {e}", path.display());
@@ -315,7 +359,9 @@ fn shared_file(path: &Path, pairs: usize) -> Result<(Arc<Ledger>, Arc<OwnedFd>),
         .map_err(named)?;
     let fd = Arc::new(OwnedFd::from(file));
     let raw = fd.as_raw_fd();
-    let want = entries_for(pairs);
+    // Room for every relay of the pool, not this one's slice alone: the first to start
+    // sizes it for the others.
+    let want = entries_for(pool.max(pairs));
     // SAFETY: flock on a descriptor we hold.
     let alone = unsafe { libc::flock(raw, libc::LOCK_EX | libc::LOCK_NB) } == 0;
     if alone {
@@ -325,17 +371,20 @@ fn shared_file(path: &Path, pairs: usize) -> Result<(Arc<Ledger>, Arc<OwnedFd>),
     }
     // SAFETY: as above; held until the descriptor closes (a holder that exits drops it).
     if unsafe { libc::flock(raw, libc::LOCK_SH) } != 0 {
-        return Err(named(io::Error::last_os_error()));
+        return Err(named(io::Error::last_os_error()).into());
     }
     let ledger = map(&fd).map_err(named)?;
-    if ledger.free_entries() < pairs * 2 {
-        return Err(format!(
-            "egress.ledger {}: its {} entries have room for fewer than this relay's {pairs} \
-             pairs beside the other relays' bookings; it is sized anew by the first relay to \
-             start while no other runs",
-            path.display(),
-            ledger.capacity()
-        ));
+    if ledger.free_entries() < pairs {
+        return Err(Refused {
+            why: format!(
+                "egress.ledger {}: its {} entries have room for fewer than this relay's \
+                 {pairs} pairs beside the other relays' bookings; it is sized anew (for the \
+                 whole pool) by the first relay to start while no other runs",
+                path.display(),
+                ledger.capacity()
+            ),
+            for_now: true,
+        });
     }
     Ok((ledger, fd))
 }
@@ -399,22 +448,24 @@ mod tests {
     fn a_ledger_file_grown_by_a_relay_alone_keeps_every_booking_and_one_in_use_is_not_grown() {
         let path = scratch("grow");
         let key = pair_key("127.1.0.1", "amsterdam");
-        let (small, fd) = shared_file(&path, 2).unwrap();
+        let (small, fd) = shared_file(&path, 2, 2).unwrap();
         let slot = small.slot(key).unwrap();
         let ahead = Instant(crate::clock::Clock::raw_now().0 + 1_000_000_000_000);
         small.book(slot, ahead);
         let behind = small.slot(pair_key("127.1.0.2", "amsterdam")).unwrap();
         small.book(behind, Instant(12_345));
         // In use: a relay of many more pairs is refused rather than growing it under the other.
-        let e = shared_file(&path, 100_000).unwrap_err();
+        let e = shared_file(&path, 100_000, 100_000).unwrap_err();
         assert!(
-            e.contains("room for fewer than this relay's 100000 pairs"),
-            "{e}"
+            e.why
+                .contains("room for fewer than this relay's 100000 pairs")
+                && e.for_now,
+            "{e:?}"
         );
-        let (_, also) = shared_file(&path, 2).unwrap();
+        let (_, also) = shared_file(&path, 2, 2).unwrap();
         drop((small, fd, also));
         // Alone now: grown, with the booking still ahead carried over and the one behind not.
-        let (big, _fd) = shared_file(&path, 100_000).unwrap();
+        let (big, _fd) = shared_file(&path, 100_000, 100_000).unwrap();
         assert!(big.capacity() >= entries_for(100_000) - 1);
         assert_eq!(big.next(big.slot(key).unwrap()), ahead);
         assert_eq!(
