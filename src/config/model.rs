@@ -582,19 +582,23 @@ impl Config {
 
     /// The tenant table of this config run by a relay started from `running` (its regions,
     /// listeners, arena and egress groups), slots following `previous` as if no thread wrote
-    /// any table any more.
+    /// any table any more; begun ([`super::tenant_table::TenantTable::begin`]) at once.
     pub fn tenant_table(
         &self,
         running: &Config,
         previous: Option<&super::tenant_table::TenantTable>,
         stats: &crate::metrics::tenants::TenantStats,
     ) -> Result<super::tenant_table::TenantTable, String> {
-        self.next_tenant_table(running, previous.map(|p| (p, u64::MAX)), stats)
-            .map_err(|e| e.why)
+        let t = self
+            .next_tenant_table(running, previous.map(|p| (p, u64::MAX)), stats)
+            .map_err(|e| e.why)?;
+        t.begin(stats);
+        Ok(t)
     }
 
     /// As [`Config::tenant_table`], `previous` with the oldest generation a thread may still
-    /// write (see [`super::tenant_table::TenantTable::build`]).
+    /// write (see [`super::tenant_table::TenantTable::build`]), not begun: its publisher
+    /// begins it.
     pub fn next_tenant_table(
         &self,
         running: &Config,

@@ -317,6 +317,7 @@ impl Shared {
         retired: &mut Vec<Arc<Snapshot>>,
     ) -> u64 {
         let generation = self.current.load().generation + 1;
+        tenants.begin(&self.tenant_stats);
         let old = self.current.swap(Arc::new(Snapshot {
             generation,
             config,

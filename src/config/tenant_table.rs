@@ -216,6 +216,10 @@ pub struct TenantTable {
     pool: u32,
     /// Some enabled entry's rotating port follows the next leader: the relay must learn it.
     by_leader: bool,
+    /// Slots this table gives to new tenants: zeroed ([`TenantStats::reset`]) when it is
+    /// published ([`TenantTable::begin`]), not when it is built, since a reload may build
+    /// tables it never publishes and a slot stays its old tenant's until one is.
+    fresh_slots: Vec<u16>,
 }
 
 impl TenantTable {
@@ -264,6 +268,7 @@ impl TenantTable {
             max,
             pool: 0,
             by_leader: false,
+            fresh_slots: Vec::new(),
         };
         // By name, so a reload of n tenants costs O(n), not O(n²).
         let before: HashMap<&str, u16> = previous
@@ -377,7 +382,7 @@ impl TenantTable {
                             slot_freeing,
                         });
                     };
-                    stats.reset(s);
+                    t.fresh_slots.push(s);
                     s
                 }
             };
@@ -481,6 +486,14 @@ impl TenantTable {
             .filter(|e| !then.contains(e.name.as_str()) && stats.in_flight(e.slot) == 0)
             .count();
         needed <= fresh + retired + removed
+    }
+
+    /// The table is published: the slots it gives to new tenants begin their epoch, counts and
+    /// rate state zeroed. Once, by whoever publishes it.
+    pub fn begin(&self, stats: &TenantStats) {
+        for &s in &self.fresh_slots {
+            stats.reset(s);
+        }
     }
 
     /// Removed tenants whose slots still hold bundles of theirs: name and slot.

@@ -51,12 +51,18 @@ impl Watch {
         }
     }
 
-    /// Watches `also` beside the config file from now on (the files the config now names),
-    /// as they are now.
+    /// Watches `also` beside the config file from now on (the files the config now names):
+    /// a file watched already as it was last seen (a reload read it then, and an edit since
+    /// is still a change), a new one as it is now.
     pub fn also(&mut self, also: impl IntoIterator<Item = PathBuf>) {
-        self.files.truncate(1);
-        self.files
-            .extend(also.into_iter().map(|p| (p.clone(), identity(&p))));
+        let before: Vec<(PathBuf, Option<Identity>)> = self.files.drain(1..).collect();
+        for p in also {
+            let seen = match before.iter().find(|(q, _)| *q == p) {
+                Some((_, seen)) => *seen,
+                None => identity(&p),
+            };
+            self.files.push((p, seen));
+        }
     }
 
     /// The files as they are now were just read (a SIGHUP's reload): not a change to reload
@@ -134,9 +140,14 @@ mod tests {
         std::fs::write(&token, "three").unwrap();
         assert_eq!(w.changed(t + 2 * EVERY), Some(token.as_path()));
         assert!(w.changed(t + 3 * EVERY).is_none(), "seen once");
+        // Edited while a reload was built: naming it again keeps it as last seen, so the
+        // edit is still a change.
+        std::fs::write(&token, "three!").unwrap();
+        w.also([token.clone()]);
+        assert_eq!(w.changed(t + 4 * EVERY), Some(token.as_path()));
         w.also([]);
-        std::fs::write(&token, "four!").unwrap();
-        assert!(w.changed(t + 4 * EVERY).is_none(), "no longer named");
+        std::fs::write(&token, "four!!").unwrap();
+        assert!(w.changed(t + 5 * EVERY).is_none(), "no longer named");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

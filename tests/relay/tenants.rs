@@ -1125,3 +1125,39 @@ fn a_tenant_named_by_a_pinned_port_of_a_region_it_may_not_use_is_refused() {
     assert!(parse("[[tenant]]\nname = \"p\"\nports = [18082]\nregions = [\"b\"]\n").is_ok());
     assert!(parse("[[tenant]]\nname = \"p\"\nports = [18080]\nregions = [\"a\"]\n").is_ok());
 }
+
+/// A reload whose table is built but never published (refused after a new tenant took a
+/// removed one's slot) leaves that slot as it was: its old tenant, listed again later, gets it
+/// back with its counts.
+#[test]
+fn a_table_built_for_a_refused_reload_zeroes_no_slot() {
+    let two = "tenants_max = 2\n[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\n[[tenant]]\nname = \"y\"\nkeys = [\"2\"]\n";
+    let started = parse(two).unwrap();
+    let stats = TenantStats::new(2);
+    let t1 = started.tenant_table(&started, None, &stats).unwrap();
+    let x = t1.entries().iter().find(|e| e.name == "x").unwrap().slot;
+    stats.admitted(x);
+    let only_y = parse("tenants_max = 2\n[[tenant]]\nname = \"y\"\nkeys = [\"2\"]\n").unwrap();
+    let t2 = only_y.tenant_table(&started, Some(&t1), &stats).unwrap();
+    // z takes x's slot, then is refused: its region is one the relay did not start with.
+    let with_z = config(
+        "tenants_max = 2\n[[tenant]]\nname = \"y\"\nkeys = [\"2\"]\n[[tenant]]\nname = \"z\"\nkeys = [\"3\"]\nregions = [\"c\"]\n",
+    )
+    .replace(
+        "[egress]",
+        "[[region]]\nname = \"c\"\nhost = \"127.0.0.3\"\nport = 9\ntls = false\n[egress]",
+    );
+    let with_z = Config::parse(&with_z, "tenants.toml", Resolve::Now).unwrap();
+    let e = with_z
+        .next_tenant_table(&started, Some((&t2, u64::MAX)), &stats)
+        .unwrap_err();
+    assert!(
+        e.why.contains("none of its regions is running"),
+        "{}",
+        e.why
+    );
+    assert_eq!(stats.counts(x).admitted, 1, "still x's");
+    let t3 = started.tenant_table(&started, Some(&t2), &stats).unwrap();
+    let back = t3.entries().iter().find(|e| e.name == "x").unwrap().slot;
+    assert_eq!((back, stats.counts(x).admitted), (x, 1));
+}
