@@ -64,9 +64,9 @@ enum Command {
         drain_ms: u64,
         /// At SIGTERM or SIGINT, keep serving this long with /ping answering 503 before the
         /// listeners close, so a load balancer in front stops sending first (a few of its
-        /// health-check intervals), in ms.
-        #[arg(long, default_value_t = 0)]
-        unready_ms: u64,
+        /// health-check intervals), in ms; instead of the config's `[intake] unready_ms`.
+        #[arg(long)]
+        unready_ms: Option<u64>,
         /// Write every histogram as HdrHistogram interval logs (.hlog, rotated) into this
         /// directory.
         #[arg(long)]

@@ -22,19 +22,13 @@ use std::time::{Duration, Instant};
 
 use process_support::{Reaped, RelayProc, free_port, http_get, installed, json_u64, tool};
 
-/// A relay on its slice that stays /ping-unready 1.5 s at SIGTERM, drains for 2 s, and is
-/// started once its 16 pairs are up.
+/// A relay on its slice that stays /ping-unready 1.5 s at SIGTERM (its config's
+/// `intake.unready_ms`, as a unit runs it), drains for 2 s, and is started once its 16 pairs
+/// are up.
 fn start_relay(config: &Path, slice: &str) -> RelayProc {
     RelayProc::start(
         config,
-        &[
-            "--egress-slice",
-            slice,
-            "--unready-ms",
-            "1500",
-            "--drain-ms",
-            "2000",
-        ],
+        &["--egress-slice", slice, "--drain-ms", "2000"],
         "ready: listening, 16 of 16 pairs up",
     )
 }
@@ -87,7 +81,7 @@ fn two_relays_behind_haproxy_survive_a_restart_and_a_kill_without_a_failed_reque
                 &path,
                 format!(
                     "threads = 1\narena_slots = 4096\n\
-                     [intake]\nrotating = \"127.0.0.1:{port}\"\n\
+                     [intake]\nrotating = \"127.0.0.1:{port}\"\nunready_ms = 1500\n\
                      [[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.42\"\nport = {engine_port}\n\
                      tls = false\ninterval_ms = 200\n\
                      [[region]]\nname = \"ny\"\nhost = \"127.0.0.43\"\nport = {engine_port}\n\

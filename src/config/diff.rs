@@ -287,6 +287,7 @@ impl Changes {
             oi.send_timeout_ms,
             ni.send_timeout_ms,
         );
+        self.apply("intake.unready_ms", oi.unready_ms, ni.unready_ms);
         let (oe, ne) = (&o.egress, &n.egress);
         self.apply(
             "egress.reconnect_min_ms",

@@ -185,6 +185,7 @@ impl Config {
                 connections_max: schema::CONNECTIONS_MAX_DEFAULT,
                 connections_per_source_max: schema::CONNECTIONS_MAX_DEFAULT
                     / schema::CONNECTIONS_PER_SOURCE_SHARE_DEFAULT,
+                unready_ms: 0,
             },
             regions,
             egress: Egress {

@@ -269,6 +269,10 @@ pub struct Intake {
     /// Intake connections one client address may hold per thread; default a quarter of
     /// `connections_max`.
     pub connections_per_source_max: u32,
+    /// At SIGTERM or SIGINT, how long the relay keeps serving with `/ping` answering 503
+    /// before its listeners close (a load balancer's health checks take it out meanwhile);
+    /// default 0. `run --unready-ms` overrides it.
+    pub unready_ms: u64,
 }
 
 /// One block-engine region.

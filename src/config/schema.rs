@@ -53,6 +53,9 @@ pub const IDLE_TIMEOUT_MS_MAX: u64 = 3_600_000;
 pub const SEND_TIMEOUT_MS_DEFAULT: u64 = crate::http1::SEND_TIMEOUT_MS_DEFAULT;
 /// An answer nobody reads for a minute pins a slot for nothing.
 pub const SEND_TIMEOUT_MS_MAX: u64 = 60_000;
+/// The units give a stop 15 s (`TimeoutStopSec=`): the unready time and the drain (5 s by
+/// default) must fit in it.
+pub const UNREADY_MS_MAX: u64 = 10_000;
 pub const CONNECTIONS_MAX_DEFAULT: u32 = 1_024;
 /// Per-thread connection tables are allocated at startup.
 pub const CONNECTIONS_MAX_LIMIT: u32 = 65_536;
@@ -170,6 +173,7 @@ struct FileIntake {
     send_timeout_ms: Option<u64>,
     connections_max: Option<u32>,
     connections_per_source_max: Option<u32>,
+    unready_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -615,6 +619,12 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
                 .unwrap_or((connections_max / CONNECTIONS_PER_SOURCE_SHARE_DEFAULT).max(1)),
             1,
             connections_max,
+        )?,
+        unready_ms: cx.range(
+            "intake.unready_ms",
+            fi.unready_ms.unwrap_or(0),
+            0,
+            UNREADY_MS_MAX,
         )?,
     };
 

@@ -63,8 +63,9 @@ pub struct Flags {
     pub drain_ms: u64,
     /// At SIGTERM or SIGINT, how long the relay keeps serving with `/ping` answering 503
     /// before its listeners close: a load balancer's health checks take it out of rotation
-    /// meanwhile, so no request of its reaches a closing relay.
-    pub unready_ms: u64,
+    /// meanwhile, so no request of its reaches a closing relay. `None`: the config's
+    /// `[intake] unready_ms` at the time of the stop.
+    pub unready_ms: Option<u64>,
     /// Write .hlog files into this directory, one interval per this many seconds.
     pub hlog: Option<(PathBuf, u64)>,
     /// Record no metrics, whatever the config says.
@@ -254,7 +255,8 @@ struct Serving {
     readiness: Readiness,
     takeover: Option<Takeover>,
     drain_ms: u64,
-    unready_ms: u64,
+    /// `run --unready-ms`; `None`: the config's at the stop.
+    unready_ms: Option<u64>,
 }
 
 impl Serving {
@@ -616,6 +618,9 @@ impl Serving {
     /// Stops listening, drains the bundles in flight for up to `drain_ms`, stops the admin
     /// listener and the .hlog writer, and returns the exit status for how serving ended.
     fn drain(self, end: End) -> i32 {
+        let unready_ms = self
+            .unready_ms
+            .unwrap_or_else(|| self.live.load().config.intake.unready_ms);
         let Serving {
             relay,
             mut admin,
@@ -623,7 +628,6 @@ impl Serving {
             mut manager,
             mut watchdog,
             drain_ms,
-            unready_ms,
             takeover,
             readiness,
             ..

@@ -335,6 +335,11 @@ fn millisecond_settings_are_bounded_with_their_reason() {
             "60000",
         ),
         (
+            "[intake]\nunready_ms = 10001\n",
+            "intake.unready_ms",
+            "10000",
+        ),
+        (
             "[egress]\naddresses = [\"127.1.0.0/30\"]\nreconnect_max_ms = 18446744073709551615\n",
             "egress.reconnect_max_ms",
             "600000",
