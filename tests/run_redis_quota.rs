@@ -351,3 +351,81 @@ fn json_f64(text: &str, key: &str) -> f64 {
         .parse()
         .unwrap()
 }
+
+/// One tenant's lease answered with an error (its key of another type here; an out-of-memory
+/// store or a read-only replica alike) fails that lease, not the round trip: the other
+/// tenants' grants in it, which the store counted, are theirs. The store is reported down
+/// with the error it gave.
+#[test]
+fn a_lease_the_store_answers_with_an_error_leaves_the_other_tenants_grants() {
+    if !installed("redis-server", "--version", "redis-server") {
+        return;
+    }
+    let (engine_bin, load_bin) = (tool("bench-engine"), tool("bench-load"));
+    let dir = std::env::temp_dir().join(format!("br-redis-error-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (redis_port, engine_port, intake, admin) =
+        (free_port(), free_port(), free_port(), free_port());
+    let config = dir.join("relay.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "threads = 1\npin_threads = false\narena_slots = 4096\n\
+             [intake]\nrotating = \"127.0.0.1:{intake}\"\n\
+             [[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.47\"\nport = {engine_port}\n\
+             tls = false\ninterval_ms = 10\n\
+             [egress]\naddresses = [\"127.1.105.0/28\"]\n\
+             [admin]\nlisten = \"127.0.0.1:{admin}\"\n\
+             [quota]\nredis = \"127.0.0.1:{redis_port}\"\nlease_chunk = {CHUNK}\n\
+             [[tenant]]\nname = \"alpha\"\ncidrs = [\"127.0.0.0/8\"]\nglobal_rate = {RATE}\n\
+             [[tenant]]\nname = \"beta\"\nkeys = [\"kb\"]\nglobal_rate = {RATE}\n"
+        ),
+    )
+    .unwrap();
+    let _redis = start_redis(redis_port);
+    // beta's keys for the next minute hold a hash: its lease script fails on them.
+    let now = unix_s();
+    for s in now..now + 60 {
+        let out = Command::new("redis-cli")
+            .args(["-p", &redis_port.to_string()])
+            .args(["HSET", &format!("bundle-relay:quota:beta:{s}"), "x", "1"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    let _engine = Reaped(
+        Command::new(&engine_bin)
+            .args(["--regions", "amsterdam", "--base-ip", "127.0.0.47"])
+            .args(["--interval-ms", "10", "--port", &engine_port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let relay = RelayProc::start(&config, &[], "ready: listening");
+    // Both tenants sending: each round trip asks for both.
+    let beta = Command::new(&load_bin)
+        .args(["--target", &format!("127.0.0.1:{intake}"), "--auth", "kb"])
+        .args(["--rate", &LOAD_PER_RELAY.to_string(), "--duration-s", "3"])
+        .args(["--connections", "4", "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let json = dir.join("load.json");
+    let out = load(&load_bin, intake, 3.0, &json)
+        .wait_with_output()
+        .unwrap();
+    let _ = beta.wait_with_output();
+    let m = scrape(admin);
+    let said = relay.wait_line("does not answer", Duration::from_secs(1));
+    drop(relay);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        metric(&m, "bundle_relay_quota_leases_granted_total") >= 1,
+        "alpha's grants in the round trips beta's error was in: {m}"
+    );
+    assert!(said.contains("WRONGTYPE"), "{said}");
+}

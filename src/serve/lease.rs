@@ -101,7 +101,7 @@ enum Request {
 }
 
 enum Answer {
-    Lease(Vec<Asked>, Result<Vec<u32>, String>),
+    Lease(Vec<Asked>, Result<Vec<Result<u32, String>>, String>),
     Ping(Result<(), String>),
 }
 
@@ -347,8 +347,20 @@ impl Loop {
         self.last_round_trip = now;
         let quota = self.metrics.quota();
         match answer {
-            Answer::Lease(asked, Ok(granted)) => {
-                for (a, g) in asked.iter().zip(granted) {
+            Answer::Lease(asked, Ok(answers)) => {
+                let mut refused = None;
+                for (a, answer) in asked.iter().zip(answers) {
+                    let g = match answer {
+                        Ok(g) => g,
+                        Err(why) => {
+                            // That tenant's lease failed in the store: as an outage for it.
+                            if stats.epoch(a.slot) == a.epoch {
+                                self.leases[usize::from(a.slot)].0.handle_failed();
+                            }
+                            refused.get_or_insert(why);
+                            continue;
+                        }
+                    };
                     quota.lease(g);
                     // A slot given to another tenant meanwhile: the grant was its old one's.
                     if stats.epoch(a.slot) != a.epoch {
@@ -367,7 +379,16 @@ impl Loop {
                     lease.handle_granted(a.terms.chunk, g);
                     stats.add_leased(a.slot, u64::from(g));
                 }
-                self.back();
+                match refused {
+                    // A store that answers with errors is no store to lease from: every
+                    // tenant on its last lease, and tried again as after any failure.
+                    Some(why) => {
+                        quota.store_error(0);
+                        self.retry_at = now + RETRY;
+                        self.down(&format!("it answered a lease with an error: {why}"), now);
+                    }
+                    None => self.back(),
+                }
             }
             Answer::Ping(Ok(())) => self.back(),
             Answer::Lease(asked, Err(why)) => {

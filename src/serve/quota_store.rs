@@ -66,11 +66,14 @@ impl Store {
         Ok(self.conn.as_mut().expect("just opened"))
     }
 
-    /// Leases every ask in one round trip: what the store granted each, in order. Any failure
-    /// drops the connection, so the next call starts a fresh one.
-    pub fn lease(&mut self, asks: &[Ask<'_>]) -> Result<Vec<u32>, String> {
+    /// Leases every ask in one round trip: what the store granted each, in order, or the error
+    /// it answered that one with (an out-of-memory store, a read-only replica, a key of another
+    /// type): the others' grants stand, the store counted them. A failed round trip drops the
+    /// connection, so the next call starts a fresh one.
+    pub fn lease(&mut self, asks: &[Ask<'_>]) -> Result<Vec<Result<u32, String>>, String> {
         let timeout = self.timeout;
         let mut p = redis::pipe();
+        p.ignore_errors();
         for a in asks {
             p.cmd("EVAL")
                 .arg(LEASE_SCRIPT)
@@ -80,11 +83,14 @@ impl Store {
                 .arg(a.rate)
                 .arg(KEY_TTL_S);
         }
-        let result: Result<Vec<i64>, String> = self
+        let result: Result<Vec<redis::RedisResult<i64>>, String> = self
             .conn()
             .and_then(|c| p.query(c).map_err(|e| describe(&e, timeout)));
         match result {
-            Ok(g) if g.len() == asks.len() => Ok(g.into_iter().map(|n| n.max(0) as u32).collect()),
+            Ok(g) if g.len() == asks.len() => Ok(g
+                .into_iter()
+                .map(|r| r.map(|n| n.max(0) as u32).map_err(|e| e.to_string()))
+                .collect()),
             Ok(g) => {
                 self.conn = None;
                 Err(format!("{} answers to {} leases", g.len(), asks.len()))
