@@ -96,6 +96,10 @@ struct Cell {
     leased_total: AtomicU64,
     /// 1 while the store does not answer and the tenant runs on its last lease.
     on_last_lease: AtomicU64,
+    /// The unix second whose share of the global rate this relay has had in full (the store
+    /// granted less than asked, or the last lease's allowance is given): a refusal then waits
+    /// for the next second; in any other second more is on its way.
+    lease_spent: AtomicU64,
     admitted: AtomicU64,
     delivered: AtomicU64,
     rejected: AtomicU64,
@@ -242,6 +246,16 @@ impl TenantStats {
         was.min(most)
     }
 
+    /// The unix second whose share of the global rate is spent (0: none; the lease thread's).
+    pub fn set_lease_spent(&self, slot: u16, second: u64) {
+        self.cells[slot as usize].lease_spent.store(second, Relaxed);
+    }
+
+    /// See [`TenantStats::set_lease_spent`].
+    pub fn lease_spent(&self, slot: u16) -> u64 {
+        self.cells[slot as usize].lease_spent.load(Relaxed)
+    }
+
     /// What the tenant holds on lease now.
     pub fn leased(&self, slot: u16) -> u64 {
         self.cells[slot as usize].leased.load(Relaxed)
@@ -361,6 +375,7 @@ impl TenantStats {
             &c.leased,
             &c.leased_total,
             &c.on_last_lease,
+            &c.lease_spent,
             &c.admitted,
             &c.delivered,
             &c.rejected,

@@ -112,6 +112,16 @@ impl Lease {
         }
     }
 
+    /// Whether this second brings nothing more: the store granted less than asked (its rate
+    /// is used up), or, without the store (`answers` false), the allowance is given.
+    pub fn spent(&self, terms: Terms, answers: bool) -> bool {
+        if answers {
+            self.used_up
+        } else {
+            self.granted >= self.allowance(terms)
+        }
+    }
+
     /// The second (unix) the lease counts.
     pub fn window(&self) -> u64 {
         self.window

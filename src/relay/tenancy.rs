@@ -11,7 +11,7 @@
 //! | no tenant, no enabled default | 401 naming the key it lacks (or that its key is unknown) |
 //! | a pinned port outside the tenant's regions | 403 naming the region |
 //! | the tenant's rate used up | 429, `Retry-After`, Jito's -32097 wording with the wait |
-//! | the tenant's global rate: nothing left on lease | 429, the same words, the wait to the next second |
+//! | the tenant's global rate: nothing left on lease | 429, the same words: the wait to the next second once this second's share is spent, else 10 ms (more is on its way) |
 //! | the tenant's share full (its ceiling, or the arena beyond every floor) | 429 naming which |
 //!
 //! A request refused for want of room (its share, the relay's in-flight cap, its region gone)
@@ -252,7 +252,7 @@ impl Tenancy {
         if let Some(limit) = self.slots[usize::from(slot)].global
             && !self.stats.take_leased(slot)
         {
-            return refuse(Refused::Global, global_denied(slot, limit));
+            return refuse(Refused::Global, global_denied(&self.stats, slot, limit));
         }
         let share =
             self.stats
@@ -302,7 +302,7 @@ impl Tenancy {
             && !self.stats.take_leased(slot)
         {
             self.stats.refused(slot, Refused::Global);
-            return Err(global_denied(slot, limit));
+            return Err(global_denied(&self.stats, slot, limit));
         }
         Ok(())
     }
@@ -334,13 +334,24 @@ impl Tenancy {
 /// A global rate used up: the lease comes back with the next second (leases are per second of
 /// the wall clock, as the store keys them), so that is the wait. Reading the wall clock is a
 /// vDSO call, no syscall, and only a refusal pays it.
-fn global_denied(slot: u16, limit: u32) -> Denied {
+fn global_denied(stats: &TenantStats, slot: u16, limit: u32) -> Denied {
     let ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
+    let second = ms / crate::quota::WINDOW_MS;
+    let retry_after_ms = if stats.lease_spent(slot) == second {
+        crate::quota::WINDOW_MS - ms % crate::quota::WINDOW_MS
+    } else {
+        // More of this second is on its way: the lease thread asks as the balance runs low.
+        LEASE_REFILL_MS
+    };
     Denied::Rate {
         slot,
         limit,
-        retry_after_ms: crate::quota::WINDOW_MS - ms % crate::quota::WINDOW_MS,
+        retry_after_ms,
     }
 }
+
+/// The wait a refusal names while more of the second's global rate is on its way: a lease
+/// thread's tick and a store round trip, with room.
+pub const LEASE_REFILL_MS: u64 = 10;

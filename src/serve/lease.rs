@@ -278,6 +278,8 @@ impl Loop {
                 lease.handle_failed();
             }
             stats.set_on_last_lease(e.slot, !self.answering);
+            let spent = lease.spent(terms, self.answering);
+            stats.set_lease_spent(e.slot, if spent { now_s } else { 0 });
             match lease.poll(terms, stats.leased(e.slot), self.answering) {
                 Step::Hold => {}
                 // Asked once the store's thread is free (within a round trip: well under

@@ -375,6 +375,38 @@ fn a_tenant_with_nothing_left_on_lease_of_its_global_rate_is_429_with_jitos_word
     let c = s.d.tenancy().stats().counts(slot);
     assert_eq!(c.refused[Refused::Global as usize], 2);
     assert_eq!((c.admitted, c.leased), (2, 0));
+    // More is coming this second (the lease thread asks as soon as the balance runs low): a
+    // wait of a lease's round trip, not to the next second.
+    let wait = |r: &str| -> u64 {
+        r.split("Retry after ")
+            .nth(1)
+            .unwrap()
+            .split("ms")
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(wait(&s.response()) <= 10, "{}", s.response());
+    // The tenant's share of this second is spent: to the next second.
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+    };
+    let before = now_ms();
+    s.d.tenancy().stats().set_lease_spent(slot, before / 1000);
+    s.post_as(Port::Rotating, key("k"), "", &body(5), NOW);
+    let after = now_ms();
+    let w = wait(&s.response());
+    if before / 1000 == after / 1000 {
+        let (most, least) = (1000 - before % 1000, 1000 - after % 1000);
+        assert!(
+            (least..=most).contains(&w),
+            "{w} ms, not to the next second"
+        );
+    }
 }
 
 #[test]
