@@ -562,6 +562,7 @@ fn a_takeover_of_a_relay_serving_other_ports_is_refused_naming_both() {
     };
     let refused = check(&other);
     let own = check(&bench.config);
+    let port = bench.intake.port();
     // SAFETY: signalling our own child.
     unsafe { libc::kill(running.id() as i32, libc::SIGTERM) };
     let _ = running.wait();
@@ -569,22 +570,12 @@ fn a_takeover_of_a_relay_serving_other_ports_is_refused_naming_both() {
     assert_eq!(refused.0, Some(2), "{}", refused.1);
     assert!(
         refused.1.contains(&format!(
-            "that relay listens on port {}, this config on {other_port}",
-            bench_port(&refused.1)
+            "that relay listens on port {port}, this config on {other_port}"
         )),
         "{}",
         refused.1
     );
     assert_eq!(own.0, Some(0), "its own config passes: {}", own.1);
-}
-
-/// The port a refusal names as the running relay's.
-fn bench_port(text: &str) -> String {
-    text.split("listens on port ")
-        .nth(1)
-        .and_then(|t| t.split(',').next())
-        .unwrap_or("")
-        .to_string()
 }
 
 /// Whether process `pid` has ended (gone, or a zombie nobody reaped yet).

@@ -175,6 +175,11 @@ struct Loop {
     in_flight: Option<InFlight>,
     /// Per tenant slot: its lease, and the tenant it is of (a slot may change hands).
     leases: Box<[(Lease, String)]>,
+    /// Per tenant slot: until when its leases run on its last one, the store having answered
+    /// its lease with an error (a key of another type) while answering the others'.
+    refused_until: Box<[Option<Instant>]>,
+    /// When a tenant's refused lease was last said.
+    refusal_said_at: Option<Instant>,
     /// The store answered the last round trip.
     answering: bool,
     /// When the store's outage began, and when to try it again.
@@ -199,6 +204,8 @@ impl Loop {
             leases: (0..slots)
                 .map(|_| (Lease::default(), String::new()))
                 .collect(),
+            refused_until: vec![None; slots].into_boxed_slice(),
+            refusal_said_at: None,
             answering: true,
             down_since: None,
             retry_at: Instant::now(),
@@ -255,12 +262,11 @@ impl Loop {
             .map_or(0, |d| d.as_secs());
         let free = self.worker.is_some() && self.in_flight.is_none();
         let mut asks: Vec<Asked> = Vec::new();
-        let mut limited = 0u64;
+        let mut on_last = 0u64;
         for e in snap.tenants.all() {
             let Some(rate) = e.global_rate.filter(|_| e.enabled) else {
                 continue;
             };
-            limited += 1;
             let terms = Terms {
                 rate,
                 chunk: quota.chunk_for(rate),
@@ -273,14 +279,20 @@ impl Loop {
             if let Some(cap) = lease.handle_second(terms, now_s) {
                 stats.cap_leased(e.slot, cap);
             }
-            if !self.answering {
+            let until = &mut self.refused_until[usize::from(e.slot)];
+            if until.is_some_and(|t| now >= t) {
+                *until = None;
+            }
+            let answers = self.answering && until.is_none();
+            on_last += u64::from(!answers);
+            if !answers {
                 // A second in an outage is not the store's: the allowance stays as it was.
                 lease.handle_failed();
             }
-            stats.set_on_last_lease(e.slot, !self.answering);
-            let spent = lease.spent(terms, self.answering);
+            stats.set_on_last_lease(e.slot, !answers);
+            let spent = lease.spent(terms, answers);
             stats.set_lease_spent(e.slot, if spent { now_s } else { 0 });
-            match lease.poll(terms, stats.leased(e.slot), self.answering) {
+            match lease.poll(terms, stats.leased(e.slot), answers) {
                 Step::Hold => {}
                 // Asked once the store's thread is free (within a round trip: well under
                 // the low-water mark's half chunk at any rate the store keeps up with).
@@ -308,9 +320,7 @@ impl Loop {
             // resumes before a tenant asks), or still there (so an outage shows while idle).
             self.send(Request::Ping, now);
         }
-        self.metrics
-            .quota()
-            .set_on_last_lease(if self.answering { 0 } else { limited });
+        self.metrics.quota().set_on_last_lease(on_last);
         TICK
     }
 
@@ -350,16 +360,18 @@ impl Loop {
         let quota = self.metrics.quota();
         match answer {
             Answer::Lease(asked, Ok(answers)) => {
-                let mut refused = None;
+                let mut refused: Option<(String, String)> = None;
                 for (a, answer) in asked.iter().zip(answers) {
                     let g = match answer {
                         Ok(g) => g,
                         Err(why) => {
-                            // That tenant's lease failed in the store: as an outage for it.
+                            // That tenant's lease failed in the store: as an outage for it
+                            // alone, tried again after a while.
                             if stats.epoch(a.slot) == a.epoch {
                                 self.leases[usize::from(a.slot)].0.handle_failed();
+                                self.refused_until[usize::from(a.slot)] = Some(now + RETRY);
                             }
-                            refused.get_or_insert(why);
+                            refused.get_or_insert((a.tenant.clone(), why));
                             continue;
                         }
                     };
@@ -381,13 +393,27 @@ impl Loop {
                     lease.handle_granted(a.terms.chunk, g);
                     stats.add_leased(a.slot, u64::from(g));
                 }
+                // The store answers: an error it gave a lease (a key of another type, or out of
+                // memory, a read-only replica, for every lease) keeps that tenant on its last
+                // lease and is asked again later, not an outage of the store.
                 match refused {
-                    // A store that answers with errors is no store to lease from: every
-                    // tenant on its last lease, and tried again as after any failure.
-                    Some(why) => {
+                    Some((tenant, why)) => {
                         quota.store_error(0);
-                        self.retry_at = now + RETRY;
-                        self.down(&format!("it answered a lease with an error: {why}"), now);
+                        self.back();
+                        if self
+                            .refusal_said_at
+                            .is_none_or(|t| now.duration_since(t) >= SAY_EVERY)
+                        {
+                            println!(
+                                "quota store {} answered tenant {tenant}'s lease with an error \
+                                 ({why}): it runs on its last lease, asked again every {} ms \
+                                 (said at most every {} s)",
+                                self.worker.as_ref().map_or("", |w| w.quota.redis.as_str()),
+                                RETRY.as_millis(),
+                                SAY_EVERY.as_secs()
+                            );
+                            self.refusal_said_at = Some(now);
+                        }
                     }
                     None => self.back(),
                 }

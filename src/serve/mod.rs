@@ -132,7 +132,9 @@ pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
         }) => return refuse(&why),
         Err(plan::Refusal { why, for_now: true }) => return refuse_for_now(&why),
     };
-    if let Some(p) = &pinned {
+    // A takeover by hand names the relay serving this config; SIGUSR2's successor is the old
+    // relay's own child, and may be picking up a changed listen address.
+    if let Some(p) = pinned.as_ref().filter(|_| flags.ledger_fd.is_none()) {
         let ports: Vec<u16> = plan
             .cfg
             .intake

@@ -181,15 +181,15 @@ const MEMFD_NAME: &std::ffi::CStr = c"bundle-relay-pacing";
 /// user, or root.
 fn held_by(pid: i32) -> io::Result<OwnedFd> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let dir = format!("/proc/{pid}/fd");
     let name = MEMFD_NAME.to_string_lossy();
     let want = format!("/memfd:{name} ");
-    let open = |path: &Path| {
+    let open = |path: &Path, write: bool| {
         std::fs::OpenOptions::new()
             .read(true)
-            .write(true)
-            .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .write(write)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOATIME | libc::O_NOCTTY)
             .open(path)
     };
     for entry in std::fs::read_dir(&dir)? {
@@ -198,18 +198,39 @@ fn held_by(pid: i32) -> io::Result<OwnedFd> {
             continue;
         };
         let memfd = target.to_string_lossy().starts_with(&want);
-        // A regular file (never a FIFO or a device: opening one could block or have effects)
-        // whose first bytes are a ledger's.
-        let ledger_file = !memfd
-            && target.is_absolute()
-            && std::fs::metadata(&path).is_ok_and(|m| m.is_file())
-            && open(&path).is_ok_and(|mut f| {
-                let mut head = [0u8; 8];
-                f.read_exact(&mut head).is_ok()
-                    && u64::from_ne_bytes(head) == crate::limiter::ledger::MAGIC
-            });
-        if memfd || ledger_file {
-            let fd = OwnedFd::from(open(&path)?);
+        // Else only a file a ledger could be: a regular file on tmpfs of a ledger's length
+        // (never a FIFO, a device or a file of /proc, whose reading has effects), read (not
+        // written) for its first bytes.
+        let shaped = |m: &std::fs::Metadata| {
+            let entries = m.len() / ENTRY_BYTES as u64;
+            m.is_file()
+                && m.len() % ENTRY_BYTES as u64 == 0
+                && entries >= 2
+                && (entries - 1).is_power_of_two()
+        };
+        let probed = if memfd {
+            None
+        } else {
+            match std::fs::metadata(&path) {
+                Ok(m) if shaped(&m) && check_place(&path).is_ok() => {
+                    let mut head = [0u8; 8];
+                    let ledger = open(&path, false).is_ok_and(|mut f| {
+                        f.read_exact(&mut head).is_ok()
+                            && u64::from_ne_bytes(head) == crate::limiter::ledger::MAGIC
+                    });
+                    ledger.then_some((m.dev(), m.ino()))
+                }
+                _ => None,
+            }
+        };
+        if memfd || probed.is_some() {
+            let file = open(&path, true)?;
+            // The descriptor's number may name another file by now: the one probed, or none.
+            let m = file.metadata()?;
+            if probed.is_some_and(|id| id != (m.dev(), m.ino())) {
+                continue;
+            }
+            let fd = OwnedFd::from(file);
             // SAFETY: flock on a descriptor we hold.
             if unsafe { libc::flock(fd.as_raw_fd(), libc::LOCK_SH) } != 0 {
                 return Err(io::Error::last_os_error());

@@ -58,7 +58,8 @@ impl Pinned {
         let theirs = command(&pid.to_string());
         let runs = std::fs::read(format!("/proc/{pid}/cmdline"))
             .is_ok_and(|c| c.split(|b| *b == 0).nth(1) == Some(&b"run"[..]));
-        let relay = super::pacing::holds_ledger(pid) || (theirs == command("self") && runs);
+        // This binary running `run` first: only another process's files are looked through.
+        let relay = (theirs == command("self") && runs) || super::pacing::holds_ledger(pid);
         // Read by number: true of the pinned process only if it has not ended meanwhile.
         if pinned.ended() {
             return Err(format!("--takeover {pid}: no such process"));
@@ -140,11 +141,15 @@ impl Pinned {
 }
 
 /// The TCP ports process `pid` listens on (its descriptors' sockets found among the listening
-/// ones of /proc/net/tcp and tcp6), sorted; empty when they cannot be read.
+/// ones of its /proc/PID/net/tcp and tcp6), sorted; empty when they cannot be read.
 fn listening_ports(pid: i32) -> Vec<u16> {
     let mut listening = std::collections::HashMap::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(text) = std::fs::read_to_string(table) else {
+    // Its own network namespace's tables: the sockets its descriptors name are there.
+    for table in [
+        format!("/proc/{pid}/net/tcp"),
+        format!("/proc/{pid}/net/tcp6"),
+    ] {
+        let Ok(text) = std::fs::read_to_string(&table) else {
             continue;
         };
         for line in text.lines().skip(1) {
