@@ -65,7 +65,7 @@ enum Command {
         /// At SIGTERM or SIGINT, keep serving this long with /ping answering 503 before the
         /// listeners close, so a load balancer in front stops sending first (a few of its
         /// health-check intervals), in ms; instead of the config's `[intake] unready_ms`.
-        #[arg(long)]
+        #[arg(long, value_parser = clap::value_parser!(u64).range(..=9_000))]
         unready_ms: Option<u64>,
         /// Write every histogram as HdrHistogram interval logs (.hlog, rotated) into this
         /// directory.

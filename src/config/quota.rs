@@ -53,13 +53,21 @@ pub(super) fn quota(origin: &str, f: FileQuota) -> Result<Quota, ConfigError> {
         ));
     }
     if redis.contains('/') {
-        let bare = redis
-            .split_once("://")
-            .map_or(redis.as_str(), |(_, r)| r)
-            .trim_end_matches('/');
+        let after = redis.split_once("://").map_or(redis.as_str(), |(_, r)| r);
+        let bare = after.split('/').next().unwrap_or_default();
         return Err(err(
             "redis",
-            format!("{redis:?} is a URL: give host:port, like {bare:?}"),
+            if bare.is_empty() {
+                format!(
+                    "{redis:?}: host:port of a Redis server over TCP (a socket path or a \
+                     database number is not taken)"
+                )
+            } else {
+                format!(
+                    "{redis:?} is a URL: give host:port, like {bare:?} (a database number is \
+                     not taken)"
+                )
+            },
         ));
     }
     let (host, port) = if redis.starts_with('[') {

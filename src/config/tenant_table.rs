@@ -227,7 +227,8 @@ impl TenantTable {
     /// order), egress `groups` (names, group id `i + 1` being `groups[i]`) and intake
     /// listeners (`(port, listener index)`), with `cfg_regions` the names the tenants' region
     /// indexes refer to. Slots follow `previous`, the table before with the oldest generation
-    /// a thread may still write (`u64::MAX`: none); new ones are zeroed in `stats`.
+    /// a thread may still write (`u64::MAX`: none); new ones are zeroed in `stats` when the
+    /// table is published ([`TenantTable::begin`]).
     /// `arena_slots` is the running arena.
     // Each argument is one thing the running relay was sized by; a struct of them would be
     // built at its one caller only to be taken apart here.

@@ -57,6 +57,12 @@ impl QuotaStats {
         }
     }
 
+    /// `leases` leases asked in a round trip whose failure was counted already (it outlasted
+    /// its timeout).
+    pub fn asked_in_vain(&self, leases: usize) {
+        self.asked.fetch_add(leases as u64, Relaxed);
+    }
+
     /// A round trip asking `leases` leases failed.
     pub fn store_error(&self, leases: usize) {
         self.asked.fetch_add(leases as u64, Relaxed);

@@ -243,14 +243,22 @@ impl Loop {
         if !self.worker.as_ref().is_some_and(|w| w.serves(&quota)) {
             // A new store (or the first): its own thread; the old one's answer is not waited for.
             self.in_flight = None;
-            self.worker = match Worker::start(&quota) {
-                Ok(w) => Some(w),
-                Err(e) => {
-                    // Tried again next tick; meanwhile the tenants run on their last lease.
-                    self.down(&format!("its thread cannot start: {e}"), Instant::now());
-                    None
+            self.worker = None;
+            if Instant::now() >= self.retry_at {
+                match Worker::start(&quota) {
+                    Ok(w) => self.worker = Some(w),
+                    Err(e) => {
+                        // Tried again after a while; meanwhile the tenants run on their last
+                        // lease.
+                        let now = Instant::now();
+                        self.retry_at = now + RETRY;
+                        self.down(
+                            &format!("the thread that asks {} cannot start: {e}", quota.redis),
+                            now,
+                        );
+                    }
                 }
-            };
+            }
         }
         let stats = self.live.tenant_stats().clone();
         let now = Instant::now();
@@ -420,7 +428,9 @@ impl Loop {
             }
             Answer::Ping(Ok(())) => self.back(),
             Answer::Lease(asked, Err(why)) => {
-                if !overdue {
+                if overdue {
+                    quota.asked_in_vain(asked.len());
+                } else {
                     quota.store_error(asked.len());
                 }
                 self.retry_at = now + RETRY;

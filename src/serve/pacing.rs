@@ -79,14 +79,28 @@ impl Pacing {
         if inherited.is_none()
             && let Some(path) = file
         {
-            let (ledger, fd) = shared_file(path, pairs, pool)?;
-            return Ok((
-                Pacing {
-                    ledger,
-                    fd: Some(fd),
-                },
-                None,
-            ));
+            return match shared_file(path, pairs, pool) {
+                Ok((ledger, fd)) => Ok((
+                    Pacing {
+                        ledger,
+                        fd: Some(fd),
+                    },
+                    None,
+                )),
+                // Too small while others use it: this relay paces in its own ledger rather
+                // than not at all, and says what that risks and how it mends.
+                Err(Refused { why, for_now: true }) => {
+                    let (own, _) = Pacing::open_own(pool.max(pairs), None, None);
+                    Ok((
+                        own,
+                        Some(format!(
+                            "{why}; until then this relay paces in a ledger of its own, and a \
+                             pair another relay of the host also uses may send early"
+                        )),
+                    ))
+                }
+                Err(e) => Err(e),
+            };
         }
         Ok(Pacing::open_own(pool.max(pairs), inherited, taking_over))
     }
@@ -400,7 +414,8 @@ fn shared_file(
             why: format!(
                 "egress.ledger {}: its {} entries have room for fewer than this relay's \
                  {pairs} pairs beside the other relays' bookings; it is sized anew (for the \
-                 whole pool) by the first relay to start while no other runs",
+                 whole pool) by the first relay to start while no other runs (stop every relay \
+                 of the host at once, or delete it while none runs)",
                 path.display(),
                 ledger.capacity()
             ),

@@ -334,11 +334,7 @@ fn millisecond_settings_are_bounded_with_their_reason() {
             "intake.send_timeout_ms",
             "60000",
         ),
-        (
-            "[intake]\nunready_ms = 10001\n",
-            "intake.unready_ms",
-            "10000",
-        ),
+        ("[intake]\nunready_ms = 9001\n", "intake.unready_ms", "9000"),
         (
             "[egress]\naddresses = [\"127.1.0.0/30\"]\nreconnect_max_ms = 18446744073709551615\n",
             "egress.reconnect_max_ms",
@@ -2518,6 +2514,10 @@ fn a_bad_quota_table_is_refused_naming_the_key() {
         (
             "redis = \"redis://10.0.0.5:6379\"",
             "quota.redis: \"redis://10.0.0.5:6379\" is a URL: give host:port, like \"10.0.0.5:6379\"",
+        ),
+        (
+            "redis = \"redis://10.0.0.5:6379/2\"",
+            "like \"10.0.0.5:6379\" (a database number is not taken)",
         ),
         (
             "redis = \"h:1\"\nlease_chunk = 0",
