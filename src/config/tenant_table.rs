@@ -376,7 +376,9 @@ impl TenantTable {
                             why: format!(
                                 "no tenant slot free for {}: all {max} (tenants_max) are held \
                                  by tenants, by removed tenants' bundles still in flight, or by \
-                                 removed tenants a thread may still count into",
+                                 removed tenants a thread may still count into; once those \
+                                 bundles end (within their max age) the same reload passes: \
+                                 reload again then, or raise tenants_max (a restart)",
                                 tenant.name
                             ),
                             no_slot: true,
