@@ -59,6 +59,27 @@ fn start_redis(port: u16) -> Reaped {
     }
 }
 
+/// bench-engine's region `amsterdam` on `ip`:`port` pacing at 10 ms (its stats on a port of
+/// its own), once it accepts connections.
+fn start_engine(bin: &Path, ip: &str, port: u16) -> Reaped {
+    let engine = Reaped(
+        Command::new(bin)
+            .args(["--regions", "amsterdam", "--base-ip", ip])
+            .args(["--interval-ms", "10", "--port", &port.to_string()])
+            .args(["--stats-addr", &format!("127.0.0.1:{}", free_port())])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect((ip, port)).is_err() {
+        assert!(Instant::now() < deadline, "bench-engine did not come up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    engine
+}
+
 /// The value of the series `series` (name and labels, as exposed) in a scrape.
 fn metric(scrape: &str, series: &str) -> u64 {
     scrape
@@ -153,21 +174,7 @@ fn two_relays_hold_a_tenants_global_rate_through_redis_and_run_on_their_last_lea
         })
         .collect();
     let redis = start_redis(redis_port);
-    let _engine = Reaped(
-        Command::new(&engine_bin)
-            .args(["--regions", "amsterdam", "--base-ip", "127.0.0.42"])
-            .args(["--interval-ms", "10", "--port", &engine_port.to_string()])
-            .args(["--stats-addr", &format!("127.0.0.1:{}", free_port())])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.42", engine_port)).is_err() {
-        assert!(Instant::now() < deadline, "bench-engine did not come up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let _engine = start_engine(&engine_bin, "127.0.0.42", engine_port);
     let mut relays = [
         RelayProc::start(&configs[0], &["--egress-slice", "1/2"], "ready: listening"),
         RelayProc::start(&configs[1], &["--egress-slice", "2/2"], "ready: listening"),
@@ -394,21 +401,7 @@ fn a_lease_the_store_answers_with_an_error_leaves_the_other_tenants_grants() {
             .unwrap();
         assert!(out.status.success(), "{out:?}");
     }
-    let _engine = Reaped(
-        Command::new(&engine_bin)
-            .args(["--regions", "amsterdam", "--base-ip", "127.0.0.47"])
-            .args(["--interval-ms", "10", "--port", &engine_port.to_string()])
-            .args(["--stats-addr", &format!("127.0.0.1:{}", free_port())])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.47", engine_port)).is_err() {
-        assert!(Instant::now() < deadline, "bench-engine did not come up");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let _engine = start_engine(&engine_bin, "127.0.0.47", engine_port);
     let relay = RelayProc::start(&config, &[], "ready: listening");
     // Both tenants sending: each round trip asks for both.
     let beta = Command::new(&load_bin)

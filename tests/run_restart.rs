@@ -410,18 +410,7 @@ fn hand_takeover(name: &str, ip: &str, egress: &str, old_runtime: Option<&str>) 
     // The old process has gone: only the new one can send this, on the pair the old one used.
     let second = send_one(&load_bin, bench.intake, 2);
     // It goes once the old one's interval has passed: wait for it before the stop.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let sent = |b: &Bench| {
-        let s = b.engine_stats();
-        if s.is_empty() {
-            0
-        } else {
-            json_u64(&s, "send_bundle_calls")
-        }
-    };
-    while Instant::now() < deadline && sent(&bench) < 2 {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    bench.wait_sent(2, Duration::from_secs(15));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(new.id() as i32, libc::SIGTERM) };
     let new_status = new.wait().unwrap().code();
@@ -490,18 +479,7 @@ fn relays_sharing_a_ledger_file_never_send_early_on_a_pair_both_use() {
     wait_line(&two_lines, "ready: listening", Duration::from_secs(20));
     let first = send_one(&load_bin, bench.intake, 1);
     let second = send_one(&load_bin, other_intake, 2);
-    let deadline = Instant::now() + Duration::from_secs(12);
-    let sent = |b: &Bench| {
-        let s = b.engine_stats();
-        if s.is_empty() {
-            0
-        } else {
-            json_u64(&s, "send_bundle_calls")
-        }
-    };
-    while Instant::now() < deadline && sent(&bench) < 2 {
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    bench.wait_sent(2, Duration::from_secs(12));
     for c in [&one, &two] {
         // SAFETY: signalling our own children.
         unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
@@ -818,6 +796,18 @@ impl Bench {
     fn engine_stats(&self) -> String {
         let s = http_get(self.stats, "/stats").unwrap_or_default();
         s.find('{').map(|i| s[i..].to_string()).unwrap_or_default()
+    }
+
+    /// Waits up to `limit` for the engine to have taken `calls` SendBundle calls.
+    fn wait_sent(&self, calls: u64, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            let s = self.engine_stats();
+            if !s.is_empty() && json_u64(&s, "send_bundle_calls") >= calls {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Stops the engine and removes the folder (as dropping it does).

@@ -48,6 +48,17 @@ impl Run {
         c
     }
 
+    /// `bundle-relay run` this config under `wrapper` (strace, setpriv) given `args`.
+    fn under(&self, wrapper: &str, args: &[&str]) -> Child {
+        self.command(Path::new(wrapper))
+            .args(args)
+            .arg(env!("CARGO_BIN_EXE_bundle-relay"))
+            .args(["run", "--config"])
+            .arg(&self.config)
+            .spawn()
+            .unwrap()
+    }
+
     /// Every message until `until` says it is done, or `limit` passes.
     fn read_until(
         &self,
@@ -258,15 +269,19 @@ fn a_wedged_reactor_thread_stops_the_watchdog_pings_until_it_moves_again() {
     let run = Run::new("wedge", h2_support::hello_engine(), "127.1.81.0/30");
     // The reactor's 120th io_uring_enter (a few seconds in: an idle loop enters every 50 ms)
     // sleeps 3 s before entering the kernel: its thread makes no progress meanwhile.
-    let mut child = run
-        .command(Path::new("strace"))
-        .args(["-f", "-qq", "-o", "/dev/null", "-e", "trace=io_uring_enter"])
-        .args(["-e", "inject=io_uring_enter:delay_enter=3000000:when=120"])
-        .arg(env!("CARGO_BIN_EXE_bundle-relay"))
-        .args(["run", "--config"])
-        .arg(&run.config)
-        .spawn()
-        .unwrap();
+    let mut child = run.under(
+        "strace",
+        &[
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-e",
+            "trace=io_uring_enter",
+            "-e",
+            "inject=io_uring_enter:delay_enter=3000000:when=120",
+        ],
+    );
     let mut log = Vec::new();
     run.read_until(&mut log, Duration::from_secs(14), |_| false);
     let relay_pid = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
@@ -327,14 +342,7 @@ fn policy_of(tid: u32) -> i32 {
 #[test]
 fn a_reload_without_privileges_leaves_the_supervising_thread_at_its_own_priority() {
     let run = Run::new("idle", h2_support::hello_engine(), "127.1.82.0/30");
-    let mut child = run
-        .command(Path::new("setpriv"))
-        .args(["--inh-caps=-all", "--bounding-set=-all", "--"])
-        .arg(env!("CARGO_BIN_EXE_bundle-relay"))
-        .args(["run", "--config"])
-        .arg(&run.config)
-        .spawn()
-        .unwrap();
+    let mut child = run.under("setpriv", &["--inh-caps=-all", "--bounding-set=-all", "--"]);
     let mut log = Vec::new();
     let ready = run.read_until(&mut log, Duration::from_secs(20), |m| {
         m.starts_with("READY=1")
@@ -368,16 +376,19 @@ fn a_slow_reload_keeps_the_watchdog_pinged_and_does_not_hold_up_a_stop() {
     }
     let run = Run::new("slow-reload", h2_support::hello_engine(), "127.1.83.0/30");
     // Only a reload's own thread lowers its scheduling policy: that call returns 3 s late.
-    let mut child = run
-        .command(Path::new("strace"))
-        .args(["-f", "-qq", "-o", "/dev/null"])
-        .args(["-e", "trace=sched_setscheduler"])
-        .args(["-e", "inject=sched_setscheduler:delay_exit=3000000"])
-        .arg(env!("CARGO_BIN_EXE_bundle-relay"))
-        .args(["run", "--config"])
-        .arg(&run.config)
-        .spawn()
-        .unwrap();
+    let mut child = run.under(
+        "strace",
+        &[
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-e",
+            "trace=sched_setscheduler",
+            "-e",
+            "inject=sched_setscheduler:delay_exit=3000000",
+        ],
+    );
     let mut log = Vec::new();
     let ready = run.read_until(&mut log, Duration::from_secs(20), |m| {
         m.starts_with("READY=1")
