@@ -59,6 +59,17 @@ impl Run {
             .unwrap()
     }
 
+    /// `bundle-relay run` this config under strace, every `call` of any of its threads
+    /// tampered with as `inject` says (strace's `-e inject=CALL:...`).
+    fn strace(&self, call: &str, inject: &str) -> Child {
+        let trace = format!("trace={call}");
+        let inject = format!("inject={call}:{inject}");
+        self.under(
+            "strace",
+            &["-f", "-qq", "-o", "/dev/null", "-e", &trace, "-e", &inject],
+        )
+    }
+
     /// Every message until `until` says it is done, or `limit` passes.
     fn read_until(
         &self,
@@ -97,6 +108,14 @@ fn config_text(engine: std::net::SocketAddr, sources: &str) -> String {
         engine.ip(),
         engine.port()
     )
+}
+
+/// The relay strace (`child`) runs: its child (strace passes no signals on, so tests signal
+/// the relay itself).
+fn traced_relay(child: &Child) -> Option<i32> {
+    std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<i32>().ok())
 }
 
 fn signal(child: &Child, sig: i32) {
@@ -269,24 +288,10 @@ fn a_wedged_reactor_thread_stops_the_watchdog_pings_until_it_moves_again() {
     let run = Run::new("wedge", h2_support::hello_engine(), "127.1.81.0/30");
     // The reactor's 120th io_uring_enter (a few seconds in: an idle loop enters every 50 ms)
     // sleeps 3 s before entering the kernel: its thread makes no progress meanwhile.
-    let mut child = run.under(
-        "strace",
-        &[
-            "-f",
-            "-qq",
-            "-o",
-            "/dev/null",
-            "-e",
-            "trace=io_uring_enter",
-            "-e",
-            "inject=io_uring_enter:delay_enter=3000000:when=120",
-        ],
-    );
+    let mut child = run.strace("io_uring_enter", "delay_enter=3000000:when=120");
     let mut log = Vec::new();
     run.read_until(&mut log, Duration::from_secs(14), |_| false);
-    let relay_pid = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<i32>().ok());
+    let relay_pid = traced_relay(&child);
     if let Some(pid) = relay_pid {
         // SAFETY: signalling our own grandchild (strace does not pass signals on).
         unsafe { libc::kill(pid, libc::SIGTERM) };
@@ -376,26 +381,12 @@ fn a_slow_reload_keeps_the_watchdog_pinged_and_does_not_hold_up_a_stop() {
     }
     let run = Run::new("slow-reload", h2_support::hello_engine(), "127.1.83.0/30");
     // Only a reload's own thread lowers its scheduling policy: that call returns 3 s late.
-    let mut child = run.under(
-        "strace",
-        &[
-            "-f",
-            "-qq",
-            "-o",
-            "/dev/null",
-            "-e",
-            "trace=sched_setscheduler",
-            "-e",
-            "inject=sched_setscheduler:delay_exit=3000000",
-        ],
-    );
+    let mut child = run.strace("sched_setscheduler", "delay_exit=3000000");
     let mut log = Vec::new();
     let ready = run.read_until(&mut log, Duration::from_secs(20), |m| {
         m.starts_with("READY=1")
     });
-    let relay_pid = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", child.id()))
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<i32>().ok());
+    let relay_pid = traced_relay(&child);
     let (Some(pid), true) = (relay_pid, ready) else {
         let _ = child.kill();
         panic!("not ready:\n{}\n{}", messages(&log), stderr_of(&mut child));
