@@ -165,12 +165,18 @@ fn a_client_that_reads_slowly_gets_every_answer_in_order() {
 }
 
 /// One address opening connection after connection gets its share of the table and no more;
-/// the refused ones are closed at once and counted, and other clients still get in.
+/// the refused ones are closed at once and counted, and other clients still get in. A trusted
+/// proxy has no share: its connections are many clients'.
 #[test]
-fn one_client_address_cannot_take_more_than_its_share_of_the_table() {
+fn one_client_address_cannot_take_more_than_its_share_of_the_table_unless_it_is_a_trusted_proxy() {
     let mut spec = nowhere(&["127.0.0.1"], false);
     spec.intake_conns_max = 16;
     spec.intake_per_source_max = 4;
+    let Ok(table) = std::sync::Arc::try_unwrap(spec.tenants) else {
+        panic!("the spec's table is its own");
+    };
+    let proxy = bundle_relay::config::Cidr::parse("127.0.0.3").unwrap();
+    spec.tenants = std::sync::Arc::new(table.trusting(&[proxy]));
     let relay = Relay::start(spec).unwrap();
     let addr = relay.rotating_addr().unwrap();
     let from = |ip: &str| {
@@ -212,6 +218,19 @@ fn one_client_address_cannot_take_more_than_its_share_of_the_table() {
         .unwrap();
     let (status, _, body) = read_response(&mut other);
     assert_eq!((status, body.as_str()), (200, "ok"));
+    // The proxy opens twice the share, and each connection is served.
+    let proxied: Vec<TcpStream> = (0..8).map(|_| from("127.0.0.3")).collect();
+    for mut c in proxied {
+        c.write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let (status, _, body) = read_response(&mut c);
+        assert_eq!((status, body.as_str()), (200, "ok"));
+    }
+    assert_eq!(
+        relay.totals().intake_refused_per_source,
+        6,
+        "none of the proxy's"
+    );
     relay.shutdown(Duration::from_millis(100));
 }
 

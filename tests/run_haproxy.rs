@@ -13,9 +13,10 @@
 mod process_support;
 #[path = "../bench/src/haproxy/template.rs"]
 mod template;
+mod wire_support;
 
 use std::io::{Read, Write};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -82,6 +83,7 @@ fn two_relays_behind_haproxy_survive_a_restart_and_a_kill_without_a_failed_reque
                 format!(
                     "threads = 1\narena_slots = 4096\n\
                      [intake]\nrotating = \"127.0.0.1:{port}\"\nunready_ms = 1500\n\
+                     trusted_proxies = [\"127.0.0.1\"]\n\
                      [[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.42\"\nport = {engine_port}\n\
                      tls = false\ninterval_ms = 200\n\
                      [[region]]\nname = \"ny\"\nhost = \"127.0.0.43\"\nport = {engine_port}\n\
@@ -244,4 +246,133 @@ fn two_relays_behind_haproxy_survive_a_restart_and_a_kill_without_a_failed_reque
     eprintln!("accepted {accepted}, duplicates {duplicates}, lost with the killed relay {lost}");
     assert!(lost <= 10, "{lost} bundles lost: {body}");
     assert!(duplicates <= 10, "{body}");
+}
+
+/// The shipped config on this test's ports, written into `dir`, fronting `relays`.
+fn shipped_haproxy(dir: &Path, front: u16, relays: &[u16]) -> PathBuf {
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/haproxy/haproxy.cfg"
+    ))
+    .unwrap();
+    let loopback = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+    let relays: Vec<SocketAddr> = relays.iter().map(|&p| loopback(p)).collect();
+    let socket = dir.join("haproxy.sock");
+    let cfg =
+        template::haproxy_config(&shipped, loopback(front), socket.to_str().unwrap(), &relays)
+            .unwrap();
+    let path = dir.join("haproxy.cfg");
+    std::fs::write(&path, cfg).unwrap();
+    path
+}
+
+/// One really signed one-transaction `sendBundle`, as a bot sends it.
+fn bundle_body(seed: u64) -> String {
+    use base64::Engine as _;
+    use rand::SeedableRng;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let shape = wire_support::Shape::random(&mut rng);
+    let tx = wire_support::signed_tx(&mut rng, shape);
+    let b64 = base64::engine::general_purpose::STANDARD.encode(wire_support::serialize(&tx));
+    format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"sendBundle","params":[["{b64}"],{{"encoding":"base64"}}]}}"#
+    )
+}
+
+/// POSTs `body` to `to` from the local address `from`, with `headers` (each ending in CRLF),
+/// on a connection of its own: the whole answer.
+fn post_from(from: IpAddr, to: SocketAddr, headers: &str, body: &str) -> String {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.bind(&SocketAddr::new(from, 0).into()).unwrap();
+    s.connect_timeout(&to.into(), Duration::from_secs(2))
+        .unwrap();
+    let mut c: std::net::TcpStream = s.into();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        c,
+        "POST /api/v1/bundles HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Connection: close\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// A tenant known by its address block, behind the shipped HAProxy config: the relay trusts
+/// HAProxy (`[intake] trusted_proxies`), so the tenant is found by the address HAProxy
+/// forwards for, not HAProxy's own. A client that writes its own `X-Forwarded-For` naming the
+/// tenant's address is not believed, through HAProxy or straight to the relay.
+#[test]
+fn a_tenant_known_by_its_address_is_found_behind_haproxy_and_a_forged_header_is_not_believed() {
+    if !installed("haproxy", "-v", "haproxy") {
+        return;
+    }
+    let engine_bin = tool("bench-engine");
+    let dir = std::env::temp_dir().join(format!("br-haproxy-tenant-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (front, engine_port, stats, intake) = (free_port(), free_port(), free_port(), free_port());
+    let config = dir.join("relay.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "threads = 1\narena_slots = 64\n\
+             [intake]\nrotating = \"127.0.0.1:{intake}\"\ntrusted_proxies = [\"127.0.0.1\"]\n\
+             [[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.42\"\nport = {engine_port}\n\
+             tls = false\ninterval_ms = 200\n\
+             [egress]\naddresses = [\"127.1.97.0/30\"]\n[admin]\nlisten = \"off\"\n\
+             [[tenant]]\nname = \"desk\"\ncidrs = [\"127.0.0.77/32\"]\n"
+        ),
+    )
+    .unwrap();
+    let haproxy_cfg = shipped_haproxy(&dir, front, &[intake]);
+    let _engine = Reaped(
+        Command::new(&engine_bin)
+            .args(["--regions", "amsterdam", "--base-ip", "127.0.0.42"])
+            .args(["--interval-ms", "200", "--port", &engine_port.to_string()])
+            .args(["--stats-addr", &format!("127.0.0.1:{stats}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let _relay = RelayProc::start(&config, &[], "ready: listening, 4 of 4 pairs up");
+    let _proxy = Reaped(
+        Command::new("haproxy")
+            .args(["-db", "-f"])
+            .arg(&haproxy_cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let front_addr = SocketAddr::from(([127, 0, 0, 1], front));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !http_get(front_addr, "/ping").is_ok_and(|r| r.starts_with("HTTP/1.1 200")) {
+        assert!(Instant::now() < deadline, "HAProxy did not come up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    let relay_addr = SocketAddr::from(([127, 0, 0, 1], intake));
+
+    // The tenant, through HAProxy: found by its own address.
+    let r = post_from(ip("127.0.0.77"), front_addr, "", &bundle_body(1));
+    assert!(
+        r.starts_with("HTTP/1.1 200") && r.contains("\"result\""),
+        "{r}"
+    );
+    // Another host, through HAProxy: no tenant, and no default, so 401.
+    let r = post_from(ip("127.0.0.78"), front_addr, "", &bundle_body(2));
+    assert!(r.starts_with("HTTP/1.1 401"), "{r}");
+    // Another host that names the tenant's address itself: HAProxy appends the address it
+    // saw, and only that last one is believed.
+    let forged = "X-Forwarded-For: 127.0.0.77\r\n";
+    let r = post_from(ip("127.0.0.78"), front_addr, forged, &bundle_body(3));
+    assert!(r.starts_with("HTTP/1.1 401"), "{r}");
+    // The same, straight to the relay: 127.0.0.78 is no proxy of its.
+    let r = post_from(ip("127.0.0.78"), relay_addr, forged, &bundle_body(4));
+    assert!(r.starts_with("HTTP/1.1 401"), "{r}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -229,7 +229,7 @@ impl Changes {
         self.keep(&key("host"), &o.host, &r.host);
         self.keep(&key("port"), o.port, r.port);
         if o.literal || r.literal {
-            self.keep(&key("connect"), Addrs(&o.addrs), Addrs(&r.addrs));
+            self.keep(&key("connect"), List(&o.addrs), List(&r.addrs));
         }
         self.keep(&key("tls"), o.tls, r.tls);
         self.keep(&key("sni"), Opt(&o.sni), Opt(&r.sni));
@@ -288,6 +288,11 @@ impl Changes {
             ni.send_timeout_ms,
         );
         self.apply("intake.unready_ms", oi.unready_ms, ni.unready_ms);
+        self.apply(
+            "intake.trusted_proxies",
+            List(&oi.trusted_proxies),
+            List(&ni.trusted_proxies),
+        );
         let (oe, ne) = (&o.egress, &n.egress);
         self.apply(
             "egress.reconnect_min_ms",
@@ -510,10 +515,14 @@ impl PartialEq for Addr {
     }
 }
 
-struct Addrs<'a>(&'a [std::net::SocketAddr]);
+/// A list as `a,b,c` (`none` when empty).
+struct List<'a, T>(&'a [T]);
 
-impl Display for Addrs<'_> {
+impl<T: Display> Display for List<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("none");
+        }
         for (i, a) in self.0.iter().enumerate() {
             if i > 0 {
                 f.write_str(",")?;
@@ -524,8 +533,8 @@ impl Display for Addrs<'_> {
     }
 }
 
-impl PartialEq for Addrs<'_> {
-    fn eq(&self, o: &Addrs<'_>) -> bool {
+impl<T: PartialEq> PartialEq for List<'_, T> {
+    fn eq(&self, o: &List<'_, T>) -> bool {
         self.0 == o.0
     }
 }

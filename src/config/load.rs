@@ -186,6 +186,7 @@ impl Config {
                 connections_per_source_max: schema::CONNECTIONS_MAX_DEFAULT
                     / schema::CONNECTIONS_PER_SOURCE_SHARE_DEFAULT,
                 unready_ms: 0,
+                trusted_proxies: Vec::new(),
             },
             regions,
             egress: Egress {

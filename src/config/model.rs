@@ -273,6 +273,9 @@ pub struct Intake {
     /// before its listeners close (a load balancer's health checks take it out meanwhile);
     /// default 0. `run --unready-ms` overrides it.
     pub unready_ms: u64,
+    /// Proxies (addresses and blocks) whose `X-Forwarded-For` names the client a request is
+    /// from, for tenants by address; default none. Live.
+    pub trusted_proxies: Vec<super::tenants::Cidr>,
 }
 
 /// One block-engine region.
@@ -619,6 +622,7 @@ impl Config {
             previous,
             stats,
         )
+        .map(|t| t.trusting(&self.intake.trusted_proxies))
     }
 
     /// Resolves every unresolved region (see [`Region::resolve`]); errors name the region.

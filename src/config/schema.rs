@@ -16,6 +16,7 @@ use super::model::{
     Resolve, SHARED_GROUP, Source, SourceId, TCP_USER_TIMEOUT_MS_DEFAULT, even_share,
     keepalive_timeout_conflict, too_few_sources,
 };
+use super::tenants::Cidr;
 use super::token::{TOKEN_BYTES_MAX, Token};
 use crate::limiter::{LANES_MAX, REGIONS_MAX};
 use crate::wire::{BASE58_LEN_MAX, BUNDLE_TXS_MAX};
@@ -62,6 +63,9 @@ pub const CONNECTIONS_MAX_LIMIT: u32 = 65_536;
 /// One source address may hold at most this share of a thread's connection table by default,
 /// so a single misbehaving host cannot lock every other client out.
 pub const CONNECTIONS_PER_SOURCE_SHARE_DEFAULT: u32 = 4;
+/// Every request from a trusted proxy is matched against each entry: a few blocks of a
+/// site's proxies, not a list of hosts.
+pub const TRUSTED_PROXIES_MAX: usize = 64;
 
 /// Jito's rule is one send per second; a pair that may send less than once an hour is a typo.
 /// The bound also keeps every interval far inside the limiter's tick arithmetic.
@@ -174,6 +178,7 @@ struct FileIntake {
     connections_max: Option<u32>,
     connections_per_source_max: Option<u32>,
     unready_ms: Option<u64>,
+    trusted_proxies: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -626,6 +631,7 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
             0,
             UNREADY_MS_MAX,
         )?,
+        trusted_proxies: trusted_proxies(cx, fi.trusted_proxies.as_deref().unwrap_or(&[]))?,
     };
 
     if file.region.is_empty() {
@@ -796,6 +802,34 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         metrics,
         warnings,
     })
+}
+
+/// `[intake] trusted_proxies`: each an address or block, none twice, at most
+/// [`TRUSTED_PROXIES_MAX`] (every request from a listed peer is matched against them).
+fn trusted_proxies(cx: &Ctx<'_>, list: &[String]) -> Result<Vec<Cidr>, ConfigError> {
+    if list.len() > TRUSTED_PROXIES_MAX {
+        return Err(cx.err(
+            "intake.trusted_proxies",
+            format!(
+                "at most {TRUSTED_PROXIES_MAX} entries are allowed, got {}: list the proxies' \
+                 blocks, not each address",
+                list.len()
+            ),
+        ));
+    }
+    let mut out: Vec<Cidr> = Vec::with_capacity(list.len());
+    for (k, text) in list.iter().enumerate() {
+        let key = format!("intake.trusted_proxies[{k}]");
+        let c = Cidr::parse(text).map_err(|e| cx.err(&key, e))?;
+        if let Some(j) = out.iter().position(|o| *o == c) {
+            return Err(cx.err(
+                &key,
+                format!("{text:?} is listed already as intake.trusted_proxies[{j}]"),
+            ));
+        }
+        out.push(c);
+    }
+    Ok(out)
 }
 
 /// Why some of `sources` can never reach region `r`: a local source connects only within its

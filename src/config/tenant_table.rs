@@ -220,6 +220,8 @@ pub struct TenantTable {
     /// published ([`TenantTable::begin`]), not when it is built, since a reload may build
     /// tables it never publishes and a slot stays its old tenant's until one is.
     fresh_slots: Vec<u16>,
+    /// `[intake] trusted_proxies`: peers whose `X-Forwarded-For` names the client.
+    proxies: Vec<Cidr>,
 }
 
 impl TenantTable {
@@ -270,6 +272,7 @@ impl TenantTable {
             pool: 0,
             by_leader: false,
             fresh_slots: Vec::new(),
+            proxies: Vec::new(),
         };
         // By name, so a reload of n tenants costs O(n), not O(n²).
         let before: HashMap<&str, u16> = previous
@@ -518,6 +521,22 @@ impl TenantTable {
     /// Whether a thread may write into this table's slots now.
     pub fn is_written(&self) -> bool {
         self.writers.load(Ordering::SeqCst) > 0
+    }
+
+    /// The table trusting `proxies` ([`TenantTable::trusts`]).
+    pub fn trusting(mut self, proxies: &[Cidr]) -> TenantTable {
+        self.proxies = proxies.to_vec();
+        self
+    }
+
+    /// Whether `peer` is a trusted proxy: the client it forwards for is the one its
+    /// `X-Forwarded-For` names, not itself.
+    pub fn trusts(&self, peer: IpAddr) -> bool {
+        // Most relays trust none: the common case costs one compare.
+        !self.proxies.is_empty() && {
+            let peer = peer.to_canonical();
+            self.proxies.iter().any(|c| c.contains(peer))
+        }
     }
 
     /// Who a request is: by `key` (the `x-jito-auth` header or `uuid` parameter), else by

@@ -175,6 +175,12 @@ impl Cidr {
     }
 }
 
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.network, self.len)
+    }
+}
+
 /// `ip` with all but its first `len` bits zeroed.
 pub fn mask(ip: IpAddr, len: u8) -> IpAddr {
     match ip {

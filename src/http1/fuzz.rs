@@ -41,6 +41,17 @@ pub fn request(data: &[u8]) {
                 matches!(short, Ok(Framed::NeedHead { .. } | Framed::NeedBody { .. })),
                 "{short:?}"
             );
+            // A hop's field is found where a first one is, inside the head, and the client a
+            // proxy forwards for is read from it without panicking, canonical when it is one.
+            let last = req.last_header("x-forwarded-for");
+            assert_eq!(last.is_some(), req.header("x-forwarded-for").is_some());
+            if let Some(v) = last {
+                let head = req.head.as_ptr_range();
+                assert!(v.is_empty() || head.contains(&v.as_ptr()));
+                if let Ok(ip) = super::forwarded::last_hop(v) {
+                    assert_eq!(ip, ip.to_canonical());
+                }
+            }
             let mut out = [0u8; 1024];
             let body = &req.body[..req.body.len().min(512)];
             let n = write_response(

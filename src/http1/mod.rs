@@ -62,6 +62,7 @@
 
 pub mod conn;
 pub mod error;
+pub mod forwarded;
 pub mod fuzz;
 pub mod limits;
 pub mod request;

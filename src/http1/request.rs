@@ -44,30 +44,42 @@ impl<'a> Request<'a> {
     /// surrounding whitespace. Rescans the head, which httparse has already validated, so
     /// nothing per request needs to be kept beyond the fields above.
     pub fn header(&self, name: &str) -> Option<&'a [u8]> {
+        self.fields()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| v)
+    }
+
+    /// The value of the last header field named `name`: where each hop appends a field of its
+    /// own (`X-Forwarded-For`), the last is the nearest hop's.
+    pub fn last_header(&self, name: &str) -> Option<&'a [u8]> {
+        self.fields()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .last()
+            .map(|(_, v)| v)
+    }
+
+    /// The head's fields in order: name and value without surrounding whitespace.
+    fn fields(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
         let head = self.head;
         // Line ends found by memchr, many bytes a step: the head is rescanned on every
         // request that asks.
         let mut from = 0;
         let mut lines = memchr::memchr_iter(b'\n', head)
             .chain(core::iter::once(head.len()))
-            .map(|end| {
+            .map(move |end| {
                 let line = strip_cr(&head[from..end]);
                 from = end + 1;
                 line
             });
         // Empty lines before the request line are allowed (RFC 9112 section 2.2), then the
         // request line itself.
-        lines.by_ref().find(|l| !l.is_empty())?;
-        for line in lines {
-            if line.is_empty() {
-                break;
-            }
-            let colon = memchr::memchr(b':', line)?;
-            if line[..colon].eq_ignore_ascii_case(name.as_bytes()) {
-                return Some(trim_ows(&line[colon + 1..]));
-            }
-        }
-        None
+        let started = lines.by_ref().any(|l| !l.is_empty());
+        lines
+            .take_while(move |l| started && !l.is_empty())
+            .map_while(|line| {
+                let colon = memchr::memchr(b':', line)?;
+                Some((&line[..colon], trim_ows(&line[colon + 1..])))
+            })
     }
 }
 

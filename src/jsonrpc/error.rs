@@ -287,6 +287,13 @@ pub enum ErrorKind<'a> {
     /// Bundle id `index` is not 64 hex characters.
     NotABundleId { index: usize, id: JsonStr<'a> },
 
+    /// A trusted proxy's request names no client: no `X-Forwarded-For` (`forwarded_for`
+    /// `None`), or its last element is not an address.
+    Unforwarded {
+        proxy: core::net::IpAddr,
+        forwarded_for: Option<&'a [u8]>,
+    },
+
     // -32001
     /// No tenant matched and the relay admits only tenants; `key_given`: a key was sent (and
     /// names no tenant), else none was.
@@ -336,7 +343,8 @@ impl ErrorKind<'_> {
             | ErrorKind::WrongVersion
             | ErrorKind::MethodNotString(_)
             | ErrorKind::IdType(_)
-            | ErrorKind::IdTooLong { .. } => code::INVALID_REQUEST,
+            | ErrorKind::IdTooLong { .. }
+            | ErrorKind::Unforwarded { .. } => code::INVALID_REQUEST,
             ErrorKind::MethodNotFound(_) => code::METHOD_NOT_FOUND,
             ErrorKind::ParamsNotArray { .. }
             | ErrorKind::ParamCount { .. }
@@ -544,6 +552,27 @@ impl fmt::Display for ErrorKind<'_> {
                 f,
                 "Rate limit exceeded. Back-off triggered: Retry after {retry_after_ms}ms"
             ),
+            ErrorKind::Unforwarded {
+                proxy,
+                forwarded_for: None,
+            } => write!(
+                f,
+                "the request came through {proxy}, a trusted proxy (intake.trusted_proxies), \
+                 without an X-Forwarded-For header naming the client: set the proxy to add it \
+                 (HAProxy: option forwardfor)"
+            ),
+            ErrorKind::Unforwarded {
+                proxy,
+                forwarded_for: Some(value),
+            } => {
+                write!(
+                    f,
+                    "the X-Forwarded-For header from trusted proxy {proxy} does not end in the \
+                     client's address: \""
+                )?;
+                write_visible(f, value, QUOTED_CHARS_MAX)?;
+                f.write_str("\"")
+            }
             ErrorKind::Unauthorized { key_given: false } => f.write_str(
                 "authentication required: send your key in the x-jito-auth header or the uuid \
                  query parameter",
@@ -594,4 +623,21 @@ impl fmt::Display for ErrorKind<'_> {
             ),
         }
     }
+}
+
+/// `bytes` as text, at most `max` of them (then `…`), each byte outside printable ASCII as `?`:
+/// a header value is not JSON, and may hold anything.
+fn write_visible(f: &mut fmt::Formatter<'_>, bytes: &[u8], max: usize) -> fmt::Result {
+    use fmt::Write as _;
+    for &b in bytes.iter().take(max) {
+        f.write_char(if (0x20..0x7f).contains(&b) {
+            b as char
+        } else {
+            '?'
+        })?;
+    }
+    if bytes.len() > max {
+        f.write_str("…")?;
+    }
+    Ok(())
 }

@@ -18,7 +18,7 @@ use crate::jsonrpc::Method;
 use crate::metrics::ReqOutcome;
 use crate::relay::intake::{self, Port, Verdict};
 use crate::relay::queries::{Ask, ConnRef};
-use crate::relay::tenancy::Claim;
+use crate::relay::tenancy::{Claim, Via};
 
 use super::bufring::INTAKE_GROUP;
 use super::clients::Clients;
@@ -162,10 +162,11 @@ impl Intake {
             cx.ring.push(op::close(fd));
             return;
         };
-        // A full table or a client at its share is refused at once rather than queued.
+        // A full table or a client at its share is refused at once rather than queued. A
+        // trusted proxy has no share: its connections are many clients'.
         let refused = if self.free_conns.is_empty() {
             Some(&cx.stats.intake_refused)
-        } else if self.clients.count(peer) >= self.per_source_max {
+        } else if self.clients.count(peer) >= self.per_source_max && !cx.d.tenancy().trusts(peer) {
             Some(&cx.stats.intake_refused_per_source)
         } else {
             None
@@ -283,9 +284,17 @@ impl Intake {
         };
         let (d, stats, metrics, clock) = (&mut *cx.d, cx.stats, cx.metrics, cx.clock);
         let served = conn.http.serve_deferring(&self.http_cfg, now, |req, out| {
+            let via = if d.tenancy().trusts(peer) {
+                Via::Proxy {
+                    forwarded_for: req.last_header("x-forwarded-for"),
+                }
+            } else {
+                Via::Direct
+            };
             let claim = Claim {
                 key: req.header("x-jito-auth"),
                 peer,
+                via,
             };
             let (n, verdict, method) = intake::handle(
                 d,

@@ -15,7 +15,7 @@ use crate::wire::{self, SIGNATURE_BASE58_LEN_MAX};
 use super::dispatch::{Asking, Dispatcher, Refusal};
 use super::queries::ConnRef;
 use super::statuses;
-use super::tenancy::{Claim, Denied};
+use super::tenancy::{Claim, Denied, Unforwarded};
 use crate::metrics::tenants::ShareFull;
 
 /// Seconds a client is told to wait when the in-flight cap is reached.
@@ -137,6 +137,22 @@ pub fn handle(
     let claim = Claim {
         key: claim.key.or_else(|| query_param(query, b"uuid")),
         ..claim
+    };
+    let claim = match claim.client() {
+        Ok(c) => c,
+        Err(Unforwarded {
+            proxy,
+            forwarded_for,
+        }) => {
+            let mut json = [0u8; BODY_BYTES_MAX];
+            let e = RpcError::new(ErrorKind::Unforwarded {
+                proxy,
+                forwarded_for,
+            })
+            .with_id(id);
+            let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
+            return reply(out, 400, "application/json", &[], b, Verdict::Invalid);
+        }
     };
     let (transactions, encoding, single) = match &call {
         Call::SendBundle {

@@ -4,6 +4,8 @@
 //!
 //! | the request's identity | answer |
 //! |---|---|
+//! | from a trusted proxy (`[intake] trusted_proxies`) | as from the address its `X-Forwarded-For` ends in; none or not an address: 400 naming it |
+//! | an `X-Forwarded-For` from any other peer | ignored: the peer is who it is |
 //! | a key no tenant has | as no key: a bot's own Jito UUID is no key of the relay's |
 //! | a tenant, enabled | its policy: regions, egress group, strategy, rate, share, max age |
 //! | a tenant, disabled | 403, even when a default exists |
@@ -42,16 +44,59 @@ use super::Port;
 pub struct Claim<'a> {
     /// The `x-jito-auth` header, else the `uuid` query parameter.
     pub key: Option<&'a [u8]>,
-    /// The connection's source address.
+    /// The connection's source address; the client's once [`Claim::client`] has looked
+    /// behind a trusted proxy.
     pub peer: IpAddr,
+    /// Whether `peer` is a trusted proxy ([`Tenancy::trusts`]), and what it forwarded.
+    pub via: Via<'a>,
 }
 
-impl Claim<'_> {
+/// How a request reached the relay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via<'a> {
+    /// From the client itself, or from a peer that is not trusted (whatever it says of others).
+    Direct,
+    /// From a trusted proxy: the value of the last `X-Forwarded-For` field it sent (each hop
+    /// appends one; the last is its own), `None` without one.
+    Proxy { forwarded_for: Option<&'a [u8]> },
+}
+
+/// A trusted proxy's request that does not say which client it is from (no
+/// `X-Forwarded-For`, or one not ending in an address): 400, naming the proxy and the value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unforwarded<'a> {
+    pub proxy: IpAddr,
+    pub forwarded_for: Option<&'a [u8]>,
+}
+
+impl<'a> Claim<'a> {
     /// A local client without a key.
     pub const LOOPBACK: Claim<'static> = Claim {
         key: None,
         peer: IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        via: Via::Direct,
     };
+
+    /// The claim of the client the request is from: behind a trusted proxy, the address its
+    /// `X-Forwarded-For` ends in. A trusted proxy that names none is refused rather than taken
+    /// for the client: every tenant behind a proxy set up without the header would silently
+    /// be matched as the proxy's address.
+    pub fn client(self) -> Result<Claim<'a>, Unforwarded<'a>> {
+        let Via::Proxy { forwarded_for } = self.via else {
+            return Ok(self);
+        };
+        let refused = Unforwarded {
+            proxy: self.peer,
+            forwarded_for,
+        };
+        let value = forwarded_for.ok_or(refused)?;
+        let peer = crate::http1::forwarded::last_hop(value).map_err(|_| refused)?;
+        Ok(Claim {
+            peer,
+            via: Via::Direct,
+            ..self
+        })
+    }
 }
 
 /// The request may go on: its tenant's slot and what it may use.
@@ -186,6 +231,11 @@ impl Tenancy {
             u32::MAX => self.table.default_entry().map_or(&[], |e| &e.order),
             i => &self.table.entries()[i as usize].order,
         }
+    }
+
+    /// Whether `peer` is a trusted proxy: the client is the one its `X-Forwarded-For` names.
+    pub fn trusts(&self, peer: IpAddr) -> bool {
+        self.table.trusts(peer)
     }
 
     /// Who is asking, for a call that admits nothing (bundle statuses): the tenant's slot, or

@@ -492,6 +492,56 @@ fn connections_per_source_default_to_a_quarter_of_the_table_and_fit_in_it() {
 }
 
 #[test]
+fn trusted_proxies_are_addresses_or_blocks_each_named_when_wrong() {
+    let with = |list: &str| format!("{REGION}{EGRESS}[intake]\ntrusted_proxies = [{list}]\n");
+    let c = parse(&with(
+        r#""127.0.0.1", "10.8.0.0/16", "::ffff:192.0.2.0/120""#,
+    ))
+    .unwrap();
+    let shown: Vec<String> = c
+        .intake
+        .trusted_proxies
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    assert_eq!(shown, ["127.0.0.1/32", "10.8.0.0/16", "192.0.2.0/24"]);
+    assert!(
+        parse(&format!("{REGION}{EGRESS}"))
+            .unwrap()
+            .intake
+            .trusted_proxies
+            .is_empty()
+    );
+    for (list, want) in [
+        (
+            r#""127.0.0.1", "haproxy.local""#,
+            "intake.trusted_proxies[1]: \"haproxy.local\" is not an address or CIDR block",
+        ),
+        (
+            r#""10.8.0.1/16""#,
+            "intake.trusted_proxies[0]: \"10.8.0.1/16\" has host bits set: the block is 10.8.0.0/16",
+        ),
+        (
+            r#""10.8.0.0/16", "10.8.0.0/16""#,
+            "intake.trusted_proxies[1]: \"10.8.0.0/16\" is listed already as intake.trusted_proxies[0]",
+        ),
+        (
+            r#""10.0.0.0/33""#,
+            "intake.trusted_proxies[0]: \"10.0.0.0/33\": the prefix length must be 0 to 32",
+        ),
+    ] {
+        let e = refused(&with(list));
+        assert!(e.contains(want), "{list}: {e}");
+    }
+    let many: Vec<String> = (0..65).map(|i| format!("\"10.0.{i}.0/24\"")).collect();
+    let e = refused(&with(&many.join(",")));
+    assert!(
+        e.contains("intake.trusted_proxies: at most 64 entries are allowed, got 65"),
+        "{e}"
+    );
+}
+
+#[test]
 fn admin_beyond_loopback_loads_with_a_warning_stronger_without_a_token() {
     let with = |admin: &str| parse(&format!("threads = 1\n[admin]\n{admin}\n{REGION}{EGRESS}"));
     for loopback in ["127.0.0.1:9464", "127.0.0.2:9464", "[::1]:9464", "off"] {

@@ -59,6 +59,28 @@ fn timeouts_ages_and_rates_are_applied_naming_both_values() {
 }
 
 #[test]
+fn trusted_proxies_are_applied_naming_both_lists() {
+    let rotating = "rotating = \"127.0.0.1:8080\"";
+    let one = with(
+        rotating,
+        &format!("{rotating}\ntrusted_proxies = [\"127.0.0.1\"]"),
+    );
+    let two = with(
+        rotating,
+        &format!("{rotating}\ntrusted_proxies = [\"127.0.0.1\", \"10.8.0.0/16\"]"),
+    );
+    assert_eq!(
+        changes(&one).applied,
+        ["intake.trusted_proxies none → 127.0.0.1/32"]
+    );
+    assert_eq!(
+        Changes::between(&config(BASE), &one, &two).applied,
+        ["intake.trusted_proxies 127.0.0.1/32 → 127.0.0.1/32,10.8.0.0/16"]
+    );
+    assert!(changes(&two).kept.is_empty());
+}
+
+#[test]
 fn threads_arena_and_listeners_are_kept_until_a_restart() {
     let next = with(
         "threads = 2\narena_slots = 1024",

@@ -538,6 +538,21 @@ fn header_lookup_is_case_insensitive_trims_whitespace_and_takes_the_first() {
 }
 
 #[test]
+fn the_last_of_several_fields_is_the_nearest_hops_and_the_first_is_the_first() {
+    let r = ok(
+        b"POST / HTTP/1.1\r\nX-Forwarded-For: 198.51.100.1\r\nHost: relay\r\n\
+x-forwarded-for:  10.0.0.1, 203.0.113.9 \r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(r.header("x-forwarded-for"), Some(&b"198.51.100.1"[..]));
+    assert_eq!(
+        r.last_header("X-Forwarded-For"),
+        Some(&b"10.0.0.1, 203.0.113.9"[..])
+    );
+    assert_eq!(r.last_header("host"), Some(&b"relay"[..]));
+    assert_eq!(r.last_header("x-real-ip"), None);
+}
+
+#[test]
 fn an_empty_buffer_needs_a_head() {
     assert_eq!(parse(b"", &limits()), Ok(None));
     assert_eq!(

@@ -11,7 +11,7 @@ use bundle_relay::config::{Config, Found, Resolve, Shared, TenantWriter};
 use bundle_relay::metrics::tenants::{Refused, TenantStats};
 use bundle_relay::relay::Spec;
 use bundle_relay::relay::intake::{Port, Verdict};
-use bundle_relay::relay::tenancy::{Claim, Tenancy};
+use bundle_relay::relay::tenancy::{Claim, Tenancy, Via};
 use bundle_relay::relay::tuning::Tuning;
 
 use dispatcher_support::{MS, Sim, body};
@@ -81,6 +81,7 @@ fn from(ip: &str) -> Claim<'static> {
     Claim {
         key: None,
         peer: ip.parse().unwrap(),
+        via: Via::Direct,
     }
 }
 
@@ -440,7 +441,7 @@ cidrs = ["::ffff:172.16.0.0/108"]
     };
     let k1 = Claim {
         key: Some(b"k1"),
-        peer: "10.1.2.3".parse().unwrap(),
+        ..from("10.1.2.3")
     };
     assert_eq!(name(k1, 2), "by-key", "a key wins over block and port");
     assert_eq!(name(from("10.1.2.3"), 2), "by-longer-block");
@@ -457,9 +458,140 @@ cidrs = ["::ffff:172.16.0.0/108"]
     // Jito UUID, which is no key of the relay's.
     let jito_uuid = Claim {
         key: Some(b"5b6f1c7e-0000-4000-8000-000000000000"),
-        peer: "10.2.0.1".parse().unwrap(),
+        ..from("10.2.0.1")
     };
     assert_eq!(name(jito_uuid, 2), "by-block");
+}
+
+/// `desk` is 203.0.113.0/24; no default, so anyone else is 401. 127.0.0.1 is a trusted proxy.
+const BEHIND_PROXY: &str = r#"
+[[tenant]]
+name = "desk"
+cidrs = ["203.0.113.0/24"]
+"#;
+
+fn sim_behind_proxy() -> Sim {
+    let text = config(BEHIND_PROXY).replace(
+        "rotating = \"127.0.0.1:18080\"",
+        "rotating = \"127.0.0.1:18080\"\ntrusted_proxies = [\"127.0.0.1\", \"10.8.0.0/16\"]",
+    );
+    let cfg = Config::parse(&text, "tenants.toml", Resolve::Now).unwrap();
+    let spec = Spec::from_config(&cfg).unwrap();
+    Sim::connected(&spec, 0, None, NOW)
+}
+
+/// A request from `peer` carrying `forwarded` as its last `X-Forwarded-For`, marked as the
+/// reactor marks it: through a proxy when the relay trusts `peer`.
+fn through<'a>(s: &Sim, peer: &str, forwarded: Option<&'a str>) -> Claim<'a> {
+    let peer = peer.parse().unwrap();
+    Claim {
+        key: None,
+        peer,
+        via: if s.d.tenancy().trusts(peer) {
+            Via::Proxy {
+                forwarded_for: forwarded.map(str::as_bytes),
+            }
+        } else {
+            Via::Direct
+        },
+    }
+}
+
+#[test]
+fn a_client_behind_a_trusted_proxy_is_the_tenant_its_forwarded_address_names() {
+    let mut s = sim_behind_proxy();
+    for (peer, forwarded) in [
+        ("127.0.0.1", "203.0.113.9"),
+        ("127.0.0.1", "198.51.100.1, 203.0.113.9"),
+        ("10.8.3.4", "203.0.113.9:40123"),
+        ("::ffff:127.0.0.1", "::ffff:203.0.113.9"),
+    ] {
+        let claim = through(&s, peer, Some(forwarded));
+        let v = s.post_as(Port::Rotating, claim, "", &body(1), NOW);
+        assert_eq!(
+            v,
+            Verdict::Admitted,
+            "{peer} for {forwarded}: {}",
+            s.response()
+        );
+    }
+    // The proxy's own address is no tenant's: a client it forwards from elsewhere is 401.
+    let claim = through(&s, "127.0.0.1", Some("198.51.100.1"));
+    let v = s.post_as(Port::Rotating, claim, "", &body(2), NOW);
+    assert_eq!(v, Verdict::RefusedTenant, "{}", s.response());
+    assert!(s.response().starts_with("HTTP/1.1 401"), "{}", s.response());
+}
+
+#[test]
+fn a_forwarded_address_from_a_peer_not_trusted_is_ignored() {
+    let mut s = sim_behind_proxy();
+    // A client claiming desk's address from its own: still itself, so 401.
+    let claim = through(&s, "198.51.100.1", Some("203.0.113.9"));
+    assert_eq!(claim.via, Via::Direct);
+    let v = s.post_as(Port::Rotating, claim, "", &body(1), NOW);
+    assert_eq!(v, Verdict::RefusedTenant, "{}", s.response());
+    // A relay that trusts no proxy ignores the header from anyone, loopback included.
+    let s = sim(BEHIND_PROXY);
+    assert!(!s.d.tenancy().trusts("127.0.0.1".parse().unwrap()));
+}
+
+#[test]
+fn a_trusted_proxy_that_names_no_client_is_400_saying_how_to_fix_it() {
+    let mut s = sim_behind_proxy();
+    let claim = through(&s, "127.0.0.1", None);
+    let v = s.post_as(Port::Rotating, claim, "", &body(1), NOW);
+    assert_eq!(v, Verdict::Invalid);
+    let r = s.response();
+    assert!(r.starts_with("HTTP/1.1 400"), "{r}");
+    assert!(r.contains("-32600"), "{r}");
+    assert!(
+        r.contains(
+            "127.0.0.1, a trusted proxy (intake.trusted_proxies), without an X-Forwarded-For"
+        ) && r.contains("option forwardfor"),
+        "{r}"
+    );
+    assert_eq!(s.totals().admitted, 0);
+}
+
+#[test]
+fn a_trusted_proxy_whose_forwarded_value_is_no_address_is_400_naming_the_value() {
+    let mut s = sim_behind_proxy();
+    for (value, shown) in [
+        ("unknown", "\\\"unknown\\\""),
+        ("203.0.113.9, ", "\\\"203.0.113.9, \\\""),
+        ("\"x\"", "\\\"\\\"x\\\"\\\""),
+    ] {
+        let claim = through(&s, "10.8.0.1", Some(value));
+        let v = s.post_as(Port::Rotating, claim, "", &body(1), NOW);
+        assert_eq!(v, Verdict::Invalid, "{value}");
+        let r = s.response();
+        assert!(r.starts_with("HTTP/1.1 400"), "{r}");
+        assert!(
+            r.contains("X-Forwarded-For header from trusted proxy 10.8.0.1 does not end in the client's address: ")
+                && r.contains(shown),
+            "{value}: {r}"
+        );
+    }
+}
+
+#[test]
+fn a_reload_that_trusts_a_proxy_applies_to_the_next_table_and_one_that_drops_it_too() {
+    let plain = config(BEHIND_PROXY);
+    let trusting = plain.replace(
+        "rotating = \"127.0.0.1:18080\"",
+        "rotating = \"127.0.0.1:18080\"\ntrusted_proxies = [\"127.0.0.1\"]",
+    );
+    let (dir, path) = config_file("proxies", &plain);
+    let shared = Shared::from_file(&path, Resolve::Now).unwrap();
+    let proxy = "127.0.0.1".parse().unwrap();
+    assert!(!shared.load().tenants.trusts(proxy));
+    std::fs::write(&path, &trusting).unwrap();
+    assert_eq!(shared.reload().unwrap(), 2);
+    assert!(shared.load().tenants.trusts(proxy));
+    std::fs::write(&path, &plain).unwrap();
+    assert_eq!(shared.reload().unwrap(), 3);
+    assert!(!shared.load().tenants.trusts(proxy));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -27,7 +27,7 @@ pub(crate) struct RelayPlan<'a> {
     pub(crate) dir: &'a Path,
     /// 1-based, names its config file and its slice.
     pub(crate) index: usize,
-    /// `Some(n)`: `--egress-slice index/n`.
+    /// `Some(n)`: `--egress-slice index/n`, behind HAProxy (trusted as a proxy).
     pub(crate) slice_of: Option<usize>,
     pub(crate) intake: SocketAddr,
     pub(crate) regions: &'a [(String, SocketAddr)],
@@ -54,6 +54,10 @@ impl RelayPlan<'_> {
             self.in_flight_max,
             self.intake
         );
+        if self.slice_of.is_some() {
+            // Behind HAProxy, as deployed: the client is the one it forwards for.
+            t.push_str("trusted_proxies = [\"127.0.0.1\"]\n");
+        }
         for (name, addr) in self.regions {
             let _ = write!(
                 t,
