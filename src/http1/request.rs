@@ -44,42 +44,56 @@ impl<'a> Request<'a> {
     /// surrounding whitespace. Rescans the head, which httparse has already validated, so
     /// nothing per request needs to be kept beyond the fields above.
     pub fn header(&self, name: &str) -> Option<&'a [u8]> {
-        self.fields()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
-            .map(|(_, v)| v)
+        let mut found = None;
+        self.scan(name, |v| {
+            found = Some(v);
+            true
+        });
+        found
     }
 
     /// The value of the last header field named `name`: where each hop appends a field of its
     /// own (`X-Forwarded-For`), the last is the nearest hop's.
     pub fn last_header(&self, name: &str) -> Option<&'a [u8]> {
-        self.fields()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
-            .last()
-            .map(|(_, v)| v)
+        let mut found = None;
+        self.scan(name, |v| {
+            found = Some(v);
+            false
+        });
+        found
     }
 
-    /// The head's fields in order: name and value without surrounding whitespace.
-    fn fields(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
+    /// Calls `seen` with the value of each field named `name`, in order, until it says stop.
+    fn scan(&self, name: &str, mut seen: impl FnMut(&'a [u8]) -> bool) {
         let head = self.head;
         // Line ends found by memchr, many bytes a step: the head is rescanned on every
         // request that asks.
         let mut from = 0;
         let mut lines = memchr::memchr_iter(b'\n', head)
             .chain(core::iter::once(head.len()))
-            .map(move |end| {
+            .map(|end| {
                 let line = strip_cr(&head[from..end]);
                 from = end + 1;
                 line
             });
         // Empty lines before the request line are allowed (RFC 9112 section 2.2), then the
         // request line itself.
-        let started = lines.by_ref().any(|l| !l.is_empty());
-        lines
-            .take_while(move |l| started && !l.is_empty())
-            .map_while(|line| {
-                let colon = memchr::memchr(b':', line)?;
-                Some((&line[..colon], trim_ows(&line[colon + 1..])))
-            })
+        if lines.by_ref().find(|l| !l.is_empty()).is_none() {
+            return;
+        }
+        for line in lines {
+            if line.is_empty() {
+                return;
+            }
+            let Some(colon) = memchr::memchr(b':', line) else {
+                return;
+            };
+            if line[..colon].eq_ignore_ascii_case(name.as_bytes())
+                && seen(trim_ows(&line[colon + 1..]))
+            {
+                return;
+            }
+        }
     }
 }
 
