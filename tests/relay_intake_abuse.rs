@@ -1,6 +1,7 @@
 //! The intake against clients that misbehave, over real sockets: a client that half-closes
 //! after sending still gets every answer it is owed; a client that never reads is closed at
-//! the send deadline, one that reads slowly gets every answer; one address cannot take more than its share of the connection table;
+//! the send deadline, one that reads slowly gets every answer; one address cannot take more than its share of the connection table
+//! (a trusted proxy can, and only its last `X-Forwarded-For` line is believed);
 //! a listener out of file descriptors neither spins nor stays dead.
 
 mod intake_support;
@@ -231,6 +232,75 @@ fn one_client_address_cannot_take_more_than_its_share_of_the_table_unless_it_is_
         6,
         "none of the proxy's"
     );
+    relay.shutdown(Duration::from_millis(100));
+}
+
+/// Through the reactor, as a proxy's bytes arrive: a trusted proxy's last `X-Forwarded-For`
+/// line names the client (an earlier line is the client's own word and is not believed), a
+/// trusted proxy that names none is refused, and anyone else's header is ignored.
+#[test]
+fn a_trusted_proxys_last_forwarded_line_names_the_client_and_anyone_elses_header_is_ignored() {
+    let text = r#"
+threads = 1
+arena_slots = 64
+[intake]
+rotating = "127.0.0.1:0"
+trusted_proxies = ["127.0.0.3"]
+[[region]]
+name = "nowhere"
+host = "127.0.0.1"
+port = 9
+tls = false
+[egress]
+addresses = ["127.0.0.1"]
+[admin]
+listen = "off"
+[[tenant]]
+name = "desk"
+cidrs = ["203.0.113.0/24"]
+"#;
+    use bundle_relay::config::{Config, Resolve};
+    let cfg = Config::parse(text, "relay.toml", Resolve::Now).unwrap();
+    let relay = Relay::start(bundle_relay::relay::Spec::from_config(&cfg).unwrap()).unwrap();
+    let addr = relay.rotating_addr().unwrap();
+    let status = |from: &str, headers: &str, seed: u64| {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&SocketAddr::new(from.parse().unwrap(), 0).into())
+            .unwrap();
+        s.connect(&addr.into()).unwrap();
+        let mut c: TcpStream = s.into();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let (txs, _, _) = bundle(seed, 1);
+        let body = send_bundle_body(&txs, seed);
+        write!(
+            c,
+            "POST /api/v1/bundles HTTP/1.1\r\nHost: relay\r\n{headers}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let (status, _, body) = read_response(&mut c);
+        (status, body)
+    };
+    let rows: [(&str, &str, u16); 6] = [
+        ("127.0.0.3", "X-Forwarded-For: 203.0.113.9\r\n", 200),
+        (
+            "127.0.0.3",
+            "X-Forwarded-For: 198.51.100.1\r\nx-forwarded-for: 10.0.0.1, 203.0.113.9\r\n",
+            200,
+        ),
+        (
+            "127.0.0.3",
+            "X-Forwarded-For: 203.0.113.9\r\nX-Forwarded-For: 198.51.100.1\r\n",
+            401,
+        ),
+        ("127.0.0.3", "", 400),
+        ("127.0.0.3", "X-Forwarded-For: unknown\r\n", 400),
+        ("127.0.0.4", "X-Forwarded-For: 203.0.113.9\r\n", 401),
+    ];
+    for (i, (from, headers, want)) in rows.into_iter().enumerate() {
+        let (got, body) = status(from, headers, 100 + i as u64);
+        assert_eq!(got, want, "from {from} with {headers:?}: {body}");
+    }
     relay.shutdown(Duration::from_millis(100));
 }
 

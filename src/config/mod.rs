@@ -35,6 +35,9 @@
 //! send_timeout_ms = 10000      # answers that make no progress into the socket this long: closed
 //! connections_max = 1024       # intake connections per thread
 //! connections_per_source_max = 256  # per client address per thread; default connections_max / 4
+//! unready_ms = 0               # at SIGTERM /ping answers 503 this long before listeners close (<= 9000)
+//! trusted_proxies = []         # proxies whose last X-Forwarded-For names the client (addresses or
+//!                              # blocks, <= 64); they have no per-address share. Live
 //!
 //! [[region]]                   # 1 to 16 tables
 //! name = "frankfurt"           # required; a-z, 0-9, '-', '_'; unique

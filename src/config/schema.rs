@@ -811,8 +811,9 @@ fn trusted_proxies(cx: &Ctx<'_>, list: &[String]) -> Result<Vec<Cidr>, ConfigErr
         return Err(cx.err(
             "intake.trusted_proxies",
             format!(
-                "at most {TRUSTED_PROXIES_MAX} entries are allowed, got {}: list the proxies' \
-                 blocks, not each address",
+                "at most {TRUSTED_PROXIES_MAX} entries are allowed, got {}: list only the \
+                 proxies (a host in a listed block can name any client address and has no \
+                 per-address share)",
                 list.len()
             ),
         ));

@@ -86,7 +86,7 @@ impl<'a> Claim<'a> {
             return Ok(self);
         };
         let refused = Unforwarded {
-            proxy: self.peer,
+            proxy: self.peer.to_canonical(),
             forwarded_for,
         };
         let value = forwarded_for.ok_or(refused)?;
