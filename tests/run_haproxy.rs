@@ -279,9 +279,14 @@ fn bundle_body(seed: u64) -> String {
     )
 }
 
-/// POSTs `body` to `to` from the local address `from`, with `headers` (each ending in CRLF),
-/// on a connection of its own: the whole answer.
+/// POSTs `body` to `/api/v1/bundles` on `to` from the local address `from`, with `headers`
+/// (each ending in CRLF), on a connection of its own: the whole answer.
 fn post_from(from: IpAddr, to: SocketAddr, headers: &str, body: &str) -> String {
+    post_path_from(from, to, "/api/v1/bundles", headers, body)
+}
+
+/// As [`post_from`], to `path`.
+fn post_path_from(from: IpAddr, to: SocketAddr, path: &str, headers: &str, body: &str) -> String {
     let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     s.bind(&SocketAddr::new(from, 0).into()).unwrap();
     s.connect_timeout(&to.into(), Duration::from_secs(2))
@@ -290,7 +295,7 @@ fn post_from(from: IpAddr, to: SocketAddr, headers: &str, body: &str) -> String 
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     write!(
         c,
-        "POST /api/v1/bundles HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+        "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
          Connection: close\r\n{headers}Content-Length: {}\r\n\r\n{body}",
         body.len()
     )
@@ -303,7 +308,8 @@ fn post_from(from: IpAddr, to: SocketAddr, headers: &str, body: &str) -> String 
 /// A tenant known by its address block, behind the shipped HAProxy config: the relay trusts
 /// HAProxy (`[intake] trusted_proxies`), so the tenant is found by the address HAProxy
 /// forwards for, not HAProxy's own. A client that writes its own `X-Forwarded-For` naming the
-/// tenant's address is not believed, through HAProxy or straight to the relay.
+/// tenant's address is not believed, through HAProxy or straight to the relay. A bot whose
+/// base URL names a region (`/ny`) sends there alone through HAProxy's one port.
 #[test]
 fn a_tenant_known_by_its_address_is_found_behind_haproxy_and_a_forged_header_is_not_believed() {
     if !installed("haproxy", "-v", "haproxy") {
@@ -322,6 +328,8 @@ fn a_tenant_known_by_its_address_is_found_behind_haproxy_and_a_forged_header_is_
              [intake]\nrotating = \"127.0.0.1:{intake}\"\ntrusted_proxies = [\"127.0.0.1\"]\n\
              [[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.42\"\nport = {engine_port}\n\
              tls = false\ninterval_ms = 200\n\
+             [[region]]\nname = \"ny\"\nhost = \"127.0.0.43\"\nport = {engine_port}\n\
+             tls = false\ninterval_ms = 200\n\
              [egress]\naddresses = [\"127.1.97.0/30\"]\n[admin]\nlisten = \"off\"\n\
              [[tenant]]\nname = \"desk\"\ncidrs = [\"127.0.0.77/32\"]\n"
         ),
@@ -330,7 +338,7 @@ fn a_tenant_known_by_its_address_is_found_behind_haproxy_and_a_forged_header_is_
     let haproxy_cfg = shipped_haproxy(&dir, front, &[intake]);
     let _engine = Reaped(
         Command::new(&engine_bin)
-            .args(["--regions", "amsterdam", "--base-ip", "127.0.0.42"])
+            .args(["--regions", "amsterdam,ny", "--base-ip", "127.0.0.42"])
             .args(["--interval-ms", "200", "--port", &engine_port.to_string()])
             .args(["--stats-addr", &format!("127.0.0.1:{stats}")])
             .stdout(Stdio::null())
@@ -338,7 +346,7 @@ fn a_tenant_known_by_its_address_is_found_behind_haproxy_and_a_forged_header_is_
             .spawn()
             .unwrap(),
     );
-    let _relay = RelayProc::start(&config, &[], "ready: listening, 4 of 4 pairs up");
+    let _relay = RelayProc::start(&config, &[], "ready: listening, 8 of 8 pairs up");
     let _proxy = Reaped(
         Command::new("haproxy")
             .args(["-db", "-f"])
@@ -374,5 +382,30 @@ fn a_tenant_known_by_its_address_is_found_behind_haproxy_and_a_forged_header_is_
     // The same, straight to the relay: 127.0.0.78 is no proxy of its.
     let r = post_from(ip("127.0.0.78"), relay_addr, forged, &bundle_body(4));
     assert!(r.starts_with("HTTP/1.1 401"), "{r}");
+
+    // Region ny by path, through HAProxy: the relay's record of it shows ny alone.
+    let desk = ip("127.0.0.77");
+    let r = post_path_from(desk, front_addr, "/ny/api/v1/bundles", "", &bundle_body(5));
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    let id = r
+        .split("\"result\":\"")
+        .nth(1)
+        .and_then(|t| t.split('"').next())
+        .unwrap();
+    let ask =
+        format!(r#"{{"jsonrpc":"2.0","id":2,"method":"getBundleDelivery","params":["{id}"]}}"#);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let record = loop {
+        let r = post_path_from(desk, front_addr, "/api/v1/getBundleDelivery", "", &ask);
+        if r.contains("\"verdict\":\"accepted\"") {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "no accepted send in {r}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        record.contains("\"region\":\"ny\"") && !record.contains("\"region\":\"amsterdam\""),
+        "{record}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -202,7 +202,7 @@ pub use model::{
     too_few_sources,
 };
 pub use quota::Quota;
-pub use schema::{ARENA_SLOTS_MAX, THREADS_MAX, stranded_sources};
+pub use schema::{ARENA_SLOTS_MAX, REGION_NAME_BYTES_MAX, THREADS_MAX, stranded_sources};
 pub use snapshot::{Shared, Snapshot};
 pub use tenant_table::{
     Entry as TenantEntry, Found, LISTENERS_MAX, TableError, TenantTable, Writer as TenantWriter,

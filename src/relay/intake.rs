@@ -93,6 +93,7 @@ pub fn handle(
             .expect("intake output buffer holds any response");
         (n, v, method_seen.get())
     };
+    let mut port = port;
     match method {
         http1::Method::Get if path == b"/ping" && d.stats().draining.get() != 0 => {
             return reply(out, 503, "text/plain", &[], b"draining", Verdict::Answered);
@@ -101,13 +102,30 @@ pub fn handle(
             return reply(out, 200, "text/plain", &[], b"ok", Verdict::Answered);
         }
         http1::Method::Post if is_rpc_path(path) => {}
+        http1::Method::Post if region_path(path).is_some() => {
+            let name = region_path(path).expect("checked");
+            let r = (0..d.region_count()).find(|&r| d.region_name(r).as_bytes() == name);
+            let mut text = [0u8; BODY_BYTES_MAX];
+            let written = match (r, port) {
+                (Some(r), Port::Rotating) => {
+                    port = Port::Pinned(r as u8);
+                    None
+                }
+                (Some(r), Port::Pinned(p)) if usize::from(p) == r => None,
+                (Some(_), Port::Pinned(p)) => Some(other_ports_region(&mut text, d, p, name)),
+                (None, _) => Some(no_such_region(&mut text, d, name)),
+            };
+            if let Some(n) = written {
+                return reply(out, 404, "text/plain", &[], &text[..n], Verdict::Invalid);
+            }
+        }
         http1::Method::Post | http1::Method::Get => {
             return reply(
                 out,
                 404,
                 "text/plain",
                 &[],
-                b"not found: JSON-RPC is served on POST /api/v1/bundles, /api/v1/transactions and /api/v1/<method>; GET /ping",
+                b"not found: JSON-RPC is served on POST /api/v1/bundles, /api/v1/transactions and /api/v1/<method>, and under /<region>/api/v1/ for one region alone; GET /ping",
                 Verdict::Invalid,
             );
         }
@@ -427,6 +445,52 @@ fn seconds(ms: u64, buf: &mut [u8; 20]) -> &[u8] {
         n /= 10;
     }
     &buf[i..]
+}
+
+/// The region name of a JSON-RPC path under a region (`/frankfurt/api/v1/bundles`): a bot
+/// whose base URL names a region sends there alone, as through that region's pinned port, and
+/// a proxy in front needs no port per region.
+fn region_path(path: &[u8]) -> Option<&[u8]> {
+    let rest = path.strip_prefix(b"/")?;
+    let slash = memchr::memchr(b'/', rest)?;
+    let (name, tail) = rest.split_at(slash);
+    (!name.is_empty() && is_rpc_path(tail)).then_some(name)
+}
+
+/// "not found" for a region path naming no region of the relay: the running regions' names.
+fn no_such_region(text: &mut [u8], d: &Dispatcher, name: &[u8]) -> usize {
+    use std::io::Write as _;
+    let mut w = &mut text[..];
+    let room = w.len();
+    let _ = w.write_all(b"not found: no region \"");
+    // What the bot sent, as far as a region name can go; bytes outside printable ASCII as `?`.
+    for &b in name.iter().take(crate::config::REGION_NAME_BYTES_MAX) {
+        let _ = w.write_all(&[if (0x20..0x7f).contains(&b) { b } else { b'?' }]);
+    }
+    if name.len() > crate::config::REGION_NAME_BYTES_MAX {
+        let _ = w.write_all("…".as_bytes());
+    }
+    let _ = w.write_all(b"\" in this relay's config (its regions: ");
+    for r in 0..d.region_count() {
+        let _ = write!(w, "{}{}", if r > 0 { ", " } else { "" }, d.region_name(r));
+    }
+    let _ = w.write_all(b")");
+    room - w.len()
+}
+
+/// "not found" for a region path on another region's pinned port.
+fn other_ports_region(text: &mut [u8], d: &Dispatcher, port: u8, name: &[u8]) -> usize {
+    use std::io::Write as _;
+    let mut w = &mut text[..];
+    let room = w.len();
+    let _ = write!(
+        w,
+        "not found: this port is region {}'s: send /",
+        d.region_name(port.into())
+    );
+    let _ = w.write_all(name);
+    let _ = w.write_all(b"/... to the rotating port");
+    room - w.len()
 }
 
 /// The value of query parameter `name` (as sent: Jito's keys are UUIDs, nothing to decode).

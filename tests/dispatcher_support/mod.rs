@@ -169,13 +169,26 @@ impl Sim {
         body: &str,
         now: Instant,
     ) -> Verdict {
+        self.post_to(port, "/api/v1/bundles", claim, query, body, now)
+    }
+
+    /// As [`Sim::post_as`], to `path`.
+    pub fn post_to(
+        &mut self,
+        port: Port,
+        path: &str,
+        claim: Claim<'_>,
+        query: &str,
+        body: &str,
+        now: Instant,
+    ) -> Verdict {
         let (n, verdict, _) = intake::handle(
             &mut self.d,
             port,
             bundle_relay::relay::queries::ConnRef::DETACHED,
             claim,
             http1::Method::Post,
-            b"/api/v1/bundles",
+            path.as_bytes(),
             query.as_bytes(),
             body.as_bytes(),
             true,

@@ -191,6 +191,96 @@ fn pinned_port_outside_the_tenants_regions_is_403_naming_the_region() {
 }
 
 #[test]
+fn a_region_named_in_the_path_is_as_that_regions_pinned_port() {
+    let mut s = sim("[[tenant]]\nname = \"alpha\"\nkeys = [\"alpha-key\"]\nregions = [\"a\"]\n");
+    let alpha = key("alpha-key");
+    for (i, path) in ["/a/api/v1/bundles", "/a/api/v1/sendBundle"]
+        .iter()
+        .enumerate()
+    {
+        let v = s.post_to(Port::Rotating, path, alpha, "", &body(1 + i as u64), NOW);
+        assert_eq!(v, Verdict::Admitted, "{path}: {}", s.response());
+    }
+    // Region b by path: refused as on b's pinned port, naming b.
+    let v = s.post_to(
+        Port::Rotating,
+        "/b/api/v1/bundles",
+        alpha,
+        "",
+        &body(3),
+        NOW,
+    );
+    assert_eq!(v, Verdict::RefusedTenant);
+    let r = s.response();
+    assert!(
+        r.starts_with("HTTP/1.1 403") && r.contains("region b is not one of this tenant's regions"),
+        "{r}"
+    );
+    // A region's own pinned port takes its own name in the path.
+    let v = s.post_to(
+        Port::Pinned(0),
+        "/a/api/v1/bundles",
+        alpha,
+        "",
+        &body(4),
+        NOW,
+    );
+    assert_eq!(v, Verdict::Admitted, "{}", s.response());
+}
+
+#[test]
+fn a_path_naming_no_region_of_the_relay_or_another_ports_region_is_404_saying_which() {
+    let mut s = sim(ALPHA);
+    let alpha = key("alpha-key");
+    let v = s.post_to(
+        Port::Rotating,
+        "/tokyo/api/v1/bundles",
+        alpha,
+        "",
+        &body(1),
+        NOW,
+    );
+    assert_eq!(v, Verdict::Invalid);
+    let r = s.response();
+    assert!(
+        r.starts_with("HTTP/1.1 404")
+            && r.contains("no region \"tokyo\" in this relay's config (its regions: a, b)"),
+        "{r}"
+    );
+    let v = s.post_to(
+        Port::Pinned(0),
+        "/b/api/v1/bundles",
+        alpha,
+        "",
+        &body(2),
+        NOW,
+    );
+    assert_eq!(v, Verdict::Invalid);
+    let r = s.response();
+    assert!(
+        r.starts_with("HTTP/1.1 404")
+            && r.contains("this port is region a's: send /b/... to the rotating port"),
+        "{r}"
+    );
+    // Not a JSON-RPC path under a region either: the plain 404, which names the region form.
+    let v = s.post_to(
+        Port::Rotating,
+        "/a/api/v2/bundles",
+        alpha,
+        "",
+        &body(3),
+        NOW,
+    );
+    assert_eq!(v, Verdict::Invalid);
+    let r = s.response();
+    assert!(
+        r.starts_with("HTTP/1.1 404") && r.contains("/<region>/api/v1/"),
+        "{r}"
+    );
+    assert_eq!(s.totals().admitted, 0);
+}
+
+#[test]
 fn policy_with_no_regions_is_refused_as_invalid_config() {
     let e = parse("[[tenant]]\nname = \"x\"\nkeys = [\"k\"]\nregions = []\n").unwrap_err();
     assert!(
