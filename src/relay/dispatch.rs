@@ -177,6 +177,10 @@ pub struct Dispatcher {
     /// Every thread's record of recent bundles; this thread writes ring `me`.
     journals: Arc<Journals>,
     me: usize,
+    /// Requests a trusted proxy sent without naming their client: when the next may be
+    /// logged, and how many were not since the last line.
+    unforwarded_log_at: Instant,
+    unforwarded_unsaid: u64,
 }
 
 impl Dispatcher {
@@ -240,6 +244,42 @@ impl Dispatcher {
             moved_in: 0,
             journals,
             me,
+            unforwarded_log_at: now,
+            unforwarded_unsaid: 0,
+        }
+    }
+
+    /// A request from trusted proxy `proxy` named no client (`forwarded_for`: its
+    /// `X-Forwarded-For`, if any) and was answered 400. The bot reads why; the operator, who
+    /// can mend it, reads it here: one line per [`super::region::ERROR_RELOG_MS`] and thread,
+    /// with how many went unsaid between.
+    pub fn refused_unforwarded(
+        &mut self,
+        proxy: std::net::IpAddr,
+        forwarded_for: Option<&[u8]>,
+        now: Instant,
+    ) {
+        if now < self.unforwarded_log_at {
+            self.unforwarded_unsaid += 1;
+            return;
+        }
+        self.unforwarded_log_at = now.after(self.rate.from_ms(super::region::ERROR_RELOG_MS));
+        let unsaid = std::mem::take(&mut self.unforwarded_unsaid);
+        let why = match forwarded_for {
+            None => "no X-Forwarded-For",
+            Some(_) => "an X-Forwarded-For not ending in an address",
+        };
+        let fix = "answered 400; make the proxy append X-Forwarded-For (HAProxy: option \
+                   forwardfor) or drop it from intake.trusted_proxies";
+        if unsaid == 0 {
+            self.up.log().line(format_args!(
+                "intake: a request through trusted proxy {proxy} named no client ({why}): {fix}"
+            ));
+        } else {
+            self.up.log().line(format_args!(
+                "intake: a request through trusted proxy {proxy} named no client ({why}), and \
+                 {unsaid} more since the last line: {fix}"
+            ));
         }
     }
 

@@ -162,6 +162,7 @@ pub fn handle(
             proxy,
             forwarded_for,
         }) => {
+            d.refused_unforwarded(proxy, forwarded_for, now);
             let mut json = [0u8; BODY_BYTES_MAX];
             let e = RpcError::new(ErrorKind::Unforwarded {
                 proxy,

@@ -643,6 +643,38 @@ fn a_trusted_proxy_that_names_no_client_is_400_saying_how_to_fix_it() {
 }
 
 #[test]
+fn a_trusted_proxy_naming_no_client_is_logged_for_the_operator_once_every_10_s() {
+    let mut s = sim_behind_proxy();
+    let logged = |s: &Sim| {
+        let mut lines = Vec::new();
+        s.d.log().drain(|l| lines.push(l.to_string()));
+        lines
+    };
+    for i in 0..3 {
+        let claim = through(&s, "127.0.0.1", None);
+        s.post_as(Port::Rotating, claim, "", &body(i), NOW);
+    }
+    let lines = logged(&s);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains(
+            "through trusted proxy 127.0.0.1 named no client (no X-Forwarded-For): answered 400"
+        ) && lines[0].contains("option forwardfor")
+            && lines[0].contains("intake.trusted_proxies"),
+        "{lines:?}"
+    );
+    let later = Instant(NOW.0 + 10_000 * MS);
+    let claim = through(&s, "10.8.0.1", Some("unknown"));
+    s.post_as(Port::Rotating, claim, "", &body(9), later);
+    let lines = logged(&s);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("through trusted proxy 10.8.0.1 named no client (an X-Forwarded-For not ending in an address), and 2 more since the last line"),
+        "{lines:?}"
+    );
+}
+
+#[test]
 fn a_trusted_proxy_whose_forwarded_value_is_no_address_is_400_naming_the_value() {
     let mut s = sim_behind_proxy();
     for (value, shown) in [
