@@ -586,8 +586,9 @@ impl fmt::Display for ErrorKind<'_> {
             }
             ErrorKind::RegionNotAllowed(name) => write!(
                 f,
-                "region {name} is not one of this tenant's regions: send to the rotating port or \
-                 a pinned port of one of them"
+                "region {name} is not one of this tenant's regions: send to the rotating port \
+                 without a region in the path, or to one of them (its pinned port, or /<region>/ \
+                 in the path)"
             ),
             ErrorKind::TenantRateLimited {
                 limit,
@@ -619,7 +620,7 @@ impl fmt::Display for ErrorKind<'_> {
             ErrorKind::RegionRemoved(name) => write!(
                 f,
                 "region {name} is no longer in the relay's config: send to the rotating port \
-                 or another region's pinned port"
+                 without it in the path, or to another region"
             ),
         }
     }

@@ -295,6 +295,7 @@ impl Intake {
                 key: req.header("x-jito-auth"),
                 peer,
                 via,
+                arrived_on: None,
             };
             let (n, verdict, method) = intake::handle(
                 d,

@@ -93,7 +93,7 @@ pub fn handle(
             .expect("intake output buffer holds any response");
         (n, v, method_seen.get())
     };
-    let mut port = port;
+    let (mut port, mut claim) = (port, claim);
     match method {
         http1::Method::Get if path == b"/ping" && d.stats().draining.get() != 0 => {
             return reply(out, 503, "text/plain", &[], b"draining", Verdict::Answered);
@@ -104,19 +104,24 @@ pub fn handle(
         http1::Method::Post if is_rpc_path(path) => {}
         http1::Method::Post if region_path(path).is_some() => {
             let name = region_path(path).expect("checked");
+            // A region a reload removed is still found: it answers 503 naming it, as its
+            // pinned port does.
             let r = (0..d.region_count()).find(|&r| d.region_name(r).as_bytes() == name);
-            let mut text = [0u8; BODY_BYTES_MAX];
-            let written = match (r, port) {
+            match (r, port) {
                 (Some(r), Port::Rotating) => {
+                    // The region by its path, the tenant by the port it came to.
+                    claim.arrived_on = Some(port);
                     port = Port::Pinned(r as u8);
-                    None
                 }
-                (Some(r), Port::Pinned(p)) if usize::from(p) == r => None,
-                (Some(_), Port::Pinned(p)) => Some(other_ports_region(&mut text, d, p, name)),
-                (None, _) => Some(no_such_region(&mut text, d, name)),
-            };
-            if let Some(n) = written {
-                return reply(out, 404, "text/plain", &[], &text[..n], Verdict::Invalid);
+                (Some(r), Port::Pinned(p)) if usize::from(p) == r => {}
+                (r, _) => {
+                    let mut text = [0u8; REGION_404_BYTES_MAX];
+                    let n = match (r, port) {
+                        (Some(_), Port::Pinned(p)) => other_ports_region(&mut text, d, p, name),
+                        _ => no_such_region(&mut text, d, name),
+                    };
+                    return reply(out, 404, "text/plain", &[], &text[..n], Verdict::Invalid);
+                }
             }
         }
         http1::Method::Post | http1::Method::Get => {
@@ -458,7 +463,12 @@ fn region_path(path: &[u8]) -> Option<&[u8]> {
     (!name.is_empty() && is_rpc_path(tail)).then_some(name)
 }
 
-/// "not found" for a region path naming no region of the relay: the running regions' names.
+/// Room for a region path's 404: its words, the name sent and every region's name.
+const REGION_404_BYTES_MAX: usize = 128
+    + 2 * crate::config::REGION_NAME_BYTES_MAX
+    + crate::limiter::REGIONS_MAX * (crate::config::REGION_NAME_BYTES_MAX + 2);
+
+/// "not found" for a region path naming no region the relay runs: their names.
 fn no_such_region(text: &mut [u8], d: &Dispatcher, name: &[u8]) -> usize {
     use std::io::Write as _;
     let mut w = &mut text[..];
@@ -471,9 +481,11 @@ fn no_such_region(text: &mut [u8], d: &Dispatcher, name: &[u8]) -> usize {
     if name.len() > crate::config::REGION_NAME_BYTES_MAX {
         let _ = w.write_all("…".as_bytes());
     }
-    let _ = w.write_all(b"\" in this relay's config (its regions: ");
-    for r in 0..d.region_count() {
-        let _ = write!(w, "{}{}", if r > 0 { ", " } else { "" }, d.region_name(r));
+    let _ = w.write_all(b"\" among the regions this relay runs (");
+    let mut first = true;
+    for r in (0..d.region_count()).filter(|&r| !d.is_retired(r)) {
+        let _ = write!(w, "{}{}", if first { "" } else { ", " }, d.region_name(r));
+        first = false;
     }
     let _ = w.write_all(b")");
     room - w.len()
@@ -486,11 +498,12 @@ fn other_ports_region(text: &mut [u8], d: &Dispatcher, port: u8, name: &[u8]) ->
     let room = w.len();
     let _ = write!(
         w,
-        "not found: this port is region {}'s: send /",
+        "not found: this port is region {}'s; send to region ",
         d.region_name(port.into())
     );
     let _ = w.write_all(name);
-    let _ = w.write_all(b"/... to the rotating port");
+    let _ = w
+        .write_all(b" through its own pinned port, or the rotating port with its name in the path");
     room - w.len()
 }
 

@@ -39,6 +39,14 @@ use crate::metrics::tenants::{Gcra, Refused, ShareFull, TenantStats};
 
 use super::Port;
 
+/// The tenant table's index of intake port `port`: the rotating port, then each region's.
+fn listener(port: Port) -> usize {
+    match port {
+        Port::Rotating => 0,
+        Port::Pinned(r) => 1 + r as usize,
+    }
+}
+
 /// Who sent a request, as far as tenants are told apart.
 #[derive(Clone, Copy, Debug)]
 pub struct Claim<'a> {
@@ -49,6 +57,10 @@ pub struct Claim<'a> {
     pub peer: IpAddr,
     /// Whether `peer` is a trusted proxy ([`Tenancy::trusts`]), and what it forwarded.
     pub via: Via<'a>,
+    /// The intake port the request arrived on, when its path chose a region (`/ny/api/v1/…`):
+    /// tenants by port are told by where a request arrived, the region by its path. `None`:
+    /// the port it is handled as.
+    pub arrived_on: Option<Port>,
 }
 
 /// How a request reached the relay.
@@ -75,6 +87,7 @@ impl<'a> Claim<'a> {
         key: None,
         peer: IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
         via: Via::Direct,
+        arrived_on: None,
     };
 
     /// The claim of the client the request is from: behind a trusted proxy, the address its
@@ -241,10 +254,7 @@ impl Tenancy {
     /// Who is asking, for a call that admits nothing (bundle statuses): the tenant's slot, or
     /// why it may not ask (unknown and no default: 401; disabled: 403).
     pub fn identify(&self, claim: Claim<'_>, port: Port) -> Result<u16, Denied> {
-        let listener = match port {
-            Port::Rotating => 0,
-            Port::Pinned(r) => 1 + r as usize,
-        };
+        let listener = listener(claim.arrived_on.unwrap_or(port));
         // Refusals counted as a bundle's are: the counters are of requests, not of bundles.
         match self.table.identify(claim.key, claim.peer, listener) {
             Found::Tenant(e) | Found::Default(e) if e.enabled => Ok(e.slot),
@@ -262,10 +272,7 @@ impl Tenancy {
     /// The decision table for one sendBundle or sendTransaction: `Ok` holds one bundle of the
     /// tenant's share (given back by [`Tenancy::release`], or when the bundle ends).
     pub fn check(&self, claim: Claim<'_>, port: Port, now: Instant) -> Result<Pass, Denied> {
-        let listener = match port {
-            Port::Rotating => 0,
-            Port::Pinned(r) => 1 + r as usize,
-        };
+        let listener = listener(claim.arrived_on.unwrap_or(port));
         let e = match self.table.identify(claim.key, claim.peer, listener) {
             Found::Tenant(e) | Found::Default(e) => e,
             Found::Unknown { key_given } => {

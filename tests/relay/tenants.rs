@@ -82,6 +82,7 @@ fn from(ip: &str) -> Claim<'static> {
         key: None,
         peer: ip.parse().unwrap(),
         via: Via::Direct,
+        arrived_on: None,
     }
 }
 
@@ -244,7 +245,7 @@ fn a_path_naming_no_region_of_the_relay_or_another_ports_region_is_404_saying_wh
     let r = s.response();
     assert!(
         r.starts_with("HTTP/1.1 404")
-            && r.contains("no region \"tokyo\" in this relay's config (its regions: a, b)"),
+            && r.contains("no region \"tokyo\" among the regions this relay runs (a, b)"),
         "{r}"
     );
     let v = s.post_to(
@@ -259,7 +260,7 @@ fn a_path_naming_no_region_of_the_relay_or_another_ports_region_is_404_saying_wh
     let r = s.response();
     assert!(
         r.starts_with("HTTP/1.1 404")
-            && r.contains("this port is region a's: send /b/... to the rotating port"),
+            && r.contains("this port is region a's; send to region b through its own pinned port, or the rotating port with its name in the path"),
         "{r}"
     );
     // Not a JSON-RPC path under a region either: the plain 404, which names the region form.
@@ -278,6 +279,81 @@ fn a_path_naming_no_region_of_the_relay_or_another_ports_region_is_404_saying_wh
         "{r}"
     );
     assert_eq!(s.totals().admitted, 0);
+}
+
+#[test]
+fn a_tenant_by_port_is_told_by_the_port_a_request_came_to_not_the_region_in_its_path() {
+    // vip is region b's pinned port (18082); rot is the rotating port; no default.
+    let mut s = sim(
+        "[[tenant]]\nname = \"vip\"\nports = [18082]\n[[tenant]]\nname = \"rot\"\nports = [18080]\n",
+    );
+    let anyone = Claim::LOOPBACK;
+    // Naming b in the path on the rotating port is rot's request for region b, not vip's.
+    let v = s.post_to(
+        Port::Rotating,
+        "/b/api/v1/bundles",
+        anyone,
+        "",
+        &body(1),
+        NOW,
+    );
+    assert_eq!(v, Verdict::Admitted, "{}", s.response());
+    let admitted = |s: &Sim, n: &str| {
+        let t = s.d.tenancy();
+        let e = t.table().entries().iter().find(|e| e.name == n).unwrap();
+        t.stats().counts(e.slot).admitted
+    };
+    assert_eq!((admitted(&s, "rot"), admitted(&s, "vip")), (1, 0));
+    // On b's own port it is vip's, path or not.
+    let v = s.post_to(
+        Port::Pinned(1),
+        "/b/api/v1/bundles",
+        anyone,
+        "",
+        &body(2),
+        NOW,
+    );
+    assert_eq!(v, Verdict::Admitted, "{}", s.response());
+    assert_eq!((admitted(&s, "rot"), admitted(&s, "vip")), (1, 1));
+}
+
+#[test]
+fn transactions_and_other_calls_take_a_region_path_too() {
+    let mut s = sim("[[tenant]]\nname = \"alpha\"\nkeys = [\"alpha-key\"]\nregions = [\"a\"]\n");
+    let alpha = key("alpha-key");
+    let (txs, _, _) = crate::intake_support::bundle(7, 1);
+    let tx = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"sendTransaction","params":["{}",{{"encoding":"base64"}}]}}"#,
+        txs[0]
+    );
+    let v = s.post_to(
+        Port::Rotating,
+        "/a/api/v1/transactions",
+        alpha,
+        "",
+        &tx,
+        NOW,
+    );
+    assert_eq!(v, Verdict::Admitted, "{}", s.response());
+    let v = s.post_to(
+        Port::Rotating,
+        "/b/api/v1/transactions",
+        alpha,
+        "",
+        &tx,
+        NOW,
+    );
+    assert_eq!(v, Verdict::RefusedTenant, "{}", s.response());
+    let ask = r#"{"jsonrpc":"2.0","id":2,"method":"getTipAccounts","params":[]}"#;
+    let v = s.post_to(
+        Port::Rotating,
+        "/a/api/v1/getTipAccounts",
+        alpha,
+        "",
+        ask,
+        NOW,
+    );
+    assert_eq!(v, Verdict::Answered, "{}", s.response());
 }
 
 #[test]
@@ -584,6 +660,7 @@ fn through<'a>(s: &Sim, peer: &str, forwarded: Option<&'a str>) -> Claim<'a> {
         } else {
             Via::Direct
         },
+        arrived_on: None,
     }
 }
 
