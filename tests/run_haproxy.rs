@@ -67,7 +67,7 @@ fn two_relays_behind_haproxy_survive_a_restart_and_a_kill_without_a_failed_reque
     if !installed("haproxy", "-v", "haproxy") {
         return;
     }
-    let (engine_bin, load_bin) = (tool("bench-engine"), tool("bench-load"));
+    let load_bin = tool("bench-load");
     let dir = std::env::temp_dir().join(format!("br-haproxy-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -95,34 +95,8 @@ fn two_relays_behind_haproxy_survive_a_restart_and_a_kill_without_a_failed_reque
             path
         })
         .collect();
-    // The shipped HAProxy config, on this test's ports.
-    let socket = dir.join("haproxy.sock");
-    let shipped = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/deploy/haproxy/haproxy.cfg"
-    ))
-    .unwrap();
-    let loopback = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
-    let cfg = template::haproxy_config(
-        &shipped,
-        loopback(front),
-        socket.to_str().unwrap(),
-        &intakes.map(loopback),
-    )
-    .unwrap();
-    let haproxy_cfg = dir.join("haproxy.cfg");
-    std::fs::write(&haproxy_cfg, cfg).unwrap();
-
-    let _engine = Reaped(
-        Command::new(&engine_bin)
-            .args(["--regions", "amsterdam,ny", "--base-ip", "127.0.0.42"])
-            .args(["--interval-ms", "200", "--port", &engine_port.to_string()])
-            .args(["--stats-addr", &format!("127.0.0.1:{stats}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (haproxy_cfg, socket) = shipped_haproxy(&dir, front, &intakes);
+    let _engine = start_engine(engine_port, stats);
     std::thread::sleep(Duration::from_millis(500));
     let mut relay1 = start_relay(&configs[0], "1/2");
     let mut relay2 = start_relay(&configs[1], "2/2");
@@ -248,8 +222,24 @@ fn two_relays_behind_haproxy_survive_a_restart_and_a_kill_without_a_failed_reque
     assert!(duplicates <= 10, "{body}");
 }
 
-/// The shipped config on this test's ports, written into `dir`, fronting `relays`.
-fn shipped_haproxy(dir: &Path, front: u16, relays: &[u16]) -> PathBuf {
+/// bench-engine serving amsterdam on 127.0.0.42 and ny on 127.0.0.43 at `port`, one bundle
+/// per address and region each 200 ms, its stats on `stats`.
+fn start_engine(port: u16, stats: u16) -> Reaped {
+    Reaped(
+        Command::new(tool("bench-engine"))
+            .args(["--regions", "amsterdam,ny", "--base-ip", "127.0.0.42"])
+            .args(["--interval-ms", "200", "--port", &port.to_string()])
+            .args(["--stats-addr", &format!("127.0.0.1:{stats}")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// The shipped config on this test's ports, written into `dir`, fronting `relays`: its path
+/// and its stats socket's.
+fn shipped_haproxy(dir: &Path, front: u16, relays: &[u16]) -> (PathBuf, PathBuf) {
     let shipped = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/deploy/haproxy/haproxy.cfg"
@@ -263,7 +253,7 @@ fn shipped_haproxy(dir: &Path, front: u16, relays: &[u16]) -> PathBuf {
             .unwrap();
     let path = dir.join("haproxy.cfg");
     std::fs::write(&path, cfg).unwrap();
-    path
+    (path, socket)
 }
 
 /// One really signed one-transaction `sendBundle`, as a bot sends it.
@@ -315,7 +305,6 @@ fn a_tenant_known_by_its_address_is_found_behind_haproxy_and_a_forged_header_is_
     if !installed("haproxy", "-v", "haproxy") {
         return;
     }
-    let engine_bin = tool("bench-engine");
     let dir = std::env::temp_dir().join(format!("br-haproxy-tenant-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -335,17 +324,8 @@ fn a_tenant_known_by_its_address_is_found_behind_haproxy_and_a_forged_header_is_
         ),
     )
     .unwrap();
-    let haproxy_cfg = shipped_haproxy(&dir, front, &[intake]);
-    let _engine = Reaped(
-        Command::new(&engine_bin)
-            .args(["--regions", "amsterdam,ny", "--base-ip", "127.0.0.42"])
-            .args(["--interval-ms", "200", "--port", &engine_port.to_string()])
-            .args(["--stats-addr", &format!("127.0.0.1:{stats}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let (haproxy_cfg, _) = shipped_haproxy(&dir, front, &[intake]);
+    let _engine = start_engine(engine_port, stats);
     let _relay = RelayProc::start(&config, &[], "ready: listening, 8 of 8 pairs up");
     let _proxy = Reaped(
         Command::new("haproxy")
