@@ -12,6 +12,7 @@
 //! | no tenant, a default enabled | the default's policy |
 //! | no tenant, no enabled default | 401 naming the key it lacks (or that its key is unknown) |
 //! | a pinned port outside the tenant's regions | 403 naming the region |
+//! | a region in the path (`/ny/api/v1/…`) on the rotating port | as that region's pinned port, but a tenant by port is the rotating port's |
 //! | the tenant's rate used up | 429, `Retry-After`, Jito's -32097 wording with the wait |
 //! | the tenant's global rate: nothing left on lease | 429, the same words: the wait to the next second once this second's share is spent, else 10 ms (more is on its way) |
 //! | the tenant's share full (its ceiling, or the arena beyond every floor) | 429 naming which |
