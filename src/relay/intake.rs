@@ -105,8 +105,10 @@ pub fn handle(
         http1::Method::Post if region_path(path).is_some() => {
             let name = region_path(path).expect("checked");
             // A region a reload removed is still found: it answers 503 naming it, as its
-            // pinned port does.
-            let r = (0..d.region_count()).find(|&r| d.region_name(r).as_bytes() == name);
+            // pinned port does. Names are lowercase in the config; a URL may not be (host
+            // names, which Jito's regions are, are not case-sensitive either).
+            let r = (0..d.region_count())
+                .find(|&r| d.region_name(r).as_bytes().eq_ignore_ascii_case(name));
             match (r, port) {
                 (Some(r), Port::Rotating) => {
                     // The region by its path, the tenant by the port it came to.

@@ -195,9 +195,14 @@ fn pinned_port_outside_the_tenants_regions_is_403_naming_the_region() {
 fn a_region_named_in_the_path_is_as_that_regions_pinned_port() {
     let mut s = sim("[[tenant]]\nname = \"alpha\"\nkeys = [\"alpha-key\"]\nregions = [\"a\"]\n");
     let alpha = key("alpha-key");
-    for (i, path) in ["/a/api/v1/bundles", "/a/api/v1/sendBundle"]
-        .iter()
-        .enumerate()
+    // The name as the config gives it, or in capitals (a URL typed by hand).
+    for (i, path) in [
+        "/a/api/v1/bundles",
+        "/a/api/v1/sendBundle",
+        "/A/api/v1/bundles",
+    ]
+    .iter()
+    .enumerate()
     {
         let v = s.post_to(Port::Rotating, path, alpha, "", &body(1 + i as u64), NOW);
         assert_eq!(v, Verdict::Admitted, "{path}: {}", s.response());
@@ -208,7 +213,7 @@ fn a_region_named_in_the_path_is_as_that_regions_pinned_port() {
         "/b/api/v1/bundles",
         alpha,
         "",
-        &body(3),
+        &body(13),
         NOW,
     );
     assert_eq!(v, Verdict::RefusedTenant);
