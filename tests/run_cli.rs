@@ -84,6 +84,46 @@ fn tenants_on_the_command_line_are_the_relays_tenants_and_exclude_the_files() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The plan names the trusted proxies, so an operator reads whose `X-Forwarded-For` the relay
+/// believes; a relay trusting none says nothing of it.
+#[test]
+fn the_plan_names_the_proxies_whose_forwarded_address_is_believed() {
+    let dir = std::env::temp_dir().join(format!("br-cli-proxies-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plain = "threads = 1\narena_slots = 64\n[intake]\nrotating = \"127.0.0.1:0\"\n\
+                 [[region]]\nname = \"ny\"\nhost = \"127.0.0.42\"\nport = 9\ntls = false\n\
+                 [egress]\naddresses = [\"127.1.0.0/30\"]\n[admin]\nlisten = \"off\"\n";
+    let trusting = plain.replace(
+        "rotating = \"127.0.0.1:0\"\n",
+        "rotating = \"127.0.0.1:0\"\ntrusted_proxies = [\"127.0.0.1\", \"10.8.0.0/16\"]\n",
+    );
+    let plan = |text: &str, name: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+            .args(["run", "--check", "--config"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = plan(&trusting, "trusting.toml");
+    assert!(
+        text.contains(
+            "intake: trusted proxies 127.0.0.1/32, 10.8.0.0/16: a request from one is from the \
+             address its last X-Forwarded-For ends in"
+        ),
+        "{text}"
+    );
+    assert!(!plan(plain, "plain.toml").contains("trusted proxies"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn switches_that_change_a_config_file_are_refused_without_one_naming_them() {
     for args in [

@@ -106,6 +106,20 @@ pub fn plan(
     // routes back yet).
     check_addresses(&cfg).map_err(Refusal::for_now)?;
     println!("{}", super::quota_store::check_line(&cfg));
+    if !cfg.intake.trusted_proxies.is_empty() {
+        // Whose word on the client the relay takes: worth an operator's look at every start.
+        let list: Vec<String> = cfg
+            .intake
+            .trusted_proxies
+            .iter()
+            .map(|c| c.to_string())
+            .collect();
+        println!(
+            "intake: trusted proxies {}: a request from one is from the address its last \
+             X-Forwarded-For ends in",
+            list.join(", ")
+        );
+    }
     print_budget(&cfg, &spec);
     Ok(Plan {
         cfg,
