@@ -177,10 +177,9 @@ pub struct Dispatcher {
     /// Every thread's record of recent bundles; this thread writes ring `me`.
     journals: Arc<Journals>,
     me: usize,
-    /// Requests a trusted proxy sent without naming their client: when the next may be
-    /// logged, and how many were not since the last line.
-    unforwarded_log_at: Instant,
-    unforwarded_unsaid: u64,
+    /// Requests a trusted proxy sent without naming their client: when the last line said so,
+    /// and how many were not logged since.
+    unforwarded: Option<super::region::Logged>,
 }
 
 impl Dispatcher {
@@ -244,8 +243,7 @@ impl Dispatcher {
             moved_in: 0,
             journals,
             me,
-            unforwarded_log_at: now,
-            unforwarded_unsaid: 0,
+            unforwarded: None,
         }
     }
 
@@ -259,12 +257,11 @@ impl Dispatcher {
         forwarded_for: Option<&[u8]>,
         now: Instant,
     ) {
-        if now < self.unforwarded_log_at {
-            self.unforwarded_unsaid += 1;
+        let Some(unsaid) = super::region::Logged::note(&mut self.unforwarded, now, self.rate)
+        else {
             return;
-        }
-        self.unforwarded_log_at = now.after(self.rate.from_ms(super::region::ERROR_RELOG_MS));
-        let unsaid = std::mem::take(&mut self.unforwarded_unsaid);
+        };
+        let unsaid = unsaid.count;
         let why = match forwarded_for {
             None => "no X-Forwarded-For",
             Some(_) => "an X-Forwarded-For not ending in an address",

@@ -127,7 +127,7 @@ impl fmt::Display for Unlogged {
 
 /// When a kind of error was last logged and how many came since.
 #[derive(Clone, Copy, Debug)]
-struct Logged {
+pub(super) struct Logged {
     at: Instant,
     unlogged: u32,
 }
@@ -137,6 +137,26 @@ impl Logged {
         Logged {
             at: now,
             unlogged: 0,
+        }
+    }
+
+    /// An error of the one kind `last` keeps (`None`: never logged): logged at once the first
+    /// time, then as [`Logged::again`] every [`ERROR_RELOG_MS`].
+    pub(super) fn note(
+        last: &mut Option<Logged>,
+        now: Instant,
+        rate: TickRate,
+    ) -> Option<Unlogged> {
+        match last {
+            Some(l) => l.again(now, rate.from_ms(ERROR_RELOG_MS), rate, false),
+            None => {
+                *last = Some(Logged::new(now));
+                Some(Unlogged {
+                    count: 0,
+                    secs: 0,
+                    other_kinds: false,
+                })
+            }
         }
     }
 
