@@ -482,6 +482,68 @@ async fn a_bots_status_calls_show_its_bundle_pending_then_landed_at_the_engines_
     engine.shutdown().await;
 }
 
+/// Jito's most a status call asks about (five bundles) of its largest kind (five transactions
+/// each): the engine's whole answer, several kilobytes, reaches the bot, every entry landed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engines_answer_for_five_landed_five_transaction_bundles_reaches_the_bot_whole() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..2]);
+    ec.interval_ms = 10;
+    ec.land_ms = 50;
+    let engine = Engine::start(ec).await.unwrap();
+    let s = spec(&engine.region_addrs(), "127.1.88.0/30", 10);
+    let relay = Relay::start(s).unwrap();
+    wait_pairs_up(&relay, 8, Duration::from_secs(10)).await;
+    let rotating = relay.rotating_addr().unwrap();
+    let five = bundle_relay_bench::txgen::generate(
+        bundle_relay_bench::txgen::TxGenConfig {
+            seed: 88,
+            run_id: 88,
+            txs_mix: vec![(5, 1)],
+            ..Default::default()
+        },
+        0,
+        5,
+    )
+    .unwrap()
+    .0;
+    let mut ids = Vec::new();
+    for b in &five {
+        let id = b.bundle_id_str().to_string();
+        let (status, _, answer) = rpc_call(rotating, "/api/v1/bundles", &json_body(b));
+        assert_eq!(
+            (status, answer["result"].as_str()),
+            (200, Some(id.as_str()))
+        );
+        ids.push(id);
+    }
+    wait_ended(&relay, Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let (status, _, a) = rpc_call(
+        rotating,
+        "/api/v1/getBundleStatuses",
+        &status_call("getBundleStatuses", &ids),
+    );
+    assert_eq!(status, 200, "{a}");
+    let value = a["result"]["value"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{a}"));
+    assert!(
+        a.to_string().len() > 3_000,
+        "the answer is several kilobytes: {a}"
+    );
+    for (e, id) in value.iter().zip(&ids) {
+        assert_eq!(e["bundle_id"], *id, "{a}");
+        assert_eq!(e["transactions"].as_array().map(Vec::len), Some(5), "{a}");
+    }
+    assert_eq!(value.len(), 5, "{a}");
+    let t = relay.totals();
+    assert_eq!(t.status_queries_answered, t.status_queries, "{t:?}");
+    let end = relay.shutdown(Duration::from_millis(200));
+    assert!(end.identity_holds(), "{end:?}");
+    engine.shutdown().await;
+}
+
 /// Two relays behind one address (HAProxy spreads a bot's connections over them): a bundle
 /// sent through one is not `Invalid` to the other, which has no record of it. It asks an engine
 /// and answers with the engine's word: `Pending`, then `Landed`.

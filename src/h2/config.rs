@@ -39,6 +39,10 @@ pub const REQUEST_HEADER_BLOCK_BYTES_MAX: usize = 4 * 1024;
 /// buffer room a connection makes resident for each call when it connects. A larger block
 /// touches a page the first time it is sent.
 pub const REQUEST_HEADER_BLOCK_BYTES_USUAL: usize = 1280;
+/// What a response body takes in practice (a SendBundleResponse, the tip accounts, an error
+/// in JSON): the room a connection makes resident for each call when it connects. A larger
+/// body (a status query's answer, an error page) touches its pages the first time one comes.
+pub const RESPONSE_BODY_BYTES_USUAL: usize = 1024;
 /// Our connection receive window: responses are small, but many may arrive at once.
 pub const CONN_WINDOW_BYTES_DEFAULT: u32 = 1 << 20;
 /// Our stream receive window; the stream is credited as data is copied out, so a response

@@ -170,10 +170,11 @@ impl Connection {
         // What the calls of a full stream table write to the transmit buffer: each one's
         // HEADERS and DATA frames, the header block as large as it usually is. The rest of it,
         // and the receive buffer (used only for a frame split across reads), stay untouched
-        // until needed. Carved in this order so that what is touched (the last stream's
-        // response body, the header block in, the transmit buffer's head) is one run of pages,
-        // starting on a page, between the untouched receive buffer and request bodies and the
-        // transmit buffer's untouched tail.
+        // until needed. Carved in this order so that what is touched (the header block in, the
+        // last stream's response body as large as it usually is, the transmit buffer's head)
+        // starts on a page, after the untouched receive buffer and request bodies; the rest of
+        // that response body (room for a status query's answer) lies between it and the
+        // transmit buffer, untouched until a large answer comes.
         let calls_bytes = cfg.stream_slots
             * (2 * HEADER_LEN + REQUEST_HEADER_BLOCK_BYTES_USUAL + cfg.request_body_bytes_max);
         let rx_bytes = HEADER_LEN + cfg.frame_size_max as usize;
@@ -183,8 +184,12 @@ impl Connection {
                 - cfg.response_body_bytes_max,
         );
         let rx = storage::zeroed(rx_bytes);
-        let streams = Streams::new(&cfg);
-        let block = storage::touched(cfg.header_block_bytes_max, usize::MAX);
+        let mut block = None;
+        let streams = Streams::new(&cfg, || {
+            block = Some(storage::touched(cfg.header_block_bytes_max, usize::MAX));
+        });
+        let block =
+            block.unwrap_or_else(|| storage::touched(cfg.header_block_bytes_max, usize::MAX));
         let parts = Parts {
             tx: storage::touched(cfg.transmit_bytes_max, calls_bytes),
             rx,

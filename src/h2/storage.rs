@@ -204,6 +204,42 @@ impl std::ops::DerefMut for Buffer {
 mod tests {
     use super::*;
 
+    /// Pages of this thread's slab the kernel holds resident now (`mincore`).
+    fn slab_resident_pages() -> usize {
+        CARVER.with(|c| {
+            let c = c.borrow();
+            let c = c.as_ref().expect("a slab");
+            let start = c.slab.ptr.as_ptr() as usize / PAGE_BYTES * PAGE_BYTES;
+            let end = (c.slab.ptr.as_ptr() as usize + c.slab.layout.size()).div_ceil(PAGE_BYTES)
+                * PAGE_BYTES;
+            let mut vec = vec![0u8; (end - start) / PAGE_BYTES];
+            // SAFETY: [start, end) covers the pages of the live slab; a byte per page.
+            let rc = unsafe { libc::mincore(start as *mut _, end - start, vec.as_mut_ptr()) };
+            assert_eq!(rc, 0);
+            vec.iter().filter(|&&b| b & 1 == 1).count()
+        })
+    }
+
+    /// What a relay's pool of pairs holds resident: per connection, the pages every call
+    /// writes (the header block in, an answer's usual kilobyte, the head of the transmit
+    /// buffer), three pages; the room for a status query's answer only once one comes.
+    #[test]
+    fn a_relay_connection_holds_three_pages_until_a_large_answer_comes() {
+        use crate::h2::conn::Connection;
+        std::thread::spawn(|| {
+            let cfg = crate::relay::upstream_h2_config();
+            let n = 8;
+            reserve(n * Connection::slab_bytes_per_connection(&cfg));
+            let before = slab_resident_pages();
+            let conns: Vec<Connection> = (0..n).map(|_| Connection::new(cfg.clone(), 0)).collect();
+            assert_eq!(slab_resident_pages() - before, 3 * n);
+            drop(conns);
+            reserve(0);
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     fn buffers_come_from_the_slab_until_it_is_used_up_then_from_the_heap() {
         std::thread::spawn(|| {

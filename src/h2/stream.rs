@@ -37,7 +37,7 @@
 //! This file holds a slot's storage and its state; it is NOT where frames are read or written:
 //! [`super::conn`] drives every transition.
 
-use super::config::Config;
+use super::config::{Config, RESPONSE_BODY_BYTES_USUAL};
 use super::error::StreamEnd;
 use super::hpack::HeaderList;
 use super::storage::{self, Buffer};
@@ -153,19 +153,26 @@ pub(super) struct Stream {
 }
 
 impl Stream {
-    fn new(cfg: &Config) -> Stream {
+    /// A slot; `before_response_body` runs between the carving of its request body and its
+    /// response body (see [`Streams::new`]).
+    fn new(cfg: &Config, before_response_body: Option<impl FnOnce()>) -> Stream {
+        // Written only when a request body cannot go out at once (a window or the transmit
+        // buffer too small): left untouched, it costs no memory until then.
+        let body_out = storage::zeroed(cfg.request_body_bytes_max);
+        if let Some(f) = before_response_body {
+            f();
+        }
+        let body_in = storage::touched(cfg.response_body_bytes_max, RESPONSE_BODY_BYTES_USUAL);
         Stream {
             id: 0,
             state: State::Idle,
             send_window: 0,
             recv_window: 0,
             recv_unacked: 0,
-            // Written only when a request body cannot go out at once (a window or the transmit
-            // buffer too small): left untouched, it costs no memory until then.
-            body_out: storage::zeroed(cfg.request_body_bytes_max),
+            body_out,
             body_out_len: 0,
             body_out_sent: 0,
-            body_in: storage::touched(cfg.response_body_bytes_max, usize::MAX),
+            body_in,
             body_in_len: 0,
             headers: HeaderList::new(cfg.header_list_bytes_max, cfg.header_fields_max()),
             trailers: HeaderList::new(cfg.header_list_bytes_max, cfg.header_fields_max()),
@@ -294,9 +301,16 @@ pub(super) struct Streams {
 }
 
 impl Streams {
-    pub(super) fn new(cfg: &Config) -> Streams {
+    /// Every slot, carved in order; `before_last_response_body` runs just before the last
+    /// slot's response body is carved, so that what the connection carves there (the header
+    /// block in) lies right before that body's usual first bytes.
+    pub(super) fn new(cfg: &Config, before_last_response_body: impl FnOnce()) -> Streams {
+        let mut hook = Some(before_last_response_body);
+        let n = cfg.stream_slots;
         Streams {
-            slots: (0..cfg.stream_slots).map(|_| Stream::new(cfg)).collect(),
+            slots: (0..n)
+                .map(|i| Stream::new(cfg, if i + 1 == n { hook.take() } else { None }))
+                .collect(),
         }
     }
 

@@ -151,13 +151,15 @@ pub struct Spec {
 
 /// Upstream HTTP/2 settings for a relay connection. The limiter holds a pair while its call
 /// runs and a call's stream is released before the pair is handed out again, so one stream slot
-/// is enough; buffers are sized to what the calls carry (the largest SendBundle out; a
-/// SendBundleResponse, a tip-account list or a gRPC error in) rather than to HTTP/2's defaults.
+/// is enough; buffers are sized to what the calls carry (the largest SendBundle out; the
+/// largest answer a status query keeps in, which also holds a SendBundleResponse, a tip-account
+/// list or an error) rather than to HTTP/2's defaults. Only an answer's usual first kilobyte
+/// is resident from the connect (`h2::config::RESPONSE_BODY_BYTES_USUAL`).
 pub fn upstream_h2_config() -> h2::conn::Config {
     h2::conn::Config {
         stream_slots: 1,
         request_body_bytes_max: arena::GRPC_PREFIX_BYTES + arena::SEND_BUNDLE_BYTES_MAX,
-        response_body_bytes_max: 1024,
+        response_body_bytes_max: queries::QUERY_ANSWER_BYTES,
         header_list_bytes_max: 1024,
         header_block_bytes_max: 2 * 1024,
         header_table_size: 1024,
