@@ -6,8 +6,10 @@ use super::call::PREFIX_LEN;
 use super::status::{Code, MESSAGE_SCAN_BYTES_MAX, StatusMessage};
 use crate::h2::{HeaderList, Reason, Response, StreamEnd};
 
-/// A hint beyond this is clamped: a misparsed or hostile value must not park a pair for long.
-pub const RETRY_AFTER_MS_MAX: u64 = 60_000;
+/// A hint beyond this (a day) is held to it: a pair is parked for as long as the engine says,
+/// since sending sooner only earns a longer back-off, but a value no engine means (too many
+/// digits to be a wait) brings the pair back in a day rather than never.
+pub const RETRY_AFTER_MS_MAX: u64 = 24 * 3600 * 1000;
 
 /// What a call came to, in the terms the retry logic needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +37,16 @@ fn parse_u64(v: &[u8]) -> Option<u64> {
     Some(v.iter().fold(0, |a, &c| a * 10 + (c - b'0') as u64))
 }
 
+/// A wait's digits; more than `u64` holds reads as the most it holds (the caller clamps).
+fn parse_wait(v: &[u8]) -> Option<u64> {
+    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(v.iter().fold(0u64, |a, &c| {
+        a.saturating_mul(10).saturating_add((c - b'0') as u64)
+    }))
+}
+
 /// The wait in `... Retry after 1606ms ...` (case-insensitive `retry after`).
 pub fn retry_after_from_message(decoded: &[u8]) -> Option<u64> {
     const KEY: &[u8] = b"retry after ";
@@ -43,7 +55,7 @@ pub fn retry_after_from_message(decoded: &[u8]) -> Option<u64> {
         .position(|w| w.eq_ignore_ascii_case(KEY))?;
     let rest = &decoded[at + KEY.len()..];
     let digits = rest.iter().take_while(|c| c.is_ascii_digit()).count();
-    let value = parse_u64(&rest[..digits])?;
+    let value = parse_wait(&rest[..digits])?;
     let unit = &rest[digits..];
     if unit.starts_with(b"ms") {
         Some(value)
@@ -57,9 +69,9 @@ pub fn retry_after_from_message(decoded: &[u8]) -> Option<u64> {
 /// A `retry-after` metadata value: `<N>ms`, or `<N>` / `<N>s` in seconds as in HTTP.
 pub fn retry_after_from_metadata(v: &[u8]) -> Option<u64> {
     if let Some(ms) = v.strip_suffix(b"ms") {
-        return parse_u64(ms);
+        return parse_wait(ms);
     }
-    parse_u64(v.strip_suffix(b"s").unwrap_or(v)).map(|s| s.saturating_mul(1000))
+    parse_wait(v.strip_suffix(b"s").unwrap_or(v)).map(|s| s.saturating_mul(1000))
 }
 
 fn status_of(list: &HeaderList) -> Option<Code> {
@@ -149,6 +161,9 @@ pub fn outcome<'a>(resp: &Response<'a>, retry_after_ms_default: u64) -> Outcome<
     let message = StatusMessage(status_list.get(b"grpc-message").unwrap_or(b""));
     let code = match code {
         Some(c) => c,
+        // A front end's own rate limit: the gRPC spec maps it to UNAVAILABLE (try again), but
+        // the pair it came through is what is refused, for its `retry-after` (read below).
+        None if http == 429 => Code::RESOURCE_EXHAUSTED,
         None if http != 200 => Code::from_http_status(http),
         None => {
             return Outcome::Unknown {

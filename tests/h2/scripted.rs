@@ -1179,12 +1179,74 @@ fn resource_exhausted_with_retry_after_metadata_uses_it() {
     );
 }
 
+/// The engine's word on how long to wait is kept however long it is: sending earlier only
+/// earns a longer back-off.
+#[test]
+fn resource_exhausted_with_a_two_minute_wait_cools_the_pair_two_minutes() {
+    let t = [
+        ("grpc-status", "8"),
+        (
+            "grpc-message",
+            "Back-off%20triggered:%20Retry%20after%20120000ms",
+        ),
+    ];
+    assert_eq!(
+        outcome_of(&[(":status", "200")], None, Some(&t)),
+        "RateLimited { retry_after_ms: 120000 }"
+    );
+    let t = [("grpc-status", "8"), ("retry-after", "3600")];
+    assert_eq!(
+        outcome_of(&[(":status", "200")], None, Some(&t)),
+        "RateLimited { retry_after_ms: 3600000 }"
+    );
+}
+
+/// A wait longer than a day (too many digits to be a real one, too) is a day: the pair comes
+/// back rather than never, and never sooner than a day.
+#[test]
+fn resource_exhausted_with_an_absurd_wait_cools_the_pair_a_day_not_the_default() {
+    for msg in [
+        "Retry%20after%2099999999999ms",
+        "Retry%20after%209999999999999999999999ms",
+    ] {
+        let t = [("grpc-status", "8"), ("grpc-message", msg)];
+        assert_eq!(
+            outcome_of(&[(":status", "200")], None, Some(&t)),
+            format!(
+                "RateLimited {{ retry_after_ms: {} }}",
+                grpc::RETRY_AFTER_MS_MAX
+            ),
+            "{msg}"
+        );
+    }
+    assert_eq!(grpc::RETRY_AFTER_MS_MAX, 24 * 3600 * 1000);
+}
+
 #[test]
 fn resource_exhausted_without_hint_uses_the_configured_default() {
     let t = [("grpc-status", "8"), ("grpc-message", "Network congested")];
     assert_eq!(
         outcome_of(&[(":status", "200")], None, Some(&t)),
         "RateLimited { retry_after_ms: 1000 }"
+    );
+}
+
+/// A front end's own 429 (no gRPC status: the engine never saw the call) is the rate limit
+/// it says it is: the pair cools for its `retry-after`, or Jito's second, as a forwarded
+/// call's 429 does, rather than the bundle spending an attempt on a pair that is refused.
+#[test]
+fn a_bare_http_429_cools_the_pair_for_its_retry_after() {
+    assert_eq!(
+        outcome_of(&[(":status", "429"), ("retry-after", "2")], None, None),
+        "RateLimited { retry_after_ms: 2000 }"
+    );
+    assert_eq!(
+        outcome_of(&[(":status", "429")], None, None),
+        "RateLimited { retry_after_ms: 1000 }"
+    );
+    assert_eq!(
+        outcome_of(&[(":status", "503")], None, None),
+        "Retryable { why: \"UNAVAILABLE\" }"
     );
 }
 
