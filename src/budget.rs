@@ -232,13 +232,18 @@ impl Budget {
             term("reload flags", threads * regions * 2 + addresses, 1),
             // The pacing ledger a successor (and every relay of a sliced pool, in a ledger
             // file) shares: one mapping a process, room for the whole pool's pairs twice over at
-            // a quarter full; and each pair's entry number in it.
+            // a quarter full; and each pair's entry number in it, with what its call in flight
+            // claimed there.
             term(
                 "pacing ledger",
                 crate::limiter::ledger::entries_for((pool_addresses * regions) as usize) as u64,
                 crate::limiter::ledger::ENTRY_BYTES,
             ),
-            term("pair ledger entries", pairs, std::mem::size_of::<u32>()),
+            term(
+                "pair ledger entries",
+                pairs,
+                std::mem::size_of::<u32>() + std::mem::size_of::<u64>(),
+            ),
             // Per tenant and the default: its share, rate state and counts, shared by threads.
             term(
                 "tenant cells",

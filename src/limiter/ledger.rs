@@ -132,10 +132,12 @@ impl Ledger {
     }
 
     /// The pair at `slot`, paced one send per `interval` with `tolerance` of burst
-    /// (`(burst − 1) × interval`), is about to send at `now`: allowed when no process's
-    /// bookings forbid it (GCRA on the entry's theoretical arrival time), and then booked
-    /// (so the other process cannot send on it before this call's own booking lands); else
-    /// the instant it may send.
+    /// (`(burst − 1) × interval`), is about to send at `now` a call that may run for `hold`:
+    /// allowed when no process's bookings forbid it (GCRA on the entry's theoretical arrival
+    /// time), and then booked an interval past the call's longest life, since the next send
+    /// counts from the answer (the other process cannot send on it before this call's own
+    /// booking, [`Ledger::settle`], lands). Returns what it booked; else the instant it may
+    /// send.
     #[inline]
     pub fn claim(
         &self,
@@ -143,7 +145,8 @@ impl Ledger {
         now: Instant,
         interval: Ticks,
         tolerance: Ticks,
-    ) -> Result<(), Instant> {
+        hold: Ticks,
+    ) -> Result<u64, Instant> {
         let tat = &self.entry(slot as usize).next;
         let mut seen = tat.load(Ordering::Acquire);
         loop {
@@ -151,11 +154,27 @@ impl Ledger {
             if allowed > now.0 {
                 return Err(Instant(allowed));
             }
-            let next = seen.max(now.0).saturating_add(interval.0);
+            let next = seen
+                .max(now.0)
+                .saturating_add(interval.0)
+                .saturating_add(hold.0);
             match tat.compare_exchange_weak(seen, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Ok(()),
+                Ok(_) => return Ok(next),
                 Err(s) => seen = s,
             }
+        }
+    }
+
+    /// The call a [`Ledger::claim`] that booked `claimed` was for has ended: its pair's
+    /// theoretical arrival time is `tat`, which replaces the claim's (usually a later one)
+    /// while the entry still holds it; a booking another process made since stands if later.
+    #[inline]
+    pub fn settle(&self, slot: u32, claimed: u64, tat: Instant) {
+        let e = &self.entry(slot as usize).next;
+        if e.compare_exchange(claimed, tat.0, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            e.fetch_max(tat.0, Ordering::AcqRel);
         }
     }
 

@@ -58,6 +58,15 @@ pub enum EnginePath {
     Bundles,
 }
 
+/// A thread's pairs in the shared pacing ledger.
+struct LedgerLink {
+    ledger: Arc<Ledger>,
+    /// Each pair's entry (`u32::MAX`: none).
+    slots: Box<[u32]>,
+    /// What this process's claim for each pair's call in flight booked (0: none).
+    claimed: Box<[u64]>,
+}
+
 /// See the module docs.
 pub struct Links {
     rate: TickRate,
@@ -75,8 +84,12 @@ pub struct Links {
     /// loop asks every pass).
     group_listed: Box<[u32]>,
     /// Every pair's pacing as another relay process sees it (one taking over from this one,
-    /// or the one this one takes over from), and each pair's entry there (`u32::MAX`: none).
-    ledger: Option<(Arc<Ledger>, Box<[u32]>)>,
+    /// or the one this one takes over from), each pair's entry there (`u32::MAX`: none), and
+    /// what this process's claim for the pair's call in flight booked there (0: none).
+    ledger: Option<LedgerLink>,
+    /// How long a call may run (`upstream_timeout_ms`): a claim in the ledger holds the pair
+    /// that long past its interval, until the call's end books what it really needs.
+    call_hold: Ticks,
     /// Setup (connect + tunnel + TLS + SETTINGS + PING) deadline.
     setup_timeout: Ticks,
     setup_timeout_ms: u64,
@@ -130,7 +143,11 @@ impl Links {
                     l.slot(key).unwrap_or(u32::MAX)
                 })
                 .collect();
-            (l, slots)
+            LedgerLink {
+                ledger: l,
+                slots,
+                claimed: vec![0; pair_count].into_boxed_slice(),
+            }
         });
         Links {
             rate,
@@ -159,6 +176,7 @@ impl Links {
                 spec.groups.clone().into_boxed_slice()
             },
             ledger,
+            call_hold: rate.from_ms(spec.upstream_timeout_ms),
             setup_timeout: rate.from_ms(spec.connect_timeout_ms),
             setup_timeout_ms: spec.connect_timeout_ms,
             reconnect_min_ms: spec.reconnect_min_ms.max(1),
@@ -803,13 +821,22 @@ impl Links {
     // ---- pacing across processes ----
 
     /// A pair of `lane` to send on now (see [`Limiter::acquire`]), that no other relay
-    /// process sending from the same host sent on within its interval either: a pair the
-    /// ledger says is not free yet cools until it is, and the next one is tried.
+    /// process sending from the same host sent on within its interval either (nor has a call
+    /// in flight on): a pair the ledger says is not free yet cools until it is, or for an
+    /// interval at most, and the next one is tried.
     pub(super) fn acquire(&mut self, lane: usize, now: Instant) -> Acquire {
         let lane = LaneId(lane as u8);
         loop {
             let got = self.limiter.acquire(lane, now);
-            let (Acquire::Pair(pair), Some((ledger, slots))) = (got, &self.ledger) else {
+            let (
+                Acquire::Pair(pair),
+                Some(LedgerLink {
+                    ledger,
+                    slots,
+                    claimed,
+                }),
+            ) = (got, &mut self.ledger)
+            else {
                 return got;
             };
             let slot = slots[pair.0 as usize];
@@ -817,11 +844,18 @@ impl Links {
                 return got;
             }
             let (interval, tolerance) = self.limiter.pace(self.limiter.region_of(pair));
-            match ledger.claim(slot, now, interval, tolerance) {
-                Ok(()) => return got,
+            match ledger.claim(slot, now, interval, tolerance, self.call_hold) {
+                Ok(booked) => {
+                    claimed[pair.0 as usize] = booked;
+                    return got;
+                }
                 Err(until) => {
                     self.stats.ledger_waits.inc();
-                    self.limiter.defer(pair, until, now);
+                    // A claim for the other process's call in flight books the call's longest
+                    // life, which its end gives back: looked at again within an interval.
+                    let again = now.after(interval);
+                    self.limiter
+                        .defer(pair, if until.0 < again.0 { until } else { again }, now);
                 }
             }
         }
@@ -853,10 +887,15 @@ impl Links {
     }
 
     /// The call on held `pair` ended at `now`: back to the limiter, and its next send (booking
-    /// and cooldown) written to the ledger for another process to honour.
+    /// and cooldown) written to the ledger for another process to honour, in place of what
+    /// the claim booked while the call ran.
     pub(super) fn finish(&mut self, pair: PairId, now: Instant) {
         self.limiter.finish(pair, now);
-        if let Some((ledger, slots)) = &self.ledger
+        if let Some(LedgerLink {
+            ledger,
+            slots,
+            claimed,
+        }) = &mut self.ledger
             && slots[pair.0 as usize] != u32::MAX
         {
             // As the limiter's GCRA state: its arrival time, a cooldown as its end plus the
@@ -864,7 +903,11 @@ impl Links {
             let v = self.limiter.view(pair);
             let (_, tolerance) = self.limiter.pace(v.region);
             let tat = v.next_allowed.max(v.cooldown_until).after(tolerance);
-            ledger.book(slots[pair.0 as usize], tat);
+            let slot = slots[pair.0 as usize];
+            match std::mem::take(&mut claimed[pair.0 as usize]) {
+                0 => ledger.book(slot, tat),
+                booked => ledger.settle(slot, booked, tat),
+            }
         }
     }
 
@@ -877,6 +920,7 @@ impl Links {
     /// drained and those listed again reconnecting; a proxy's new password, for its pairs'
     /// next connects.
     pub(super) fn retune(&mut self, t: &Tuning, now: Instant) {
+        self.call_hold = self.rate.from_ms(t.upstream_timeout_ms);
         self.setup_timeout = self.rate.from_ms(t.connect_timeout_ms);
         self.setup_timeout_ms = t.connect_timeout_ms;
         self.retime_all();

@@ -22,23 +22,47 @@ fn shared(pairs: usize) -> (Ledger, Ledger) {
 }
 
 #[test]
-fn a_send_booked_by_one_process_holds_the_pair_in_the_other() {
+fn a_call_in_flight_and_then_its_booking_hold_the_pair_in_the_other_process() {
     let (old, new) = shared(4);
     let key = pair_key("127.1.0.1", "ny");
     let (a, b) = (old.slot(key).unwrap(), new.slot(key).unwrap());
     assert_eq!(a, b, "both find the pair by its names");
-    assert_eq!(old.claim(a, Instant(1_000), Ticks(500), Ticks(0)), Ok(()));
-    // The call ends at 1,200 and books one interval on.
-    old.book(a, Instant(1_700));
+    // A call that may run 300 ticks: held an interval past that while it runs.
     assert_eq!(
-        new.claim(b, Instant(1_600), Ticks(500), Ticks(0)),
+        old.claim(a, Instant(1_000), Ticks(500), Ticks(0), Ticks(300)),
+        Ok(1_800)
+    );
+    assert_eq!(
+        new.claim(b, Instant(1_600), Ticks(500), Ticks(0), Ticks(300)),
+        Err(Instant(1_800)),
+        "the call may still be running"
+    );
+    // It ends at 1,200 and books one interval on, in place of the claim's.
+    old.settle(a, 1_800, Instant(1_700));
+    assert_eq!(
+        new.claim(b, Instant(1_600), Ticks(500), Ticks(0), Ticks(0)),
         Err(Instant(1_700))
     );
-    assert_eq!(new.claim(b, Instant(1_700), Ticks(500), Ticks(0)), Ok(()));
     assert_eq!(
-        old.claim(a, Instant(1_800), Ticks(500), Ticks(0)),
+        new.claim(b, Instant(1_700), Ticks(500), Ticks(0), Ticks(0)),
+        Ok(2_200)
+    );
+    assert_eq!(
+        old.claim(a, Instant(1_800), Ticks(500), Ticks(0), Ticks(0)),
         Err(Instant(2_200))
     );
+}
+
+#[test]
+fn a_calls_end_does_not_undo_a_later_booking_of_the_other_process() {
+    let (old, new) = shared(4);
+    let s = old.slot(pair_key("127.1.0.1", "ny")).unwrap();
+    let booked = old
+        .claim(s, Instant(1_000), Ticks(500), Ticks(0), Ticks(300))
+        .unwrap();
+    new.book(s, Instant(5_000));
+    old.settle(s, booked, Instant(1_700));
+    assert_eq!(new.next(s), Instant(5_000));
 }
 
 #[test]
@@ -108,7 +132,9 @@ fn racing_claims_never_send_twice_within_the_interval() {
                         std::thread::yield_now();
                     }
                 }
-                if l.claim(slot, Instant(now), Ticks(HOLD), Ticks(0)).is_ok() {
+                if l.claim(slot, Instant(now), Ticks(HOLD), Ticks(0), Ticks(0))
+                    .is_ok()
+                {
                     won.push(now);
                 }
             }
@@ -172,12 +198,28 @@ fn a_region_burst_holds_across_both_processes() {
     let s = old.slot(pair_key("127.1.0.1", "ny")).unwrap();
     // Burst 3 at 1,000 ticks: three back to back between the two, then one per interval.
     let (interval, tolerance) = (Ticks(1_000), Ticks(2_000));
-    assert_eq!(old.claim(s, Instant(10_000), interval, tolerance), Ok(()));
-    assert_eq!(new.claim(s, Instant(10_000), interval, tolerance), Ok(()));
-    assert_eq!(old.claim(s, Instant(10_000), interval, tolerance), Ok(()));
     assert_eq!(
-        new.claim(s, Instant(10_000), interval, tolerance),
+        old.claim(s, Instant(10_000), interval, tolerance, Ticks(0))
+            .map(|_| ()),
+        Ok(())
+    );
+    assert_eq!(
+        new.claim(s, Instant(10_000), interval, tolerance, Ticks(0))
+            .map(|_| ()),
+        Ok(())
+    );
+    assert_eq!(
+        old.claim(s, Instant(10_000), interval, tolerance, Ticks(0))
+            .map(|_| ()),
+        Ok(())
+    );
+    assert_eq!(
+        new.claim(s, Instant(10_000), interval, tolerance, Ticks(0)),
         Err(Instant(11_000))
     );
-    assert_eq!(new.claim(s, Instant(11_000), interval, tolerance), Ok(()));
+    assert_eq!(
+        new.claim(s, Instant(11_000), interval, tolerance, Ticks(0))
+            .map(|_| ()),
+        Ok(())
+    );
 }

@@ -64,3 +64,33 @@ fn a_pair_the_old_process_just_used_waits_out_its_interval_in_the_new_one() {
     assert!(!old.send(Instant(after.0 + MS)));
     assert!(old.send(Instant(after.0 + 1_001 * MS)));
 }
+
+/// A call that runs longer than the interval (a slow engine; the call may take up to
+/// `upstream_timeout_ms`) holds the pair in the other process until it is answered, and one
+/// interval past that: the engine stamps the request somewhere in that time, so a send from the
+/// other process any sooner could reach it within the interval.
+#[test]
+fn a_call_still_unanswered_after_its_interval_holds_the_pair_in_the_other_process() {
+    let ledger = Arc::new(Ledger::private(4));
+    let t0 = Instant(MS);
+    let mut old = process(&ledger, t0);
+    assert!(old.send(t0), "the old process's call goes at once");
+
+    let t1 = Instant(t0.0 + 1_500 * MS);
+    let mut new = process(&ledger, t1);
+    assert_eq!(new.post_bundle(1, t1), Verdict::Admitted);
+    assert!(
+        !new.send(t1),
+        "the old process's call is still unanswered 1.5 s on: the pair is not free"
+    );
+    let answered = Instant(t0.0 + 2_000 * MS);
+    old.answer(answered);
+    assert!(
+        !new.send(Instant(answered.0 + 999 * MS)),
+        "inside the interval after the old call's answer"
+    );
+    assert!(
+        new.send(Instant(answered.0 + 1_001 * MS)),
+        "one interval after the answer, and no later: the answer gave the hold back"
+    );
+}
