@@ -253,6 +253,14 @@ impl Mesh {
         self.lines.iter().all(|l| l.drained.load(Ordering::SeqCst))
     }
 
+    /// Whether every thread says it is drained and, looked at after that, no handoff waits
+    /// for thread `t`. A thread's word may be stale: it said drained, then a handoff reached
+    /// it from a thread that drained after. That handoff was pushed before its sender's flag,
+    /// so once the flag reads drained the handoff is seen.
+    pub fn all_drained_for(&self, t: usize) -> bool {
+        self.all_drained() && !self.has_handoffs_for(t)
+    }
+
     /// Thread `t` is stopping: from now on other threads route no bundle to it and take no
     /// credit it lent (one taken just before still reaches it, and it ends it). It may still
     /// hand bundles off itself until it closes.
@@ -301,4 +309,32 @@ fn credits_per_peer(threads: usize, slots_per_thread: u32) -> usize {
         return 1;
     }
     (slots_per_thread as usize / (4 * (threads - 1))).clamp(1, CREDITS_PER_PEER_MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread said it was drained, then a handoff reached it, then its sender drained and
+    /// said so: every flag reads drained, but the first thread is not, and must not tear down
+    /// (its bundle would end failed with the drain's time still to run).
+    #[test]
+    fn a_thread_that_said_drained_before_a_handoff_reached_it_is_not_drained() {
+        let mesh = Mesh::new(2, 8);
+        mesh.set_drained(0, true);
+        let h = Handoff {
+            slot: SlotHandle {
+                index: 0,
+                generation: 1,
+            },
+            lane: 0,
+            moved: true,
+        };
+        assert!(mesh.handoffs(1, 0).push(h).is_ok());
+        mesh.set_drained(1, true);
+        assert!(!mesh.all_drained_for(0), "a handoff waits for thread 0");
+        assert!(mesh.all_drained_for(1));
+        let _ = mesh.handoffs(1, 0).pop();
+        assert!(mesh.all_drained_for(0));
+    }
 }

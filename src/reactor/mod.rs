@@ -438,7 +438,7 @@ impl Worker {
                 let done =
                     self.d.in_flight() == 0 && self.intake.is_empty() && !self.d.has_inbound();
                 self.mesh.set_drained(self.me, done);
-                if (done && self.mesh.all_drained()) || now.0 >= until.0 {
+                if (done && self.mesh.all_drained_for(self.me)) || now.0 >= until.0 {
                     // No thread routes to this one from here on: what teardown still admits
                     // stays here or goes to a thread that is not stopping.
                     self.d.leave();
