@@ -34,6 +34,11 @@ use super::transmit::Transmit;
 const NS_PER_MS: u64 = 1_000_000;
 const NS_PER_S: u64 = 1_000_000_000;
 
+/// HPACK's dynamic table size before either side says otherwise (RFC 7541 section 4.2).
+const HPACK_TABLE_SIZE_INITIAL: u32 = 4_096;
+/// A dynamic table size update to 0: pattern 001, size 0 in a 5-bit prefix.
+const HPACK_TABLE_SIZE_UPDATE_TO_0: u8 = 0x20;
+
 /// Something the owner must act on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -84,6 +89,12 @@ pub struct Connection {
     peer_initial_window: u32,
     peer_frame_size_max: u32,
     peer_header_list_max: u32,
+    /// The most our HPACK encoder's dynamic table may hold as the peer's decoder sees it:
+    /// HPACK's 4,096 until we tell it 0 (we never index).
+    encoder_table_size: u32,
+    /// The peer lowered SETTINGS_HEADER_TABLE_SIZE below `encoder_table_size`: our next header
+    /// block starts with a dynamic table size update (RFC 7541 section 4.2).
+    table_size_update_due: bool,
     send_window: i64,
     recv_window: i64,
     recv_unacked: u32,
@@ -240,6 +251,8 @@ impl Connection {
             peer_initial_window: frame::WINDOW_DEFAULT,
             peer_frame_size_max: frame::FRAME_SIZE_MIN,
             peer_header_list_max: u32::MAX,
+            encoder_table_size: HPACK_TABLE_SIZE_INITIAL,
+            table_size_update_due: false,
             send_window: frame::WINDOW_DEFAULT as i64,
             recv_window: frame::WINDOW_DEFAULT as i64,
             recv_unacked: 0,
@@ -489,9 +502,14 @@ impl Connection {
         let block_out = spare
             .get_mut(HEADER_LEN..HEADER_LEN + block_room.min(REQUEST_HEADER_BLOCK_BYTES_MAX))
             .unwrap_or_default();
-        let mut len = head.len();
+        // A dynamic table size update to 0, when one is due, opens the block.
+        let update = usize::from(self.table_size_update_due);
+        if update == 1 {
+            *block_out.first_mut().ok_or(no_room)? = HPACK_TABLE_SIZE_UPDATE_TO_0;
+        }
+        let mut len = update + head.len();
         block_out
-            .get_mut(..len)
+            .get_mut(update..len)
             .ok_or(no_room)?
             .copy_from_slice(head);
         let mut list_size = head_list_size;
@@ -552,6 +570,10 @@ impl Connection {
             body_sent = body_len;
         }
         self.tx.commit(written);
+        if update == 1 {
+            self.table_size_update_due = false;
+            self.encoder_table_size = 0;
+        }
         let s = &mut self.streams[slot];
         s.open(
             id,
@@ -1049,7 +1071,12 @@ impl Connection {
                     self.peer_frame_size_max = value;
                 }
                 frame::SETTINGS_MAX_HEADER_LIST_SIZE => self.peer_header_list_max = value,
-                // HEADER_TABLE_SIZE: our encoder never indexes, so any size suits it.
+                // Our encoder never indexes, so any size suits it; but a peer whose decoder
+                // now allows less than ours may hold must be told (nghttp2 refuses the next
+                // header block otherwise).
+                frame::SETTINGS_HEADER_TABLE_SIZE if value < self.encoder_table_size => {
+                    self.table_size_update_due = true;
+                }
                 _ => {}
             }
         }

@@ -354,6 +354,35 @@ fn every_methods_header_block_decodes_to_its_own_fields() {
     }
 }
 
+/// A server that lowers SETTINGS_HEADER_TABLE_SIZE (below HPACK's 4,096) must see our next
+/// header block start with a dynamic table size update (RFC 7541 section 4.2; nghttp2, in
+/// front of many servers, refuses the block otherwise): one, to 0 (our encoder never indexes),
+/// on the first block after the change and on none after.
+#[test]
+fn a_lowered_header_table_size_is_acknowledged_at_the_start_of_the_next_header_block() {
+    let (mut c, mut p) = open(Config::default(), &[(frame::SETTINGS_HEADER_TABLE_SIZE, 0)]);
+    let mut firsts = Vec::new();
+    for _ in 0..2 {
+        get(&mut c, b"").unwrap();
+        let f = p.read(&mut c);
+        assert_eq!(f[0].kind, frame::HEADERS);
+        firsts.push(f[0].payload[0]);
+        let h = p.decode_headers(&f[0].payload);
+        assert_eq!(h[0], (":method".into(), "POST".into()), "{h:?}");
+    }
+    assert_eq!(firsts[0], 0x20, "a size update to 0 first");
+    assert_ne!(firsts[1] & 0xe0, 0x20, "and only once");
+
+    // A peer that keeps the default (or raises it) gets no update.
+    let (mut c, mut p) = open(
+        Config::default(),
+        &[(frame::SETTINGS_HEADER_TABLE_SIZE, 8192)],
+    );
+    get(&mut c, b"").unwrap();
+    let f = p.read(&mut c);
+    assert_ne!(f[0].payload[0] & 0xe0, 0x20);
+}
+
 /// The peer's SETTINGS_MAX_HEADER_LIST_SIZE counts every field, the ones encoded once too:
 /// a SendBundle call's list is 363 bytes (RFC 7541's 32 per field included).
 #[test]

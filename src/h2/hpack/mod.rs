@@ -1,6 +1,6 @@
 //! HPACK (RFC 7541): a complete decoder (Huffman, dynamic table, size updates, integer and
 //! length overflow checks) and an encoder that uses the static table and literals only. It is
-//! NOT a general-purpose encoder: it never indexes, so it never needs the peer's table size.
+//! NOT a general-purpose encoder: it never indexes, so any table size the peer allows suits it.
 //!
 //! Read it in this order: `integer.rs`, `huffman.rs` (with `huffman_table.rs`), `table.rs`,
 //! `header_list.rs`, `error.rs`, `decoder.rs`, `encoder.rs`.
@@ -8,7 +8,8 @@
 //! Nothing here allocates after construction: the decoder's dynamic table is a byte buffer of
 //! the size we advertise in SETTINGS_HEADER_TABLE_SIZE, and decoded fields land in a
 //! caller-owned [`HeaderList`] of fixed capacity. The encoder never inserts into the peer's
-//! dynamic table, so it never needs to send table size updates, whatever the peer advertises.
+//! dynamic table; the one table size update a peer may need (to 0, after it lowers
+//! SETTINGS_HEADER_TABLE_SIZE) is the connection's to write (`h2::conn`).
 
 mod decoder;
 mod encoder;
