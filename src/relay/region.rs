@@ -333,18 +333,25 @@ impl Region {
         }
     }
 
-    /// Its engine throttles everyone: no call before `now` plus the back-off, which doubles;
-    /// returns the back-off applied.
+    /// Its engine throttles everyone: no call before `now` plus the back-off, which doubles
+    /// (an end already later, from another call's answer, stands); returns the back-off applied.
     pub fn throttle(&mut self, now: Instant, rate: TickRate) -> u64 {
         let ms = self.throttle_backoff_ms;
-        self.throttled_until = now.after(rate.from_ms(ms));
+        let until = now.after(rate.from_ms(ms));
+        if until.0 > self.throttled_until.0 {
+            self.throttled_until = until;
+        }
         self.throttle_backoff_ms = (ms * 2).min(THROTTLE_BACKOFF_MS_MAX);
         ms
     }
 
-    /// A call was accepted: the next throttle starts from the least back-off again.
-    pub fn accepted(&mut self) {
-        self.throttle_backoff_ms = THROTTLE_BACKOFF_MS_MIN;
+    /// A call was accepted at `now`: once a back-off has ended, the next throttle starts from
+    /// the least again (a call sent before the throttle and accepted during it says nothing
+    /// of the engine since).
+    pub fn accepted(&mut self, now: Instant) {
+        if now.0 >= self.throttled_until.0 {
+            self.throttle_backoff_ms = THROTTLE_BACKOFF_MS_MIN;
+        }
     }
 
     /// Whether an error of `kind` should be logged now, and what its line says of those not

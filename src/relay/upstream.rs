@@ -314,7 +314,7 @@ impl Upstream {
                 self.wake_at(now.after(self.links.rate().from_ms(AUTH_FLOW_WAIT_MS)));
                 continue;
             }
-            let pair = match self.links.acquire_any(r, now) {
+            let pair = match self.acquire_any(r, now) {
                 Acquire::Pair(pair) => pair,
                 got => {
                     if let Some(a) = self.links.region_mut(r).auth.as_mut() {
@@ -436,6 +436,17 @@ impl Upstream {
     /// of the group's lanes here can only leave through another thread.
     pub fn group_listed(&self, g: usize) -> u32 {
         self.links.group_listed(g)
+    }
+
+    /// A pair of region `r` for a call of no tenant's (tip accounts, a leader poll, a status
+    /// query, a probe; [`Links::acquire_any`]), unless its engine throttles everyone: then when
+    /// that ends, as for a bundle ([`Upstream::acquire`]).
+    fn acquire_any(&mut self, r: usize, now: Instant) -> Acquire {
+        let until = self.links.region(r).throttled_until;
+        if until.0 > now.0 {
+            return Acquire::WaitUntil(until);
+        }
+        self.links.acquire_any(r, now)
     }
 
     /// A pair of lane `lane` (a region's pairs of one egress group) to send on now, held until
@@ -595,7 +606,7 @@ impl Upstream {
             if !self.may_call(r) || until.0 > now.0 {
                 continue;
             }
-            let pair = match self.links.acquire_any(r, now) {
+            let pair = match self.acquire_any(r, now) {
                 Acquire::Pair(pair) => pair,
                 Acquire::WaitUntil(at) => {
                     soonest = Some(soonest.map_or(at, |s| if at.0 < s.0 { at } else { s }));
@@ -654,7 +665,7 @@ impl Upstream {
                 retry_later = true;
                 continue;
             }
-            let pair = match self.links.acquire_any(r, now) {
+            let pair = match self.acquire_any(r, now) {
                 Acquire::Pair(pair) => pair,
                 Acquire::WaitUntil(at) => {
                     soonest = Some(soonest.map_or(at, |s| if at.0 < s.0 { at } else { s }));
@@ -711,7 +722,7 @@ impl Upstream {
                 if (idle_only && busy & (1 << r) != 0) || !self.may_call(r) {
                     continue;
                 }
-                let Acquire::Pair(pair) = self.links.acquire_any(r, now) else {
+                let Acquire::Pair(pair) = self.acquire_any(r, now) else {
                     continue;
                 };
                 self.leader_region = r + 1;
@@ -753,7 +764,7 @@ impl Upstream {
             self.wake_at(sil.probe_at);
             return;
         }
-        let pair = match self.links.acquire_any(r, now) {
+        let pair = match self.acquire_any(r, now) {
             Acquire::Pair(pair) => pair,
             Acquire::WaitUntil(at) => {
                 self.wake_at(at);
@@ -1263,7 +1274,7 @@ impl Upstream {
                 ));
             }
         } else if fate == Fate::Delivered {
-            self.links.region_mut(region).accepted();
+            self.links.region_mut(region).accepted(now);
         }
         self.links.finish(pair, now);
         if timed_out {

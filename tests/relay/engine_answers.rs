@@ -327,6 +327,29 @@ fn back_offs_double_while_the_engine_keeps_throttling_and_start_over_after_an_ac
     assert!(sends(&mut t, at(next, 101)));
 }
 
+/// The relay's own calls (tip accounts, leader polls, a silent region's probe) keep a
+/// throttled region's back-off too: the engine throttles everyone, and one more call only
+/// prolongs it.
+#[test]
+fn a_throttled_region_gets_no_tip_refresh_until_its_back_off_ends() {
+    use bundle_relay::relay::tips::TIP_REFRESH_MS;
+    // Bundles live 40 ms: the throttled one has expired when the refresh comes due, so the
+    // region has nothing of a bot's waiting.
+    let (mut t, _, start) = one_region(10, 40);
+    // The tip accounts were asked for when the pair came up: the refresh is due 300 s on.
+    let before = at(start, TIP_REFRESH_MS - 50);
+    throttled(&mut t, 1, before);
+    assert!(
+        !sends(&mut t, at(before, 70)),
+        "the refresh came due, but the region backs off"
+    );
+    assert_eq!(t.totals().expired, 1);
+    assert!(
+        sends(&mut t, at(before, 101)),
+        "once it ends, the refresh goes"
+    );
+}
+
 #[test]
 fn a_sources_own_rate_limit_still_cools_only_that_pair() {
     let (mut t, _, now) = one_region(10, 10_000);
