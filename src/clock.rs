@@ -111,28 +111,26 @@ pub struct Clock {
 }
 
 impl Clock {
-    /// Measures the raw counter against the OS monotonic clock for [`CALIBRATION_MS`]. Call once
-    /// at startup; the result is copied to every thread.
+    /// Measures the raw counter against the OS monotonic clock for [`CALIBRATION_MS`]. Startup
+    /// work: each reactor thread calibrates its own as it starts. Any error errs slow: the
+    /// counter is read before the OS clock at the start and after it at the end, so a thread
+    /// preempted between two readings counts more ticks per second than there are, and an
+    /// interval in ticks lasts longer, never shorter, than it says.
     pub fn calibrate() -> Clock {
         let source = quanta::Clock::new();
         // quanta scales counter ticks to nanoseconds only when it uses the TSC; on the
         // monotonic fallback raw ticks already are nanoseconds and scaling is the identity.
         let probe = 1u64 << 40;
         let is_tsc = source.delta_as_nanos(0, probe) != probe;
-        let span = Duration::from_millis(CALIBRATION_MS);
         let os_start = std::time::Instant::now();
-        let raw_start = source.raw();
-        let mut os_elapsed = os_start.elapsed();
-        let mut raw_end = source.raw();
-        while os_elapsed < span {
-            os_elapsed = os_start.elapsed();
-            raw_end = source.raw();
-        }
-        let ticks = raw_end.saturating_sub(raw_start) as u128;
-        let ticks_per_s = (ticks * 1_000_000_000 / os_elapsed.as_nanos().max(1)) as u64;
+        let rate = measure_rate(
+            || source.raw(),
+            || os_start.elapsed(),
+            Duration::from_millis(CALIBRATION_MS),
+        );
         Clock {
             source,
-            rate: TickRate::new(ticks_per_s.max(1_000_000)),
+            rate,
             is_tsc,
         }
     }
@@ -173,5 +171,79 @@ impl fmt::Display for Clock {
             self.rate.ticks_per_us(),
             self.rate.ticks_per_s()
         )
+    }
+}
+
+/// Ticks of `raw` per second of `os` (time since an instant just before the first call),
+/// over `span`: the counter read first at the start and last at the end, so time lost
+/// between two readings adds ticks, never seconds (see [`Clock::calibrate`]).
+fn measure_rate(
+    mut raw: impl FnMut() -> u64,
+    mut os: impl FnMut() -> Duration,
+    span: Duration,
+) -> TickRate {
+    let raw_start = raw();
+    let os_start = os();
+    let mut os_elapsed = os_start;
+    let mut raw_end = raw();
+    while os_elapsed.saturating_sub(os_start) < span {
+        os_elapsed = os();
+        raw_end = raw();
+    }
+    let ticks = raw_end.saturating_sub(raw_start) as u128;
+    let secs_ns = os_elapsed.saturating_sub(os_start).as_nanos().max(1);
+    TickRate::new(((ticks * 1_000_000_000 / secs_ns) as u64).max(1_000_000))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    /// A counter of one tick a nanosecond and an OS clock in step with it, each reading taking
+    /// 10 ns; the thread loses `lost_ns` right after reading number `at` (counted from 0,
+    /// both clocks together).
+    fn rate_with_a_preemption(at: u64, lost_ns: u64) -> TickRate {
+        let now = Cell::new(1_000_000u64);
+        let reads = Cell::new(0u64);
+        let tick = || {
+            now.set(now.get() + 10);
+            let t = now.get();
+            if reads.replace(reads.get() + 1) == at {
+                now.set(now.get() + lost_ns);
+            }
+            t
+        };
+        let start = 1_000_000u64;
+        measure_rate(
+            tick,
+            || Duration::from_nanos(tick() - start),
+            Duration::from_millis(CALIBRATION_MS),
+        )
+    }
+
+    /// A thread preempted for a millisecond while it calibrates (5% of the span), first
+    /// between its first two readings, then between its last two: the rate it measures is
+    /// never below the true one, so an interval in ticks never lasts less than it says.
+    #[test]
+    fn a_preempted_calibration_makes_intervals_longer_never_shorter() {
+        let second = Ticks(1_000_000_000);
+        for at in [0, 1] {
+            let rate = rate_with_a_preemption(at, 1_000_000);
+            assert!(
+                rate.from_ms(1_000).0 >= second.0,
+                "preempted after reading {at}: a second is {} ticks",
+                rate.from_ms(1_000).0
+            );
+        }
+        // The last two readings: the loop's final OS reading, then the counter's.
+        let unpreempted = rate_with_a_preemption(u64::MAX, 0);
+        let reads_to_the_end = 2 + 2 * (CALIBRATION_MS * 1_000_000 / 20);
+        let rate = rate_with_a_preemption(reads_to_the_end, 1_000_000);
+        assert!(rate.from_ms(1_000).0 >= second.0);
+        assert!(
+            unpreempted.from_ms(1_000).0.abs_diff(second.0) < 10_000,
+            "the true rate"
+        );
     }
 }
