@@ -152,19 +152,33 @@ pub fn run_thread(args: ThreadArgs) {
     let _ = ready.send(Ok(w.d.log().clone()));
     let outcome =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.run(&stop, &drain_ms)));
-    let why = match outcome {
-        Ok(Ok(())) => None,
-        Ok(Err(why)) => Some(why),
-        Err(panic) => Some(format!(
-            "panicked: {}",
-            panic
-                .downcast_ref::<&str>()
-                .copied()
-                .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-                .unwrap_or("(no message)")
-        )),
+    let (why, records_intact) = match outcome {
+        Ok(Ok(())) => (None, true),
+        Ok(Err(why)) => (Some(why), true),
+        Err(panic) => (
+            Some(format!(
+                "panicked: {}",
+                panic
+                    .downcast_ref::<&str>()
+                    .copied()
+                    .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+                    .unwrap_or("(no message)")
+            )),
+            false,
+        ),
     };
     if let Some(why) = why {
+        // Said first: the relay stops on it, and only then do the other threads close.
+        if let Ok(mut f) = failure.lock() {
+            *f = Some(format!("reactor thread relay-{t} {why}"));
+        }
+        if records_intact {
+            // The ring failed, not the thread's records: what it holds, and what others
+            // handed it (their bots were answered), ends as failed and counted, as at a drain
+            // deadline, until no thread can hand it more.
+            w.d.end_after_failure(w.clock.now());
+            w.leave_mesh();
+        }
         // The kernel may still own buffers of a loop that did not end cleanly, and the other
         // threads may still write into slots this one lent them: its arena stays too. They
         // route around it and take none of its credits from now on (told through the mesh
@@ -172,9 +186,6 @@ pub fn run_thread(args: ThreadArgs) {
         w.leak = true;
         mesh.close(t);
         w.d.forget_arena();
-        if let Ok(mut f) = failure.lock() {
-            *f = Some(format!("reactor thread relay-{t} {why}"));
-        }
     }
     w.stats.stopped.set(1);
 }

@@ -1210,6 +1210,16 @@ impl Dispatcher {
         all
     }
 
+    /// This thread's loop failed (its ring, not its records): other threads stop routing to
+    /// it, and everything it holds or was handed ends as failed and counted, as at a drain
+    /// deadline, rather than wait forever; it has closed, and [`Dispatcher::closed_all`] ends
+    /// what other threads handed it before they saw it leave.
+    pub fn end_after_failure(&mut self, now: Instant) {
+        self.leave();
+        self.abandon_all(now);
+        self.close();
+    }
+
     /// A thread that failed leaves its arena allocated for the life of the process: other
     /// threads may still write into the slots it lent them.
     pub fn forget_arena(&mut self) {

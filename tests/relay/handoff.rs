@@ -524,3 +524,27 @@ fn fanned_out_bundles_moved_off_a_thread_a_reload_emptied_keep_each_regions_coun
         assert!(t.d.check_accounting());
     }
 }
+
+/// A thread whose loop fails (its ring broke) after another handed it a bundle the bot was
+/// already answered for: the bundle is counted there, admitted and failed, as is what the
+/// failed thread held, so the books of the whole relay still say where every bundle went.
+#[test]
+fn a_bundle_handed_to_a_thread_whose_loop_failed_is_counted_failed_not_lost() {
+    let (mut a, mut b, now) = first_pair_held();
+    assert_eq!(request(&mut a, &body(2), now), Verdict::Admitted);
+    assert_eq!(totals(&a).handoffs_out, 1, "bundle 2 went to thread 1");
+    // Thread 1's ring fails before its loop read the handoff.
+    b.d.end_after_failure(now);
+    // Thread 0 stops later: it ends what it holds and closes; thread 1 then sees every thread
+    // closed and has ended whatever reached it.
+    a.d.leave();
+    a.d.abandon_all(now);
+    a.d.close();
+    assert!(a.d.closed_all(now));
+    assert!(b.d.closed_all(now));
+    let (ta, tb) = (totals(&a), totals(&b));
+    assert_eq!(ta.admitted + tb.admitted, 2, "{ta:?} {tb:?}");
+    assert_eq!(ta.failed + tb.failed, 2, "{ta:?} {tb:?}");
+    assert_eq!((tb.handoffs_in, tb.in_flight), (1, 0), "{tb:?}");
+    assert!(a.d.check_accounting() && b.d.check_accounting());
+}
