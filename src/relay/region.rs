@@ -295,6 +295,10 @@ pub struct Region {
     pub retired: bool,
     /// Its engine said it throttles everyone: no call goes to it before this.
     pub throttled_until: Instant,
+    /// When the back-off in force began: calls sent before it were throttled in that spell.
+    pub throttle_began: Instant,
+    /// That back-off's length.
+    pub throttle_spell_ms: u64,
     /// The next region-wide back-off (doubling while throttled).
     pub throttle_backoff_ms: u64,
     /// Searcher authentication to its engine, when configured: no call but the auth service's
@@ -328,28 +332,37 @@ impl Region {
             keepalive_ms: (ping_idle_ms > 0).then_some(ping_idle_ms),
             retired: false,
             throttled_until: Instant(0),
+            throttle_began: Instant(0),
+            throttle_spell_ms: 0,
             throttle_backoff_ms: THROTTLE_BACKOFF_MS_MIN,
             auth: signer.map(|s| RegionAuth::new(s.clone())),
         }
     }
 
-    /// Its engine throttles everyone: no call before `now` plus the back-off, which doubles
-    /// (an end already later, from another call's answer, stands); returns the back-off applied.
-    pub fn throttle(&mut self, now: Instant, rate: TickRate) -> u64 {
+    /// Its engine throttles everyone, says the answer at `now` to a call sent at `sent`: no
+    /// call before `now` plus the back-off, which doubles. A call sent before the back-off in
+    /// force began was throttled in the same spell: its answer neither doubles the back-off
+    /// nor moves its end. Returns the spell's back-off, and whether this answer began it.
+    pub fn throttle(&mut self, sent: Instant, now: Instant, rate: TickRate) -> (u64, bool) {
+        if sent.0 < self.throttle_began.0 {
+            return (self.throttle_spell_ms, false);
+        }
         let ms = self.throttle_backoff_ms;
         let until = now.after(rate.from_ms(ms));
         if until.0 > self.throttled_until.0 {
             self.throttled_until = until;
         }
+        self.throttle_began = now;
+        self.throttle_spell_ms = ms;
         self.throttle_backoff_ms = (ms * 2).min(THROTTLE_BACKOFF_MS_MAX);
-        ms
+        (ms, true)
     }
 
-    /// A call was accepted at `now`: once a back-off has ended, the next throttle starts from
-    /// the least again (a call sent before the throttle and accepted during it says nothing
-    /// of the engine since).
-    pub fn accepted(&mut self, now: Instant) {
-        if now.0 >= self.throttled_until.0 {
+    /// A call sent at `sent` was accepted: if it went after the last back-off ended, the
+    /// engine takes calls again and the next throttle starts from the least back-off (one sent
+    /// before says nothing of the engine since).
+    pub fn accepted(&mut self, sent: Instant) {
+        if sent.0 >= self.throttled_until.0 {
             self.throttle_backoff_ms = THROTTLE_BACKOFF_MS_MIN;
         }
     }

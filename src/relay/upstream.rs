@@ -1259,14 +1259,17 @@ impl Upstream {
         }
         let mut throttle_ms = 0;
         if throttled {
-            throttle_ms = self.links.region_mut(region).throttle(now, rate);
+            let (ms, began) = self.links.region_mut(region).throttle(f.started, now, rate);
+            throttle_ms = ms;
             self.stats.region(region).throttles.inc();
             self.wake_at(self.links.region(region).throttled_until);
-            if let Some(unlogged) = self.links.region_mut(region).error_worth_logging(
-                ErrorKind::of_text(crate::jito::GLOBAL_THROTTLE_MESSAGE),
-                now,
-                rate,
-            ) {
+            if began
+                && let Some(unlogged) = self.links.region_mut(region).error_worth_logging(
+                    ErrorKind::of_text(crate::jito::GLOBAL_THROTTLE_MESSAGE),
+                    now,
+                    rate,
+                )
+            {
                 self.links.log().line(format_args!(
                     "region {}: {unlogged}its engine throttles everyone (\"{}\"): no call to it for {throttle_ms} ms, doubling while it says so",
                     self.links.region(region).name,
@@ -1274,7 +1277,7 @@ impl Upstream {
                 ));
             }
         } else if fate == Fate::Delivered {
-            self.links.region_mut(region).accepted(now);
+            self.links.region_mut(region).accepted(f.started);
         }
         self.links.finish(pair, now);
         if timed_out {
