@@ -481,7 +481,9 @@ fn bench_ledger(c: &mut Criterion) {
                 Ticks(0),
                 Ticks(HOLD_NS),
             ) {
-                Ok(booked) => ledger.settle(slot, booked, Instant(now + INTERVAL_NS)),
+                Ok(booked) => {
+                    ledger.settle(slot, booked, Ticks(HOLD_NS), Instant(now + INTERVAL_NS))
+                }
                 Err(_) => refused += 1,
             }
         })

@@ -10,9 +10,8 @@
 //! config (more sources, regions in another order). Ticks are the raw TSC both processes read
 //! (or the monotonic clock both fall back to), so no conversion is needed between them.
 //!
-//! Cost: one compare-and-swap when a pair is handed out ([`Ledger::claim`]) and one
-//! `fetch_max` when its call ends ([`Ledger::book`]); the line is another process's only
-//! during a takeover.
+//! Cost: one compare-and-swap when a pair is handed out ([`Ledger::claim`]) and one when its
+//! call ends ([`Ledger::settle`]); the line is another process's only during a takeover.
 //!
 //! What it is NOT: where the memory comes from (the process layer maps it, or a test gives
 //! heap memory), nor a limiter: a refused claim is turned into a cooldown by the caller.
@@ -165,16 +164,20 @@ impl Ledger {
         }
     }
 
-    /// The call a [`Ledger::claim`] that booked `claimed` was for has ended: its pair's
-    /// theoretical arrival time is `tat`, which replaces the claim's (usually a later one)
-    /// while the entry still holds it; a booking another process made since stands if later.
+    /// The call a [`Ledger::claim`] that booked `claimed` with `hold` was for has ended: its
+    /// pair's theoretical arrival time is `tat`. While the entry still holds the claim, the
+    /// claim's hold is given back: the entry becomes `tat`, or what the claim booked without
+    /// the hold if later (that counts the other process's sends before it, which this
+    /// process's `tat` knows nothing of). A booking another process made since stands if
+    /// later.
     #[inline]
-    pub fn settle(&self, slot: u32, claimed: u64, tat: Instant) {
+    pub fn settle(&self, slot: u32, claimed: u64, hold: Ticks, tat: Instant) {
         let e = &self.entry(slot as usize).next;
-        if e.compare_exchange(claimed, tat.0, Ordering::AcqRel, Ordering::Acquire)
+        let settled = tat.0.max(claimed.saturating_sub(hold.0));
+        if e.compare_exchange(claimed, settled, Ordering::AcqRel, Ordering::Acquire)
             .is_err()
         {
-            e.fetch_max(tat.0, Ordering::AcqRel);
+            e.fetch_max(settled, Ordering::AcqRel);
         }
     }
 

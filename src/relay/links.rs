@@ -906,8 +906,18 @@ impl Links {
             let slot = slots[pair.0 as usize];
             match std::mem::take(&mut claimed[pair.0 as usize]) {
                 0 => ledger.book(slot, tat),
-                booked => ledger.settle(slot, booked, tat),
+                booked => ledger.settle(slot, booked, self.call_hold, tat),
             }
+        }
+    }
+
+    /// The call on held `pair` is given up at `now` unanswered (shutdown's deadline, a failed
+    /// thread): back to the limiter, but its claim in the ledger stays whole, since the
+    /// engine may still act on the request within the call's hold.
+    pub(super) fn abandon(&mut self, pair: PairId, now: Instant) {
+        self.limiter.finish(pair, now);
+        if let Some(l) = &mut self.ledger {
+            l.claimed[pair.0 as usize] = 0;
         }
     }
 

@@ -1396,7 +1396,7 @@ impl Upstream {
                 if let Some(c) = st.stack.conn_mut() {
                     c.release(f.stream);
                 }
-                self.links.finish(pair, now);
+                self.links.abandon(pair, now);
                 if let Some(slot) = f.slot() {
                     bundle(slot);
                 }

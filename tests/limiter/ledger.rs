@@ -38,7 +38,7 @@ fn a_call_in_flight_and_then_its_booking_hold_the_pair_in_the_other_process() {
         "the call may still be running"
     );
     // It ends at 1,200 and books one interval on, in place of the claim's.
-    old.settle(a, 1_800, Instant(1_700));
+    old.settle(a, 1_800, Ticks(300), Instant(1_700));
     assert_eq!(
         new.claim(b, Instant(1_600), Ticks(500), Ticks(0), Ticks(0)),
         Err(Instant(1_700))
@@ -61,7 +61,7 @@ fn a_calls_end_does_not_undo_a_later_booking_of_the_other_process() {
         .claim(s, Instant(1_000), Ticks(500), Ticks(0), Ticks(300))
         .unwrap();
     new.book(s, Instant(5_000));
-    old.settle(s, booked, Instant(1_700));
+    old.settle(s, booked, Ticks(300), Instant(1_700));
     assert_eq!(new.next(s), Instant(5_000));
 }
 
@@ -221,5 +221,26 @@ fn a_region_burst_holds_across_both_processes() {
         new.claim(s, Instant(11_000), interval, tolerance, Ticks(0))
             .map(|_| ()),
         Ok(())
+    );
+}
+
+/// Burst 3 shared by two processes whose calls settle: each process's own booking knows only
+/// its own sends, so a settle keeps what its claim counted of the other's (the claim without
+/// its hold). Three sends in the burst between them, and the fourth waits.
+#[test]
+fn a_settled_call_keeps_the_other_processs_sends_in_a_shared_burst() {
+    let (old, new) = shared(1);
+    let s = old.slot(pair_key("127.1.0.1", "ny")).unwrap();
+    let (interval, tolerance, hold) = (Ticks(1_000), Ticks(2_000), Ticks(300));
+    // Each process's limiter after its one send at `t`: its arrival time one interval on.
+    let own = |t: u64| Instant(t + 1_000);
+    for (l, t) in [(&new, 10_000), (&old, 10_100), (&new, 10_200)] {
+        let booked = l.claim(s, Instant(t), interval, tolerance, hold).unwrap();
+        l.settle(s, booked, hold, own(t));
+    }
+    assert_eq!(
+        old.claim(s, Instant(10_300), interval, tolerance, hold),
+        Err(Instant(11_000)),
+        "three sends in the burst: the fourth waits an interval"
     );
 }

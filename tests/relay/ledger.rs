@@ -94,3 +94,22 @@ fn a_call_still_unanswered_after_its_interval_holds_the_pair_in_the_other_proces
         "one interval after the answer, and no later: the answer gave the hold back"
     );
 }
+
+/// A call given up unanswered (the old process's drain deadline passed) may still reach the
+/// engine: its claim stays whole, and the new process waits out the call's hold.
+#[test]
+fn a_call_given_up_at_shutdown_keeps_holding_the_pair_in_the_other_process() {
+    let ledger = Arc::new(Ledger::private(4));
+    let t0 = Instant(MS);
+    let mut old = process(&ledger, t0);
+    assert!(old.send(t0));
+    old.d.abandon_all(Instant(t0.0 + 100 * MS));
+
+    let t1 = Instant(t0.0 + 2_000 * MS);
+    let mut new = process(&ledger, t1);
+    assert_eq!(new.post_bundle(1, t1), Verdict::Admitted);
+    assert!(
+        !new.send(t1),
+        "the abandoned call's hold (the upstream timeout) still runs"
+    );
+}
