@@ -34,8 +34,6 @@ use super::transmit::Transmit;
 const NS_PER_MS: u64 = 1_000_000;
 const NS_PER_S: u64 = 1_000_000_000;
 
-/// HPACK's dynamic table size before either side says otherwise (RFC 7541 section 4.2).
-const HPACK_TABLE_SIZE_INITIAL: u32 = 4_096;
 /// A dynamic table size update to 0: pattern 001, size 0 in a 5-bit prefix.
 const HPACK_TABLE_SIZE_UPDATE_TO_0: u8 = 0x20;
 
@@ -89,11 +87,8 @@ pub struct Connection {
     peer_initial_window: u32,
     peer_frame_size_max: u32,
     peer_header_list_max: u32,
-    /// The most our HPACK encoder's dynamic table may hold as the peer's decoder sees it:
-    /// HPACK's 4,096 until we tell it 0 (we never index).
-    encoder_table_size: u32,
-    /// The peer lowered SETTINGS_HEADER_TABLE_SIZE below `encoder_table_size`: our next header
-    /// block starts with a dynamic table size update (RFC 7541 section 4.2).
+    /// The peer set SETTINGS_HEADER_TABLE_SIZE: our next header block starts with a dynamic
+    /// table size update (RFC 7541 section 4.2).
     table_size_update_due: bool,
     send_window: i64,
     recv_window: i64,
@@ -251,7 +246,6 @@ impl Connection {
             peer_initial_window: frame::WINDOW_DEFAULT,
             peer_frame_size_max: frame::FRAME_SIZE_MIN,
             peer_header_list_max: u32::MAX,
-            encoder_table_size: HPACK_TABLE_SIZE_INITIAL,
             table_size_update_due: false,
             send_window: frame::WINDOW_DEFAULT as i64,
             recv_window: frame::WINDOW_DEFAULT as i64,
@@ -572,7 +566,6 @@ impl Connection {
         self.tx.commit(written);
         if update == 1 {
             self.table_size_update_due = false;
-            self.encoder_table_size = 0;
         }
         let s = &mut self.streams[slot];
         s.open(
@@ -1072,11 +1065,10 @@ impl Connection {
                 }
                 frame::SETTINGS_MAX_HEADER_LIST_SIZE => self.peer_header_list_max = value,
                 // Our encoder never indexes, so any size suits it; but a peer whose decoder
-                // now allows less than ours may hold must be told (nghttp2 refuses the next
-                // header block otherwise).
-                frame::SETTINGS_HEADER_TABLE_SIZE if value < self.encoder_table_size => {
-                    self.table_size_update_due = true;
-                }
+                // now allows less than it did expects our next block to say so (nghttp2
+                // refuses it otherwise), and some expect it after any change. An update to 0
+                // is always within the limit, so one goes after every such setting.
+                frame::SETTINGS_HEADER_TABLE_SIZE => self.table_size_update_due = true,
                 _ => {}
             }
         }

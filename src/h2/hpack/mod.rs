@@ -8,7 +8,7 @@
 //! Nothing here allocates after construction: the decoder's dynamic table is a byte buffer of
 //! the size we advertise in SETTINGS_HEADER_TABLE_SIZE, and decoded fields land in a
 //! caller-owned [`HeaderList`] of fixed capacity. The encoder never inserts into the peer's
-//! dynamic table; the one table size update a peer may need (to 0, after it lowers
+//! dynamic table; the table size update a peer may need (to 0, after it changes
 //! SETTINGS_HEADER_TABLE_SIZE) is the connection's to write (`h2::conn`).
 
 mod decoder;
