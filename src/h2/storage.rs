@@ -10,10 +10,11 @@
 //! slab for all of them at startup ([`reserve`]): one allocation large enough to be mapped
 //! fresh, whose pages the kernel backs only when a connection first writes them.
 //!
-//! The pages every call writes (the start of the transmit buffer, the header block in, the
-//! response bodies) are touched when the connection is made ([`touched`]), so a bundle's path takes no
-//! page fault and a connection's memory does not grow with its first calls; the rest of the
-//! worst-case room stays untouched.
+//! The pages every call writes (the start of the transmit buffer, the header block in, a
+//! response body's usual first kilobyte) are touched when the connection is made ([`touched`]),
+//! so a bundle's path takes no page fault and a connection's memory does not grow with its
+//! first calls; the rest of the worst-case room (a status query's large answer) stays
+//! untouched until one comes.
 //!
 //! This is NOT an allocator: a slab is carved front to back, never reused, and freed when its
 //! last buffer and its thread are gone. A connection made where no slab was reserved (or once a

@@ -277,9 +277,12 @@ impl Mesh {
     /// leaving, if it was not yet). Sequentially consistent, as is [`Mesh::all_closed`]: a
     /// thread that reads every thread closed and then empties its handoff rings has every
     /// bundle any of them handed it (each pushed its last before it closed), and no thread
-    /// writes into a slot it lent any more, so its arena may go.
+    /// writes into a slot it lent any more, so its arena may go. A closed thread is drained
+    /// for good too: one that failed, or never started, holds no other thread's drain to its
+    /// deadline.
     pub fn close(&self, t: usize) {
         self.lines[t].leaving.store(true, Ordering::Release);
+        self.lines[t].drained.store(true, Ordering::SeqCst);
         self.lines[t].closed.store(true, Ordering::SeqCst);
     }
 
@@ -336,5 +339,16 @@ mod tests {
         assert!(mesh.all_drained_for(1));
         let _ = mesh.handoffs(1, 0).pop();
         assert!(mesh.all_drained_for(0));
+    }
+
+    /// A thread that failed (or never started) closes without ever saying it drained: the
+    /// others still read every thread drained once they are, not only at their deadlines.
+    #[test]
+    fn a_closed_thread_counts_as_drained() {
+        let mesh = Mesh::new(3, 8);
+        mesh.close(2);
+        mesh.set_drained(0, true);
+        mesh.set_drained(1, true);
+        assert!(mesh.all_drained_for(0) && mesh.all_drained_for(1));
     }
 }
