@@ -26,7 +26,7 @@ use super::config::{
 };
 use super::discard;
 use super::frame::{self, Frame, FrameError, HEADER_LEN, Head, Reason, WINDOW_MAX};
-use super::hpack::{self, Decoder, Encoder, HpackError};
+use super::hpack::{self, Decoder, Encoder, HeaderList, HpackError};
 use super::storage::{self, Buffer};
 use super::stream::{STREAM_ID_MAX, State as StreamState, Streams};
 use super::transmit::Transmit;
@@ -965,7 +965,10 @@ impl Connection {
             // The block is decoded even for streams that are gone: the HPACK table must stay in
             // step. Its fields are dropped, so the thread's one discard list takes them.
             let decoder = &mut self.decoder;
-            if let Err(e) = discard::with_list(&self.cfg, |list| decoder.decode(block, list)) {
+            let kept = discard::with_list(&self.cfg, |spill| {
+                decoder.decode_lenient(block, &mut HeaderList::new(0, 0), spill)
+            });
+            if let Err(e) = kept {
                 self.conn_error(Reason::COMPRESSION_ERROR, hpack_error_text(e));
             }
             return;
@@ -977,7 +980,14 @@ impl Connection {
             s.headers.clear();
             (&mut s.headers, false)
         };
-        if let Err(e) = self.decoder.decode(block, list) {
+        // More fields than the list keeps (a load balancer's long cookie, say) are decoded and
+        // dropped rather than break the connection (RFC 9113 section 10.5.1): the reply keeps
+        // what fit, its :status first.
+        let decoder = &mut self.decoder;
+        let kept = discard::with_list(&self.cfg, |spill| {
+            decoder.decode_lenient(block, list, spill)
+        });
+        if let Err(e) = kept {
             return self.conn_error(Reason::COMPRESSION_ERROR, hpack_error_text(e));
         }
         let pseudo = list

@@ -15,9 +15,16 @@ thread_local! {
     static LIST: RefCell<Option<HeaderList>> = const { RefCell::new(None) };
 }
 
-/// The list's capacities for connections with limits `cfg`: its bytes, its fields.
+/// The list's capacities for connections with limits `cfg`: its bytes, its fields. Room for
+/// any one field a header block within the limits can carry (Huffman codes are 5 bits at the
+/// shortest, so a block's bytes decode to at most 8/5 as many), since it also takes the fields
+/// a live stream's list has no room for ([`super::hpack::Decoder::decode_lenient`]).
 fn capacities(cfg: &Config) -> (usize, usize) {
-    (cfg.header_list_bytes_max, cfg.header_fields_max())
+    (
+        cfg.header_list_bytes_max
+            .max(cfg.header_block_bytes_max * 8 / 5 + 1),
+        cfg.header_fields_max(),
+    )
 }
 
 /// Bytes [`reserve`] allocates for `cfg`.
@@ -33,10 +40,9 @@ pub fn reserve(cfg: &Config) {
     LIST.with(|l| *l.borrow_mut() = Some(HeaderList::new(bytes, fields)));
 }
 
-/// Runs `f` on an empty list of exactly `cfg`'s capacities (so a block too large for the
-/// connection's limits is refused here as it would be for a live stream): this thread's
-/// reserved list when it has them, else one made for the call (a thread that reserved none,
-/// such as a test's or a tool's).
+/// Runs `f` on an empty list of the capacities for `cfg`: this thread's reserved list when it
+/// has them, else one made for the call (a thread that reserved none, such as a test's or a
+/// tool's).
 pub(super) fn with_list<R>(cfg: &Config, f: impl FnOnce(&mut HeaderList) -> R) -> R {
     let want = capacities(cfg);
     LIST.with(|l| match l.borrow_mut().as_mut() {

@@ -389,6 +389,61 @@ fn a_lowered_header_table_size_is_acknowledged_at_the_start_of_the_next_header_b
     assert_ne!(f[0].payload[0] & 0xe0, 0x20);
 }
 
+/// A load balancer's error reply with more header bytes than the relay keeps (a long cookie,
+/// a report-to policy), the one it could not keep added to the HPACK table: the call ends as
+/// the reply's status says (503: never processed, sent again), the connection stays up, and
+/// the table stays in step (the next reply names that header by its index).
+#[test]
+fn a_reply_with_more_header_bytes_than_kept_ends_its_call_and_not_the_connection() {
+    let cfg = bundle_relay::relay::upstream_h2_config();
+    let (mut c, _p) = open(cfg, &[]);
+    let first = start(&mut c, Method::SendBundle).unwrap();
+    // :status 503 (a literal value for static name 8), set-cookie (600 bytes, not indexed),
+    // then x-pad (900 bytes, indexed): 1,500 bytes of fields, the list keeps 1,024.
+    let mut b = vec![0x08, 3];
+    b.extend_from_slice(b"503");
+    b.extend_from_slice(&[0x00, 10]);
+    b.extend_from_slice(b"set-cookie");
+    b.extend_from_slice(&[0x7f, 0xd9, 0x03]);
+    b.extend(std::iter::repeat_n(b'c', 600));
+    b.extend_from_slice(&[0x40, 5]);
+    b.extend_from_slice(b"x-pad");
+    b.extend_from_slice(&[0x7f, 0x85, 0x06]);
+    b.extend(std::iter::repeat_n(b'p', 900));
+    c.handle_bytes(
+        0,
+        &raw(
+            frame::HEADERS,
+            frame::FLAG_END_HEADERS | frame::FLAG_END_STREAM,
+            1,
+            &b,
+        ),
+    );
+    assert_eq!(
+        format!("{:?}", grpc::outcome(&c.response(first).unwrap(), 1000)),
+        "Retryable { why: \"UNAVAILABLE\" }"
+    );
+    c.release(first);
+    assert!(c.can_start(), "the connection is still open");
+    let second = start(&mut c, Method::SendBundle).unwrap();
+    // 200, the indexed x-pad (dynamic index 62), then grpc-status 0 with no body: Trailers-Only.
+    let mut b = vec![0x88, 0xbe];
+    b.extend_from_slice(&block(&[("grpc-status", "0")]));
+    c.handle_bytes(
+        0,
+        &raw(
+            frame::HEADERS,
+            frame::FLAG_END_HEADERS | frame::FLAG_END_STREAM,
+            3,
+            &b,
+        ),
+    );
+    let resp = c.response(second).expect("the second reply decoded");
+    assert_eq!(resp.end, StreamEnd::Complete);
+    assert_eq!(resp.headers.get(b"x-pad").map(<[u8]>::len), Some(900));
+    assert_eq!(resp.headers.get(b"grpc-status"), Some(&b"0"[..]));
+}
+
 /// The peer's SETTINGS_MAX_HEADER_LIST_SIZE counts every field, the ones encoded once too:
 /// a SendBundle call's list is 363 bytes (RFC 7541's 32 per field included).
 #[test]

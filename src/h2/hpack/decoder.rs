@@ -67,22 +67,34 @@ impl Decoder {
 
     /// Decodes one complete header block, appending fields to `out`.
     pub fn decode(&mut self, block: &[u8], out: &mut HeaderList) -> Result<(), HpackError> {
+        self.decode_into(block, out, None).map(|_| ())
+    }
+
+    /// As [`Decoder::decode`], but a field `out` has no room for is decoded into `spill`
+    /// instead (cleared for each), so the dynamic table stays in step with the peer's however
+    /// large the list: returns whether every field reached `out`. Fails only on a block that
+    /// breaks HPACK, or a field too large for `spill` alone.
+    pub fn decode_lenient(
+        &mut self,
+        block: &[u8],
+        out: &mut HeaderList,
+        spill: &mut HeaderList,
+    ) -> Result<bool, HpackError> {
+        self.decode_into(block, out, Some(spill))
+    }
+
+    fn decode_into(
+        &mut self,
+        block: &[u8],
+        out: &mut HeaderList,
+        mut spill: Option<&mut HeaderList>,
+    ) -> Result<bool, HpackError> {
         let mut pos = 0;
         let mut fields_seen = false;
+        let mut whole = true;
         while pos < block.len() {
-            let b = block[pos];
             let rest = &block[pos..];
-            if b & 0x80 != 0 {
-                let (index, used) = decode_integer(rest, 7)?;
-                let (name, value) = self.lookup(index)?;
-                // Borrow juggling: copy from the table into the list.
-                let start = out.bytes_len;
-                out.append(name)?;
-                out.append(value)?;
-                out.commit(start, name.len(), value.len())?;
-                pos += used;
-                fields_seen = true;
-            } else if b & 0xe0 == 0x20 {
+            if rest[0] & 0xe0 == 0x20 {
                 if fields_seen {
                     return Err(HpackError::SizeUpdateNotAtStart);
                 }
@@ -92,35 +104,64 @@ impl Decoder {
                 }
                 self.table.set_size_max(size as usize);
                 pos += used;
-            } else {
-                // 01xxxxxx: with incremental indexing (6-bit prefix); 0000xxxx without
-                // indexing and 0001xxxx never indexed (4-bit prefix).
-                let indexing = b & 0x40 != 0;
-                let prefix = if indexing { 6 } else { 4 };
-                let (index, mut used) = decode_integer(rest, prefix)?;
-                let start = out.bytes_len;
-                let name_len = if index == 0 {
-                    let (n, u) = out.append_literal(&rest[used..])?;
-                    used += u;
-                    n
-                } else {
-                    let (name, _) = self.lookup(index)?;
-                    out.append(name)?;
-                    name.len()
-                };
-                let (value_len, u) = out.append_literal(&rest[used..])?;
-                used += u;
-                out.commit(start, name_len, value_len)?;
-                if indexing {
-                    let name = &out.bytes[start..start + name_len];
-                    let value = &out.bytes[start + name_len..start + name_len + value_len];
-                    self.table.insert(name, value);
-                }
-                pos += used;
-                fields_seen = true;
+                continue;
             }
+            fields_seen = true;
+            let mark = out.mark();
+            pos += match (self.field(rest, out), spill.as_deref_mut()) {
+                (Ok(used), _) => used,
+                // A failed field changed nothing but `out`'s tail, which goes back.
+                (Err(HpackError::ListTooLarge), Some(spill)) => {
+                    out.reset_to(mark);
+                    spill.clear();
+                    whole = false;
+                    self.field(rest, spill)?
+                }
+                (Err(e), _) => return Err(e),
+            };
         }
-        Ok(())
+        Ok(whole)
+    }
+
+    /// Decodes the field representation at the start of `rest` (not a size update) into
+    /// `out`, inserting it into the table if it says so; returns the bytes it took. On an
+    /// error nothing but `out` changed.
+    fn field(&mut self, rest: &[u8], out: &mut HeaderList) -> Result<usize, HpackError> {
+        let b = rest[0];
+        if b & 0x80 != 0 {
+            let (index, used) = decode_integer(rest, 7)?;
+            let (name, value) = self.lookup(index)?;
+            // Borrow juggling: copy from the table into the list.
+            let start = out.bytes_len;
+            out.append(name)?;
+            out.append(value)?;
+            out.commit(start, name.len(), value.len())?;
+            return Ok(used);
+        }
+        // 01xxxxxx: with incremental indexing (6-bit prefix); 0000xxxx without
+        // indexing and 0001xxxx never indexed (4-bit prefix).
+        let indexing = b & 0x40 != 0;
+        let prefix = if indexing { 6 } else { 4 };
+        let (index, mut used) = decode_integer(rest, prefix)?;
+        let start = out.bytes_len;
+        let name_len = if index == 0 {
+            let (n, u) = out.append_literal(&rest[used..])?;
+            used += u;
+            n
+        } else {
+            let (name, _) = self.lookup(index)?;
+            out.append(name)?;
+            name.len()
+        };
+        let (value_len, u) = out.append_literal(&rest[used..])?;
+        used += u;
+        out.commit(start, name_len, value_len)?;
+        if indexing {
+            let name = &out.bytes[start..start + name_len];
+            let value = &out.bytes[start + name_len..start + name_len + value_len];
+            self.table.insert(name, value);
+        }
+        Ok(used)
     }
 
     fn lookup(&self, index: u64) -> Result<(&[u8], &[u8]), HpackError> {

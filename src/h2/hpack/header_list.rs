@@ -35,6 +35,16 @@ impl HeaderList {
         (self.bytes.len(), self.fields.len())
     }
 
+    /// Where the list ends now, to go back to with [`HeaderList::reset_to`].
+    pub(super) fn mark(&self) -> (usize, usize) {
+        (self.bytes_len, self.fields_len)
+    }
+
+    /// Drops what was appended since `mark`.
+    pub(super) fn reset_to(&mut self, mark: (usize, usize)) {
+        (self.bytes_len, self.fields_len) = mark;
+    }
+
     pub fn clear(&mut self) {
         self.bytes_len = 0;
         self.fields_len = 0;
