@@ -25,19 +25,43 @@ pub fn frame_decoder(mut data: &[u8]) {
 }
 
 /// Decodes `data` as two header blocks (split at a position chosen by its first byte) with a
-/// table size chosen by its second byte, so table state carries across blocks.
+/// table size chosen by its second byte, so table state carries across blocks. Beside it, a
+/// second decoder takes the same blocks leniently into a list too small for most of them: where
+/// the first succeeds, so does it, its list holds every field only if the block fit, and the
+/// two tables stay the same.
 pub fn hpack_decoder(data: &[u8]) {
     if data.len() < 2 {
         return;
     }
     let mut d = Decoder::new(data[1] as usize * 32);
+    let mut lenient = Decoder::new(data[1] as usize * 32);
     let mut list = HeaderList::new(4096, 64);
+    let mut small = HeaderList::new(64, 4);
+    let mut spill = HeaderList::new(4096, 64);
     let body = &data[2..];
     let split = (data[0] as usize).min(body.len());
+    let mut in_step = true;
     for block in [&body[..split], &body[split..]] {
         list.clear();
-        let _ = d.decode(block, &mut list);
+        small.clear();
+        let strict = d.decode(block, &mut list);
         assert!(list.list_size() <= 4096 + 32 * 64);
+        let kept = lenient.decode_lenient(block, &mut small, &mut spill);
+        if in_step && strict.is_ok() {
+            let whole = kept.expect("a block the strict decoder takes, the lenient one takes");
+            assert_eq!(whole, small.len() == list.len());
+            assert_eq!(d.table_size(), lenient.table_size());
+            for i in 0.. {
+                let (a, b) = (d.table_entry(i), lenient.table_entry(i));
+                assert_eq!(a, b);
+                if a.is_none() {
+                    break;
+                }
+            }
+        } else {
+            // A failed block leaves each table wherever its decoder stopped.
+            in_step = false;
+        }
     }
     let mut out = [0u8; 512];
     let _ = huffman_decode(body, &mut out);
