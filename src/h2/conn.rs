@@ -1195,8 +1195,14 @@ impl Connection {
 
     fn end_stream(&mut self, i: usize, end: StreamEnd) {
         let s = &mut self.streams[i];
+        // The peer answered in full before our request did (its body held back by a window):
+        // the call is over for us, so the stream is reset rather than left open on the peer.
+        let ours_open = end == StreamEnd::Complete && s.request_open();
         s.close(end);
         let id = s.id;
+        if ours_open {
+            self.write_rst(id, Reason::CANCEL);
+        }
         self.push_event(Event::StreamEnded(StreamId(id)));
     }
 

@@ -188,6 +188,11 @@ impl Stream {
             + 2 * HeaderList::allocation_bytes(cfg.header_list_bytes_max, cfg.header_fields_max())
     }
 
+    /// Our request has not ended yet (its END_STREAM not sent): open.
+    pub(super) fn request_open(&self) -> bool {
+        matches!(self.state, State::Open { .. })
+    }
+
     /// Started and not yet ended: open or half-closed (local).
     pub(super) fn is_active(&self) -> bool {
         matches!(

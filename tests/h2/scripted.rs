@@ -444,6 +444,41 @@ fn a_reply_with_more_header_bytes_than_kept_ends_its_call_and_not_the_connection
     assert_eq!(resp.headers.get(b"grpc-status"), Some(&b"0"[..]));
 }
 
+/// A server may answer before the whole request reached it (a body held back by a small
+/// window). The call is over for us, so the stream is reset (CANCEL) rather than left open on
+/// the server, counting against its MAX_CONCURRENT_STREAMS until the connection ends.
+#[test]
+fn a_complete_reply_before_the_request_body_went_resets_the_stream() {
+    let (mut c, mut p) = open(
+        Config::default(),
+        &[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 16)],
+    );
+    let id = get(&mut c, &[7u8; 100]).unwrap();
+    let sent = p.read(&mut c);
+    assert!(
+        !sent
+            .iter()
+            .any(|f| f.kind == frame::DATA && f.flags & frame::FLAG_END_STREAM != 0),
+        "the body is held back by the window"
+    );
+    c.handle_bytes(
+        0,
+        &headers(1, &[(":status", "200"), ("grpc-status", "0")], true),
+    );
+    assert_eq!(end_of(&c, id), StreamEnd::Complete);
+    let after = p.read(&mut c);
+    let rst = after
+        .iter()
+        .find(|f| f.kind == frame::RST_STREAM && f.stream == 1)
+        .expect("RST_STREAM for the answered stream");
+    assert_eq!(rst.payload, Reason::CANCEL.0.to_be_bytes());
+    c.release(id);
+    assert!(
+        !p.read(&mut c).iter().any(|f| f.kind == frame::RST_STREAM),
+        "once"
+    );
+}
+
 /// The peer's SETTINGS_MAX_HEADER_LIST_SIZE counts every field, the ones encoded once too:
 /// a SendBundle call's list is 363 bytes (RFC 7541's 32 per field included).
 #[test]
