@@ -964,10 +964,11 @@ impl Connection {
         let Some(i) = self.streams.find_active(stream) else {
             // The block is decoded even for streams that are gone: the HPACK table must stay in
             // step. Its fields are dropped, so the thread's one discard list takes them.
-            let decoder = &mut self.decoder;
-            let kept = discard::with_list(&self.cfg, |spill| {
-                decoder.decode_lenient(block, &mut HeaderList::new(0, 0), spill)
-            });
+            let kept = self.decoder.decode_lenient(
+                block,
+                &mut HeaderList::new(0, 0),
+                &mut discard::ThreadSpill(&self.cfg),
+            );
             if let Err(e) = kept {
                 self.conn_error(Reason::COMPRESSION_ERROR, hpack_error_text(e));
             }
@@ -983,10 +984,9 @@ impl Connection {
         // More fields than the list keeps (a load balancer's long cookie, say) are decoded and
         // dropped rather than break the connection (RFC 9113 section 10.5.1): the reply keeps
         // what fit, its :status first.
-        let decoder = &mut self.decoder;
-        let kept = discard::with_list(&self.cfg, |spill| {
-            decoder.decode_lenient(block, list, spill)
-        });
+        let kept = self
+            .decoder
+            .decode_lenient(block, list, &mut discard::ThreadSpill(&self.cfg));
         if let Err(e) = kept {
             return self.conn_error(Reason::COMPRESSION_ERROR, hpack_error_text(e));
         }

@@ -9,7 +9,7 @@
 use std::cell::RefCell;
 
 use super::config::Config;
-use super::hpack::HeaderList;
+use super::hpack::{HeaderList, HpackError, Spill};
 
 thread_local! {
     static LIST: RefCell<Option<HeaderList>> = const { RefCell::new(None) };
@@ -52,6 +52,18 @@ pub(super) fn with_list<R>(cfg: &Config, f: impl FnOnce(&mut HeaderList) -> R) -
         }
         _ => f(&mut HeaderList::new(want.0, want.1)),
     })
+}
+
+/// The thread's list as a decoder's [`Spill`] for connections with limits `cfg`.
+pub(super) struct ThreadSpill<'a>(pub &'a Config);
+
+impl Spill for ThreadSpill<'_> {
+    fn lend(
+        &mut self,
+        f: &mut dyn FnMut(&mut HeaderList) -> Result<usize, HpackError>,
+    ) -> Result<usize, HpackError> {
+        with_list(self.0, f)
+    }
 }
 
 #[cfg(test)]

@@ -70,15 +70,16 @@ impl Decoder {
         self.decode_into(block, out, None).map(|_| ())
     }
 
-    /// As [`Decoder::decode`], but a field `out` has no room for is decoded into `spill`
-    /// instead (cleared for each), so the dynamic table stays in step with the peer's however
-    /// large the list: returns whether every field reached `out`. Fails only on a block that
-    /// breaks HPACK, or a field too large for `spill` alone.
+    /// As [`Decoder::decode`], but a field `out` has no room for is decoded into a list
+    /// `spill` lends (an empty one, for each such field), so the dynamic table stays in step
+    /// with the peer's however large the list: returns whether every field reached `out`.
+    /// Fails only on a block that breaks HPACK, or a field too large for the spill list alone.
+    /// `spill` is asked only when a field does not fit.
     pub fn decode_lenient(
         &mut self,
         block: &[u8],
         out: &mut HeaderList,
-        spill: &mut HeaderList,
+        spill: &mut dyn Spill,
     ) -> Result<bool, HpackError> {
         self.decode_into(block, out, Some(spill))
     }
@@ -87,7 +88,7 @@ impl Decoder {
         &mut self,
         block: &[u8],
         out: &mut HeaderList,
-        mut spill: Option<&mut HeaderList>,
+        mut spill: Option<&mut dyn Spill>,
     ) -> Result<bool, HpackError> {
         let mut pos = 0;
         let mut fields_seen = false;
@@ -108,16 +109,18 @@ impl Decoder {
             }
             fields_seen = true;
             let mark = out.mark();
-            pos += match (self.field(rest, out), spill.as_deref_mut()) {
-                (Ok(used), _) => used,
-                // A failed field changed nothing but `out`'s tail, which goes back.
-                (Err(HpackError::ListTooLarge), Some(spill)) => {
+            pos += match self.field(rest, out) {
+                Ok(used) => used,
+                Err(HpackError::ListTooLarge) => {
+                    let Some(spill) = spill.as_deref_mut() else {
+                        return Err(HpackError::ListTooLarge);
+                    };
+                    // A failed field changed nothing but `out`'s tail, which goes back.
                     out.reset_to(mark);
-                    spill.clear();
                     whole = false;
-                    self.field(rest, spill)?
+                    spill.lend(&mut |list| self.field(rest, list))?
                 }
-                (Err(e), _) => return Err(e),
+                Err(e) => return Err(e),
             };
         }
         Ok(whole)
@@ -176,5 +179,25 @@ impl Decoder {
                 .get(index as usize - 62)
                 .ok_or(HpackError::InvalidIndex(index)),
         }
+    }
+}
+
+/// Where [`Decoder::decode_lenient`] decodes the fields its list has no room for: an empty
+/// list, lent for one field at a time.
+pub trait Spill {
+    /// Runs `f` on an empty list.
+    fn lend(
+        &mut self,
+        f: &mut dyn FnMut(&mut HeaderList) -> Result<usize, HpackError>,
+    ) -> Result<usize, HpackError>;
+}
+
+impl Spill for HeaderList {
+    fn lend(
+        &mut self,
+        f: &mut dyn FnMut(&mut HeaderList) -> Result<usize, HpackError>,
+    ) -> Result<usize, HpackError> {
+        self.clear();
+        f(self)
     }
 }

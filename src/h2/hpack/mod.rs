@@ -20,7 +20,7 @@ mod huffman_table;
 mod integer;
 mod table;
 
-pub use decoder::Decoder;
+pub use decoder::{Decoder, Spill};
 pub use encoder::{Encoded, Encoder};
 pub use error::HpackError;
 pub use header_list::HeaderList;
