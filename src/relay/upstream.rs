@@ -602,8 +602,7 @@ impl Upstream {
         let mut soonest: Option<Instant> = None;
         for k in 0..n {
             let r = (first + k) % n;
-            let until = self.links.region(r).throttled_until;
-            if !self.may_call(r) || until.0 > now.0 {
+            if !self.may_call(r) {
                 continue;
             }
             let pair = match self.acquire_any(r, now) {
