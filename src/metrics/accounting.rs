@@ -192,6 +192,11 @@ accounting! {
         /// Bundles of the leader strategy that went to the soonest region instead: the
         /// leader's region had no pair ready within `leader.wait_ms`, or no answer was fresh.
         leader_fallbacks,
+        /// GetTipAccounts calls made, answers kept (bots are answered that list since), and
+        /// answers refused (not a list of 1 to 16 public keys: bots keep the list they had).
+        tip_calls,
+        tip_answers,
+        tip_answers_refused,
         /// Bots' bundle-status queries forwarded to an engine (getBundleStatuses, and
         /// getInflightBundleStatuses for bundles an engine took or the tenant has no record
         /// of), those the engine answered,

@@ -619,6 +619,21 @@ fn render_leader(m: &Metrics, out: &mut String) {
             t.leader_fallbacks,
         ),
         (
+            "bundle_relay_tip_calls_total",
+            "GetTipAccounts calls made to refresh the tip accounts bots are answered.",
+            t.tip_calls,
+        ),
+        (
+            "bundle_relay_tip_answers_total",
+            "GetTipAccounts answers kept: getTipAccounts answers the engines' list since the first.",
+            t.tip_answers,
+        ),
+        (
+            "bundle_relay_tip_answers_refused_total",
+            "GetTipAccounts answers refused (not 1 to 16 public keys): bots keep the list they had.",
+            t.tip_answers_refused,
+        ),
+        (
             "bundle_relay_status_queries_total",
             "Bots' bundle-status queries forwarded to an engine's JSON-RPC (getBundleStatuses; getInflightBundleStatuses for bundles an engine took or the tenant has no record of).",
             t.status_queries,

@@ -40,8 +40,8 @@ pub(super) struct TipCache {
     pub(super) due: Instant,
     /// A GetTipAccounts call is on a pair.
     pub(super) in_flight: bool,
-    /// Answers kept.
-    refreshed: u64,
+    /// The call on a pair has its answer (kept or refused).
+    answered: bool,
 }
 
 impl TipCache {
@@ -51,7 +51,7 @@ impl TipCache {
             len: 0,
             due: now,
             in_flight: false,
-            refreshed: 0,
+            answered: false,
         };
         let d = crate::jito::TIP_ACCOUNTS_JSON;
         c.json[..d.len()].copy_from_slice(d);
@@ -63,22 +63,29 @@ impl TipCache {
         &self.json[..self.len]
     }
 
-    pub(super) fn call_ended(&mut self, now: Instant, retry: Ticks) {
-        self.in_flight = false;
-        if self.due.0 <= now.0 {
-            self.due = now.after(retry);
-        }
+    pub(super) fn call_started(&mut self) {
+        self.in_flight = true;
+        self.answered = false;
     }
 
-    /// Keeps an engine's answer if [`decode_accounts`] accepts it; otherwise the previous list
-    /// stays.
-    pub(super) fn refresh(&mut self, msg: &[u8]) {
+    /// The call ended: the next is due a refresh period on if the engine answered (kept or
+    /// refused: asking again sooner would get the same answer), a retry's wait on if not.
+    pub(super) fn call_ended(&mut self, now: Instant, refresh: Ticks, retry: Ticks) {
+        self.in_flight = false;
+        self.due = now.after(if self.answered { refresh } else { retry });
+    }
+
+    /// Keeps an engine's answer if [`decode_accounts`] accepts it (true); otherwise the
+    /// previous list stays (false).
+    pub(super) fn refresh(&mut self, msg: &[u8]) -> bool {
+        self.answered = true;
         let mut out = [0u8; TIP_JSON_BYTES];
-        if let Some(len) = decode_accounts(msg, &mut out) {
-            self.json = out;
-            self.len = len;
-            self.refreshed += 1;
-        }
+        let Some(len) = decode_accounts(msg, &mut out) else {
+            return false;
+        };
+        self.json = out;
+        self.len = len;
+        true
     }
 }
 
@@ -161,9 +168,9 @@ pub fn fuzz_answer(data: &[u8]) -> Option<Vec<u8>> {
 
     let mut cache = TipCache::new(Instant(0));
     let before = cache.json().to_vec();
-    cache.refresh(data);
+    let kept = cache.refresh(data);
     assert_eq!(cache.json(), ours.as_deref().unwrap_or(&before));
-    assert_eq!(cache.refreshed, u64::from(ours.is_some()));
+    assert_eq!(kept, ours.is_some());
     ours
 }
 
@@ -197,9 +204,8 @@ mod tests {
     #[test]
     fn an_engines_tip_accounts_replace_the_builtin_list() {
         let mut c = TipCache::new(Instant(0));
-        c.refresh(&answer(&[B, A]));
+        assert!(c.refresh(&answer(&[B, A])));
         assert_eq!(c.json(), format!("[\"{B}\",\"{A}\"]").as_bytes());
-        assert_eq!(c.refreshed, 1);
     }
 
     #[test]
@@ -213,10 +219,9 @@ mod tests {
             vec![0x12, 2, b'a', b'b'],
             vec![0x0a, 40, b'a'],
         ] {
-            c.refresh(&bad);
+            assert!(!c.refresh(&bad), "{bad:?}");
             assert_eq!(c.json(), &before[..], "{bad:?}");
         }
-        assert_eq!(c.refreshed, 0);
     }
 
     #[test]

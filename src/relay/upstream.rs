@@ -34,7 +34,7 @@ use super::observe;
 use super::pairs::{Call, InFlight, Link};
 use super::queries::{Asked, Full, QUERIES_MAX, QUERY_PAIR_WAIT_MS, Queries, Query, Unanswered};
 use super::region::{ErrorKind, Silence};
-use super::tips::{TIP_REFRESH_MS, TIP_RETRY_MS, TipCache};
+use super::tips::{TIP_ACCOUNTS_MAX, TIP_REFRESH_MS, TIP_RETRY_MS, TipCache};
 
 /// A region goes silent when a call has waited this share of the call deadline with nothing
 /// at all received from the region meanwhile: well past any engine's normal answer, and early
@@ -677,10 +677,11 @@ impl Upstream {
             };
             self.tip_region = r + 1;
             if self.start_tip_call(pair, Call::Tips, now) {
-                self.tips.in_flight = true;
-                self.tips.due = now.after(self.tip_refresh);
+                self.tips.call_started();
+                self.stats.tip_calls.inc();
             } else {
-                self.links.finish(pair, now);
+                // The connection cannot take a call: out of rotation, as for a bundle.
+                self.give_back_unused(pair, now);
                 self.tips.due = now.after(self.tip_retry);
             }
             return;
@@ -694,6 +695,20 @@ impl Upstream {
             // No pair in rotation anywhere: still due.
             _ => self.tips.due,
         };
+    }
+
+    /// An engine's GetTipAccounts answer of `len` bytes was kept, or refused (counted, and
+    /// logged once per refresh: bots keep the list they had).
+    fn tips_answered(&mut self, region: usize, kept: bool, len: usize) {
+        if kept {
+            self.stats.tip_answers.inc();
+            return;
+        }
+        self.stats.tip_answers_refused.inc();
+        self.links.log().line(format_args!(
+            "region {}: its GetTipAccounts answer is not a list of 1 to {TIP_ACCOUNTS_MAX} public keys ({len} bytes); getTipAccounts keeps answering the list it had",
+            self.links.region(region).name,
+        ));
     }
 
     /// The next leader's region, while an engine's answer is trusted.
@@ -918,7 +933,7 @@ impl Upstream {
                 answer: Answer::unanswered("the connection ended before the request was sent"),
                 region: r as u8,
             }),
-            Call::Tips => self.tips.call_ended(now, self.tip_retry),
+            Call::Tips => self.tips.call_ended(now, self.tip_refresh, self.tip_retry),
             Call::Probe => self.probe_unanswered(r, now),
             Call::Leader => {
                 self.leader_in_flight = false;
@@ -1094,6 +1109,7 @@ impl Upstream {
         let mut cooldown_ms = None;
         let mut throttled = false;
         let mut leader_answer = false;
+        let mut tips_kept: Option<(bool, usize)> = None;
         let mut auth_answer: Option<Vec<u8>> = None;
         let is_auth = f.is_some_and(|f| f.call == Call::Auth);
         let authenticates = self.links.region(region).auth.is_some();
@@ -1133,7 +1149,9 @@ impl Upstream {
                     }
                     Outcome::Ok(msg) => {
                         match f.map(|f| f.call) {
-                            Some(Call::Tips) => self.tips.refresh(msg),
+                            Some(Call::Tips) => {
+                                tips_kept = Some((self.tips.refresh(msg), msg.len()))
+                            }
                             // Copied: the answer's bytes live in the connection.
                             Some(Call::Auth) => auth_answer = Some(msg.to_vec()),
                             Some(Call::Leader) => {
@@ -1308,7 +1326,12 @@ impl Upstream {
                 region: region as u8,
             }),
             // Its answer refreshed the cache; failures retry later.
-            Call::Tips => self.tips.call_ended(now, self.tip_retry),
+            Call::Tips => {
+                if let Some((kept, len)) = tips_kept {
+                    self.tips_answered(region, kept, len);
+                }
+                self.tips.call_ended(now, self.tip_refresh, self.tip_retry);
+            }
             Call::Probe => {
                 if !answered {
                     self.probe_unanswered(region, now);

@@ -403,13 +403,26 @@ fn tips_reply(stream: u32, accounts: &[String]) -> Vec<u8> {
     reply
 }
 
-#[test]
-fn the_engines_tip_accounts_are_asked_for_as_soon_as_the_first_pair_is_up() {
-    // A relay starts with no connection up: its first iteration finds no pair to ask on.
+/// Eight distinct public keys, as an engine would list its tip accounts.
+fn engine_accounts(n: u8) -> Vec<String> {
+    (1..=n)
+        .map(|i| solana_address::Address::new_from_array([i; 32]).to_string())
+        .collect()
+}
+
+/// A thread of one region and one source, started with nothing connected, whose pair comes up
+/// 30 ms later; the next iteration sends GetTipAccounts on stream 1. Returns the dispatcher,
+/// its pair, its stats and when the call went.
+fn first_tip_call() -> (
+    bundle_relay::relay::dispatch::Dispatcher,
+    bundle_relay::limiter::PairId,
+    std::sync::Arc<bundle_relay::metrics::accounting::Stats>,
+    Instant,
+) {
     let region = bundle_relay::relay::RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap());
     let spec = bundle_relay::relay::Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
     let start = Instant(MS);
-    let (mut d, _) = dispatcher_support::unconnected(&spec, 0, start);
+    let (mut d, stats) = dispatcher_support::unconnected(&spec, 0, start);
     d.dispatch(start);
     let order = d.poll_connect(start).expect("the pair connects at start");
     assert!(
@@ -427,16 +440,80 @@ fn the_engines_tip_accounts_are_asked_for_as_soon_as_the_first_pair_is_up() {
     let next = at(up, 1);
     d.dispatch(next);
     assert!(flush(&mut d, next) > 0, "GetTipAccounts goes out at once");
-    let accounts: Vec<String> = (1..=8u8)
-        .map(|i| solana_address::Address::new_from_array([i; 32]).to_string())
-        .collect();
-    d.received(order.pair, &tips_reply(1, &accounts), at(next, 1));
+    (d, order.pair, stats, next)
+}
+
+/// Whether a call goes out from `d` at `now`.
+fn calls(d: &mut bundle_relay::relay::dispatch::Dispatcher, now: Instant) -> bool {
+    d.dispatch(now);
+    dispatcher_support::flush(d, now) > 0
+}
+
+#[test]
+fn the_engines_tip_accounts_are_asked_for_as_soon_as_the_first_pair_is_up() {
+    let (mut d, pair, stats, next) = first_tip_call();
+    let accounts = engine_accounts(8);
+    d.received(pair, &tips_reply(1, &accounts), at(next, 1));
     let expected = serde_json::to_string(&accounts).unwrap();
     assert_eq!(
         std::str::from_utf8(d.tip_accounts_json()).unwrap(),
         expected,
         "bots are answered the engine's list"
     );
+    assert_eq!(
+        (stats.tip_calls.get(), stats.tip_answers.get()),
+        (1, 1),
+        "one call, its answer kept"
+    );
+}
+
+/// A first GetTipAccounts the engine refuses (the address was used a moment ago by the
+/// process before this one, or the engine is briefly unavailable) is asked again a few
+/// seconds on, not a whole refresh period later: bots get the engine's list within seconds.
+#[test]
+fn a_tip_refresh_the_engine_did_not_answer_is_asked_again_within_seconds() {
+    use bundle_relay::relay::tips::{TIP_REFRESH_MS, TIP_RETRY_MS};
+    let (mut d, pair, stats, next) = first_tip_call();
+    d.received(
+        pair,
+        &h2_support::error_reply(1, 14, "temporarily unavailable"),
+        at(next, 1),
+    );
+    assert!(
+        !calls(&mut d, at(next, TIP_RETRY_MS - 10)),
+        "not before the retry"
+    );
+    let again = at(next, TIP_RETRY_MS + 2);
+    assert!(
+        calls(&mut d, again),
+        "asked again {TIP_RETRY_MS} ms on, not {TIP_REFRESH_MS} ms"
+    );
+    let accounts = engine_accounts(8);
+    d.received(pair, &tips_reply(3, &accounts), at(again, 1));
+    assert_eq!(
+        std::str::from_utf8(d.tip_accounts_json()).unwrap(),
+        serde_json::to_string(&accounts).unwrap()
+    );
+    assert_eq!((stats.tip_calls.get(), stats.tip_answers.get()), (2, 1));
+}
+
+/// An answer the relay will not serve (more accounts than it keeps) leaves bots the list they
+/// had, is counted so an operator sees it, and is not asked for again until the refresh
+/// period ends: the engine would only say the same.
+#[test]
+fn a_tip_answer_the_relay_refuses_keeps_the_list_is_counted_and_waits_a_refresh_period() {
+    use bundle_relay::relay::tips::{TIP_ACCOUNTS_MAX, TIP_REFRESH_MS, TIP_RETRY_MS};
+    let (mut d, pair, stats, next) = first_tip_call();
+    let before = d.tip_accounts_json().to_vec();
+    let too_many = engine_accounts(TIP_ACCOUNTS_MAX as u8 + 1);
+    d.received(pair, &tips_reply(1, &too_many), at(next, 1));
+    assert_eq!(d.tip_accounts_json(), before, "the list stays");
+    assert_eq!(
+        (stats.tip_answers.get(), stats.tip_answers_refused.get()),
+        (0, 1)
+    );
+    assert!(!calls(&mut d, at(next, TIP_RETRY_MS + 2)));
+    assert!(calls(&mut d, at(next, TIP_REFRESH_MS + 2)));
 }
 
 /// `bundle_relay_upstream_calls_total` counts each call under the gRPC status the engine
