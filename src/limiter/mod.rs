@@ -573,12 +573,15 @@ impl Limiter {
         self.schedule(i as u32, eligible, now.0);
     }
 
-    /// The region's pairs are paced at `rate` from now on (a reload). Each pair's last send
-    /// keeps counting: its booking moves by the change of interval, so a longer interval
-    /// holds a pair that already booked under the shorter one (it never sends early by the
-    /// new rule), and a shorter one frees it sooner. Cooldowns stand as asked. Every pair in
-    /// rotation is filed again, so one ready under the old rate but not the new one waits.
-    /// O(pairs of the region); not for the request path.
+    /// The region's pairs are paced at `rate` from now on (a reload). Each pair's sends keep
+    /// counting, at the new interval: the intervals still booked ahead of now (a spent burst
+    /// books several) count as as many new ones from now, or the last send's interval is the
+    /// new one: the later reading for a longer interval, the sooner for a shorter
+    /// ([`Pace::reprice`]). So a longer interval holds a
+    /// pair that booked under the shorter one, a spent burst included (it never sends early
+    /// by the new rule), and a shorter one frees it sooner. Cooldowns stand as asked. Every
+    /// pair in rotation is filed again, so one ready under the old rate but not the new one
+    /// waits. O(pairs of the region); not for the request path.
     pub fn set_rate(&mut self, region: RegionId, rate: RegionRate, now: Instant) {
         assert!(rate.burst >= 1, "burst must be at least 1");
         assert!(rate.interval.0 > 0, "interval must be positive");
@@ -596,10 +599,7 @@ impl Limiter {
         }
         let first = u32::from(region.0) * self.addresses;
         for i in first..first + self.addresses {
-            let p = &mut self.pace[i as usize];
-            if p.tat_tick != 0 {
-                p.tat_tick = (p.tat_tick.saturating_sub(old)).saturating_add(new);
-            }
+            self.pace[i as usize].reprice(old, new, now.0);
             let s = self.state[i as usize];
             if s.conn != ConnState::Up || s.place == HELD {
                 continue;

@@ -116,6 +116,26 @@ impl Pace {
             .max(self.cooldown_until_tick)
     }
 
+    /// The interval changed from `old` to `new` ticks at `now_tick`. Two readings of the
+    /// booking at the new length: the last send's interval (`tat − old + new`), and the time
+    /// booked ahead of now scaled (`now + (tat − now) × new / old`: a burst spent under the old
+    /// interval refills at the new one). A longer interval keeps the later, so neither reading
+    /// sends early; a shorter one the sooner. A rested pair stays rested.
+    pub(super) fn reprice(&mut self, old: u64, new: u64, now_tick: u64) {
+        if self.tat_tick == 0 || old == new {
+            return;
+        }
+        let last = self.tat_tick.saturating_sub(old).saturating_add(new);
+        let ahead = self.tat_tick.saturating_sub(now_tick);
+        let scaled = (u128::from(ahead) * u128::from(new) / u128::from(old.max(1))) as u64;
+        let scaled = now_tick.saturating_add(scaled);
+        self.tat_tick = if new > old {
+            last.max(scaled)
+        } else {
+            last.min(scaled)
+        };
+    }
+
     /// A send ended at `now_tick`: the next one is an interval after it, or after the arrival
     /// time already booked if that is later.
     pub(super) fn book(&mut self, now_tick: u64, interval_ticks: u64) {
