@@ -9,7 +9,9 @@
 //! | rejected by an engine, expired before any engine took it, or lost | `Failed` |
 //!
 //! `Landed` is the engine's to say: a bundle an engine took is `Pending` here until the
-//! engine's own answer (`relay::statuses`) says `Landed` (with its slot) or `Failed`.
+//! engine's own answer (`relay::statuses`) says `Landed` (with its slot) or `Failed`; one lost
+//! after it was sent whole is `Failed` here, and the engine that may have processed it is
+//! asked too.
 //! `getBundleDelivery` is the relay's own: the full record of one bundle.
 
 use core::fmt::Write as _;

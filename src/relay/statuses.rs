@@ -7,7 +7,7 @@
 //!
 //! | call | asked of an engine | answered with |
 //! |---|---|---|
-//! | `getInflightBundleStatuses` | the ids an engine took, and those the tenant has no record of (sent through another relay, straight to Jito, or by another tenant) | the record's status, `Landed` with its slot or `Failed` where the engine says so; for an id the tenant has no record of, the engine's status (`Invalid` without its answer) |
+//! | `getInflightBundleStatuses` | the ids an engine took or may have (a send lost after it went whole), and those the tenant has no record of (sent through another relay, straight to Jito, or by another tenant) | the record's status, `Landed` with its slot or `Failed` where the engine says so; for an id the tenant has no record of, the engine's status (`Invalid` without its answer) |
 //! | `getBundleStatuses` | every id that is a bundle id (64 hex) | the engine's entries as it wrote them; `null` for what is no bundle id |
 //! | either, no pair free in time | — | inflight: the record alone; statuses: HTTP 429 and -32097 with the pair's interval to wait, as Jito answers a caller over its rate |
 //! | either, the engine failed or its answer was lost | — | inflight: the record alone; statuses: -32603 saying why |
@@ -52,13 +52,13 @@ impl ToAsk {
     }
 }
 
-/// The region of the engine that took the bundle `found` records, if one did.
+/// The region of the engine that took the bundle `found` records, if one did; else of the
+/// last one that may have (a send lost after it went whole: the engine may have processed it).
 fn taken_by(found: &Found) -> Option<u8> {
-    found
-        .latest
-        .kept()
-        .iter()
+    let kept = found.latest.kept();
+    kept.iter()
         .find(|a| a.verdict == Verdict::Accepted)
+        .or_else(|| kept.iter().rev().find(|a| a.verdict == Verdict::Lost))
         .map(|a| a.region)
 }
 
@@ -212,11 +212,15 @@ fn inflight<'b>(
         match engine[i] {
             // Not this relay's: the engine's word is all there is.
             Some((said, landed)) if found.is_none() => (ids[i], said, landed),
-            // The engine knows landing; a bundle the relay saw fail did not land, whatever
-            // an engine that never had it says.
-            Some((said @ ("Landed" | "Failed"), landed)) if mine == "Pending" => {
+            // The engine knows landing of a bundle it took, or may have (a send lost after
+            // it went whole: the record says failed, the engine may say landed or pending).
+            Some((said @ ("Landed" | "Failed" | "Pending"), landed))
+                if mine == "Pending" || found.as_ref().and_then(taken_by).is_some() =>
+            {
                 (ids[i], said, landed)
             }
+            // A bundle the relay saw fail before any engine had it did not land, and one
+            // the engine never had (`Invalid`) is what the record says.
             _ => (ids[i], mine, None),
         }
     });

@@ -178,6 +178,70 @@ fn a_bundle_an_engine_rejected_or_that_expired_is_failed_not_invalid() {
     assert!(d["engine"].is_null());
 }
 
+/// The engine's JSON-RPC answer on `stream` with `body`, as its HTTP/2 endpoint sends it.
+fn json_reply(stream: u32, body: &str) -> Vec<u8> {
+    use bundle_relay::h2::frame;
+    let mut reply = Vec::new();
+    let at = [
+        h2_support::push_frame(
+            &mut reply,
+            frame::HEADERS,
+            frame::FLAG_END_HEADERS,
+            &h2_support::block(&[(b":status", b"200"), (b"content-type", b"application/json")]),
+        ),
+        h2_support::push_frame(
+            &mut reply,
+            frame::DATA,
+            frame::FLAG_END_STREAM,
+            body.as_bytes(),
+        ),
+    ];
+    for a in at {
+        reply[a..a + 4].copy_from_slice(&stream.to_be_bytes());
+    }
+    reply
+}
+
+/// A send the engine failed after reading it whole (INTERNAL: "it may have been processed")
+/// ends the bundle failed, but it may have landed: the engine is asked, and what it says of
+/// landing is the bot's answer. Without an engine that took or may have taken it, the record's
+/// `Failed` would stand even for a bundle that landed.
+#[test]
+fn a_bundle_lost_after_it_was_sent_whole_is_asked_of_its_engine_and_shows_landed() {
+    let (mut t, _, now) = one_region(10, 10_000);
+    let id = send(&mut t, 1, now);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0);
+    t.answer_error(13, "internal error", now);
+    assert_eq!(t.totals().failed, 1);
+    let later = at(now, 11);
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
+    );
+    assert_eq!(
+        t.post(&body, later),
+        Verdict::Deferred,
+        "asked of the engine: {}",
+        t.response()
+    );
+    t.d.dispatch(later);
+    assert!(t.flush(later) > 0, "the query goes to the engine");
+    let engine = format!(
+        r#"{{"jsonrpc":"2.0","result":{{"context":{{"slot":4242}},"value":[{{"bundle_id":"{id}","status":"Landed","landed_slot":4240}}]}},"id":1}}"#
+    );
+    let (pair, stream) = (t.pair, t.stream);
+    t.d.received(pair, &json_reply(stream, &engine), at(later, 1));
+    let answer = deferred_answer(&mut t);
+    let v = &answer["result"]["value"][0];
+    assert_eq!(
+        (&v["status"], &v["landed_slot"]),
+        (&Value::from("Landed"), &Value::from(4240)),
+        "{answer}"
+    );
+    let d = delivery(&mut t, &id, later);
+    assert_eq!(d["attempts"][0]["verdict"], "lost");
+}
+
 #[test]
 fn a_rate_limited_send_shows_before_the_send_that_took_the_bundle() {
     let (mut t, _, now) = one_region(100, 10_000);
