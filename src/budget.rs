@@ -129,6 +129,7 @@ impl BudgetInputs {
                         crate::journal::KEEP_S_DEFAULT,
                         crate::journal::RECORDS_MAX_DEFAULT,
                         threads as usize,
+                        crate::config::even_share(arena_slots as usize, threads as usize, t).len(),
                     );
                     crate::journal::Ring::bytes_for(cap) as u64
                 })

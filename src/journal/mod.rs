@@ -7,7 +7,8 @@
 //! thread's intake through a sequence lock, so a status query takes no lock, allocates
 //! nothing and never stalls the writer. A ring holds the last `capacity` bundles of its
 //! thread; older ones are gone, as Jito forgets bundles after five minutes. Sized by
-//! [`capacity_for`]: the thread's pairs' delivery rate over `keep_s` seconds, within a cap.
+//! [`capacity_for`]: the thread's pairs' delivery rate over `keep_s` seconds and twice its arena
+//! slots, within a cap.
 
 pub mod answer;
 mod record;
@@ -32,15 +33,29 @@ pub const KEEP_S_MAX: u32 = 3_600;
 pub const RECORDS_PER_THREAD_MIN: usize = 1_024;
 
 /// How many records thread of `threads` keeps: its pairs' full delivery rate (`sends_per_s`)
-/// over `keep_s`, at least [`RECORDS_PER_THREAD_MIN`], and its share of `records_max` at most.
-/// `keep_s` 0 turns the record off.
-pub fn capacity_for(sends_per_s: f64, keep_s: u32, records_max: u32, threads: usize) -> usize {
+/// over `keep_s` (at least [`RECORDS_PER_THREAD_MIN`]), and twice the `arena_slots` it holds
+/// bundles in; its share of `records_max` at most. `keep_s` 0 turns the record off.
+///
+/// The arena term keeps every bundle still held on record, however fast bots send: records
+/// are overwritten oldest first, and while a bundle is held the records opened after it are
+/// of bundles still held (fewer than the arena's slots) or of ones ended by a send (the
+/// delivery-rate term, as `keep_s` outlasts any bundle's age), and a bundle moved between
+/// threads leaves one record more where it was.
+pub fn capacity_for(
+    sends_per_s: f64,
+    keep_s: u32,
+    records_max: u32,
+    threads: usize,
+    arena_slots: usize,
+) -> usize {
     if keep_s == 0 || records_max == 0 {
         return 0;
     }
     let share = (records_max as usize / threads.max(1)).max(1);
     let want = (sends_per_s * f64::from(keep_s)).ceil() as usize;
-    want.max(RECORDS_PER_THREAD_MIN).min(share)
+    want.max(RECORDS_PER_THREAD_MIN)
+        .saturating_add(arena_slots.saturating_mul(2))
+        .min(share)
 }
 
 /// Every thread's ring, shared: thread `t` writes `ring(t)`, anyone reads all.

@@ -352,6 +352,7 @@ impl Spec {
                 self.record_keep_s,
                 self.record_bundles_max,
                 n,
+                slots.len(),
             ),
             sources: own.iter().map(|&i| self.sources[i].clone()).collect(),
             groups,

@@ -178,6 +178,36 @@ fn a_bundle_an_engine_rejected_or_that_expired_is_failed_not_invalid() {
     assert!(d["engine"].is_null());
 }
 
+/// A small pool that bots send to faster than it delivers: bundles wait in the arena up to
+/// their max age. The record keeps every bundle the relay still holds, however many came after
+/// it; one overwritten would read `Invalid` (asked of an engine that never had it) while the
+/// relay still holds it.
+#[test]
+fn a_bundle_still_waiting_is_pending_however_many_came_after_it() {
+    use bundle_relay::journal::RECORDS_PER_THREAD_MIN;
+    let (mut t, _, now) = one_region(1_000, 10_000);
+    send(&mut t, 1, now);
+    t.d.dispatch(now);
+    assert!(
+        t.flush(now) > 0,
+        "the first goes; the pair is then paced for a second"
+    );
+    let waiting = send(&mut t, 2, now);
+    for seed in 3..RECORDS_PER_THREAD_MIN as u64 + 10 {
+        send(&mut t, seed, now);
+    }
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"getInflightBundleStatuses","params":[["{waiting}"]]}}"#
+    );
+    assert_eq!(
+        t.post(&body, now),
+        Verdict::Answered,
+        "the record answers, no engine is asked"
+    );
+    assert_eq!(statuses(&mut t, &[&waiting], now), ["Pending"]);
+    assert_eq!(delivery(&mut t, &waiting, now)["status"], "in_flight");
+}
+
 /// The engine's JSON-RPC answer on `stream` with `body`, as its HTTP/2 endpoint sends it.
 fn json_reply(stream: u32, body: &str) -> Vec<u8> {
     use bundle_relay::h2::frame;
