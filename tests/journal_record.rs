@@ -90,6 +90,60 @@ fn a_record_reads_back_whole_with_every_kept_attempt() {
     assert_eq!(found.submissions, 1);
 }
 
+/// A bundle fanned out to regions 0 and 1, each copy rate-limited and sent again: the fifth
+/// send must not take the place of region 0's copy still running, or the engine's acceptance
+/// of it would find no send to record it in (the bundle would show no engine that took it).
+#[test]
+fn a_send_past_the_fourth_never_takes_the_place_of_one_still_running() {
+    let journals = Journals::new(&[1_024]);
+    let ring = journals.ring(0);
+    let serial = opened(ring, 9, 0, 1_000);
+    let send = |region: u8, at: u64| Attempt {
+        region,
+        egress: Egress::Local("127.1.0.1".parse().unwrap()),
+        sent: Instant(at),
+        ..Attempt::default()
+    };
+    let limited = |a: &mut Attempt| {
+        a.answered = Some(Instant(a.sent.0 + 10));
+        a.verdict = Verdict::RateLimited;
+    };
+    ring.patch(serial, |p| {
+        p.push_attempt(&send(0, 2_000));
+        p.push_attempt(&send(1, 2_001));
+        p.running_in(1, limited);
+        p.push_attempt(&send(1, 3_000));
+        p.running_in(0, limited);
+        p.push_attempt(&send(0, 3_001));
+        p.running_in(1, limited);
+        // The fifth: region 0's copy (the fourth) still runs.
+        p.push_attempt(&send(1, 4_000));
+        p.running_in(0, |a| {
+            a.answered = Some(Instant(4_500));
+            a.verdict = Verdict::Accepted;
+        });
+    });
+    let r = journals.find(&id(9), 0, 0).expect("found").latest;
+    assert_eq!(r.attempts, 5);
+    let kept: Vec<(u8, u64, Verdict)> = r
+        .kept()
+        .iter()
+        .map(|a| (a.region, a.sent.0, a.verdict))
+        .collect();
+    assert!(
+        kept.contains(&(0, 3_001, Verdict::Accepted)),
+        "the acceptance is kept: {kept:?}"
+    );
+    assert!(
+        kept.contains(&(1, 4_000, Verdict::Sending)),
+        "the latest send is kept: {kept:?}"
+    );
+    assert!(
+        kept.windows(2).all(|w| w[0].1 <= w[1].1),
+        "oldest first: {kept:?}"
+    );
+}
+
 /// A send's and its answer's times are kept as offsets from the admission and from the send:
 /// exact to the tick within minutes of it (a send comes within the bundle's max age, a minute
 /// at most), and past that at the widest, never wrapped to an earlier time.

@@ -5,8 +5,12 @@ use std::net::{IpAddr, Ipv6Addr};
 
 use crate::clock::Instant;
 
-/// Attempts a record keeps: the first three and the latest. A bundle is sent once unless an
-/// engine refused the pair (a cooldown) or the call unprocessed; more than four is rare, and
+/// Attempts a record keeps, oldest first: the first three and the latest, except that a send
+/// still running, or one an engine accepted or may have processed (lost), keeps its place; a
+/// send past the fourth takes the place of the latest kept one that is none of those (the
+/// later ones move down a place). A bundle is sent once unless an engine refused the pair (a
+/// cooldown) or the call unprocessed, or fanned out (one running per region, at most
+/// [`crate::config::FAN_OUT_MAX`], no more than this); more than four is rare, and
 /// [`Record::attempts`] still counts them all.
 pub const ATTEMPTS_KEPT: usize = 4;
 /// Bits of a tenant slot's epoch a record keeps: a record is the asking tenant's only if its
@@ -267,10 +271,16 @@ impl Record {
         &self.kept[..usize::from(self.attempts).min(ATTEMPTS_KEPT)]
     }
 
-    /// A new send: the first three keep their place, later ones take the last.
+    /// A new send, kept as [`ATTEMPTS_KEPT`] says.
     pub fn push_attempt(&mut self, a: Attempt) {
-        let i = usize::from(self.attempts).min(ATTEMPTS_KEPT - 1);
-        self.kept[i] = a;
+        let n = usize::from(self.attempts);
+        if n < ATTEMPTS_KEPT {
+            self.kept[n] = a;
+        } else {
+            let v = give_way(|k| self.kept[k].verdict);
+            self.kept.copy_within(v + 1.., v);
+            self.kept[ATTEMPTS_KEPT - 1] = a;
+        }
         self.attempts = self.attempts.saturating_add(1);
     }
 
@@ -403,6 +413,21 @@ fn decode_attempt(w: &[u64], admitted: Instant) -> Attempt {
     }
 }
 
+/// Which of a full record's kept sends (`verdict` of each) gives way to a new one: the latest
+/// that is finished and neither accepted nor lost; the latest if every one is (fan-out keeps
+/// at most [`ATTEMPTS_KEPT`] running, so a new send means one of them finished).
+fn give_way(verdict: impl Fn(usize) -> Verdict) -> usize {
+    (0..ATTEMPTS_KEPT)
+        .rev()
+        .find(|&k| {
+            !matches!(
+                verdict(k),
+                Verdict::Sending | Verdict::Accepted | Verdict::Lost
+            )
+        })
+        .unwrap_or(ATTEMPTS_KEPT - 1)
+}
+
 /// The text's bytes into their words and its length into the head word.
 fn encode_text(text: &Text, w: &mut [u64; PAYLOAD]) {
     let text_at = HEAD + ATTEMPTS_KEPT * ATTEMPT_WORDS;
@@ -448,7 +473,18 @@ impl Patch<'_> {
     /// [`Record::push_attempt`].
     pub fn push_attempt(&mut self, a: &Attempt) {
         let attempts = self.attempts();
-        let at = HEAD + usize::from(attempts).min(ATTEMPTS_KEPT - 1) * ATTEMPT_WORDS;
+        let n = usize::from(attempts);
+        let at = if n < ATTEMPTS_KEPT {
+            HEAD + n * ATTEMPT_WORDS
+        } else {
+            let v = give_way(|k| Verdict::of(self.w[HEAD + k * ATTEMPT_WORDS] >> 60 & 0x7));
+            let from = HEAD + (v + 1) * ATTEMPT_WORDS;
+            self.w.copy_within(
+                from..HEAD + ATTEMPTS_KEPT * ATTEMPT_WORDS,
+                from - ATTEMPT_WORDS,
+            );
+            HEAD + (ATTEMPTS_KEPT - 1) * ATTEMPT_WORDS
+        };
         let words = encode_attempt(a, self.admitted());
         self.w[at..at + ATTEMPT_WORDS].copy_from_slice(&words);
         let attempts = attempts.saturating_add(1);
