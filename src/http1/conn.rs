@@ -323,6 +323,13 @@ impl Conn {
             let buf = &self.input[self.in_start..self.in_len];
             match frame_front(&mut self.scan, &mut self.parses, buf, &cfg.limits) {
                 Ok(Front::Partial { expect_continue }) => {
+                    if buf.iter().all(|&b| b == b'\r' || b == b'\n') {
+                        // Empty lines before a request line (a stray CRLF after the last
+                        // request, RFC 9112 §2.2): ignored, and no head has begun.
+                        self.in_start = self.in_len;
+                        self.scan = Scan::default();
+                        break;
+                    }
                     self.partial_since.get_or_insert(now);
                     // A client that sent `Expect: 100-continue` waits for this before its
                     // body; once per request. The output has room: checked above.

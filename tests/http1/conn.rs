@@ -235,6 +235,35 @@ fn an_idle_connection_is_closed_quietly_after_its_deadline() {
     assert_eq!(c.poll_transmit(), b"");
 }
 
+/// A client that ends a request with a stray CRLF (RFC 9112 §2.2 asks a server to ignore
+/// empty lines before a request line) and then keeps the connection warm: it is idle, closed
+/// quietly at the idle deadline, not answered 408 for a head it never began.
+#[test]
+fn a_stray_crlf_after_a_request_leaves_the_connection_idle_not_timed_out() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    let mut bytes = ping("/a");
+    bytes.extend_from_slice(b"\r\n");
+    c.handle_bytes(&bytes, at(5));
+    c.serve(&cfg, at(5), answer);
+    drain(&mut c, at(6));
+    assert_eq!(c.handle_timeout(&cfg, at(500)), None, "no head was begun");
+    assert_eq!(c.handle_timeout(&cfg, at(1_007)), Some(Close::Idle));
+    assert_eq!(c.poll_transmit(), b"", "closed without an answer");
+    // The next request after the empty line is served as usual.
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(&bytes, at(5));
+    c.serve(&cfg, at(5), answer);
+    drain(&mut c, at(6));
+    c.handle_bytes(&ping("/b"), at(300));
+    c.serve(&cfg, at(300), answer);
+    let text = drain(&mut c, at(300));
+    assert_eq!(answers(&text).len(), 1, "{text}");
+    assert!(text.ends_with("/b"), "{text}");
+}
+
 #[test]
 fn output_that_makes_no_progress_past_the_send_deadline_closes_at_once() {
     let cfg = cfg();
