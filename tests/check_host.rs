@@ -268,6 +268,52 @@ fn reactor_cores_outside_the_isolated_ones_are_named_with_the_cpu_affinity_to_se
     );
 }
 
+/// A config that needs more open files than the shipped `fs.nr_open` (65,536 sources × 16
+/// regions): the fix names what the config needs, not the shipped value, which would leave the
+/// check failing.
+#[test]
+fn an_nr_open_below_a_large_configs_need_is_fixed_with_that_need() {
+    let t = Tree::new("nr-open");
+    t.tuned();
+    let mut text = String::from("threads = 2\n");
+    for r in 0..16 {
+        text.push_str(&format!(
+            "[[region]]\nname = \"r{r}\"\nhost = \"127.0.0.{}\"\nport = 9\n",
+            r + 1
+        ));
+    }
+    text.push_str("[egress]\naddresses = [\"127.1.0.0/16\"]\n");
+    let cfg = Config::parse(&text, "test.toml", Resolve::Deferred).unwrap();
+    let needed = cfg.fds_needed();
+    assert!(needed > 1 << 20, "{needed}");
+    let checks = check_host::run(&inputs(&t.0, Some(cfg)));
+    let c = find(&checks, "fs.nr_open");
+    assert_eq!(c.level, Level::Fail, "{c}");
+    assert!(
+        c.fix
+            .starts_with(&format!("sysctl -w fs.nr_open=\"{needed}\"")),
+        "{c}"
+    );
+}
+
+/// `kernel.io_uring_disabled = 1` allows io_uring to the members of `kernel.io_uring_group`:
+/// a hardened host where the relay's group is one runs it, so that is a warning naming the
+/// group, not a failure; 2 refuses io_uring to everyone and fails.
+#[test]
+fn io_uring_disabled_for_all_but_a_group_warns_and_for_everyone_fails() {
+    for (value, level) in [("0", Level::Ok), ("1", Level::Warn), ("2", Level::Fail)] {
+        let t = Tree::new(&format!("io-uring-{value}"));
+        t.tuned();
+        t.sysctls(&[("kernel.io_uring_disabled", value)]);
+        let checks = check_host::run(&inputs(&t.0, None));
+        let c = find(&checks, "kernel.io_uring_disabled");
+        assert_eq!(c.level, level, "{value}: {c}");
+        if value == "1" {
+            assert!(c.wanted.contains("kernel.io_uring_group"), "{c}");
+        }
+    }
+}
+
 #[test]
 fn limits_below_the_config_and_addresses_not_on_the_host_fail() {
     let t = Tree::new("limits");
@@ -512,6 +558,37 @@ fn the_shipped_sysctl_file_sets_nothing_a_kernel_complains_of_or_that_lowers_a_h
     assert_eq!(value("kernel.io_uring_disabled").as_deref(), Some("0"));
 }
 
+/// The relay raises its soft locked-memory limit toward twice its need as far as the hard
+/// limit allows (`LimitMEMLOCK=64K:infinity`, or `ulimit -l` soft 64 KiB, hard unlimited), so
+/// check-host judges what it will have: ok with that said where the hard limit holds twice the
+/// need, a warning where it holds one process's need only, a failure below that.
+#[test]
+fn locked_memory_is_judged_by_what_the_relay_raises_its_soft_limit_to() {
+    let t = Tree::new("memlock-hard");
+    t.tuned();
+    let need = 2 * 2 * bundle_relay::reactor::page_bytes();
+    let rows: [(u64, u64, Level); 4] = [
+        (0, u64::MAX, Level::Ok),
+        (0, 2 * need, Level::Ok),
+        (0, need, Level::Warn),
+        (0, need - 1, Level::Fail),
+    ];
+    for (soft, hard, level) in rows {
+        let mut i = inputs(&t.0, Some(config(2, "\"127.1.92.0/30\"")));
+        i.rings_charged = false;
+        i.memlock = (soft, hard);
+        let checks = check_host::run(&i);
+        let c = find(&checks, "locked memory");
+        assert_eq!(c.level, level, "soft {soft}, hard {hard}: {c}");
+        if hard >= need {
+            assert!(
+                c.found.contains("the relay raises the soft limit"),
+                "hard {hard}: {c}"
+            );
+        }
+    }
+}
+
 /// Locked memory, row by row: what two threads pin (two provided-buffer rings of a page
 /// each, and their io_uring where the kernel charges rings to the limit) fails below one
 /// process's need, warns below an upgrade's two processes, and is ok at twice the need.
@@ -533,7 +610,8 @@ fn locked_memory_fails_below_a_processs_need_warns_below_an_upgrades_and_counts_
     for (charged, soft, level) in rows {
         let mut i = inputs(&t.0, Some(config(2, "\"127.1.92.0/30\"")));
         i.rings_charged = charged;
-        i.memlock = (soft, u64::MAX);
+        // The hard limit where the soft one is: the relay cannot raise it.
+        i.memlock = (soft, soft);
         let checks = check_host::run(&i);
         let c = find(&checks, "locked memory");
         assert_eq!(c.level, level, "charged {charged}, soft {soft}: {c}");

@@ -222,11 +222,23 @@ fn limits(cfg: &Config, inputs: &Inputs, out: &mut Vec<Check>) {
         Check::new(Level::Ok, "open files", found, wanted, "")
     });
     let need = crate::probe::memlock_needed(cfg.threads, inputs.rings_charged);
-    let (soft, _) = inputs.memlock;
+    let (given, hard) = inputs.memlock;
+    // What the relay will have: it raises its soft limit toward twice the need as far as the
+    // hard limit allows (`probe::check`).
+    let soft = if given < 2 * need && hard > given {
+        hard.min(2 * need)
+    } else {
+        given
+    };
     let found = format!(
-        "soft {}, hard {} bytes",
-        count(soft),
-        count(inputs.memlock.1)
+        "soft {}, hard {} bytes{}",
+        count(given),
+        count(hard),
+        if soft > given {
+            " (the relay raises the soft limit)"
+        } else {
+            ""
+        }
     );
     let what = crate::probe::memlock_terms(cfg.threads, inputs.rings_charged);
     let fix = format!(
@@ -273,6 +285,14 @@ fn nr_open_for(cfg: &Config, checks: &mut [Check]) {
     {
         c.level = Level::Fail;
         c.wanted = format!("{} and at least the config's {needed} open files", c.wanted);
+        // The shipped value would leave this check failing: the fix names what the config
+        // needs where that is more.
+        let shipped = c.fix.split('"').nth(1).and_then(|v| v.parse::<u64>().ok());
+        if shipped.is_none_or(|v| v < needed) {
+            c.fix = format!(
+                "sysctl -w fs.nr_open=\"{needed}\" (for good: fs.nr_open = {needed} in /etc/sysctl.d/99-zz-bundle-relay-nr-open.conf, read after the package's file, then sysctl --system)"
+            );
+        }
     }
 }
 

@@ -117,6 +117,18 @@ pub fn checks(root: &Path, wanted: &[(String, String)]) -> Vec<Check> {
             match std::fs::read_to_string(&path) {
                 Ok(found) => {
                     let found = normalise(&found);
+                    if key == "kernel.io_uring_disabled" && found == "1" {
+                        // io_uring for the members of kernel.io_uring_group only: a host
+                        // that lists the relay's group there runs it (the io_uring check
+                        // says whether this user may).
+                        return Check::new(
+                            Level::Warn,
+                            key,
+                            found,
+                            format!("{wanted_text}, or 1 with the relay's group in kernel.io_uring_group"),
+                            fix,
+                        );
+                    }
                     let level = if holds(rule, &found, want) {
                         Level::Ok
                     } else {
