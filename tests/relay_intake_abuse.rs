@@ -165,6 +165,41 @@ fn a_client_that_reads_slowly_gets_every_answer_in_order() {
     relay.shutdown(Duration::from_millis(100));
 }
 
+/// A client that pipelines far ahead of its reads (one thread writes 2,000 requests as fast as
+/// it can, another reads the answers slowly): the relay stops reading while answers wait
+/// unread, so TCP holds the client back, and every request is answered in order. Reading on,
+/// the relay would fill its input and refuse the connection with 413, losing the requests it
+/// held.
+#[test]
+fn a_client_that_pipelines_far_ahead_of_its_reads_gets_every_answer_in_order() {
+    let (relay, mut c) = relay_and_small_window_client(20_000);
+    let count = 2_000u64;
+    let mut writer = c.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        for i in 0..count {
+            let body =
+                format!(r#"{{"jsonrpc":"2.0","id":{i},"method":"getTipAccounts","params":[]}}"#);
+            writer.write_all(&post("/api/v1/bundles", &body)).unwrap();
+        }
+    });
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    for i in 0..count {
+        let (status, _, body) = read_response(&mut c);
+        assert_eq!(status, 200, "answer {i}: {body}");
+        assert!(
+            body.ends_with(&format!(r#""id":{i}}}"#)),
+            "answer {i}: {body}"
+        );
+        if i % 200 == 0 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    sender.join().unwrap();
+    let t = relay.totals();
+    assert_eq!((t.bad_requests, t.intake_send_timeouts), (0, 0), "{t:?}");
+    relay.shutdown(Duration::from_millis(100));
+}
+
 /// One address opening connection after connection gets its share of the table and no more;
 /// the refused ones are closed at once and counted, and other clients still get in. A trusted
 /// proxy has no share: its connections are many clients'.

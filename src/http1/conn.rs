@@ -165,6 +165,9 @@ pub struct Conn {
     /// An answer is owed for a request already consumed (its keep-alive): nothing else is
     /// handled until it is written, and the connection is not idle meanwhile.
     owed: Option<bool>,
+    /// Requests wait in the input for the output (full, or an owed answer ahead): the relay,
+    /// not the client, holds them up ([`Conn::is_held`]).
+    held: bool,
 }
 
 impl Conn {
@@ -188,6 +191,7 @@ impl Conn {
             parses: 0,
             drain_until: None,
             owed: None,
+            held: false,
         }
     }
 
@@ -212,6 +216,7 @@ impl Conn {
         self.parses = 0;
         self.drain_until = None;
         self.owed = None;
+        self.held = false;
     }
 
     // ---- inputs ----
@@ -229,13 +234,12 @@ impl Conn {
             self.compact_input();
         }
         if self.in_len + data.len() > self.input.len() {
-            self.refuse(
-                &HttpError {
-                    status: 413,
-                    what: "request larger than the head and body limits together",
-                },
-                now,
-            );
+            let what = if self.held {
+                "requests pipelined further ahead of their unread answers than the relay holds"
+            } else {
+                "request larger than the head and body limits together"
+            };
+            self.refuse(&HttpError { status: 413, what }, now);
             return;
         }
         self.input[self.in_len..self.in_len + data.len()].copy_from_slice(data);
@@ -299,7 +303,18 @@ impl Conn {
 
     /// [`Conn::serve`] for a handler that may answer a request later ([`Answer::Later`]): the
     /// room for its answer stays free, and the requests after it wait in the input.
-    pub fn serve_deferring<F>(&mut self, cfg: &ConnConfig, now: Instant, mut answer: F) -> Served
+    pub fn serve_deferring<F>(&mut self, cfg: &ConnConfig, now: Instant, answer: F) -> Served
+    where
+        F: FnMut(&Request<'_>, &mut [u8]) -> Answer,
+    {
+        let served = self.serve_front(cfg, now, answer);
+        let waiting = self.in_start < self.in_len && !matches!(self.state, State::Closing(_));
+        self.held = waiting
+            && (self.owed.is_some() || self.out.len() - self.out_tail < cfg.response_bytes_max);
+        served
+    }
+
+    fn serve_front<F>(&mut self, cfg: &ConnConfig, now: Instant, mut answer: F) -> Served
     where
         F: FnMut(&Request<'_>, &mut [u8]) -> Answer,
     {
@@ -542,6 +557,18 @@ impl Conn {
     /// Unanswered bytes in the input.
     pub fn input_len(&self) -> usize {
         self.in_len - self.in_start
+    }
+
+    /// Bytes [`Conn::handle_bytes`] takes now without refusing (the input's free room, once
+    /// what was consumed is moved out of the way).
+    pub fn input_room(&self) -> usize {
+        self.input.len() - self.input_len()
+    }
+
+    /// Requests wait in the input for the output (full, or an owed answer ahead): the relay,
+    /// not the client, holds them up. A read now may wait until they are served.
+    pub fn is_held(&self) -> bool {
+        self.held
     }
 
     // ---- inside ----

@@ -20,7 +20,7 @@ use crate::relay::intake::{self, Port, Verdict};
 use crate::relay::queries::{Ask, ConnRef};
 use crate::relay::tenancy::{Claim, Via};
 
-use super::bufring::INTAKE_GROUP;
+use super::bufring::{INTAKE_GROUP, INTAKE_RECV_BUFFER_BYTES};
 use super::clients::Clients;
 use super::cx::{Cx, SWEEP_MS};
 use super::op::{self, OP_ACCEPT, OP_IN_RECV, OP_IN_SEND, OP_IN_SHUTDOWN, Sock, ud};
@@ -48,6 +48,8 @@ struct IntakeConn {
     live: bool,
     /// The client shut its write side: the receive is not re-armed.
     eof: bool,
+    /// The receive armed carries the kernel's limit (`Sock::recv_limited`).
+    limited: bool,
     port: Port,
     /// The client's address (connections per address are capped).
     peer: IpAddr,
@@ -66,6 +68,8 @@ pub struct Intake {
     accept_errors_unlogged: u64,
     /// Set once stopping: how long a connection with nothing to do stays open.
     drain_grace: Option<Ticks>,
+    /// The kernel takes a limit on a multishot receive (until it refuses one).
+    recv_limit: bool,
 }
 
 impl Intake {
@@ -91,6 +95,7 @@ impl Intake {
                     s: Sock::new(),
                     live: false,
                     eof: false,
+                    limited: false,
                     port: Port::Rotating,
                     peer: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
                     http: Conn::new(&http_cfg),
@@ -103,6 +108,7 @@ impl Intake {
             accept_error_logged: None,
             drain_grace: None,
             accept_errors_unlogged: 0,
+            recv_limit: true,
         }
     }
 
@@ -183,6 +189,7 @@ impl Intake {
         conn.s.open(fd);
         conn.live = true;
         conn.eof = false;
+        conn.limited = false;
         conn.port = port;
         conn.peer = peer;
         conn.http.reset(now);
@@ -214,12 +221,31 @@ impl Intake {
         }
     }
 
+    /// Arms the connection's receive for no more than its input has room for, so a client
+    /// that sends faster than its answers are read is held back by TCP, never refused 413 for
+    /// it. With more room than a buffer: a multishot receive that ends once it has brought the
+    /// room less a buffer (one receive may pass the kernel's limit by that much), or, where the
+    /// kernel has no such limit, one receive of a buffer at most. With less: one receive of
+    /// the room if a request is still arriving, none if requests wait for their answers (it is
+    /// armed again once they are served, [`Intake::pace_input`]).
     fn arm_recv(&mut self, cx: &mut Cx, c: u32) {
         let conn = &mut self.conns[c as usize];
         if conn.s.closing || conn.s.recv_armed || conn.eof {
             return;
         }
-        let e = conn.s.recv(OP_IN_RECV, c, INTAKE_GROUP);
+        let room = conn.http.input_room();
+        let buffer = INTAKE_RECV_BUFFER_BYTES;
+        if room == 0 || (room <= buffer && conn.http.is_held()) {
+            return;
+        }
+        conn.limited = self.recv_limit && room > buffer;
+        let e = if conn.limited {
+            conn.s
+                .recv_limited(OP_IN_RECV, c, INTAKE_GROUP, (room - buffer) as u32)
+        } else {
+            conn.s
+                .recv_once(OP_IN_RECV, c, INTAKE_GROUP, room.min(buffer) as u32)
+        };
         cx.ring.push(e);
     }
 
@@ -261,6 +287,11 @@ impl Intake {
             conn.eof = true;
             conn.http.handle_eof(now);
             self.serve(cx, c, now);
+        } else if res == -libc::EINVAL && self.conns[c as usize].limited {
+            // A kernel without the receive limit refuses the entry before reading anything:
+            // this thread's receives go one at a time from now on (re-armed below). Every
+            // limited entry already queued meets the same refusal, and the same answer.
+            self.recv_limit = false;
         } else if res != -libc::ENOBUFS {
             // A reset or another error: nothing more can be read or sent.
             self.close(cx, c);
@@ -335,6 +366,16 @@ impl Intake {
             cx.metrics.request(None, ReqOutcome::Invalid);
         }
         self.flush(cx, c);
+        self.pace_input(cx, c);
+    }
+
+    /// Reads on from a client whose requests were served: a receive that ended at the input's
+    /// room is armed again now that there is room ([`Intake::arm_recv`]).
+    fn pace_input(&mut self, cx: &mut Cx, c: u32) {
+        let conn = &self.conns[c as usize];
+        if conn.live && !conn.s.closing && !conn.s.recv_armed {
+            self.arm_recv(cx, c);
+        }
     }
 
     /// Writes the answer status query `q` owes connection `conn` (nothing when the bot is

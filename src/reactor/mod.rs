@@ -55,26 +55,10 @@ pub use ring::{CQ_ENTRIES, Completion, page_bytes, ring_memory_bytes};
 pub use upstream::PAIR_SOCKET_BYTES;
 use upstream::UpSocks;
 
-/// Receive buffers per thread and their sizes, one provided ring for client connections and one
-/// for upstream connections; idle sockets hold none. A buffer is held only from its receive's
-/// completion to the end of that completion's batch (then given back), so a ring needs room
-/// for the receives that land between two batches, not one per socket. Past that a socket's
-/// multishot receive ends with `ENOBUFS` and is re-armed once the batch's buffers are back;
-/// nothing is lost. Each buffer is resident (the kernel cycles through all of them), so count
-/// times size is what a ring costs in RSS.
-///
-/// Clients: a request of up to five base58 transactions fits one 16 KiB buffer; 64 is a burst
-/// of 64 client receives within one iteration (a thread's clients are tens of connections, or
-/// a few from a load balancer).
-pub const INTAKE_RECV_BUFFERS: u16 = 64;
-pub const INTAKE_RECV_BUFFER_BYTES: usize = 16 * 1024;
-/// Engines: a gRPC reply (HEADERS, DATA, trailers) is a few hundred bytes, a tip-account list
-/// under 1 KiB; a larger read (a TLS handshake, replies queued behind a stall) takes several
-/// buffers. 256 is a burst of 256 replies within one iteration across a thread's pairs.
-pub const UPSTREAM_RECV_BUFFERS: u16 = 256;
-pub const UPSTREAM_RECV_BUFFER_BYTES: usize = 2 * 1024;
-/// Bytes of one ring entry (the kernel's `io_uring_buf`), allocated per buffer.
-pub const RECV_RING_ENTRY_BYTES: usize = std::mem::size_of::<io_uring::types::BufRingEntry>();
+pub use bufring::{
+    INTAKE_RECV_BUFFER_BYTES, INTAKE_RECV_BUFFERS, RECV_RING_ENTRY_BYTES,
+    UPSTREAM_RECV_BUFFER_BYTES, UPSTREAM_RECV_BUFFERS,
+};
 /// While draining, a client connection with nothing in progress is closed after this long; one
 /// that sends a request meanwhile gets its answer with `Connection: close`. Long enough that a
 /// client under load sends its next request (and learns to reconnect) rather than race the

@@ -30,6 +30,10 @@ pub const OP_UP_SOCKOPT: u64 = 12;
 /// did not take every byte, and then only to wake the loop.
 pub const OP_SEND_GUARD: u64 = 13;
 
+/// Where `optlen` sits in an `io_uring_sqe` (after opcode, flags, ioprio, fd, off, addr, len,
+/// the op's flags, user_data, buf_index and personality).
+const SQE_OPTLEN_OFFSET: usize = 44;
+
 pub fn ud(kind: u64, index: u32, generation: u32) -> u64 {
     (kind << 56) | ((index as u64 & 0xFF_FFFF) << 32) | generation as u64
 }
@@ -141,6 +145,38 @@ impl Sock {
         self.ops += 1;
         opcode::RecvMulti::new(types::Fd(self.fd), group)
             .build()
+            .user_data(ud(kind, index, self.generation))
+    }
+
+    /// [`Sock::recv`] that ends (its last completion without `IORING_CQE_F_MORE`) once it has
+    /// brought `limit` bytes (`sqe->optlen`; a kernel without the limit refuses the entry
+    /// with EINVAL). One receive may still go past the limit by up to a buffer: the kernel
+    /// counts the limit down after each.
+    pub fn recv_limited(&mut self, kind: u64, index: u32, group: u16, limit: u32) -> squeue::Entry {
+        let mut e = self.recv(kind, index, group);
+        // SAFETY: an entry is the kernel's 64-byte `io_uring_sqe` (`repr(C)`), whose 32-bit
+        // `optlen` (shared with `file_index`) is at byte 44; this writes it in place.
+        const _: () = assert!(std::mem::size_of::<squeue::Entry>() == 64);
+        unsafe {
+            std::ptr::from_mut(&mut e)
+                .cast::<u8>()
+                .add(SQE_OPTLEN_OFFSET)
+                .cast::<u32>()
+                .write_unaligned(limit);
+        }
+        e
+    }
+
+    /// One receive of at most `len` bytes into a buffer from buffer group `group`, counted in
+    /// flight: it completes once (without `IORING_CQE_F_MORE`), with what was there up to
+    /// `len`.
+    pub fn recv_once(&mut self, kind: u64, index: u32, group: u16, len: u32) -> squeue::Entry {
+        self.recv_armed = true;
+        self.ops += 1;
+        opcode::Recv::new(types::Fd(self.fd), std::ptr::null_mut(), len)
+            .buf_group(group)
+            .build()
+            .flags(squeue::Flags::BUFFER_SELECT)
             .user_data(ud(kind, index, self.generation))
     }
 
