@@ -8,7 +8,7 @@
 //! | call | asked of an engine | answered with |
 //! |---|---|---|
 //! | `getInflightBundleStatuses` | the ids an engine took or may have (a send lost after it went whole), and those the tenant has no record of (sent through another relay, straight to Jito, or by another tenant) | the record's status, `Landed` with its slot or `Failed` where the engine says so; for an id the tenant has no record of, the engine's status (`Invalid` without its answer) |
-//! | `getBundleStatuses` | every id that is a bundle id (64 hex) | the engine's entries as it wrote them; `null` for what is no bundle id |
+//! | `getBundleStatuses` | every id that is a bundle id (64 hex) | the engine's entries as it wrote them, each at the id it names; `null` for what is no bundle id or the engine left out |
 //! | either, no pair free in time | — | inflight: the record alone; statuses: HTTP 429 and -32097 with the pair's interval to wait, as Jito answers a caller over its rate |
 //! | either, the engine failed or its answer was lost | — | inflight: the record alone; statuses: -32603 saying why |
 //! | `getBundleDelivery` | never | the record |
@@ -228,35 +228,54 @@ fn inflight<'b>(
 }
 
 /// `getBundleStatuses` for the ids `q` asked, in order: the engine's entry (as it wrote it)
-/// for each forwarded one, `null` for the others and for any the engine left out.
+/// for each forwarded one, found by the `bundle_id` it names (in the engine's order only when
+/// none names one), `null` for the others and for any the engine left out.
 fn statuses<'b>(
     q: &Query,
     slot: u64,
     value: Option<&[u8]>,
     out: &'b mut [u8],
 ) -> Result<&'b [u8], Overflow> {
+    let ids = q.ids();
+    // In the engine's order, and by the bundle id each entry names.
     let mut given: [&[u8]; STATUS_IDS_MAX] = [b"null"; STATUS_IDS_MAX];
-    let mut n = 0;
+    let mut by_id: [&[u8]; STATUS_IDS_MAX] = [b"null"; STATUS_IDS_MAX];
+    let (mut n, mut named) = (0, false);
     if let Some(value) = value {
         jsonrpc::for_each_element(value, |raw| {
             if n < STATUS_IDS_MAX {
                 given[n] = raw;
                 n += 1;
             }
+            let Some(id) = jsonrpc::inflight_entry(raw)
+                .bundle_id
+                .and_then(|b| answer::parse_id(b.raw()))
+            else {
+                return;
+            };
+            named = true;
+            for (i, asked) in ids.iter().enumerate() {
+                if q.is_forwarded(i) && *asked == id {
+                    by_id[i] = raw;
+                }
+            }
         });
     }
     let mut w = Writer::new(out);
     let _ = write!(w, "{{\"context\":{{\"slot\":{slot}}},\"value\":[");
     let mut k = 0;
-    for i in 0..q.ids().len() {
+    for (i, entry) in by_id.iter().enumerate().take(ids.len()) {
         if i > 0 {
             w.bytes(b",");
         }
-        if q.is_forwarded(i) {
+        if !q.is_forwarded(i) {
+            w.bytes(b"null");
+        } else if named {
+            w.bytes(entry);
+        } else {
+            // No entry names its bundle: the engine's order is all there is.
             w.bytes(given[k]);
             k += 1;
-        } else {
-            w.bytes(b"null");
         }
     }
     w.bytes(b"]}");

@@ -272,6 +272,32 @@ fn a_bundle_lost_after_it_was_sent_whole_is_asked_of_its_engine_and_shows_landed
     assert_eq!(d["attempts"][0]["verdict"], "lost");
 }
 
+/// An engine's getBundleStatuses answer that leaves out a bundle it does not know (or lists
+/// them in another order): each entry reaches the bot at the place of the id it names, and the
+/// id the engine left out is `null`, not given another bundle's entry.
+#[test]
+fn getbundlestatuses_places_each_engine_entry_at_the_id_it_names() {
+    let (mut t, _, now) = one_region(10, 10_000);
+    let (a, b) = ("aa".repeat(32), "bb".repeat(32));
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":5,"method":"getBundleStatuses","params":[["{a}","{b}"]]}}"#
+    );
+    assert_eq!(t.post(&body, now), Verdict::Deferred);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0, "the query goes to the engine");
+    let engine = format!(
+        r#"{{"jsonrpc":"2.0","result":{{"context":{{"slot":77}},"value":[{{"bundle_id":"{b}","slot":70,"transactions":["x"],"confirmation_status":"confirmed","err":{{"Ok":null}}}}]}},"id":1}}"#
+    );
+    let (pair, stream) = (t.pair, t.stream);
+    t.d.received(pair, &json_reply(stream, &engine), at(now, 1));
+    let answer = deferred_answer(&mut t);
+    let v = &answer["result"]["value"];
+    assert!(v[0].is_null(), "{answer}");
+    assert_eq!(v[1]["bundle_id"], b.as_str(), "{answer}");
+    assert_eq!(v[1]["slot"], 70);
+    assert_eq!(answer["result"]["context"]["slot"], 77);
+}
+
 #[test]
 fn a_rate_limited_send_shows_before_the_send_that_took_the_bundle() {
     let (mut t, _, now) = one_region(100, 10_000);
