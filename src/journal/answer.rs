@@ -5,7 +5,7 @@
 //! | the record says | `status` |
 //! |---|---|
 //! | no bundle of that id from this tenant (never, or longer ago than the record keeps) | `Invalid` |
-//! | waiting for a pair, being sent, or taken by an engine | `Pending` |
+//! | waiting for a pair, being sent, or taken by an engine (this copy or an earlier one) | `Pending` |
 //! | rejected by an engine, expired before any engine took it, or lost | `Failed` |
 //!
 //! `Landed` is the engine's to say: a bundle an engine took is `Pending` here until the
@@ -21,12 +21,16 @@ use crate::jsonrpc::{Escaping, Writer};
 
 use super::{End, Found, Record};
 
-/// `Invalid` / `Pending` / `Failed` for a bundle the record holds (`None`: it does not).
+/// `Invalid` / `Pending` / `Failed` for a bundle the record holds (`None`: it does not). A
+/// bundle an engine took is `Pending` even if a later copy of it failed: the engine has it.
 pub fn jito_status(found: Option<&Found>) -> &'static str {
-    match found.map(|f| f.latest.end) {
-        None => "Invalid",
-        Some(End::Open | End::Delivered | End::Moved) => "Pending",
-        Some(End::Rejected | End::Expired | End::Failed) => "Failed",
+    let Some(f) = found else {
+        return "Invalid";
+    };
+    match f.latest.end {
+        End::Open | End::Delivered | End::Moved => "Pending",
+        End::Rejected | End::Expired | End::Failed if f.accepted => "Pending",
+        End::Rejected | End::Expired | End::Failed => "Failed",
     }
 }
 

@@ -72,6 +72,11 @@ pub struct Found {
     pub thread: usize,
     /// Records of it, `latest` included.
     pub submissions: u32,
+    /// The region of an engine that took any of its submissions, else of one that may have
+    /// (a send lost after it went whole): a later copy that failed does not undo that.
+    pub taken_by: Option<u8>,
+    /// An engine took one of its submissions.
+    pub accepted: bool,
 }
 
 impl Journals {
@@ -106,6 +111,7 @@ impl Journals {
         let epoch = epoch & ((1 << record::TENANT_EPOCH_BITS) - 1);
         let mut best: Option<Found> = None;
         let mut count = 0u32;
+        let (mut accepted, mut lost) = (None, None);
         for (t, ring) in self.rings.iter().enumerate() {
             ring.find(id, |r| {
                 if r.tenant != tenant || r.tenant_epoch != epoch {
@@ -113,6 +119,13 @@ impl Journals {
                 }
                 if r.end != End::Moved {
                     count += 1;
+                }
+                for a in r.kept() {
+                    match a.verdict {
+                        Verdict::Accepted => accepted = accepted.or(Some(a.region)),
+                        Verdict::Lost => lost = Some(a.region),
+                        _ => {}
+                    }
                 }
                 // Ties (a move and where it went) go to the one still going on.
                 let later = best.as_ref().is_none_or(|b| {
@@ -124,12 +137,16 @@ impl Journals {
                         latest: r,
                         thread: t,
                         submissions: 0,
+                        taken_by: None,
+                        accepted: false,
                     });
                 }
             });
         }
         best.map(|b| Found {
             submissions: count.max(1),
+            taken_by: accepted.or(lost),
+            accepted: accepted.is_some(),
             ..b
         })
     }

@@ -19,8 +19,8 @@
 
 use core::fmt::Write as _;
 
+use crate::journal::Found;
 use crate::journal::answer::{self, Names};
-use crate::journal::{Found, Verdict};
 use crate::jsonrpc::{
     self, Call, ErrorKind, Id, Overflow, RpcError, STATUS_IDS_MAX, StatusReply, Writer,
 };
@@ -52,16 +52,6 @@ impl ToAsk {
     }
 }
 
-/// The region of the engine that took the bundle `found` records, if one did; else of the
-/// last one that may have (a send lost after it went whole: the engine may have processed it).
-fn taken_by(found: &Found) -> Option<u8> {
-    let kept = found.latest.kept();
-    kept.iter()
-        .find(|a| a.verdict == Verdict::Accepted)
-        .or_else(|| kept.iter().rev().find(|a| a.verdict == Verdict::Lost))
-        .map(|a| a.region)
-}
-
 /// What to ask an engine for `call` from tenant slot `tenant` (see the module docs' table).
 pub fn to_ask(d: &Dispatcher, call: &Call<'_>, tenant: u16) -> Option<ToAsk> {
     let (ask, ids) = match call {
@@ -82,7 +72,7 @@ pub fn to_ask(d: &Dispatcher, call: &Call<'_>, tenant: u16) -> Option<ToAsk> {
         };
         t.ids[i] = id;
         let found = d.find_bundle(&id, tenant);
-        let region = found.as_ref().and_then(taken_by);
+        let region = found.as_ref().and_then(|f| f.taken_by);
         // An id the tenant has no record of may have gone through another relay (HAProxy
         // spreads a bot's connections) or straight to Jito: only an engine can say. One of its
         // own that no engine took yet, the record answers.
@@ -215,7 +205,7 @@ fn inflight<'b>(
             // The engine knows landing of a bundle it took, or may have (a send lost after
             // it went whole: the record says failed, the engine may say landed or pending).
             Some((said @ ("Landed" | "Failed" | "Pending"), landed))
-                if mine == "Pending" || found.as_ref().and_then(taken_by).is_some() =>
+                if mine == "Pending" || found.as_ref().is_some_and(|f| f.taken_by.is_some()) =>
             {
                 (ids[i], said, landed)
             }

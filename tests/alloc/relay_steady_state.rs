@@ -53,56 +53,67 @@ fn steady_state_requests_allocate_nothing_from_intake_to_engine_reply() {
     // The engine's OK reply; its stream id is set per call.
     let mut reply = EngineOk::new();
 
-    // A bot's request: three really signed transactions, base64.
+    // A bot's requests: three really signed transactions each, base64, a new bundle every
+    // call (one sent again after an engine took it would be asked of the engine), built
+    // before any is counted.
     let mut rng = StdRng::seed_from_u64(3);
-    let txs: Vec<String> = (0..3)
+    let calls: Vec<(String, [String; 2])> = (0..10 + CALLS)
         .map(|_| {
-            let tx = signed_tx(
-                &mut rng,
-                Shape {
-                    signers: 1,
-                    instructions: 2,
-                    accounts_per_ix: 3,
-                    data_len_max: 40,
-                    v0_tables: None,
-                },
+            let txs: Vec<String> = (0..3)
+                .map(|_| {
+                    let tx = signed_tx(
+                        &mut rng,
+                        Shape {
+                            signers: 1,
+                            instructions: 2,
+                            accounts_per_ix: 3,
+                            data_len_max: 40,
+                            v0_tables: None,
+                        },
+                    );
+                    base64::engine::general_purpose::STANDARD.encode(serialize(&tx))
+                })
+                .collect();
+            let body = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"sendBundle","params":[["{}","{}","{}"],{{"encoding":"base64"}}]}}"#,
+                txs[0], txs[1], txs[2]
             );
-            base64::engine::general_purpose::STANDARD.encode(serialize(&tx))
+            // The bot asks after it, both ways, while the relay holds it (one an engine took
+            // would be asked of the engine): the record's answers allocate nothing either.
+            let first_signatures: Vec<[u8; 64]> = txs
+                .iter()
+                .map(|t| {
+                    let raw = base64::engine::general_purpose::STANDARD.decode(t).unwrap();
+                    raw[1..65].try_into().unwrap()
+                })
+                .collect();
+            let id = bundle_relay::wire::bundle_id(first_signatures.iter()).to_hex();
+            let id = std::str::from_utf8(&id).unwrap().to_string();
+            let queries = [
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":2,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
+                ),
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":3,"method":"getBundleDelivery","params":["{id}"]}}"#
+                ),
+            ];
+            (body, queries)
         })
         .collect();
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":1,"method":"sendBundle","params":[["{}","{}","{}"],{{"encoding":"base64"}}]}}"#,
-        txs[0], txs[1], txs[2]
-    );
-    // The bot asks after it, both ways, while the relay holds it (one an engine took would be
-    // asked of the engine): the record's answers allocate nothing either.
-    let first_signatures: Vec<[u8; 64]> = txs
-        .iter()
-        .map(|t| {
-            let raw = base64::engine::general_purpose::STANDARD.decode(t).unwrap();
-            raw[1..65].try_into().unwrap()
-        })
-        .collect();
-    let id = bundle_relay::wire::bundle_id(first_signatures.iter()).to_hex();
-    let id = std::str::from_utf8(&id).unwrap().to_string();
-    let queries = [
-        format!(
-            r#"{{"jsonrpc":"2.0","id":2,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
-        ),
-        format!(r#"{{"jsonrpc":"2.0","id":3,"method":"getBundleDelivery","params":["{id}"]}}"#),
-    ];
+    let mut calls = calls.iter();
     let mut out = vec![0u8; 8192];
     let mut stream_id = 1u32;
 
     let mut one = |d: &mut Dispatcher, now: Instant, reply: &mut EngineOk| {
-        let (n, verdict) = post(d, &body, now, &mut out);
+        let (body, queries) = calls.next().expect("built for every call");
+        let (n, verdict) = post(d, body, now, &mut out);
         assert_eq!(
             verdict,
             Verdict::Admitted,
             "{}",
             String::from_utf8_lossy(&out[..n])
         );
-        for q in &queries {
+        for q in queries {
             let (n, verdict) = post(d, q, now, &mut out);
             let answer = &out[..n];
             assert_eq!(

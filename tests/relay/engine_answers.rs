@@ -208,6 +208,39 @@ fn a_bundle_still_waiting_is_pending_however_many_came_after_it() {
     assert_eq!(delivery(&mut t, &waiting, now)["status"], "in_flight");
 }
 
+/// A bot sends a bundle an engine then takes, and sends it again (searchers resend): the
+/// second copy waits and expires. The engine still holds the first, so the bundle is
+/// `Pending` and the engine is asked, not `Failed` from the latest copy alone.
+#[test]
+fn a_bundle_sent_again_after_an_engine_took_it_is_not_failed_by_the_later_copy() {
+    let (mut t, _, now) = one_region(1_000, 500);
+    let id = send(&mut t, 1, now);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0);
+    t.answer(now);
+    assert_eq!(send(&mut t, 1, at(now, 1)), id, "the same bundle again");
+    let late = at(now, 600);
+    t.d.dispatch(late);
+    let s = t.totals();
+    assert_eq!((s.delivered, s.expired), (1, 1), "{s:?}");
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
+    );
+    assert_eq!(
+        t.post(&body, late),
+        Verdict::Deferred,
+        "the engine that took it is asked: {}",
+        t.response()
+    );
+    // The only pair is paced past the query's wait: the record answers alone.
+    t.d.dispatch(at(late, 251));
+    let answer = deferred_answer(&mut t);
+    assert_eq!(
+        answer["result"]["value"][0]["status"], "Pending",
+        "{answer}"
+    );
+}
+
 /// The engine's JSON-RPC answer on `stream` with `body`, as its HTTP/2 endpoint sends it.
 fn json_reply(stream: u32, body: &str) -> Vec<u8> {
     use bundle_relay::h2::frame;
