@@ -46,6 +46,11 @@ pub struct NextLeader {
     pub region: Option<u8>,
 }
 
+/// A thread's claim on a leader poll ([`Board::claim`]): the instant the claim holds the board
+/// until, which no other claim has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Claim(u64);
+
 /// See the module docs.
 #[derive(Debug)]
 pub struct Board {
@@ -83,32 +88,43 @@ impl Board {
 
     /// Claims the poll due at or before `now` for this thread, holding it `hold` (the call's
     /// deadline) so no other thread asks meanwhile. `Err(due)`: not due yet, or another thread
-    /// claimed it first.
-    pub fn claim(&self, now: Instant, hold: Ticks) -> Result<(), Instant> {
+    /// claimed it first. The claim is what [`Board::unanswered`] and [`Board::answered`] are
+    /// given: once it lapsed and another thread claimed the poll, they leave that one be.
+    pub fn claim(&self, now: Instant, hold: Ticks) -> Result<Claim, Instant> {
         let due = self.due.load(Relaxed);
         if now.0 < due {
             return Err(Instant(due));
         }
+        let held = now.after(hold).0;
         self.due
-            .compare_exchange(due, now.after(hold).0, Relaxed, Relaxed)
-            .map(|_| ())
+            .compare_exchange(due, held, Relaxed, Relaxed)
+            .map(|_| Claim(held))
             .map_err(Instant)
     }
 
-    /// The claimed poll could not be made, or got no usable answer: the next is due `retry`
-    /// from now (the last answer stays trusted until it ages out).
-    pub fn unanswered(&self, now: Instant, retry: Ticks) {
-        self.due.store(now.after(retry).0, Relaxed);
+    /// The claimed poll could not be made, or got no usable answer: the next is due at `at`
+    /// (the last answer stays trusted until it ages out). Nothing, if the claim lapsed and
+    /// another thread's poll holds the board now.
+    pub fn unanswered(&self, claim: Claim, at: Instant) {
+        let _ = self.due.compare_exchange(claim.0, at.0, Relaxed, Relaxed);
     }
 
-    /// An engine answered at `now`: trusted for `valid`, the next poll due after `poll`.
-    pub fn answered(&self, l: NextLeader, now: Instant, poll: Ticks, valid: Ticks) {
+    /// An engine answered at `now`: trusted for `valid`, the next poll due after `poll`. Not
+    /// kept if the claim lapsed and another thread's poll holds the board now: its answer is
+    /// the newer.
+    pub fn answered(&self, claim: Claim, l: NextLeader, now: Instant, poll: Ticks, valid: Ticks) {
+        if self
+            .due
+            .compare_exchange(claim.0, now.after(poll).0, Relaxed, Relaxed)
+            .is_err()
+        {
+            return;
+        }
         self.current_slot.store(l.current_slot, Relaxed);
         self.next_leader_slot.store(l.next_leader_slot, Relaxed);
         self.region
             .store(l.region.map_or(0, |r| u64::from(r) + 1), Relaxed);
         self.valid_until.store(now.after(valid).0, Relaxed);
-        self.due.store(now.after(poll).0, Relaxed);
     }
 
     /// The last answer's region, however old (for `/debug/pairs`; routing uses [`Board::region`]).
@@ -199,11 +215,47 @@ mod tests {
     fn a_poll_is_claimed_by_one_thread_until_it_is_answered_or_given_up() {
         let b = Board::default();
         let hold = Ticks(1_000);
-        assert_eq!(b.claim(Instant(10), hold), Ok(()));
+        let c = b.claim(Instant(10), hold).unwrap();
         assert_eq!(b.claim(Instant(20), hold), Err(Instant(1_010)));
-        b.unanswered(Instant(30), Ticks(100));
+        b.unanswered(c, Instant(130));
         assert_eq!(b.claim(Instant(129), hold), Err(Instant(130)));
-        assert_eq!(b.claim(Instant(130), hold), Ok(()));
+        assert!(b.claim(Instant(130), hold).is_ok());
+    }
+
+    /// A poll that outlived its claim (its call timed out just as another thread claimed the
+    /// next): its end leaves the other thread's claim standing, so no third poll overlaps the
+    /// second, and its late answer does not replace the newer one.
+    #[test]
+    fn a_lapsed_claim_leaves_the_next_claim_and_its_answer_alone() {
+        let b = Board::default();
+        let hold = Ticks(1_000);
+        let first = b.claim(Instant(10), hold).unwrap();
+        let second = b.claim(Instant(1_010), hold).unwrap();
+        b.unanswered(first, Instant(1_020 + 400));
+        assert_eq!(
+            b.claim(Instant(1_500), hold),
+            Err(Instant(2_010)),
+            "the second poll still holds the board"
+        );
+        let old = NextLeader {
+            current_slot: 1,
+            next_leader_slot: 2,
+            region: Some(1),
+        };
+        b.answered(first, old, Instant(1_600), Ticks(400), Ticks(1_200));
+        assert_eq!(
+            b.region(Instant(1_600)),
+            None,
+            "the lapsed poll's answer is not kept"
+        );
+        let new = NextLeader {
+            current_slot: 5,
+            next_leader_slot: 8,
+            region: Some(2),
+        };
+        b.answered(second, new, Instant(1_700), Ticks(400), Ticks(1_200));
+        assert_eq!(b.region(Instant(1_700)), Some(2));
+        assert_eq!(b.claim(Instant(2_099), hold), Err(Instant(2_100)));
     }
 
     #[test]
@@ -215,14 +267,16 @@ mod tests {
             next_leader_slot: 8,
             region: Some(3),
         };
-        b.answered(l, Instant(100), Ticks(400), Ticks(1_200));
+        let c = b.claim(Instant(100), Ticks(10)).unwrap();
+        b.answered(c, l, Instant(100), Ticks(400), Ticks(1_200));
         assert_eq!(b.region(Instant(100)), Some(3));
         assert_eq!(b.region(Instant(1_299)), Some(3));
         assert_eq!(b.region(Instant(1_300)), None);
         assert_eq!(b.slots(), (7, 8));
         assert_eq!(b.claim(Instant(499), Ticks(1)), Err(Instant(500)));
         let none = NextLeader { region: None, ..l };
-        b.answered(none, Instant(500), Ticks(400), Ticks(1_200));
+        let c = b.claim(Instant(500), Ticks(10)).unwrap();
+        b.answered(c, none, Instant(500), Ticks(400), Ticks(1_200));
         assert_eq!(b.region(Instant(501)), None);
     }
 }

@@ -119,6 +119,8 @@ pub struct Upstream {
     /// it is asked; the region asked last.
     leader: Arc<Board>,
     leader_in_flight: bool,
+    /// This thread's claim on the poll it makes (or failed to make).
+    leader_claim: Option<leader::Claim>,
     leader_poll: Ticks,
     leader_region: usize,
     /// Unix time (ms) at `unix_at`, for tokens' expiries (the only wall-clock times the
@@ -162,6 +164,7 @@ impl Upstream {
             tip_region: spec.thread,
             leader: spec.leader_board.clone(),
             leader_in_flight: false,
+            leader_claim: None,
             leader_poll: rate.from_ms(spec.leader.poll_ms),
             leader_region: spec.thread,
             unix_base_ms: std::time::SystemTime::now()
@@ -725,19 +728,28 @@ impl Upstream {
             return;
         }
         let hold = self.links.rate().from_ms(self.upstream_timeout_ms);
-        if let Err(due) = self.leader.claim(now, hold) {
-            self.wake_at(due);
-            return;
+        match self.leader.claim(now, hold) {
+            Ok(claim) => self.leader_claim = Some(claim),
+            Err(due) => {
+                self.wake_at(due);
+                return;
+            }
         }
         let n = self.links.regions().len();
+        let mut soonest: Option<Instant> = None;
         for idle_only in [true, false] {
             for k in 0..n {
                 let r = (self.leader_region + k) % n;
                 if (idle_only && busy & (1 << r) != 0) || !self.may_call(r) {
                     continue;
                 }
-                let Acquire::Pair(pair) = self.acquire_any(r, now) else {
-                    continue;
+                let pair = match self.acquire_any(r, now) {
+                    Acquire::Pair(pair) => pair,
+                    Acquire::WaitUntil(at) => {
+                        soonest = Some(soonest.map_or(at, |s| if at.0 < s.0 { at } else { s }));
+                        continue;
+                    }
+                    Acquire::NoPairUp => continue,
                 };
                 self.leader_region = r + 1;
                 let timeout_ms = self.upstream_timeout_ms;
@@ -755,14 +767,22 @@ impl Upstream {
                 return;
             }
         }
-        // No pair of any region free now: another thread (or this one, soon) tries again.
-        self.leader_unanswered(now);
+        // No pair of any region free now: the poll is due again when the soonest is ready (a
+        // poll period at most), for whichever thread claims it then.
+        let retry = now.after(self.leader_poll);
+        let at = soonest.filter(|s| s.0 < retry.0).unwrap_or(retry);
+        if let Some(claim) = self.leader_claim.take() {
+            self.leader.unanswered(claim, at);
+        }
+        self.wake_at(at);
     }
 
     /// A leader poll that got no usable answer (or could not start): the next one is due a
     /// period from now; the last answer stays trusted until it ages out.
     fn leader_unanswered(&mut self, now: Instant) {
-        self.leader.unanswered(now, self.leader_poll);
+        if let Some(claim) = self.leader_claim.take() {
+            self.leader.unanswered(claim, now.after(self.leader_poll));
+        }
     }
 
     /// A silent region gets one probe call at a time (GetTipAccounts, through the limiter like
@@ -1155,13 +1175,16 @@ impl Upstream {
                             // Copied: the answer's bytes live in the connection.
                             Some(Call::Auth) => auth_answer = Some(msg.to_vec()),
                             Some(Call::Leader) => {
-                                leader_answer = keep_leader(
-                                    &self.leader,
-                                    self.links.regions(),
-                                    msg,
-                                    now,
-                                    self.leader_poll,
-                                );
+                                leader_answer = self.leader_claim.take().is_some_and(|c| {
+                                    keep_leader(
+                                        &self.leader,
+                                        c,
+                                        self.links.regions(),
+                                        msg,
+                                        now,
+                                        self.leader_poll,
+                                    )
+                                });
                             }
                             _ => {
                                 text =
@@ -1449,6 +1472,7 @@ impl Upstream {
 /// one. False when it does not decode.
 fn keep_leader(
     board: &Board,
+    claim: leader::Claim,
     regions: &[super::region::Region],
     msg: &[u8],
     now: Instant,
@@ -1458,9 +1482,17 @@ fn keep_leader(
         regions.iter().position(|g| g.name == name).map(|r| r as u8)
     });
     let Some(l) = found else {
+        // Given back: due again a poll period on.
+        board.unanswered(claim, now.after(poll));
         return false;
     };
-    board.answered(l, now, poll, Ticks(poll.0.saturating_mul(VALID_POLLS)));
+    board.answered(
+        claim,
+        l,
+        now,
+        poll,
+        Ticks(poll.0.saturating_mul(VALID_POLLS)),
+    );
     true
 }
 

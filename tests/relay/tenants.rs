@@ -98,6 +98,35 @@ in_flight_max = 1
 
 // ---- the decision table ----
 
+/// A leader poll that comes due while every pair is paced waits for the soonest pair to be
+/// ready, not a whole poll period: meanwhile every bundle routed by leader falls back to the
+/// soonest region.
+#[test]
+fn a_leader_poll_that_finds_every_pair_paced_goes_when_the_soonest_is_ready() {
+    let text = config("[default_tenant]\nrotating = \"leader\"")
+        .replace("port = 9\n", "port = 9\ninterval_ms = 50\n");
+    let cfg = Config::parse(&text, "tenants.toml", Resolve::Now).unwrap();
+    let spec = Spec::from_config(&cfg).unwrap();
+    let start = Instant(1_000 * MS);
+    let mut t = Sim::connected(&spec, 0, None, start);
+    // The pair's first call is the tip accounts; the first poll finds no pair free.
+    assert!(t.send(start));
+    t.answer(start);
+    // A bundle takes the pair just before the poll comes due 400 ms on: paced for 50 ms.
+    let busy = Instant(start.0 + 399 * MS);
+    assert_eq!(t.post_bundle(1, busy), Verdict::Admitted);
+    assert!(t.send(busy));
+    t.answer(busy);
+    let due = Instant(start.0 + 400 * MS);
+    assert!(!t.send(due), "the pair is paced");
+    let ready = Instant(busy.0 + 51 * MS);
+    assert!(
+        t.send(ready),
+        "the poll goes once the pair is ready, not 400 ms on"
+    );
+    assert_eq!(t.totals().leader_polls, 1);
+}
+
 #[test]
 fn tenant_found_and_enabled_gets_its_policy() {
     let mut s = sim(ALPHA);
