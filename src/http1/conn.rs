@@ -43,7 +43,7 @@ pub struct ConnConfig {
     pub response_bytes_max: usize,
     /// Output buffer bytes (at least `response_bytes_max`).
     pub out_bytes: usize,
-    /// From a request's first byte to its whole head.
+    /// From a request's first byte to the whole request (its head, then its body).
     pub head_timeout: Ticks,
     /// With nothing in progress and nothing to send.
     pub idle_timeout: Ticks,
@@ -459,10 +459,15 @@ impl Conn {
         if let Some(since) = self.partial_since
             && now.since(since).0 > cfg.head_timeout.0
         {
+            // A head parsed whole: it was the body that was late.
+            let late = if self.scan.len.is_some() {
+                &HttpError::BODY_TIMEOUT
+            } else {
+                &HttpError::HEAD_TIMEOUT
+            };
             self.drop_input();
             if self.room_for(ERROR_RESPONSE_LEN_MAX)
-                && let Some(n) =
-                    write_error(&mut self.out[self.out_tail..], &HttpError::HEAD_TIMEOUT)
+                && let Some(n) = write_error(&mut self.out[self.out_tail..], late)
             {
                 self.note_output(n, now);
             }

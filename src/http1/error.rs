@@ -106,9 +106,14 @@ impl HttpError {
         status: 408,
         what: "request head not received in time",
     };
+    /// For the reactor: the head came, the body did not arrive within the request's deadline.
+    pub const BODY_TIMEOUT: HttpError = HttpError {
+        status: 408,
+        what: "request body not received in time",
+    };
 
     /// Every error this module returns, for tests and for sizing answer buffers.
-    pub const ALL: [HttpError; 19] = [
+    pub const ALL: [HttpError; 20] = [
         Self::HEAD_TOO_LARGE,
         Self::TOO_MANY_HEADERS,
         Self::BODY_TOO_LARGE,
@@ -127,6 +132,7 @@ impl HttpError {
         Self::MALFORMED_TOKEN,
         Self::MALFORMED_STATUS,
         Self::HEAD_TIMEOUT,
+        Self::BODY_TIMEOUT,
         Self::MALFORMED_HEAD,
     ];
 }

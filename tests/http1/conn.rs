@@ -221,6 +221,24 @@ fn a_head_past_its_deadline_is_answered_408_then_closed() {
     assert_eq!(c.poll_close(), Some(Close::HeadTimeout));
 }
 
+/// The deadline covers the whole request: a head that came whole in time and a body that did
+/// not is answered 408 naming the body, not the head.
+#[test]
+fn a_body_past_the_deadline_is_answered_408_naming_the_body() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(
+        b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc",
+        at(10),
+    );
+    c.serve(&cfg, at(10), answer);
+    assert_eq!(c.handle_timeout(&cfg, at(111)), Some(Close::HeadTimeout));
+    let text = drain(&mut c, at(111));
+    assert!(text.starts_with("HTTP/1.1 408 Request Timeout"), "{text}");
+    assert!(text.contains("request body not received in time"), "{text}");
+}
+
 #[test]
 fn an_idle_connection_is_closed_quietly_after_its_deadline() {
     let cfg = cfg();
