@@ -199,6 +199,47 @@ fn a_sends_times_read_back_to_the_tick_and_far_ones_at_the_widest_not_wrapped() 
     }
 }
 
+/// A bot that sends one bundle again and again (every slot until it lands) fills the index
+/// around that bundle's place: its new copies push out its own oldest copy, never another
+/// bundle whose place is nearby, which would then read as unknown while the ring holds it.
+#[test]
+fn copies_of_one_bundle_never_push_another_bundle_out_of_the_index() {
+    let journals = Journals::new(&[1_024]);
+    let ring = journals.ring(0);
+    // Two ids with the same place in the index (their first eight bytes), told apart by the
+    // bytes after.
+    let mut other = id(1);
+    let mut resent = other;
+    resent[8] ^= 0xff;
+    let open = |id: [u8; 32], at: u64| {
+        let mut r = Record {
+            id,
+            admitted: Instant(at),
+            tx_count: 1,
+            ..Record::default()
+        };
+        ring.open(&mut r).expect("the record is on")
+    };
+    open(other, 1_000);
+    for k in 0..(2 * bundle_relay::journal::WINDOW as u64) {
+        open(resent, 2_000 + k);
+    }
+    let found = journals
+        .find(&other, 0, 0)
+        .expect("the other bundle is still found");
+    assert_eq!(found.latest.admitted, Instant(1_000));
+    let copies = journals
+        .find(&resent, 0, 0)
+        .expect("the resent bundle is found");
+    assert_eq!(
+        copies.latest.admitted,
+        Instant(2_000 + 2 * bundle_relay::journal::WINDOW as u64 - 1),
+        "its latest copy"
+    );
+    other[31] ^= 1;
+    assert!(journals.find(&other, 0, 0).is_none());
+}
+
 #[test]
 fn an_engine_text_longer_than_the_record_keeps_is_cut_at_a_character() {
     // TEXT_BYTES is even: after one ASCII byte the two-byte 'é's straddle the limit, so the

@@ -236,23 +236,33 @@ impl Ring {
         (h as usize & (self.index.len() - 1), tag << SERIAL_BITS)
     }
 
+    /// Files `serial` under `id` in the first free (or dead) entry of its window. A full window
+    /// gives up its oldest entry of the same id if it has one (a bundle sent again and again
+    /// fills its own window: its copies push out its oldest copy, not another bundle that
+    /// shares the window), else its oldest.
     fn insert(&self, id: &[u8; 32], serial: u64) {
         let (home, tag) = self.home(id);
         let mask = self.index.len() - 1;
-        let mut oldest = (u64::MAX, home);
+        // Only this thread moves `next`: read once, not per entry.
+        let next = self.next.load(Ordering::Relaxed);
+        let live = |serial: u64| serial < next && next - serial <= self.capacity;
+        // The entry to give up, by one key: another id's entries rank after every one of the
+        // same id (the top bit, above any serial), then the older first.
+        let mut victim = (u64::MAX, home);
         for k in 0..WINDOW {
             let i = (home + k) & mask;
             let e = self.index[i].load(Ordering::Relaxed);
-            if e == 0 || !self.live((e & SERIAL_MASK) - 1) {
-                oldest = (0, i);
+            if e == 0 || !live((e & SERIAL_MASK) - 1) {
+                victim.1 = i;
                 break;
             }
-            if (e & SERIAL_MASK) < oldest.0 {
-                oldest = (e & SERIAL_MASK, i);
+            let key = e & SERIAL_MASK | u64::from(e & !SERIAL_MASK != tag) << 63;
+            if key < victim.0 {
+                victim = (key, i);
             }
         }
         let entry = tag | ((serial + 1) & SERIAL_MASK);
-        self.index[oldest.1].store(entry, Ordering::Release);
+        self.index[victim.1].store(entry, Ordering::Release);
     }
 
     // ---- any thread's side ----
