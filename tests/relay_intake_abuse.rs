@@ -37,6 +37,22 @@ fn relay_and_small_window_client(send_timeout_ms: u64) -> (Relay, TcpStream) {
     (relay, sock.into())
 }
 
+/// Reads `count` answers, each 200 and ending with its request's id in order, pausing 20 ms
+/// every `pause_every`: a client slower to read than to write.
+fn read_answers_in_order(c: &mut TcpStream, count: u64, pause_every: u64) {
+    for i in 0..count {
+        let (status, _, body) = read_response(c);
+        assert_eq!(status, 200, "answer {i}: {body}");
+        assert!(
+            body.ends_with(&format!(r#""id":{i}}}"#)),
+            "answer {i}: {body}"
+        );
+        if i % pause_every == 0 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 /// curl and HTTP/1.0-style clients send their request and shut their write side: every
 /// bundle admitted from such a client is answered with its id before the connection closes.
 #[test]
@@ -141,17 +157,7 @@ fn a_client_that_reads_slowly_gets_every_answer_in_order() {
         c.write_all(&post("/api/v1/bundles", &body)).unwrap();
         std::thread::sleep(Duration::from_millis(1));
     }
-    for i in 0..count {
-        let (status, _, body) = read_response(&mut c);
-        assert_eq!(status, 200, "answer {i}: {body}");
-        assert!(
-            body.ends_with(&format!(r#""id":{i}}}"#)),
-            "answer {i}: {body}"
-        );
-        if i % 50 == 0 {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    read_answers_in_order(&mut c, count, 50);
     c.write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     let (status, _, body) = read_response(&mut c);
@@ -183,17 +189,7 @@ fn a_client_that_pipelines_far_ahead_of_its_reads_gets_every_answer_in_order() {
         }
     });
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    for i in 0..count {
-        let (status, _, body) = read_response(&mut c);
-        assert_eq!(status, 200, "answer {i}: {body}");
-        assert!(
-            body.ends_with(&format!(r#""id":{i}}}"#)),
-            "answer {i}: {body}"
-        );
-        if i % 200 == 0 {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    read_answers_in_order(&mut c, count, 200);
     sender.join().unwrap();
     let t = relay.totals();
     assert_eq!((t.bad_requests, t.intake_send_timeouts), (0, 0), "{t:?}");

@@ -452,6 +452,24 @@ impl Upstream {
         self.links.acquire_any(r, now)
     }
 
+    /// A pair of region `r` for a call of no tenant's now ([`Upstream::acquire_any`]), or none,
+    /// noting in `soonest` when one of its pairs will be ready.
+    fn call_pair(
+        &mut self,
+        r: usize,
+        now: Instant,
+        soonest: &mut Option<Instant>,
+    ) -> Option<PairId> {
+        match self.acquire_any(r, now) {
+            Acquire::Pair(pair) => Some(pair),
+            Acquire::WaitUntil(at) => {
+                *soonest = Some(sooner(*soonest, at));
+                None
+            }
+            Acquire::NoPairUp => None,
+        }
+    }
+
     /// A pair of lane `lane` (a region's pairs of one egress group) to send on now, held until
     /// its call ends; or when one will be ready (the wake-up is noted); or none up (a lazily
     /// connecting region then connects).
@@ -608,13 +626,8 @@ impl Upstream {
             if !self.may_call(r) {
                 continue;
             }
-            let pair = match self.acquire_any(r, now) {
-                Acquire::Pair(pair) => pair,
-                Acquire::WaitUntil(at) => {
-                    soonest = Some(soonest.map_or(at, |s| if at.0 < s.0 { at } else { s }));
-                    continue;
-                }
-                Acquire::NoPairUp => continue,
+            let Some(pair) = self.call_pair(r, now, &mut soonest) else {
+                continue;
             };
             let timeout_ms = self.upstream_timeout_ms;
             let body = &body[..len];
@@ -670,7 +683,7 @@ impl Upstream {
             let pair = match self.acquire_any(r, now) {
                 Acquire::Pair(pair) => pair,
                 Acquire::WaitUntil(at) => {
-                    soonest = Some(soonest.map_or(at, |s| if at.0 < s.0 { at } else { s }));
+                    soonest = Some(sooner(soonest, at));
                     continue;
                 }
                 Acquire::NoPairUp => {
@@ -743,13 +756,8 @@ impl Upstream {
                 if (idle_only && busy & (1 << r) != 0) || !self.may_call(r) {
                     continue;
                 }
-                let pair = match self.acquire_any(r, now) {
-                    Acquire::Pair(pair) => pair,
-                    Acquire::WaitUntil(at) => {
-                        soonest = Some(soonest.map_or(at, |s| if at.0 < s.0 { at } else { s }));
-                        continue;
-                    }
-                    Acquire::NoPairUp => continue,
+                let Some(pair) = self.call_pair(r, now, &mut soonest) else {
+                    continue;
                 };
                 self.leader_region = r + 1;
                 let timeout_ms = self.upstream_timeout_ms;
@@ -1494,6 +1502,14 @@ fn keep_leader(
         Ticks(poll.0.saturating_mul(VALID_POLLS)),
     );
     true
+}
+
+/// The sooner of `at` and `soonest` (if any): the first of several pairs to be ready.
+fn sooner(soonest: Option<Instant>, at: Instant) -> Instant {
+    match soonest {
+        Some(s) if s.0 <= at.0 => s,
+        _ => at,
+    }
 }
 
 /// A call's grpc-message (trailers, else a Trailers-Only reply's headers), decoded.

@@ -36,29 +36,38 @@ pub fn engine_hello() -> Vec<u8> {
     h
 }
 
-/// The engine's OK answer on `stream`.
-pub fn ok_reply(stream: u32) -> Vec<u8> {
+/// The engine's answer on `stream`: HEADERS with `:status` 200 and `content_type`, one DATA
+/// of `data`, then gRPC's OK trailers (`grpc`) or the end of the stream with the DATA.
+pub fn data_reply(stream: u32, content_type: &[u8], data: &[u8], grpc: bool) -> Vec<u8> {
     let mut reply = Vec::new();
     let mut at = vec![push_frame(
         &mut reply,
         frame::HEADERS,
         frame::FLAG_END_HEADERS,
-        &block(&[(b":status", b"200"), (b"content-type", b"application/grpc")]),
+        &block(&[(b":status", b"200"), (b"content-type", content_type)]),
     )];
-    let uuid = b"\x0a\x02id";
-    let mut msg = vec![0, 0, 0, 0, uuid.len() as u8];
-    msg.extend_from_slice(uuid);
-    at.push(push_frame(&mut reply, frame::DATA, 0, &msg));
-    at.push(push_frame(
-        &mut reply,
-        frame::HEADERS,
-        frame::FLAG_END_HEADERS | frame::FLAG_END_STREAM,
-        &block(&[(b"grpc-status", b"0")]),
-    ));
+    let end = if grpc { 0 } else { frame::FLAG_END_STREAM };
+    at.push(push_frame(&mut reply, frame::DATA, end, data));
+    if grpc {
+        at.push(push_frame(
+            &mut reply,
+            frame::HEADERS,
+            frame::FLAG_END_HEADERS | frame::FLAG_END_STREAM,
+            &block(&[(b"grpc-status", b"0")]),
+        ));
+    }
     for a in at {
         reply[a..a + 4].copy_from_slice(&stream.to_be_bytes());
     }
     reply
+}
+
+/// The engine's OK answer on `stream`.
+pub fn ok_reply(stream: u32) -> Vec<u8> {
+    let uuid = b"\x0a\x02id";
+    let mut msg = vec![0, 0, 0, 0, uuid.len() as u8];
+    msg.extend_from_slice(uuid);
+    data_reply(stream, b"application/grpc", &msg, true)
 }
 
 /// The engine's Trailers-Only error answer on `stream`: gRPC status `code` with `message`

@@ -248,16 +248,8 @@ fn ready_pairs_from_bookings_and_cooldowns_leave_in_ready_time_order() {
 
 #[test]
 fn burst_allows_that_many_back_to_back_then_one_per_interval() {
-    let config = LimiterConfig {
-        regions: vec![RegionRate::from_ms(RATE, 1_000, 3)],
-        ..LimiterConfig::uniform(RATE, 1, 1)
-    };
-    let mut limiter = Limiter::new(&config, T0);
-    limiter.set_connection(PairId(0), ConnState::Up, T0);
-    for _ in 0..3 {
-        assert_eq!(limiter.acquire(LaneId(R0.0), T0), Acquire::Pair(PairId(0)));
-        limiter.finish(PairId(0), T0);
-    }
+    // Three handed out back to back at T0 (`send` panics on anything but a pair).
+    let mut limiter = burst_of_three_spent();
     let t = wait_until(limiter.acquire(LaneId(R0.0), T0));
     assert_eq!(t, T0.after(SECOND));
     assert_eq!(limiter.acquire(LaneId(R0.0), t), Acquire::Pair(PairId(0)));
@@ -689,12 +681,8 @@ fn a_longer_interval_from_a_reload_holds_a_pair_that_booked_under_the_shorter_on
     limiter.check_invariants();
 }
 
-/// A burst of three at T0 under 1 s, then a reload to 2 s at once: by the new rule those three
-/// sends allow the next at T0 + 2 s (the burst refills one send per 2 s), and by the old rule
-/// not before T0 + 1 s. A reload that moved the booking by one interval only would hand the
-/// pair out at once, a fourth send within the second.
-#[test]
-fn a_longer_interval_from_a_reload_holds_a_pair_that_spent_its_burst() {
+/// One pair at 1 s with a burst of three, all three sent at T0.
+fn burst_of_three_spent() -> Limiter {
     let config = LimiterConfig {
         regions: vec![RegionRate::from_ms(RATE, 1_000, 3)],
         ..LimiterConfig::uniform(RATE, 1, 1)
@@ -704,17 +692,23 @@ fn a_longer_interval_from_a_reload_holds_a_pair_that_spent_its_burst() {
     for _ in 0..3 {
         send(&mut limiter, R0, T0);
     }
+    limiter
+}
+
+/// A burst of three at T0 under 1 s, then a reload to 2 s at once: by the new rule those three
+/// sends allow the next at T0 + 2 s (the burst refills one send per 2 s), and by the old rule
+/// not before T0 + 1 s. A reload that moved the booking by one interval only would hand the
+/// pair out at once, a fourth send within the second.
+#[test]
+fn a_longer_interval_from_a_reload_holds_a_pair_that_spent_its_burst() {
+    let mut limiter = burst_of_three_spent();
     limiter.set_rate(R0, RegionRate::from_ms(RATE, 2_000, 3), T0);
     limiter.check_invariants();
     let t = wait_until(limiter.acquire(LaneId(R0.0), T0));
     due_at(&limiter, t, T0.after(ms(2_000)));
     // Half a second on, two and a half of the old intervals are still booked: they count as
     // two and a half of the new ones from the reload, so the next send waits a second more.
-    let mut limiter = Limiter::new(&config, T0);
-    limiter.set_connection(PairId(0), ConnState::Up, T0);
-    for _ in 0..3 {
-        send(&mut limiter, R0, T0);
-    }
+    let mut limiter = burst_of_three_spent();
     let mid = T0.after(ms(500));
     limiter.set_rate(R0, RegionRate::from_ms(RATE, 2_000, 3), mid);
     limiter.check_invariants();

@@ -36,6 +36,29 @@ fn send(t: &mut Sim, seed: u64, now: Instant) -> String {
         .to_string()
 }
 
+/// Bundle `seed` posted at `now`, sent on the one pair and taken by the engine: its id.
+fn taken(t: &mut Sim, seed: u64, now: Instant) -> String {
+    let id = send(t, seed, now);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0, "sent");
+    t.answer(now);
+    id
+}
+
+/// A bot's getInflightBundleStatuses for `id`, which the relay asks an engine about (its
+/// answer waits for the engine's); the relay's answer is in the panic message otherwise.
+fn asked_of_an_engine(t: &mut Sim, id: &str, now: Instant) {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
+    );
+    assert_eq!(
+        t.post(&body, now),
+        Verdict::Deferred,
+        "an engine is asked: {}",
+        t.response()
+    );
+}
+
 fn inflight(t: &mut Sim, ids: &[&str], now: Instant) -> Value {
     let list: Vec<String> = ids.iter().map(|i| format!("\"{i}\"")).collect();
     let body = format!(
@@ -106,10 +129,7 @@ fn a_bundle_is_pending_while_it_waits_and_after_an_engine_took_it() {
     // An engine took it: landing is the engine's to say, so an engine is asked, on a pair and
     // after the bundles. The only pair cools for a second, past the query's wait: the answer
     // is then the record's alone.
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":9,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
-    );
-    assert_eq!(t.post(&body, later), Verdict::Deferred);
+    asked_of_an_engine(&mut t, &id, later);
     t.d.dispatch(later);
     assert!(t.d.poll_answered().is_none(), "waiting for a pair");
     t.d.dispatch(Instant(later.0 + 251 * MS));
@@ -214,24 +234,13 @@ fn a_bundle_still_waiting_is_pending_however_many_came_after_it() {
 #[test]
 fn a_bundle_sent_again_after_an_engine_took_it_is_not_failed_by_the_later_copy() {
     let (mut t, _, now) = one_region(1_000, 500);
-    let id = send(&mut t, 1, now);
-    t.d.dispatch(now);
-    assert!(t.flush(now) > 0);
-    t.answer(now);
+    let id = taken(&mut t, 1, now);
     assert_eq!(send(&mut t, 1, at(now, 1)), id, "the same bundle again");
     let late = at(now, 600);
     t.d.dispatch(late);
     let s = t.totals();
     assert_eq!((s.delivered, s.expired), (1, 1), "{s:?}");
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":9,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
-    );
-    assert_eq!(
-        t.post(&body, late),
-        Verdict::Deferred,
-        "the engine that took it is asked: {}",
-        t.response()
-    );
+    asked_of_an_engine(&mut t, &id, late);
     // The only pair is paced past the query's wait: the record answers alone.
     t.d.dispatch(at(late, 251));
     let answer = deferred_answer(&mut t);
@@ -243,26 +252,7 @@ fn a_bundle_sent_again_after_an_engine_took_it_is_not_failed_by_the_later_copy()
 
 /// The engine's JSON-RPC answer on `stream` with `body`, as its HTTP/2 endpoint sends it.
 fn json_reply(stream: u32, body: &str) -> Vec<u8> {
-    use bundle_relay::h2::frame;
-    let mut reply = Vec::new();
-    let at = [
-        h2_support::push_frame(
-            &mut reply,
-            frame::HEADERS,
-            frame::FLAG_END_HEADERS,
-            &h2_support::block(&[(b":status", b"200"), (b"content-type", b"application/json")]),
-        ),
-        h2_support::push_frame(
-            &mut reply,
-            frame::DATA,
-            frame::FLAG_END_STREAM,
-            body.as_bytes(),
-        ),
-    ];
-    for a in at {
-        reply[a..a + 4].copy_from_slice(&stream.to_be_bytes());
-    }
-    reply
+    h2_support::data_reply(stream, b"application/json", body.as_bytes(), false)
 }
 
 /// A send the engine failed after reading it whole (INTERNAL: "it may have been processed")
@@ -278,15 +268,7 @@ fn a_bundle_lost_after_it_was_sent_whole_is_asked_of_its_engine_and_shows_landed
     t.answer_error(13, "internal error", now);
     assert_eq!(t.totals().failed, 1);
     let later = at(now, 11);
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":9,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
-    );
-    assert_eq!(
-        t.post(&body, later),
-        Verdict::Deferred,
-        "asked of the engine: {}",
-        t.response()
-    );
+    asked_of_an_engine(&mut t, &id, later);
     t.d.dispatch(later);
     assert!(t.flush(later) > 0, "the query goes to the engine");
     let engine = format!(
@@ -525,7 +507,6 @@ fn a_sources_own_rate_limit_still_cools_only_that_pair() {
 
 /// The engine's answer on `stream` to GetTipAccounts: `accounts`.
 fn tips_reply(stream: u32, accounts: &[String]) -> Vec<u8> {
-    use bundle_relay::h2::frame;
     use prost::Message as _;
     let msg = bundle_relay::proto::searcher::GetTipAccountsResponse {
         accounts: accounts.to_vec(),
@@ -534,26 +515,7 @@ fn tips_reply(stream: u32, accounts: &[String]) -> Vec<u8> {
     let mut data = vec![0u8];
     data.extend_from_slice(&(msg.len() as u32).to_be_bytes());
     data.extend_from_slice(&msg);
-    let mut reply = Vec::new();
-    let at = [
-        h2_support::push_frame(
-            &mut reply,
-            frame::HEADERS,
-            frame::FLAG_END_HEADERS,
-            &h2_support::block(&[(b":status", b"200"), (b"content-type", b"application/grpc")]),
-        ),
-        h2_support::push_frame(&mut reply, frame::DATA, 0, &data),
-        h2_support::push_frame(
-            &mut reply,
-            frame::HEADERS,
-            frame::FLAG_END_HEADERS | frame::FLAG_END_STREAM,
-            &h2_support::block(&[(b"grpc-status", b"0")]),
-        ),
-    ];
-    for a in at {
-        reply[a..a + 4].copy_from_slice(&stream.to_be_bytes());
-    }
-    reply
+    h2_support::data_reply(stream, b"application/grpc", &data, true)
 }
 
 /// Eight distinct public keys, as an engine would list its tip accounts.
@@ -704,16 +666,10 @@ fn upstream_calls_are_counted_under_the_status_the_engine_answered_even_when_it_
 #[test]
 fn status_queries_a_stop_gives_up_are_counted_unanswered() {
     let (mut t, _, now) = one_region(1_000, 10_000);
-    let id = send(&mut t, 1, now);
-    t.d.dispatch(now);
-    assert!(t.flush(now) > 0);
-    t.answer(now);
-    let body = format!(
-        r#"{{"jsonrpc":"2.0","id":9,"method":"getInflightBundleStatuses","params":[["{id}"]]}}"#
-    );
+    let id = taken(&mut t, 1, now);
     // The only pair is paced for a second: both queries wait for it.
-    assert_eq!(t.post(&body, now), Verdict::Deferred);
-    assert_eq!(t.post(&body, now), Verdict::Deferred);
+    asked_of_an_engine(&mut t, &id, now);
+    asked_of_an_engine(&mut t, &id, now);
     t.d.dispatch(now);
     t.d.abandon_all(now);
     let mut given_up = 0;
