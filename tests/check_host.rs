@@ -296,6 +296,32 @@ fn an_nr_open_below_a_large_configs_need_is_fixed_with_that_need() {
     );
 }
 
+/// A source-port range that takes in the relay's listening ports (intake 8080.., admin 9464
+/// by default) passes the range rule but lets the kernel hand one of them to an upstream
+/// connection, and a restart then fails to listen: a warning naming them. The shipped range
+/// leaves them out.
+#[test]
+fn a_source_port_range_that_takes_in_the_relays_listening_ports_warns_naming_them() {
+    let t = Tree::new("port-range");
+    t.tuned();
+    let shipped = check_host::run(&inputs(&t.0, Some(config(2, "\"127.1.92.0/30\""))));
+    assert_eq!(
+        find(&shipped, "net.ipv4.ip_local_port_range").level,
+        Level::Ok
+    );
+    t.sysctls(&[("net.ipv4.ip_local_port_range", "1024 65535")]);
+    let checks = check_host::run(&inputs(&t.0, Some(config(2, "\"127.1.92.0/30\""))));
+    let c = find(&checks, "net.ipv4.ip_local_port_range");
+    assert_eq!(c.level, Level::Warn, "{c}");
+    assert!(c.found.contains("8080") && c.found.contains("9464"), "{c}");
+    // Without a config there are no ports to judge by: the range rule alone.
+    let checks = check_host::run(&inputs(&t.0, None));
+    assert_eq!(
+        find(&checks, "net.ipv4.ip_local_port_range").level,
+        Level::Ok
+    );
+}
+
 /// `kernel.io_uring_disabled = 1` allows io_uring to the members of `kernel.io_uring_group`:
 /// a hardened host where the relay's group is one runs it, so that is a warning naming the
 /// group, not a failure; 2 refuses io_uring to everyone and fails.

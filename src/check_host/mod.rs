@@ -79,6 +79,7 @@ pub fn run(inputs: &Inputs) -> Vec<Check> {
             let mut checks = sysctl::checks(&inputs.root, &wanted);
             if let Some(cfg) = &inputs.config {
                 nr_open_for(cfg, &mut checks);
+                port_range_for(cfg, &mut checks);
             }
             out.extend(checks);
         }
@@ -294,6 +295,47 @@ fn nr_open_for(cfg: &Config, checks: &mut [Check]) {
             );
         }
     }
+}
+
+/// `net.ipv4.ip_local_port_range` must leave out the relay's listening ports: the kernel picks
+/// an upstream connection's source port from it, and a port it picked is one a restarting
+/// relay cannot listen on.
+fn port_range_for(cfg: &Config, checks: &mut [Check]) {
+    let Some(c) = checks
+        .iter_mut()
+        .find(|c| c.name == "net.ipv4.ip_local_port_range")
+    else {
+        return;
+    };
+    let mut ends = c.found.split_whitespace().map(str::parse::<u16>);
+    let (Some(Ok(low)), Some(Ok(high))) = (ends.next(), ends.next()) else {
+        return;
+    };
+    let mut taken: Vec<u16> = cfg
+        .intake_listeners()
+        .chain(cfg.admin)
+        .map(|a| a.port())
+        .filter(|p| (low..=high).contains(p))
+        .collect();
+    if taken.is_empty() {
+        return;
+    }
+    taken.sort_unstable();
+    taken.dedup();
+    let list: Vec<String> = taken.iter().map(u16::to_string).collect();
+    if c.level == Level::Ok {
+        c.level = Level::Warn;
+    }
+    c.found = format!(
+        "{} (takes in the relay's listening ports {}: a connect may take one before a restart listens on it)",
+        c.found,
+        list.join(", ")
+    );
+    c.wanted = format!("{} and none of the relay's listening ports", c.wanted);
+    c.fix = format!(
+        "a range that leaves ports {} out (the shipped one does), or listeners outside {low}-{high}",
+        list.join(", ")
+    );
 }
 
 fn egress_addresses(cfg: &Config, out: &mut Vec<Check>) {
