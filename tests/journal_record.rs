@@ -170,7 +170,7 @@ fn a_sends_times_read_back_to_the_tick_and_far_ones_at_the_widest_not_wrapped() 
                 answered: answered.map(Instant),
                 verdict: Verdict::RegionThrottled,
                 grpc_code: Some(16),
-                retry_after_ms: 65_535,
+                retry_after_ms: 32_767,
             });
         });
         let r = journals.find(&id(100 + n as u64), 0, 0).unwrap().latest;
@@ -178,7 +178,7 @@ fn a_sends_times_read_back_to_the_tick_and_far_ones_at_the_widest_not_wrapped() 
         let (region, verdict, code, wait) = (a.region, a.verdict, a.grpc_code, a.retry_after_ms);
         assert_eq!(
             (region, verdict, code, wait),
-            (15, Verdict::RegionThrottled, Some(16), 65_535),
+            (15, Verdict::RegionThrottled, Some(16), 32_767),
             "case {n}"
         );
         assert_eq!(
@@ -238,6 +238,33 @@ fn copies_of_one_bundle_never_push_another_bundle_out_of_the_index() {
     );
     other[31] ^= 1;
     assert!(journals.find(&other, 0, 0).is_none());
+}
+
+/// An engine's wait reads back exactly up to 32.767 s, and longer ones (up to a day, what
+/// the limiter honours) in whole 4 s steps rounded up: never shorter than the engine said.
+#[test]
+fn an_engines_wait_reads_back_exact_to_half_a_minute_and_up_to_a_day_never_shorter() {
+    let journals = Journals::new(&[1_024]);
+    let ring = journals.ring(0);
+    let cases: [(u32, u32); 5] = [
+        (1_606, 1_606),
+        (32_767, 32_767),
+        (60_001, 64_000),
+        (600_000, 600_000),
+        (86_400_000, 86_400_000),
+    ];
+    for (n, (asked, read)) in cases.into_iter().enumerate() {
+        let serial = opened(ring, 100 + n as u64, 0, 1_000);
+        ring.update(serial, |r| {
+            r.push_attempt(Attempt {
+                retry_after_ms: asked,
+                verdict: Verdict::RateLimited,
+                ..Attempt::default()
+            })
+        });
+        let r = journals.find(&id(100 + n as u64), 0, 0).unwrap().latest;
+        assert_eq!(r.kept()[0].retry_after_ms, read, "{asked} ms");
+    }
 }
 
 #[test]
@@ -375,7 +402,7 @@ fn a_reader_racing_the_writer_never_gets_a_torn_record() {
                     r.attempts = (k % 1_000) as u16;
                     for a in r.kept.iter_mut() {
                         a.sent = Instant(k);
-                        a.retry_after_ms = (k % 60_000) as u32;
+                        a.retry_after_ms = (k % 30_000) as u32;
                     }
                     let t = format!("{k:0>80}");
                     r.text = Text::new(t.as_bytes());
@@ -395,7 +422,7 @@ fn a_reader_racing_the_writer_never_gets_a_torn_record() {
         assert_eq!(u64::from(r.attempts), k % 1_000, "torn at {k}");
         for a in &r.kept {
             assert_eq!(a.sent.0, k, "torn at {k}");
-            assert_eq!(u64::from(a.retry_after_ms), k % 60_000, "torn at {k}");
+            assert_eq!(u64::from(a.retry_after_ms), k % 30_000, "torn at {k}");
         }
         if k > 0 {
             assert_eq!(r.text.as_str(), format!("{k:0>80}"), "torn at {k}");

@@ -376,7 +376,7 @@ fn encode_attempt(a: &Attempt, admitted: Instant) -> [u64; ATTEMPT_WORDS] {
             | a.verdict.code() << 60
             | socks << 63,
         answered
-            | u64::from(a.retry_after_ms.min(0xffff)) << 39
+            | u64::from(encode_wait(a.retry_after_ms)) << 39
             | a.grpc_code.map_or(0xff, u64::from) << 55
             | u64::from(matches!(ip, IpAddr::V4(_))) << 63,
         (bits >> 64) as u64,
@@ -409,7 +409,7 @@ fn decode_attempt(w: &[u64], admitted: Instant) -> Attempt {
             0xff => None,
             c => Some(c),
         },
-        retry_after_ms: (t >> 39 & 0xffff) as u32,
+        retry_after_ms: decode_wait((t >> 39 & 0xffff) as u16),
     }
 }
 
@@ -426,6 +426,28 @@ fn give_way(verdict: impl Fn(usize) -> Verdict) -> usize {
             )
         })
         .unwrap_or(ATTEMPTS_KEPT - 1)
+}
+
+/// Past this an engine's wait is kept in steps of [`WAIT_STEP_MS`].
+const WAIT_EXACT_MAX_MS: u32 = 0x7fff;
+/// The step of a longer wait: 0x7fff of them is over a day (what the limiter honours).
+const WAIT_STEP_MS: u32 = 4_000;
+
+/// An engine's wait in 16 bits: exact to [`WAIT_EXACT_MAX_MS`], then the top bit and whole
+/// steps, rounded up (never shorter than the engine said).
+fn encode_wait(ms: u32) -> u16 {
+    if ms <= WAIT_EXACT_MAX_MS {
+        return ms as u16;
+    }
+    0x8000 | ms.div_ceil(WAIT_STEP_MS).min(0x7fff) as u16
+}
+
+fn decode_wait(w: u16) -> u32 {
+    if w & 0x8000 == 0 {
+        u32::from(w)
+    } else {
+        u32::from(w & 0x7fff) * WAIT_STEP_MS
+    }
 }
 
 /// The text's bytes into their words and its length into the head word.
