@@ -578,8 +578,9 @@ impl Limiter {
     /// books several) count as as many new ones from now, or the last send's interval is the
     /// new one: the later reading for a longer interval, the sooner for a shorter
     /// ([`Pace::reprice`]). So a longer interval holds a
-    /// pair that booked under the shorter one, a spent burst included (it never sends early
-    /// by the new rule), and a shorter one frees it sooner. Cooldowns stand as asked. Every
+    /// pair that booked under the shorter one, a spent burst included (never sooner than the
+    /// old rule allowed; what is still booked counts at the new length, what has passed at the
+    /// old), and a shorter one frees it sooner. Cooldowns stand as asked. Every
     /// pair in rotation is filed again, so one ready under the old rate but not the new one
     /// waits. O(pairs of the region); not for the request path.
     pub fn set_rate(&mut self, region: RegionId, rate: RegionRate, now: Instant) {

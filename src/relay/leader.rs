@@ -109,22 +109,30 @@ impl Board {
         let _ = self.due.compare_exchange(claim.0, at.0, Relaxed, Relaxed);
     }
 
-    /// An engine answered at `now`: trusted for `valid`, the next poll due after `poll`. Not
-    /// kept if the claim lapsed and another thread's poll holds the board now: its answer is
-    /// the newer.
-    pub fn answered(&self, claim: Claim, l: NextLeader, now: Instant, poll: Ticks, valid: Ticks) {
+    /// An engine answered at `now`: trusted for `valid`, the next poll due after `poll`; true.
+    /// Not kept (false) if the claim lapsed and another thread's poll holds the board now: its
+    /// answer is the newer.
+    pub fn answered(
+        &self,
+        claim: Claim,
+        l: NextLeader,
+        now: Instant,
+        poll: Ticks,
+        valid: Ticks,
+    ) -> bool {
         if self
             .due
             .compare_exchange(claim.0, now.after(poll).0, Relaxed, Relaxed)
             .is_err()
         {
-            return;
+            return false;
         }
         self.current_slot.store(l.current_slot, Relaxed);
         self.next_leader_slot.store(l.next_leader_slot, Relaxed);
         self.region
             .store(l.region.map_or(0, |r| u64::from(r) + 1), Relaxed);
         self.valid_until.store(now.after(valid).0, Relaxed);
+        true
     }
 
     /// The last answer's region, however old (for `/debug/pairs`; routing uses [`Board::region`]).
@@ -253,7 +261,7 @@ mod tests {
             next_leader_slot: 8,
             region: Some(2),
         };
-        b.answered(second, new, Instant(1_700), Ticks(400), Ticks(1_200));
+        assert!(b.answered(second, new, Instant(1_700), Ticks(400), Ticks(1_200)));
         assert_eq!(b.region(Instant(1_700)), Some(2));
         assert_eq!(b.claim(Instant(2_099), hold), Err(Instant(2_100)));
     }
@@ -268,7 +276,7 @@ mod tests {
             region: Some(3),
         };
         let c = b.claim(Instant(100), Ticks(10)).unwrap();
-        b.answered(c, l, Instant(100), Ticks(400), Ticks(1_200));
+        assert!(b.answered(c, l, Instant(100), Ticks(400), Ticks(1_200)));
         assert_eq!(b.region(Instant(100)), Some(3));
         assert_eq!(b.region(Instant(1_299)), Some(3));
         assert_eq!(b.region(Instant(1_300)), None);
@@ -276,7 +284,7 @@ mod tests {
         assert_eq!(b.claim(Instant(499), Ticks(1)), Err(Instant(500)));
         let none = NextLeader { region: None, ..l };
         let c = b.claim(Instant(500), Ticks(10)).unwrap();
-        b.answered(c, none, Instant(500), Ticks(400), Ticks(1_200));
+        assert!(b.answered(c, none, Instant(500), Ticks(400), Ticks(1_200)));
         assert_eq!(b.region(Instant(501)), None);
     }
 }

@@ -1477,7 +1477,7 @@ impl Upstream {
 
 /// An engine's answer to a leader poll, published on `board` when it decodes (its region
 /// matched among `regions` by name): trusted for [`VALID_POLLS`] periods, the next poll due in
-/// one. False when it does not decode.
+/// one. False when it does not decode, or `claim` lapsed and another poll holds the board.
 fn keep_leader(
     board: &Board,
     claim: leader::Claim,
@@ -1500,8 +1500,7 @@ fn keep_leader(
         now,
         poll,
         Ticks(poll.0.saturating_mul(VALID_POLLS)),
-    );
-    true
+    )
 }
 
 /// The sooner of `at` and `soonest` (if any): the first of several pairs to be ready.
