@@ -165,9 +165,6 @@ pub struct Conn {
     /// An answer is owed for a request already consumed (its keep-alive): nothing else is
     /// handled until it is written, and the connection is not idle meanwhile.
     owed: Option<bool>,
-    /// Requests wait in the input for the output (full, or an owed answer ahead): the relay,
-    /// not the client, holds them up ([`Conn::is_held`]).
-    held: bool,
 }
 
 impl Conn {
@@ -191,7 +188,6 @@ impl Conn {
             parses: 0,
             drain_until: None,
             owed: None,
-            held: false,
         }
     }
 
@@ -216,7 +212,6 @@ impl Conn {
         self.parses = 0;
         self.drain_until = None;
         self.owed = None;
-        self.held = false;
     }
 
     // ---- inputs ----
@@ -234,12 +229,13 @@ impl Conn {
             self.compact_input();
         }
         if self.in_len + data.len() > self.input.len() {
-            let what = if self.held {
-                "requests pipelined further ahead of their unread answers than the relay holds"
-            } else {
-                "request larger than the head and body limits together"
-            };
-            self.refuse(&HttpError { status: 413, what }, now);
+            self.refuse(
+                &HttpError {
+                    status: 413,
+                    what: "request larger than the head and body limits together",
+                },
+                now,
+            );
             return;
         }
         self.input[self.in_len..self.in_len + data.len()].copy_from_slice(data);
@@ -303,18 +299,7 @@ impl Conn {
 
     /// [`Conn::serve`] for a handler that may answer a request later ([`Answer::Later`]): the
     /// room for its answer stays free, and the requests after it wait in the input.
-    pub fn serve_deferring<F>(&mut self, cfg: &ConnConfig, now: Instant, answer: F) -> Served
-    where
-        F: FnMut(&Request<'_>, &mut [u8]) -> Answer,
-    {
-        let served = self.serve_front(cfg, now, answer);
-        let waiting = self.in_start < self.in_len && !matches!(self.state, State::Closing(_));
-        self.held = waiting
-            && (self.owed.is_some() || self.out.len() - self.out_tail < cfg.response_bytes_max);
-        served
-    }
-
-    fn serve_front<F>(&mut self, cfg: &ConnConfig, now: Instant, mut answer: F) -> Served
+    pub fn serve_deferring<F>(&mut self, cfg: &ConnConfig, now: Instant, mut answer: F) -> Served
     where
         F: FnMut(&Request<'_>, &mut [u8]) -> Answer,
     {
@@ -572,8 +557,10 @@ impl Conn {
 
     /// Requests wait in the input for the output (full, or an owed answer ahead): the relay,
     /// not the client, holds them up. A read now may wait until they are served.
-    pub fn is_held(&self) -> bool {
-        self.held
+    pub fn is_held(&self, cfg: &ConnConfig) -> bool {
+        self.in_start < self.in_len
+            && !matches!(self.state, State::Closing(_))
+            && (self.owed.is_some() || self.out.len() - self.out_tail < cfg.response_bytes_max)
     }
 
     // ---- inside ----

@@ -226,8 +226,7 @@ impl Ring {
     }
 
     fn live(&self, serial: u64) -> bool {
-        let next = self.next.load(Ordering::Acquire);
-        serial < next && next - serial <= self.capacity
+        live_before(self.next.load(Ordering::Acquire), self.capacity, serial)
     }
 
     fn home(&self, id: &[u8; 32]) -> (usize, u64) {
@@ -245,7 +244,7 @@ impl Ring {
         let mask = self.index.len() - 1;
         // Only this thread moves `next`: read once, not per entry.
         let next = self.next.load(Ordering::Relaxed);
-        let live = |serial: u64| serial < next && next - serial <= self.capacity;
+        let live = |serial| live_before(next, self.capacity, serial);
         // The entry to give up, by one key: another id's entries rank after every one of the
         // same id (the top bit, above any serial), then the older first.
         let mut victim = (u64::MAX, home);
@@ -314,4 +313,9 @@ impl Ring {
         }
         None
     }
+}
+
+/// Whether record `serial` is still in a ring of `capacity` whose next serial is `next`.
+fn live_before(next: u64, capacity: u64, serial: u64) -> bool {
+    serial < next && next - serial <= capacity
 }

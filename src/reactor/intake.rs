@@ -235,7 +235,7 @@ impl Intake {
         }
         let room = conn.http.input_room();
         let buffer = INTAKE_RECV_BUFFER_BYTES;
-        if room == 0 || (room <= buffer && conn.http.is_held()) {
+        if room == 0 || (room <= buffer && conn.http.is_held(&self.http_cfg)) {
             return;
         }
         conn.limited = self.recv_limit && room > buffer;

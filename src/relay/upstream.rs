@@ -115,11 +115,11 @@ pub struct Upstream {
     tip_refresh: Ticks,
     tip_retry: Ticks,
     tip_region: usize,
-    /// The next leader, shared by the threads; this thread's poll of it in flight; how often
-    /// it is asked; the region asked last.
+    /// The next leader, shared by the threads; this thread's claim on it; how often it is
+    /// asked; the region asked last.
     leader: Arc<Board>,
-    leader_in_flight: bool,
-    /// This thread's claim on the poll it makes (or failed to make).
+    /// This thread's claim on the poll it has in flight (its poll is in flight while it holds
+    /// one: a claim that finds no pair is given back at once).
     leader_claim: Option<leader::Claim>,
     leader_poll: Ticks,
     leader_region: usize,
@@ -163,7 +163,6 @@ impl Upstream {
             tip_retry: rate.from_ms(TIP_RETRY_MS),
             tip_region: spec.thread,
             leader: spec.leader_board.clone(),
-            leader_in_flight: false,
             leader_claim: None,
             leader_poll: rate.from_ms(spec.leader.poll_ms),
             leader_region: spec.thread,
@@ -737,7 +736,7 @@ impl Upstream {
     /// Regions take turns; one with no bundle waiting (`busy`, bit per region) is asked first,
     /// so a poll rarely delays a bundle, but a busy one is asked rather than none.
     pub fn poll_leader(&mut self, busy: u32, now: Instant) {
-        if self.leader_in_flight {
+        if self.leader_claim.is_some() {
             return;
         }
         let hold = self.links.rate().from_ms(self.upstream_timeout_ms);
@@ -763,7 +762,6 @@ impl Upstream {
                 let timeout_ms = self.upstream_timeout_ms;
                 match self.links.start_leader_call(pair, timeout_ms, now) {
                     Some(stream) => {
-                        self.leader_in_flight = true;
                         self.stats.leader_polls.inc();
                         self.call_started(pair, Call::Leader, stream, now);
                     }
@@ -778,7 +776,7 @@ impl Upstream {
         // No pair of any region free now: the poll is due again when the soonest is ready (a
         // poll period at most), for whichever thread claims it then.
         let retry = now.after(self.leader_poll);
-        let at = soonest.filter(|s| s.0 < retry.0).unwrap_or(retry);
+        let at = sooner(soonest, retry);
         if let Some(claim) = self.leader_claim.take() {
             self.leader.unanswered(claim, at);
         }
@@ -963,10 +961,7 @@ impl Upstream {
             }),
             Call::Tips => self.tips.call_ended(now, self.tip_refresh, self.tip_retry),
             Call::Probe => self.probe_unanswered(r, now),
-            Call::Leader => {
-                self.leader_in_flight = false;
-                self.leader_unanswered(now);
-            }
+            Call::Leader => self.leader_unanswered(now),
             Call::Query(q) => self.query_again(q, now, Unanswered::Failed),
             Call::Auth => self.auth_failed(r, now, "the connection ended before the call was sent"),
         }
@@ -1369,7 +1364,6 @@ impl Upstream {
                 }
             }
             Call::Leader => {
-                self.leader_in_flight = false;
                 if leader_answer {
                     self.stats.leader_answers.inc();
                 } else {
@@ -1505,10 +1499,7 @@ fn keep_leader(
 
 /// The sooner of `at` and `soonest` (if any): the first of several pairs to be ready.
 fn sooner(soonest: Option<Instant>, at: Instant) -> Instant {
-    match soonest {
-        Some(s) if s.0 <= at.0 => s,
-        _ => at,
-    }
+    soonest.map_or(at, |s| s.min(at))
 }
 
 /// A call's grpc-message (trailers, else a Trailers-Only reply's headers), decoded.
