@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// What the endpoint answers: a status and a body.
@@ -23,38 +23,68 @@ const RELOAD_WAIT_S: u64 = 20;
 
 type Answer = Arc<Mutex<(u16, String)>>;
 
+/// Whether an endpoint answers (true) or holds each request it reads until it does.
+type Gate = Arc<(Mutex<bool>, Condvar)>;
+
+fn gate(open: bool) -> Gate {
+    Arc::new((Mutex::new(open), Condvar::new()))
+}
+
+fn set_gate(g: &Gate, open: bool) {
+    *g.0.lock().unwrap() = open;
+    g.1.notify_all();
+}
+
 /// A tenants endpoint answering every GET with the current `Answer` (chunked when asked, to
 /// cover both body framings the relay reads).
 fn endpoint(answer: Answer) -> SocketAddr {
+    gated_endpoint(answer, gate(true))
+}
+
+/// `endpoint`, each request held while the gate is shut and answered with what `answer` holds
+/// once it opens; a thread a connection, so one held does not hold the others.
+fn gated_endpoint(answer: Answer, gate: Gate) -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
         for c in l.incoming() {
-            let Ok(mut c) = c else { continue };
-            let mut head = Vec::new();
-            let mut b = [0u8; 1024];
-            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                match c.read(&mut b) {
-                    Ok(n) if n > 0 => head.extend_from_slice(&b[..n]),
-                    _ => break,
-                }
-            }
-            let (status, body) = answer.lock().unwrap().clone();
-            let out = if body.len() % 2 == 0 {
-                format!(
-                    "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                    body.len()
-                )
-            } else {
-                format!(
-                    "HTTP/1.1 {status} X\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
-                    body.len()
-                )
-            };
-            let _ = c.write_all(out.as_bytes());
+            let Ok(c) = c else { continue };
+            let (answer, gate) = (answer.clone(), gate.clone());
+            std::thread::spawn(move || answer_one(c, &answer, &gate));
         }
     });
     addr
+}
+
+fn answer_one(mut c: std::net::TcpStream, answer: &Answer, gate: &Gate) {
+    {
+        let mut head = Vec::new();
+        let mut b = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match c.read(&mut b) {
+                Ok(n) if n > 0 => head.extend_from_slice(&b[..n]),
+                _ => break,
+            }
+        }
+        let mut open = gate.0.lock().unwrap();
+        while !*open {
+            open = gate.1.wait(open).unwrap();
+        }
+        drop(open);
+        let (status, body) = answer.lock().unwrap().clone();
+        let out = if body.len() % 2 == 0 {
+            format!(
+                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        } else {
+            format!(
+                "HTTP/1.1 {status} X\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+                body.len()
+            )
+        };
+        let _ = c.write_all(out.as_bytes());
+    }
 }
 
 fn config(dir: &std::path::Path, engine: SocketAddr, url: &str) -> std::path::PathBuf {
@@ -406,6 +436,197 @@ fn a_refused_document_is_tried_again_once_the_file_changes() {
         Duration::from_secs(RELOAD_WAIT_S),
     );
     tenants_applied_at(&rx, 3, Duration::from_secs(RELOAD_WAIT_S));
+    stop(child);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `config`'s file with the poll period and the fetch timeout both `ms`.
+fn period(path: &std::path::Path, url: &str, ms: u64) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let start = text.find("[tenants_from]").unwrap();
+    let mut text = text[..start].to_string();
+    text.push_str(&format!(
+        "[tenants_from]\nurl = \"{url}\"\nevery_ms = {ms}\ntimeout_ms = {ms}\n"
+    ));
+    std::fs::write(path, text).unwrap();
+}
+
+/// A relay polling endpoint A every 8 s (moved there by a reload, so its poll of A goes out
+/// at once), A holding that poll: the relay's tenants come from A's first answer.
+fn polling_a_held(
+    dir: &std::path::Path,
+    a_gate: &Gate,
+    a_answer: &Answer,
+) -> (Child, Receiver<String>, std::path::PathBuf, String) {
+    let url = format!(
+        "http://{}/tenants",
+        gated_endpoint(a_answer.clone(), a_gate.clone())
+    );
+    let path = config(dir, h2_support::hello_engine(), &url);
+    let (child, rx) = start(&path);
+    wait_for(&rx, "intake (rotating)", Duration::from_secs(10));
+    set_gate(a_gate, false);
+    period(&path, &url, 8_000);
+    hup(&child);
+    wait_for(
+        &rx,
+        "config reloaded: generation 2",
+        Duration::from_secs(RELOAD_WAIT_S),
+    );
+    // Polls asked before the reload give up after their 100 ms; the one asked after it is
+    // held for up to 8 s.
+    std::thread::sleep(Duration::from_millis(400));
+    (child, rx, path, url)
+}
+
+/// A reload moves `[tenants_from]` from A to B while a poll of A is still out: B's document
+/// is the reload's tenants, and A's answer, coming after, is not applied (it would bring back
+/// tenants and keys that B no longer lists).
+#[test]
+fn a_document_from_the_url_a_reload_left_is_never_applied() {
+    let dir = scratch("moved");
+    let (a_gate, a_answer) = (gate(true), Arc::new(Mutex::new((200, ONE.to_string()))));
+    let (child, rx, path, _) = polling_a_held(&dir, &a_gate, &a_answer);
+    *a_answer.lock().unwrap() = (
+        200,
+        r#"{"tenant": [{"name": "revoked", "keys": ["revoked-key"]}]}"#.to_string(),
+    );
+    let b_gate = gate(true);
+    let b = gated_endpoint(Arc::new(Mutex::new((200, TWO.to_string()))), b_gate.clone());
+    period(&path, &format!("http://{b}/tenants"), 8_000);
+    hup(&child);
+    tenants_applied_at(&rx, 3, Duration::from_secs(RELOAD_WAIT_S));
+    // B's polls from now on are held too, so A's answer is the only one that comes.
+    set_gate(&b_gate, false);
+    set_gate(&a_gate, true);
+    let deadline = Instant::now() + Duration::from_millis(1_500);
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        if let Ok(line) = rx.recv_timeout(left) {
+            assert!(
+                !line.contains("tenants document changed") && !line.contains("generation 4"),
+                "A's answer applied after the reload moved to B: {line}"
+            );
+        }
+    }
+    stop(child);
+    set_gate(&b_gate, true);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A reload that takes `[tenants_from]` out while a poll of it is held by its endpoint: the
+/// relay does not wait for that poll to end, so a stop right after is as quick as ever (the
+/// supervision loop that pings the watchdog and reads signals is not held for the fetch's
+/// timeout).
+#[test]
+fn taking_tenants_from_out_while_its_endpoint_holds_a_poll_does_not_hold_the_relay() {
+    let dir = scratch("removed");
+    let (a_gate, a_answer) = (gate(true), Arc::new(Mutex::new((200, ONE.to_string()))));
+    let (mut child, rx, path, _) = polling_a_held(&dir, &a_gate, &a_answer);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text.find("[tenants_from]").unwrap();
+    std::fs::write(
+        &path,
+        format!(
+            "{}[[tenant]]\nname = \"alpha\"\nkeys = [\"alpha-key\"]\n",
+            &text[..start]
+        ),
+    )
+    .unwrap();
+    hup(&child);
+    wait_for(
+        &rx,
+        "config reloaded: generation 3",
+        Duration::from_secs(RELOAD_WAIT_S),
+    );
+    // Let the loop reach the poller it no longer wants.
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let deadline = asked + Duration::from_secs(4);
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "still running 4 s after SIGTERM, held by a poll of an endpoint the config dropped"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    set_gate(&a_gate, true);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A relay half a second into its start, held there by its tenants endpoint until the gate
+/// opens: its scratch folder, that gate, its config file, the relay and its output.
+fn held_at_start(
+    name: &str,
+) -> (
+    std::path::PathBuf,
+    Gate,
+    std::path::PathBuf,
+    Child,
+    Receiver<String>,
+) {
+    let dir = scratch(name);
+    let (a_gate, a_answer) = (gate(false), Arc::new(Mutex::new((200, ONE.to_string()))));
+    let url = format!(
+        "http://{}/tenants",
+        gated_endpoint(a_answer, a_gate.clone())
+    );
+    let path = config(&dir, h2_support::hello_engine(), &url);
+    period(&path, &url, 5_000);
+    let (child, rx) = start(&path);
+    std::thread::sleep(Duration::from_millis(500));
+    (dir, a_gate, path, child, rx)
+}
+
+/// An edit saved while the relay is still starting (here while it waits on the tenants
+/// endpoint) is seen as a change once it serves, and reloaded: the file is watched as it was
+/// read, not as it was when the wait ended.
+#[test]
+fn an_edit_saved_while_the_relay_starts_is_reloaded() {
+    let (dir, a_gate, path, child, rx) = held_at_start("edited");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replace(
+            "arena_slots = 64\n",
+            "arena_slots = 64\nupstream_timeout_ms = 4000\n",
+        ),
+    )
+    .unwrap();
+    set_gate(&a_gate, true);
+    wait_for(&rx, "intake (rotating)", Duration::from_secs(10));
+    let lines = wait_for(
+        &rx,
+        "config reloaded: generation 2",
+        Duration::from_secs(RELOAD_WAIT_S),
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("changed on disk")),
+        "{lines:?}"
+    );
+    stop(child);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// SIGHUP while the relay is still starting (here while it waits on the tenants endpoint),
+/// as a deployment tool that saves and signals may send it: the relay is not killed by it,
+/// and reloads once it serves.
+#[test]
+fn a_sighup_while_the_relay_starts_is_a_reload_once_it_serves() {
+    let (dir, a_gate, _, mut child, rx) = held_at_start("early-hup");
+    hup(&child);
+    std::thread::sleep(Duration::from_millis(100));
+    set_gate(&a_gate, true);
+    let lines = std::panic::catch_unwind(|| {
+        wait_for(
+            &rx,
+            "config reloaded: generation 2",
+            Duration::from_secs(RELOAD_WAIT_S),
+        )
+    });
+    let ended = child.try_wait().unwrap();
+    assert!(lines.is_ok(), "no reload; the relay ended: {ended:?}");
     stop(child);
     let _ = std::fs::remove_dir_all(&dir);
 }

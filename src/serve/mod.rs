@@ -108,6 +108,9 @@ const TOTALS_EVERY_TICKS: u32 = 100;
 /// Runs the relay from the config at `path` (or the embedded default) with `overrides`, until
 /// it is stopped; returns the exit status.
 pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
+    // First: a reload, dump or upgrade asked while the relay starts (a deployment tool's SIGHUP
+    // after it saved the file) is a flag the loop reads once serving, not a kill.
+    signals::install_early();
     // The relay to take over, pinned before anything else: its SIGQUIT goes through the pidfd,
     // and its ledger, opened by number through /proc, is known to be its own once the pidfd
     // says it has not ended since (checked after the ledger is opened).
@@ -278,6 +281,7 @@ impl Serving {
             cfg,
             mut spec,
             tenants_doc,
+            watch,
         } = plan;
         let pairs_total = (spec.sources.len() * spec.regions.len()) as u64;
         let lazy = cfg.egress.connect == ConnectMode::Lazy;
@@ -338,11 +342,7 @@ impl Serving {
             }
         };
         Ok(Serving {
-            watch: path.map(|p| {
-                let mut w = watch::Watch::new(p.to_path_buf());
-                w.also(cfg.admin_token_file.clone());
-                w
-            }),
+            watch,
             poller: None,
             reloading: None,
             tenants_refused: None,
@@ -468,7 +468,14 @@ impl Serving {
     /// document it fetched that differs from the last one. A failed poll keeps the tenants
     /// in force; each is counted as a refused reload, and said once until the reason changes.
     fn poll_tenants(&mut self) -> Result<(), String> {
-        let wanted = self.live.load().config.tenants_from.is_some();
+        let url = self
+            .live
+            .load()
+            .config
+            .tenants_from
+            .as_ref()
+            .map(|f| f.url.clone());
+        let wanted = url.is_some();
         if wanted != self.poller.is_some() {
             self.poller = if wanted {
                 // Started by a reload that added [tenants_from]: its first poll at once.
@@ -483,7 +490,10 @@ impl Serving {
         if self.reloading.is_some() {
             return Ok(());
         }
-        let Some(result) = self.poller.as_ref().and_then(poll::Poller::latest) else {
+        let (Some(poller), Some(url)) = (&self.poller, &url) else {
+            return Ok(());
+        };
+        let Some(result) = poller.latest(url) else {
             return Ok(());
         };
         match result {

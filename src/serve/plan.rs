@@ -19,6 +19,10 @@ pub struct Plan {
     pub spec: Spec,
     /// The `[tenants_from]` document the tenants came from.
     pub tenants_doc: Option<String>,
+    /// The config file and the files it names, as they were when read: an edit saved while
+    /// the relay starts (a fetch, the host's checks and the pool's connects take seconds) is
+    /// a change once it serves.
+    pub watch: Option<super::watch::Watch>,
 }
 
 /// Why the relay does not start: what, and whether a later start of the same config may
@@ -51,7 +55,11 @@ pub fn plan(
     no_metrics: bool,
     hlog: bool,
 ) -> Result<Plan, Refusal> {
+    let mut watch = path.map(|p| super::watch::Watch::new(p.to_path_buf()));
     let mut cfg = load_config(path, overrides)?;
+    if let Some(w) = &mut watch {
+        w.also(cfg.admin_token_file.clone());
+    }
     // Tenants from an endpoint: no valid document, no start (the relay would not know whom to
     // serve). An endpoint that does not answer may later; a document it serves wrong will not.
     let tenants_doc = match cfg.tenants_from.clone() {
@@ -125,6 +133,7 @@ pub fn plan(
         cfg,
         spec,
         tenants_doc,
+        watch,
     })
 }
 

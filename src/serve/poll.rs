@@ -4,11 +4,14 @@
 //!
 //! A thread of its own because a fetch may take its whole timeout: the supervision loop pings
 //! the watchdog and must not wait on an endpoint. The loop applies; the thread only fetches.
+//! For the same reason a poller no longer wanted is not joined: told to stop, its thread ends
+//! when the fetch it is in ends, and what that fetch brings is dropped. Each result names the
+//! URL it came from, and one from a URL the config no longer names is never applied (a reload
+//! that moved away from a slow endpoint would otherwise get that endpoint's document back).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, TryRecvError, channel};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::fetch;
@@ -19,21 +22,27 @@ const NAP: Duration = Duration::from_millis(50);
 
 /// See the module docs.
 pub struct Poller {
-    results: Receiver<Result<String, String>>,
+    results: Receiver<Fetched>,
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+}
+
+/// One fetch's result and the URL it asked.
+struct Fetched {
+    url: String,
+    result: Result<String, String>,
 }
 
 impl Poller {
     /// Polls for as long as the running config has `[tenants_from]`: the first poll one period
     /// from now when `wait` (startup fetched the first document), else at once (a reload added
-    /// it). A reload that changes the URL or the period polls at once too: a period shortened
-    /// from an hour does not wait out the hour.
+    /// it). A reload that changes the URL or the period polls at once too, or as soon as a
+    /// fetch still out ends (within its timeout): a period shortened from an hour does not
+    /// wait out the hour.
     pub fn start(live: Arc<Shared>, wait: bool) -> std::io::Result<Poller> {
         let (tx, results) = channel();
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
-        let thread = std::thread::Builder::new()
+        std::thread::Builder::new()
             .name("tenants-poll".into())
             .spawn(move || {
                 let mut next = Instant::now();
@@ -57,24 +66,29 @@ impl Poller {
                         continue;
                     }
                     next = now + Duration::from_millis(from.every_ms);
-                    if tx.send(fetch::get(&from)).is_err() {
+                    let result = fetch::get(&from);
+                    if tx
+                        .send(Fetched {
+                            url: from.url,
+                            result,
+                        })
+                        .is_err()
+                    {
                         return;
                     }
                 }
             })?;
-        Ok(Poller {
-            results,
-            stop,
-            thread: Some(thread),
-        })
+        Ok(Poller { results, stop })
     }
 
-    /// The latest fetch's result since the last call, if any (older ones are superseded).
-    pub fn latest(&self) -> Option<Result<String, String>> {
+    /// The latest result since the last call of a fetch of `url` (the URL the config names
+    /// now), if any: older ones are superseded, and those of another URL dropped.
+    pub fn latest(&self, url: &str) -> Option<Result<String, String>> {
         let mut latest = None;
         loop {
             match self.results.try_recv() {
-                Ok(r) => latest = Some(r),
+                Ok(f) if f.url == url => latest = Some(f.result),
+                Ok(_) => {}
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return latest,
             }
         }
@@ -82,10 +96,8 @@ impl Poller {
 }
 
 impl Drop for Poller {
+    /// Tells the thread to stop without waiting for it (see the module docs).
     fn drop(&mut self) {
         self.stop.store(true, Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
     }
 }

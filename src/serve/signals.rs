@@ -67,12 +67,28 @@ extern "C" fn on_signal(signum: libc::c_int) {
     }
 }
 
-/// Installs the handlers: from here on these signals set flags instead of their defaults
+/// Installs the handlers of the signals that ask for something once serving (SIGHUP, SIGUSR1,
+/// SIGUSR2), whose default would kill a relay still starting: a deployment tool's SIGHUP after
+/// it saved the file is a reload once the relay serves. SIGTERM, SIGINT and SIGQUIT keep their
+/// defaults until [`install`]: a start stopped is stopped at once, not after it finished.
+pub fn install_early() {
+    for (signum, s) in HANDLED {
+        if matches!(s, Signal::Reload | Signal::Dump | Signal::Upgrade) {
+            handle(signum);
+        }
+    }
+}
+
+/// Installs every handler: from here on these signals set flags instead of their defaults
 /// (SIGQUIT no longer dumps core, SIGHUP and SIGUSR* no longer kill).
 pub fn install() {
     for (signum, _) in HANDLED {
-        // SAFETY: the handler only reads a constant table and stores to an atomic, which is
-        // async-signal-safe.
-        unsafe { libc::signal(signum, on_signal as *const () as libc::sighandler_t) };
+        handle(signum);
     }
+}
+
+fn handle(signum: libc::c_int) {
+    // SAFETY: the handler only reads a constant table and stores to an atomic, which is
+    // async-signal-safe.
+    unsafe { libc::signal(signum, on_signal as *const () as libc::sighandler_t) };
 }
