@@ -259,6 +259,22 @@ fn status_ready_reloading_watchdog_and_stopping_reach_the_manager_in_order() {
             && refused.contains("1 of 1 new egress addresses are not local: 192.0.2.9"),
         "{refused}"
     );
+    // The totals said every 10 s keep the refusal in front: `systemctl status` still shows
+    // that the running config is not the file's.
+    assert!(
+        run.read_until(&mut log, Duration::from_secs(25), |m| {
+            m.starts_with("STATUS=") && m.contains("admitted")
+        }),
+        "{}",
+        messages(&log)
+    );
+    let totals = &log.last().unwrap().1;
+    assert!(
+        totals.starts_with("STATUS=config reload refused, generation 2 kept: ")
+            && totals.contains("192.0.2.9")
+            && totals.contains("(as root); admitted "),
+        "{totals}"
+    );
 
     signal(&child, libc::SIGTERM);
     let mark = log.len();

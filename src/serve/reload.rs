@@ -116,7 +116,10 @@ impl Pending {
         }
         let applied = result.is_ok();
         let outcome = match result {
-            Ok(g) => format!("config reloaded: generation {g}"),
+            Ok(g) => {
+                manager.stand(None);
+                format!("config reloaded: generation {g}")
+            }
             Err(e) => {
                 metrics.reload_refused();
                 let line = if published {
@@ -131,6 +134,7 @@ impl Pending {
                     )
                 };
                 println!("{line}");
+                manager.stand(Some(&line));
                 line
             }
         };

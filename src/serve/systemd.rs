@@ -12,6 +12,10 @@ pub struct Manager {
     notifier: Notifier,
     /// Set on the first failed send, after which failures are not reported again.
     failed: bool,
+    /// A line STATUS= keeps in front of whatever it says next, until [`Manager::stand`] clears
+    /// it: a refused reload or a failed upgrade leaves the relay serving on what it had, and
+    /// the totals said every 10 s must not push that out of `systemctl status`.
+    standing: Option<String>,
 }
 
 impl Manager {
@@ -23,7 +27,21 @@ impl Manager {
         Ok(Manager {
             notifier,
             failed: false,
+            standing: None,
         })
+    }
+
+    /// Keeps `line` in front of every STATUS= from now on; `None` stops it.
+    pub fn stand(&mut self, line: Option<&str>) {
+        self.standing = line.map(str::to_string);
+    }
+
+    /// `status` with the standing line in front (once: not when it is that line).
+    fn said(&self, status: &str) -> String {
+        match &self.standing {
+            Some(s) if s != status => format!("{s}; {status}"),
+            _ => status.to_string(),
+        }
     }
 
     /// While muted nothing is sent: a process taking over is not yet the unit's main process
@@ -33,12 +51,12 @@ impl Manager {
     }
 
     pub fn ready(&mut self, status: &str) {
-        let sent = self.notifier.ready(status);
+        let sent = self.notifier.ready(&self.said(status));
         self.report("READY=1", sent);
     }
 
     pub fn status(&mut self, status: &str) {
-        let sent = self.notifier.status(status);
+        let sent = self.notifier.status(&self.said(status));
         self.report("STATUS=", sent);
     }
 

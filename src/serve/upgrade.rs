@@ -118,6 +118,7 @@ impl Upgrade {
                 c.id()
             );
             eprintln!("bundle-relay: {line}");
+            manager.stand(Some(&line));
             manager.status(&line);
             self.successor = None;
         }
