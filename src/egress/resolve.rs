@@ -26,7 +26,9 @@ pub struct HostAddrs {
     region: String,
     /// The name to look up again, or `None` when the addresses were given literally.
     host: Option<(String, u16)>,
-    addrs: ArcSwap<Vec<SocketAddr>>,
+    /// Every address, and how many at its head the last lookup gave (those after it are an
+    /// earlier lookup's, kept for a family the last answer lacked).
+    addrs: ArcSwap<(Vec<SocketAddr>, usize)>,
     stale: AtomicBool,
 }
 
@@ -35,7 +37,7 @@ impl std::fmt::Debug for HostAddrs {
         f.debug_struct("HostAddrs")
             .field("region", &self.region)
             .field("host", &self.host)
-            .field("addrs", &**self.addrs.load())
+            .field("addrs", &self.addrs.load().0)
             .finish()
     }
 }
@@ -47,7 +49,7 @@ impl HostAddrs {
         Arc::new(HostAddrs {
             region: region.to_string(),
             host: None,
-            addrs: ArcSwap::from_pointee(addrs),
+            addrs: ArcSwap::from_pointee((addrs.clone(), addrs.len())),
             stale: AtomicBool::new(false),
         })
     }
@@ -58,27 +60,32 @@ impl HostAddrs {
         Arc::new(HostAddrs {
             region: region.to_string(),
             host: Some((host.to_string(), port)),
-            addrs: ArcSwap::from_pointee(addrs),
+            addrs: ArcSwap::from_pointee((addrs.clone(), addrs.len())),
             stale: AtomicBool::new(false),
         })
     }
 
     /// The address for the `i`-th connection: pairs spread over every address the name has of
-    /// the source's family (`Some(true)`: IPv4; `None`: any, for a proxy that dials it).
-    /// `None` when the name has no address of that family.
+    /// the source's family (`Some(true)`: IPv4; `None`: any, for a proxy that dials it, which
+    /// is given only what the last lookup found). `None` when the name has no address of that
+    /// family.
     pub fn pick(&self, i: u32, v4: Option<bool>) -> Option<SocketAddr> {
         let a = self.addrs.load();
+        let all = match v4 {
+            Some(_) => &a.0[..],
+            None => &a.0[..a.1],
+        };
         let fits = |s: &&SocketAddr| v4.is_none_or(|v4| s.is_ipv4() == v4);
-        let n = a.iter().filter(fits).count();
+        let n = all.iter().filter(fits).count();
         if n == 0 {
             return None;
         }
-        a.iter().filter(fits).nth(i as usize % n).copied()
+        all.iter().filter(fits).nth(i as usize % n).copied()
     }
 
     /// Every current address.
     pub fn current(&self) -> Vec<SocketAddr> {
-        (**self.addrs.load()).clone()
+        self.addrs.load().0.clone()
     }
 
     /// A connection to this region ended: look the name up again soon.
@@ -97,38 +104,64 @@ impl HostAddrs {
         self.host.is_some()
     }
 
-    /// Looks the name up now; the new list replaces the old one when it differs (an empty or
-    /// failed lookup keeps the old list: better a stale address than none). Returns a line for
-    /// the log when something changed or failed.
+    /// Looks the name up now and applies what it found (see [`HostAddrs::apply`]); a failed
+    /// lookup keeps the old list. Returns a line for the log when something changed or failed.
     pub fn refresh(&self) -> Option<String> {
         let (host, port) = self.host.as_ref()?;
         match (host.as_str(), *port).to_socket_addrs() {
-            Ok(found) => {
-                let found: Vec<SocketAddr> = found.collect();
-                if found.is_empty() {
-                    return Some(format!(
-                        "region {}: {host} resolved to nothing; keeping {:?}",
-                        self.region,
-                        **self.addrs.load()
-                    ));
-                }
-                let old = self.addrs.load_full();
-                if *old == found {
-                    return None;
-                }
-                let line = format!(
-                    "region {}: {host}:{port} now resolves to {found:?} (was {:?})",
-                    self.region, *old
-                );
-                self.addrs.store(Arc::new(found));
-                Some(line)
-            }
+            Ok(found) => self.apply(host, *port, found.collect()),
             Err(e) => Some(format!(
                 "region {}: {host} does not resolve ({e}); keeping {:?}",
                 self.region,
-                **self.addrs.load()
+                self.addrs.load().0
             )),
         }
+    }
+
+    /// What a lookup of `host:port` found replaces the list when it is another set: the same
+    /// addresses in another order (DNS servers rotate them) change nothing, so pairs keep
+    /// theirs. Better a stale address than none: an empty answer keeps the old list, and one
+    /// with no address of a family the old list had (a lost A or AAAA reply) keeps the old
+    /// addresses of that family after the new ones, since a source of that family has nowhere
+    /// else to go and its failed connects ask for the next lookup.
+    pub fn apply(&self, host: &str, port: u16, mut found: Vec<SocketAddr>) -> Option<String> {
+        let held = self.addrs.load_full();
+        let (old, old_fresh) = (&held.0, held.1);
+        if found.is_empty() {
+            return Some(format!(
+                "region {}: {host} resolved to nothing; keeping {old:?}",
+                self.region
+            ));
+        }
+        let fresh = found.len();
+        let mut kept = Vec::new();
+        for (v4, family) in [(true, "IPv4"), (false, "IPv6")] {
+            if !found.iter().any(|a| a.is_ipv4() == v4) && old.iter().any(|a| a.is_ipv4() == v4) {
+                let stale: Vec<SocketAddr> =
+                    old.iter().filter(|a| a.is_ipv4() == v4).copied().collect();
+                kept.push(format!(
+                    "no {family} address in the answer, keeping {stale:?}"
+                ));
+                found.extend(stale);
+            }
+        }
+        let set = |l: &[SocketAddr]| {
+            let mut l = l.to_vec();
+            l.sort_unstable();
+            l
+        };
+        if set(old) == set(&found) && set(&old[..old_fresh]) == set(&found[..fresh]) {
+            return None;
+        }
+        let mut line = format!(
+            "region {}: {host}:{port} now resolves to {found:?} (was {old:?})",
+            self.region
+        );
+        if !kept.is_empty() {
+            line = format!("{line}; {}", kept.join("; "));
+        }
+        self.addrs.store(Arc::new((found, fresh)));
+        Some(line)
     }
 }
 
@@ -218,5 +251,54 @@ mod tests {
             "{line}"
         );
         assert_eq!(h.current(), vec![old]);
+    }
+
+    fn addrs(list: &[&str]) -> Vec<SocketAddr> {
+        list.iter().map(|a| a.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn a_lookup_returning_the_same_addresses_in_another_order_changes_nothing() {
+        // DNS servers rotate their answers: the same set is no move, and pairs keep their
+        // addresses.
+        let before = addrs(&["10.0.0.1:443", "10.0.0.2:443", "10.0.0.3:443"]);
+        let h = HostAddrs::named("x", "engine.example", 443, before.clone());
+        let rotated = addrs(&["10.0.0.2:443", "10.0.0.3:443", "10.0.0.1:443"]);
+        assert_eq!(h.apply("engine.example", 443, rotated), None);
+        assert_eq!(h.current(), before);
+    }
+
+    #[test]
+    fn a_lookup_without_an_address_of_a_family_it_had_keeps_that_familys_old_addresses() {
+        // IPv4 sources with an answer that only has AAAA (a lost A reply, a partial answer):
+        // dropping the IPv4 address would leave every IPv4 pair with nowhere to connect, and
+        // nothing would ask again.
+        let h = HostAddrs::named(
+            "x",
+            "engine.example",
+            443,
+            addrs(&["10.0.0.1:443", "[2001:db8::1]:443"]),
+        );
+        let line = h
+            .apply("engine.example", 443, addrs(&["[2001:db8::2]:443"]))
+            .expect("a change is said");
+        assert_eq!(h.current(), addrs(&["[2001:db8::2]:443", "10.0.0.1:443"]));
+        assert!(
+            line.contains("no IPv4 address") && line.contains("10.0.0.1"),
+            "{line}"
+        );
+        assert_eq!(h.pick(0, Some(true)), Some("10.0.0.1:443".parse().unwrap()));
+        // A proxy, which dials any family, is given only what the answer had.
+        for i in 0..3 {
+            assert_eq!(h.pick(i, None), Some("[2001:db8::2]:443".parse().unwrap()));
+        }
+        // Back with both families: the new list as it comes.
+        h.apply(
+            "engine.example",
+            443,
+            addrs(&["10.0.0.7:443", "[2001:db8::2]:443"]),
+        )
+        .expect("changed");
+        assert_eq!(h.current(), addrs(&["10.0.0.7:443", "[2001:db8::2]:443"]));
     }
 }
