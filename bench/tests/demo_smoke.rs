@@ -52,6 +52,10 @@ fn a_small_baseline_run_answers_everything_delivers_every_admitted_bundle_and_ne
     assert!(s.accounting_holds);
     assert_eq!(s.engine.early_sends, 0);
     assert_eq!(s.engine.accepted, 600);
+    assert_eq!(
+        s.engine_connections_before_load, s.pairs as u64,
+        "every pair connected before the load began, as bundle-relay's are"
+    );
     assert!(s.storm_told > 0, "the mid-run storm was injected");
     assert!(
         s.relay_stats.cooldowns > 0,

@@ -408,7 +408,9 @@ impl RelaySetup {
         t
     }
 
-    /// The baseline's config: the same regions, egress, interval and in-flight cap.
+    /// The baseline's config: the same regions, egress, interval and in-flight cap, every pair
+    /// connected before it serves, as bundle-relay's are before the load starts (a lazy
+    /// channel would put thousands of handshakes in the measured window).
     fn baseline_config(&self) -> Result<BaselineConfig, String> {
         if self.tls_ca_pem.is_some() || !self.socks5.is_empty() {
             return Err("the baseline relay speaks neither TLS nor SOCKS5".into());
@@ -421,6 +423,7 @@ impl RelaySetup {
             egress: self.egress.clone(),
             interval_ms: self.interval_ms,
             max_in_flight: self.in_flight_max as usize,
+            connect_at_startup: true,
             ..BaselineConfig::default()
         })
     }

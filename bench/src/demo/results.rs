@@ -69,6 +69,10 @@ pub struct StepReport {
     pub relay_stats: RelayStats,
     pub accounting_holds: bool,
     pub engine: EngineStats,
+    /// Connections the engine had accepted when the load began: every pair for a relay that
+    /// connected them all before it (both relays do), so no handshake falls in the window.
+    #[serde(default)]
+    pub engine_connections_before_load: u64,
     pub storm_told: u64,
     pub cpu: CpuFigures,
     /// The relay process's memory; `None` when the relay ran on this process's threads.
@@ -198,6 +202,7 @@ pub(crate) mod test_steps {
             relay_stats: RelayStats::default(),
             accounting_holds: true,
             engine: EngineStats::default(),
+            engine_connections_before_load: 2048,
             storm_told: 0,
             cpu: CpuFigures {
                 relay_us_per_delivered: cpu_us,

@@ -60,6 +60,14 @@ pub(super) fn run_step(
         rate_per_s: rate,
         progress: cfg.progress,
     })?;
+    // Both relays connected every pair before serving; the engine's accept loop may count the
+    // last few a moment later. Waited for (bounded), so the window starts with none pending.
+    let pairs = cfg.pairs() as u64;
+    let until = Instant::now() + Duration::from_secs(5);
+    while engine.handle.stats().connections_accepted < pairs && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let connected = engine.handle.stats().connections_accepted;
     let window = monitor.open_window();
     let load_result = run_load(cfg, rate, targets, &sent_log.path, bundles);
     settle(&probe);
@@ -72,7 +80,7 @@ pub(super) fn run_step(
     drop(proxies);
     drop(sent_log);
     let load = load_result.map_err(|e| format!("load: {e}"))?.summary;
-    Ok(step_report(
+    let mut report = step_report(
         cfg,
         rate,
         faults,
@@ -80,7 +88,9 @@ pub(super) fn run_step(
         relay_stats,
         engine_stats,
         &measured,
-    ))
+    );
+    report.engine_connections_before_load = connected;
+    Ok(report)
 }
 
 /// The step's sent log in the temp dir, removed when the step ends.
@@ -302,6 +312,7 @@ fn step_report(
         load,
         relay_stats,
         engine,
+        engine_connections_before_load: 0,
     }
 }
 
