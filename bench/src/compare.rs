@@ -6,7 +6,9 @@
 //! 1. a rate sweep at a short engine interval (the pool is never the limit), whose highest
 //!    rate under 0.1% errors sent at the offered rate is the throughput
 //!    ([`crate::demo::sustained_rate`]);
-//! 2. one step at a common rate both sustain: answer and delivery latency percentiles and CPU
+//! 2. one step at a common rate (its targets judged only where the baseline's sweep sustained
+//!    it, and every round's errors and early sends counted): answer and delivery latency
+//!    percentiles and CPU
 //!    per delivered bundle, in rounds (bundle-relay, baseline and bench-null each once a round,
 //!    the order reversed every other round), so the ratios are of runs minutes apart at most,
 //!    and the table shows each side's median over rounds, the median of each round's ratio and
@@ -17,7 +19,8 @@
 //!    every source told to back off 30 s shortly after the start, so bundles pile up to the
 //!    in-flight cap and the relay must refuse the rest (429) with its memory flat.
 //!
-//! Both relays get the same in-flight cap, egress, threads and load connections.
+//! Both relays get the same in-flight cap, egress, threads and load connections, and connect
+//! every pair before a step's load starts.
 
 use std::fmt::Write as _;
 use std::net::IpAddr;
@@ -152,8 +155,11 @@ impl CompareConfig {
 pub struct RelayRuns {
     pub relay: RelayKind,
     pub sweep: DemoReport,
-    /// The common step's round with the median CPU per bundle (its errors are the table's).
+    /// The common step's round with the median CPU per bundle.
     pub common: StepReport,
+    /// The common step's other rounds, each checked as the median one is: its accounting,
+    /// early sends and errors count, and its peak RSS.
+    pub common_rest: Vec<StepReport>,
     /// Relay CPU per delivered bundle in each round of the common step, in round order.
     pub common_cpu_us: Vec<f64>,
     /// Each round's latency percentiles, in round order.
@@ -163,7 +169,16 @@ pub struct RelayRuns {
 
 impl RelayRuns {
     fn steps(&self) -> impl Iterator<Item = &StepReport> {
-        self.sweep.steps.iter().chain([&self.common, &self.storm])
+        self.sweep
+            .steps
+            .iter()
+            .chain([&self.common, &self.storm])
+            .chain(&self.common_rest)
+    }
+
+    /// Every round of the common step.
+    fn common_rounds(&self) -> impl Iterator<Item = &StepReport> {
+        std::iter::once(&self.common).chain(&self.common_rest)
     }
 
     /// Largest VmHWM of any of its processes.
@@ -320,10 +335,12 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
     for ((relay, (sweep, storm)), steps) in kinds.into_iter().zip(phases).zip(commons) {
         let common_cpu_us: Vec<f64> = steps.iter().map(|s| s.cpu.relay_us_per_delivered).collect();
         let common_latency = steps.iter().map(RoundLatency::of).collect();
+        let (common, common_rest) = median_step(steps);
         runs.push(RelayRuns {
             relay,
             sweep,
-            common: median_step(steps),
+            common,
+            common_rest,
             common_cpu_us,
             common_latency,
             storm,
@@ -384,7 +401,7 @@ fn null_floor(cfg: &CompareConfig, bundles: &[GeneratedBundle]) -> Result<NullFl
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let pid = child.0.id();
-    let before = demo::procfs::pid_ticks(pid);
+    let before = demo::procfs::pid_cpu_ns(pid).ok_or("bench-null's CPU clock: no process")?;
     let load_cfg = LoadConfig {
         targets: vec![addr],
         rate_per_s: cfg.common_rate_per_s,
@@ -400,7 +417,9 @@ fn null_floor(cfg: &CompareConfig, bundles: &[GeneratedBundle]) -> Result<NullFl
     };
     let report =
         crate::load::run(&load_cfg, bundles).map_err(|e| format!("bench-null load: {e}"))?;
-    let ticks = demo::procfs::pid_ticks(pid).saturating_sub(before);
+    let spent_ns = demo::procfs::pid_cpu_ns(pid)
+        .ok_or("bench-null ended during its load")?
+        .saturating_sub(before);
     drop(child);
     let answered = report.summary.counts.answered;
     if answered == 0 {
@@ -411,22 +430,24 @@ fn null_floor(cfg: &CompareConfig, bundles: &[GeneratedBundle]) -> Result<NullFl
         rate_per_s: cfg.common_rate_per_s,
         connections: cfg.base.connections,
         answered,
-        cpu_us_per_request: ticks as f64 * demo::procfs::tick_us() / answered as f64,
+        cpu_us_per_request: spent_ns as f64 / 1e3 / answered as f64,
         rounds_cpu_us: Vec::new(),
         rounds_answer_us: vec![[l.p50_us, l.p99_us, l.p999_us]],
     })
 }
 
 /// The round whose relay CPU per delivered bundle is the median (the lower middle of an even
-/// count).
-fn median_step(mut steps: Vec<StepReport>) -> StepReport {
-    steps.sort_by(|a, b| {
-        a.cpu
+/// count), and the others in round order.
+fn median_step(mut steps: Vec<StepReport>) -> (StepReport, Vec<StepReport>) {
+    let mut order: Vec<usize> = (0..steps.len()).collect();
+    order.sort_by(|&a, &b| {
+        steps[a]
+            .cpu
             .relay_us_per_delivered
-            .total_cmp(&b.cpu.relay_us_per_delivered)
+            .total_cmp(&steps[b].cpu.relay_us_per_delivered)
     });
-    let mid = (steps.len() - 1) / 2;
-    steps.swap_remove(mid)
+    let median = steps.remove(order[(order.len() - 1) / 2]);
+    (median, steps)
 }
 
 /// A child process killed and reaped however the run ends.
@@ -488,7 +509,10 @@ pub fn null_row(br: &RelayRuns, bl: &RelayRuns, null: &NullFloor) -> VersusRow {
         ratio: None,
         per_round: a.per_round,
         target: "≤ 3× (bundle-relay)".into(),
-        met: a.ratio.map(|a| a <= CPU_OVER_NULL_MAX),
+        met: (a.a > 0.0 && a.b > 0.0)
+            .then_some(a.ratio)
+            .flatten()
+            .map(|a| a <= CPU_OVER_NULL_MAX),
     }
 }
 
@@ -525,11 +549,29 @@ pub fn versus(br: &RelayRuns, bl: &RelayRuns, cores: usize) -> Versus {
         ratio_header: "ratio".into(),
         rounds: br.common_cpu_us.len() > 1,
         rows: rows(br, bl),
-        notes: [br, bl]
+        notes: rounds_note(br)
             .into_iter()
-            .filter_map(|r| bottleneck_note(r, cores))
+            .chain(
+                [br, bl]
+                    .into_iter()
+                    .filter_map(|r| bottleneck_note(r, cores)),
+            )
             .collect(),
     }
+}
+
+/// What the figures at the common rate are, where it ran more than one round.
+fn rounds_note(br: &RelayRuns) -> Option<String> {
+    let n = br.common_cpu_us.len();
+    (n > 1).then(|| {
+        format!(
+            "At {:.0}/s each relay ran {n} rounds, alternating: a figure is the median of its \
+             rounds, a ratio the median of the rounds' ratios (each round ran both sides on the \
+             same machine), and the rounds column holds each round's ratio (bundle-relay over \
+             bench-null on the bench-null rows). Errors and early sends count every round.",
+            br.common.rate_per_s
+        )
+    })
 }
 
 /// The table's rows from both relays' runs: the pure part of the compare.
@@ -584,6 +626,24 @@ pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<VersusRow> {
         met,
     );
     let rate = br.common.rate_per_s;
+    // A target at the common rate is judged only where the baseline's sweep held that rate:
+    // above it the baseline queues, and its latency and CPU there measure its overload.
+    let undecided = match bl.sweep.sustained_rate_per_s {
+        Some(t) if t >= rate => None,
+        Some(t) => Some(format!("undecided: the baseline sustained {t:.0}/s")),
+        None => Some("undecided: the baseline sustained no rate".to_string()),
+    };
+    let judged = |target: &str| match &undecided {
+        Some(why) => format!("{target} ({why})"),
+        None => target.to_string(),
+    };
+    // A verdict needs a figure on both sides: an empty histogram or a failed CPU read is 0.
+    let verdict = |o: &OverRounds, max: f64| {
+        (undecided.is_none() && o.a > 0.0 && o.b > 0.0)
+            .then_some(o.ratio)
+            .flatten()
+            .map(|r| r <= max)
+    };
     // Each percentile over the rounds, as the CPU row below.
     let mut rounds_of = Vec::new();
     let latency = |r: &RelayRuns, answer: bool, k: usize| -> Vec<f64> {
@@ -608,16 +668,28 @@ pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<VersusRow> {
                 us(o.a),
                 us(o.b),
                 o.ratio,
-                if target.is_some() { "≤ 1/5" } else { "" },
-                target.and_then(|t| o.ratio.map(|r| r <= t)),
+                &if target.is_some() {
+                    judged("≤ 1/5")
+                } else {
+                    String::new()
+                },
+                target.and_then(|t| verdict(&o, t)),
             );
             rounds_of.push((metric, o.per_round));
         }
     }
+    // Every round's errors: a round is not the table's because its CPU was the median.
+    let errors = |r: &RelayRuns| {
+        let total: u64 = r.common_rounds().map(|s| s.errors).sum();
+        match r.common_rounds().count() {
+            1 => total.to_string(),
+            n => format!("{total} ({n} rounds)"),
+        }
+    };
     push(
         format!("errors at {rate:.0}/s"),
-        format!("{}", br.common.errors),
-        format!("{}", bl.common.errors),
+        errors(br),
+        errors(bl),
         None,
         "",
         None,
@@ -629,8 +701,8 @@ pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<VersusRow> {
         format!("{:.1} µs", o.a),
         format!("{:.1} µs", o.b),
         o.ratio,
-        "≤ 1/10",
-        o.ratio.map(|r| r <= CPU_PER_BUNDLE_RATIO_MAX),
+        &judged("≤ 1/10"),
+        verdict(&o, CPU_PER_BUNDLE_RATIO_MAX),
     );
     rounds_of.push((cpu_row, o.per_round));
     let top_cpu = |r: &RelayRuns| {
@@ -715,7 +787,13 @@ struct OverRounds {
 }
 
 fn over_rounds(a: &[f64], b: &[f64]) -> OverRounds {
-    let per_round: Vec<Option<f64>> = a.iter().zip(b).map(|(&x, &y)| ratio(x, y)).collect();
+    // A round where a side measured nothing (0: an empty histogram, a failed read) has no
+    // ratio, rather than a 0 that would pull the median towards a verdict.
+    let per_round: Vec<Option<f64>> = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| (x > 0.0 && y > 0.0).then(|| ratio(x, y)).flatten())
+        .collect();
     OverRounds {
         a: median(a).unwrap_or(0.0),
         b: median(b).unwrap_or(0.0),
@@ -775,6 +853,7 @@ mod tests {
                 steps,
             },
             common: step(relay, 2000.0, 0, p99_us, cpu_us),
+            common_rest: Vec::new(),
             common_cpu_us: vec![cpu_us],
             common_latency: vec![RoundLatency::of(&step(relay, 2000.0, 0, p99_us, cpu_us))],
             storm,
@@ -945,6 +1024,12 @@ mod tests {
         let bl = rounds(RelayKind::Baseline, &[250.0, 600.0, 200.0]);
         let v = versus(&br, &bl, 2);
         assert!(v.rounds, "the table shows each round");
+        assert!(
+            v.notes[0].contains("the median of its rounds")
+                && v.notes[0].contains("bundle-relay over bench-null"),
+            "{:?}",
+            v.notes
+        );
         let row = v
             .rows
             .iter()
@@ -1090,5 +1175,88 @@ mod tests {
         let br = runs(RelayKind::BundleRelay, 4000.0, 100.0, 25.0);
         let bl = runs(RelayKind::Baseline, 2000.0, 1000.0, 250.0);
         assert_eq!(verdict(&super::rows(&br, &bl), "throughput"), Some(false));
+    }
+
+    /// The row whose metric starts with `metric`.
+    fn row<'a>(rows: &'a [VersusRow], metric: &str) -> &'a VersusRow {
+        rows.iter()
+            .find(|r| r.metric.starts_with(metric))
+            .unwrap_or_else(|| panic!("no row {metric}"))
+    }
+
+    #[test]
+    fn an_early_send_or_an_error_in_any_common_round_shows_in_the_table_and_fails_the_run() {
+        // Three rounds: the median-CPU one clean, another with 7 errors and 3 early sends.
+        let mut br = runs(RelayKind::BundleRelay, 8000.0, 100.0, 30.0);
+        let mut bad = step(RelayKind::BundleRelay, 2000.0, 7, 100.0, 20.0);
+        bad.engine.early_sends = 3;
+        br.common_rest = vec![bad, step(RelayKind::BundleRelay, 2000.0, 0, 100.0, 40.0)];
+        br.common_cpu_us = vec![20.0, 30.0, 40.0];
+        let bl = rounds(RelayKind::Baseline, &[200.0, 300.0, 400.0]);
+        let rows = rows(&br, &bl);
+        let early = row(&rows, "early sends");
+        assert_eq!(early.figures[0], "3");
+        assert_eq!(early.met, Some(false));
+        let errors = row(&rows, "errors at 2000/s");
+        assert_eq!(errors.figures[0], "7 (3 rounds)");
+        let report = CompareReport {
+            generated_bundles: 10_000,
+            cores: 2,
+            versus: versus(&br, &bl, 2),
+            bundle_relay: br,
+            baseline: bl,
+            null_floor: floor(vec![10.0; 3], vec![[50.0, 100.0, 200.0]; 3]),
+        };
+        let failures = report.failures();
+        assert!(
+            failures.iter().any(|f| f.contains("3 early sends")),
+            "{failures:?}"
+        );
+    }
+
+    #[test]
+    fn a_common_rate_above_what_the_baseline_sustained_decides_no_target() {
+        // The baseline's sweep held only 1,000/s: at 2,000/s it queues, and its latency and
+        // CPU there say nothing a target can be judged on.
+        let br = runs(RelayKind::BundleRelay, 8000.0, 100.0, 10.0);
+        let bl = runs(RelayKind::Baseline, 1000.0, 10_000.0, 250.0);
+        let rows = rows(&br, &bl);
+        for metric in [
+            "answer latency p99 at",
+            "relay CPU per delivered bundle at 2000",
+        ] {
+            let r = row(&rows, metric);
+            assert_eq!(r.met, None, "{metric}");
+            assert!(r.target.contains("undecided"), "{metric}: {}", r.target);
+        }
+    }
+
+    #[test]
+    fn a_round_that_measured_nothing_has_no_ratio_to_pull_the_median() {
+        // One of three rounds read no CPU for bundle-relay: its ratio is not 0.
+        let br = rounds(RelayKind::BundleRelay, &[0.0, 30.0, 40.0]);
+        let bl = rounds(RelayKind::Baseline, &[200.0, 200.0, 200.0]);
+        let rows = rows(&br, &bl);
+        let cpu = row(&rows, "relay CPU per delivered bundle at 2000");
+        assert_eq!(cpu.per_round, [None, Some(0.15), Some(0.2)]);
+        assert_eq!(cpu.met, Some(false), "the median of 0.15 and 0.2, not 0.15");
+    }
+
+    #[test]
+    fn a_round_that_measured_nothing_meets_no_target() {
+        // bundle-relay answered nothing and its CPU read 0: nothing to call met.
+        let mut br = runs(RelayKind::BundleRelay, 8000.0, 0.0, 0.0);
+        br.common_latency = vec![RoundLatency {
+            answer_us: [0.0; 3],
+            delivery_us: [0.0; 3],
+        }];
+        let bl = runs(RelayKind::Baseline, 8000.0, 1000.0, 250.0);
+        let rows = rows(&br, &bl);
+        for metric in [
+            "answer latency p99 at",
+            "relay CPU per delivered bundle at 2000",
+        ] {
+            assert_eq!(row(&rows, metric).met, None, "{metric}");
+        }
     }
 }

@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::host::{ENGINE_THREAD, RELAY_THREAD};
-use super::procfs::{CpuSampler, pid_ticks, process_ticks, read_mem_kb, tick_us};
+use super::procfs::{CpuSampler, pid_cpu_ns, process_ticks, read_mem_kb, tick_us};
 use super::relay_run::RelayProbe;
 use super::results::{CpuFigures, RelayMemory};
 use crate::engine::EngineHandle;
@@ -52,16 +52,19 @@ pub(super) struct Monitor {
 pub(super) struct Window {
     start: Instant,
     process_ticks: u64,
-    relay_process_ticks: u64,
+    /// The relay process's CPU clock (exact; its own process only).
+    relay_process_ns: Option<u64>,
     relay_rss_kb: u64,
     relay_thread_ticks: u64,
     engine_ticks: u64,
     sampler_ticks: u64,
 }
 
-/// A closed window's CPU ticks per component and the relay process's memory.
+/// A closed window's CPU per component (the relay's in µs, the others in ticks) and the relay
+/// process's memory.
 pub(super) struct Measured {
-    relay_ticks: u64,
+    /// 0 where a reading failed: no figure, which no verdict takes as met.
+    relay_us: f64,
     engine_ticks: u64,
     load_ticks: u64,
     window_us: f64,
@@ -113,7 +116,7 @@ impl Monitor {
         Window {
             start: Instant::now(),
             process_ticks: process_ticks(),
-            relay_process_ticks: self.relay_pid.map_or(0, pid_ticks),
+            relay_process_ns: self.relay_pid.and_then(pid_cpu_ns),
             relay_rss_kb: self.relay_pid.and_then(read_mem_kb).map_or(0, |(r, _)| r),
             relay_thread_ticks: relay_thread_ticks(&s),
             engine_ticks: s.by_prefix(ENGINE_THREAD),
@@ -125,10 +128,10 @@ impl Monitor {
     pub(super) fn close(self, w: Window) -> Measured {
         self.sampler.lock().expect("sampler").sample();
         let process_ticks = process_ticks().saturating_sub(w.process_ticks);
-        let relay_process_ticks = self
-            .relay_pid
-            .map_or(0, pid_ticks)
-            .saturating_sub(w.relay_process_ticks);
+        let relay_process_us = match (w.relay_process_ns, self.relay_pid.and_then(pid_cpu_ns)) {
+            (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e3,
+            _ => 0.0,
+        };
         let window_us = w.start.elapsed().as_secs_f64() * 1e6;
         let memory = self.relay_pid.map(|pid| {
             let (rss, hwm) = read_mem_kb(pid).unwrap_or((0, 0));
@@ -145,12 +148,12 @@ impl Monitor {
         let relay_thread = relay_thread_ticks(&s) - w.relay_thread_ticks;
         let engine_ticks = s.by_prefix(ENGINE_THREAD) - w.engine_ticks;
         let sampler_ticks = s.by_prefix(SAMPLER_THREAD).saturating_sub(w.sampler_ticks);
-        let (relay_ticks, relay_in_this_process) = match self.relay_pid {
-            Some(_) => (relay_process_ticks, 0),
-            None => (relay_thread, relay_thread),
+        let (relay_us, relay_in_this_process) = match self.relay_pid {
+            Some(_) => (relay_process_us, 0),
+            None => (relay_thread as f64 * tick_us(), relay_thread),
         };
         Measured {
-            relay_ticks,
+            relay_us,
             engine_ticks,
             load_ticks: process_ticks
                 .saturating_sub(relay_in_this_process + engine_ticks + sampler_ticks),
@@ -192,7 +195,7 @@ impl Measured {
         let delivered = delivered.max(1) as f64;
         let window_us = self.window_us.max(1.0);
         let (relay, engine, load) = (
-            self.relay_ticks as f64 * us,
+            self.relay_us,
             self.engine_ticks as f64 * us,
             self.load_ticks as f64 * us,
         );

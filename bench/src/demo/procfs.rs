@@ -1,7 +1,7 @@
-//! What Linux's /proc says about CPU time and memory: utime + stime in clock ticks of this
-//! process, of each of its threads (by name) and of another process (its exited threads
-//! included), and a process's VmRSS and VmHWM. Readers only; what the figures mean for a step
-//! is `measure.rs`'s.
+//! What Linux says about CPU time and memory: utime + stime in clock ticks of this process and
+//! of each of its threads (by name) from /proc, another process's CPU time (its exited threads
+//! included) exactly from its CPU-time clock, and a process's VmRSS and VmHWM. Readers only;
+//! what the figures mean for a step is `measure.rs`'s.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -64,6 +64,27 @@ pub(crate) fn pid_ticks(pid: u32) -> u64 {
     read_stat(Path::new(&format!("/proc/{pid}/stat"))).map_or(0, |(_, t)| t)
 }
 
+/// CPU time of a whole process (every thread, exited ones included) in nanoseconds, read from
+/// its CPU-time clock: exact, where /proc's utime + stime come in clock ticks (10 ms), which is
+/// a tenth of what bench-null spends in a 5 s round. `None` when the process is gone.
+pub(crate) fn pid_cpu_ns(pid: u32) -> Option<u64> {
+    let mut clock: libc::clockid_t = 0;
+    let pid = libc::pid_t::try_from(pid).ok()?;
+    // SAFETY: `clock` is a valid out-pointer for the call's duration.
+    if unsafe { libc::clock_getcpuclockid(pid, &mut clock) } != 0 {
+        return None;
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer for the call's duration.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(u64::try_from(ts.tv_sec).ok()? * 1_000_000_000 + u64::try_from(ts.tv_nsec).ok()?)
+}
+
 /// Microseconds per clock tick.
 pub(crate) fn tick_us() -> f64 {
     // SAFETY: sysconf has no preconditions.
@@ -96,6 +117,30 @@ mod tests {
             "Name:\tbench-demo\nVmPeak:\t  900000 kB\nVmHWM:\t   212000 kB\nVmRSS:\t   61000 kB\n";
         assert_eq!(parse_mem_kb(text), Some((61_000, 212_000)));
         assert_eq!(parse_mem_kb("Name:\tx\nVmRSS:\t 5 kB\n"), None, "no VmHWM");
+    }
+
+    #[test]
+    fn a_process_cpu_time_reads_finer_than_the_clock_tick() {
+        let me = std::process::id();
+        let before = pid_cpu_ns(me).expect("this process's CPU clock");
+        // Spin until this thread alone has spent 15 ms: /proc's ticks would read 10 or 20.
+        let thread_ns = || {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: `ts` is a valid out-pointer.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+        };
+        let start = thread_ns();
+        while thread_ns() - start < 15_000_000 {
+            std::hint::spin_loop();
+        }
+        let spent = pid_cpu_ns(me).unwrap() - before;
+        assert!(spent >= 15_000_000, "{spent} ns");
+        assert_ne!(spent % 10_000_000, 0, "{spent} ns: whole ticks");
+        assert_eq!(pid_cpu_ns(u32::MAX), None, "no such process");
     }
 
     #[test]
