@@ -500,9 +500,11 @@ fn relays_sharing_a_ledger_file_never_send_early_on_a_pair_both_use() {
 
 /// `run --takeover PID` names the relay that serves this config: one that listens on none of
 /// its intake ports runs another config (another slice's relay of the host), and taking it
-/// over would leave its ports and its part of the pool unserved, so it is refused.
+/// over would leave its ports and its part of the pool unserved, so it is refused. A port of
+/// the config that the old relay does not listen on is held to a plain start's rule: another
+/// process listening there refuses it.
 #[test]
-fn a_takeover_of_a_relay_serving_other_ports_is_refused_naming_both() {
+fn a_takeover_of_a_relay_serving_other_ports_or_onto_another_processs_port_is_refused() {
     let bench = Bench::start(
         "takeover-other",
         "127.0.0.45",
@@ -538,8 +540,36 @@ fn a_takeover_of_a_relay_serving_other_ports_is_refused_naming_both() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
+    // Its own port and one another process listens on (another relay's, by a mistake in the
+    // edited config): the takeover would join that process's port and split its connections.
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = squatter.local_addr().unwrap().port();
+    let joins = bench.dir.join("joins.toml");
+    std::fs::write(
+        &joins,
+        std::fs::read_to_string(&bench.config).unwrap().replace(
+            "[egress]",
+            &format!("pinned = \"127.0.0.1:{taken}\"\n[egress]"),
+        ),
+    )
+    .unwrap();
+    // The old relay's port on another address, where another process listens.
+    let squatter_beside = std::net::TcpListener::bind(("127.0.0.2", bench.intake.port())).unwrap();
+    let beside = bench.dir.join("beside.toml");
+    std::fs::write(
+        &beside,
+        std::fs::read_to_string(&bench.config).unwrap().replace(
+            "[egress]",
+            &format!("pinned = \"127.0.0.2:{}\"\n[egress]", bench.intake.port()),
+        ),
+    )
+    .unwrap();
     let refused = check(&other);
+    let joined = check(&joins);
+    let joined_beside = check(&beside);
+    drop(squatter_beside);
     let own = check(&bench.config);
+    drop(squatter);
     let port = bench.intake.port();
     // SAFETY: signalling our own child.
     unsafe { libc::kill(running.id() as i32, libc::SIGTERM) };
@@ -552,6 +582,19 @@ fn a_takeover_of_a_relay_serving_other_ports_is_refused_naming_both() {
         )),
         "{}",
         refused.1
+    );
+    assert_eq!(joined.0, Some(2), "{}", joined.1);
+    assert!(
+        joined.1.contains(&format!("127.0.0.1:{taken}")) && joined.1.contains("already in use"),
+        "{}",
+        joined.1
+    );
+    assert_eq!(joined_beside.0, Some(2), "{}", joined_beside.1);
+    assert!(
+        joined_beside.1.contains(&format!("127.0.0.2:{port}"))
+            && joined_beside.1.contains("already in use"),
+        "{}",
+        joined_beside.1
     );
     assert_eq!(own.0, Some(0), "its own config passes: {}", own.1);
 }

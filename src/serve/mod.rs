@@ -136,19 +136,17 @@ pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
         Err(plan::Refusal { why, for_now: true }) => return refuse_for_now(&why),
     };
     // A takeover by hand names the relay serving this config; SIGUSR2's successor is the old
-    // relay's own child, and may be picking up a changed listen address.
+    // relay's own child, and may be picking up a changed listen address, which must then be
+    // free of other processes' listeners as at any start.
+    let listens: Vec<std::net::SocketAddr> = plan.cfg.intake_listeners().collect();
     if let Some(p) = pinned.as_ref().filter(|_| flags.ledger_fd.is_none()) {
-        let ports: Vec<u16> = plan
-            .cfg
-            .intake
-            .rotating
-            .iter()
-            .chain(plan.cfg.regions.iter().filter_map(|r| r.pinned.as_ref()))
-            .map(std::net::SocketAddr::port)
-            .collect();
+        let ports: Vec<u16> = listens.iter().map(std::net::SocketAddr::port).collect();
         if let Err(why) = p.check_listens(&ports) {
             return refuse(&why);
         }
+    }
+    if let Some(Err(why)) = pinned.as_ref().map(|p| p.check_new_ports(&listens)) {
+        return refuse(&why);
     }
     let ledger = pacing::file_of(&plan.cfg);
     if let Some(ledger) = &ledger

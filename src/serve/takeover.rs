@@ -95,6 +95,34 @@ impl Pinned {
         ))
     }
 
+    /// Refuses an address of this config the old relay does not listen on while another
+    /// process does: a takeover joins its ports with `SO_REUSEPORT`, which on a port
+    /// of another process (another relay's, named by an edited config) would split that
+    /// process's connections between the two. Such a port is held to a plain start's rule. A
+    /// relay whose listeners cannot be read is taken to listen on them all.
+    pub fn check_new_ports(&self, addrs: &[SocketAddr]) -> Result<(), String> {
+        let theirs = listening_addrs(self.pid);
+        if theirs.is_empty() {
+            return Ok(());
+        }
+        // Theirs: the same address and port, or the port on every address of the family.
+        let served = |a: &SocketAddr| {
+            theirs.iter().any(|t| {
+                t.port() == a.port()
+                    && (t.ip() == a.ip() || (t.ip().is_unspecified() && t.is_ipv4() == a.is_ipv4()))
+            })
+        };
+        for a in addrs.iter().filter(|a| !served(a)) {
+            crate::reactor::socket::no_other_listener(*a).map_err(|e| {
+                format!(
+                    "--takeover {}: listen {a}, a port it does not serve: {e}",
+                    self.pid
+                )
+            })?;
+        }
+        Ok(())
+    }
+
     /// Whether the process ended (without a pidfd: whether its number is free).
     pub fn ended(&self) -> bool {
         match &self.fd {
@@ -140,9 +168,9 @@ impl Pinned {
     }
 }
 
-/// The TCP ports process `pid` listens on (its descriptors' sockets found among the listening
-/// ones of its /proc/PID/net/tcp and tcp6), sorted; empty when they cannot be read.
-fn listening_ports(pid: i32) -> Vec<u16> {
+/// The TCP addresses process `pid` listens on (its descriptors' sockets found among the
+/// listening ones of its /proc/PID/net/tcp and tcp6), sorted; empty when they cannot be read.
+fn listening_addrs(pid: i32) -> Vec<SocketAddr> {
     let mut listening = std::collections::HashMap::new();
     // Its own network namespace's tables: the sockets its descriptors name are there.
     for table in [
@@ -155,18 +183,15 @@ fn listening_ports(pid: i32) -> Vec<u16> {
         for line in text.lines().skip(1) {
             let f: Vec<&str> = line.split_whitespace().collect();
             // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
-            if f.len() > 9 && f[3] == "0A" {
-                let port = f[1]
-                    .rsplit(':')
-                    .next()
-                    .and_then(|p| u16::from_str_radix(p, 16).ok());
-                if let (Some(port), Ok(inode)) = (port, f[9].parse::<u64>()) {
-                    listening.insert(inode, port);
-                }
+            if f.len() > 9
+                && f[3] == "0A"
+                && let (Some(addr), Ok(inode)) = (proc_net_addr(f[1]), f[9].parse::<u64>())
+            {
+                listening.insert(inode, addr);
             }
         }
     }
-    let mut ports: Vec<u16> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+    let mut addrs: Vec<SocketAddr> = std::fs::read_dir(format!("/proc/{pid}/fd"))
         .into_iter()
         .flatten()
         .flatten()
@@ -181,9 +206,40 @@ fn listening_ports(pid: i32) -> Vec<u16> {
             listening.get(&inode).copied()
         })
         .collect();
+    addrs.sort_unstable();
+    addrs.dedup();
+    addrs
+}
+
+/// The ports of [`listening_addrs`].
+fn listening_ports(pid: i32) -> Vec<u16> {
+    let mut ports: Vec<u16> = listening_addrs(pid).iter().map(SocketAddr::port).collect();
     ports.sort_unstable();
     ports.dedup();
     ports
+}
+
+/// A /proc/net/tcp{,6} address, `0100007F:1F90`: the address as the kernel holds it (each
+/// 32-bit word in host order, here little-endian), then the port.
+fn proc_net_addr(field: &str) -> Option<SocketAddr> {
+    let (ip, port) = field.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let word = |i: usize| -> Option<[u8; 4]> {
+        let w = u32::from_str_radix(ip.get(i * 8..i * 8 + 8)?, 16).ok()?;
+        Some(w.to_le_bytes())
+    };
+    let ip = match ip.len() {
+        8 => std::net::IpAddr::from(word(0)?),
+        32 => {
+            let mut b = [0u8; 16];
+            for i in 0..4 {
+                b[i * 4..i * 4 + 4].copy_from_slice(&word(i)?);
+            }
+            std::net::IpAddr::from(b)
+        }
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
 }
 
 /// A takeover in progress from the relay running as `old`.
@@ -267,5 +323,32 @@ impl Takeover {
                 Ok(None)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_net_addresses_read_as_the_kernel_writes_them() {
+        assert_eq!(
+            proc_net_addr("0100007F:1F90"),
+            Some("127.0.0.1:8080".parse().unwrap())
+        );
+        assert_eq!(
+            proc_net_addr("00000000:0035"),
+            Some("0.0.0.0:53".parse().unwrap())
+        );
+        assert_eq!(
+            proc_net_addr("00000000000000000000000001000000:01BB"),
+            Some("[::1]:443".parse().unwrap())
+        );
+        assert_eq!(
+            proc_net_addr("B80D0120000000000000000001000000:0050"),
+            Some("[2001:db8::1]:80".parse().unwrap())
+        );
+        assert_eq!(proc_net_addr("0100007F"), None);
+        assert_eq!(proc_net_addr("01007F:1F90"), None);
     }
 }
