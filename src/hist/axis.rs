@@ -219,7 +219,7 @@ impl TimeAxis {
             out.push(Tick {
                 at: self.frac(s),
                 major: true,
-                label: Some(format::clock_offset(s, span)),
+                label: Some(format::clock_offset(s, span, step)),
             });
             i += 1.0;
         }
@@ -230,6 +230,33 @@ impl TimeAxis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_tick_labels_are_all_different() {
+        for (from, to) in [
+            (0.0, 0.4),
+            (0.0, 0.04),
+            (3.0, 10.0),
+            (0.0, 60.0),
+            (0.0, 4000.0),
+        ] {
+            let labels: Vec<String> = TimeAxis::new(from, to)
+                .ticks()
+                .into_iter()
+                .filter_map(|t| t.label)
+                .collect();
+            let mut distinct = labels.clone();
+            distinct.dedup();
+            assert_eq!(distinct, labels, "{from}..{to} s");
+            assert!(labels.len() >= 2, "{from}..{to} s: {labels:?}");
+        }
+        let labels: Vec<String> = TimeAxis::new(0.0, 0.4)
+            .ticks()
+            .into_iter()
+            .filter_map(|t| t.label)
+            .collect();
+        assert_eq!(labels[..4], ["0 s", "0.05 s", "0.1 s", "0.15 s"]);
+    }
 
     #[test]
     fn the_latency_axis_holds_every_value_with_room_at_both_ends() {

@@ -169,13 +169,26 @@ fn per_run(loaded: &Loaded, g: &TagGroup) -> Vec<(usize, Histogram<u64>)> {
 
 /// The percentile distribution of `h` as (1/(1−p), ns) points, the rows of the printed table
 /// (HdrHistogram's 5 ticks per half distance), without the final 100 % point (its 1/(1−p) is
-/// infinite).
+/// infinite). Rows past the axis's last decade (more than 10 million values) end the curve
+/// at that decade with the max, so the slowest values are drawn, not dropped.
 pub fn percentile_points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
-    percentile_rows(h, 5)
+    let cap = 10f64.powi(DECADES_MAX as i32);
+    let mut points = Vec::new();
+    let mut beyond = false;
+    for r in percentile_rows(h, 5)
         .into_iter()
-        .take_while(|r| r.quantile < 1.0 && r.inverse_tail <= 10f64.powi(DECADES_MAX as i32))
-        .map(|r| (r.inverse_tail, r.value as f64))
-        .collect()
+        .take_while(|r| r.quantile < 1.0)
+    {
+        if r.inverse_tail <= cap {
+            points.push((r.inverse_tail, r.value as f64));
+        } else {
+            beyond = true;
+        }
+    }
+    if beyond {
+        points.push((cap, h.highest_equivalent(h.max()) as f64));
+    }
+    points
 }
 
 /// One panel per kind of measure, one distribution per tag and run.

@@ -69,10 +69,14 @@ pub fn span(s: f64) -> String {
     }
 }
 
-/// Seconds on a time axis: "45 s", "2:30" (min:s), "1:05:00" (h:min:s).
-pub fn clock_offset(s: f64, span_s: f64) -> String {
+/// Seconds on a time axis whose ticks are `step_s` apart: "45 s", "0.15 s", "2:30" (min:s),
+/// "1:05:00" (h:min:s).
+pub fn clock_offset(s: f64, span_s: f64, step_s: f64) -> String {
     if span_s <= 180.0 {
-        let t = format!("{s:.1}");
+        // As many decimals as the step has, so no two ticks read alike (0.05 s steps: 0.15 s,
+        // not 0.1 s twice).
+        let decimals = (-step_s.log10() - 1e-9).ceil().clamp(0.0, 9.0) as usize;
+        let t = format!("{s:.decimals$}");
         return format!("{} s", t.trim_end_matches('0').trim_end_matches('.'));
     }
     let whole = s.round() as u64;
@@ -141,7 +145,7 @@ mod tests {
         assert_eq!(span(4.0), "4 s");
         assert_eq!(span(125.0), "2 min 5 s");
         assert_eq!(span(7_200.0), "2 h");
-        assert_eq!(clock_offset(150.0, 600.0), "2:30");
+        assert_eq!(clock_offset(150.0, 600.0, 60.0), "2:30");
         assert_eq!(utc(1_764_460_800.0), "2025-11-30 00:00:00");
         assert_eq!(utc(1_796_023_938.034), "2026-11-30 07:32:18");
     }

@@ -168,6 +168,9 @@ pub(super) fn parse(
     let mut tags_held: Vec<Option<String>> = Vec::new();
     let mut no_intervals: Vec<usize> = Vec::new();
     let read_files: Vec<bool> = contents.iter().map(Option::is_some).collect();
+    // Files with a selected interval: only they make the runs the title and facts name (a
+    // file whose intervals --from, --to or --tag left out has no span to show).
+    let mut selected = vec![false; args.files.len()];
     for (fi, path) in args.files.iter().enumerate() {
         let Some(bytes) = &contents[fi] else {
             starts.push(None);
@@ -219,9 +222,16 @@ pub(super) fn parse(
             };
             let ts = ilh.start_timestamp();
             let abs = match (base_time, start_time) {
-                (Some(b), _) => b + ts,
-                (None, Some(s)) if secs(ts) < secs(s) - YEAR_S => s + ts,
-                _ => ts,
+                (Some(b), _) => b.checked_add(ts),
+                (None, Some(s)) if secs(ts) < secs(s) - YEAR_S => s.checked_add(ts),
+                _ => Some(ts),
+            };
+            let Some(abs) = abs else {
+                skipped.push((
+                    line_no,
+                    "its time is past what the log's base time allows".into(),
+                ));
+                continue;
             };
             let reference = start_time.unwrap_or_else(|| *first_abs.get_or_insert(abs));
             let offset = signed_secs(abs, reference);
@@ -251,6 +261,7 @@ pub(super) fn parse(
                 }
             };
             readable += 1;
+            selected[fi] = true;
             let gi = match groups.iter().position(|g| g.tag == tag) {
                 Some(i) => i,
                 None => {
@@ -353,7 +364,21 @@ pub(super) fn parse(
         }
         return Err(why);
     }
-    let runs = runs(&args.files, &starts, &read_files);
+    let unselected: Vec<usize> = (0..args.files.len())
+        .filter(|fi| read_files[*fi] && !selected[*fi] && !no_intervals.contains(fi))
+        .collect();
+    if !unselected.is_empty() {
+        let shown: Vec<usize> = unselected.iter().copied().take(3).collect();
+        let more = match unselected.len() - shown.len() {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        notes.push(format!(
+            "no interval selected in {}{more}: left out",
+            named(&shown)
+        ));
+    }
+    let runs = runs(&args.files, &starts, &selected);
     Ok(Loaded {
         groups,
         runs,
@@ -432,13 +457,13 @@ fn run_name(path: &Path) -> (String, bool) {
     }
 }
 
-/// Groups the files read (`read[i]`) into runs: the same run name and the same start. Runs
-/// whose names collide (the same file name in two folders) are told apart by their folder, then
-/// by a number.
-fn runs(files: &[PathBuf], starts: &[Option<f64>], read: &[bool]) -> Vec<Run> {
+/// Groups the files with a selected interval (`selected[i]`) into runs: the same run name and
+/// the same start. Runs whose names collide (the same file name in two folders) are told apart
+/// by their folder, then by a number.
+fn runs(files: &[PathBuf], starts: &[Option<f64>], selected: &[bool]) -> Vec<Run> {
     let mut out: Vec<Run> = Vec::new();
     let mut keys: Vec<(String, Option<f64>, Option<PathBuf>)> = Vec::new();
-    for (fi, path) in files.iter().enumerate().filter(|(fi, _)| read[*fi]) {
+    for (fi, path) in files.iter().enumerate().filter(|(fi, _)| selected[*fi]) {
         let (name, rotated) = run_name(path);
         // Rotations share a run with their siblings in one folder; any other file is its own.
         let home = if rotated {

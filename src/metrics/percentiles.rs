@@ -95,11 +95,13 @@ pub fn write_percentile_distribution(h: &Histogram<u64>, value_unit_ns: f64, out
         "{:>12} {:>14} {:>10} {:>14}\n",
         "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
     );
-    if h.is_empty() {
-        let _ = writeln!(out, "#[No values recorded]");
-        return;
-    }
-    for row in percentile_rows(h, 5) {
+    // An empty histogram has no rows but the footer, zeros in it, as HdrHistogram prints it.
+    let rows = if h.is_empty() {
+        Vec::new()
+    } else {
+        percentile_rows(h, 5)
+    };
+    for row in rows {
         let (q, total) = (row.quantile, row.total);
         let value = row.value as f64 / value_unit_ns;
         if q < 1.0 {

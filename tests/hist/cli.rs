@@ -62,6 +62,26 @@ fn bench_load_log_gives_its_percentiles() {
 }
 
 #[test]
+fn a_tag_with_no_values_prints_hdrhistograms_footer_with_a_zero_count() {
+    // A limiter that never made a bundle wait: its tag's intervals are all empty. Scripts
+    // that read HdrHistogram's text find the footer they read for any other tag.
+    let dir = tempdir("hist-empty-tag");
+    let p = dir.join("quiet.hlog");
+    one_interval_log(&p, &[]);
+    let groups = hist::load(&args(vec![p.clone()])).unwrap();
+    let mut text = String::new();
+    hist::render(&args(vec![p]), &groups, &mut text);
+    for line in [
+        "#[Mean    =        0.000, StdDeviation   =        0.000]",
+        "#[Max     =        0.000, Total count    =            0]",
+        "#[Buckets = ",
+    ] {
+        assert!(text.contains(line), "{line:?} in\n{text}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn from_and_to_select_intervals_by_seconds_since_the_log_start() {
     let dir = tempdir("hist-range");
     let p = dir.join("load.hlog");

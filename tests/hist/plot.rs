@@ -332,15 +332,52 @@ fn a_relay_log_plots_a_panel_per_kind_of_measure_with_a_colour_per_region() {
 }
 
 #[test]
+fn a_file_with_no_selected_interval_is_left_out_of_the_title_and_facts() {
+    let dir = tempdir("hist-plot-unselected");
+    // The relay's run has intervals at 0 to 3 s; this one only at 0 s, before --from 1.
+    let early = dir.join("early.hlog");
+    one_interval_log(&early, &[10_000]);
+    let mut files = relay_logs(&dir);
+    files.push(early.clone());
+    let mut a = args(files);
+    a.from = Some(1.0);
+    let loaded = hist::read(&a).unwrap();
+    let f = figure::distribution(&loaded, &a);
+    assert_eq!(
+        f.title,
+        format!("Latency by percentile: bundle-relay.{T0_EPOCH_S}.*.hlog (3 files)"),
+        "the relay's first file holds only the interval at 0 s"
+    );
+    assert!(
+        f.facts
+            .starts_with("2025-11-30 00:00:01 – 00:00:04 UTC (3 s) · 3 intervals of 1 s"),
+        "{}",
+        f.facts
+    );
+    assert!(
+        loaded
+            .notes
+            .iter()
+            .any(|n| n.starts_with("no interval selected in ")
+                && n.contains("early.hlog")
+                && n.ends_with(": left out")),
+        "{:?}",
+        loaded.notes
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn the_title_gives_the_runs_facts() {
     let dir = tempdir("hist-plot-facts");
     let mut a = args(relay_logs(&dir));
     a.from = Some(1.0);
     let loaded = hist::read(&a).unwrap();
     let f = figure::distribution(&loaded, &a);
+    // The first of the four files holds only the interval at 0 s, before --from.
     assert_eq!(
         f.title,
-        format!("Latency by percentile: bundle-relay.{T0_EPOCH_S}.*.hlog (4 files)")
+        format!("Latency by percentile: bundle-relay.{T0_EPOCH_S}.*.hlog (3 files)")
     );
     // Intervals at 1, 2 and 3 s after the start: 200 values each of overhead, limiter wait and
     // three round trips.
@@ -503,6 +540,23 @@ fn a_plotted_distribution_passes_through_the_sample_at_an_exact_count() {
         .find(|p| (p.0 - 1.0 / 0.3).abs() < 1e-9)
         .unwrap_or_else(|| panic!("no point at 70 %: {points:?}"));
     assert_eq!(at_70.1, 7_003.0, "{points:?}");
+}
+
+#[test]
+fn a_distribution_past_the_axis_last_decade_still_draws_its_max_at_the_axis_end() {
+    // A day of a relay at a few hundred bundles a second: 20 million values, one slow.
+    let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+    h.record_n(100_000, 20_000_000).unwrap();
+    h.record(50_000_000).unwrap();
+    let points = figure::percentile_points(&h);
+    let last = *points.last().unwrap();
+    assert_eq!(last.0, 1e7, "at the percentile axis's end: {points:?}");
+    assert_eq!(
+        last.1,
+        h.highest_equivalent(50_000_000) as f64,
+        "the slowest value is drawn: {points:?}"
+    );
+    assert!(points.iter().all(|p| p.0 <= 1e7), "{points:?}");
 }
 
 #[test]

@@ -181,3 +181,27 @@ proptest::proptest! {
         hist::fuzz_log(&data);
     }
 }
+
+#[test]
+fn a_timestamp_past_what_a_duration_holds_is_a_skipped_line_not_a_panic() {
+    let dir = tempdir("hist-read-huge-time");
+    let text = log_text(&dir, 3);
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let n = lines.len();
+    lines.insert(
+        n - 1,
+        "#[BaseTime: 18446744073709551615.000 (seconds since epoch)]".to_string(),
+    );
+    let p = dir.join("huge.hlog");
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    let loaded = hist::read(&args(vec![p])).unwrap();
+    assert_eq!(loaded.groups[0].intervals, 2);
+    assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+    assert!(
+        loaded.warnings[0].contains(&format!("huge.hlog: line {}", n + 1))
+            && loaded.warnings[0].contains("time"),
+        "{:?}",
+        loaded.warnings
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
