@@ -8,8 +8,8 @@
 //! panel's title row.
 //!
 //! Series are told apart by colour, [`PALETTE`] in series order within a panel (past its
-//! length, the colours repeat dashed). Curves are clipped to the inside of their panel's frame
-//! and drawn over the grid; text is anti-aliased Go (`font`).
+//! length, the colours repeat dashed, then dotted, then in long dashes). Curves are clipped to
+//! the inside of their panel's frame and drawn over the grid; text is anti-aliased Go (`font`).
 //!
 //! Why by hand and not a plotting crate: the charts are two fixed layouts, and the raster,
 //! lines and PNG writer here are a few hundred lines over `ab_glyph`, `flate2` and
@@ -80,7 +80,9 @@ pub const P50_COLOUR: [u8; 3] = PALETTE[0];
 pub const P99_COLOUR: [u8; 3] = PALETTE[3];
 pub const MAX_COLOUR: [u8; 3] = PALETTE[1];
 const LINE_PX: f64 = 2.5;
-const DASH_PX: (f64, f64) = (9.0, 5.0);
+/// Past the palette's length a series is stroked: dashed, then dotted, then in long dashes,
+/// so 40 series of a panel (5 relay runs of 8 regions) each look their own.
+const DASHES_PX: [(f64, f64); 3] = [(9.0, 5.0), (2.5, 4.0), (18.0, 6.0)];
 const DOT_RADIUS_PX: f64 = 2.5;
 /// Half the stroke that stands for a line's point with no neighbour.
 const LONE_POINT_HALF_PX: f64 = 6.0;
@@ -334,7 +336,10 @@ fn ink(i: Ink) -> ([u8; 3], Option<(f64, f64)>) {
     match i {
         Ink::Nth(n) => (
             PALETTE[n % PALETTE.len()],
-            (n >= PALETTE.len()).then_some(DASH_PX),
+            match n / PALETTE.len() {
+                0 => None,
+                k => Some(DASHES_PX[(k - 1) % DASHES_PX.len()]),
+            },
         ),
         Ink::P50 => (P50_COLOUR, None),
         Ink::P99 => (P99_COLOUR, None),
@@ -468,6 +473,21 @@ impl LegendTable {
             let top = y + (shown as i32 + 1) * row_px;
             let more = format!("and {} more", p.series.len() - shown);
             c.text(x + LEGEND_SWATCH_PX, top, &more, LEGEND_NOTE);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_series_of_a_panel_up_to_forty_has_an_ink_of_its_own() {
+        let inks: Vec<_> = (0..40).map(|n| ink(Ink::Nth(n))).collect();
+        for (i, a) in inks.iter().enumerate() {
+            for (j, b) in inks.iter().enumerate().skip(i + 1) {
+                assert_ne!(a, b, "series {i} and {j}");
+            }
         }
     }
 }
