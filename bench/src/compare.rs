@@ -356,6 +356,9 @@ pub fn run(cfg: &CompareConfig) -> Result<CompareReport, String> {
         .rows
         .push(null_row(&bundle_relay, &baseline, &null_floor));
     versus.notes.extend(cpu_target_note(&baseline, &null_floor));
+    versus
+        .notes
+        .extend(answer_p99_target_note(&baseline, &null_floor));
     versus.notes.extend(pinned);
     Ok(CompareReport {
         generated_bundles: load.bundles.len() as u64,
@@ -539,6 +542,38 @@ pub fn cpu_target_note(bl: &RelayRuns, null: &NullFloor) -> Option<String> {
          and reply), so the target leaves each {:.2}× of what bench-null spends on one.",
         null.cpu_us_per_request,
         floors / EXCHANGES_PER_BUNDLE
+    ))
+}
+
+/// What the answer p99 target asks on this host, in bench-null's terms: 1/5 of the baseline's
+/// p99 (the median of its rounds) against bench-null's p99 at the same rate and connections, the
+/// time the load, the kernel and loopback take to answer a request whatever answers it. Where
+/// the baseline's tail is near that floor, the target asks for less than the floor itself.
+pub fn answer_p99_target_note(bl: &RelayRuns, null: &NullFloor) -> Option<String> {
+    let baseline = median(
+        &bl.common_latency
+            .iter()
+            .map(|l| l.answer_us[1])
+            .collect::<Vec<_>>(),
+    )?;
+    let floor = median(
+        &null
+            .rounds_answer_us
+            .iter()
+            .map(|l| l[1])
+            .collect::<Vec<_>>(),
+    )?;
+    if baseline <= 0.0 || floor <= 0.0 {
+        return None;
+    }
+    let target = baseline * ANSWER_P99_RATIO_MAX;
+    Some(format!(
+        "Answer p99 target: 1/5 of the baseline's {} is {}, {:.2} times bench-null's p99 of {} \
+         (a responder that only parses and answers, at the same rate and connections).",
+        us(baseline),
+        us(target),
+        target / floor,
+        us(floor)
     ))
 }
 
@@ -890,6 +925,39 @@ mod tests {
         let note = cpu_target_note(&roomy, &floor(vec![10.0], Vec::new())).expect("a note");
         assert!(note.contains("3.00 times"), "{note}");
         assert!(note.contains("leaves each 1.50×"), "{note}");
+    }
+
+    #[test]
+    fn the_answer_p99_target_note_sets_a_fifth_of_the_baselines_tail_against_bench_nulls() {
+        let baseline = RelayRuns {
+            common_latency: [500.0, 450.0, 2000.0]
+                .into_iter()
+                .map(|p99| RoundLatency {
+                    answer_us: [100.0, p99, 3000.0],
+                    delivery_us: [150.0, 600.0, 4000.0],
+                })
+                .collect(),
+            ..rounds(RelayKind::Baseline, &[200.0, 210.0, 220.0])
+        };
+        let null = floor(
+            vec![10.0; 3],
+            vec![
+                [50.0, 180.0, 900.0],
+                [50.0, 150.0, 900.0],
+                [50.0, 200.0, 900.0],
+            ],
+        );
+        let note = answer_p99_target_note(&baseline, &null).expect("a note");
+        assert!(
+            note.contains(
+                "1/5 of the baseline's 500 µs is 100 µs, 0.56 times bench-null's p99 of 180 µs"
+            ),
+            "{note}"
+        );
+        assert_eq!(
+            answer_p99_target_note(&baseline, &floor(vec![10.0], Vec::new())),
+            None
+        );
     }
 
     #[test]
