@@ -442,9 +442,10 @@ impl Relay {
         for t in self.threads {
             let _ = t.join();
         }
-        if let Some(r) = self.resolver {
-            let _ = r.join();
-        }
+        // The resolver is told to stop (above) and not waited for: a lookup the name server
+        // does not answer blocks it for the resolver's whole timeout (10 s and more), which a
+        // stop must not wait out. It ends when that lookup returns.
+        drop(self.resolver);
         if let Some(l) = self.logger {
             l.stop();
         }

@@ -165,7 +165,8 @@ impl HostAddrs {
     }
 }
 
-/// The resolver thread: looks up stale names until `stop`.
+/// The resolver thread: looks up stale names until `stop`, which it reads between lookups (a
+/// stop does not wait for it: see `Relay::shutdown_by_thread`).
 pub fn spawn(hosts: Vec<Arc<HostAddrs>>, stop: Arc<AtomicBool>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("resolver".into())
@@ -175,6 +176,9 @@ pub fn spawn(hosts: Vec<Arc<HostAddrs>>, stop: Arc<AtomicBool>) -> std::io::Resu
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(POLL_MS));
                 for (h, at) in hosts.iter().zip(last.iter_mut()) {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
                     if !h.stale.load(Ordering::Relaxed) || at.is_some_and(|t| t.elapsed() < min) {
                         continue;
                     }
