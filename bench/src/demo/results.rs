@@ -123,17 +123,21 @@ impl DemoReport {
     }
 }
 
-/// The highest rate whose errors stayed under [`SUSTAINED_ERROR_FRACTION_MAX`] and whose load
-/// went out at [`SUSTAINED_SEND_FRACTION_MIN`] of the offered rate or better.
+/// The highest rate up to which every step's errors stayed under
+/// [`SUSTAINED_ERROR_FRACTION_MAX`] and its load went out at [`SUSTAINED_SEND_FRACTION_MIN`] of
+/// the offered rate or better: a rate that passed above one that failed is not sustained (a
+/// relay that failed at 8,000/s and passed at 10,000/s by luck sustains 6,000/s).
 pub fn sustained_rate(steps: &[StepReport]) -> Option<f64> {
-    steps
-        .iter()
-        .filter(|s| {
+    let mut by_rate: Vec<&StepReport> = steps.iter().collect();
+    by_rate.sort_by(|a, b| a.rate_per_s.total_cmp(&b.rate_per_s));
+    by_rate
+        .into_iter()
+        .take_while(|s| {
             s.error_fraction < SUSTAINED_ERROR_FRACTION_MAX
                 && s.load.achieved_rate_per_s >= SUSTAINED_SEND_FRACTION_MIN * s.rate_per_s
         })
         .map(|s| s.rate_per_s)
-        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))))
+        .last()
 }
 
 /// Step reports for the report builders' tests.
@@ -233,6 +237,18 @@ mod tests {
             in_flight: 1,
             ..Totals::default()
         })
+    }
+
+    #[test]
+    fn a_rate_that_passed_above_one_that_failed_is_not_sustained() {
+        use crate::demo::RelayKind;
+        use crate::demo::test_steps::step;
+        let steps: Vec<StepReport> = [(8000.0, 900), (2000.0, 0), (10_000.0, 0), (4000.0, 0)]
+            .into_iter()
+            .map(|(rate, errors)| step(RelayKind::Baseline, rate, errors, 100.0, 100.0))
+            .collect();
+        assert_eq!(sustained_rate(&steps), Some(4000.0));
+        assert_eq!(sustained_rate(&steps[..1]), None);
     }
 
     #[test]
