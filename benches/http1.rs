@@ -91,6 +91,7 @@ fn trickle(c: &mut Criterion) {
         head_timeout: Ticks(u64::MAX / 4),
         idle_timeout: Ticks(u64::MAX / 4),
         send_timeout: Ticks(u64::MAX / 4),
+        linger: Ticks(u64::MAX / 4),
     };
     let mut g = c.benchmark_group("trickle");
     for bytes in [1_024, 2_048, 4_096, 8_000] {

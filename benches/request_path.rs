@@ -264,6 +264,7 @@ fn drive(s: &Scenario, bundles: u32) {
         head_timeout: Ticks(10_000 * MS),
         idle_timeout: Ticks(60_000 * MS),
         send_timeout: Ticks(10_000 * MS),
+        linger: Ticks(2_000 * MS),
     };
     let mut p = PathState {
         pair: OnePair::connect(now),

@@ -2,7 +2,8 @@
 //! after sending still gets every answer it is owed; a client that never reads is closed at
 //! the send deadline, one that reads slowly gets every answer; one address cannot take more than its share of the connection table
 //! (a trusted proxy can, and only its last `X-Forwarded-For` line is believed);
-//! a listener out of file descriptors neither spins nor stays dead.
+//! a listener out of file descriptors neither spins nor stays dead; a client still writing a
+//! request the relay refused reads the refusal, not a reset.
 
 mod intake_support;
 mod wire_support;
@@ -474,4 +475,67 @@ fn accepts_failing_for_lack_of_file_descriptors_neither_spin_nor_stay_dead() {
     assert_eq!((status, body.as_str()), (200, "ok"));
     drop(stdin);
     assert!(child.wait().unwrap().success());
+}
+
+/// A client that writes its whole request before it reads (what most HTTP clients do) and
+/// whose body is over the limit: the relay answers 413 from the head alone and must not reset
+/// the connection under it while the body still arrives, or the client sees "connection reset"
+/// where it should read what was wrong.
+#[test]
+fn a_client_that_writes_a_body_over_the_limit_before_reading_reads_the_413() {
+    let relay = Relay::start(nowhere(&["127.0.0.1"], false)).unwrap();
+    for body_len in [96 * 1024, 1024 * 1024] {
+        let mut c = connect(&relay);
+        let mut request = format!(
+            "POST /api/v1/bundles HTTP/1.1\r\nHost: relay\r\nContent-Type: application/json\r\nContent-Length: {body_len}\r\n\r\n"
+        )
+        .into_bytes();
+        request.resize(request.len() + body_len, b' ');
+        c.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.write_all(&request)
+            .unwrap_or_else(|e| panic!("writing a {body_len}-byte body: {e}"));
+        let (status, _, body) = read_response(&mut c);
+        assert_eq!(status, 413, "{body}");
+        assert!(
+            body.contains("(intake.body_bytes_max = 65536 bytes)"),
+            "names the limit: {body}"
+        );
+        let mut rest = [0u8; 16];
+        assert_eq!(c.read(&mut rest).unwrap(), 0, "then end-of-stream");
+        drop(c);
+        wait_until(
+            "the connection's slot to free once the client closed",
+            Duration::from_secs(2),
+            || relay.totals().intake_conns == 0,
+        );
+    }
+    relay.shutdown(Duration::from_millis(100));
+}
+
+/// A refused client that neither finishes nor closes is not kept: the lingering connection
+/// closes at the head deadline and its slot is free again.
+#[test]
+fn a_refused_client_that_never_closes_is_closed_at_the_head_deadline() {
+    let mut spec = nowhere(&["127.0.0.1"], false);
+    spec.head_timeout_ms = 300;
+    spec.idle_timeout_ms = 60_000;
+    let relay = Relay::start(spec).unwrap();
+    let mut c = connect(&relay);
+    c.write_all(b"POST /api/v1/bundles HTTP/1.1\r\nHost: relay\r\nContent-Length: 100000\r\n\r\n")
+        .unwrap();
+    let (status, _, body) = read_response(&mut c);
+    assert_eq!(status, 413, "{body}");
+    let started = Instant::now();
+    c.write_all(&[b' '; 1000]).unwrap();
+    wait_until(
+        "the lingering connection to close",
+        Duration::from_secs(3),
+        || relay.totals().intake_conns == 0,
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "not before the deadline: {:?}",
+        started.elapsed()
+    );
+    relay.shutdown(Duration::from_millis(100));
 }

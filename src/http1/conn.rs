@@ -26,13 +26,23 @@
 //! then closed; a head that misses its deadline gets `408` first; an idle connection is closed
 //! quietly; a connection whose answers make no progress into the socket for the send deadline
 //! (a client that never reads) is closed at once, since nothing more can be sent to it.
+//!
+//! Lingering ([`Conn::begin_linger`]): a connection that ends while its client may still be
+//! sending (an error answered before the body arrived, a late body's `408`, a
+//! `Connection: close` with more pipelined behind it) is not closed with those bytes unread:
+//! Linux answers a close with unread data by resetting the connection, and a client still
+//! writing its request then meets the reset (`EPIPE`, "connection reset") instead of reading
+//! the answer that says what was wrong. Its write side is shut instead (the client reads the
+//! answer, then end-of-stream) and what still arrives is read and dropped until the client
+//! closes its side or [`LINGER_MS`] pass (the head deadline if shorter), as RFC 9112 §9.6
+//! advises.
 
 use crate::clock::{Instant, Ticks};
 
 use super::error::HttpError;
 use super::limits::Limits;
 use super::request::{Framed, Request, frame};
-use super::write::{CONTINUE, ERROR_RESPONSE_LEN_MAX, write_error};
+use super::write::{CONTINUE, ERROR_RESPONSE_LEN_MAX, write_error, write_error_limit};
 
 /// A connection's limits, shared by every connection of a reactor thread.
 #[derive(Clone, Copy, Debug)]
@@ -49,7 +59,14 @@ pub struct ConnConfig {
     pub idle_timeout: Ticks,
     /// Output pending without any of it reaching the socket.
     pub send_timeout: Ticks,
+    /// The longest a connection lingers (see the module docs), the head deadline if shorter:
+    /// time for a client to finish writing what it sends before it reads ([`LINGER_MS`]).
+    pub linger: Ticks,
 }
+
+/// How long a refused client still sending is given to finish before the close: a 1 MiB
+/// body at 8 Mbit/s; a connection lingering holds its table slot (and its address's share).
+pub const LINGER_MS: u64 = 2_000;
 
 /// Why a connection closes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +90,15 @@ impl Close {
     /// Whether what is already in the output is still sent before the close.
     pub fn drains_output(self) -> bool {
         !matches!(self, Close::Idle | Close::SendTimeout)
+    }
+
+    /// Whether the client may still be sending when the connection ends for this reason, so
+    /// it lingers ([`Conn::begin_linger`]) rather than closing with bytes unread (for
+    /// [`Close::Client`], only when it pipelined more behind the request that closes). An idle
+    /// connection has nothing in progress, one past its send deadline gets nothing more, and
+    /// a stopping relay closes only connections with nothing in progress.
+    pub fn lingers(self) -> bool {
+        matches!(self, Close::Client | Close::BadRequest | Close::HeadTimeout)
     }
 
     /// Every reason, for counters and tests.
@@ -103,6 +129,17 @@ enum State {
     /// The client shut its write side: complete requests are still answered.
     ReadClosed,
     Closing(Close),
+}
+
+/// Where a closing connection stands with lingering (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Linger {
+    /// Not lingered yet.
+    No,
+    /// Reading and dropping until the client's end-of-stream or this instant.
+    Until(Instant),
+    /// Over: the connection closes now, whatever still arrives.
+    Over,
 }
 
 /// How far the request at the front of the input has been looked at.
@@ -165,6 +202,12 @@ pub struct Conn {
     /// An answer is owed for a request already consumed (its keep-alive): nothing else is
     /// handled until it is written, and the connection is not idle meanwhile.
     owed: Option<bool>,
+    /// The client shut its write side (end-of-stream read): nothing unread can follow.
+    read_ended: bool,
+    /// The client asked to close with bytes pipelined behind that request, which were
+    /// dropped: the close lingers so they do not reset it.
+    unread: bool,
+    linger: Linger,
 }
 
 impl Conn {
@@ -188,6 +231,9 @@ impl Conn {
             parses: 0,
             drain_until: None,
             owed: None,
+            read_ended: false,
+            unread: false,
+            linger: Linger::No,
         }
     }
 
@@ -212,6 +258,9 @@ impl Conn {
         self.parses = 0;
         self.drain_until = None;
         self.owed = None;
+        self.read_ended = false;
+        self.unread = false;
+        self.linger = Linger::No;
     }
 
     // ---- inputs ----
@@ -222,18 +271,21 @@ impl Conn {
     pub fn handle_bytes(&mut self, data: &[u8], now: Instant) {
         self.last_active = now;
         if self.state != State::Open {
-            // Nothing after a half-close; nothing more is read from a closing connection.
+            // Nothing after a half-close; a closing connection drops what still arrives (a
+            // lingering one reads it for that alone).
             return;
         }
         if self.in_len + data.len() > self.input.len() {
             self.compact_input();
         }
         if self.in_len + data.len() > self.input.len() {
+            let total = self.input.len();
             self.refuse(
                 &HttpError {
                     status: 413,
                     what: "request larger than the head and body limits together",
                 },
+                Some(("intake.head_bytes_max + intake.body_bytes_max", total)),
                 now,
             );
             return;
@@ -246,6 +298,7 @@ impl Conn {
     /// connection closes (see [`Conn::serve`]).
     pub fn handle_eof(&mut self, now: Instant) {
         self.last_active = now;
+        self.read_ended = true;
         if self.state == State::Open {
             self.state = State::ReadClosed;
         }
@@ -281,8 +334,16 @@ impl Conn {
     /// connection closes. One with nothing in progress is closed at `idle_until`: closing it at
     /// once would race a request the client may be sending right now.
     pub fn begin_drain(&mut self, idle_until: Instant) {
-        if !matches!(self.state, State::Closing(_)) {
-            self.drain_until = Some(idle_until);
+        // Kept for a closing connection too: a linger that begins later ends by then.
+        self.drain_until = Some(match self.drain_until {
+            Some(d) if d.0 < idle_until.0 => d,
+            _ => idle_until,
+        });
+        // A stop waits for no lingering longer than for an idle connection.
+        if let Linger::Until(until) = self.linger
+            && idle_until.0 < until.0
+        {
+            self.linger = Linger::Until(idle_until);
         }
     }
 
@@ -355,6 +416,7 @@ impl Conn {
                             self.note_output(n, now);
                             if !keep_alive {
                                 self.state = State::Closing(Close::Client);
+                                self.unread = self.in_start < self.in_len;
                             }
                         }
                         Answer::Later => {
@@ -365,7 +427,14 @@ impl Conn {
                     }
                 }
                 Err(e) => {
-                    self.refuse(&e, now);
+                    let limit = if e == HttpError::BODY_TOO_LARGE {
+                        Some(("intake.body_bytes_max", cfg.limits.body_bytes_max))
+                    } else if e == HttpError::HEAD_TOO_LARGE {
+                        Some(("intake.head_bytes_max", cfg.limits.head_bytes_max))
+                    } else {
+                        None
+                    };
+                    self.refuse(&e, limit, now);
                     served.error = Some(e);
                 }
             }
@@ -417,6 +486,7 @@ impl Conn {
         self.last_active = now;
         if !keep_alive {
             self.state = State::Closing(Close::Client);
+            self.unread = self.in_start < self.in_len;
         }
         true
     }
@@ -494,11 +564,62 @@ impl Conn {
     }
 
     /// Why the connection is closing, once it should be closed now: its owed output is sent
-    /// (or is not owed).
+    /// (or is not owed) and it is not lingering.
     pub fn poll_close(&self) -> Option<Close> {
+        if matches!(self.linger, Linger::Until(_)) && !self.read_ended {
+            return None;
+        }
         match self.state {
             State::Closing(c) if !c.drains_output() || self.out_head == self.out_tail => Some(c),
             _ => None,
+        }
+    }
+
+    /// Called when [`Conn::poll_close`] says the connection ends: true when it lingers
+    /// instead (see the module docs), reading and dropping until the client's end-of-stream
+    /// ([`Conn::handle_eof`], then `poll_close` says close) or [`ConnConfig::linger`] from
+    /// `now` ([`Conn::linger_over`]), or the drain's idle deadline if that is sooner; the
+    /// caller shuts the socket's write side so the client sees its answer end. False when it
+    /// closes now: the reason leaves nothing unread (a client that asked to close with
+    /// nothing pipelined behind), the client already ended its side, or it has lingered once.
+    pub fn begin_linger(&mut self, cfg: &ConnConfig, now: Instant) -> bool {
+        let State::Closing(reason) = self.state else {
+            return false;
+        };
+        if !reason.lingers()
+            || (reason == Close::Client && !self.unread)
+            || self.read_ended
+            || self.linger != Linger::No
+            || self.out_head != self.out_tail
+        {
+            return false;
+        }
+        let until = now.after(if cfg.linger.0 < cfg.head_timeout.0 {
+            cfg.linger
+        } else {
+            cfg.head_timeout
+        });
+        self.linger = Linger::Until(match self.drain_until {
+            // Draining: no longer than an idle connection is kept.
+            Some(idle_until) if idle_until.0 < until.0 => idle_until,
+            _ => until,
+        });
+        true
+    }
+
+    /// Whether the connection is lingering ([`Conn::begin_linger`]).
+    pub fn is_lingering(&self) -> bool {
+        matches!(self.linger, Linger::Until(_)) && !self.read_ended
+    }
+
+    /// True once, when a lingering connection's deadline has passed at `now`: it closes now.
+    pub fn linger_over(&mut self, now: Instant) -> bool {
+        match self.linger {
+            Linger::Until(until) if !self.read_ended && now.0 >= until.0 => {
+                self.linger = Linger::Over;
+                true
+            }
+            _ => false,
         }
     }
 
@@ -520,6 +641,11 @@ impl Conn {
         let mut min = |at: Instant| t = Some(t.map_or(at, |t| if at.0 < t.0 { at } else { t }));
         if let Some(s) = self.stalled_since {
             min(s.after(Ticks(cfg.send_timeout.0 + 1)));
+        }
+        if let Linger::Until(until) = self.linger
+            && !self.read_ended
+        {
+            min(until);
         }
         if !matches!(self.state, State::Closing(_)) {
             if let Some(s) = self.partial_since {
@@ -565,10 +691,11 @@ impl Conn {
 
     // ---- inside ----
 
-    fn refuse(&mut self, e: &HttpError, now: Instant) {
+    /// Answers `e` (naming `limit`, the setting it broke and its bytes) and closes.
+    fn refuse(&mut self, e: &HttpError, limit: Option<(&str, usize)>, now: Instant) {
         self.drop_input();
         if self.room_for(ERROR_RESPONSE_LEN_MAX)
-            && let Some(n) = write_error(&mut self.out[self.out_tail..], e)
+            && let Some(n) = write_error_limit(&mut self.out[self.out_tail..], e, limit)
         {
             self.note_output(n, now);
         }

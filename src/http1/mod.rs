@@ -76,4 +76,4 @@ pub use limits::{
 };
 pub use request::{Framed, Method, Needed, Request, frame, needed, parse};
 pub use status::reason;
-pub use write::{CONTINUE, ERROR_RESPONSE_LEN_MAX, write_error, write_response};
+pub use write::{CONTINUE, ERROR_RESPONSE_LEN_MAX, write_error, write_error_limit, write_response};

@@ -64,22 +64,50 @@ pub fn write_response(
 /// The answer to `err`: its status, a `text/plain` body that is `err.what` and a newline,
 /// and `Connection: close`. Fits in [`ERROR_RESPONSE_LEN_MAX`] bytes.
 pub fn write_error(out: &mut [u8], err: &HttpError) -> Option<usize> {
+    write_error_limit(out, err, None)
+}
+
+/// [`write_error`] naming the limit a request broke, from the relay's settings:
+/// `what (intake.body_bytes_max = 65536 bytes)`. A client's developer then knows what to send
+/// instead and an operator what to raise. Without room for the limit, the plain answer.
+pub fn write_error_limit(
+    out: &mut [u8],
+    err: &HttpError,
+    limit: Option<(&str, usize)>,
+) -> Option<usize> {
     let mut body = [0u8; ERROR_RESPONSE_LEN_MAX];
-    let what = err.what.as_bytes();
-    let n = what.len() + 1;
-    if n > body.len() {
-        return None;
+    let mut w = Cursor {
+        out: &mut body,
+        pos: 0,
+    };
+    w.put(err.what.as_bytes())?;
+    if let Some((setting, bytes)) = limit {
+        let plain = w.pos;
+        let named = (|| {
+            w.put(b" (")?;
+            w.put(setting.as_bytes())?;
+            w.put(b" = ")?;
+            w.decimal(bytes)?;
+            w.put(b" bytes)")
+        })();
+        if named.is_none() {
+            w.pos = plain;
+        }
     }
-    body[..what.len()].copy_from_slice(what);
-    body[what.len()] = b'\n';
-    write_response(
+    w.put(b"\n")?;
+    let n = w.pos;
+    let written = write_response(
         out,
         err.status,
         false,
         "text/plain; charset=utf-8",
         &[],
         &body[..n],
-    )
+    );
+    if written.is_none() && limit.is_some() {
+        return write_error(out, err);
+    }
+    written
 }
 
 fn has_line_break(s: &[u8]) -> bool {

@@ -365,7 +365,7 @@ impl Intake {
             cx.stats.bad_requests.inc();
             cx.metrics.request(None, ReqOutcome::Invalid);
         }
-        self.flush(cx, c);
+        self.flush(cx, c, now);
         self.pace_input(cx, c);
     }
 
@@ -409,9 +409,9 @@ impl Intake {
         }
     }
 
-    /// Sends the connection's pending output (one send in flight at a time), or closes it when
-    /// it is closing and owes nothing more.
-    fn flush(&mut self, cx: &mut Cx, c: u32) {
+    /// Sends the connection's pending output (one send in flight at a time), or, when it is
+    /// closing and owes nothing more, closes it or lets it linger ([`Intake::linger`]).
+    fn flush(&mut self, cx: &mut Cx, c: u32, now: Instant) {
         let conn = &mut self.conns[c as usize];
         if !conn.live || conn.s.closing {
             return;
@@ -437,8 +437,23 @@ impl Intake {
             return;
         }
         if conn.http.poll_close().is_some() {
-            self.close(cx, c);
+            if !conn.eof && conn.http.begin_linger(&self.http_cfg, now) {
+                self.linger(cx, c);
+            } else {
+                self.close(cx, c);
+            }
         }
+    }
+
+    /// The connection ends while its client may still be sending (`http1::conn`, lingering):
+    /// its write side is shut, so the client reads the answer and then end-of-stream, and its
+    /// receive stays armed to drop what still arrives, so the close that follows (on the
+    /// client's end-of-stream, or the sweep at the deadline) finds nothing unread to reset.
+    fn linger(&mut self, cx: &mut Cx, c: u32) {
+        let conn = &mut self.conns[c as usize];
+        let e = conn.s.shutdown_write(OP_IN_SHUTDOWN, c);
+        cx.ring.push(e);
+        self.arm_recv(cx, c);
     }
 
     pub fn on_send(&mut self, cx: &mut Cx, c: u32, generation: u32, res: i32, now: Instant) {
@@ -513,6 +528,10 @@ impl Intake {
             if !conn.live || conn.s.closing {
                 continue;
             }
+            if conn.http.linger_over(now) {
+                self.close(cx, c);
+                continue;
+            }
             let Some(reason) = conn.http.handle_timeout(&self.http_cfg, now) else {
                 continue;
             };
@@ -523,7 +542,7 @@ impl Intake {
                 _ => {}
             }
             if reason.drains_output() {
-                self.flush(cx, c);
+                self.flush(cx, c, now);
             } else {
                 self.close(cx, c);
             }
@@ -544,7 +563,7 @@ impl Intake {
         for c in 0..self.conns.len() as u32 {
             if self.conns[c as usize].live {
                 self.conns[c as usize].http.begin_drain(idle_until);
-                self.flush(cx, c);
+                self.flush(cx, c, now);
             }
         }
     }

@@ -692,6 +692,7 @@ fn intake_config(spec: &Spec, rate: crate::clock::TickRate) -> ConnConfig {
         head_timeout: rate.from_ms(spec.head_timeout_ms),
         idle_timeout: rate.from_ms(spec.idle_timeout_ms),
         send_timeout: rate.from_ms(spec.send_timeout_ms),
+        linger: rate.from_ms(crate::http1::conn::LINGER_MS),
     }
 }
 

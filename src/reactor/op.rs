@@ -189,6 +189,15 @@ impl Sock {
             .user_data(ud(kind, index, self.generation))
     }
 
+    /// `shutdown(SHUT_WR)` through the ring, counted in flight: the peer reads end-of-stream
+    /// after what was sent, and the socket can still receive.
+    pub fn shutdown_write(&mut self, kind: u64, index: u32) -> squeue::Entry {
+        self.ops += 1;
+        opcode::Shutdown::new(types::Fd(self.fd), libc::SHUT_WR)
+            .build()
+            .user_data(ud(kind, index, self.generation))
+    }
+
     /// A send of `len` bytes at `ptr`, which must stay put until it completes; counted in
     /// flight.
     ///

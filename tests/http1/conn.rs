@@ -16,6 +16,7 @@ fn cfg() -> ConnConfig {
         head_timeout: Ticks(100 * MS),
         idle_timeout: Ticks(1_000 * MS),
         send_timeout: Ticks(300 * MS),
+        linger: Ticks(60 * MS),
     }
 }
 
@@ -428,4 +429,224 @@ fn nothing_is_written_for_an_answer_not_owed() {
     c.reset(at(0));
     assert!(!c.answer_owed(at(1), owed_body));
     assert_eq!(c.output_len(), 0);
+}
+
+// ---- lingering: a connection that ends while its client may still be sending ----
+
+/// A head whose Content-Length is over the limit, answered 413 before its body arrives.
+fn over_the_limit(c: &mut Conn, cfg: &ConnConfig, now: Instant) -> String {
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        cfg.limits.body_bytes_max + 1
+    );
+    c.handle_bytes(head.as_bytes(), now);
+    let served = c.serve(cfg, now, answer);
+    assert!(served.error.is_some());
+    drain(c, now)
+}
+
+#[test]
+fn a_body_over_the_limit_is_answered_413_naming_the_setting_and_its_bytes() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    let out = over_the_limit(&mut c, &cfg, at(1));
+    assert!(out.starts_with("HTTP/1.1 413"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "(intake.body_bytes_max = {} bytes)",
+            cfg.limits.body_bytes_max
+        )),
+        "{out}"
+    );
+}
+
+#[test]
+fn more_than_the_input_holds_names_both_limits_and_their_sum() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    let big = vec![b'a'; cfg.limits.request_bytes_max() + 1];
+    c.handle_bytes(&big, at(0));
+    let out = drain(&mut c, at(0));
+    assert!(
+        out.contains(&format!(
+            "(intake.head_bytes_max + intake.body_bytes_max = {} bytes)",
+            cfg.limits.request_bytes_max()
+        )),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_refused_request_lingers_dropping_what_arrives_until_the_clients_end_of_stream() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    over_the_limit(&mut c, &cfg, at(1));
+    assert_eq!(c.poll_close(), Some(Close::BadRequest), "answer out: ends");
+    assert!(
+        c.begin_linger(&cfg, at(1)),
+        "the body may still be arriving"
+    );
+    assert!(c.is_lingering());
+    assert_eq!(c.poll_close(), None, "not closed while lingering");
+    c.handle_bytes(&vec![b' '; 4096], at(2));
+    assert_eq!(c.serve(&cfg, at(2), answer).requests, 0);
+    assert_eq!(
+        c.poll_transmit(),
+        b"",
+        "what arrives is dropped, not answered"
+    );
+    assert_eq!(c.poll_close(), None);
+    c.handle_eof(at(3));
+    assert_eq!(
+        c.poll_close(),
+        Some(Close::BadRequest),
+        "the client ended: close"
+    );
+    assert!(!c.begin_linger(&cfg, at(3)), "lingers once");
+}
+
+#[test]
+fn a_lingering_connection_closes_at_the_linger_deadline_or_the_head_deadline_if_sooner() {
+    for (head_ms, closes_at) in [(100, 61), (40, 41)] {
+        let cfg = ConnConfig {
+            head_timeout: Ticks(head_ms * MS),
+            ..cfg()
+        };
+        let mut c = Conn::new(&cfg);
+        c.reset(at(0));
+        over_the_limit(&mut c, &cfg, at(1));
+        assert!(c.begin_linger(&cfg, at(1)));
+        assert_eq!(
+            c.poll_timeout(&cfg),
+            Some(at(closes_at)),
+            "wakes at the deadline (head {head_ms} ms)"
+        );
+        assert!(!c.linger_over(at(closes_at - 1)));
+        assert!(c.linger_over(at(closes_at)), "head {head_ms} ms");
+        assert!(!c.linger_over(at(closes_at + 1)), "once");
+        assert_eq!(c.poll_close(), Some(Close::BadRequest));
+        assert!(!c.begin_linger(&cfg, at(closes_at + 1)), "lingers once");
+    }
+}
+
+#[test]
+fn a_client_that_asked_to_close_lingers_for_what_it_pipelined_behind() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(
+        b"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\nGET /b HTTP/1.1\r\n",
+        at(1),
+    );
+    assert_eq!(c.serve(&cfg, at(1), answer).requests, 1);
+    assert!(drain(&mut c, at(1)).ends_with("/a"));
+    assert_eq!(c.poll_close(), Some(Close::Client));
+    assert!(c.begin_linger(&cfg, at(1)));
+}
+
+#[test]
+fn a_client_that_asked_to_close_with_nothing_behind_is_closed_at_once_without_lingering() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(
+        b"GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        at(1),
+    );
+    assert_eq!(c.serve(&cfg, at(1), answer).requests, 1);
+    assert!(drain(&mut c, at(1)).ends_with("/a"));
+    assert_eq!(c.poll_close(), Some(Close::Client));
+    assert!(!c.begin_linger(&cfg, at(1)));
+}
+
+#[test]
+fn a_client_that_already_ended_its_side_is_closed_at_once_without_lingering() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(&ping("/a"), at(1));
+    c.handle_eof(at(1));
+    assert_eq!(c.serve(&cfg, at(1), answer).requests, 1);
+    assert!(drain(&mut c, at(1)).ends_with("/a"));
+    assert_eq!(c.poll_close(), Some(Close::Client));
+    assert!(!c.begin_linger(&cfg, at(1)));
+}
+
+#[test]
+fn idle_send_timeout_and_shutdown_closes_do_not_linger() {
+    let cfg = cfg();
+    for reason in Close::ALL {
+        assert_eq!(
+            reason.lingers(),
+            matches!(
+                reason,
+                Close::Client | Close::BadRequest | Close::HeadTimeout
+            ),
+            "{reason:?}"
+        );
+    }
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    assert_eq!(c.handle_timeout(&cfg, at(1_001)), Some(Close::Idle));
+    assert!(!c.begin_linger(&cfg, at(1_001)));
+}
+
+#[test]
+fn a_late_body_is_answered_408_and_lingers() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc",
+        at(1),
+    );
+    assert_eq!(c.serve(&cfg, at(1), answer).requests, 0);
+    assert_eq!(c.handle_timeout(&cfg, at(102)), Some(Close::HeadTimeout));
+    assert!(drain(&mut c, at(102)).starts_with("HTTP/1.1 408"));
+    assert!(c.begin_linger(&cfg, at(102)));
+}
+
+/// A stop that begins while a refusal is still being sent: the linger that follows ends at
+/// the drain's idle deadline, not a whole linger later.
+#[test]
+fn a_drain_that_began_while_the_refusal_was_being_sent_bounds_the_linger_that_follows() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    let head = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        cfg.limits.body_bytes_max + 1
+    );
+    c.handle_bytes(head.as_bytes(), at(1));
+    c.serve(&cfg, at(1), answer);
+    assert!(!c.poll_transmit().is_empty(), "the 413 is being sent");
+    c.begin_drain(at(10));
+    let n = c.output_len();
+    c.handle_sent(n, at(2));
+    assert!(c.begin_linger(&cfg, at(2)));
+    assert!(!c.linger_over(at(9)));
+    assert!(c.linger_over(at(10)));
+}
+
+#[test]
+fn a_drain_bounds_lingering_to_its_idle_deadline() {
+    let cfg = cfg();
+    // Lingering when the drain begins.
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    over_the_limit(&mut c, &cfg, at(1));
+    assert!(c.begin_linger(&cfg, at(1)));
+    c.begin_drain(at(20));
+    assert!(c.linger_over(at(20)));
+    // Draining when it begins to linger.
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.begin_drain(at(30));
+    over_the_limit(&mut c, &cfg, at(1));
+    assert!(c.begin_linger(&cfg, at(1)));
+    assert!(!c.linger_over(at(29)));
+    assert!(c.linger_over(at(30)));
 }
