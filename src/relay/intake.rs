@@ -126,23 +126,34 @@ pub fn handle(
                 }
             }
         }
-        http1::Method::Post | http1::Method::Get => {
+        _ if path == b"/ping" => {
+            return reply(
+                out,
+                405,
+                "text/plain",
+                &[("Allow", b"GET")],
+                b"method not allowed: /ping takes GET",
+                Verdict::Invalid,
+            );
+        }
+        _ if is_rpc_path(path) || region_path(path).is_some() => {
+            // A bot that GETs its RPC URL learns to POST, not that the URL is wrong.
+            return reply(
+                out,
+                405,
+                "text/plain",
+                &[("Allow", b"POST")],
+                b"method not allowed: JSON-RPC is sent with POST on this path",
+                Verdict::Invalid,
+            );
+        }
+        _ => {
             return reply(
                 out,
                 404,
                 "text/plain",
                 &[],
                 b"not found: JSON-RPC is served on POST /api/v1/bundles, /api/v1/transactions and /api/v1/<method>, and under /<region>/api/v1/ for one region alone; GET /ping",
-                Verdict::Invalid,
-            );
-        }
-        http1::Method::Other => {
-            return reply(
-                out,
-                405,
-                "text/plain",
-                &[("Allow", b"GET, POST")],
-                b"method not allowed: use POST for JSON-RPC, GET for /ping",
                 Verdict::Invalid,
             );
         }

@@ -131,7 +131,7 @@ fn the_other_methods_answer_as_jito_does_or_say_clearly_what_is_not_served() {
         b"PUT /api/v1/bundles HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n",
     );
     assert_eq!(status, 405);
-    assert!(head.contains("Allow: GET, POST"), "{head}");
+    assert!(head.contains("Allow: POST"), "{head}");
     // Nothing above was admitted; the connection is still usable.
     let (status, _, _) = exchange(&mut c, b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(status, 200);
@@ -403,5 +403,48 @@ fn a_bundle_waiting_for_its_region_reads_pending_in_jitos_shape() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains(&format!("\"bundle_id\":\"{id}\"")), "{body}");
 
+    relay.shutdown(Duration::from_millis(100));
+}
+
+/// Method by path, as RFC 9110 has it: a path the relay serves answers a method it does not
+/// take with 405 and `Allow` naming the one it does; a path it does not serve is 404 whatever
+/// the method. A bot that GETs its RPC URL learns to POST, not that the URL is wrong.
+#[test]
+fn a_method_a_served_path_does_not_take_is_405_naming_the_one_it_does_and_an_unknown_path_is_404() {
+    let relay = start(2_000);
+    let mut c = connect(&relay);
+    for (method, path, status, allow) in [
+        ("GET", "/ping", 200, None),
+        ("POST", "/ping", 405, Some("GET")),
+        ("DELETE", "/ping", 405, Some("GET")),
+        ("GET", "/api/v1/bundles", 405, Some("POST")),
+        ("GET", "/api/v1/transactions", 405, Some("POST")),
+        ("GET", "/api/v1/getTipAccounts", 405, Some("POST")),
+        ("GET", "/nowhere/api/v1/bundles", 405, Some("POST")),
+        ("PUT", "/api/v1/bundles", 405, Some("POST")),
+        ("GET", "/api/v2/nothing", 404, None),
+        ("POST", "/api/v2/nothing", 404, None),
+        ("PUT", "/api/v2/nothing", 404, None),
+    ] {
+        let req = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{{}}");
+        let (got, head, body) = exchange(&mut c, req.as_bytes());
+        assert_eq!(got, status, "{method} {path}: {head}\n{body}");
+        match allow {
+            Some(allow) => {
+                assert!(
+                    head.contains(&format!("Allow: {allow}\r"))
+                        || head.ends_with(&format!("Allow: {allow}")),
+                    "{method} {path}: {head}"
+                );
+                assert!(
+                    body.contains(&format!("with {allow}"))
+                        || body.contains(&format!("takes {allow}")),
+                    "{method} {path}: {body}"
+                );
+            }
+            None => assert!(!head.contains("Allow:"), "{method} {path}: {head}"),
+        }
+    }
+    assert_eq!(relay.totals().admitted, 0);
     relay.shutdown(Duration::from_millis(100));
 }
