@@ -74,8 +74,9 @@ pub enum Unanswered {
     /// No pair of the region was free within [`QUERY_PAIR_WAIT_MS`] (or none is up), or the
     /// engine's rate limit cooled every pair tried until then.
     NoPair,
-    /// The engine refused the call, failed it, or its answer was lost, or the call never left
-    /// whole, until the wait ran out (its words, when it gave any, are in the entry's text).
+    /// The engine's answer was lost or was no JSON-RPC (a front end's page), the engine refused
+    /// the relay's address (401, 403), or the call never left whole, until the wait ran out.
+    /// Any other JSON-RPC error is the engine's answer, kept.
     Failed,
     /// The engine's answer was larger than [`QUERY_ANSWER_BYTES`].
     TooLarge,
@@ -87,7 +88,9 @@ impl Unanswered {
     pub fn why(self) -> &'static str {
         match self {
             Unanswered::NoPair => "no pair to the engine was free in time",
-            Unanswered::Failed => "the engine's answer was an error or was lost",
+            Unanswered::Failed => {
+                "the engine's answer was lost, was not JSON-RPC, or refused the relay's address"
+            }
             Unanswered::TooLarge => "the engine's answer was larger than the relay keeps",
             Unanswered::Stopping => "the relay is stopping",
         }

@@ -10,7 +10,8 @@
 //! | `getInflightBundleStatuses` | the ids an engine took or may have (a send lost after it went whole), and those the tenant has no record of (sent through another relay, straight to Jito, or by another tenant) | the record's status, `Landed` with its slot or `Failed` where the engine says so; for an id the tenant has no record of, the engine's status (`Invalid` without its answer) |
 //! | `getBundleStatuses` | every id that is a bundle id (64 hex) | the engine's entries as it wrote them, each at the id it names; `null` for what is no bundle id or the engine left out |
 //! | either, no pair free in time | — | inflight: the record alone; statuses: HTTP 429 and -32097 with the pair's interval to wait, as Jito answers a caller over its rate |
-//! | either, the engine failed or its answer was lost | — | inflight: the record alone; statuses: -32603 saying why |
+//! | either, the engine answered a JSON-RPC error (any code, -32603 included) | — | inflight: the record alone; statuses: the engine's code and words |
+//! | either, the engine's answer was lost or is no JSON-RPC | — | inflight: the record alone; statuses: -32603 saying why |
 //! | `getBundleDelivery` | never | the record |
 //!
 //! A tenant sees only its own bundles in the record: another tenant's id is to it exactly what

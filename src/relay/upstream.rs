@@ -1138,6 +1138,7 @@ impl Upstream {
         let authenticates = self.links.region(region).auth.is_some();
         let mut reauth = false;
         let mut text = Text::default();
+        let mut query_kept = false;
         let (fate, code) = match conn.response(id) {
             Some(resp) => {
                 answered = resp.end == StreamEnd::Complete;
@@ -1151,17 +1152,31 @@ impl Upstream {
                     }
                     _ => (grpc::outcome(&resp, grpc::RETRY_AFTER_MS_DEFAULT), None),
                 };
-                // A status query keeps the engine's answer, its refusals included (the bot
-                // gets the engine's own error); a cooled or denied pair's answer is not one.
+                // A status query keeps the engine's answer, its refusals and failures
+                // included (the bot gets the engine's own error, its code and words, as from
+                // Jito itself); a cooled or denied pair's answer is not one, nor is a body
+                // that is no JSON-RPC error (a front end's page).
                 if let Some(Call::Query(q)) = f.map(|f| f.call) {
-                    let kept = match outcome {
+                    query_kept = match outcome {
                         Outcome::Ok(_) => true,
                         Outcome::Rejected { code, .. } => {
                             code != Code::PERMISSION_DENIED && code != Code::UNAUTHENTICATED
                         }
+                        // A whole JSON-RPC error, not one refusing the source (401, 403).
+                        Outcome::Unknown { .. } => {
+                            answered
+                                && !matches!(
+                                    resp.headers.get(b":status"),
+                                    Some(b"401") | Some(b"403")
+                                )
+                                && matches!(
+                                    crate::jsonrpc::parse_status_reply(resp.body),
+                                    Some(crate::jsonrpc::StatusReply::Error { .. })
+                                )
+                        }
                         _ => false,
                     };
-                    if kept {
+                    if query_kept {
                         self.queries.answered(q, resp.body);
                     }
                 }
@@ -1376,15 +1391,17 @@ impl Upstream {
             },
             Call::Query(q) => match fate {
                 // The answer was kept above (or found too large: counted unanswered).
-                Fate::Delivered | Fate::Rejected => match self.queries.get(q).answer() {
-                    Ok(_) => self.stats.status_queries_answered.inc(),
-                    Err(_) => self.stats.status_queries_unanswered.inc(),
-                },
+                _ if query_kept || matches!(fate, Fate::Delivered | Fate::Rejected) => {
+                    match self.queries.get(q).answer() {
+                        Ok(_) => self.stats.status_queries_answered.inc(),
+                        Err(_) => self.stats.status_queries_unanswered.inc(),
+                    }
+                }
                 // The pair was cooled or the call never left whole: another pair, in time.
                 // The engine's pace (rate limited): out of time, the bot is told to wait.
                 Fate::Cooldown => self.query_again(q, now, Unanswered::NoPair),
                 Fate::Retry | Fate::Denied => self.query_again(q, now, Unanswered::Failed),
-                Fate::Failed => {
+                Fate::Failed | Fate::Delivered | Fate::Rejected => {
                     self.queries.give_up(q, Unanswered::Failed);
                     self.stats.status_queries_unanswered.inc();
                 }

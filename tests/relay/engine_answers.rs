@@ -313,6 +313,78 @@ fn getbundlestatuses_places_each_engine_entry_at_the_id_it_names() {
     assert_eq!(answer["result"]["context"]["slot"], 77);
 }
 
+/// A thread whose one pair carries a bot's getBundleStatuses (id 5, one bundle id) to the
+/// engine, on stream `t.stream`.
+fn a_status_query_at_the_engine() -> (Sim, Instant) {
+    let (mut t, _, now) = one_region(10, 10_000);
+    let a = "aa".repeat(32);
+    let body =
+        format!(r#"{{"jsonrpc":"2.0","id":5,"method":"getBundleStatuses","params":[["{a}"]]}}"#);
+    assert_eq!(t.post(&body, now), Verdict::Deferred);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0, "the query goes to the engine");
+    (t, now)
+}
+
+/// An engine that answers getBundleStatuses with an error of its own (-32603 "internal
+/// error", or a code Jito never listed) is the engine's answer: the bot gets its code and its
+/// words, as a bot asking Jito directly would, not the relay's "no engine answered".
+#[test]
+fn getbundlestatuses_an_engine_fails_reaches_the_bot_with_the_engines_code_and_words() {
+    for (code, words) in [
+        (-32603, "bank forks lock poisoned"),
+        (-32010, "slot skipped, try later"),
+    ] {
+        let (mut t, now) = a_status_query_at_the_engine();
+        let engine =
+            format!(r#"{{"jsonrpc":"2.0","error":{{"code":{code},"message":"{words}"}},"id":1}}"#);
+        let (pair, stream) = (t.pair, t.stream);
+        t.d.received(pair, &json_reply(stream, &engine), at(now, 1));
+        let answer = deferred_answer(&mut t);
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+        assert_eq!(answer["error"]["message"], words, "{answer}");
+        assert_eq!(answer["id"], 5, "{answer}");
+        let s = t.d.stats();
+        assert_eq!(
+            (
+                s.status_queries_answered.get(),
+                s.status_queries_unanswered.get()
+            ),
+            (1, 0),
+            "the engine answered"
+        );
+    }
+}
+
+/// A JSON-RPC error the engine sends with HTTP 401 or 403 refuses the relay's address, not the
+/// bot's question: the bot is told no engine answered, not given the engine's words about the
+/// relay's credentials.
+#[test]
+fn getbundlestatuses_an_engine_refuses_with_401_or_403_is_not_passed_on_as_its_answer() {
+    use h2_support::{block, push_frame};
+    for status in [&b"401"[..], b"403"] {
+        let (mut t, now) = a_status_query_at_the_engine();
+        let engine =
+            r#"{"jsonrpc":"2.0","error":{"code":-32603,"message":"invalid auth token"},"id":1}"#;
+        let mut reply = Vec::new();
+        let fields = block(&[(b":status", status), (b"content-type", b"application/json")]);
+        // HEADERS (END_HEADERS), then DATA (END_STREAM).
+        let h = push_frame(&mut reply, 0x1, 0x4, &fields);
+        let d = push_frame(&mut reply, 0x0, 0x1, engine.as_bytes());
+        for at in [h, d] {
+            reply[at..at + 4].copy_from_slice(&t.stream.to_be_bytes());
+        }
+        let pair = t.pair;
+        t.d.received(pair, &reply, at(now, 1));
+        let answer = deferred_answer(&mut t);
+        let message = answer["error"]["message"].as_str().unwrap_or("");
+        assert!(
+            !message.contains("invalid auth token") && message.contains("refused the relay"),
+            "{answer}"
+        );
+    }
+}
+
 #[test]
 fn a_rate_limited_send_shows_before_the_send_that_took_the_bundle() {
     let (mut t, _, now) = one_region(100, 10_000);
