@@ -436,4 +436,14 @@ fn a_lease_the_store_answers_with_an_error_leaves_the_other_tenants_grants() {
         "{m}"
     );
     assert_eq!(metric(&m, "bundle_relay_quota_store_up"), 1, "{m}");
+    // Every lease asked ends granted, refused or failed: beta's errors are asked and failed.
+    let failed = metric(&m, "bundle_relay_quota_leases_failed_total");
+    assert!(failed >= 1, "beta's leases the store failed: {m}");
+    assert_eq!(
+        metric(&m, "bundle_relay_quota_leases_asked_total"),
+        metric(&m, "bundle_relay_quota_leases_granted_total")
+            + metric(&m, "bundle_relay_quota_leases_refused_total")
+            + failed,
+        "asked = granted + refused + failed: {m}"
+    );
 }

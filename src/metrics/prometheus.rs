@@ -387,7 +387,7 @@ fn render(m: &Metrics, out: &mut String) {
 /// and tenants running on their last lease; per tenant, what is held on lease.
 fn render_quota(m: &Metrics, out: &mut String) {
     let q = m.quota().counts();
-    let counters: [(&str, &str, u64); 6] = [
+    let counters: [(&str, &str, u64); 7] = [
         (
             "bundle_relay_quota_leases_asked_total",
             "Leases of tenants' global rates asked of the quota store.",
@@ -402,6 +402,11 @@ fn render_quota(m: &Metrics, out: &mut String) {
             "bundle_relay_quota_leases_refused_total",
             "Leases the quota store granted nothing of: the tenant's global rate was used up for that second.",
             q.refused,
+        ),
+        (
+            "bundle_relay_quota_leases_failed_total",
+            "Leases the quota store answered with an error, or whose round trip failed: asked = granted + refused + failed.",
+            q.failed,
         ),
         (
             "bundle_relay_quota_requests_granted_total",

@@ -11,6 +11,7 @@ pub struct QuotaStats {
     asked: AtomicU64,
     granted: AtomicU64,
     refused: AtomicU64,
+    failed: AtomicU64,
     granted_requests: AtomicU64,
     store_errors: AtomicU64,
     outages: AtomicU64,
@@ -28,6 +29,9 @@ pub struct QuotaCounts {
     pub granted: u64,
     /// Leases the store granted nothing of (the global rate used up for that second).
     pub refused: u64,
+    /// Leases that got no grant or refusal: the store answered them with an error, or their
+    /// round trip failed. `asked = granted + refused + failed` once no round trip is out.
+    pub failed: u64,
     /// Requests the store granted, all told.
     pub granted_requests: u64,
     /// Round trips that failed (refused connection, timeout, error reply).
@@ -61,11 +65,14 @@ impl QuotaStats {
     /// its timeout).
     pub fn asked_in_vain(&self, leases: usize) {
         self.asked.fetch_add(leases as u64, Relaxed);
+        self.failed.fetch_add(leases as u64, Relaxed);
     }
 
-    /// A round trip asking `leases` leases failed.
+    /// A round trip asking `leases` leases failed, or the store answered that many of its
+    /// leases with an error.
     pub fn store_error(&self, leases: usize) {
         self.asked.fetch_add(leases as u64, Relaxed);
+        self.failed.fetch_add(leases as u64, Relaxed);
         self.store_errors.fetch_add(1, Relaxed);
     }
 
@@ -86,6 +93,7 @@ impl QuotaStats {
             asked: self.asked.load(Relaxed),
             granted: self.granted.load(Relaxed),
             refused: self.refused.load(Relaxed),
+            failed: self.failed.load(Relaxed),
             granted_requests: self.granted_requests.load(Relaxed),
             store_errors: self.store_errors.load(Relaxed),
             outages: self.outages.load(Relaxed),

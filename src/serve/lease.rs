@@ -369,6 +369,7 @@ impl Loop {
         match answer {
             Answer::Lease(asked, Ok(answers)) => {
                 let mut refused: Option<(String, String)> = None;
+                let mut failed = 0;
                 for (a, answer) in asked.iter().zip(answers) {
                     let g = match answer {
                         Ok(g) => g,
@@ -380,6 +381,7 @@ impl Loop {
                                 self.refused_until[usize::from(a.slot)] = Some(now + RETRY);
                             }
                             refused.get_or_insert((a.tenant.clone(), why));
+                            failed += 1;
                             continue;
                         }
                     };
@@ -406,7 +408,7 @@ impl Loop {
                 // lease and is asked again later, not an outage of the store.
                 match refused {
                     Some((tenant, why)) => {
-                        quota.store_error(0);
+                        quota.store_error(failed);
                         self.back();
                         if self
                             .refusal_said_at
