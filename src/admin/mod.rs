@@ -367,7 +367,10 @@ fn serve(s: &mut TcpStream, deadline: Instant, shared: &Shared) -> io::Result<()
     let request_line = String::from_utf8_lossy(request_line);
     let mut parts = request_line.split(' ');
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
+    // An absolute-form target (`http://host/metrics`) is served as its path, as RFC 9112
+    // §3.2.2 requires.
+    let (path, _query) = crate::http1::split_target(target.as_bytes());
+    let path = std::str::from_utf8(path).unwrap_or("");
     if method != "GET" && method != "HEAD" {
         let a = answer(
             "405 Method Not Allowed",

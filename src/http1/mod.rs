@@ -74,6 +74,6 @@ pub use limits::{
     BODY_BYTES_MAX_DEFAULT, HEAD_BYTES_MAX_DEFAULT, HEAD_TIMEOUT_MS_DEFAULT, HEADERS_MAX,
     IDLE_TIMEOUT_MS_DEFAULT, Limits, SEND_TIMEOUT_MS_DEFAULT,
 };
-pub use request::{Framed, Method, Needed, Request, frame, needed, parse};
+pub use request::{Framed, Method, Needed, Request, frame, needed, parse, split_target};
 pub use status::reason;
 pub use write::{CONTINUE, ERROR_RESPONSE_LEN_MAX, write_error, write_error_limit, write_response};

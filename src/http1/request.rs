@@ -294,7 +294,7 @@ fn decimal(value: &[u8]) -> Result<u64, HttpError> {
 
 /// Splits a request target into path and query; an absolute-form target loses its scheme
 /// and authority first.
-fn split_target(target: &[u8]) -> (&[u8], &[u8]) {
+pub fn split_target(target: &[u8]) -> (&[u8], &[u8]) {
     let mut path = target;
     for scheme in [&b"http://"[..], b"https://"] {
         if target.len() >= scheme.len() && target[..scheme.len()].eq_ignore_ascii_case(scheme) {

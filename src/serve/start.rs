@@ -59,7 +59,7 @@ pub fn admin(
         match started {
             Ok(a) => {
                 println!(
-                    "admin: http://{0}/metrics, /debug/histograms, /debug/pairs, /debug/tenants{1}",
+                    "admin: http://{0}/metrics, /debug/histograms, /debug/pairs, /debug/tenants, /ping{1}",
                     a.local_addr(),
                     if token.is_some() {
                         " (bearer token required on all but /ping)"

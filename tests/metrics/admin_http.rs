@@ -597,3 +597,24 @@ fn a_head_with_bare_line_feeds_is_answered_at_once() {
     );
     h.shutdown();
 }
+
+/// A request target in absolute form (`GET http://host:port/metrics`, as a forward proxy or
+/// some scrapers send it; RFC 9112 §3.2.2 says a server must accept it) reaches the same
+/// endpoint as its path.
+#[test]
+fn an_absolute_form_target_is_served_as_its_path() {
+    let (_m, h) = start();
+    let addr = h.local_addr();
+    for (target, status, says) in [
+        (format!("http://{addr}/metrics"), "200", "bundle_relay_"),
+        (format!("HTTP://{addr}/ping"), "200", "pong"),
+        (format!("http://{addr}/ping?x=1"), "200", "pong"),
+        (format!("https://{addr}/nothing"), "404", "not found"),
+    ] {
+        let req = format!("GET {target} HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        let (status_line, _, body) = exchange(addr, req.as_bytes());
+        assert!(status_line.contains(status), "{target}: {status_line}");
+        assert!(body.contains(says), "{target}: {body}");
+    }
+    h.shutdown();
+}
