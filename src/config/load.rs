@@ -112,15 +112,40 @@ impl Config {
 
     /// Jito mainnet: the 8 regions of [`MAINNET_REGIONS`] over TLS on 443, hosts unresolved (no
     /// network needed to load), pinned intake ports 8081..8088 and rotating 8080 on 127.0.0.1,
-    /// admin 127.0.0.1:9464, and egress = this host's own addresses ([`host_addresses`]). With no
+    /// admin 127.0.0.1:9464, and egress = this host's own addresses on the interfaces a default
+    /// route leaves through ([`host_addresses`]; the others are named in a warning). With no
     /// such address it falls back to 127.0.0.1, with a warning in [`Config::warnings`].
     pub fn embedded_default() -> Config {
         let mut warnings = Vec::new();
-        let sources = match host_addresses() {
-            Ok(addrs) if !addrs.is_empty() => addrs.into_iter().map(Source::Local).collect(),
+        let found = host_addresses();
+        if let Ok(h) = &found
+            && !h.no_default_route.is_empty()
+        {
+            let left: Vec<String> = h
+                .no_default_route
+                .iter()
+                .map(|(iface, a)| format!("{a} ({iface})"))
+                .collect();
+            warnings.push(format!(
+                "egress: left out {}: no default route leaves through {}; give [egress] \
+                 addresses in a config file to send from {}",
+                left.join(", "),
+                if left.len() == 1 {
+                    "its interface"
+                } else {
+                    "their interfaces"
+                },
+                if left.len() == 1 { "it" } else { "them" },
+            ));
+        }
+        let sources = match found {
+            Ok(h) if !h.usable.is_empty() => h.usable.into_iter().map(Source::Local).collect(),
             found => {
                 let why = match found {
                     Err(e) => format!("listing interfaces failed: {e}"),
+                    Ok(h) if !h.no_default_route.is_empty() => {
+                        "no interface a default route leaves through has an address".to_string()
+                    }
                     Ok(_) => "no interface has a non-loopback address".to_string(),
                 };
                 warnings.push(format!(

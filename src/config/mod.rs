@@ -191,7 +191,10 @@ mod token;
 pub use diff::Changes;
 pub use egress::SOURCES_MAX;
 pub use error::ConfigError;
-pub use host::host_addresses;
+pub use host::{
+    HostAddresses, choose as choose_host_addresses, default_route_interfaces_v4,
+    default_route_interfaces_v6, host_addresses,
+};
 pub use keypair::{KEYPAIR_FILE_BYTES_MAX, SearcherKey};
 pub use model::{
     ADMIN_PORT, Config, ConnectMode, Egress, EgressSlice, FD_SLACK, FdBudget, Intake,
