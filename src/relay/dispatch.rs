@@ -843,6 +843,8 @@ impl Dispatcher {
         // Tokens first: a region that authenticates takes no call without one.
         self.up.run_auth(now);
         self.receive_handoffs(now);
+        // Bundles have had every pair for a refresh period past the tips' due time.
+        self.up.refresh_starved_tips(now);
         let mut busy = 0u32;
         for lane in 0..self.fifos.len() {
             if !self.fifos[lane].is_empty() && self.up.group_listed(lane % self.groups) == 0 {

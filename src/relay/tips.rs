@@ -42,6 +42,8 @@ pub(super) struct TipCache {
     pub(super) in_flight: bool,
     /// The call on a pair has its answer (kept or refused).
     answered: bool,
+    /// When the refresh now wanted first came due (a retry moves `due`, not this).
+    pub(super) wanted_since: Instant,
 }
 
 impl TipCache {
@@ -52,6 +54,7 @@ impl TipCache {
             due: now,
             in_flight: false,
             answered: false,
+            wanted_since: now,
         };
         let d = crate::jito::TIP_ACCOUNTS_JSON;
         c.json[..d.len()].copy_from_slice(d);
@@ -73,6 +76,15 @@ impl TipCache {
     pub(super) fn call_ended(&mut self, now: Instant, refresh: Ticks, retry: Ticks) {
         self.in_flight = false;
         self.due = now.after(if self.answered { refresh } else { retry });
+        if self.answered {
+            self.wanted_since = self.due;
+        }
+    }
+
+    /// The refresh has waited a whole `refresh` period past its due time (every region it
+    /// could use was busy with bundles): it goes before them now.
+    pub(super) fn starved(&self, now: Instant, refresh: Ticks) -> bool {
+        !self.in_flight && now.0 >= self.due.0 && now.since(self.wanted_since).0 >= refresh.0
     }
 
     /// Keeps an engine's answer if [`decode_accounts`] accepts it (true); otherwise the

@@ -654,10 +654,33 @@ impl Upstream {
         self.tips.json()
     }
 
+    /// Whether the tip refresh has waited a whole refresh period past its due time: the
+    /// dispatcher then runs it before the bundles ([`Upstream::refresh_tips`] with no region
+    /// busy), so a pool that bots keep busy still refreshes once a period, a period late at
+    /// most, for one pair's turn.
+    pub fn tips_starved(&self, now: Instant) -> bool {
+        self.tips.starved(now, self.tip_refresh)
+    }
+
+    /// A starved refresh ([`Upstream::tips_starved`]) goes before the bundles; once it is on a
+    /// pair, the next may jump ahead only a refresh period later (a refresh the engine keeps
+    /// failing retries behind the bundles meanwhile).
+    pub fn refresh_starved_tips(&mut self, now: Instant) {
+        if !self.tips_starved(now) {
+            return;
+        }
+        if self.refresh_tips(0, now) {
+            // A pair was taken (its call started, or its connection could not take one): the
+            // next jump is a period away either way.
+            self.tips.wanted_since = now;
+        }
+    }
+
     /// Asks one engine for the tip accounts when a refresh is due, on a pair the limiter hands
     /// out like any other (a GetTipAccounts call counts against the pair's rate too). Regions
-    /// take turns; a region with bundles waiting (`busy`, bit per region) sends those first, a
-    /// silent one gets probes instead.
+    /// take turns; a region with bundles waiting (`busy`, bit per region) sends those first (for
+    /// a refresh period past the due time at most: [`Upstream::tips_starved`]), a silent one
+    /// gets probes instead.
     ///
     /// Without a pair to ask on, the refresh waits for one rather than a retry: when every
     /// candidate region's pairs are paced, until the soonest is ready; when none has a pair in
@@ -665,10 +688,10 @@ impl Upstream {
     /// iteration after a pair joins asks (a bot's first getTipAccounts gets the engines' list
     /// within a connect, not [`TIP_RETRY_MS`] later). Pairs all held by calls are not that
     /// case: bundles take them first, so asking again every iteration would only cost the
-    /// iterations; it retries.
-    pub fn refresh_tips(&mut self, busy: u32, now: Instant) {
+    /// iterations; it retries. True when it took a pair.
+    pub fn refresh_tips(&mut self, busy: u32, now: Instant) -> bool {
         if now.0 < self.tips.due.0 || self.tips.in_flight {
-            return;
+            return false;
         }
         let n = self.links.regions().len();
         let mut soonest: Option<Instant> = None;
@@ -699,7 +722,7 @@ impl Upstream {
                 self.give_back_unused(pair, now);
                 self.tips.due = now.after(self.tip_retry);
             }
-            return;
+            return true;
         }
         let retry = now.after(self.tip_retry);
         self.tips.due = match soonest {
@@ -710,6 +733,7 @@ impl Upstream {
             // No pair in rotation anywhere: still due.
             _ => self.tips.due,
         };
+        false
     }
 
     /// An engine's GetTipAccounts answer of `len` bytes was kept, or refused (counted, and

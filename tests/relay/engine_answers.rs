@@ -703,6 +703,76 @@ fn a_tip_answer_the_relay_refuses_keeps_the_list_is_counted_and_waits_a_refresh_
     assert!(calls(&mut d, at(next, TIP_REFRESH_MS + 2)));
 }
 
+/// A region whose every pair is taken by bundles the moment it is ready (bots always have
+/// more waiting than the pool sends) still gets its tip accounts refreshed: bundles come first
+/// for one refresh period past the due time, then one call takes a pair's turn. Otherwise bots
+/// would be answered a list older than any refresh period for as long as the load lasts.
+#[test]
+fn a_region_always_busy_with_bundles_still_refreshes_its_tip_accounts_one_period_late_at_most() {
+    use bundle_relay::relay::tips::TIP_REFRESH_MS;
+    let (mut t, _, start) = one_region(1_000, 10_000);
+    // The tip accounts were asked for when the pair came up: the next refresh is due
+    // TIP_REFRESH_MS on.
+    let asked = t.stats.tip_calls.get();
+    let mut now = start;
+    let mut seed = 0;
+    let mut refreshed_at = None;
+    while now.0 < start.0 + (2 * TIP_REFRESH_MS + 10_000) * MS {
+        // Two bundles a second for a pair that sends one: some always wait.
+        for _ in 0..2 {
+            seed += 1;
+            assert_eq!(t.post_bundle(seed, now), Verdict::Admitted);
+        }
+        if t.send(now) {
+            t.answer(now);
+        }
+        if t.stats.tip_calls.get() > asked {
+            refreshed_at = Some(now);
+            break;
+        }
+        now = at(now, 1_000);
+    }
+    let refreshed_at = refreshed_at.expect("the tip accounts were refreshed under the load");
+    let after_s = (refreshed_at.0 - start.0) / MS / 1_000;
+    assert!(
+        (TIP_REFRESH_MS / 1_000..=2 * TIP_REFRESH_MS / 1_000 + 2).contains(&after_s),
+        "refreshed {after_s} s after the last, bundles first for a period past the due time"
+    );
+}
+
+/// A tip refresh the engine keeps failing, in a region bots keep busy, jumps ahead of the
+/// bundles once a refresh period, not at every retry: the engine's failure must not hand the
+/// bots' pairs to tip calls every few seconds.
+#[test]
+fn a_failing_tip_refresh_in_a_busy_region_jumps_ahead_of_bundles_once_a_period_at_most() {
+    use bundle_relay::relay::tips::TIP_REFRESH_MS;
+    let (mut t, _, start) = one_region(1_000, 10_000);
+    let mut calls = t.stats.tip_calls.get();
+    let mut now = start;
+    let mut seed = 0;
+    while now.0 < start.0 + 3 * TIP_REFRESH_MS * MS {
+        for _ in 0..2 {
+            seed += 1;
+            assert_eq!(t.post_bundle(seed, now), Verdict::Admitted);
+        }
+        if t.send(now) {
+            if t.stats.tip_calls.get() > calls {
+                calls = t.stats.tip_calls.get();
+                t.answer_error(14, "temporarily unavailable", now);
+            } else {
+                t.answer(now);
+            }
+        }
+        now = at(now, 1_000);
+    }
+    let asked = t.stats.tip_calls.get() - 1;
+    assert!(
+        (1..=2).contains(&asked),
+        "{asked} tip calls in {} s of a busy region, each failed",
+        3 * TIP_REFRESH_MS / 1_000
+    );
+}
+
 /// `bundle_relay_upstream_calls_total` counts each call under the gRPC status the engine
 /// answered, the ones that send the bundle again (UNAVAILABLE) or leave its fate unknown
 /// (INTERNAL) included; only a call that ended without any status is a transport error.
