@@ -9,6 +9,8 @@ use super::limits::{HEADERS_MAX, Limits};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
     Get,
+    /// Answered as GET would be, without the body (RFC 9110 §9.3.2).
+    Head,
     Post,
     Other,
 }
@@ -218,6 +220,7 @@ pub fn frame<'a>(buf: &'a [u8], limits: &Limits) -> Result<Framed<'a>, HttpError
     }
     let method = match method {
         "GET" => Method::Get,
+        "HEAD" => Method::Head,
         "POST" => Method::Post,
         _ => Method::Other,
     };

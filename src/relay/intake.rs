@@ -87,6 +87,28 @@ pub fn handle(
     now: Instant,
     out: &mut [u8],
 ) -> (usize, Verdict, Option<jsonrpc::Method>) {
+    if method == http1::Method::Head {
+        // GET's answer (GET never waits on an engine), its head alone: the same status and
+        // Content-Length, no body.
+        let (n, verdict, m) = handle(
+            d,
+            port,
+            conn,
+            claim,
+            http1::Method::Get,
+            path,
+            query,
+            body,
+            keep_alive,
+            now,
+            out,
+        );
+        let head = out[..n]
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map_or(n, |i| i + 4);
+        return (head, verdict, m);
+    }
     let method_seen = core::cell::Cell::new(None);
     let reply = |out: &mut [u8], status, ctype, extra: &[(&str, &[u8])], body: &[u8], v| {
         let n = http1::write_response(out, status, keep_alive, ctype, extra, body)
@@ -131,12 +153,17 @@ pub fn handle(
                 out,
                 405,
                 "text/plain",
-                &[("Allow", b"GET")],
-                b"method not allowed: /ping takes GET",
+                &[("Allow", b"GET, HEAD")],
+                b"method not allowed: /ping takes GET (or HEAD)",
                 Verdict::Invalid,
             );
         }
-        _ if is_rpc_path(path) || region_path(path).is_some() => {
+        _ if is_rpc_path(path)
+            || region_path(path).is_some_and(|name| {
+                (0..d.region_count())
+                    .any(|r| d.region_name(r).as_bytes().eq_ignore_ascii_case(name))
+            }) =>
+        {
             // A bot that GETs its RPC URL learns to POST, not that the URL is wrong.
             return reply(
                 out,

@@ -415,12 +415,14 @@ fn a_method_a_served_path_does_not_take_is_405_naming_the_one_it_does_and_an_unk
     let mut c = connect(&relay);
     for (method, path, status, allow) in [
         ("GET", "/ping", 200, None),
-        ("POST", "/ping", 405, Some("GET")),
-        ("DELETE", "/ping", 405, Some("GET")),
+        ("POST", "/ping", 405, Some("GET, HEAD")),
+        ("DELETE", "/ping", 405, Some("GET, HEAD")),
         ("GET", "/api/v1/bundles", 405, Some("POST")),
         ("GET", "/api/v1/transactions", 405, Some("POST")),
         ("GET", "/api/v1/getTipAccounts", 405, Some("POST")),
         ("GET", "/nowhere/api/v1/bundles", 405, Some("POST")),
+        ("GET", "/elsewhere/api/v1/bundles", 404, None),
+        ("POST", "/elsewhere/api/v1/bundles", 404, None),
         ("PUT", "/api/v1/bundles", 405, Some("POST")),
         ("GET", "/api/v2/nothing", 404, None),
         ("POST", "/api/v2/nothing", 404, None),
@@ -436,9 +438,10 @@ fn a_method_a_served_path_does_not_take_is_405_naming_the_one_it_does_and_an_unk
                         || head.ends_with(&format!("Allow: {allow}")),
                     "{method} {path}: {head}"
                 );
+                let first = allow.split(',').next().unwrap();
                 assert!(
-                    body.contains(&format!("with {allow}"))
-                        || body.contains(&format!("takes {allow}")),
+                    body.contains(&format!("with {first}"))
+                        || body.contains(&format!("takes {first}")),
                     "{method} {path}: {body}"
                 );
             }
@@ -446,5 +449,50 @@ fn a_method_a_served_path_does_not_take_is_405_naming_the_one_it_does_and_an_unk
         }
     }
     assert_eq!(relay.totals().admitted, 0);
+    relay.shutdown(Duration::from_millis(100));
+}
+
+/// Reads one response head (up to the blank line) and nothing more: a HEAD answer has no body.
+fn read_head(c: &mut TcpStream) -> String {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        assert_eq!(c.read(&mut byte).unwrap(), 1, "closed mid-head: {head:?}");
+        head.push(byte[0]);
+    }
+    String::from_utf8(head).unwrap()
+}
+
+/// HEAD (a load balancer's health check, `option httpchk HEAD /ping`) is answered as GET would
+/// be, without the body: the same status and `Content-Length`, so the connection's next
+/// answer is framed right.
+#[test]
+fn head_is_answered_as_get_without_a_body_and_the_connection_stays_framed() {
+    let relay = start(2_000);
+    let mut c = connect(&relay);
+    for (path, status, allow) in [
+        ("/ping", "200", None),
+        ("/api/v1/bundles", "405", Some("Allow: POST")),
+        ("/api/v2/nothing", "404", None),
+    ] {
+        c.write_all(format!("HEAD {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .unwrap();
+        let head = read_head(&mut c);
+        assert!(
+            head.starts_with(&format!("HTTP/1.1 {status}")),
+            "HEAD {path}: {head}"
+        );
+        if let Some(allow) = allow {
+            assert!(head.contains(allow), "HEAD {path}: {head}");
+        }
+        let (_, get_head, get_body) = exchange(
+            &mut c,
+            format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+        );
+        assert!(
+            head.contains(&format!("Content-Length: {}\r\n", get_body.len())),
+            "HEAD {path} says GET's length: {head} / {get_head}"
+        );
+    }
     relay.shutdown(Duration::from_millis(100));
 }
