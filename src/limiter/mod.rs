@@ -580,7 +580,9 @@ impl Limiter {
     /// ([`Pace::reprice`]). So a longer interval holds a
     /// pair that booked under the shorter one, a spent burst included (never sooner than the
     /// old rule allowed; what is still booked counts at the new length, what has passed at the
-    /// old), and a shorter one frees it sooner. Cooldowns stand as asked. Every
+    /// old), and a shorter one frees it sooner. A pair with nothing booked ahead waits the new
+    /// interval from its last send, and one whose call is in flight books the new interval
+    /// from that call's answer. Cooldowns stand as asked. Every
     /// pair in rotation is filed again, so one ready under the old rate but not the new one
     /// waits. O(pairs of the region); not for the request path.
     pub fn set_rate(&mut self, region: RegionId, rate: RegionRate, now: Instant) {
@@ -600,7 +602,8 @@ impl Limiter {
         }
         let first = u32::from(region.0) * self.addresses;
         for i in first..first + self.addresses {
-            self.pace[i as usize].reprice(old, new, now.0);
+            let held = self.state[i as usize].place == HELD;
+            self.pace[i as usize].reprice(old, new, now.0, held);
             let s = self.state[i as usize];
             if s.conn != ConnState::Up || s.place == HELD {
                 continue;

@@ -121,15 +121,28 @@ impl Pace {
     /// booked ahead of now scaled (`now + (tat − now) × new / old`: a burst spent under the old
     /// interval refills at the new one). A longer interval keeps the later, so neither reading
     /// sends early; a shorter one the sooner. A rested pair stays rested.
-    pub(super) fn reprice(&mut self, old: u64, new: u64, now_tick: u64) {
+    ///
+    /// A pair with nothing booked ahead of now (`tat ≤ now`) takes the first reading alone:
+    /// the second would be `now` itself, as if it had just sent, and each later reload would
+    /// push an idle pair further out. A pair `held` by a call in flight takes the second alone:
+    /// that call is its last send and books when it ends, at the new interval.
+    pub(super) fn reprice(&mut self, old: u64, new: u64, now_tick: u64, held: bool) {
         if self.tat_tick == 0 || old == new {
             return;
         }
         let last = self.tat_tick.saturating_sub(old).saturating_add(new);
-        let ahead = self.tat_tick.saturating_sub(now_tick);
+        if self.tat_tick <= now_tick {
+            if !held {
+                self.tat_tick = last.max(1);
+            }
+            return;
+        }
+        let ahead = self.tat_tick - now_tick;
         let scaled = (u128::from(ahead) * u128::from(new) / u128::from(old.max(1))) as u64;
         let scaled = now_tick.saturating_add(scaled);
-        self.tat_tick = if new > old {
+        self.tat_tick = if held {
+            scaled
+        } else if new > old {
             last.max(scaled)
         } else {
             last.min(scaled)

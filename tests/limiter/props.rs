@@ -3,11 +3,13 @@
 //! after its last answer or inside a cooldown; every wait names exactly the tick the first pair
 //! is handed out; "no pair up" only when every pair of the lane is down or held; a lane hands
 //! out only its own egress group's pairs; after every operation each pair is in exactly one
-//! place (`check_invariants`).
+//! place (`check_invariants`). A reload may change a region's interval at any moment, a pair's
+//! call in flight included: from then on a pair waits the new interval after its last answer,
+//! no less (the engine's rule now) and no more.
 
 use bundle_relay::clock::{Instant, TickRate, Ticks};
 use bundle_relay::limiter::{
-    Acquire, ConnState, LaneId, Limiter, LimiterConfig, PairId, Place, RegionId,
+    Acquire, ConnState, LaneId, Limiter, LimiterConfig, PairId, Place, RegionId, RegionRate,
 };
 use proptest::prelude::*;
 
@@ -35,6 +37,8 @@ enum Op {
     Cooldown(u32, u64),
     Connection(u32, ConnState),
     Finish(u32),
+    /// A reload sets region `.0`'s interval to `.1` ticks.
+    SetRate(u8, u64),
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -55,6 +59,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..PAIRS, 0u64..2_000).prop_map(|(p, t)| Op::Cooldown(p, t)),
         1 => (0..PAIRS, state).prop_map(|(p, s)| Op::Connection(p, s)),
         4 => (0..PAIRS).prop_map(Op::Finish),
+        1 => (0..REGIONS as u8, 1_000_000u64..3_000_000_000).prop_map(|(r, i)| Op::SetRate(r, i)),
     ]
 }
 
@@ -65,11 +70,14 @@ struct Model {
     cooldown_until: Vec<u64>,
     conn: Vec<ConnState>,
     held: Vec<bool>,
+    /// Each region's interval now.
+    interval: Vec<u64>,
 }
 
 impl Model {
     fn eligible(&self, p: usize) -> u64 {
-        let rate = self.last_answer[p].map_or(0, |t| t + INTERVAL);
+        let interval = self.interval[p / ADDRESSES as usize];
+        let rate = self.last_answer[p].map_or(0, |t| t + interval);
         rate.max(self.cooldown_until[p])
     }
 
@@ -99,6 +107,7 @@ proptest! {
             cooldown_until: vec![0; PAIRS as usize],
             conn: vec![ConnState::Down; PAIRS as usize],
             held: vec![false; PAIRS as usize],
+            interval: vec![INTERVAL; REGIONS],
         };
         let mut now = start;
         for op in ops {
@@ -156,6 +165,11 @@ proptest! {
                         model.held[p as usize] = false;
                         model.last_answer[p as usize] = Some(now);
                     }
+                }
+                Op::SetRate(r, interval) => {
+                    let rate = RegionRate { interval: Ticks(interval), burst: 1 };
+                    limiter.set_rate(RegionId(r), rate, Instant(now));
+                    model.interval[r as usize] = interval;
                 }
             }
             limiter.check_invariants();

@@ -842,3 +842,42 @@ fn a_new_rate_paces_every_lane_of_its_region() {
     assert_eq!(limiter.pace(R0).0, ms(2_000));
     limiter.check_invariants();
 }
+
+/// A reload to a longer interval while a pair's call is in flight: the call is the pair's last
+/// send, so its answer books the new interval from then, once (not the new interval from the
+/// send before it, and then another).
+#[test]
+fn a_reload_while_a_call_is_in_flight_books_the_new_interval_from_its_answer() {
+    let mut limiter = up_limiter(1, 1);
+    send(&mut limiter, R0, T0);
+    let sent = T0.after(ms(1_500));
+    let p = pair(limiter.acquire(LaneId(0), sent));
+    limiter.set_rate(R0, RegionRate::from_ms(RATE, 3_000, 1), sent.after(ms(100)));
+    let answered = sent.after(ms(200));
+    limiter.finish(p, answered);
+    assert_eq!(
+        limiter.view(p).next_allowed,
+        answered.after(ms(3_000)),
+        "three seconds from the answer"
+    );
+    limiter.check_invariants();
+}
+
+/// A pair that has waited out its interval is ready, and reloads (to a longer interval that its
+/// last send has also waited out) leave it ready: each must not count as a send of its own.
+#[test]
+fn reloads_do_not_push_out_a_pair_that_has_waited_out_the_new_interval() {
+    let mut limiter = up_limiter(1, 1);
+    let p = send(&mut limiter, R0, T0);
+    let now = T0.after(ms(2_500));
+    for interval_ms in [1_100, 1_200, 1_300] {
+        limiter.set_rate(R0, RegionRate::from_ms(RATE, interval_ms, 1), now);
+        assert_eq!(
+            limiter.view(p).next_allowed,
+            T0.after(ms(interval_ms)),
+            "the last send plus the new interval"
+        );
+    }
+    assert_eq!(pair(limiter.acquire(LaneId(0), now)), p, "ready now");
+    limiter.check_invariants();
+}
