@@ -72,19 +72,29 @@ pub fn span(s: f64) -> String {
 /// Seconds on a time axis whose ticks are `step_s` apart: "45 s", "0.15 s", "2:30" (min:s),
 /// "1:05:00" (h:min:s).
 pub fn clock_offset(s: f64, span_s: f64, step_s: f64) -> String {
+    // An interval may begin before the log's start time: its ticks read "-10 s", "-1:00";
+    // zero never reads "-0".
+    let s = s + 0.0;
     if span_s <= 180.0 {
         // As many decimals as the step has, so no two ticks read alike (0.05 s steps: 0.15 s,
         // not 0.1 s twice).
         let decimals = (-step_s.log10() - 1e-9).ceil().clamp(0.0, 9.0) as usize;
         let t = format!("{s:.decimals$}");
-        return format!("{} s", t.trim_end_matches('0').trim_end_matches('.'));
+        // Trailing zeros of the decimals only: "10 s" keeps its zero.
+        let t = if t.contains('.') {
+            t.trim_end_matches('0').trim_end_matches('.')
+        } else {
+            &t
+        };
+        return format!("{t} s");
     }
-    let whole = s.round() as u64;
+    let whole = s.abs().round() as u64;
+    let sign = if s < 0.0 && whole > 0 { "-" } else { "" };
     if span_s < 3600.0 {
-        format!("{}:{:02}", whole / 60, whole % 60)
+        format!("{sign}{}:{:02}", whole / 60, whole % 60)
     } else {
         format!(
-            "{}:{:02}:{:02}",
+            "{sign}{}:{:02}:{:02}",
             whole / 3600,
             whole % 3600 / 60,
             whole % 60
@@ -146,6 +156,31 @@ mod tests {
         assert_eq!(span(125.0), "2 min 5 s");
         assert_eq!(span(7_200.0), "2 h");
         assert_eq!(clock_offset(150.0, 600.0, 60.0), "2:30");
+    }
+
+    #[test]
+    fn time_ticks_under_three_minutes_keep_their_whole_seconds_and_only_needed_decimals() {
+        for (s, step, label) in [
+            (0.0, 10.0, "0 s"),
+            (10.0, 10.0, "10 s"),
+            (50.0, 10.0, "50 s"),
+            (100.0, 20.0, "100 s"),
+            (2.0, 1.0, "2 s"),
+            (0.15, 0.05, "0.15 s"),
+            (0.5, 0.1, "0.5 s"),
+            (1.0, 0.5, "1 s"),
+            (1.5, 0.5, "1.5 s"),
+            (0.0, 0.05, "0 s"),
+            (-0.0, 10.0, "0 s"),
+            (-10.0, 10.0, "-10 s"),
+            (-0.5, 0.5, "-0.5 s"),
+        ] {
+            assert_eq!(clock_offset(s, 60.0, step), label, "{s} s, step {step}");
+        }
+        // An interval that began before the log's start time, on a long axis.
+        assert_eq!(clock_offset(-60.0, 600.0, 60.0), "-1:00");
+        assert_eq!(clock_offset(-3_600.0, 7_200.0, 600.0), "-1:00:00");
+        assert_eq!(clock_offset(-0.0, 600.0, 60.0), "0:00");
         assert_eq!(utc(1_764_460_800.0), "2025-11-30 00:00:00");
         assert_eq!(utc(1_796_023_938.034), "2026-11-30 07:32:18");
     }
