@@ -107,6 +107,8 @@ fn reason_phrases_for_every_status_the_relay_sends() {
         (100, "Continue"),
         (200, "OK"),
         (400, "Bad Request"),
+        (401, "Unauthorized"),
+        (403, "Forbidden"),
         (404, "Not Found"),
         (405, "Method Not Allowed"),
         (408, "Request Timeout"),
