@@ -64,7 +64,7 @@ pub use error::{
 };
 pub use json_str::{BufferTooSmall, Bytes, JsonStr};
 pub use limits::{DEPTH_MAX, ID_LEN_MAX, MEMBERS_MAX, STATUS_IDS_MAX, STR_LIST_LEN_MAX};
-pub use parse::parse_request;
+pub use parse::{parse_request, parse_request_named};
 pub use reply::{Reply, fuzz_reply, parse_reply, send_transaction_len, write_send_transaction};
 pub use request::{Call, Id, Method, Request, StrList};
 pub use status_reply::{

@@ -18,6 +18,19 @@ fn parse_error<'a>((offset, expected): (usize, Expected)) -> RpcError<'a> {
 /// Precedence: invalid JSON anywhere (-32700) first; then the first request-level problem in
 /// document order (-32600); then an unknown method (-32601); then the params (-32602).
 pub fn parse_request(body: &[u8]) -> Result<Request<'_>, RpcError<'_>> {
+    parse_request_named(body).0
+}
+
+/// [`parse_request`], and the method the request named when it is one the relay serves and
+/// the request itself checked out (version, id, members), whether or not its parameters did:
+/// a `sendBundle` with bad parameters is still counted as a `sendBundle`.
+pub fn parse_request_named(body: &[u8]) -> (Result<Request<'_>, RpcError<'_>>, Option<Method>) {
+    let mut named = None;
+    let request = parse(body, &mut named);
+    (request, named)
+}
+
+fn parse<'b>(body: &'b [u8], named: &mut Option<Method>) -> Result<Request<'b>, RpcError<'b>> {
     let mut s = Scanner::new(body);
     s.ws();
     let first = s.peek();
@@ -133,6 +146,7 @@ pub fn parse_request(body: &[u8]) -> Result<Request<'_>, RpcError<'_>> {
     let Some(method) = Method::from_name(&name) else {
         return fail(ErrorKind::MethodNotFound(name));
     };
+    *named = Some(method);
     match parse_params(method, params) {
         Ok(call) => Ok(Request {
             id: answer_id,

@@ -185,9 +185,12 @@ pub fn handle(
             );
         }
     }
-    let request = match jsonrpc::parse_request(body) {
+    let (request, named) = jsonrpc::parse_request_named(body);
+    let request = match request {
         Ok(r) => r,
         Err(e) => {
+            // Counted under the method it named, when the relay serves that method.
+            method_seen.set(named);
             let mut json = [0u8; BODY_BYTES_MAX];
             let b = jsonrpc::write_error(&mut json, e.id, &e).expect("errors fit");
             return reply(out, 200, "application/json", &[], b, Verdict::Invalid);

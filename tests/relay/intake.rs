@@ -496,3 +496,43 @@ fn head_is_answered_as_get_without_a_body_and_the_connection_stays_framed() {
     }
     relay.shutdown(Duration::from_millis(100));
 }
+
+/// A request that names a method the relay serves but gives it bad parameters (six
+/// transactions, an encoding Jito does not take, no transaction list) is counted under that
+/// method, as refused: an operator sees sendBundle's own error rate, not an "other" that
+/// hides it.
+#[test]
+fn a_known_method_with_bad_parameters_is_counted_under_its_method_as_invalid() {
+    let relay = start(2_000);
+    let mut c = connect(&relay);
+    let (txs, _, _) = bundle(7, 1);
+    let six = vec![txs[0].clone(); 6];
+    for body in [
+        send_bundle_body(&six, 1),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":2,"method":"sendBundle","params":[["{}"],{{"encoding":"hex"}}]}}"#,
+            txs[0]
+        ),
+        r#"{"jsonrpc":"2.0","id":3,"method":"sendBundle","params":[]}"#.to_string(),
+    ] {
+        let (status, _, answer) = exchange(&mut c, &post("/api/v1/bundles", &body));
+        assert_eq!(status, 200);
+        assert!(answer.contains("-32602"), "{answer}");
+    }
+    let unknown = r#"{"jsonrpc":"2.0","id":4,"method":"getThings","params":[]}"#;
+    exchange(&mut c, &post("/api/v1/bundles", unknown));
+    let mut text = String::new();
+    relay.metrics().render_prometheus(&mut text);
+    let count = |method: &str| {
+        let series =
+            format!(r#"bundle_relay_requests_total{{method="{method}",outcome="invalid"}} "#);
+        text.lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .unwrap_or_else(|| panic!("{series} in {text}"))
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    assert_eq!((count("sendBundle"), count("other")), (3, 1), "{text}");
+    relay.shutdown(Duration::from_millis(100));
+}
