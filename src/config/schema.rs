@@ -443,7 +443,8 @@ pub fn from_toml_with(
         || file.default_tenant.is_some()
         || file.tenants_from.is_some()
         || overrides.tenants.is_some();
-    let mut config = build(file, &Ctx { origin }, base, resolve)?;
+    let mut config =
+        build(file, &Ctx { origin }, base, resolve).map_err(|e| blame_override(e, overrides))?;
     // Without tenants every request is the open default's, on the shared addresses: with every
     // source in a group there are none, and every bundle would wait for a pair it has not.
     if !file_tenants && !config.egress.groups.is_empty() && config.egress.group_counts()[0] == 0 {
@@ -473,6 +474,36 @@ pub fn from_toml_with(
     }
     config.warnings.extend(notes);
     Ok(config)
+}
+
+/// An error about a value a command-line flag put in place of the file's names the flag, not
+/// the file: `--egress-slice: "5/4": ...`, `--ca-file: ...`.
+fn blame_override(e: ConfigError, overrides: &Overrides) -> ConfigError {
+    let flag = if overrides.egress_slice.is_some() && e.key == "egress.slice" {
+        "--egress-slice"
+    } else if overrides.egress.is_some() && e.key.starts_with("egress.addresses") {
+        "--egress"
+    } else if let Some(ca) = &overrides.ca_file
+        && e.key.starts_with("region[")
+        && e.key.ends_with("].ca_file")
+        // The flag's own file (a region's written ca_file it did not replace is the file's).
+        && e.message.contains(
+            &std::path::absolute(ca)
+                .unwrap_or_else(|_| ca.clone())
+                .display()
+                .to_string(),
+        )
+    {
+        "--ca-file"
+    } else {
+        return e;
+    };
+    ConfigError {
+        origin: flag.to_string(),
+        key: String::new(),
+        location: None,
+        ..e
+    }
 }
 
 fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Config, ConfigError> {

@@ -2645,3 +2645,39 @@ fn the_mainnet_examples_commented_quota_loads_when_uncommented() {
     assert_eq!(c.quota.unwrap().redis, "10.0.0.5:6379");
     assert_eq!(c.tenants.list[0].policy.global_rate, Some(500));
 }
+
+/// A bad value a command-line flag gave is blamed on the flag, not on the file the operator
+/// did not write it in.
+#[test]
+fn a_bad_value_from_a_flag_names_the_flag_not_the_file() {
+    let (_dir, _ca, o) = bench_ca("flag-blame");
+    let missing = Overrides {
+        ca_file: Some(PathBuf::from("/nonexistent/bench-ca.pem")),
+        ..o.clone()
+    };
+    let slice = Overrides {
+        egress_slice: Some("5/4".into()),
+        ..o.clone()
+    };
+    let egress = Overrides {
+        egress: Some(vec!["127.1.0.0/8".into()]),
+        ..o
+    };
+    for (overrides, flag) in [
+        (&missing, "--ca-file: "),
+        (&slice, "--egress-slice: "),
+        (&egress, "--egress: "),
+    ] {
+        let e = overridden(&format!("{TLS_REGION}{EGRESS}"), overrides).unwrap_err();
+        assert!(e.starts_with(flag), "{e}");
+    }
+    // The file's own mistake stays the file's, with --ca-file given beside it.
+    let (_dir2, _ca2, o) = bench_ca("flag-blame-file");
+    let plain = "[[region]]\nname = \"local\"\nhost = \"127.0.0.16\"\nport = 10000\n\
+                 tls = false\nca_file = \"written.pem\"\n";
+    let e = overridden(&format!("{TLS_REGION}{plain}{EGRESS}"), &o).unwrap_err();
+    assert!(
+        e.contains("relay.toml: region[1].ca_file: "),
+        "the file's key, not the flag: {e}"
+    );
+}
