@@ -379,6 +379,12 @@ fn limits_below_the_config_and_addresses_not_on_the_host_fail() {
             .starts_with("bundle-relay egress-ip --config FILE | sh"),
         "{c}"
     );
+    // The route egress-ip would print for them: one block, not one address of it.
+    assert!(
+        c.fix
+            .contains("ip -4 route replace local 198.51.100.0/30 dev lo)"),
+        "{c}"
+    );
 }
 
 #[test]

@@ -360,7 +360,16 @@ fn egress_addresses(cfg: &Config, out: &mut Vec<Check>) {
         .take(4)
         .map(|(a, e)| format!("{a} ({e})"))
         .collect();
-    let first = bad[0].0;
+    // A route that makes the failed addresses local (`egress-ip` prints them for the whole
+    // config, in blocks of every address it lists).
+    let unbound: Vec<std::net::IpAddr> = bad.iter().map(|(a, _)| *a).collect();
+    let routes = egress::commands(&unbound, egress::Method::LocalRoute, "lo");
+    let first = routes.first().cloned().unwrap_or_default();
+    let more = if routes.len() > 1 {
+        format!(" and {} more", routes.len() - 1)
+    } else {
+        String::new()
+    };
     out.push(Check::new(
         Level::Fail,
         "egress addresses",
@@ -372,8 +381,8 @@ fn egress_addresses(cfg: &Config, out: &mut Vec<Check>) {
         ),
         "every one local and bindable",
         format!(
-            "bundle-relay egress-ip --config FILE | sh (one local route per block, e.g. ip route \
-             replace local {first}/32 dev lo)"
+            "bundle-relay egress-ip --config FILE | sh (one local route per block; for the \
+             ones that failed: {first}{more})"
         ),
     ));
 }
