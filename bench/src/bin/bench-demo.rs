@@ -60,7 +60,7 @@ struct Args {
     /// Engine interval: one bundle per (source IP, region) per this many ms.
     #[arg(long, default_value_t = bundle_relay_bench::engine::INTERVAL_MS_DEFAULT)]
     interval_ms: u64,
-    /// No storm (by default a quarter of the sources are told to back off 30 s at mid-run).
+    /// No storm (by default a quarter of the sources are told to back off 30 s half the step's duration after its engine starts, connecting the pairs included, so somewhat before the load's middle).
     #[arg(long)]
     no_storm: bool,
     /// bundle-relay runs from a config file and this many seconds after it starts (each

@@ -122,8 +122,9 @@ impl Drop for SentLogFile {
     }
 }
 
-/// The default storm, at the middle of a step (engine start is the load's start to within the
-/// relay's start-up).
+/// The default storm, half the step's duration after its engine starts: the relay's start
+/// and its pairs' connects come first (about a second for 2,048 pairs here), so the storm
+/// lands that much before the middle of the load.
 fn storm_spec(duration_s: f64) -> String {
     let ms = (duration_s * 500.0).round() as u64;
     format!("storm@{ms}ms:fraction={STORM_FRACTION_DEFAULT},retry_ms={STORM_RETRY_MS_DEFAULT}")
