@@ -279,6 +279,14 @@ fn a_token_a_reload_changed_during_a_takeover_is_the_one_the_new_admin_asks_for(
     );
     let mut engine = spawn_engine(&engine_bin, engine_port);
     wait_line(&new_lines, "taking over from pid", Duration::from_secs(30));
+    assert!(
+        !new_lines
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("no changes")),
+        "a new token is a change"
+    );
     wait_line(&new_lines, "admin: http://", Duration::from_secs(10));
     let answers = (
         metrics_with(addr, "new-token"),

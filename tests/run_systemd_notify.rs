@@ -294,6 +294,20 @@ fn status_ready_reloading_watchdog_and_stopping_reach_the_manager_in_order() {
         messages(&log)
     );
     assert_eq!(wait_exit(&mut child, Duration::from_secs(10)), Some(0));
+    // The first reload found the file as it runs, and said so.
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(
+        out.contains(
+            "config reloaded: generation 2\n  no changes: what was read is what already runs\n"
+        ),
+        "{out}"
+    );
 }
 
 #[test]

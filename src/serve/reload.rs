@@ -110,6 +110,12 @@ impl Pending {
             for line in &changes.kept {
                 println!("  kept until a restart: {line}");
             }
+            // The admin token is said below, by what it became.
+            let token_changed = running.config.admin_token != next.config.admin_token;
+            if changes.applied.is_empty() && changes.kept.is_empty() && !token_changed {
+                // Said, so an operator who expected an edit to apply knows the relay saw none.
+                println!("  no changes: what was read is what already runs");
+            }
             if let Some(a) = admin {
                 rotate_token(a, admin_token, next.config.admin_token.clone());
             }
