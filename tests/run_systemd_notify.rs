@@ -136,11 +136,16 @@ fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
 }
 
 fn stderr_of(child: &mut Child) -> String {
-    let mut err = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut err);
+    read_all(child.stderr.take())
+}
+
+/// Everything left in a child's pipe (empty when it was taken already).
+fn read_all(pipe: Option<impl Read>) -> String {
+    let mut text = String::new();
+    if let Some(mut p) = pipe {
+        let _ = p.read_to_string(&mut text);
     }
-    err
+    text
 }
 
 fn messages(log: &[(Instant, String)]) -> String {
@@ -295,13 +300,7 @@ fn status_ready_reloading_watchdog_and_stopping_reach_the_manager_in_order() {
     );
     assert_eq!(wait_exit(&mut child, Duration::from_secs(10)), Some(0));
     // The first reload found the file as it runs, and said so.
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
+    let out = read_all(child.stdout.take());
     assert!(
         out.contains(
             "config reloaded: generation 2\n  no changes: what was read is what already runs\n"

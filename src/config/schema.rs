@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -408,9 +408,7 @@ pub fn from_toml_with(
         notes.push(format!("override: {host}:{port} connects to {addr}"));
     }
     if let Some(ca) = &overrides.ca_file {
-        // A path on the command line is the shell's: relative to the working directory, not
-        // to the config file's folder as a path written in the file is.
-        let ca = std::path::absolute(ca).unwrap_or_else(|_| ca.clone());
+        let ca = flag_path(ca);
         for fr in file.region.iter_mut() {
             // Only TLS regions trust a CA; a plaintext one given a ca_file would be refused.
             let port = fr.port.unwrap_or(crate::jito::ENGINE_PORT);
@@ -476,6 +474,12 @@ pub fn from_toml_with(
     Ok(config)
 }
 
+/// A path given on the command line, as the overrides use it: the shell's, relative to the
+/// working directory (not to the config file's folder, as a path written in the file is).
+fn flag_path(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
 /// An error about a value a command-line flag put in place of the file's names the flag, not
 /// the file: `--egress-slice: "5/4": ...`, `--ca-file: ...`.
 fn blame_override(e: ConfigError, overrides: &Overrides) -> ConfigError {
@@ -487,12 +491,7 @@ fn blame_override(e: ConfigError, overrides: &Overrides) -> ConfigError {
         && e.key.starts_with("region[")
         && e.key.ends_with("].ca_file")
         // The flag's own file (a region's written ca_file it did not replace is the file's).
-        && e.message.contains(
-            &std::path::absolute(ca)
-                .unwrap_or_else(|_| ca.clone())
-                .display()
-                .to_string(),
-        )
+        && e.message.contains(&flag_path(ca).display().to_string())
     {
         "--ca-file"
     } else {

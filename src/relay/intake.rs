@@ -129,8 +129,7 @@ pub fn handle(
             // A region a reload removed is still found: it answers 503 naming it, as its
             // pinned port does. Names are lowercase in the config; a URL may not be (host
             // names, which Jito's regions are, are not case-sensitive either).
-            let r = (0..d.region_count())
-                .find(|&r| d.region_name(r).as_bytes().eq_ignore_ascii_case(name));
+            let r = region_named(d, name);
             match (r, port) {
                 (Some(r), Port::Rotating) => {
                     // The region by its path, the tenant by the port it came to.
@@ -159,10 +158,7 @@ pub fn handle(
             );
         }
         _ if is_rpc_path(path)
-            || region_path(path).is_some_and(|name| {
-                (0..d.region_count())
-                    .any(|r| d.region_name(r).as_bytes().eq_ignore_ascii_case(name))
-            }) =>
+            || region_path(path).is_some_and(|name| region_named(d, name).is_some()) =>
         {
             // A bot that GETs its RPC URL learns to POST, not that the URL is wrong.
             return reply(
@@ -504,6 +500,12 @@ fn region_path(path: &[u8]) -> Option<&[u8]> {
     let slash = memchr::memchr(b'/', rest)?;
     let (name, tail) = rest.split_at(slash);
     (!name.is_empty() && is_rpc_path(tail)).then_some(name)
+}
+
+/// The region a path names, by its config name in any case (host names, which Jito's regions
+/// are, are not case-sensitive); a region a reload removed is still found.
+fn region_named(d: &Dispatcher, name: &[u8]) -> Option<usize> {
+    (0..d.region_count()).find(|&r| d.region_name(r).as_bytes().eq_ignore_ascii_case(name))
 }
 
 /// Room for a region path's 404: its words, the name sent and every region's name.
