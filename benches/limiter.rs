@@ -482,7 +482,7 @@ fn bench_ledger(c: &mut Criterion) {
                 Ticks(HOLD_NS),
             ) {
                 Ok(booked) => {
-                    ledger.settle(slot, booked, Ticks(HOLD_NS), Instant(now + INTERVAL_NS))
+                    ledger.settle(slot, booked, Ticks(HOLD_NS), Instant(now + INTERVAL_NS));
                 }
                 Err(_) => refused += 1,
             }

@@ -233,8 +233,8 @@ impl Budget {
             term("reload flags", threads * regions * 2 + addresses, 1),
             // The pacing ledger a successor (and every relay of a sliced pool, in a ledger
             // file) shares: one mapping a process, room for the whole pool's pairs twice over at
-            // a quarter full; and each pair's entry number in it, with what its call in flight
-            // claimed there.
+            // a quarter full; and each pair's entry number in it, with what this process last
+            // booked there.
             term(
                 "pacing ledger",
                 crate::limiter::ledger::entries_for((pool_addresses * regions) as usize) as u64,

@@ -169,9 +169,9 @@ impl Ledger {
     /// claim's hold is given back: the entry becomes `tat`, or what the claim booked without
     /// the hold if later (that counts the other process's sends before it, which this
     /// process's `tat` knows nothing of). A booking another process made since stands if
-    /// later.
+    /// later. Returns what this process booked.
     #[inline]
-    pub fn settle(&self, slot: u32, claimed: u64, hold: Ticks, tat: Instant) {
+    pub fn settle(&self, slot: u32, claimed: u64, hold: Ticks, tat: Instant) -> u64 {
         let e = &self.entry(slot as usize).next;
         let settled = tat.0.max(claimed.saturating_sub(hold.0));
         if e.compare_exchange(claimed, settled, Ordering::AcqRel, Ordering::Acquire)
@@ -179,6 +179,19 @@ impl Ledger {
         {
             e.fetch_max(settled, Ordering::AcqRel);
         }
+        settled
+    }
+
+    /// The pair at `slot` is booked at `to` in place of `from`, if the entry still holds
+    /// `from` (this process's own booking, repriced by a reload). A booking another process
+    /// made since stands.
+    pub fn replace(&self, slot: u32, from: u64, to: u64) {
+        let _ = self.entry(slot as usize).next.compare_exchange(
+            from,
+            to,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
     }
 
     /// The pair at `slot` has its theoretical arrival time at `tat` (its call ended; its

@@ -63,8 +63,9 @@ struct LedgerLink {
     ledger: Arc<Ledger>,
     /// Each pair's entry (`u32::MAX`: none).
     slots: Box<[u32]>,
-    /// What this process's claim for each pair's call in flight booked (0: none).
-    claimed: Box<[u64]>,
+    /// What this process last booked in each pair's entry (0: nothing): the claim for its
+    /// call in flight, else what that call's end booked. A reload reprices it.
+    booked: Box<[u64]>,
 }
 
 /// See the module docs.
@@ -85,7 +86,7 @@ pub struct Links {
     group_listed: Box<[u32]>,
     /// Every pair's pacing as another relay process sees it (one taking over from this one,
     /// or the one this one takes over from), each pair's entry there (`u32::MAX`: none), and
-    /// what this process's claim for the pair's call in flight booked there (0: none).
+    /// what this process last booked there (0: nothing).
     ledger: Option<LedgerLink>,
     /// How long a call may run (`upstream_timeout_ms`): a claim in the ledger holds the pair
     /// that long past its interval, until the call's end books what it really needs.
@@ -146,7 +147,7 @@ impl Links {
             LedgerLink {
                 ledger: l,
                 slots,
-                claimed: vec![0; pair_count].into_boxed_slice(),
+                booked: vec![0; pair_count].into_boxed_slice(),
             }
         });
         Links {
@@ -833,7 +834,7 @@ impl Links {
                 Some(LedgerLink {
                     ledger,
                     slots,
-                    claimed,
+                    booked,
                 }),
             ) = (got, &mut self.ledger)
             else {
@@ -845,8 +846,8 @@ impl Links {
             }
             let (interval, tolerance) = self.limiter.pace(self.limiter.region_of(pair));
             match ledger.claim(slot, now, interval, tolerance, self.call_hold) {
-                Ok(booked) => {
-                    claimed[pair.0 as usize] = booked;
+                Ok(claim) => {
+                    booked[pair.0 as usize] = claim;
                     return got;
                 }
                 Err(until) => {
@@ -891,24 +892,35 @@ impl Links {
     /// the claim booked while the call ran.
     pub(super) fn finish(&mut self, pair: PairId, now: Instant) {
         self.limiter.finish(pair, now);
-        if let Some(LedgerLink {
-            ledger,
-            slots,
-            claimed,
-        }) = &mut self.ledger
-            && slots[pair.0 as usize] != u32::MAX
-        {
-            // As the limiter's GCRA state: its arrival time, a cooldown as its end plus the
-            // burst tolerance (allowed = arrival time − tolerance).
-            let v = self.limiter.view(pair);
-            let (_, tolerance) = self.limiter.pace(v.region);
-            let tat = v.next_allowed.max(v.cooldown_until).after(tolerance);
-            let slot = slots[pair.0 as usize];
-            match std::mem::take(&mut claimed[pair.0 as usize]) {
-                0 => ledger.book(slot, tat),
-                booked => ledger.settle(slot, booked, self.call_hold, tat),
-            }
+        let p = pair.0 as usize;
+        if self.ledger.as_ref().is_some_and(|l| l.slots[p] != u32::MAX) {
+            let tat = self.ledger_tat(pair);
+            let Some(LedgerLink {
+                ledger,
+                slots,
+                booked,
+            }) = &mut self.ledger
+            else {
+                return;
+            };
+            let slot = slots[p];
+            booked[p] = match booked[p] {
+                0 => {
+                    ledger.book(slot, tat);
+                    tat.0
+                }
+                claim => ledger.settle(slot, claim, self.call_hold, tat),
+            };
         }
+    }
+
+    /// `pair`'s next send by this process's limiter as the ledger keeps it, the GCRA state:
+    /// its arrival time, a cooldown as its end plus the burst tolerance (allowed = arrival
+    /// time − tolerance).
+    fn ledger_tat(&self, pair: PairId) -> Instant {
+        let v = self.limiter.view(pair);
+        let (_, tolerance) = self.limiter.pace(v.region);
+        v.next_allowed.max(v.cooldown_until).after(tolerance)
     }
 
     /// The call on held `pair` is given up at `now` unanswered (shutdown's deadline, a failed
@@ -917,7 +929,66 @@ impl Links {
     pub(super) fn abandon(&mut self, pair: PairId, now: Instant) {
         self.limiter.finish(pair, now);
         if let Some(l) = &mut self.ledger {
-            l.claimed[pair.0 as usize] = 0;
+            l.booked[pair.0 as usize] = 0;
+        }
+    }
+
+    /// Region `region` is paced at `rate` from now on (a reload), in the limiter and in the
+    /// ledger alike: each of its pairs' entries that still holds this process's own booking
+    /// is booked again at the new rate, as the limiter reprices it ([`Limiter::set_rate`]).
+    /// Else a shorter interval would hold each pair one old interval more (the ledger
+    /// refusing it as if another process had sent), and a longer one would let a successor
+    /// send on the old. A call in flight keeps its claim's hold and takes the new interval
+    /// from its send. An entry whose booking counts another process's sends is lowered by
+    /// nobody but that process's own next booking. O(pairs of the region); not the request
+    /// path.
+    fn set_pace(&mut self, region: RegionId, rate: RegionRate, now: Instant) {
+        let was_paced = self.limiter.pace(region);
+        if self.ledger.is_none() {
+            self.limiter.set_rate(region, rate, now);
+            return;
+        }
+        let pairs: Vec<PairId> = (0..self.sources.len() as u32)
+            .map(|a| self.limiter.pair(a, region))
+            .collect();
+        let before: Vec<Instant> = pairs.iter().map(|&p| self.ledger_tat(p)).collect();
+        self.limiter.set_rate(region, rate, now);
+        let paced = self.limiter.pace(region);
+        if paced == was_paced {
+            return;
+        }
+        let (old, new) = (was_paced.0, paced.0);
+        for (&pair, before) in pairs.iter().zip(before) {
+            let p = pair.0 as usize;
+            let in_flight = self.limiter.view(pair).in_flight == 1;
+            let tat = self.ledger_tat(pair).0;
+            let Some(LedgerLink {
+                ledger,
+                slots,
+                booked,
+            }) = &mut self.ledger
+            else {
+                return;
+            };
+            let (slot, was) = (slots[p], booked[p]);
+            if slot == u32::MAX || was == 0 {
+                continue;
+            }
+            let to = if in_flight {
+                was.saturating_sub(old.0).saturating_add(new.0)
+            } else {
+                tat
+            };
+            if to > was {
+                ledger.book(slot, Instant(to));
+                booked[p] = to;
+            } else if to < was && (in_flight || was == before.0) {
+                // Lowered only where what it books is this process's alone: a call in flight
+                // keeps the floor of the other's bookings its claim saw, and the settled
+                // booking of an ended call is the limiter's own unless it counted the other's.
+                ledger.replace(slot, was, to);
+                booked[p] = to;
+            }
         }
     }
 
@@ -949,7 +1020,7 @@ impl Links {
             }
             if let Some(p) = pace {
                 let rate = RegionRate::from_ms(self.rate, p.interval_ms, p.burst);
-                self.limiter.set_rate(RegionId(r as u8), rate, now);
+                self.set_pace(RegionId(r as u8), rate, now);
             }
         }
         if ping_changed {

@@ -75,6 +75,22 @@ fn a_later_booking_stands_against_an_earlier_one() {
 }
 
 #[test]
+fn a_reload_lowers_a_booking_only_while_the_entry_still_holds_it() {
+    let (l, other) = shared(4);
+    let s = l.slot(pair_key("127.1.0.1", "ny")).unwrap();
+    l.book(s, Instant(5_000));
+    l.replace(s, 5_000, 2_000);
+    assert_eq!(l.next(s), Instant(2_000), "its own booking, repriced");
+    other.book(s, Instant(4_000));
+    l.replace(s, 2_000, 1_500);
+    assert_eq!(
+        other.next(s),
+        Instant(4_000),
+        "the other process's later booking stands"
+    );
+}
+
+#[test]
 fn pairs_are_told_apart_by_source_and_region() {
     let (l, _) = shared(4);
     let slots: Vec<u32> = [

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use bundle_relay::clock::Instant;
 use bundle_relay::limiter::ledger::Ledger;
 use bundle_relay::relay::intake::Verdict;
+use bundle_relay::relay::tuning::{Pace, Tuning};
 use bundle_relay::relay::{RegionSpec, Spec};
 use dispatcher_support::{MS, Sim};
 
@@ -112,4 +113,89 @@ fn a_call_given_up_at_shutdown_keeps_holding_the_pair_in_the_other_process() {
         !new.send(t1),
         "the abandoned call's hold (the upstream timeout) still runs"
     );
+}
+
+/// A reload to `interval_ms` for `t`'s one region at `now`.
+fn reload_interval(t: &mut Sim, interval_ms: u64, now: Instant) {
+    let region = RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap());
+    let spec = Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
+    let mut tuning = Tuning::of_spec(&spec);
+    tuning.upstream_timeout_ms = 600_000;
+    tuning.bundle_max_age_ms = 10_000;
+    tuning.regions[0] = Some(Pace {
+        interval_ms,
+        burst: 1,
+    });
+    t.d.retune(&tuning, now);
+}
+
+/// A reload to a shorter interval applies from the pair's last send at once, in the ledger
+/// as in the limiter: the process's own booking, made at the old interval, does not hold the
+/// pair the old interval more, nor count as another process's send.
+#[test]
+fn a_reload_to_a_shorter_interval_is_not_held_back_by_the_processs_own_booking() {
+    let ledger = Arc::new(Ledger::private(4));
+    let t0 = Instant(MS);
+    let mut t = process(&ledger, t0);
+    assert!(t.send(t0), "the tip-account refresh goes at once");
+    let answered = Instant(t0.0 + 3 * MS);
+    t.answer(answered);
+
+    reload_interval(&mut t, 200, Instant(answered.0 + 10 * MS));
+    let soon = Instant(answered.0 + 201 * MS);
+    assert_eq!(t.post_bundle(1, soon), Verdict::Admitted);
+    assert!(
+        t.send(soon),
+        "200 ms after the last call ended, as the reloaded interval says"
+    );
+    assert_eq!(
+        t.totals().ledger_waits,
+        0,
+        "no other process sent: nothing waited on the ledger"
+    );
+}
+
+/// The same for a call in flight during the reload: its answer books the new interval in the
+/// ledger too, not the old one from its send.
+#[test]
+fn a_call_in_flight_during_a_reload_to_a_shorter_interval_books_the_new_one_in_the_ledger() {
+    let ledger = Arc::new(Ledger::private(4));
+    let t0 = Instant(MS);
+    let mut t = process(&ledger, t0);
+    assert!(t.send(t0), "the tip-account refresh goes at once");
+    reload_interval(&mut t, 200, Instant(t0.0 + 10 * MS));
+    let answered = Instant(t0.0 + 20 * MS);
+    t.answer(answered);
+
+    let soon = Instant(answered.0 + 201 * MS);
+    assert_eq!(t.post_bundle(1, soon), Verdict::Admitted);
+    assert!(
+        t.send(soon),
+        "200 ms after the call ended, as the reloaded interval says"
+    );
+    assert_eq!(t.totals().ledger_waits, 0);
+}
+
+/// A reload to a longer interval holds in the ledger as well: another process (a takeover's
+/// successor, whose own limiter never saw this send) waits the new interval out.
+#[test]
+fn a_reload_to_a_longer_interval_holds_the_pair_for_the_other_process_too() {
+    let ledger = Arc::new(Ledger::private(4));
+    let t0 = Instant(MS);
+    let mut old = process(&ledger, t0);
+    assert!(old.send(t0));
+    let answered = Instant(t0.0 + 3 * MS);
+    old.answer(answered);
+    reload_interval(&mut old, 3_000, Instant(answered.0 + 10 * MS));
+
+    let t1 = Instant(answered.0 + 1_500 * MS);
+    let mut new = process(&ledger, t1);
+    reload_interval(&mut new, 3_000, t1);
+    assert_eq!(new.post_bundle(1, t1), Verdict::Admitted);
+    assert!(
+        !new.send(t1),
+        "the old process sent 1.5 s ago; the interval is 3 s now"
+    );
+    assert!(!new.send(Instant(answered.0 + 2_999 * MS)));
+    assert!(new.send(Instant(answered.0 + 3_001 * MS)));
 }
