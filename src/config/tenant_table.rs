@@ -245,15 +245,18 @@ impl TenantTable {
         previous: Option<(&TenantTable, u64)>,
         stats: &TenantStats,
     ) -> Result<TenantTable, TableError> {
-        if usize::from(tenants.max) > usize::from(stats.tenants_max()) {
+        // The table's size is the one the relay started with; a reload asking for more
+        // applies the rest of its edit and finds only that many slots.
+        let max = stats.tenants_max();
+        if tenants.list.len() > usize::from(max) {
             return Err(format!(
-                "tenants_max {} is above the {} the relay started with: a restart applies it",
-                tenants.max,
-                stats.tenants_max()
+                "{} tenants listed, more than the {max} of tenants_max the relay started with \
+                 (its {} applies at a restart): list at most {max} until then",
+                tenants.list.len(),
+                tenants.max
             )
             .into());
         }
-        let max = stats.tenants_max();
         let written_since = previous.map_or(u64::MAX, |(_, g)| g);
         let previous = previous.map(|(p, _)| p);
         let generation = previous.map_or(1, |p| p.generation + 1);
@@ -418,10 +421,25 @@ impl TenantTable {
             }
             e.cidrs = tenant.cidrs.clone();
             for &port in &tenant.ports {
+                let mut heard = false;
                 for &(p, listener) in listeners {
                     if p == port {
                         t.ports[listener] = Some(idx);
+                        heard = true;
                     }
+                }
+                if !heard {
+                    // The config's own listeners were checked at load: this is a listener a
+                    // reload moved, which the running relay does not serve until a restart.
+                    let running: Vec<String> =
+                        listeners.iter().map(|(p, _)| p.to_string()).collect();
+                    return Err(format!(
+                        "tenant {}: port {port} is not one the relay listens on (it serves {}; \
+                         listeners change on restart)",
+                        tenant.name,
+                        running.join(", ")
+                    )
+                    .into());
                 }
             }
             t.entries.push(e);
@@ -438,7 +456,18 @@ impl TenantTable {
             .filter(|e| e.enabled)
             .map(|e| e.in_flight_min)
             .sum();
-        t.pool = arena_slots.saturating_sub(floors);
+        if floors > arena_slots {
+            // The config's own arena was checked at load: this is a reload whose floors fit
+            // only the arena it asks for, which the running relay does not have until a
+            // restart (every tenant without a floor would find no shared slot).
+            return Err(format!(
+                "the tenants' in_flight_min add up to {floors} bundles, more than the arena's \
+                 {arena_slots} the relay started with (arena_slots changes on restart): lower \
+                 them"
+            )
+            .into());
+        }
+        t.pool = arena_slots - floors;
         let by_leader = t.all().any(|e| e.enabled && e.strategy == Strategy::Leader);
         t.by_leader = by_leader;
         Ok(t)

@@ -1153,6 +1153,85 @@ fn a_reload_to_more_tenants_than_the_relay_started_with_room_for_is_refused() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `arena_slots` changes on restart: a reload's floors are held to the arena the relay runs,
+/// not to the one its file asks for, or every tenant without a floor would find a shared pool
+/// of nothing ("pool full") right after a "reloaded".
+#[test]
+fn a_reload_whose_floors_fit_only_the_arena_its_file_asks_for_is_refused_naming_both() {
+    let (dir, path) = config_file("floors-arena", &config(""));
+    let shared = Shared::from_file(&path, Resolve::Now).unwrap();
+    let two = "[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\nin_flight_min = 12\n[[tenant]]\nname = \"y\"\nkeys = [\"2\"]\nin_flight_min = 12\n";
+    std::fs::write(
+        &path,
+        config(two).replace("arena_slots = 16", "arena_slots = 64"),
+    )
+    .unwrap();
+    let e = shared.reload().unwrap_err().to_string();
+    assert!(
+        e.contains("add up to 24") && e.contains("16 the relay started with"),
+        "{e}"
+    );
+    assert_eq!(shared.load().generation, 1, "the last good config stays");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Listeners change on restart: a tenant told by a port the reload moves a listener to would
+/// be told by no port at all while the old listener serves on.
+#[test]
+fn a_reload_naming_a_tenant_port_the_relay_does_not_listen_on_yet_is_refused_naming_it() {
+    let by_port = "[[tenant]]\nname = \"x\"\nports = [18080]\n";
+    let (dir, path) = config_file("port-moved", &config(by_port));
+    let shared = Shared::from_file(&path, Resolve::Now).unwrap();
+    std::fs::write(
+        &path,
+        config(&by_port.replace("18080", "18090")).replace("127.0.0.1:18080", "127.0.0.1:18090"),
+    )
+    .unwrap();
+    let e = shared.reload().unwrap_err().to_string();
+    assert!(e.contains("tenant x") && e.contains("18090"), "{e}");
+    assert_eq!(shared.load().generation, 1, "the last good config stays");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `tenants_max` changes on restart like the other sizes: a reload that raises it keeps the
+/// running one and applies the rest of the edit, as every other restart-only key does.
+#[test]
+fn a_reload_that_raises_tenants_max_applies_the_rest_of_the_edit() {
+    let one = "tenants_max = 2\n[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\n";
+    let (dir, path) = config_file("max-raised", &config(one));
+    let shared = Shared::from_file(&path, Resolve::Now).unwrap();
+    std::fs::write(
+        &path,
+        config(&format!(
+            "{}bundle_max_age_ms = 900 # root\n",
+            one.replace("tenants_max = 2", "tenants_max = 4")
+        )),
+    )
+    .unwrap();
+    assert_eq!(shared.reload().unwrap(), 2);
+    let now = shared.load();
+    assert_eq!(now.config.bundle_max_age_ms, 900);
+    assert_eq!(now.tenants.entries().len(), 1);
+    assert_eq!(
+        shared.tenant_stats().tenants_max(),
+        2,
+        "the running table's size"
+    );
+    // More tenants than the running table holds: refused saying a restart applies the size.
+    let three = (1..=3)
+        .map(|i| format!("[[tenant]]\nname = \"t{i}\"\nkeys = [\"k{i}\"]\n"))
+        .collect::<String>();
+    std::fs::write(&path, config(&format!("tenants_max = 4\n{three}"))).unwrap();
+    let e = shared.reload().unwrap_err().to_string();
+    assert!(
+        e.contains("3 tenants listed, more than the 2 of tenants_max the relay started with")
+            && e.contains("its 4 applies at a restart"),
+        "{e}"
+    );
+    assert_eq!(shared.load().generation, 2, "the last good config stays");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn tenants_from_the_command_line_stay_across_a_reload_of_the_file() {
     let (dir, path) = config_file("static", &config(""));
