@@ -193,6 +193,7 @@ fn main() {
                 egress,
                 egress_slice,
                 tenants,
+                unready_ms,
                 ..Overrides::default()
             };
             for r in &resolve {
@@ -210,7 +211,6 @@ fn main() {
                 serve::Flags {
                     check,
                     drain_ms,
-                    unready_ms,
                     hlog: hlog_dir.map(|d| (d, hlog_interval_s)),
                     no_metrics,
                     ready_pairs_percent,

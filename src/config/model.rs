@@ -89,6 +89,8 @@ pub struct Overrides {
     /// The static tenants provider: the tenants are this document (the `[tenants_from]`
     /// endpoint's JSON), fixed for the process's life; the file may then list none.
     pub tenants: Option<String>,
+    /// Sets `intake.unready_ms` (`run --unready-ms`), over every reload of the file as well.
+    pub unready_ms: Option<u64>,
 }
 
 impl Overrides {

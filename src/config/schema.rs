@@ -427,6 +427,12 @@ pub fn from_toml_with(
     if let Some(slice) = &overrides.egress_slice {
         file.egress.get_or_insert_with(FileEgress::default).slice = Some(slice.clone());
     }
+    if let Some(ms) = overrides.unready_ms {
+        file.intake
+            .get_or_insert_with(FileIntake::default)
+            .unready_ms = Some(ms);
+        notes.push(format!("override: intake.unready_ms = {ms} (--unready-ms)"));
+    }
     if overrides.tenants.is_some()
         && (!file.tenant.is_empty() || file.default_tenant.is_some() || file.tenants_from.is_some())
     {
@@ -487,6 +493,8 @@ fn blame_override(e: ConfigError, overrides: &Overrides) -> ConfigError {
         "--egress-slice"
     } else if overrides.egress.is_some() && e.key.starts_with("egress.addresses") {
         "--egress"
+    } else if overrides.unready_ms.is_some() && e.key == "intake.unready_ms" {
+        "--unready-ms"
     } else if let Some(ca) = &overrides.ca_file
         && e.key.starts_with("region[")
         && e.key.ends_with("].ca_file")

@@ -61,11 +61,6 @@ pub struct Flags {
     pub check: bool,
     /// How long bundles in flight may take to end at shutdown.
     pub drain_ms: u64,
-    /// At SIGTERM or SIGINT, how long the relay keeps serving with `/ping` answering 503
-    /// before its listeners close: a load balancer's health checks take it out of rotation
-    /// meanwhile, so no request of its reaches a closing relay. `None`: the config's
-    /// `[intake] unready_ms` at the time of the stop.
-    pub unready_ms: Option<u64>,
     /// Write .hlog files into this directory, one interval per this many seconds.
     pub hlog: Option<(PathBuf, u64)>,
     /// Record no metrics, whatever the config says.
@@ -258,8 +253,6 @@ struct Serving {
     readiness: Readiness,
     takeover: Option<Takeover>,
     drain_ms: u64,
-    /// `run --unready-ms`; `None`: the config's at the stop.
-    unready_ms: Option<u64>,
 }
 
 impl Serving {
@@ -359,7 +352,6 @@ impl Serving {
             readiness,
             takeover: pinned.map(Takeover::new),
             drain_ms: flags.drain_ms,
-            unready_ms: flags.unready_ms,
         })
     }
 
@@ -628,9 +620,8 @@ impl Serving {
     /// Stops listening, drains the bundles in flight for up to `drain_ms`, stops the admin
     /// listener and the .hlog writer, and returns the exit status for how serving ended.
     fn drain(self, end: End) -> i32 {
-        let unready_ms = self
-            .unready_ms
-            .unwrap_or_else(|| self.live.load().config.intake.unready_ms);
+        // The config's at the stop (`run --unready-ms` overrides it in every reload).
+        let unready_ms = self.live.load().config.intake.unready_ms;
         let Serving {
             relay,
             mut admin,

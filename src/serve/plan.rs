@@ -212,8 +212,18 @@ fn check_new_addresses(running: Option<&Config>, cfg: &Config) -> Result<(), Str
     Ok(())
 }
 
+/// The embedded default, unresolved, with the overrides that hold without a file: a stop's
+/// `--unready-ms` is not the file's shape.
+fn embedded(overrides: &Overrides) -> Config {
+    let mut cfg = Config::embedded_default();
+    if let Some(ms) = overrides.unready_ms {
+        cfg.intake.unready_ms = ms;
+    }
+    cfg
+}
+
 /// The config at `path` with `overrides`, or without a path the embedded default (which the
-/// overrides, made to change a file, may not touch).
+/// overrides made to change a file may not touch; `--tenants` and `--unready-ms` may).
 fn load_config(path: Option<&Path>, overrides: &Overrides) -> Result<Config, Refusal> {
     let cfg = match path {
         Some(p) => Config::load_overridden(p, Resolve::Now, overrides),
@@ -232,7 +242,7 @@ fn load_config(path: Option<&Path>, overrides: &Overrides) -> Result<Config, Ref
         }
         None => {
             println!("no --config: using the embedded default (Jito mainnet, 8 regions)");
-            let mut cfg = Config::embedded_default();
+            let mut cfg = embedded(overrides);
             cfg.regions
                 .iter_mut()
                 .try_for_each(|r| r.resolve())
@@ -418,6 +428,19 @@ mod tests {
         let plain = text.split("[[egress.group]]").next().unwrap();
         let cfg = Config::parse(plain, "plan.toml", Resolve::Deferred).unwrap();
         assert!(egress_groups(&cfg).is_empty());
+    }
+
+    #[test]
+    fn the_unready_ms_flag_holds_without_a_config_file_too() {
+        let flag = Overrides {
+            unready_ms: Some(3_000),
+            ..Overrides::default()
+        };
+        assert_eq!(embedded(&flag).intake.unready_ms, 3_000);
+        assert_eq!(
+            embedded(&Overrides::default()).intake.unready_ms,
+            Config::embedded_default().intake.unready_ms
+        );
     }
 
     #[test]

@@ -1466,6 +1466,45 @@ fn token_file_is_read_relative_to_the_config_trimmed_never_printed_and_reread_on
     );
 }
 
+/// `run --unready-ms` is the value in force whatever the file says, at its first load and at
+/// every reload: a reload that read the file's own `unready_ms` would report it applied while
+/// the stop still used the flag's.
+#[test]
+fn the_unready_ms_flag_holds_over_every_reload_of_the_file() {
+    let dir = temp_dir("unready-flag");
+    let path = dir.join("relay.toml");
+    std::fs::write(&path, format!("{REGION}{EGRESS}")).unwrap();
+    let overrides = bundle_relay::config::Overrides {
+        unready_ms: Some(0),
+        ..Default::default()
+    };
+    let cfg = Config::load_overridden(&path, Resolve::Now, &overrides).unwrap();
+    assert_eq!(cfg.intake.unready_ms, 0);
+    assert!(
+        cfg.warnings
+            .iter()
+            .any(|w| w == "override: intake.unready_ms = 0 (--unready-ms)"),
+        "{:?}",
+        cfg.warnings
+    );
+    let shared = Shared::new(cfg, Some(path.clone()), Resolve::Now).with_overrides(overrides);
+    std::fs::write(
+        &path,
+        format!("bundle_max_age_ms = 900\n[intake]\nunready_ms = 3000\n{REGION}{EGRESS}"),
+    )
+    .unwrap();
+    assert_eq!(shared.reload().unwrap(), 2);
+    let now = shared.load();
+    assert_eq!(
+        now.config.bundle_max_age_ms, 900,
+        "the rest of the edit applies"
+    );
+    assert_eq!(
+        now.config.intake.unready_ms, 0,
+        "the flag's, not the file's"
+    );
+}
+
 // ---- the shared snapshot ----
 
 /// A scratch folder of this test process, removed when dropped, a failing assertion included:
