@@ -323,8 +323,13 @@ impl Pairs {
         }
     }
 
-    /// When the next queued connect is due.
+    /// When the next queued connect is due; `None` while every handshake slot is taken: a
+    /// handshake's end (a completion) wakes the loop, which takes the connect then, so a due
+    /// connect with no slot must not keep waking it (it would spin until one ends).
     pub fn next_connect_at(&self) -> Option<Instant> {
+        if self.connecting >= self.handshakes_max {
+            return None;
+        }
         self.reconnects.peek().map(|Reverse((t, _))| Instant(*t))
     }
 

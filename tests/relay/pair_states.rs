@@ -290,6 +290,31 @@ fn counts_kept_from_pair_states_match_the_states_through_random_connection_lives
     assert!(delivered > 0, "no bundle delivered in any life");
 }
 
+/// Connects due while every handshake slot is taken wait for a handshake to end, which wakes
+/// the loop by itself: they set no deadline, or the loop would wake at once, find no slot, and
+/// spin until a handshake ended (a relay starting a large pool, or one whose engine keeps
+/// closing, burned a core so).
+#[test]
+fn connects_waiting_for_a_handshake_slot_set_no_deadline_the_loop_would_spin_on() {
+    let mut sim = Sim::new(|_| {});
+    sim.reactor(true);
+    assert_eq!(
+        sim.d.handshakes_in_progress(),
+        HANDSHAKES_MAX,
+        "every slot taken, {} pairs still to connect",
+        SOURCES as u32 - HANDSHAKES_MAX
+    );
+    assert!(sim.d.poll_connect(sim.now).is_none());
+    sim.d.file_timers();
+    if let Some(next) = sim.d.next_deadline() {
+        assert!(
+            next.0 > sim.now.0,
+            "the next deadline is {} ns from now: the loop would not sleep",
+            next.0 as i64 - sim.now.0 as i64
+        );
+    }
+}
+
 /// Drives one pair to rotation and sends one bundle on it, writing only `part` of the bytes.
 fn one_bundle_part_written(part: impl Fn(usize) -> usize) -> Sim {
     let mut sim = Sim::new(|s| s.sources.truncate(1));
