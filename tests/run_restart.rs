@@ -873,3 +873,72 @@ impl Drop for Bench {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A drain keeps delivering what waits when the engine closes the connections under it: the
+/// engine sends GOAWAY (a deploy of its own, a connection's age) while SIGTERM's drain still
+/// paces the bundles a bot was already answered for, and the relay connects again and
+/// delivers every one, rather than fail them at the drain's deadline (while its loop, finding
+/// connects due it would not start, spun a core).
+#[test]
+fn a_drain_connects_again_for_the_bundles_still_waiting_when_the_engine_closes() {
+    const BUNDLES: usize = 16;
+    let dir = std::env::temp_dir().join(format!("br-drain-goaway-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (intake, engine_port) = (free_port(), free_port());
+    let config = dir.join("relay.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "threads = 1\npin_threads = false\narena_slots = 64\nbundle_max_age_ms = 20000\n\
+             [intake]\nrotating = \"127.0.0.1:{intake}\"\nconnections_max = 16\n\
+             [[region]]\nname = \"amsterdam\"\nhost = \"127.0.0.48\"\nport = {engine_port}\n\
+             tls = false\ninterval_ms = 400\n\
+             [egress]\naddresses = [\"127.1.110.1\"]\n[admin]\nlisten = \"off\"\n"
+        ),
+    )
+    .unwrap();
+    // At 5 s every connection the engine has gets a graceful GOAWAY; new ones are served.
+    let engine_started = Instant::now();
+    let _engine = process_support::Reaped(
+        Command::new(tool("bench-engine"))
+            .args(["--regions", "amsterdam", "--base-ip", "127.0.0.48"])
+            .args(["--port", &engine_port.to_string(), "--interval-ms", "400"])
+            .args(["--stats-addr", "127.0.0.1:0", "--fault", "goaway@5s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut relay = process_support::RelayProc::start(
+        &config,
+        &["--drain-ms", "15000", "--unready-ms", "0"],
+        "ready: listening, 1 of 1 pairs up",
+    );
+    let target: SocketAddr = format!("127.0.0.1:{intake}").parse().unwrap();
+    let out = Command::new(tool("bench-load"))
+        .args(["--target", &target.to_string(), "--rate", "200"])
+        .args(["--requests", &BUNDLES.to_string(), "--connections", "1"])
+        .args(["--quiet"])
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains(&format!("{BUNDLES} matching")), "{said}");
+    // One pair at 400 ms: the last of them waits about 6 s, past the GOAWAY.
+    relay.signal(libc::SIGTERM);
+    assert!(
+        engine_started.elapsed() < Duration::from_millis(4_500),
+        "the drain began {:?} after the engine: too late for its GOAWAY at 5 s to find bundles waiting",
+        engine_started.elapsed()
+    );
+    assert_eq!(relay.wait_exit(Duration::from_secs(25)), Some(0));
+    let stopped = relay.wait_line("stopped: admitted", Duration::from_secs(1));
+    assert!(
+        stopped.contains(&format!(
+            "admitted {BUNDLES} = delivered {BUNDLES} + rejected 0 + expired 0 + failed 0"
+        )),
+        "{stopped}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

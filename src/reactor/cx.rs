@@ -22,7 +22,7 @@ pub struct Cx<'a> {
     pub stats: &'a Stats,
     pub metrics: &'a ThreadMetrics,
     pub clock: &'a Clock,
-    /// The thread is stopping: nothing new is accepted or connected.
+    /// The thread is stopping: nothing new is accepted (connects still are, for what waits).
     pub stopping: bool,
     /// The listeners listen: accepts may be armed (a process taking over brings its pool up
     /// first).

@@ -216,11 +216,10 @@ impl UpSocks {
         self.close(cx, p, now);
     }
 
-    /// Starts every connect the dispatcher has due.
+    /// Starts every connect the dispatcher has due, stopping or not: a drain still owes the
+    /// bundles waiting for a region their delivery, and an engine may close the connections
+    /// under it (a GOAWAY, a connection's age); teardown closes whatever is still connecting.
     pub fn start_connects(&mut self, cx: &mut Cx, now: Instant) {
-        if cx.stopping {
-            return;
-        }
         while let Some(order) = cx.d.poll_connect(now) {
             let p = order.pair.0;
             match socket::upstream(
