@@ -418,7 +418,10 @@ impl Changes {
                 repassworded.len()
             )),
         }
-        self.tenants(&o.tenants, &n.tenants);
+        self.tenants(
+            (&o.tenants, &o.region_names()),
+            (&n.tenants, &n.region_names()),
+        );
         self.quota(o.quota.as_ref(), n.quota.as_ref());
         if o.tenants_from != n.tenants_from {
             self.applied.push(match &n.tenants_from {
@@ -455,8 +458,28 @@ impl Changes {
         }
     }
 
-    /// Tenants added, removed and changed (by name; their keys are never named).
-    fn tenants(&mut self, o: &super::tenants::Tenants, n: &super::tenants::Tenants) {
+    /// Tenants added, removed and changed (by name; their keys are never named). Each comes
+    /// with its config's region names: a policy's regions are places in that list, compared
+    /// by the names they stand for (regions listed in another order change no tenant).
+    fn tenants(
+        &mut self,
+        (o, o_regions): (&super::tenants::Tenants, &[String]),
+        (n, n_regions): (&super::tenants::Tenants, &[String]),
+    ) {
+        use super::tenants::{Policy, Tenant};
+        let differs = |a: &Policy, b: &Policy| {
+            let bare = |p: &Policy| Policy {
+                regions: Vec::new(),
+                ..p.clone()
+            };
+            let named = |p: &Policy, names: &[String]| -> Vec<String> {
+                p.regions
+                    .iter()
+                    .map(|&r| names[usize::from(r)].clone())
+                    .collect()
+            };
+            bare(a) != bare(b) || named(a, o_regions) != named(b, n_regions)
+        };
         let (mut added, mut removed, mut changed) = (0usize, 0usize, 0usize);
         // By name: O(n) for a reload of n tenants.
         let before: std::collections::HashMap<&str, &super::tenants::Tenant> =
@@ -466,7 +489,16 @@ impl Changes {
         for t in &n.list {
             match before.get(t.name.as_str()) {
                 None => added += 1,
-                Some(p) if *p != t => changed += 1,
+                // All but the policy as they were, and the policy by its regions' names.
+                Some(p)
+                    if Tenant {
+                        policy: t.policy.clone(),
+                        ..(*p).clone()
+                    } != *t
+                        || differs(&p.policy, &t.policy) =>
+                {
+                    changed += 1
+                }
                 Some(_) => {}
             }
         }
@@ -482,7 +514,11 @@ impl Changes {
                 n.list.len()
             ));
         }
-        if o.default != n.default {
+        let default_changed = match (&o.default, &n.default) {
+            (Some(a), Some(b)) => differs(a, b),
+            (a, b) => a.is_some() != b.is_some(),
+        };
+        if default_changed {
             self.applied.push(match &n.default {
                 Some(p) if n.list.is_empty() && *p == super::tenants::Policy::open() => {
                     "default_tenant: none and no tenant listed: every request is served, no \

@@ -341,6 +341,38 @@ fn removing_every_tenant_says_that_everyone_may_send() {
     );
 }
 
+/// A tenant's regions are told apart by name, not by where the config lists them: regions
+/// listed in another order with a tenant moved to the other one is a change the log names,
+/// and the same order change with the tenant left alone is none.
+#[test]
+fn a_tenants_regions_are_compared_by_name_not_by_their_place_in_the_list() {
+    let swapped = BASE
+        .replacen("name = \"ny\"", "name = \"TMP\"", 1)
+        .replacen("name = \"tokyo\"", "name = \"ny\"", 1)
+        .replacen("name = \"TMP\"", "name = \"tokyo\"", 1);
+    let tenant = |body: &str, region: &str| {
+        config(&format!(
+            "{body}[[tenant]]\nname = \"a\"\nkeys = [\"k\"]\nregions = [\"{region}\"]\n"
+        ))
+    };
+    let before = tenant(BASE, "ny");
+    let moved = Changes::between(&before, &before, &tenant(&swapped, "tokyo"));
+    assert!(
+        moved
+            .applied
+            .iter()
+            .any(|l| l.starts_with("tenants: 0 added, 0 removed") && l.contains("1 changed")),
+        "{:?}",
+        moved.applied
+    );
+    let stayed = Changes::between(&before, &before, &tenant(&swapped, "ny"));
+    assert!(
+        !stayed.applied.iter().any(|l| l.starts_with("tenants:")),
+        "{:?}",
+        stayed.applied
+    );
+}
+
 /// A CA file rewritten in place (a rotated private CA, same path) is a change the reload names
 /// and keeps until a restart, as a new path is: the running connections' TLS was set up from
 /// the certificates read at start, and a reload that said nothing left the operator believing
