@@ -105,6 +105,32 @@ impl Changes {
         }
     }
 
+    /// The record of recent bundles is sized at start for the sends a second the regions'
+    /// intervals then allow, `record_bundles_max` at most ([`crate::journal::capacity_for`]):
+    /// shorter intervals (of the regions the relay runs) fill it sooner, so it covers less
+    /// than `record_keep_s` until a restart, and status calls forget bundles sooner. Its
+    /// per-thread floors only add, hence "as little as".
+    fn record_sizing(&mut self, s: &Config, n: &Config) {
+        let sources = s.egress.sources.len() as f64;
+        let per_s = |c: &Config| -> f64 {
+            c.regions
+                .iter()
+                .filter(|r| s.regions.iter().any(|x| x.name == r.name))
+                .map(|r| sources * 1_000.0 / r.interval_ms.max(1) as f64)
+                .sum()
+        };
+        let (was, now) = (per_s(s), per_s(n));
+        if s.record_keep_s > 0 && s.record_bundles_max > 0 && now > was * 1.001 {
+            let records = (f64::from(s.record_keep_s) * was).min(f64::from(s.record_bundles_max));
+            let covers = (records / now).floor();
+            self.kept.push(format!(
+                "record: sized at start for the regions' intervals then; at the shorter ones it \
+                 may hold as little as {covers} s of bundles, not record_keep_s's {} s",
+                s.record_keep_s
+            ));
+        }
+    }
+
     fn restart_only(&mut self, s: &Config, n: &Config) {
         let searcher = |c: &Config| c.auth.as_ref().map(|k| k.pubkey_b58().to_string());
         self.keep("auth.keypair_file", Opt(&searcher(s)), Opt(&searcher(n)));
@@ -126,6 +152,7 @@ impl Changes {
             s.record_bundles_max,
             n.record_bundles_max,
         );
+        self.record_sizing(s, n);
         self.keep("tenants_max", s.tenants.max, n.tenants.max);
         self.keep(
             "intake.rotating",

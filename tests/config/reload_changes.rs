@@ -58,6 +58,41 @@ fn timeouts_ages_and_rates_are_applied_naming_both_values() {
     );
 }
 
+/// A shorter interval is applied, and the record of recent bundles, sized at start for the
+/// sends a second the intervals then allowed, fills sooner: the reload says how little of
+/// `record_keep_s` it may now hold (two regions at 1/s, one going to 2/s: 300 s × 2/3). A
+/// longer interval says nothing of it.
+#[test]
+fn a_shorter_interval_says_the_record_may_hold_less_than_record_keep_s_until_a_restart() {
+    let faster = changes(&with("interval_ms = 1000", "interval_ms = 500"));
+    assert_eq!(faster.applied, ["region ny.interval_ms 1000 → 500"]);
+    assert_eq!(
+        faster.kept,
+        [
+            "record: sized at start for the regions' intervals then; at the shorter ones it \
+             may hold as little as 200 s of bundles, not record_keep_s's 300 s"
+        ]
+    );
+    let slower = changes(&with("interval_ms = 1000", "interval_ms = 2000"));
+    assert!(slower.kept.is_empty(), "{:?}", slower.kept);
+    // Capped by record_bundles_max (1,200, for the 4 sources' 8 sends a second over 300 s),
+    // it held 150 s; at 12 a second, 100 s.
+    let capped = |c: &str| config(&format!("record_bundles_max = 1200\n{c}"));
+    let base = capped(BASE);
+    let faster = Changes::between(
+        &base,
+        &base,
+        &capped(&BASE.replacen("interval_ms = 1000", "interval_ms = 500", 1)),
+    );
+    assert_eq!(
+        faster.kept,
+        [
+            "record: sized at start for the regions' intervals then; at the shorter ones it \
+             may hold as little as 100 s of bundles, not record_keep_s's 300 s"
+        ]
+    );
+}
+
 #[test]
 fn trusted_proxies_are_applied_naming_both_lists() {
     let rotating = "rotating = \"127.0.0.1:8080\"";
