@@ -62,6 +62,8 @@ pub struct Board {
     valid_until: AtomicU64,
     current_slot: AtomicU64,
     next_leader_slot: AtomicU64,
+    /// The poll period the threads last said (ticks; 0: none yet).
+    period: AtomicU64,
 }
 
 impl Default for Board {
@@ -72,6 +74,7 @@ impl Default for Board {
             valid_until: AtomicU64::new(0),
             current_slot: AtomicU64::new(0),
             next_leader_slot: AtomicU64::new(0),
+            period: AtomicU64::new(0),
         }
     }
 }
@@ -133,6 +136,25 @@ impl Board {
             .store(l.region.map_or(0, |r| u64::from(r) + 1), Relaxed);
         self.valid_until.store(now.after(valid).0, Relaxed);
         true
+    }
+
+    /// The poll period is `poll` from `now` on (each thread says so at start and at each
+    /// reload). The first to say a shorter one moves the next poll a period on at the latest,
+    /// and the last answer, taken under the longer period, is trusted `valid` on at most: else
+    /// the poll the old period scheduled (a minute on, say) would stand, and its answer stay
+    /// trusted three old periods. The threads that say it after find it said, and leave a
+    /// claim made since alone. A claim in flight at the first holds `due` until its call's
+    /// deadline; moved sooner, it lapses: its answer is not kept, and the poll goes again a
+    /// new period on.
+    pub fn set_period(&self, now: Instant, poll: Ticks, valid: Ticks) {
+        if self.period.swap(poll.0, Relaxed) <= poll.0 {
+            return;
+        }
+        let due = now.after(poll).0;
+        let _ = self
+            .due
+            .fetch_update(Relaxed, Relaxed, |d| (d > due).then_some(due));
+        self.valid_until.fetch_min(now.after(valid).0, Relaxed);
     }
 
     /// The last answer's region, however old (for `/debug/pairs`; routing uses [`Board::region`]).
@@ -218,6 +240,32 @@ pub fn fuzz_answer(data: &[u8]) -> Option<NextLeader> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each thread says the reload's shorter period as it applies it; only the first moves
+    /// the poll, so a claim another thread made in between stands.
+    #[test]
+    fn a_shorter_period_moves_the_poll_once_whichever_threads_say_it() {
+        let b = Board::default();
+        let (minute, short) = (Ticks(60_000), Ticks(400));
+        b.set_period(Instant(0), minute, Ticks(3 * minute.0));
+        let first = b.claim(Instant(0), Ticks(1_000)).unwrap();
+        let l = NextLeader {
+            current_slot: 1,
+            next_leader_slot: 4,
+            region: Some(0),
+        };
+        assert!(b.answered(first, l, Instant(5), minute, Ticks(3 * minute.0)));
+        assert_eq!(b.claim(Instant(100), Ticks(1_000)), Err(Instant(60_005)));
+        // Thread 0 applies the reload at 100: due at 500, the answer trusted until 1,300.
+        b.set_period(Instant(100), short, Ticks(3 * short.0));
+        assert_eq!(b.region(Instant(1_299)), Some(0));
+        assert_eq!(b.region(Instant(1_300)), None);
+        let claim = b.claim(Instant(500), Ticks(1_000)).unwrap();
+        // Thread 1 applies it at 510, after thread 0's claim: that claim stands.
+        b.set_period(Instant(510), short, Ticks(3 * short.0));
+        assert!(b.answered(claim, l, Instant(520), short, Ticks(3 * short.0)));
+        assert_eq!(b.claim(Instant(600), Ticks(1_000)), Err(Instant(920)));
+    }
 
     #[test]
     fn a_poll_is_claimed_by_one_thread_until_it_is_answered_or_given_up() {

@@ -152,6 +152,9 @@ impl Upstream {
     ) -> Upstream {
         let links = Links::new(spec, rate, now, stats.clone(), metrics.clone());
         let pair_count = links.pair_count();
+        let poll = rate.from_ms(spec.leader.poll_ms);
+        spec.leader_board
+            .set_period(now, poll, Ticks(poll.0.saturating_mul(VALID_POLLS)));
         Upstream {
             links,
             upstream_timeout_ms: spec.upstream_timeout_ms,
@@ -235,7 +238,10 @@ impl Upstream {
         self.silence_after =
             rate.from_ms((t.upstream_timeout_ms / SILENCE_SHARE_OF_TIMEOUT).max(1));
         self.ping_timeout_ms = t.ping_timeout_ms;
-        self.leader_poll = rate.from_ms(t.leader.poll_ms);
+        let poll = rate.from_ms(t.leader.poll_ms);
+        self.leader
+            .set_period(now, poll, Ticks(poll.0.saturating_mul(VALID_POLLS)));
+        self.leader_poll = poll;
         // Silence checks move with the threshold; the setup deadlines with the connect timeout.
         self.links.retune(t, now);
     }

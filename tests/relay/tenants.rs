@@ -127,6 +127,32 @@ fn a_leader_poll_that_finds_every_pair_paced_goes_when_the_soonest_is_ready() {
     assert_eq!(t.totals().leader_polls, 1);
 }
 
+/// A reload to a shorter leader poll period applies from now, not from the poll the old
+/// period scheduled: 60 s to 400 ms polls within 400 ms, not a minute on.
+#[test]
+fn a_reload_to_a_shorter_leader_poll_polls_within_the_new_period() {
+    let text = config("[default_tenant]\nrotating = \"leader\"\n[leader]\npoll_ms = 60000")
+        .replace("port = 9\n", "port = 9\ninterval_ms = 50\n");
+    let cfg = Config::parse(&text, "tenants.toml", Resolve::Now).unwrap();
+    let spec = Spec::from_config(&cfg).unwrap();
+    let start = Instant(1_000 * MS);
+    let mut t = Sim::connected(&spec, 0, None, start);
+    // The tip accounts take the pair; the first poll finds none free and is due a minute on.
+    assert!(t.send(start));
+    t.answer(start);
+    let later = Instant(start.0 + 100 * MS);
+    assert!(!t.send(later), "nothing due for a minute");
+    let mut tuning = Tuning::of_spec(&spec);
+    tuning.leader.poll_ms = 400;
+    t.d.retune(&tuning, later);
+    assert!(!t.send(Instant(later.0 + 399 * MS)));
+    assert!(
+        t.send(Instant(later.0 + 401 * MS)),
+        "a poll within the new period"
+    );
+    assert_eq!(t.totals().leader_polls, 1);
+}
+
 #[test]
 fn tenant_found_and_enabled_gets_its_policy() {
     let mut s = sim(ALPHA);
