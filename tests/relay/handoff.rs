@@ -548,3 +548,103 @@ fn a_bundle_handed_to_a_thread_whose_loop_failed_is_counted_failed_not_lost() {
     assert_eq!((tb.handoffs_in, tb.in_flight), (1, 0), "{tb:?}");
     assert!(a.d.check_accounting() && b.d.check_accounting());
 }
+
+/// A thread that has seen a reload retire a region (and drained its pair there, nothing
+/// waiting) is handed a fanned-out bundle by a thread still on the old config, with a copy
+/// for that region: the bundle is delivered and ends within seconds, its books adding up on
+/// both threads, not held in flight until its max age a minute on.
+#[test]
+fn a_fanned_out_bundle_handed_to_a_thread_that_retired_one_of_its_regions_ends_delivered() {
+    use bundle_relay::config::Policy;
+    use bundle_relay::relay::intake::Port;
+    use bundle_relay::relay::tenancy::Claim;
+    use bundle_relay::relay::tuning::Tuning;
+    let regions: Vec<RegionSpec> = [("ny", "127.0.0.1:10000"), ("slc", "127.0.0.2:10000")]
+        .iter()
+        .map(|(name, addr)| RegionSpec {
+            interval_ms: 1_000,
+            ..RegionSpec::plain(name, addr.parse().unwrap())
+        })
+        .collect();
+    let sources: Vec<std::net::IpAddr> =
+        vec!["127.1.0.1".parse().unwrap(), "127.1.0.2".parse().unwrap()];
+    let mut spec = Spec::local(regions, sources);
+    spec.threads = 2;
+    spec.arena_slots = 64;
+    spec.upstream_timeout_ms = 600_000;
+    spec.bundle_max_age_ms = 60_000;
+    spec.open_to_all(Policy {
+        fan_out: 2,
+        ..Policy::open()
+    });
+    let mesh = Arc::new(Mesh::new(2, 32));
+    let mut now = Instant(MS);
+    let mut threads: Vec<Thread> = (0..2)
+        .map(|t| Thread::connected(&spec, t, Some(&mesh), now))
+        .collect();
+    let mut calls: Vec<Vec<_>> = vec![Vec::new(), Vec::new()];
+    // One engine round for both threads: connects, sends, answers, closes.
+    let pump = |threads: &mut Vec<Thread>, calls: &mut Vec<Vec<_>>, now: Instant, answer: bool| {
+        for (t, c) in threads.iter_mut().zip(calls.iter_mut()) {
+            while let Some(order) = t.d.poll_connect(now) {
+                t.d.connected(order.pair, now);
+                t.flush(now);
+                t.d.received(order.pair, &crate::h2_support::engine_hello(), now);
+                t.flush(now);
+            }
+            t.d.dispatch(now);
+            flush_calls(&mut t.d, now, c);
+            if answer {
+                answer_calls(&mut t.d, now, c);
+            }
+            while let Some(p) = t.d.poll_close() {
+                t.d.socket_released(p, now, 0);
+            }
+        }
+    };
+    pump(&mut threads, &mut calls, now, true);
+    now = Instant(now.0 + 1_000 * MS + 1);
+    // Thread 0 sends a fanned-out bundle: both its pairs held, unanswered for now.
+    let rotating = |t: &mut Thread, seed: u64, now: Instant| {
+        t.post_as(Port::Rotating, Claim::LOOPBACK, "", &body(seed), now)
+    };
+    for t in threads.iter_mut() {
+        t.d.dispatch(now);
+    }
+    assert_eq!(rotating(&mut threads[0], 1, now), Verdict::Admitted);
+    pump(&mut threads, &mut calls, now, false);
+    assert_eq!(
+        (calls[0].len(), calls[1].len()),
+        (2, 0),
+        "a copy to each region from thread 0"
+    );
+    // Thread 1 applies the reload retiring ny; nothing waits for it there: it drains.
+    let mut tuning = Tuning::of_spec(&spec);
+    tuning.regions[0] = None;
+    threads[1].d.retune(&tuning, now);
+    pump(&mut threads, &mut calls, now, false);
+    assert_eq!(
+        threads[1].totals().pairs_up,
+        1,
+        "thread 1's ny pair drained"
+    );
+    // Thread 0, still on the old config, takes another: its pairs are held, thread 1's free.
+    now = Instant(now.0 + MS);
+    pump(&mut threads, &mut calls, now, false);
+    assert_eq!(rotating(&mut threads[0], 2, now), Verdict::Admitted);
+    pump(&mut threads, &mut calls, now, false);
+    assert_eq!(threads[1].totals().handoffs_in, 1, "handed to thread 1");
+    for _ in 0..30 {
+        now = Instant(now.0 + 100 * MS);
+        pump(&mut threads, &mut calls, now, true);
+    }
+    let all = Totals::of(threads.iter().map(|t| &*t.stats));
+    assert_eq!(
+        (all.admitted, all.delivered, all.expired, all.in_flight),
+        (2, 2, 0, 0),
+        "{all:?}"
+    );
+    for t in &threads {
+        assert!(t.d.check_accounting());
+    }
+}
