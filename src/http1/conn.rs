@@ -520,10 +520,12 @@ impl Conn {
             } else {
                 &HttpError::HEAD_TIMEOUT
             };
+            let head = self.front_is_head();
             self.drop_input();
             if self.room_for(ERROR_RESPONSE_LEN_MAX)
                 && let Some(n) = write_error(&mut self.out[self.out_tail..], late)
             {
+                let n = if head { self.head_only(n) } else { n };
                 self.note_output(n, now);
             }
             self.state = State::Closing(Close::HeadTimeout);
@@ -693,13 +695,33 @@ impl Conn {
 
     /// Answers `e` (naming `limit`, the setting it broke and its bytes) and closes.
     fn refuse(&mut self, e: &HttpError, limit: Option<(&str, usize)>, now: Instant) {
+        let head = self.front_is_head();
         self.drop_input();
         if self.room_for(ERROR_RESPONSE_LEN_MAX)
             && let Some(n) = write_error_limit(&mut self.out[self.out_tail..], e, limit)
         {
+            let n = if head { self.head_only(n) } else { n };
             self.note_output(n, now);
         }
         self.state = State::Closing(Close::BadRequest);
+    }
+
+    /// Whether the front request, refused before it could be parsed whole, is a HEAD: its
+    /// answer is then the head alone (RFC 9110 §9.3.2), or the client would read the body as
+    /// the start of a next answer.
+    fn front_is_head(&self) -> bool {
+        // Past the empty lines a client may send between requests (RFC 9112 §2.2).
+        let front = &self.input[self.in_start..self.in_len];
+        let start = front.iter().position(|&b| b != b'\r' && b != b'\n');
+        start.is_some_and(|i| front[i..].starts_with(b"HEAD "))
+    }
+
+    /// Of the `n` bytes of an answer just written at the output's tail, how many its head is.
+    fn head_only(&self, n: usize) -> usize {
+        self.out[self.out_tail..self.out_tail + n]
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map_or(n, |i| i + 4)
     }
 
     /// Whether the output has `n` free bytes, compacting it if that makes them.

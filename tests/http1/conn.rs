@@ -208,6 +208,58 @@ fn a_request_that_cannot_be_framed_is_answered_with_its_error_then_closed() {
     assert_eq!(c.poll_close(), Some(Close::BadRequest));
 }
 
+/// A HEAD refused for its framing (here a body over the limit, or a head past its deadline)
+/// is answered with the head alone, as every answer to HEAD is (RFC 9110 §9.3.2): the same
+/// status and Content-Length, no body for the client to take for the next answer.
+#[test]
+fn a_head_request_refused_or_timed_out_is_answered_without_a_body() {
+    let cfg = cfg();
+    let over = format!(
+        "HEAD /a HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        cfg.limits.body_bytes_max + 1
+    );
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(over.as_bytes(), at(1));
+    assert_eq!(
+        c.serve(&cfg, at(1), answer).error.map(|e| e.status),
+        Some(413)
+    );
+    let text = drain(&mut c, at(1));
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
+    assert!(text.contains("Content-Length: "), "{text}");
+    assert!(
+        text.ends_with("\r\n\r\n"),
+        "a body after the head: {text:?}"
+    );
+
+    // Behind an empty line, as a client may send between requests.
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(format!("\r\n{over}").as_bytes(), at(1));
+    assert_eq!(
+        c.serve(&cfg, at(1), answer).error.map(|e| e.status),
+        Some(413)
+    );
+    let text = drain(&mut c, at(1));
+    assert!(
+        text.ends_with("\r\n\r\n"),
+        "a body after the head: {text:?}"
+    );
+
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(b"HEAD /a HTTP/1.1\r\nHo", at(10));
+    c.serve(&cfg, at(10), answer);
+    assert_eq!(c.handle_timeout(&cfg, at(111)), Some(Close::HeadTimeout));
+    let text = drain(&mut c, at(111));
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(
+        text.ends_with("\r\n\r\n"),
+        "a body after the head: {text:?}"
+    );
+}
+
 #[test]
 fn a_head_past_its_deadline_is_answered_408_then_closed() {
     let cfg = cfg();
