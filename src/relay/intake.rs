@@ -262,8 +262,12 @@ pub fn handle(
             let asking = to_ask.map(|to| d.ask_engine(&to.asked(conn, tenant, id), now));
             match asking {
                 Some(Asking::Asked) => return (0, Verdict::Deferred, method_seen.get()),
-                // No room to wait for an engine: landing cannot be answered now.
-                Some(Asking::Full) if matches!(call, Call::GetBundleStatuses { .. }) => {
+                // No room to wait for an engine: landing cannot be answered now, nor an id the
+                // record has not (`Invalid` would be a guess: see `statuses`).
+                Some(Asking::Full)
+                    if matches!(call, Call::GetBundleStatuses { .. })
+                        || !statuses::record_has_every_id(d, &call, tenant) =>
+                {
                     let n = write_full(id, keep_alive, out);
                     return (n, Verdict::RefusedCap, method_seen.get());
                 }

@@ -7,12 +7,17 @@
 //!
 //! | call | asked of an engine | answered with |
 //! |---|---|---|
-//! | `getInflightBundleStatuses` | the ids an engine took or may have (a send lost after it went whole), and those the tenant has no record of (sent through another relay, straight to Jito, or by another tenant) | the record's status, `Landed` with its slot or `Failed` where the engine says so; for an id the tenant has no record of, the engine's status (`Invalid` without its answer) |
+//! | `getInflightBundleStatuses` | the ids an engine took or may have (a send lost after it went whole), and those the tenant has no record of (sent through another relay, straight to Jito, or by another tenant) | the record's status, `Landed` with its slot or `Failed` where the engine says so; for an id the tenant has no record of, the engine's status |
 //! | `getBundleStatuses` | every id that is a bundle id (64 hex) | the engine's entries as it wrote them, each at the id it names; `null` for what is no bundle id or the engine left out |
-//! | either, no pair free in time | — | inflight: the record alone; statuses: HTTP 429 and -32097 with the pair's interval to wait, as Jito answers a caller over its rate |
-//! | either, the engine answered a JSON-RPC error (any code, -32603 included) | — | inflight: the record alone; statuses: the engine's code and words |
-//! | either, the engine's answer was lost or is no JSON-RPC | — | inflight: the record alone; statuses: -32603 saying why |
+//! | either, no pair free in time | — | inflight with every id on record: the record alone; else HTTP 429 and -32097 with the pair's interval to wait, as Jito answers a caller over its rate |
+//! | either, the engine answered a JSON-RPC error (any code, -32603 included) | — | inflight with every id on record: the record alone; else the engine's code and words |
+//! | either, the engine's answer was lost or is no JSON-RPC | — | inflight with every id on record: the record alone; else -32603 saying why |
+//! | either, no room in the thread's table of queries waiting on engines | — | inflight with every id on record: the record alone; else HTTP 429 and -32097 |
 //! | `getBundleDelivery` | never | the record |
+//!
+//! An id with no record and no engine's word is never answered `Invalid`: that is Jito's "not
+//! in our system", on which bots stop polling, and the bundle may have landed through another
+//! relay; the bot is told to ask again instead.
 //!
 //! A tenant sees only its own bundles in the record: another tenant's id is to it exactly what
 //! an id this relay never had is (asked of an engine, the engine's word alone), so no answer,
@@ -105,7 +110,7 @@ pub fn write_query_answer<'b>(
     out: &'b mut [u8],
 ) -> Result<(u16, Said, &'b [u8]), Overflow> {
     let id = Id::kept(q.id());
-    if q.ask == Ask::Statuses && q.answer() == Err(Unanswered::NoPair) {
+    if q.answer() == Err(Unanswered::NoPair) && (q.ask == Ask::Statuses || !record_has_all(d, q)) {
         // A pace (the relay's, or the engine's own rate limit) kept it from an answer in time:
         // a bot backs off on this as on Jito's own.
         let e = RpcError::new(ErrorKind::RateLimited {
@@ -118,6 +123,22 @@ pub fn write_query_answer<'b>(
     Ok((200, said, b))
 }
 
+/// Whether the tenant's record has every id `q` asks.
+fn record_has_all(d: &Dispatcher, q: &Query) -> bool {
+    q.ids().iter().all(|i| d.find_bundle(i, q.tenant).is_some())
+}
+
+/// Whether tenant `tenant`'s record has every bundle id `call` asks of (inflight's), before
+/// any engine is asked.
+pub fn record_has_every_id(d: &Dispatcher, call: &Call<'_>, tenant: u16) -> bool {
+    match call {
+        Call::GetInflightBundleStatuses { bundle_ids } => bundle_ids.iter().all(|s| {
+            answer::parse_id(s.raw()).is_some_and(|id| d.find_bundle(&id, tenant).is_some())
+        }),
+        _ => true,
+    }
+}
+
 fn write_answer_body<'b>(
     d: &Dispatcher,
     q: &Query,
@@ -127,13 +148,19 @@ fn write_answer_body<'b>(
     let engine = q.answer().map(jsonrpc::parse_status_reply);
     let mut result = [0u8; super::queries::QUERY_ANSWER_BYTES + 512];
     let mut message = [0u8; 256];
+    let method = match q.ask {
+        Ask::Inflight => "getInflightBundleStatuses",
+        Ask::Statuses => "getBundleStatuses",
+    };
     let failed = match (q.ask, engine) {
         (Ask::Inflight, Ok(Some(StatusReply::Result { slot, value }))) => {
             let r = inflight(d, q, slot, value, &mut result)?;
             return Ok((Said::Result, jsonrpc::write_result_raw(out, id, r)?));
         }
-        // The record alone: what the relay knows is still worth more than an error.
-        (Ask::Inflight, _) => {
+        // The record alone, when it has every id: what the relay knows is still worth more
+        // than an error. An id it has not, no engine vouched for: `Invalid` ("not in our
+        // system", on which bots stop polling) would be a guess, so the bot asks again.
+        (Ask::Inflight, _) if record_has_all(d, q) => {
             let r = inflight(d, q, 0, None, &mut result)?;
             return Ok((Said::Result, jsonrpc::write_result_raw(out, id, r)?));
         }
@@ -141,19 +168,19 @@ fn write_answer_body<'b>(
             let r = statuses(q, slot, value, &mut result)?;
             return Ok((Said::Result, jsonrpc::write_result_raw(out, id, r)?));
         }
-        (Ask::Statuses, Ok(Some(StatusReply::Error { code, message: m }))) => {
+        (_, Ok(Some(StatusReply::Error { code, message: m }))) => {
             let words = m.unescape_into(&mut message).unwrap_or(b"");
             RpcError::new(ErrorKind::FromEngine {
                 code: i32::try_from(code).unwrap_or(crate::jito::code::INTERNAL),
                 message: core::str::from_utf8(words).unwrap_or(""),
             })
         }
-        (Ask::Statuses, Ok(None)) => RpcError::new(ErrorKind::EngineUnanswered {
-            method: "getBundleStatuses",
+        (_, Ok(_)) => RpcError::new(ErrorKind::EngineUnanswered {
+            method,
             why: "the engine's answer was not a JSON-RPC result",
         }),
-        (Ask::Statuses, Err(u)) => RpcError::new(ErrorKind::EngineUnanswered {
-            method: "getBundleStatuses",
+        (_, Err(u)) => RpcError::new(ErrorKind::EngineUnanswered {
+            method,
             why: u.why(),
         }),
     };
@@ -165,8 +192,8 @@ fn write_answer_body<'b>(
 
 /// `getInflightBundleStatuses` for the ids `q` asked, in order: the record's status, and
 /// `Landed` (with its slot) or `Failed` where the engine's `value` says so of a bundle it
-/// took; for an id the record has not, the engine's status (`Invalid` without it); `slot` is
-/// the engine's (0 without its answer).
+/// took; for an id the record has not, the engine's status (asked only with its answer, or
+/// with every id on record); `slot` is the engine's (0 without its answer).
 fn inflight<'b>(
     d: &Dispatcher,
     q: &Query,

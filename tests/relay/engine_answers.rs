@@ -424,11 +424,13 @@ fn a_rate_limited_send_shows_before_the_send_that_took_the_bundle() {
     assert_eq!(d["attempts"][1]["sent_after_us"], 301_000);
 }
 
-/// An id the record has not is asked of an engine (it may have gone through another relay);
-/// with no engine answer it is `Invalid`, beside the record's own `Pending`. Its delivery
-/// record is `null`: that is this relay's alone.
+/// An id the record has not is asked of an engine (it may have gone through another relay).
+/// With no engine answer in time the relay does not know it: the call is refused as Jito
+/// refuses a caller over its rate, for the bot to ask again, not answered `Invalid`, Jito's
+/// word for "not in our system", on which bots stop polling a bundle that may have landed.
+/// Its delivery record is `null`: that is this relay's alone.
 #[test]
-fn an_unknown_bundle_is_asked_of_an_engine_and_without_its_answer_is_invalid() {
+fn an_unknown_bundle_no_engine_answers_for_in_time_is_refused_to_ask_again_not_invalid() {
     let (mut t, _, now) = one_region(1_000, 10_000);
     let unknown = "ab".repeat(32);
     let known = send(&mut t, 1, now);
@@ -445,14 +447,33 @@ fn an_unknown_bundle_is_asked_of_an_engine_and_without_its_answer_is_invalid() {
     t.flush(now);
     t.d.dispatch(Instant(now.0 + 251 * MS));
     let answer = deferred_answer(&mut t);
-    let said: Vec<&str> = answer["result"]["value"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v["status"].as_str().unwrap())
-        .collect();
-    assert_eq!(said, ["Invalid", "Pending", "Invalid"], "{answer}");
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(answer["error"]["code"], -32097, "{answer}");
+    let m = answer["error"]["message"].as_str().unwrap();
+    assert!(m.contains("Retry after"), "{m}");
     assert!(delivery(&mut t, &unknown, now).is_null());
+}
+
+/// The same when the thread's table of queries waiting on engines is full: an id the record
+/// has not is refused for the bot to ask again, never answered `Invalid`; ids all on record
+/// are still answered from it.
+#[test]
+fn an_unknown_bundle_asked_while_the_query_table_is_full_is_refused_not_invalid() {
+    let (mut t, _, now) = one_region(1_000, 10_000);
+    let known = send(&mut t, 1, now);
+    let ask = |seed: usize| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{seed},"method":"getInflightBundleStatuses","params":[["{:064x}"]]}}"#,
+            seed + 1
+        )
+    };
+    for q in 0..bundle_relay::relay::queries::QUERIES_MAX {
+        assert_eq!(t.post(&ask(q), now), Verdict::Deferred, "query {q}");
+    }
+    let (v, answer) = call(&mut t, &ask(999), now);
+    assert_eq!(v, Verdict::RefusedCap, "{answer}");
+    assert_eq!(answer["error"]["code"], -32097, "{answer}");
+    assert_eq!(statuses(&mut t, &[&known], now), ["Pending"]);
 }
 
 #[test]
