@@ -215,6 +215,9 @@ pub struct PairView {
     pub in_flight: u32,
     /// Earliest send the rate allows (burst included).
     pub next_allowed: Instant,
+    /// Its theoretical arrival time (GCRA): `next_allowed` plus the burst's tolerance, but
+    /// not floored at it (0: rested). What another process must count of its sends.
+    pub tat: Instant,
     /// End of the latest cooldown asked for (zero if none yet).
     pub cooldown_until: Instant,
 }
@@ -717,6 +720,7 @@ impl Limiter {
             place: s.place(),
             in_flight: (s.place == HELD) as u32,
             next_allowed: Instant(p.next_allowed_tick(tolerance)),
+            tat: Instant(p.tat_tick),
             cooldown_until: Instant(p.cooldown_until_tick),
         }
     }

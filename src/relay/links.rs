@@ -88,8 +88,9 @@ pub struct Links {
     /// or the one this one takes over from), each pair's entry there (`u32::MAX`: none), and
     /// what this process last booked there (0: nothing).
     ledger: Option<LedgerLink>,
-    /// How long a call may run (`upstream_timeout_ms`): a claim in the ledger holds the pair
-    /// that long past its interval, until the call's end books what it really needs.
+    /// How long a call may run (the longest `upstream_timeout_ms` this process has run): a
+    /// claim in the ledger holds the pair that long past its interval, until the call's end
+    /// books what it really needs.
     call_hold: Ticks,
     /// Setup (connect + tunnel + TLS + SETTINGS + PING) deadline.
     setup_timeout: Ticks,
@@ -844,10 +845,24 @@ impl Links {
             if slot == u32::MAX {
                 return got;
             }
+            let p = pair.0 as usize;
             let (interval, tolerance) = self.limiter.pace(self.limiter.region_of(pair));
-            match ledger.claim(slot, now, interval, tolerance, self.call_hold) {
+            let mut claimed = ledger.claim(slot, now, interval, tolerance, self.call_hold);
+            if claimed.is_err() && booked[p] != 0 && ledger.next(slot).0 == booked[p] {
+                // Refused by nothing but this process's own booking: a cooldown it published
+                // (its end plus the burst's tolerance, so another process honours it), which
+                // has ended, since the limiter hands the pair out. Counted as a burst spent it
+                // would cut the burst; the limiter's own pace is what is left of it.
+                let v = self.limiter.view(pair);
+                if v.cooldown_until.0 <= now.0 && v.tat.0 < booked[p] {
+                    ledger.replace(slot, booked[p], v.tat.0);
+                    booked[p] = v.tat.0;
+                    claimed = ledger.claim(slot, now, interval, tolerance, self.call_hold);
+                }
+            }
+            match claimed {
                 Ok(claim) => {
-                    booked[pair.0 as usize] = claim;
+                    booked[p] = claim;
                     return got;
                 }
                 Err(until) => {
@@ -916,11 +931,15 @@ impl Links {
 
     /// `pair`'s next send by this process's limiter as the ledger keeps it, the GCRA state:
     /// its arrival time, a cooldown as its end plus the burst tolerance (allowed = arrival
-    /// time − tolerance).
+    /// time − tolerance). The arrival time itself, not `next_allowed + tolerance`: that is
+    /// floored at the tolerance, which booked a pair still inside its burst an interval late.
     fn ledger_tat(&self, pair: PairId) -> Instant {
         let v = self.limiter.view(pair);
         let (_, tolerance) = self.limiter.pace(v.region);
-        v.next_allowed.max(v.cooldown_until).after(tolerance)
+        if v.cooldown_until.0 == 0 {
+            return v.tat;
+        }
+        v.tat.max(v.cooldown_until.after(tolerance))
     }
 
     /// The call on held `pair` is given up at `now` unanswered (shutdown's deadline, a failed
@@ -938,8 +957,8 @@ impl Links {
     /// is booked again at the new rate, as the limiter reprices it ([`Limiter::set_rate`]).
     /// Else a shorter interval would hold each pair one old interval more (the ledger
     /// refusing it as if another process had sent), and a longer one would let a successor
-    /// send on the old. A call in flight keeps its claim's hold and takes the new interval
-    /// from its send. An entry whose booking counts another process's sends is lowered by
+    /// send on the old. A call in flight keeps its claim's hold, what the claim booked ahead
+    /// of now scaled to the new interval (a spent burst's too), as the limiter's own. An entry whose booking counts another process's sends is lowered by
     /// nobody but that process's own next booking. O(pairs of the region); not the request
     /// path.
     fn set_pace(&mut self, region: RegionId, rate: RegionRate, now: Instant) {
@@ -975,7 +994,18 @@ impl Links {
                 continue;
             }
             let to = if in_flight {
-                was.saturating_sub(old.0).saturating_add(new.0)
+                // As the limiter reprices a held pair: what the claim booked ahead of now (a
+                // spent burst's intervals too) scaled to the new interval, its hold kept.
+                let hold = self.call_hold.0;
+                let base = was.saturating_sub(hold);
+                let base = if base > now.0 {
+                    let ahead =
+                        u128::from(base - now.0) * u128::from(new.0) / u128::from(old.0.max(1));
+                    now.0.saturating_add(ahead as u64)
+                } else {
+                    base
+                };
+                base.saturating_add(hold)
             } else {
                 tat
             };
@@ -1001,7 +1031,10 @@ impl Links {
     /// drained and those listed again reconnecting; a proxy's new password, for its pairs'
     /// next connects.
     pub(super) fn retune(&mut self, t: &Tuning, now: Instant) {
-        self.call_hold = self.rate.from_ms(t.upstream_timeout_ms);
+        // A call keeps the deadline it was sent with: after a reload to a shorter timeout,
+        // calls sent before may still run the longer one, so the ledger's hold never shrinks
+        // (a claim's end then gives back at least what it booked).
+        self.call_hold = self.call_hold.max(self.rate.from_ms(t.upstream_timeout_ms));
         self.setup_timeout = self.rate.from_ms(t.connect_timeout_ms);
         self.setup_timeout_ms = t.connect_timeout_ms;
         self.retime_all();

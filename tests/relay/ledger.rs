@@ -17,7 +17,15 @@ use dispatcher_support::{MS, Sim};
 /// A relay process with one source (127.1.0.1) and one region (ny, 1 s) booking in `ledger`,
 /// its pair connected at `now` and the engine's hello received.
 fn process(ledger: &Arc<Ledger>, now: Instant) -> Sim {
-    let region = RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap());
+    process_with_burst(ledger, 1, now)
+}
+
+/// [`process`] with its region's burst.
+fn process_with_burst(ledger: &Arc<Ledger>, burst: u32, now: Instant) -> Sim {
+    let region = RegionSpec {
+        burst,
+        ..RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
+    };
     let mut spec = Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
     spec.upstream_timeout_ms = 600_000;
     spec.bundle_max_age_ms = 10_000;
@@ -117,15 +125,17 @@ fn a_call_given_up_at_shutdown_keeps_holding_the_pair_in_the_other_process() {
 
 /// A reload to `interval_ms` for `t`'s one region at `now`.
 fn reload_interval(t: &mut Sim, interval_ms: u64, now: Instant) {
+    reload(t, interval_ms, 1, 600_000, now);
+}
+
+/// A reload to `interval_ms`, `burst` and `upstream_timeout_ms` for `t`'s one region at `now`.
+fn reload(t: &mut Sim, interval_ms: u64, burst: u32, upstream_timeout_ms: u64, now: Instant) {
     let region = RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap());
     let spec = Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
     let mut tuning = Tuning::of_spec(&spec);
-    tuning.upstream_timeout_ms = 600_000;
+    tuning.upstream_timeout_ms = upstream_timeout_ms;
     tuning.bundle_max_age_ms = 10_000;
-    tuning.regions[0] = Some(Pace {
-        interval_ms,
-        burst: 1,
-    });
+    tuning.regions[0] = Some(Pace { interval_ms, burst });
     t.d.retune(&tuning, now);
 }
 
@@ -198,4 +208,104 @@ fn a_reload_to_a_longer_interval_holds_the_pair_for_the_other_process_too() {
     );
     assert!(!new.send(Instant(answered.0 + 2_999 * MS)));
     assert!(new.send(Instant(answered.0 + 3_001 * MS)));
+}
+
+/// A call in flight after a spent burst, during a reload to a shorter interval: the ledger
+/// reprices what the claim booked ahead (the burst's earlier intervals too) as the limiter
+/// does, so the pair goes when the limiter says, not when the old burst would have allowed.
+/// Burst 3 at 1 s, three sends in 3 ms; 250 ms from 4 ms on; the third answered at 10 ms:
+/// the limiter allows the next at 254 ms.
+#[test]
+fn a_spent_burst_in_flight_during_a_reload_to_a_shorter_interval_frees_the_pair_as_the_limiter_does()
+ {
+    let ledger = Arc::new(Ledger::private(4));
+    let at = |ms: u64| Instant(ms * MS);
+    let mut t = process_with_burst(&ledger, 3, at(1));
+    assert!(t.send(at(1)), "the tip-account refresh");
+    t.answer(at(2));
+    assert_eq!(t.post_bundle(1, at(2)), Verdict::Admitted);
+    assert!(t.send(at(2)));
+    t.answer(at(3));
+    assert_eq!(t.post_bundle(2, at(3)), Verdict::Admitted);
+    assert!(t.send(at(3)), "the burst's third");
+    reload(&mut t, 250, 3, 600_000, at(4));
+    t.answer(at(10));
+    assert_eq!(t.post_bundle(3, at(10)), Verdict::Admitted);
+    assert!(!t.send(at(250)), "the burst is spent until 254 ms");
+    assert!(t.send(at(255)), "as the limiter allows");
+    assert_eq!(t.totals().ledger_waits, 0);
+}
+
+/// A reload that shortens the call's hold (`upstream_timeout_ms`) while a call is in flight
+/// (sent with the longer deadline, which it keeps): its end gives back the hold its claim
+/// booked, so the pair is free one interval after the answer.
+#[test]
+fn a_reload_of_the_calls_hold_while_a_call_is_in_flight_frees_the_pair_one_interval_after_its_answer()
+ {
+    let ledger = Arc::new(Ledger::private(4));
+    let at = |ms: u64| Instant(ms * MS);
+    let mut t = process(&ledger, at(1));
+    assert!(t.send(at(1)), "the tip-account refresh");
+    reload(&mut t, 1_000, 1, 1_000, at(2));
+    t.answer(at(3));
+    assert_eq!(t.post_bundle(1, at(3)), Verdict::Admitted);
+    assert!(!t.send(at(1_002)));
+    assert!(t.send(at(1_004)), "one interval after the answer");
+    assert_eq!(t.totals().ledger_waits, 0);
+}
+
+/// A region's burst holds in the ledger as in the limiter: three sends a burst of 3 allows go
+/// back to back, none refused by the process's own bookings (a pair whose GCRA arrival time
+/// was still under the burst's tolerance was booked as if at the tolerance, a whole
+/// interval late, and the burst's third send waited as if another process had sent).
+#[test]
+fn a_burst_goes_whole_with_a_ledger_as_without_one() {
+    let ledger = Arc::new(Ledger::private(4));
+    let at = |ms: u64| Instant(ms * MS);
+    let mut t = process_with_burst(&ledger, 3, at(1));
+    assert!(t.send(at(1)), "the tip-account refresh");
+    t.answer(at(2));
+    for (i, ms) in [2, 3].into_iter().enumerate() {
+        assert_eq!(t.post_bundle(i as u64, at(ms)), Verdict::Admitted);
+        assert!(t.send(at(ms)), "send {} of the burst", i + 2);
+        t.answer(at(ms));
+    }
+    assert_eq!(t.totals().ledger_waits, 0);
+    assert_eq!(t.post_bundle(9, at(4)), Verdict::Admitted);
+    assert!(!t.send(at(4)), "the burst is spent");
+}
+
+/// After an engine's Retry-After, the burst is whole again once the cooldown ends, with the
+/// ledger as without it: the cooldown booked in the ledger (its end plus the burst's
+/// tolerance, so another process honours it) is the process's own, and once passed it does
+/// not count as a burst spent, nor as another process's sends. Burst 3 at 1 s, told to wait
+/// 3 s at 2 ms: three sends go back to back at 3.01 s.
+#[test]
+fn after_a_cooldown_the_burst_goes_whole_with_a_ledger_as_without_one() {
+    let ledger = Arc::new(Ledger::private(4));
+    let at = |ms: u64| Instant(ms * MS);
+    let mut t = process_with_burst(&ledger, 3, at(1));
+    assert!(t.send(at(1)), "the tip-account refresh");
+    t.answer(at(1));
+    assert_eq!(t.post_bundle(1, at(1)), Verdict::Admitted);
+    assert!(t.send(at(1)));
+    t.answer_error(
+        8,
+        "Rate limit exceeded. Limit: 1 per second for txn requests. Back-off triggered: \
+         Retry after 3000ms",
+        at(2),
+    );
+    assert!(!t.send(at(2_000)), "cooling");
+    let mut sent = 0;
+    for (seed, ms) in [(2, 3_010), (3, 3_011), (4, 3_012)] {
+        if seed > 2 {
+            assert_eq!(t.post_bundle(seed, at(ms)), Verdict::Admitted);
+        }
+        if t.send(at(ms)) {
+            sent += 1;
+            t.answer(at(ms));
+        }
+    }
+    assert_eq!(sent, 3, "the told bundle and two more: {:?}", t.totals());
+    assert_eq!(t.totals().ledger_waits, 0);
 }
