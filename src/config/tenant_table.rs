@@ -214,6 +214,8 @@ pub struct TenantTable {
     max: u16,
     /// Bundles the arena holds beyond every floor: what tenants above their floors share.
     pool: u32,
+    /// Bundles the arena holds in all (`arena_slots` the relay started with).
+    arena: u32,
     /// Some enabled entry's rotating port follows the next leader: the relay must learn it.
     by_leader: bool,
     /// Slots this table gives to new tenants: zeroed ([`TenantStats::reset`]) when it is
@@ -273,6 +275,7 @@ impl TenantTable {
             fresh: previous.map_or(DEFAULT_SLOT + 1, |p| p.fresh),
             max,
             pool: 0,
+            arena: arena_slots,
             by_leader: false,
             fresh_slots: Vec::new(),
             proxies: Vec::new(),
@@ -644,6 +647,11 @@ impl TenantTable {
     /// Bundles tenants above their floors share.
     pub fn pool(&self) -> u32 {
         self.pool
+    }
+
+    /// Bundles the arena holds in all.
+    pub fn arena(&self) -> u32 {
+        self.arena
     }
 
     /// Slots in use by tenants of this table, the highest plus one (for per-slot arrays).

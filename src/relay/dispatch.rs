@@ -520,10 +520,11 @@ impl Dispatcher {
         claim: Claim<'_>,
         now: Instant,
     ) -> Result<Admission, Refusal> {
-        let pass = self
-            .tenancy
-            .check(claim, port, now)
-            .map_err(Refusal::Tenant)?;
+        let pass = match self.tenancy.check(claim, port, now) {
+            Ok(pass) => pass,
+            Err(Denied::Cap { .. }) => return Err(Refusal::Full),
+            Err(denied) => return Err(Refusal::Tenant(denied)),
+        };
         let (region, lane, peer, leader) = self.route(port, &pass, now);
         let fan = match port {
             Port::Rotating if pass.fan_out > 1 => self.fan_lanes(region, &pass, now),

@@ -424,7 +424,7 @@ fn write_denied(
     let mut wait = [0u8; 20];
     let retry_after = match denied {
         Denied::Rate { retry_after_ms, .. } => Some(seconds(retry_after_ms, &mut wait)),
-        Denied::Share { .. } => Some(CAP_RETRY_AFTER_S),
+        Denied::Share { .. } | Denied::Cap { .. } => Some(CAP_RETRY_AFTER_S),
         _ => None,
     };
     let (status, kind) = denial(d, denied);
@@ -441,6 +441,13 @@ fn write_denied(
 fn denial(d: &Dispatcher, denied: Denied) -> (u16, ErrorKind<'_>) {
     match denied {
         Denied::Unknown { key_given } => (401, ErrorKind::Unauthorized { key_given }),
+        // As the in-flight cap is answered ([`write_full`]).
+        Denied::Cap { .. } => (
+            429,
+            ErrorKind::RateLimited {
+                retry_after_ms: 1000,
+            },
+        ),
         Denied::Disabled { slot } => (403, ErrorKind::TenantDisabled(d.tenancy().name(slot))),
         Denied::Region { region, .. } => (
             403,

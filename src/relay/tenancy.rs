@@ -149,6 +149,9 @@ pub enum Denied {
         full: ShareFull,
         limit: u32,
     },
+    /// The arena is full: its share met the relay's in-flight cap, not a limit of its own (a
+    /// ceiling of the whole arena, or a room shared past floors that is the whole arena).
+    Cap { slot: u16 },
 }
 
 /// Bytes of one thread's rules for one tenant slot (the budget counts them).
@@ -319,7 +322,16 @@ impl Tenancy {
             // Refused for want of room: the rate it would have spent is not spent.
             self.refund(slot);
         }
+        let whole = self.table.arena();
         match share {
+            // Every slot of the arena is taken: the in-flight cap, as the arena's own check
+            // would find (counted as the cap, and answered as it).
+            Err(ShareFull::Ceiling) if e.in_flight_max >= whole => {
+                refuse(Refused::Cap, Denied::Cap { slot })
+            }
+            Err(ShareFull::Pool) if self.table.pool() >= whole => {
+                refuse(Refused::Cap, Denied::Cap { slot })
+            }
             Ok(()) => Ok(Pass {
                 slot,
                 mask: e.mask,

@@ -953,6 +953,38 @@ fn a_disabled_tenant_reserves_no_floor() {
     assert_eq!(admitted, 16, "a holds the whole arena: {}", s.response());
 }
 
+/// With no tenants (and with a tenant whose ceiling is the whole arena), the request that
+/// finds the arena full meets the relay's in-flight cap: it is refused and counted as the
+/// cap, not as a tenant ceiling naming an `in_flight_max` no config set.
+#[test]
+fn a_full_arena_is_the_in_flight_cap_not_a_tenants_ceiling_however_the_tenants_are_set() {
+    for tenants in ["", "[[tenant]]\nname = \"r\"\nkeys = [\"k\"]\n"] {
+        let mut s = sim(tenants);
+        let claim = if tenants.is_empty() {
+            Claim::LOOPBACK
+        } else {
+            key("k")
+        };
+        for seed in 0..16 {
+            assert_eq!(
+                s.post_as(Port::Rotating, claim, "", &body(seed), NOW),
+                Verdict::Admitted,
+                "{}",
+                s.response()
+            );
+        }
+        assert_eq!(
+            s.post_as(Port::Rotating, claim, "", &body(16), NOW),
+            Verdict::RefusedCap,
+            "{tenants:?}: {}",
+            s.response()
+        );
+        let answer = s.response();
+        assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+        assert!(!answer.contains("in_flight_max"), "{answer}");
+    }
+}
+
 /// A request the relay refuses for want of room (the tenant's share full, the in-flight cap
 /// reached) took nothing of the tenant's rate: the next one that finds room is not refused
 /// for a rate it never used.
