@@ -5,8 +5,9 @@
 //! - `GET /debug/histograms`: every histogram's percentile distribution;
 //! - `GET /debug/pairs`: text from the callback the relay provides (pairs per region by state);
 //! - `GET /debug/tenants`: each tenant's policy and counts;
-//! - `GET /ping`: `pong`, or `503 draining` once the relay is stopping (a load balancer in
-//!   front takes it out of rotation before its listeners close);
+//! - `GET /ping`: `ok` (as the intake's `/ping`, the convention health checks match), or
+//!   `503 draining` once the relay is stopping (a load balancer in front takes it out of
+//!   rotation before its listeners close);
 //!
 //! `HEAD` of any of them: the same head, no body. 404 for any other path, 405 (with `Allow`)
 //! for any other method, 400 for a request it cannot read, 408 for one that did not arrive in
@@ -411,7 +412,7 @@ fn serve(s: &mut TcpStream, deadline: Instant, shared: &Shared) -> io::Result<()
             ("503 Service Unavailable", "text/plain")
         }
         "/ping" => {
-            body.push_str("pong\n");
+            body.push_str("ok\n");
             ("200 OK", "text/plain")
         }
         _ => {
