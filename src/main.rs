@@ -72,7 +72,7 @@ enum Command {
         #[arg(long)]
         hlog_dir: Option<PathBuf>,
         /// Seconds per .hlog interval.
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
         hlog_interval_s: u64,
         /// HOST:PORT:ADDRESS — regions dialling HOST:PORT connect to ADDRESS instead (TLS
         /// still checks HOST). Repeatable. For running a production config against stand-in

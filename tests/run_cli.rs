@@ -148,6 +148,50 @@ fn switches_that_change_a_config_file_are_refused_without_one_naming_them() {
 }
 
 /// Runs the relay's binary with `args`; its exit status and standard error.
+/// `--check` holds the .hlog folder to what the start needs, as a start does before it
+/// listens: a path that is a file is refused naming it, and an interval of 0 s (which the
+/// writer would have run as 1 s while saying 0) is refused by the flag.
+#[test]
+fn an_hlog_dir_that_is_a_file_or_an_interval_of_zero_is_refused_before_anything_listens() {
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/local-bench.toml");
+    let file = std::env::temp_dir().join(format!("bundle-relay-hlog-file-{}", std::process::id()));
+    std::fs::write(&file, "not a folder").unwrap();
+    let path = file.to_str().unwrap();
+    let (code, err) = run_args(&["run", "--config", config, "--check", "--hlog-dir", path]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--hlog-dir {path}: {path} is a file, not a folder"
+        )),
+        "{err}"
+    );
+    let inside = format!("{path}/under");
+    let (code, err) = run_args(&["run", "--config", config, "--check", "--hlog-dir", &inside]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is a file, not a folder"), "{err}");
+    std::fs::remove_file(&file).unwrap();
+    // A link whose target is not there: no folder can be made at it.
+    std::os::unix::fs::symlink(format!("{path}-gone"), &file).unwrap();
+    let (code, err) = run_args(&["run", "--config", config, "--check", "--hlog-dir", path]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("is a link to nothing"), "{err}");
+    std::fs::remove_file(&file).unwrap();
+    let dir = std::env::temp_dir().join(format!("bundle-relay-hlog-zero-{}", std::process::id()));
+    let (code, err) = run_args(&[
+        "run",
+        "--config",
+        config,
+        "--check",
+        "--hlog-dir",
+        dir.to_str().unwrap(),
+        "--hlog-interval-s",
+        "0",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--hlog-interval-s"), "{err}");
+    assert!(!dir.exists(), "nothing was written");
+}
+
 fn run_args(args: &[&str]) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
         .args(args)

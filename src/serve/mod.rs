@@ -149,6 +149,13 @@ pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
     {
         return refuse(&why);
     }
+    if let Some(Err(why)) = flags
+        .hlog
+        .as_ref()
+        .map(|(dir, _)| start::check_hlog_dir(dir))
+    {
+        return refuse(&why);
+    }
     if flags.check {
         println!("config and host check passed");
         return 0;

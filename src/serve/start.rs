@@ -81,6 +81,48 @@ pub fn admin(
     }
 }
 
+/// Whether .hlog files can go into `dir` as the writer puts them (it makes the folder and any
+/// missing above it): the nearest part of the path that exists must be a folder. Checked
+/// before anything listens, and by `--check`.
+pub fn check_hlog_dir(dir: &Path) -> Result<(), String> {
+    let mut at = dir;
+    loop {
+        // A link to nothing is there, and a folder cannot be made at it.
+        if std::fs::symlink_metadata(at).is_ok_and(|m| m.file_type().is_symlink())
+            && std::fs::metadata(at).is_err()
+        {
+            return Err(format!(
+                "--hlog-dir {}: {} is a link to nothing",
+                dir.display(),
+                at.display()
+            ));
+        }
+        match std::fs::metadata(at) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => {
+                return Err(format!(
+                    "--hlog-dir {}: {} is a file, not a folder",
+                    dir.display(),
+                    at.display()
+                ));
+            }
+            // Not there, or under a file: what is above says which.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                match at.parent() {
+                    Some(up) if !up.as_os_str().is_empty() => at = up,
+                    _ => return Ok(()),
+                }
+            }
+            Err(e) => return Err(format!("--hlog-dir {}: {e}", dir.display())),
+        }
+    }
+}
+
 /// The thread writing every histogram into `dir` as .hlog files, one interval per `secs`.
 pub fn hlog(metrics: std::sync::Arc<Metrics>, dir: &Path, secs: u64) -> Result<HlogThread, String> {
     let cfg = HlogConfig::new(dir, Duration::from_secs(secs.max(1)));
