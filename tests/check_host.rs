@@ -268,6 +268,38 @@ fn reactor_cores_outside_the_isolated_ones_are_named_with_the_cpu_affinity_to_se
     );
 }
 
+/// The interrupt fix is a command to run: the first interrupt's affinity set to the cores
+/// kept for housekeeping (here the ones not isolated); when every online core runs a reactor, it says none is left for interrupts
+/// rather than ask to echo cores there are not.
+#[test]
+fn the_irq_fix_is_a_whole_command_or_says_no_core_is_left_for_interrupts() {
+    let t = Tree::new("irq-fix");
+    t.tuned()
+        .put("sys/devices/system/cpu/online", "0-3")
+        .put("proc/irq/42/smp_affinity_list", "0-3")
+        .put("proc/irq/42/eth0-rx-0/.keep", "");
+    let mut i = inputs(&t.0, Some(config(2, "\"127.1.91.0/30\"")));
+    i.cpus = vec![0, 1, 2, 3];
+    let checks = check_host::run(&i);
+    let c = find(&checks, "irq affinity");
+    assert!(
+        c.fix
+            .ends_with("e.g. echo 0-1 > /proc/irq/42/smp_affinity_list"),
+        "{c}"
+    );
+    // No isolated cores, and only the two the reactors run on.
+    t.put("sys/devices/system/cpu/online", "0-1")
+        .put("sys/devices/system/cpu/isolated", "");
+    i.cpus = vec![0, 1];
+    let checks = check_host::run(&i);
+    let c = find(&checks, "irq affinity");
+    assert!(
+        c.fix
+            .starts_with("every online core (0-1) runs a reactor thread"),
+        "{c}"
+    );
+}
+
 /// A config that needs more open files than the shipped `fs.nr_open` (65,536 sources × 16
 /// regions): the fix names what the config needs, not the shipped value, which would leave the
 /// check failing.

@@ -195,7 +195,36 @@ pub fn thp(root: &Path) -> Vec<Check> {
 
 /// Isolated cores and interrupts: where the kernel isolates cores (`isolcpus=`), the reactor
 /// cores should be among them and no device interrupt should land on them.
-pub fn cores(root: &Path, reactor_cpus: &[usize]) -> Vec<Check> {
+/// The fix for interrupts on the `guarded` cores: a command for the first one (`irq`), with the
+/// online cores no reactor runs on (the host's, else the `cpus` this process may use); with
+/// none left, that a core must be left for interrupts first.
+fn irq_fix(root: &Path, guarded: &[usize], cpus: &[usize], irq: u32) -> String {
+    let online = read(root, "sys/devices/system/cpu/online")
+        .and_then(|s| parse_cpu_list(&s))
+        .unwrap_or_else(|| cpus.to_vec());
+    let housekeeping: Vec<usize> = online
+        .iter()
+        .copied()
+        .filter(|c| !guarded.contains(c))
+        .collect();
+    if housekeeping.is_empty() {
+        return format!(
+            "every online core ({}) runs a reactor thread, so none is left for interrupts: \
+             give the relay fewer threads (threads = {}) or a host with more cores, then move \
+             the interrupts to the cores left (HARDWARE.md, \"Core layout\")",
+            cpu_list(&online),
+            guarded.len().saturating_sub(1).max(1)
+        );
+    }
+    format!(
+        "stop irqbalance (systemctl disable --now irqbalance) and write the housekeeping cores \
+         into /proc/irq/N/smp_affinity_list for each (HARDWARE.md, \"Core layout\"), e.g. echo \
+         {} > /proc/irq/{irq}/smp_affinity_list",
+        cpu_list(&housekeeping)
+    )
+}
+
+pub fn cores(root: &Path, reactor_cpus: &[usize], cpus: &[usize]) -> Vec<Check> {
     let isolated = read(root, "sys/devices/system/cpu/isolated")
         .and_then(|s| parse_cpu_list(&s))
         .unwrap_or_default();
@@ -297,12 +326,7 @@ pub fn cores(root: &Path, reactor_cpus: &[usize]) -> Vec<Check> {
                 if hits.len() > 8 { ", …" } else { "" }
             ),
             format!("none on cores {}", cpu_list(&guarded)),
-            format!(
-                "stop irqbalance (systemctl disable --now irqbalance) and echo the housekeeping \
-                 cores into /proc/irq/N/smp_affinity_list for each (HARDWARE.md, \"Core layout\"), \
-                 e.g. for irq {}",
-                hits[0].0
-            ),
+            irq_fix(root, &guarded, cpus, hits[0].0),
         )
     });
     out

@@ -99,7 +99,7 @@ pub fn run(inputs: &Inputs) -> Vec<Check> {
         .as_ref()
         .map_or(inputs.cpus.len(), |c| c.threads);
     let reactor: Vec<usize> = inputs.cpus.iter().copied().take(threads).collect();
-    out.extend(host::cores(&inputs.root, &reactor));
+    out.extend(host::cores(&inputs.root, &reactor, &inputs.cpus));
     out
 }
 
