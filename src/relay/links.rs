@@ -910,21 +910,16 @@ impl Links {
         let p = pair.0 as usize;
         if self.ledger.as_ref().is_some_and(|l| l.slots[p] != u32::MAX) {
             let tat = self.ledger_tat(pair);
-            let Some(LedgerLink {
-                ledger,
-                slots,
-                booked,
-            }) = &mut self.ledger
-            else {
+            let Some(l) = self.ledger.as_mut() else {
                 return;
             };
-            let slot = slots[p];
-            booked[p] = match booked[p] {
+            let slot = l.slots[p];
+            l.booked[p] = match l.booked[p] {
                 0 => {
-                    ledger.book(slot, tat);
+                    l.ledger.book(slot, tat);
                     tat.0
                 }
-                claim => ledger.settle(slot, claim, self.call_hold, tat),
+                claim => l.ledger.settle(slot, claim, self.call_hold, tat),
             };
         }
     }
@@ -981,15 +976,10 @@ impl Links {
             let p = pair.0 as usize;
             let in_flight = self.limiter.view(pair).in_flight == 1;
             let tat = self.ledger_tat(pair).0;
-            let Some(LedgerLink {
-                ledger,
-                slots,
-                booked,
-            }) = &mut self.ledger
-            else {
+            let Some(l) = self.ledger.as_mut() else {
                 return;
             };
-            let (slot, was) = (slots[p], booked[p]);
+            let (slot, was) = (l.slots[p], l.booked[p]);
             if slot == u32::MAX || was == 0 {
                 continue;
             }
@@ -1010,14 +1000,14 @@ impl Links {
                 tat
             };
             if to > was {
-                ledger.book(slot, Instant(to));
-                booked[p] = to;
+                l.ledger.book(slot, Instant(to));
+                l.booked[p] = to;
             } else if to < was && (in_flight || was == before.0) {
                 // Lowered only where what it books is this process's alone: a call in flight
                 // keeps the floor of the other's bookings its claim saw, and the settled
                 // booking of an ended call is the limiter's own unless it counted the other's.
-                ledger.replace(slot, was, to);
-                booked[p] = to;
+                l.ledger.replace(slot, was, to);
+                l.booked[p] = to;
             }
         }
     }

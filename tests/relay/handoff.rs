@@ -397,17 +397,20 @@ fn answer_calls(
     }
 }
 
-/// Fanned-out bundles wait on a thread whose sources a reload then removes: the copies move
-/// to the other thread and are delivered there, and each region's counts still add up over
-/// the threads (admitted = ended + in flight), with nothing left in flight in any region on
-/// either thread. A bundle is counted in the region it was admitted for, wherever its last
-/// copy leaves from.
-#[test]
-fn fanned_out_bundles_moved_off_a_thread_a_reload_emptied_keep_each_regions_counts_adding_up() {
-    use bundle_relay::config::{Policy, Source};
-    use bundle_relay::relay::intake::Port;
-    use bundle_relay::relay::tenancy::Claim;
-    use bundle_relay::relay::tuning::Tuning;
+/// Connects every pair thread `t` has due, each set up through the engine's hello.
+fn connect_due(t: &mut Thread, now: Instant) {
+    while let Some(order) = t.d.poll_connect(now) {
+        t.d.connected(order.pair, now);
+        t.flush(now);
+        t.d.received(order.pair, &crate::h2_support::engine_hello(), now);
+        t.flush(now);
+    }
+}
+
+/// A relay of two threads, two regions (ny, slc; 1 s) and two sources (one a thread), whose
+/// open policy fans every rotating-port bundle out to both regions: its spec, its sources and
+/// its threads, joined by their mesh, each with its first pair connected at `now`.
+fn fanning_out_to_two_regions(now: Instant) -> (Spec, Vec<std::net::IpAddr>, Vec<Thread>) {
     let regions: Vec<RegionSpec> = [("ny", "127.0.0.1:10000"), ("slc", "127.0.0.2:10000")]
         .iter()
         .map(|(name, addr)| RegionSpec {
@@ -417,29 +420,39 @@ fn fanned_out_bundles_moved_off_a_thread_a_reload_emptied_keep_each_regions_coun
         .collect();
     let sources: Vec<std::net::IpAddr> =
         vec!["127.1.0.1".parse().unwrap(), "127.1.0.2".parse().unwrap()];
-    let mut spec = Spec::local(regions.clone(), sources.clone());
+    let mut spec = Spec::local(regions, sources.clone());
     spec.threads = 2;
     spec.arena_slots = 64;
     spec.upstream_timeout_ms = 600_000;
     spec.bundle_max_age_ms = 60_000;
-    spec.open_to_all(Policy {
+    spec.open_to_all(bundle_relay::config::Policy {
         fan_out: 2,
-        ..Policy::open()
+        ..bundle_relay::config::Policy::open()
     });
     let mesh = Arc::new(Mesh::new(2, 32));
-    let mut now = Instant(MS);
-    let mut threads: Vec<Thread> = (0..2)
+    let threads = (0..2)
         .map(|t| Thread::connected(&spec, t, Some(&mesh), now))
         .collect();
+    (spec, sources, threads)
+}
+
+/// Fanned-out bundles wait on a thread whose sources a reload then removes: the copies move
+/// to the other thread and are delivered there, and each region's counts still add up over
+/// the threads (admitted = ended + in flight), with nothing left in flight in any region on
+/// either thread. A bundle is counted in the region it was admitted for, wherever its last
+/// copy leaves from.
+#[test]
+fn fanned_out_bundles_moved_off_a_thread_a_reload_emptied_keep_each_regions_counts_adding_up() {
+    use bundle_relay::config::Source;
+    use bundle_relay::relay::intake::Port;
+    use bundle_relay::relay::tenancy::Claim;
+    use bundle_relay::relay::tuning::Tuning;
+    let mut now = Instant(MS);
+    let (spec, sources, mut threads) = fanning_out_to_two_regions(now);
     let mut calls: Vec<Vec<_>> = vec![Vec::new(), Vec::new()];
     // Every pair up (one per region on each thread), the tip-account refresh answered.
     for (t, c) in threads.iter_mut().zip(&mut calls) {
-        while let Some(order) = t.d.poll_connect(now) {
-            t.d.connected(order.pair, now);
-            t.flush(now);
-            t.d.received(order.pair, &crate::h2_support::engine_hello(), now);
-            t.flush(now);
-        }
+        connect_due(t, now);
         t.d.dispatch(now);
         flush_calls(&mut t.d, now, c);
         answer_calls(&mut t.d, now, c);
@@ -555,43 +568,16 @@ fn a_bundle_handed_to_a_thread_whose_loop_failed_is_counted_failed_not_lost() {
 /// both threads, not held in flight until its max age a minute on.
 #[test]
 fn a_fanned_out_bundle_handed_to_a_thread_that_retired_one_of_its_regions_ends_delivered() {
-    use bundle_relay::config::Policy;
     use bundle_relay::relay::intake::Port;
     use bundle_relay::relay::tenancy::Claim;
     use bundle_relay::relay::tuning::Tuning;
-    let regions: Vec<RegionSpec> = [("ny", "127.0.0.1:10000"), ("slc", "127.0.0.2:10000")]
-        .iter()
-        .map(|(name, addr)| RegionSpec {
-            interval_ms: 1_000,
-            ..RegionSpec::plain(name, addr.parse().unwrap())
-        })
-        .collect();
-    let sources: Vec<std::net::IpAddr> =
-        vec!["127.1.0.1".parse().unwrap(), "127.1.0.2".parse().unwrap()];
-    let mut spec = Spec::local(regions, sources);
-    spec.threads = 2;
-    spec.arena_slots = 64;
-    spec.upstream_timeout_ms = 600_000;
-    spec.bundle_max_age_ms = 60_000;
-    spec.open_to_all(Policy {
-        fan_out: 2,
-        ..Policy::open()
-    });
-    let mesh = Arc::new(Mesh::new(2, 32));
     let mut now = Instant(MS);
-    let mut threads: Vec<Thread> = (0..2)
-        .map(|t| Thread::connected(&spec, t, Some(&mesh), now))
-        .collect();
+    let (spec, _, mut threads) = fanning_out_to_two_regions(now);
     let mut calls: Vec<Vec<_>> = vec![Vec::new(), Vec::new()];
     // One engine round for both threads: connects, sends, answers, closes.
     let pump = |threads: &mut Vec<Thread>, calls: &mut Vec<Vec<_>>, now: Instant, answer: bool| {
         for (t, c) in threads.iter_mut().zip(calls.iter_mut()) {
-            while let Some(order) = t.d.poll_connect(now) {
-                t.d.connected(order.pair, now);
-                t.flush(now);
-                t.d.received(order.pair, &crate::h2_support::engine_hello(), now);
-                t.flush(now);
-            }
+            connect_due(t, now);
             t.d.dispatch(now);
             flush_calls(&mut t.d, now, c);
             if answer {

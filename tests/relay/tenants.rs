@@ -98,20 +98,27 @@ in_flight_max = 1
 
 // ---- the decision table ----
 
-/// A leader poll that comes due while every pair is paced waits for the soonest pair to be
-/// ready, not a whole poll period: meanwhile every bundle routed by leader falls back to the
-/// soonest region.
-#[test]
-fn a_leader_poll_that_finds_every_pair_paced_goes_when_the_soonest_is_ready() {
-    let text = config("[default_tenant]\nrotating = \"leader\"")
+/// A relay whose default tenant routes by leader (pairs at 50 ms, `more` after the tenant),
+/// its first call (the tip accounts) sent and answered at `start`: the sim, its spec, `start`.
+fn leader_routed(more: &str) -> (Sim, Spec, Instant) {
+    let text = config(&format!("[default_tenant]\nrotating = \"leader\"{more}"))
         .replace("port = 9\n", "port = 9\ninterval_ms = 50\n");
     let cfg = Config::parse(&text, "tenants.toml", Resolve::Now).unwrap();
     let spec = Spec::from_config(&cfg).unwrap();
     let start = Instant(1_000 * MS);
     let mut t = Sim::connected(&spec, 0, None, start);
-    // The pair's first call is the tip accounts; the first poll finds no pair free.
     assert!(t.send(start));
     t.answer(start);
+    (t, spec, start)
+}
+
+/// A leader poll that comes due while every pair is paced waits for the soonest pair to be
+/// ready, not a whole poll period: meanwhile every bundle routed by leader falls back to the
+/// soonest region.
+#[test]
+fn a_leader_poll_that_finds_every_pair_paced_goes_when_the_soonest_is_ready() {
+    // The pair's first call is the tip accounts; the first poll finds no pair free.
+    let (mut t, _, start) = leader_routed("");
     // A bundle takes the pair just before the poll comes due 400 ms on: paced for 50 ms.
     let busy = Instant(start.0 + 399 * MS);
     assert_eq!(t.post_bundle(1, busy), Verdict::Admitted);
@@ -131,15 +138,8 @@ fn a_leader_poll_that_finds_every_pair_paced_goes_when_the_soonest_is_ready() {
 /// period scheduled: 60 s to 400 ms polls within 400 ms, not a minute on.
 #[test]
 fn a_reload_to_a_shorter_leader_poll_polls_within_the_new_period() {
-    let text = config("[default_tenant]\nrotating = \"leader\"\n[leader]\npoll_ms = 60000")
-        .replace("port = 9\n", "port = 9\ninterval_ms = 50\n");
-    let cfg = Config::parse(&text, "tenants.toml", Resolve::Now).unwrap();
-    let spec = Spec::from_config(&cfg).unwrap();
-    let start = Instant(1_000 * MS);
-    let mut t = Sim::connected(&spec, 0, None, start);
     // The tip accounts take the pair; the first poll finds none free and is due a minute on.
-    assert!(t.send(start));
-    t.answer(start);
+    let (mut t, spec, start) = leader_routed("\n[leader]\npoll_ms = 60000");
     let later = Instant(start.0 + 100 * MS);
     assert!(!t.send(later), "nothing due for a minute");
     let mut tuning = Tuning::of_spec(&spec);
@@ -1196,19 +1196,28 @@ fn a_dispatcher_is_a_writer_of_the_table_it_admits_by() {
     assert!(table.is_written());
 }
 
-#[test]
-fn a_reload_to_more_tenants_than_the_relay_started_with_room_for_is_refused() {
-    let (dir, path) = config_file("max", &config("tenants_max = 1\n"));
+/// A relay started from config text `before` (in a scratch folder named `name`), whose file
+/// then reads `after`: the reload is refused and the last good config stays; its error.
+fn refused_reload(name: &str, before: &str, after: &str) -> String {
+    let (dir, path) = config_file(name, before);
     let shared = Shared::from_file(&path, Resolve::Now).unwrap();
-    std::fs::write(
-        &path,
-        config("tenants_max = 1\n[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\n[[tenant]]\nname = \"y\"\nkeys = [\"2\"]\n"),
-    )
-    .unwrap();
+    std::fs::write(&path, after).unwrap();
     let e = shared.reload().unwrap_err().to_string();
-    assert!(e.contains("tenants_max is 1"), "{e}");
     assert_eq!(shared.load().generation, 1, "the last good config stays");
     std::fs::remove_dir_all(&dir).unwrap();
+    e
+}
+
+#[test]
+fn a_reload_to_more_tenants_than_the_relay_started_with_room_for_is_refused() {
+    let e = refused_reload(
+        "max",
+        &config("tenants_max = 1\n"),
+        &config(
+            "tenants_max = 1\n[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\n[[tenant]]\nname = \"y\"\nkeys = [\"2\"]\n",
+        ),
+    );
+    assert!(e.contains("tenants_max is 1"), "{e}");
 }
 
 /// `arena_slots` changes on restart: a reload's floors are held to the arena the relay runs,
@@ -1216,21 +1225,16 @@ fn a_reload_to_more_tenants_than_the_relay_started_with_room_for_is_refused() {
 /// of nothing ("pool full") right after a "reloaded".
 #[test]
 fn a_reload_whose_floors_fit_only_the_arena_its_file_asks_for_is_refused_naming_both() {
-    let (dir, path) = config_file("floors-arena", &config(""));
-    let shared = Shared::from_file(&path, Resolve::Now).unwrap();
     let two = "[[tenant]]\nname = \"x\"\nkeys = [\"1\"]\nin_flight_min = 12\n[[tenant]]\nname = \"y\"\nkeys = [\"2\"]\nin_flight_min = 12\n";
-    std::fs::write(
-        &path,
-        config(two).replace("arena_slots = 16", "arena_slots = 64"),
-    )
-    .unwrap();
-    let e = shared.reload().unwrap_err().to_string();
+    let e = refused_reload(
+        "floors-arena",
+        &config(""),
+        &config(two).replace("arena_slots = 16", "arena_slots = 64"),
+    );
     assert!(
         e.contains("add up to 24") && e.contains("16 the relay started with"),
         "{e}"
     );
-    assert_eq!(shared.load().generation, 1, "the last good config stays");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Listeners change on restart: a tenant told by a port the reload moves a listener to would
@@ -1238,17 +1242,12 @@ fn a_reload_whose_floors_fit_only_the_arena_its_file_asks_for_is_refused_naming_
 #[test]
 fn a_reload_naming_a_tenant_port_the_relay_does_not_listen_on_yet_is_refused_naming_it() {
     let by_port = "[[tenant]]\nname = \"x\"\nports = [18080]\n";
-    let (dir, path) = config_file("port-moved", &config(by_port));
-    let shared = Shared::from_file(&path, Resolve::Now).unwrap();
-    std::fs::write(
-        &path,
-        config(&by_port.replace("18080", "18090")).replace("127.0.0.1:18080", "127.0.0.1:18090"),
-    )
-    .unwrap();
-    let e = shared.reload().unwrap_err().to_string();
+    let e = refused_reload(
+        "port-moved",
+        &config(by_port),
+        &config(&by_port.replace("18080", "18090")).replace("127.0.0.1:18080", "127.0.0.1:18090"),
+    );
     assert!(e.contains("tenant x") && e.contains("18090"), "{e}");
-    assert_eq!(shared.load().generation, 1, "the last good config stays");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// `tenants_max` changes on restart like the other sizes: a reload that raises it keeps the
