@@ -322,14 +322,13 @@ impl Tenancy {
             // Refused for want of room: the rate it would have spent is not spent.
             self.refund(slot);
         }
-        let whole = self.table.arena();
         match share {
             // Every slot of the arena is taken: the in-flight cap, as the arena's own check
-            // would find (counted as the cap, and answered as it).
-            Err(ShareFull::Ceiling) if e.in_flight_max >= whole => {
+            // would find (counted as the cap, and answered as it). Read on refusals only.
+            Err(ShareFull::Ceiling) if e.in_flight_max >= self.table.arena() => {
                 refuse(Refused::Cap, Denied::Cap { slot })
             }
-            Err(ShareFull::Pool) if self.table.pool() >= whole => {
+            Err(ShareFull::Pool) if self.table.pool() >= self.table.arena() => {
                 refuse(Refused::Cap, Denied::Cap { slot })
             }
             Ok(()) => Ok(Pass {
