@@ -82,7 +82,7 @@ fn a_slot_holds_a_bundle_and_starts_fresh_for_the_next() {
         slot.meta.tx_count = BUNDLE_TXS_MAX as u8;
         slot.meta.bundle_id = [7; 32];
         slot.meta.region = 3;
-        slot.meta.attempts = 2;
+        slot.meta.attempts = [2, 1, 0, 0];
         slot.frame[..3].copy_from_slice(b"abc");
         slot.meta.frame_len = 3;
         // The transactions are in the arena's decode room until the frame is encoded.
@@ -100,7 +100,7 @@ fn a_slot_holds_a_bundle_and_starts_fresh_for_the_next() {
     let h = arena.acquire(Instant(43)).unwrap();
     let slot = arena.get(h).unwrap();
     assert_eq!(slot.meta.tx_count, 0);
-    assert_eq!(slot.meta.attempts, 0);
+    assert_eq!(slot.meta.attempts, [0; 4]);
     assert_eq!(slot.meta.frame_len, 0);
     assert_eq!(slot.meta.admitted_at, Instant(43));
 }

@@ -143,8 +143,10 @@ pub struct BundleMeta {
     /// lane number).
     pub lane: u8,
     pub admitted_at: Instant,
-    /// Sends tried so far.
-    pub attempts: u16,
+    /// Sends tried so far, per copy: `[0]` the one in `lane`, `[1 + i]` the one in
+    /// `fan_lanes[i]`. Each copy has tries of its own, so a region that keeps refusing its
+    /// copy unprocessed spends none of another region's.
+    pub attempts: [u8; 1 + FAN_EXTRA_MAX],
     /// Bytes of the encoded frame in the frame area (0: not encoded yet).
     pub frame_len: u16,
     /// Copies of the bundle queued or in flight (a fanned-out bundle waits in several lanes at
@@ -165,6 +167,17 @@ pub struct BundleMeta {
     /// Its serial in the sending thread's record of recent bundles (`journal`), set when it
     /// is queued there.
     pub record: u64,
+}
+
+impl BundleMeta {
+    /// Which copy waits in `lane`, as `attempts` counts them: 0 for its own lane, `1 + i` for
+    /// `fan_lanes[i]`.
+    pub fn copy_in(&self, lane: u8) -> usize {
+        self.fan_lanes[..usize::from(self.fan_extra)]
+            .iter()
+            .position(|&l| l == lane && l != self.lane)
+            .map_or(0, |i| i + 1)
+    }
 }
 
 /// The arena's bookkeeping of one slot (never touched by a borrower).

@@ -50,11 +50,12 @@ pub const fn handoff_allocation_bytes(threads: usize, lanes: usize) -> usize {
 pub const PAIR_QUEUE_BYTES: usize =
     super::pairs::QUEUE_BYTES_PER_PAIR + super::upstream::ENDED_BYTES_PER_PAIR;
 
-/// Sends of one bundle that engines refused unprocessed (REFUSED_STREAM, UNAVAILABLE, lost
-/// unsent) before it ends rejected: it bounds a bundle that every pair keeps refusing. A pair's
-/// own refusal (rate limited, source denied) is no attempt against the bundle: that one goes to
-/// another pair, bounded only by its age.
-pub const ATTEMPTS_MAX: u16 = 8;
+/// Sends of one copy of a bundle that engines refused unprocessed (REFUSED_STREAM,
+/// UNAVAILABLE, lost unsent) before it ends rejected: it bounds a bundle that every pair keeps
+/// refusing. A fanned-out bundle's copies each have these tries, so one region that keeps
+/// refusing ends only its own copy. A pair's own refusal (rate limited, source denied) is no
+/// attempt against the bundle: that one goes to another pair, bounded only by its age.
+pub const ATTEMPTS_MAX: u8 = 8;
 
 /// How soon a thread with no source left tries again to move a waiting bundle that found no
 /// other thread able to take it.
@@ -741,8 +742,12 @@ impl Dispatcher {
             let region = usize::from(src.meta.region);
             // SAFETY: a slot lent to this thread and not handed back yet.
             let mut copy = unsafe { lent.slot_mut() };
+            let tries = src.meta.attempts[src.meta.copy_in(r as u8)];
             copy.copy_from(&src);
+            // The copy left is the bundle's one copy there, with the tries it had.
             copy.meta.fan_extra = 0;
+            copy.meta.attempts = [0; 1 + FAN_EXTRA_MAX];
+            copy.meta.attempts[0] = tries;
             self.journals.ring(self.me).patch(src.meta.record, |rec| {
                 rec.set_end(RecordEnd::Moved, now);
                 rec.set_moved_to(peer as u8);
@@ -906,7 +911,7 @@ impl Dispatcher {
                 continue;
             }
             let meta = self.arena.get_mut(slot).expect("held").meta;
-            meta.attempts += 1;
+            meta.attempts[meta.copy_in(r as u8)] += 1;
             let attempt = Attempt {
                 region: region as u8,
                 egress: self.up.egress_of(pair),
@@ -1003,7 +1008,8 @@ impl Dispatcher {
                 Fate::Cooldown | Fate::Denied => {
                     // The pair was refused, not the bundle.
                     let meta = self.arena.get_mut(slot).expect("held").meta;
-                    meta.attempts = meta.attempts.saturating_sub(1);
+                    let copy = meta.copy_in(lane as u8);
+                    meta.attempts[copy] = meta.attempts[copy].saturating_sub(1);
                     self.requeue(slot, lane, now)
                 }
                 Fate::Retry => self.requeue(slot, lane, now),
@@ -1036,7 +1042,7 @@ impl Dispatcher {
         let meta = *self.arena.get(slot).expect("held").meta;
         if now.since(meta.admitted_at).0 > self.max_age_of(meta.tenant).0 {
             self.end_copy(slot, EndKind::Expired, now);
-        } else if meta.attempts >= ATTEMPTS_MAX {
+        } else if meta.attempts[meta.copy_in(lane as u8)] >= ATTEMPTS_MAX {
             // Never processed, by the engines' own word, however often it was tried.
             self.end_copy(slot, EndKind::Rejected, now);
         } else {

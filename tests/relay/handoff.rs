@@ -634,3 +634,88 @@ fn a_fanned_out_bundle_handed_to_a_thread_that_retired_one_of_its_regions_ends_d
         assert!(t.d.check_accounting());
     }
 }
+
+/// A fanned-out bundle whose copy to one region is answered UNAVAILABLE at every try uses up
+/// that copy's tries alone: the copy to the healthy region, answered UNAVAILABLE once when the
+/// other's tries are spent, is still sent again and delivered. Each copy has its own
+/// `ATTEMPTS_MAX` tries; one sick region does not reject a bundle another would take.
+#[test]
+fn a_region_that_never_takes_a_fanned_out_copy_leaves_the_other_copys_retries_whole() {
+    use bundle_relay::relay::dispatch::ATTEMPTS_MAX;
+    use bundle_relay::relay::intake::Port;
+    use bundle_relay::relay::tenancy::Claim;
+    let mut now = Instant(MS);
+    let (_, _, mut threads) = fanning_out_to_two_regions(now);
+    let mut calls: Vec<Vec<_>> = vec![Vec::new(), Vec::new()];
+    for (t, c) in threads.iter_mut().zip(&mut calls) {
+        connect_due(t, now);
+        t.d.dispatch(now);
+        flush_calls(&mut t.d, now, c);
+        answer_calls(&mut t.d, now, c);
+    }
+    now = Instant(now.0 + 1_000 * MS + 1);
+    let t = &mut threads[0];
+    let c = &mut calls[0];
+    t.d.dispatch(now);
+    assert_eq!(
+        t.post_as(Port::Rotating, Claim::LOOPBACK, "", &body(1), now),
+        Verdict::Admitted,
+        "{}",
+        t.response()
+    );
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, c);
+    assert_eq!(c.len(), 2, "a copy to each region");
+    // The sick region's pair is the first called; the healthy one's call is held unanswered.
+    let (sick, _) = c[0];
+    let mut healthy = Vec::new();
+    let unavailable = |d: &mut bundle_relay::relay::dispatch::Dispatcher, s: u32, now| {
+        d.received(
+            sick,
+            &crate::h2_support::error_reply(s, 14, "temporarily unavailable"),
+            now,
+        )
+    };
+    let mut sick_tries = 0;
+    for _ in 0..(2 * ATTEMPTS_MAX) {
+        for (p, s) in std::mem::take(c) {
+            if p == sick {
+                sick_tries += 1;
+                unavailable(&mut t.d, s, now);
+            } else {
+                healthy.push((p, s));
+            }
+        }
+        now = Instant(now.0 + 1_000 * MS + 1);
+        t.d.dispatch(now);
+        flush_calls(&mut t.d, now, c);
+    }
+    assert_eq!(t.totals().in_flight, 1, "{:?}", t.totals());
+    // The healthy region answers UNAVAILABLE once, then takes the bundle.
+    let (p, s) = healthy.pop().expect("the healthy copy's call");
+    assert!(healthy.is_empty());
+    t.d.received(
+        p,
+        &crate::h2_support::error_reply(s, 14, "temporarily unavailable"),
+        now,
+    );
+    for _ in 0..3 {
+        now = Instant(now.0 + 1_000 * MS + 1);
+        t.d.dispatch(now);
+        flush_calls(&mut t.d, now, c);
+        answer_calls(&mut t.d, now, c);
+    }
+    let totals = t.totals();
+    assert_eq!(
+        (
+            totals.admitted,
+            totals.delivered,
+            totals.rejected,
+            totals.in_flight
+        ),
+        (1, 1, 0, 0),
+        "{totals:?}"
+    );
+    assert_eq!(sick_tries, u32::from(ATTEMPTS_MAX), "the sick copy's tries");
+    assert!(t.d.check_accounting());
+}
