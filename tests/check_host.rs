@@ -183,6 +183,50 @@ fn each_sysctl_is_held_to_its_rule_and_a_miss_names_the_fix() {
     );
 }
 
+/// A sysctl file to compare with whose value is no number where its key's rule compares
+/// numbers (or has the wrong count of them for a range or a triple) fails, naming the line,
+/// the key, the value and what the rule wants: not "wanted at least lots" with a fix that
+/// would write it.
+#[test]
+fn a_compared_sysctl_value_that_is_no_number_fails_naming_its_line_and_what_is_wanted() {
+    let t = Tree::new("sysctl-words");
+    t.tuned();
+    for (text, says) in [
+        (
+            "# ours\nnet.core.somaxconn = lots\n",
+            "line 2: net.core.somaxconn = \"lots\": at least wants numbers",
+        ),
+        (
+            "net.ipv4.ip_local_port_range = 1024\n",
+            "line 1: net.ipv4.ip_local_port_range = \"1024\": covering wants two numbers, low high",
+        ),
+        (
+            "net.ipv4.tcp_rmem = 4096 131072\n",
+            "line 1: net.ipv4.tcp_rmem = \"4096 131072\": a capped triple wants three numbers, min default max",
+        ),
+        (
+            "vm.swappiness = 1 x\n",
+            "line 1: vm.swappiness = \"1 x\": at most wants numbers",
+        ),
+    ] {
+        let mut i = inputs(&t.0, None);
+        i.sysctl = text.to_string();
+        let checks = check_host::run(&i);
+        let c = find(&checks, "sysctl file");
+        assert_eq!(c.level, Level::Fail, "{text}");
+        assert_eq!(c.found, says, "{text}");
+        assert!(!check_host::passed(&checks));
+    }
+    // A value compared exactly may be anything.
+    let mut i = inputs(&t.0, None);
+    i.sysctl = "net.ipv4.tcp_congestion_control = bbr\n".to_string();
+    let checks = check_host::run(&i);
+    assert!(
+        checks.iter().all(|c| c.name != "sysctl file"),
+        "{checks:#?}"
+    );
+}
+
 #[test]
 fn an_untuned_host_gets_a_warning_per_latency_cost_with_its_fix() {
     let t = Tree::new("untuned");

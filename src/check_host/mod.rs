@@ -87,7 +87,7 @@ pub fn run(inputs: &Inputs) -> Vec<Check> {
             Level::Fail,
             "sysctl file",
             e,
-            "key = value lines",
+            "key = value lines, numbers for a key compared by size",
             "",
         )),
     }

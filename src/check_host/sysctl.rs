@@ -43,7 +43,10 @@ pub fn rule(key: &str) -> (Rule, Level) {
 
 /// The `key = value` lines of a sysctl.d file, comments and blanks skipped, in order; a key's
 /// leading `-` (apply where the kernel has it, sysctl.d(5)) is not part of it. A line that is
-/// not `key = value` is an error naming it.
+/// not `key = value`, or whose value is not the numbers its key's rule compares (any key but
+/// an exact one that the shipped file sets to numbers, a range's two, a triple's three), is
+/// an error naming it: compared as it stands, a word would read "wanted at least lots", and its
+/// fix would write it.
 pub fn parse(text: &str) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -55,9 +58,42 @@ pub fn parse(text: &str) -> Result<Vec<(String, String)>, String> {
             return Err(format!("line {}: {line:?} is not \"key = value\"", i + 1));
         };
         let k = k.trim();
-        out.push((k.strip_prefix('-').unwrap_or(k).to_string(), normalise(v)));
+        let k = k.strip_prefix('-').unwrap_or(k);
+        let v = normalise(v);
+        if let Some(wants) = numbers_wanted(k, &v) {
+            return Err(format!("line {}: {k} = {v:?}: {wants}", i + 1));
+        }
+        out.push((k.to_string(), v));
     }
     Ok(out)
+}
+
+/// What `key`'s rule wants of `value` that it lacks, if anything.
+fn numbers_wanted(key: &str, value: &str) -> Option<&'static str> {
+    let count = numbers(value).map(|n| n.len());
+    match rule(key).0 {
+        Rule::Exactly => None,
+        Rule::Covers if count != Some(2) => Some("covering wants two numbers, low high"),
+        Rule::Capped if count != Some(3) => {
+            Some("a capped triple wants three numbers, min default max")
+        }
+        Rule::AtMost if count.is_none_or(|n| n == 0) => Some("at most wants numbers"),
+        Rule::AtLeast if count.is_none_or(|n| n == 0) && shipped_as_numbers(key) => {
+            Some("at least wants numbers")
+        }
+        _ => None,
+    }
+}
+
+/// Whether the shipped file sets `key` to numbers (a key it does not set, such as
+/// `net.ipv4.tcp_congestion_control`, may be a word, compared exactly).
+fn shipped_as_numbers(key: &str) -> bool {
+    SHIPPED.lines().any(|line| {
+        line.split_once('=').is_some_and(|(k, v)| {
+            let k = k.trim();
+            k.strip_prefix('-').unwrap_or(k) == key && numbers(v).is_some_and(|n| !n.is_empty())
+        })
+    })
 }
 
 /// Whitespace-separated fields joined by one space (the kernel prints tabs).
@@ -102,6 +138,8 @@ pub fn checks(root: &Path, wanted: &[(String, String)]) -> Vec<Check> {
             let path = root.join("proc/sys").join(key.replace('.', "/"));
             let (rule, miss) = rule(key);
             let wanted_text = match rule {
+                // A word (a congestion control, a qdisc) is wanted as it is.
+                _ if numbers(want).is_none() => want.clone(),
                 Rule::Exactly => want.clone(),
                 Rule::AtLeast => format!("at least {want}"),
                 Rule::AtMost => format!("at most {want}"),
