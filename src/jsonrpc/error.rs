@@ -321,6 +321,8 @@ pub enum ErrorKind<'a> {
     Internal(&'static str),
     /// The pinned port's region left the relay's config (a reload); its name.
     RegionRemoved(&'a str),
+    /// The relay is stopping, and no pool of it can send the bundle before it exits.
+    Stopping,
     /// An engine's own error to a call the relay forwarded for the client: its code and words.
     FromEngine { code: i32, message: &'a str },
     /// A call only an engine can answer (`method`) got no answer from one, and `why`.
@@ -366,6 +368,7 @@ impl ErrorKind<'_> {
             ErrorKind::FromEngine { code, .. } => *code,
             ErrorKind::Internal(_)
             | ErrorKind::RegionRemoved(_)
+            | ErrorKind::Stopping
             | ErrorKind::EngineUnanswered { .. } => code::INTERNAL,
         }
     }
@@ -621,6 +624,10 @@ impl fmt::Display for ErrorKind<'_> {
                 f,
                 "region {name} is no longer in the relay's config: send to the rotating port \
                  without it in the path, or to another region"
+            ),
+            ErrorKind::Stopping => f.write_str(
+                "the relay is stopping and cannot send this bundle before it exits: send it \
+                 to another relay, or again in a moment",
             ),
         }
     }

@@ -416,7 +416,10 @@ impl Worker {
                 let idle_until = now.after(self.clock.rate().from_ms(DRAIN_IDLE_GRACE_MS));
                 self.intake.begin_stop(&mut cx!(self), now, idle_until);
                 let ms = drain_ms.load(Ordering::Relaxed);
-                drain_until = Some(now.after(self.clock.rate().from_ms(ms)));
+                let until = now.after(self.clock.rate().from_ms(ms));
+                // What the drain still admits must go out before it ends.
+                self.d.drain_until(until);
+                drain_until = Some(until);
             }
             self.d.run_timers(now);
             self.d.dispatch(now);

@@ -119,6 +119,8 @@ pub enum Refusal {
     /// The pinned port's region left the config (a reload): its name is
     /// [`Dispatcher::region_name`] of this.
     RegionRemoved(u8),
+    /// The relay is stopping and no pool can send the bundle before its drain ends.
+    Stopping,
     /// The tenant checks said no ([`super::tenancy`]).
     Tenant(Denied),
 }
@@ -163,6 +165,8 @@ pub struct Dispatcher {
     peers: Option<Peers>,
     /// Per region: the config no longer lists it (a reload); no new bundle goes there.
     retired: Box<[bool]>,
+    /// Shutdown's drain ends here: a bundle is admitted only if it can be sent before then.
+    drain_until: Option<Instant>,
     /// Per region: retired with nothing waiting, so its pairs were drained.
     drained: Box<[bool]>,
     /// Some region is retired (the dispatch loop looks for ones to drain only then).
@@ -235,6 +239,7 @@ impl Dispatcher {
                 .collect(),
             peers: None,
             retired: vec![false; spec.regions.len()].into_boxed_slice(),
+            drain_until: None,
             drained: vec![false; spec.regions.len()].into_boxed_slice(),
             any_retired: false,
             stats,
@@ -393,6 +398,21 @@ impl Dispatcher {
         self.peers = Some(Peers::new(mesh, me, self.fifos.len()));
     }
 
+    /// Whether this thread's pool sends one more bundle for lane `lane` before `until`: at
+    /// most its ready pairs now and each of its pairs in rotation once per whole interval to
+    /// come, behind the bundles already waiting there. A lower bound (a booked pair that
+    /// falls due in the part interval left is not counted): what it admits goes in time.
+    fn sends_before(&mut self, lane: usize, now: Instant, until: Instant) -> bool {
+        let r = lane / self.groups;
+        if !self.up.may_call(r) || self.up.next_ready_at(lane).is_none_or(|at| at.0 > until.0) {
+            return false;
+        }
+        let c = self.up.lane_counts_at(lane, now);
+        let rounds = until.since(now).0 / self.intervals[r].0.max(1);
+        let sends = u64::from(c.ready) + u64::from(c.ready + c.booked + c.held) * rounds;
+        (self.fifos[lane].len() as u64) < sends
+    }
+
     /// When this thread's pool could send one more bundle for lane `lane`: its next ready
     /// pair, plus a step per bundle already waiting there (the interval over its pairs in
     /// rotation). [`Estimate::NONE`] for a silent region or a lane with no pair up.
@@ -533,6 +553,16 @@ impl Dispatcher {
         };
         let slot = if self.retired[region as usize] {
             Err(Refusal::RegionRemoved(region))
+        } else if let Some(until) = self.drain_until {
+            // Every thread drains: a peer's published estimate does not count what others
+            // hand it in the same moment, so the bundle stays here, and only if this pool
+            // sends it in time. Answered and then failed at the drain's end unsent, it would
+            // be one the bot believes sent: refused, the bot sends it elsewhere.
+            if self.sends_before(usize::from(lane), now, until) {
+                self.take_slot(None, now).ok_or(Refusal::Full)
+            } else {
+                Err(Refusal::Stopping)
+            }
         } else {
             self.take_slot(peer, now).ok_or(Refusal::Full)
         };
@@ -1189,6 +1219,12 @@ impl Dispatcher {
                 ring.patch(serial, |rec| rec.set_end(end, now))
             })
         });
+    }
+
+    /// Shutdown's drain ends at `until`: from now on a bundle is admitted only if a pool can
+    /// send it before then (its region's soonest pair, behind the bundles already waiting).
+    pub fn drain_until(&mut self, until: Instant) {
+        self.drain_until = Some(until);
     }
 
     /// Shutdown has begun to end this thread: other threads stop routing bundles to it and

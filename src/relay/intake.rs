@@ -302,6 +302,20 @@ pub fn handle(
             let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
             return reply(out, 503, "application/json", &[], b, Verdict::Unavailable);
         }
+        Err(Refusal::Stopping) => {
+            let e = RpcError::new(ErrorKind::Stopping).with_id(id);
+            let mut json = [0u8; BODY_BYTES_MAX];
+            let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
+            let retry = [("Retry-After", CAP_RETRY_AFTER_S)];
+            return reply(
+                out,
+                503,
+                "application/json",
+                &retry,
+                b,
+                Verdict::Unavailable,
+            );
+        }
         Err(Refusal::Tenant(denied)) => {
             let n = write_denied(d, denied, id, keep_alive, out);
             return (n, Verdict::RefusedTenant, method_seen.get());

@@ -30,6 +30,14 @@ use super::pairs::{Link, Pair, Pairs};
 use super::region::{ErrorKind, Region};
 use super::tuning::Tuning;
 
+/// Bots' status queries leave a lane this share of its pairs in rotation, ready, for the
+/// bundles to come (`pairs / 16`, at least one of two or more: one of 8, 16 of 256).
+pub const QUERY_RESERVE_DIV: u32 = 16;
+
+/// Bots' status queries take at most this share of a region's pace (its pairs in rotation
+/// per interval / 8): the other seven eighths, and what queries leave, are the bundles'.
+pub const QUERY_SHARE_DIV: u64 = 8;
+
 /// A connection this long up without trouble resets its reconnect back-off.
 const BACKOFF_RESET_MS: u64 = 10_000;
 
@@ -886,6 +894,48 @@ impl Links {
         for g in 0..groups {
             match self.acquire(r * groups + g, now) {
                 Acquire::Pair(p) => return Acquire::Pair(p),
+                Acquire::WaitUntil(at) => {
+                    if !matches!(soonest, Acquire::WaitUntil(s) if s.0 <= at.0) {
+                        soonest = Acquire::WaitUntil(at);
+                    }
+                }
+                Acquire::NoPairUp => {}
+            }
+        }
+        soonest
+    }
+
+    /// A pair of region `r` for a bot's status query: as [`Links::acquire_any`], within the
+    /// queries' share of the region's pace ([`QUERY_SHARE_DIV`]), from a lane with more ready
+    /// pairs than it keeps for bundles ([`QUERY_RESERVE_DIV`]). A lane down to its reserve
+    /// counts as none up: when it will have one to spare is not known, since bundles spend
+    /// pairs as they come.
+    pub(super) fn acquire_spare(&mut self, r: usize, now: Instant) -> Acquire {
+        let next = self.regions[r].query_next;
+        if now.0 < next.0 {
+            return Acquire::WaitUntil(next);
+        }
+        // Bookings that have fallen due count as ready.
+        self.limiter.advance(now);
+        let groups = self.limiter.group_count();
+        let mut soonest = Acquire::NoPairUp;
+        for g in 0..groups {
+            let lane = r * groups + g;
+            let c = self.limiter.lane_counts(LaneId(lane as u8));
+            let rotation = c.ready + c.booked + c.held;
+            let reserve = (rotation / QUERY_RESERVE_DIV).max(u32::from(rotation > 1));
+            if c.ready > 0 && c.ready <= reserve {
+                continue;
+            }
+            match self.acquire(lane, now) {
+                Acquire::Pair(p) => {
+                    let c = self.limiter.counts(RegionId(r as u8));
+                    let rotation = u64::from((c.ready + c.booked + c.held).max(1));
+                    let (interval, _) = self.limiter.pace(RegionId(r as u8));
+                    let step = interval.0.saturating_mul(QUERY_SHARE_DIV) / rotation;
+                    self.regions[r].query_next = now.after(Ticks(step));
+                    return Acquire::Pair(p);
+                }
                 Acquire::WaitUntil(at) => {
                     if !matches!(soonest, Acquire::WaitUntil(s) if s.0 <= at.0) {
                         soonest = Acquire::WaitUntil(at);

@@ -297,6 +297,9 @@ pub struct Region {
     pub throttled_until: Instant,
     /// When the back-off in force began: calls sent before it were throttled in that spell.
     pub throttle_began: Instant,
+    /// Bots' status queries take none of its pairs before this: one every
+    /// [`QUERY_SHARE_DIV`](super::links::QUERY_SHARE_DIV)th of the region's pace at most.
+    pub query_next: Instant,
     /// That back-off's length.
     pub throttle_spell_ms: u64,
     /// The next region-wide back-off (doubling while throttled).
@@ -333,6 +336,7 @@ impl Region {
             retired: false,
             throttled_until: Instant(0),
             throttle_began: Instant(0),
+            query_next: Instant(0),
             throttle_spell_ms: 0,
             throttle_backoff_ms: THROTTLE_BACKOFF_MS_MIN,
             auth: signer.map(|s| RegionAuth::new(s.clone())),

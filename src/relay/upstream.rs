@@ -21,7 +21,7 @@ use crate::egress::transport::{Stage, TransportError};
 use crate::grpc::{self, Code, Outcome};
 use crate::h2::conn::{Event, StreamEnd, StreamId};
 use crate::journal::{Egress, Text, Verdict};
-use crate::limiter::{Acquire, LaneId, Limiter, PairId, RegionId};
+use crate::limiter::{Acquire, LaneId, Limiter, PairId, RegionCounts, RegionId};
 use crate::log::LogQueue;
 use crate::metrics::ThreadMetrics;
 use crate::metrics::accounting::Stats;
@@ -189,6 +189,13 @@ impl Upstream {
 
     pub fn limiter(&self) -> &Limiter {
         self.links.limiter()
+    }
+
+    /// Lane `lane`'s pairs by limiter state at `now` (a booking that has fallen due counts as
+    /// ready, not booked).
+    pub fn lane_counts_at(&mut self, lane: usize, now: Instant) -> RegionCounts {
+        self.links.limiter_mut().advance(now);
+        self.links.limiter().lane_counts(LaneId(lane as u8))
     }
 
     pub fn link(&self, pair: PairId) -> Link {
@@ -475,6 +482,29 @@ impl Upstream {
         }
     }
 
+    /// A pair of region `r` for a bot's status query now, one bundles can spare
+    /// ([`Links::acquire_spare`]), or none, noting in `soonest` when one may be.
+    fn spare_pair(
+        &mut self,
+        r: usize,
+        now: Instant,
+        soonest: &mut Option<Instant>,
+    ) -> Option<PairId> {
+        let until = self.links.region(r).throttled_until;
+        if until.0 > now.0 {
+            *soonest = Some(sooner(*soonest, until));
+            return None;
+        }
+        match self.links.acquire_spare(r, now) {
+            Acquire::Pair(pair) => Some(pair),
+            Acquire::WaitUntil(at) => {
+                *soonest = Some(sooner(*soonest, at));
+                None
+            }
+            Acquire::NoPairUp => None,
+        }
+    }
+
     /// A pair of lane `lane` (a region's pairs of one egress group) to send on now, held until
     /// its call ends; or when one will be ready (the wake-up is noted); or none up (a lazily
     /// connecting region then connects).
@@ -631,7 +661,7 @@ impl Upstream {
             if !self.may_call(r) {
                 continue;
             }
-            let Some(pair) = self.call_pair(r, now, &mut soonest) else {
+            let Some(pair) = self.spare_pair(r, now, &mut soonest) else {
                 continue;
             };
             let timeout_ms = self.upstream_timeout_ms;

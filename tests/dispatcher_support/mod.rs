@@ -255,3 +255,43 @@ pub fn body(seed: u64) -> String {
     let (txs, _, _) = bundle(seed, 2);
     send_bundle_body(&txs, seed)
 }
+
+/// What a dispatcher sent its pairs, flushed: the call each HEADERS frame opened, as (pair,
+/// stream), for the engine to answer.
+pub fn flush_calls(d: &mut Dispatcher, now: Instant, calls: &mut Vec<(PairId, u32)>) {
+    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    while let Some(p) = d.poll_dirty() {
+        let bytes = d.transmit(p, now).to_vec();
+        d.transmitted(p, bytes.len(), now);
+        let mut i = if bytes.starts_with(PREFACE) {
+            PREFACE.len()
+        } else {
+            0
+        };
+        while i + 9 <= bytes.len() {
+            let len = u32::from_be_bytes([0, bytes[i], bytes[i + 1], bytes[i + 2]]) as usize;
+            let stream = u32::from_be_bytes(bytes[i + 5..i + 9].try_into().unwrap()) & 0x7fff_ffff;
+            if bytes[i + 3] == 1 {
+                calls.push((p, stream));
+            }
+            i += 9 + len;
+        }
+    }
+}
+
+/// The engine answers every call `calls` holds with OK.
+pub fn answer_calls(d: &mut Dispatcher, now: Instant, calls: &mut Vec<(PairId, u32)>) {
+    for (p, stream) in std::mem::take(calls) {
+        d.received(p, &ok_reply(stream), now);
+    }
+}
+
+/// Connects every pair thread `t` has due, each set up through the engine's hello.
+pub fn connect_due(t: &mut Sim, now: Instant) {
+    while let Some(order) = t.d.poll_connect(now) {
+        t.d.connected(order.pair, now);
+        t.flush(now);
+        t.d.received(order.pair, &engine_hello(), now);
+        t.flush(now);
+    }
+}

@@ -16,7 +16,7 @@ use bundle_relay::metrics::accounting::Totals;
 use bundle_relay::relay::intake::Verdict;
 use bundle_relay::relay::{RegionSpec, Spec};
 use counting_alloc::allocations;
-use dispatcher_support::{MS, Sim as Thread, body};
+use dispatcher_support::{MS, Sim as Thread, answer_calls, body, connect_due, flush_calls};
 
 /// Two threads of a relay with one region and two sources, each thread's pair connected and
 /// in rotation, and the mesh between them.
@@ -357,54 +357,6 @@ fn a_bundle_waiting_on_a_thread_whose_sources_a_reload_removed_is_sent_by_anothe
     );
     assert_eq!((ta.in_flight, tb.in_flight), (0, 0));
     assert!(a.d.check_accounting() && b.d.check_accounting());
-}
-
-/// What a dispatcher sent its pairs, flushed: the call each HEADERS frame opened, as (pair,
-/// stream), for the engine to answer.
-fn flush_calls(
-    d: &mut bundle_relay::relay::dispatch::Dispatcher,
-    now: Instant,
-    calls: &mut Vec<(bundle_relay::limiter::PairId, u32)>,
-) {
-    const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-    while let Some(p) = d.poll_dirty() {
-        let bytes = d.transmit(p, now).to_vec();
-        d.transmitted(p, bytes.len(), now);
-        let mut i = if bytes.starts_with(PREFACE) {
-            PREFACE.len()
-        } else {
-            0
-        };
-        while i + 9 <= bytes.len() {
-            let len = u32::from_be_bytes([0, bytes[i], bytes[i + 1], bytes[i + 2]]) as usize;
-            let stream = u32::from_be_bytes(bytes[i + 5..i + 9].try_into().unwrap()) & 0x7fff_ffff;
-            if bytes[i + 3] == 1 {
-                calls.push((p, stream));
-            }
-            i += 9 + len;
-        }
-    }
-}
-
-/// The engine answers every call `calls` holds with OK.
-fn answer_calls(
-    d: &mut bundle_relay::relay::dispatch::Dispatcher,
-    now: Instant,
-    calls: &mut Vec<(bundle_relay::limiter::PairId, u32)>,
-) {
-    for (p, stream) in std::mem::take(calls) {
-        d.received(p, &crate::h2_support::ok_reply(stream), now);
-    }
-}
-
-/// Connects every pair thread `t` has due, each set up through the engine's hello.
-fn connect_due(t: &mut Thread, now: Instant) {
-    while let Some(order) = t.d.poll_connect(now) {
-        t.d.connected(order.pair, now);
-        t.flush(now);
-        t.d.received(order.pair, &crate::h2_support::engine_hello(), now);
-        t.flush(now);
-    }
 }
 
 /// A relay of two threads, two regions (ny, slc; 1 s) and two sources (one a thread), whose

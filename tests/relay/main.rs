@@ -16,6 +16,7 @@ mod tls_support;
 #[path = "../wire_support/mod.rs"]
 mod wire_support;
 
+mod drain;
 mod engine_answers;
 mod failing_pairs;
 mod handoff;
@@ -23,6 +24,7 @@ mod intake;
 mod leader;
 mod ledger;
 mod pair_states;
+mod queries;
 mod reload;
 mod tenants;
 mod tips;
