@@ -955,6 +955,10 @@ impl Dispatcher {
                 let waited = now.since(meta.admitted_at);
                 self.metrics.record_limiter_wait_ns(self.rate.to_ns(waited));
             }
+            if self.up.is_silent(region) {
+                // A region on trial after a silence: one bundle at a time.
+                break;
+            }
         }
         self.expire_waiting(r, now);
     }

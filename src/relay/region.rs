@@ -236,7 +236,7 @@ impl ErrorLog {
 }
 
 /// A region whose engine stopped answering: calls went unanswered for the dispatcher's silence
-/// threshold with nothing at all received from it meanwhile.
+/// threshold with no call of it answered meanwhile.
 #[derive(Clone, Copy, Debug)]
 pub struct Silence {
     pub since: Instant,
@@ -245,6 +245,12 @@ pub struct Silence {
     /// Back-off between probes, doubling while they go unanswered.
     pub probe_backoff_ms: u64,
     pub probe_in_flight: bool,
+    /// A probe was answered: the engine answers, but whether it takes bundles is not known
+    /// (a hang may be in the bundle path alone). Bundles go again one at a time until one is
+    /// answered, which ends the silence.
+    pub trial: bool,
+    /// When the trial's bundle went (`None`: none out).
+    pub trial_sent: Option<Instant>,
 }
 
 impl Silence {
@@ -255,7 +261,21 @@ impl Silence {
             probe_at: now,
             probe_backoff_ms: PROBE_BACKOFF_MS_MIN,
             probe_in_flight: false,
+            trial: false,
+            trial_sent: None,
         }
+    }
+
+    /// Whether no bundle may go now: silent, or on trial with its one bundle out.
+    pub fn holds_bundles(&self) -> bool {
+        !self.trial || self.trial_sent.is_some()
+    }
+
+    /// The trial's bundle got no answer: probes again, backing off as for an unanswered one.
+    pub fn trial_unanswered(&mut self, now: Instant, rate: TickRate) {
+        self.trial = false;
+        self.trial_sent = None;
+        self.probe_unanswered(now, rate);
     }
 
     /// A probe got no answer: the next waits twice as long.
@@ -283,7 +303,7 @@ pub struct Region {
     pub tls_logged: bool,
     /// Its pairs were queued to connect (at start when eager, on its first bundle when lazy).
     pub connect_requested: bool,
-    /// When anything last arrived from any of its connections.
+    /// When a call to it was last answered (frames that answer no call do not count).
     pub last_rx: Instant,
     /// Set while its engine is silent: no bundle is sent until a probe is answered.
     pub silence: Option<Silence>,

@@ -8,7 +8,7 @@
 //! bundle call's end is reported as an [`Ended`] for the dispatcher to settle.
 //!
 //! A silent engine costs only what was already sent into it: when a call has waited a quarter
-//! of its deadline with nothing at all received from its region meanwhile, the region is paused
+//! of its deadline with no call of its region answered meanwhile, the region is paused
 //! (no bundle is sent to it), its connections are PINGed, and one probe call at a time asks
 //! whether its engine answers again.
 
@@ -270,9 +270,13 @@ impl Upstream {
 
     // ---- pairs for calls ----
 
-    /// Region `r`'s engine went silent: nothing may be sent to it but probes.
+    /// Region `r`'s engine went silent: nothing may be sent to it but probes (and, once one
+    /// is answered, one bundle at a time until a bundle is answered).
     pub fn is_silent(&self, r: usize) -> bool {
-        self.links.region(r).silence.is_some()
+        self.links
+            .region(r)
+            .silence
+            .is_some_and(|s| s.holds_bundles())
     }
 
     /// Region `r` requires searcher authentication and holds no valid access token: nothing
@@ -556,6 +560,10 @@ impl Upstream {
             return false;
         };
         self.call_started_as(pair, Call::Bundle(slot), json, stream, now);
+        let r = self.links.region_of(pair);
+        if let Some(sil) = self.links.region_mut(r).silence.as_mut() {
+            sil.trial_sent = Some(now);
+        }
         true
     }
 
@@ -852,12 +860,27 @@ impl Upstream {
     }
 
     /// A silent region gets one probe call at a time (GetTipAccounts, through the limiter like
-    /// any call), backing off while they go unanswered; any answer ends the silence.
+    /// any call), backing off while they go unanswered; an answer puts it on trial (one
+    /// bundle at a time until a bundle is answered).
     pub fn probe_silent(&mut self, r: usize, now: Instant) {
         let Some(sil) = self.links.region(r).silence else {
             return;
         };
-        if sil.probe_in_flight || self.is_unauthenticated(r) {
+        if let Some(sent) = sil.trial_sent {
+            // Its call ends by its deadline; one that ended unseen (its connection gone) is
+            // given up a second after.
+            let due = sent.after(self.links.rate().from_ms(self.upstream_timeout_ms + 1_000));
+            if now.0 < due.0 {
+                self.wake_at(due);
+                return;
+            }
+            let rate = self.links.rate();
+            if let Some(sil) = self.links.region_mut(r).silence.as_mut() {
+                sil.trial_unanswered(now, rate);
+            }
+            return;
+        }
+        if sil.trial || sil.probe_in_flight || self.is_unauthenticated(r) {
             return;
         }
         if now.0 < sil.probe_at.0 {
@@ -930,18 +953,32 @@ impl Upstream {
             })
             .count();
         self.links.log().line(format_args!(
-            "region {}: no answer and nothing else from its engine for {} ms with {outstanding} calls outstanding: no new bundles for it until it answers a probe",
+            "region {}: no call answered by its engine for {} ms with {outstanding} calls outstanding: no new bundles for it until it answers a probe",
             self.links.region(r).name,
             rate.to_us(now.since(written)) / 1_000
         ));
         self.links.ping_region(r, self.ping_timeout_ms, now);
     }
 
-    /// Something arrived from region `r`; `answered`: a call was answered, so a silent region
-    /// is back.
-    fn heard_from(&mut self, r: usize, now: Instant, answered: bool) {
+    /// A call to region `r` was answered (`bundle`: a bundle's): its engine works. Only an
+    /// answer counts: a front end that keeps connections alive (SETTINGS, PINGs, a
+    /// reconnect's handshake) while the engine behind it hangs must still read as silent. A
+    /// silent region's probe answered puts it on trial; a bundle answered ends the silence.
+    fn heard_from(&mut self, r: usize, now: Instant, bundle: bool) {
         self.links.region_mut(r).last_rx = now;
-        if !answered {
+        if !bundle {
+            let rate = self.links.rate();
+            if let Some(sil) = self.links.region_mut(r).silence.as_mut()
+                && !sil.trial
+            {
+                sil.trial = true;
+                sil.probe_in_flight = false;
+                let ms = rate.to_us(now.since(sil.since)) / 1_000;
+                self.links.log().line(format_args!(
+                    "region {}: its engine answers a probe after {ms} ms of silence: bundles go again one at a time until one is answered",
+                    self.links.region(r).name,
+                ));
+            }
             return;
         }
         if let Some(sil) = self.links.region_mut(r).silence.take() {
@@ -1049,8 +1086,6 @@ impl Upstream {
 
     /// Bytes arrived on `pair`: through its layers into HTTP/2, then whatever that ended.
     pub fn received(&mut self, pair: PairId, bytes: &[u8], now: Instant) {
-        let r = self.links.region_of(pair);
-        self.heard_from(r, now, false);
         if !self.links.receive(pair, bytes, now) {
             return;
         }
@@ -1349,9 +1384,19 @@ impl Upstream {
         if !conn.poll_transmit().is_empty() {
             self.links.mark_dirty(pair);
         }
+        let bundle = f.is_some_and(|f| matches!(f.call, Call::Bundle(_)));
+        let rate = self.links.rate();
+        if !answered
+            && bundle
+            && let Some(sil) = self.links.region_mut(region).silence.as_mut()
+            && sil.trial_sent.is_some()
+        {
+            // The trial's bundle went unanswered: the hang is in the bundle path.
+            sil.trial_unanswered(now, rate);
+        }
         if answered {
             // The engine processes calls: a silent region is back, the back-off starts over.
-            self.heard_from(region, now, true);
+            self.heard_from(region, now, bundle);
             let st = self.links.pair_mut(pair);
             st.backoff_ms = 0;
             st.timed_out = false;

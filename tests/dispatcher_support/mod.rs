@@ -295,3 +295,31 @@ pub fn connect_due(t: &mut Sim, now: Instant) {
         t.flush(now);
     }
 }
+
+/// One thread, one region paced at 1 s, `sources` addresses, `tweak` applied to the spec:
+/// every pair up and idle at the returned instant (the tip-account call answered and an
+/// interval passed).
+pub fn pool(sources: u8, tweak: impl FnOnce(&mut Spec)) -> (Sim, Instant) {
+    let region = bundle_relay::relay::RegionSpec {
+        interval_ms: 1_000,
+        ..bundle_relay::relay::RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
+    };
+    let sources = (1..=sources)
+        .map(|i| format!("127.1.0.{i}").parse().unwrap())
+        .collect();
+    let mut spec = Spec::local(vec![region], sources);
+    spec.bundle_max_age_ms = 5_000;
+    spec.upstream_timeout_ms = 600_000;
+    tweak(&mut spec);
+    let now = Instant(MS);
+    let mut t = Sim::connected(&spec, 0, None, now);
+    connect_due(&mut t, now);
+    let mut calls = Vec::new();
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, &mut calls);
+    answer_calls(&mut t.d, now, &mut calls);
+    let now = Instant(now.0 + spec.regions[0].interval_ms * MS + 1);
+    t.d.run_timers(now);
+    t.d.dispatch(now);
+    (t, now)
+}

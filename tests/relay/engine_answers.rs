@@ -848,3 +848,93 @@ fn status_queries_a_stop_gives_up_are_counted_unanswered() {
         "{totals:?}"
     );
 }
+
+/// An engine whose front end keeps the connection alive (its own SETTINGS and PINGs) while
+/// the calls sent into it go unanswered is silent all the same: past a quarter of the call
+/// deadline the region is paused, its bundles go to other regions, and a probe asks whether
+/// it answers again. Frames that answer no call are no sign that the engine behind works.
+#[test]
+fn an_engine_that_keeps_its_connection_alive_but_answers_no_call_is_silent() {
+    let (mut t, _, now) = dispatcher_support::one_region_with(1_000, 60_000, |s| {
+        s.upstream_timeout_ms = 4_000;
+    });
+    send(&mut t, 1, now);
+    t.d.dispatch(now);
+    assert!(t.flush(now) > 0, "the call is written");
+    // Its front end says SETTINGS and PINGs, at 500 ms and 900 ms.
+    let mut alive = vec![0u8; 9 + 9 + 8];
+    bundle_relay::h2::frame::write(&mut alive, 4, 0, 0, &[]).unwrap();
+    bundle_relay::h2::frame::write(&mut alive[9..], 6, 0, 0, &[7; 8]).unwrap();
+    for ms in [500, 900] {
+        t.d.received(t.pair, &alive, at(now, ms));
+        t.flush(at(now, ms));
+    }
+    let later = at(now, 1_001);
+    t.d.run_timers(later);
+    t.d.dispatch(later);
+    assert_eq!(t.totals().silences, 1, "{:?}", t.totals());
+}
+
+/// A silent region whose engine answers the probe (GetTipAccounts) may still hang in the
+/// bundle path alone: bundles go again one at a time, not all at once, until one is
+/// answered. One that goes unanswered sends the region back to probing; one answered ends
+/// the silence and the rest go.
+#[test]
+fn after_a_silence_bundles_go_one_at_a_time_until_one_is_answered() {
+    use dispatcher_support::{answer_calls, flush_calls};
+    let (mut t, now) = dispatcher_support::pool(4, |s| {
+        s.regions[0].interval_ms = 10;
+        s.upstream_timeout_ms = 4_000;
+        s.bundle_max_age_ms = 60_000;
+        // The silence PINGs every connection; this engine's front end would answer them.
+        s.ping_timeout_ms = 600_000;
+    });
+    let mut calls = Vec::new();
+    let step = |t: &mut Sim, now: Instant, calls: &mut Vec<_>| {
+        t.d.run_timers(now);
+        t.d.dispatch(now);
+        flush_calls(&mut t.d, now, calls);
+    };
+    send(&mut t, 1, now);
+    step(&mut t, now, &mut calls);
+    assert_eq!(calls.len(), 1, "bundle 1 is sent and hangs");
+    calls.clear();
+    let now = at(now, 1_001);
+    for seed in 2..=4 {
+        send(&mut t, seed, now);
+    }
+    step(&mut t, now, &mut calls);
+    assert_eq!(t.totals().silences, 1);
+    assert_eq!(calls.len(), 1, "the probe alone");
+    answer_calls(&mut t.d, now, &mut calls);
+    step(&mut t, now, &mut calls);
+    assert_eq!(calls.len(), 1, "one bundle, not three");
+    // It hangs too: past its deadline the region probes again, and no bundle goes meanwhile.
+    let trial = calls.pop().unwrap();
+    let now = at(now, 4_001);
+    step(&mut t, now, &mut calls);
+    let now = at(now, 200);
+    step(&mut t, now, &mut calls);
+    assert_eq!(
+        calls.len(),
+        1,
+        "a probe, after its back-off: {calls:?} (trial {trial:?})"
+    );
+    assert_ne!(calls[0], trial);
+    answer_calls(&mut t.d, now, &mut calls);
+    step(&mut t, now, &mut calls);
+    assert_eq!(calls.len(), 1, "one bundle again");
+    // This one is answered: the silence ends and the rest go.
+    answer_calls(&mut t.d, now, &mut calls);
+    let now = at(now, 11);
+    step(&mut t, now, &mut calls);
+    assert_eq!(calls.len(), 1, "the last waiting bundle");
+    answer_calls(&mut t.d, now, &mut calls);
+    let totals = t.totals();
+    assert_eq!(
+        (totals.admitted, totals.delivered, totals.in_flight),
+        (4, 2, 0),
+        "{totals:?}"
+    );
+    assert!(t.d.check_accounting());
+}

@@ -6,35 +6,11 @@
 use crate::dispatcher_support;
 
 use bundle_relay::clock::Instant;
-use bundle_relay::relay::RegionSpec;
-use bundle_relay::relay::Spec;
 use bundle_relay::relay::intake::Verdict;
-use dispatcher_support::{MS, Sim, answer_calls, body, connect_due, flush_calls};
+use dispatcher_support::{MS, Sim, answer_calls, body, flush_calls};
 
-/// One thread, one region paced at 1 s, `sources` addresses: every pair up and idle at the
-/// returned instant (the tip-account call answered and an interval passed).
 fn pool(sources: u8) -> (Sim, Instant) {
-    let region = RegionSpec {
-        interval_ms: 1_000,
-        ..RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
-    };
-    let sources = (1..=sources)
-        .map(|i| format!("127.1.0.{i}").parse().unwrap())
-        .collect();
-    let mut spec = Spec::local(vec![region], sources);
-    spec.bundle_max_age_ms = 5_000;
-    spec.upstream_timeout_ms = 600_000;
-    let now = Instant(MS);
-    let mut t = Sim::connected(&spec, 0, None, now);
-    connect_due(&mut t, now);
-    let mut calls = Vec::new();
-    t.d.dispatch(now);
-    flush_calls(&mut t.d, now, &mut calls);
-    answer_calls(&mut t.d, now, &mut calls);
-    let now = Instant(now.0 + 1_000 * MS + 1);
-    t.d.run_timers(now);
-    t.d.dispatch(now);
-    (t, now)
+    dispatcher_support::pool(sources, |_| {})
 }
 
 fn status_query(t: &mut Sim, seed: u8, now: Instant) {
