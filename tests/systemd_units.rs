@@ -191,3 +191,141 @@ fn limit_memlock_holds_an_upgrade_of_64_threads_where_rings_are_charged() {
         assert!(limit >= need, "{name}: LimitMEMLOCK {limit} < {need}");
     }
 }
+
+/// The system calls group `name` (`@system-service`) names, its nested groups expanded, as
+/// this host's systemd knows them.
+fn syscall_group(name: &str, seen: &mut std::collections::BTreeSet<String>) {
+    let out = Command::new("systemd-analyze")
+        .args(["syscall-filter", name])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "systemd-analyze syscall-filter {name}"
+    );
+    for line in String::from_utf8_lossy(&out.stdout).lines().skip(1) {
+        let item = line.trim();
+        if item.is_empty() || item.starts_with('#') {
+            continue;
+        }
+        if item.starts_with('@') {
+            syscall_group(item, seen);
+        } else {
+            seen.insert(item.to_string());
+        }
+    }
+}
+
+/// The calls a unit's `SystemCallFilter=` lines let through: the allowed list's, less the
+/// denied (`~`) list's.
+fn allowed_calls(text: &str) -> std::collections::BTreeSet<String> {
+    let (mut allow, mut deny) = (Default::default(), Default::default());
+    for v in values(text, "SystemCallFilter") {
+        let (list, items) = match v.strip_prefix('~') {
+            Some(rest) => (&mut deny, rest),
+            None => (&mut allow, v),
+        };
+        for item in items.split_whitespace() {
+            if item.starts_with('@') {
+                syscall_group(item, list);
+            } else {
+                list.insert(item.to_string());
+            }
+        }
+    }
+    allow.difference(&deny).cloned().collect()
+}
+
+/// A relay run under strace from start to stop, through what an operator does to it (a
+/// `/metrics` scrape, SIGUSR1's percentiles, a SIGHUP reload, SIGTERM's drain), makes no
+/// system call the units' filter refuses: one refused fails with EPERM, and some fail
+/// silently (`mincore` refused read `bundle_relay_record_resident_bytes` as 0).
+#[test]
+fn every_system_call_a_relay_makes_passes_the_units_filter() {
+    use std::io::{Read, Write};
+    if !installed("systemd-analyze", "--version", "systemd") || !installed("strace", "-V", "strace")
+    {
+        return;
+    }
+    let (port, admin) = (process_support::free_port(), process_support::free_port());
+    let dir = std::env::temp_dir();
+    let config = dir.join(format!("bundle-relay-filter-{}.toml", std::process::id()));
+    let trace = dir.join(format!("bundle-relay-filter-{}.strace", std::process::id()));
+    std::fs::write(
+        &config,
+        format!(
+            "threads = 1\narena_slots = 64\n[intake]\nrotating = \"127.0.0.1:{port}\"\n\
+             [[region]]\nname = \"nowhere\"\nhost = \"127.0.0.1\"\nport = 9\n\
+             [egress]\naddresses = [\"127.0.0.1\"]\nconnect = \"lazy\"\n\
+             [admin]\nlisten = \"127.0.0.1:{admin}\"\n"
+        ),
+    )
+    .unwrap();
+    let child = Command::new("strace")
+        .args(["-f", "-qq", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--config"])
+        .arg(&config)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut strace = process_support::Reaped(child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let scrape = || -> Option<String> {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", admin)).ok()?;
+        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .ok()?;
+        let mut s = String::new();
+        c.read_to_string(&mut s).ok()?;
+        Some(s)
+    };
+    let metrics = loop {
+        if let Some(m) = scrape() {
+            break m;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the relay never served /metrics"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(
+        metrics.contains("bundle_relay_record_resident_bytes"),
+        "{metrics}"
+    );
+    let relay_pid: i32 =
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", strace.0.id()))
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+    for signal in [libc::SIGUSR1, libc::SIGHUP, libc::SIGTERM] {
+        // SAFETY: signalling the relay the strace above started.
+        unsafe { libc::kill(relay_pid, signal) };
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let status = strace.0.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let _ = std::fs::remove_file(&trace);
+    let _ = std::fs::remove_file(&config);
+    let made: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split_once(' ')?.1.trim_start();
+            let rest = rest.strip_prefix("<... ").unwrap_or(rest);
+            let end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))?;
+            (end > 0).then(|| &rest[..end])
+        })
+        .collect();
+    assert!(made.contains("io_uring_enter"), "{made:?}");
+    for name in UNITS {
+        let allowed = allowed_calls(&unit(name));
+        let refused: Vec<&&str> = made.iter().filter(|c| !allowed.contains(**c)).collect();
+        assert!(refused.is_empty(), "{name} refuses {refused:?}");
+    }
+}
