@@ -257,7 +257,7 @@ fn a_changed_document_is_applied_and_a_failed_poll_or_bad_document_keeps_the_las
     );
     let lines = tenants_applied_at(&rx, 2, Duration::from_secs(RELOAD_WAIT_S));
     assert!(
-        lines.last().unwrap().contains("1 added, 0 removed"),
+        lines.last().unwrap().contains("1 added (beta), 0 removed"),
         "{lines:?}"
     );
 

@@ -507,7 +507,7 @@ impl Changes {
             };
             bare(a) != bare(b) || named(a, o_regions) != named(b, n_regions)
         };
-        let (mut added, mut removed, mut changed) = (0usize, 0usize, 0usize);
+        let (mut added, mut removed, mut changed) = (Vec::new(), Vec::new(), Vec::new());
         // By name: O(n) for a reload of n tenants.
         let before: std::collections::HashMap<&str, &super::tenants::Tenant> =
             o.list.iter().map(|t| (t.name.as_str(), t)).collect();
@@ -515,7 +515,7 @@ impl Changes {
             n.list.iter().map(|t| t.name.as_str()).collect();
         for t in &n.list {
             match before.get(t.name.as_str()) {
-                None => added += 1,
+                None => added.push(t.name.clone()),
                 // All but the policy as they were, and the policy by its regions' names.
                 Some(p)
                     if Tenant {
@@ -524,20 +524,50 @@ impl Changes {
                     } != *t
                         || differs(&p.policy, &t.policy) =>
                 {
-                    changed += 1
+                    let (a, b) = (&p.policy, &t.policy);
+                    let keys: Vec<&str> = [
+                        ("keys", p.keys != t.keys),
+                        ("cidrs", p.cidrs != t.cidrs),
+                        ("ports", p.ports != t.ports),
+                        ("enabled", a.enabled != b.enabled),
+                        (
+                            "regions",
+                            differs(&bare_but_regions(a), &bare_but_regions(b)),
+                        ),
+                        ("rotating", a.strategy != b.strategy),
+                        ("fan_out", a.fan_out != b.fan_out),
+                        ("in_flight_min", a.in_flight_min != b.in_flight_min),
+                        ("in_flight_max", a.in_flight_max != b.in_flight_max),
+                        ("rate", a.rate != b.rate),
+                        ("global_rate", a.global_rate != b.global_rate),
+                        (
+                            "bundle_max_age_ms",
+                            a.bundle_max_age_ms != b.bundle_max_age_ms,
+                        ),
+                        ("egress", a.egress != b.egress),
+                    ]
+                    .into_iter()
+                    .filter_map(|(k, d)| d.then_some(k))
+                    .collect();
+                    changed.push(format!("{}: {}", t.name, keys.join(", ")));
                 }
                 Some(_) => {}
             }
         }
         for p in &o.list {
             if !after.contains(p.name.as_str()) {
-                removed += 1;
+                removed.push(p.name.clone());
             }
         }
-        if added + removed + changed > 0 {
+        if !(added.is_empty() && removed.is_empty() && changed.is_empty()) {
             self.applied.push(format!(
-                "tenants: {added} added, {removed} removed (their bundles in flight finish), \
-                 {changed} changed; {} listed",
+                "tenants: {} added{}, {} removed{}, {} changed{}; {} listed",
+                added.len(),
+                names(&added, ""),
+                removed.len(),
+                names(&removed, "; their bundles in flight finish"),
+                changed.len(),
+                names(&changed, ""),
                 n.list.len()
             ));
         }
@@ -632,3 +662,29 @@ impl PartialEq for Mode<'_> {
         self.0.egress.connect == o.0.egress.connect
     }
 }
+
+/// `p` with only its regions kept, for [`Changes::tenants`] to say whether they changed.
+fn bare_but_regions(p: &super::tenants::Policy) -> super::tenants::Policy {
+    super::tenants::Policy {
+        regions: p.regions.clone(),
+        ..super::tenants::Policy::open()
+    }
+}
+
+/// ` (a; b; c)`, the first [`TENANT_NAMES_MAX`] of `list` and how many more, then `tail`;
+/// empty for none.
+fn names(list: &[String], tail: &str) -> String {
+    if list.is_empty() {
+        return String::new();
+    }
+    let shown = &list[..list.len().min(TENANT_NAMES_MAX)];
+    let more = match list.len() - shown.len() {
+        0 => String::new(),
+        n => format!("; and {n} more"),
+    };
+    format!(" ({}{more}{tail})", shown.join("; "))
+}
+
+/// Tenants named per kind of change in a reload's summary line: a large tenant list's edit
+/// names the first few and counts the rest.
+const TENANT_NAMES_MAX: usize = 8;

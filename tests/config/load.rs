@@ -2440,7 +2440,7 @@ fn a_reload_keeps_egress_group_changes_and_applies_a_tenants_new_group() {
     assert!(c.kept.is_empty(), "{c:?}");
     assert_eq!(
         c.applied,
-        ["tenants: 0 added, 0 removed (their bundles in flight finish), 1 changed; 3 listed"]
+        ["tenants: 0 added, 0 removed, 1 changed (beta-bot: egress); 3 listed"]
     );
 }
 

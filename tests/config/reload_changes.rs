@@ -316,7 +316,7 @@ fn the_quota_store_and_tenants_global_rates_are_applied_live() {
     assert_eq!(
         changes(&a).applied,
         [
-            "tenants: 1 added, 0 removed (their bundles in flight finish), 0 changed; 1 listed",
+            "tenants: 1 added (g), 0 removed, 0 changed; 1 listed",
             "default_tenant: none; requests no tenant matches are refused (401)",
             "quota: tenants' global_rate leased from redis 10.0.0.1:6379"
         ]
@@ -326,7 +326,7 @@ fn the_quota_store_and_tenants_global_rates_are_applied_live() {
     assert_eq!(
         c.applied,
         [
-            "tenants: 0 added, 0 removed (their bundles in flight finish), 1 changed; 1 listed",
+            "tenants: 0 added, 0 removed, 1 changed (g: global_rate); 1 listed",
             "quota.redis 10.0.0.1:6379 → 10.0.0.2:6379",
             "quota.lease_chunk (default) → 10"
         ]
@@ -370,7 +370,7 @@ fn removing_every_tenant_says_that_everyone_may_send() {
     assert_eq!(
         c.applied,
         [
-            "tenants: 0 added, 1 removed (their bundles in flight finish), 0 changed; 0 listed",
+            "tenants: 0 added, 1 removed (a; their bundles in flight finish), 0 changed; 0 listed",
             "default_tenant: none and no tenant listed: every request is served, no tenant checks"
         ]
     );
@@ -396,7 +396,7 @@ fn a_tenants_regions_are_compared_by_name_not_by_their_place_in_the_list() {
         moved
             .applied
             .iter()
-            .any(|l| l.starts_with("tenants: 0 added, 0 removed") && l.contains("1 changed")),
+            .any(|l| l == "tenants: 0 added, 0 removed, 1 changed (a: regions); 1 listed"),
         "{:?}",
         moved.applied
     );
@@ -437,5 +437,42 @@ fn a_ca_file_rewritten_in_place_is_named_and_kept_until_a_restart() {
             "region ny.ca_file: the certificates in {} changed",
             ca.display()
         )]
+    );
+}
+
+/// A reload's summary names the tenants it added, removed and changed, and for a changed one
+/// the keys that changed, as it names every other key; a long list names the first eight and
+/// counts the rest.
+#[test]
+fn a_reload_names_each_tenant_it_added_removed_or_changed_and_what_changed() {
+    let tenants = |list: &[(&str, &str)]| {
+        let mut text = BASE.to_string();
+        for (name, extra) in list {
+            text.push_str(&format!(
+                "[[tenant]]\nname = \"{name}\"\nkeys = [\"k-{name}\"]\n{extra}"
+            ));
+        }
+        config(&text)
+    };
+    let before = tenants(&[("alice", "rate = 5\n"), ("bob", "")]);
+    let after = tenants(&[
+        ("alice", "rate = 10\nregions = [\"ny\"]\nenabled = false\n"),
+        ("carol", ""),
+    ]);
+    let c = Changes::between(&before, &before, &after);
+    assert_eq!(
+        c.applied[0],
+        "tenants: 1 added (carol), 1 removed (bob; their bundles in flight finish), 1 changed \
+         (alice: enabled, regions, rate); 2 listed"
+    );
+    let many: Vec<(String, &str)> = (0..10).map(|i| (format!("t{i}"), "")).collect();
+    let many: Vec<(&str, &str)> = many.iter().map(|(n, e)| (n.as_str(), *e)).collect();
+    let c = Changes::between(&before, &before, &tenants(&many));
+    assert!(
+        c.applied[0].starts_with(
+            "tenants: 10 added (t0; t1; t2; t3; t4; t5; t6; t7; and 2 more), 2 removed (alice; bob;"
+        ),
+        "{:?}",
+        c.applied
     );
 }
