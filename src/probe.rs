@@ -225,17 +225,51 @@ pub fn check(cfg: &Config) -> Result<ProbeReport, ProbeError> {
     })
 }
 
-/// Each address that cannot be bound now, with why (a bind to port 0 and nothing more, so
-/// nothing is left behind): whether the relay could send from it.
+/// Each address that cannot be bound now, or binds only because the host binds any address
+/// (`ip_nonlocal_bind`) while no local route holds it, with why (a bind to port 0 and nothing
+/// more, so nothing is left behind): whether the relay could send from it.
 pub fn unbindable(addrs: &[std::net::IpAddr]) -> Vec<(std::net::IpAddr, io::Error)> {
     let sockets: Vec<std::net::SocketAddr> = addrs
         .iter()
         .map(|&a| std::net::SocketAddr::new(a, 0))
         .collect();
-    unbindable_sockets(&sockets)
+    let mut bad: Vec<(std::net::IpAddr, io::Error)> = unbindable_sockets(&sockets)
         .into_iter()
         .map(|(s, e)| (s.ip(), e))
-        .collect()
+        .collect();
+    if let Some(routes) = local_routes() {
+        let failed: std::collections::HashSet<std::net::IpAddr> =
+            bad.iter().map(|(a, _)| *a).collect();
+        for &a in addrs {
+            if !failed.contains(&a) && !routes.holds(a) {
+                let sysctl = if a.is_ipv4() { "ipv4" } else { "ipv6" };
+                bad.push((
+                    a,
+                    io::Error::new(
+                        io::ErrorKind::AddrNotAvailable,
+                        format!(
+                            "no local route or address holds it; it binds only through \
+                             net.{sysctl}.ip_nonlocal_bind"
+                        ),
+                    ),
+                ));
+            }
+        }
+        // In the order given, as the binds reported them.
+        let order: std::collections::HashMap<std::net::IpAddr, usize> =
+            addrs.iter().enumerate().map(|(i, &a)| (a, i)).collect();
+        bad.sort_by_key(|(a, _)| order.get(a).copied().unwrap_or(usize::MAX));
+    }
+    bad
+}
+
+/// This host's local routes (`egress::local`), or `None` where `/proc/net/fib_trie` cannot be
+/// read (a kernel or sandbox without it): the bind alone judges then.
+fn local_routes() -> Option<crate::egress::local::LocalRoutes> {
+    let v4 = std::fs::read_to_string("/proc/net/fib_trie").ok()?;
+    // No IPv6 on the host: no IPv6 address is local.
+    let v6 = std::fs::read_to_string("/proc/net/ipv6_route").unwrap_or_default();
+    Some(crate::egress::local::LocalRoutes::parse(&v4, &v6))
 }
 
 /// As [`unbindable`] for socket addresses, whose IPv6 scope (a link-local listener's

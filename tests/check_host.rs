@@ -447,7 +447,8 @@ fn limits_below_the_config_and_addresses_not_on_the_host_fail() {
     let c = find(&checks, "egress addresses");
     assert_eq!(c.level, Level::Fail);
     assert!(
-        c.found.starts_with("4 of 8 not bindable: 198.51.100.0 ("),
+        c.found
+            .starts_with("4 of 8 not local and bindable: 198.51.100.0 ("),
         "{c}"
     );
     assert!(
@@ -619,8 +620,8 @@ fn the_command_exits_non_zero_on_a_fail_and_zero_on_warnings() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(
-        text.lines()
-            .any(|l| l.starts_with("fail egress addresses: found 1 of 1 not bindable: 192.0.2.1")),
+        text.lines().any(|l| l
+            .starts_with("fail egress addresses: found 1 of 1 not local and bindable: 192.0.2.1")),
         "{text}"
     );
     let routes = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))

@@ -723,3 +723,61 @@ fn the_check_refuses_a_locked_memory_limit_the_threads_rings_do_not_fit_and_the_
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// On a host with `net.ipv4.ip_nonlocal_bind = 1` (common beside keepalived or HAProxy's
+/// virtual addresses) any address binds, local or not. An egress address no local route or
+/// address holds is still not the host's: `run --check` and `check-host` say so (75: the host
+/// may give it later), where they called it "local and bindable" and the start then never
+/// got a pair up. Run in a network namespace of its own, so the host's setting is untouched;
+/// needs root and `unshare`/`ip` (util-linux, iproute2), else it says so and passes, except
+/// under CI.
+#[test]
+fn an_egress_address_that_binds_only_through_nonlocal_bind_is_not_local() {
+    let probe = Command::new("unshare")
+        .args(["-n", "true"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !probe {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root with util-linux: unshare -n must work"
+        );
+        eprintln!("skipped: `unshare -n` is not allowed here");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("bundle-relay-nonlocal-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("relay.toml");
+    std::fs::write(
+        &config,
+        "[[region]]\nname = \"ny\"\nhost = \"127.0.0.1\"\nport = 9\n\
+         [intake]\nrotating = \"127.0.0.1:18080\"\n[admin]\nlisten = \"off\"\n\
+         [egress]\naddresses = [\"203.0.113.0/30\", \"127.1.0.1\"]\n",
+    )
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_bundle-relay");
+    let script = format!(
+        "ip link set lo up && sysctl -qw net.ipv4.ip_nonlocal_bind=1 && \
+         {bin} run --check --config {c}; echo \"run-check=$?\"; \
+         {bin} check-host --config {c}; echo \"check-host=$?\"",
+        c = config.display()
+    );
+    let out = Command::new("unshare")
+        .args(["-n", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("run-check=75"), "{text}");
+    assert!(
+        text.contains("4 of 5 egress addresses are not local: 203.0.113.0 ("),
+        "{text}"
+    );
+    assert!(text.contains("check-host=1"), "{text}");
+    assert!(text.contains("fail egress addresses"), "{text}");
+}

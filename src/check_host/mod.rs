@@ -374,7 +374,7 @@ fn egress_addresses(cfg: &Config, out: &mut Vec<Check>) {
         Level::Fail,
         "egress addresses",
         format!(
-            "{} of {total} not bindable: {}{}",
+            "{} of {total} not local and bindable: {}{}",
             bad.len(),
             shown.join(", "),
             if bad.len() > 4 { ", …" } else { "" }

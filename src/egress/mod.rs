@@ -6,8 +6,9 @@
 //! `socks5` and `transport` are the sans-IO layers under HTTP/2
 //! (tunnel, then TLS), `stack` is one pair's whole byte stack (those layers and its HTTP/2
 //! connection, their storage kept across reconnects), `resolve` keeps each region's addresses
-//! current.
+//! current, `local` says which addresses the kernel takes as this host's.
 
+pub mod local;
 pub mod resolve;
 pub mod socks5;
 pub mod stack;
