@@ -80,6 +80,29 @@ impl LocalRoutes {
     }
 }
 
+/// The `local_routes` fuzz target's body (also run as a seeded proptest): arbitrary bytes as
+/// the two files (split at the first NUL), and lookups of addresses drawn from them. Never
+/// panics; a prefix parsed holds its own address.
+pub fn fuzz_parse(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let (v4, v6) = text.split_once('\0').unwrap_or((&text, ""));
+    let r = LocalRoutes::parse(v4, v6);
+    for &(p, _) in &r.v4 {
+        assert!(r.holds(IpAddr::V4(Ipv4Addr::from(p))));
+    }
+    for &(p, _) in &r.v6 {
+        assert!(
+            r.holds(IpAddr::V6(Ipv6Addr::from(p))) || Ipv6Addr::from(p).to_ipv4_mapped().is_some()
+        );
+    }
+    for chunk in data.chunks(16) {
+        let mut b = [0u8; 16];
+        b[..chunk.len()].copy_from_slice(chunk);
+        r.holds(IpAddr::V6(Ipv6Addr::from(b)));
+        r.holds(IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3])));
+    }
+}
+
 fn mask32(len: u8) -> u32 {
     u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0)
 }

@@ -6,6 +6,7 @@ mod counting_alloc;
 #[path = "../tls_support/mod.rs"]
 mod tls_support;
 
+mod local_routes_fuzz;
 mod socks5_client;
 mod socks5_fuzz;
 mod tls_session;
