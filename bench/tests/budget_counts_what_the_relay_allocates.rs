@@ -126,6 +126,17 @@ fn allocated(spec: Spec, requests: &[Box<[u8]>]) -> (i64, i64) {
     spec.ledger = Some(std::sync::Arc::new(Ledger::private(pairs as usize)));
     let relay = Relay::start(spec).unwrap();
     wait(&relay, "every pair up", |t| t.pairs_up == pairs);
+    // The last pair counted up may still be finishing its setup on a loaded host: the heap
+    // is read once it holds still (three readings 50 ms apart, within 5 s).
+    let mut last = live();
+    let mut still = 0;
+    let settle_by = std::time::Instant::now() + Duration::from_secs(5);
+    while still < 3 && std::time::Instant::now() < settle_by {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = live();
+        still = if now == last { still + 1 } else { 0 };
+        last = now;
+    }
     let started = live() - before;
     let delivered = relay.totals().delivered;
     send(relay.rotating_addr().unwrap(), requests, &mut buf);
