@@ -468,38 +468,22 @@ impl Upstream {
         self.links.acquire_any(r, now)
     }
 
-    /// A pair of region `r` for a call of no tenant's now ([`Upstream::acquire_any`]), or none,
-    /// noting in `soonest` when one of its pairs will be ready.
+    /// A pair of region `r` for a call of no tenant's now ([`Upstream::acquire_any`]; for a
+    /// bot's status query, one bundles can spare, [`Links::acquire_spare`]), or none, noting
+    /// in `soonest` when one of its pairs will be ready.
     fn call_pair(
         &mut self,
         r: usize,
         now: Instant,
         soonest: &mut Option<Instant>,
+        query: bool,
     ) -> Option<PairId> {
-        match self.acquire_any(r, now) {
-            Acquire::Pair(pair) => Some(pair),
-            Acquire::WaitUntil(at) => {
-                *soonest = Some(sooner(*soonest, at));
-                None
-            }
-            Acquire::NoPairUp => None,
-        }
-    }
-
-    /// A pair of region `r` for a bot's status query now, one bundles can spare
-    /// ([`Links::acquire_spare`]), or none, noting in `soonest` when one may be.
-    fn spare_pair(
-        &mut self,
-        r: usize,
-        now: Instant,
-        soonest: &mut Option<Instant>,
-    ) -> Option<PairId> {
-        let until = self.links.region(r).throttled_until;
-        if until.0 > now.0 {
-            *soonest = Some(sooner(*soonest, until));
-            return None;
-        }
-        match self.links.acquire_spare(r, now) {
+        let got = if query && self.links.region(r).throttled_until.0 <= now.0 {
+            self.links.acquire_spare(r, now)
+        } else {
+            self.acquire_any(r, now)
+        };
+        match got {
             Acquire::Pair(pair) => Some(pair),
             Acquire::WaitUntil(at) => {
                 *soonest = Some(sooner(*soonest, at));
@@ -669,7 +653,7 @@ impl Upstream {
             if !self.may_call(r) {
                 continue;
             }
-            let Some(pair) = self.spare_pair(r, now, &mut soonest) else {
+            let Some(pair) = self.call_pair(r, now, &mut soonest, true) else {
                 continue;
             };
             let timeout_ms = self.upstream_timeout_ms;
@@ -823,7 +807,7 @@ impl Upstream {
                 if (idle_only && busy & (1 << r) != 0) || !self.may_call(r) {
                     continue;
                 }
-                let Some(pair) = self.call_pair(r, now, &mut soonest) else {
+                let Some(pair) = self.call_pair(r, now, &mut soonest, false) else {
                     continue;
                 };
                 self.leader_region = r + 1;

@@ -388,6 +388,22 @@ fn fanning_out_to_two_regions(now: Instant) -> (Spec, Vec<std::net::IpAddr>, Vec
     (spec, sources, threads)
 }
 
+/// Every pair of `threads` up (one per region on each), the tip-account refresh answered:
+/// each thread's list of calls for the engine to answer, empty.
+fn every_pair_up(
+    threads: &mut [Thread],
+    now: Instant,
+) -> Vec<Vec<(bundle_relay::limiter::PairId, u32)>> {
+    let mut calls = vec![Vec::new(); threads.len()];
+    for (t, c) in threads.iter_mut().zip(&mut calls) {
+        connect_due(t, now);
+        t.d.dispatch(now);
+        flush_calls(&mut t.d, now, c);
+        answer_calls(&mut t.d, now, c);
+    }
+    calls
+}
+
 /// Fanned-out bundles wait on a thread whose sources a reload then removes: the copies move
 /// to the other thread and are delivered there, and each region's counts still add up over
 /// the threads (admitted = ended + in flight), with nothing left in flight in any region on
@@ -401,14 +417,7 @@ fn fanned_out_bundles_moved_off_a_thread_a_reload_emptied_keep_each_regions_coun
     use bundle_relay::relay::tuning::Tuning;
     let mut now = Instant(MS);
     let (spec, sources, mut threads) = fanning_out_to_two_regions(now);
-    let mut calls: Vec<Vec<_>> = vec![Vec::new(), Vec::new()];
-    // Every pair up (one per region on each thread), the tip-account refresh answered.
-    for (t, c) in threads.iter_mut().zip(&mut calls) {
-        connect_due(t, now);
-        t.d.dispatch(now);
-        flush_calls(&mut t.d, now, c);
-        answer_calls(&mut t.d, now, c);
-    }
+    let mut calls = every_pair_up(&mut threads, now);
     now = Instant(now.0 + 1_000 * MS + 1);
     let rotating = |t: &mut Thread, seed: u64, now: Instant| {
         t.post_as(Port::Rotating, Claim::LOOPBACK, "", &body(seed), now)
@@ -598,13 +607,7 @@ fn a_region_that_never_takes_a_fanned_out_copy_leaves_the_other_copys_retries_wh
     use bundle_relay::relay::tenancy::Claim;
     let mut now = Instant(MS);
     let (_, _, mut threads) = fanning_out_to_two_regions(now);
-    let mut calls: Vec<Vec<_>> = vec![Vec::new(), Vec::new()];
-    for (t, c) in threads.iter_mut().zip(&mut calls) {
-        connect_due(t, now);
-        t.d.dispatch(now);
-        flush_calls(&mut t.d, now, c);
-        answer_calls(&mut t.d, now, c);
-    }
+    let mut calls = every_pair_up(&mut threads, now);
     now = Instant(now.0 + 1_000 * MS + 1);
     let t = &mut threads[0];
     let c = &mut calls[0];
