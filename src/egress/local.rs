@@ -18,14 +18,26 @@ pub struct LocalRoutes {
 }
 
 impl LocalRoutes {
-    /// From the texts of `/proc/net/fib_trie` (every table: a leaf `|-- A.B.C.D` followed by its
-    /// `/LEN SCOPE TYPE` lines, of which `LOCAL` ones count) and `/proc/net/ipv6_route` (one
-    /// route a line, destination and length in hex, `RTF_LOCAL` in the flags). Lines of
-    /// another shape are skipped.
+    /// From the texts of `/proc/net/fib_trie` (its `Local:` and `Main:` tables, which the
+    /// kernel asks whether an address is the host's: a leaf `|-- A.B.C.D` followed by its
+    /// `/LEN SCOPE TYPE` lines, of which `LOCAL` ones count; a policy table's, such as a
+    /// TPROXY `local 0.0.0.0/0 table 100`, make no address the host's) and
+    /// `/proc/net/ipv6_route` (one route a line, destination and length in hex, `RTF_LOCAL` in
+    /// the flags; it names no table, so every table's local routes count). Lines of another
+    /// shape are skipped.
     pub fn parse(fib_trie: &str, ipv6_route: &str) -> LocalRoutes {
         let mut out = LocalRoutes::default();
         let mut leaf: Option<Ipv4Addr> = None;
+        let mut table_counts = true;
         for line in fib_trie.lines() {
+            if !line.starts_with(' ') && line.ends_with(':') {
+                table_counts = line == "Local:" || line == "Main:";
+                leaf = None;
+                continue;
+            }
+            if !table_counts {
+                continue;
+            }
             let t = line.trim_start();
             if let Some(addr) = t.strip_prefix("|-- ") {
                 leaf = addr.trim().parse().ok();
@@ -87,14 +99,14 @@ pub fn fuzz_parse(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     let (v4, v6) = text.split_once('\0').unwrap_or((&text, ""));
     let r = LocalRoutes::parse(v4, v6);
-    for &(p, _) in &r.v4 {
-        assert!(r.holds(IpAddr::V4(Ipv4Addr::from(p))));
-    }
-    for &(p, _) in &r.v6 {
-        assert!(
-            r.holds(IpAddr::V6(Ipv6Addr::from(p))) || Ipv6Addr::from(p).to_ipv4_mapped().is_some()
-        );
-    }
+    assert!(
+        r.v4.iter()
+            .all(|&(p, len)| len <= 32 && p & !mask32(len) == 0)
+    );
+    assert!(
+        r.v6.iter()
+            .all(|&(p, len)| len <= 128 && p & !mask128(len) == 0)
+    );
     for chunk in data.chunks(16) {
         let mut b = [0u8; 16];
         b[..chunk.len()].copy_from_slice(chunk);
@@ -166,6 +178,18 @@ fd000000000000000000000000000002 80 00000000000000000000000000000000 00 00000000
         ] {
             assert_eq!(r.holds(ip.parse().unwrap()), local, "{ip}");
         }
+    }
+
+    /// A policy table's local route (TPROXY's `local 0.0.0.0/0 table 100`) makes no address
+    /// the host's: only the local and main tables count.
+    #[test]
+    fn a_policy_tables_local_routes_do_not_count() {
+        let with_table = format!(
+            "Id 100:\n  +-- 0.0.0.0/0 2 0 2\n     |-- 0.0.0.0\n        /0 universe LOCAL\n{FIB_TRIE}"
+        );
+        let r = LocalRoutes::parse(&with_table, "");
+        assert!(!r.holds("203.0.113.1".parse().unwrap()));
+        assert!(r.holds("127.0.0.1".parse().unwrap()));
     }
 
     #[test]
