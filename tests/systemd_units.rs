@@ -245,6 +245,10 @@ fn every_system_call_a_relay_makes_passes_the_units_filter() {
     use std::io::{Read, Write};
     if !installed("systemd-analyze", "--version", "systemd") || !installed("strace", "-V", "strace")
     {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI installs systemd and strace: this test must run there"
+        );
         return;
     }
     let (port, admin) = (process_support::free_port(), process_support::free_port());
