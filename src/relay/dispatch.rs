@@ -398,18 +398,26 @@ impl Dispatcher {
         self.peers = Some(Peers::new(mesh, me, self.fifos.len()));
     }
 
-    /// Whether this thread's pool sends one more bundle for lane `lane` before `until`: at
-    /// most its ready pairs now and each of its pairs in rotation once per whole interval to
-    /// come, behind the bundles already waiting there. A lower bound (a booked pair that
-    /// falls due in the part interval left is not counted): what it admits goes in time.
+    /// Whether this thread's pool sends one more bundle for lane `lane`, and has it answered,
+    /// before `until`: sent by a quarter of the call deadline before it (the silence
+    /// threshold, well past an engine's normal answer), at most its ready pairs (at least the
+    /// one next ready) from its next send on and each pair not held by a call once per whole
+    /// interval after, behind
+    /// the bundles already waiting there. A lower bound (a booked pair that falls due in the
+    /// part interval left is not counted); a region silent or on trial after a silence sends
+    /// nothing here.
     fn sends_before(&mut self, lane: usize, now: Instant, until: Instant) -> bool {
         let r = lane / self.groups;
-        if !self.up.may_call(r) || self.up.next_ready_at(lane).is_none_or(|at| at.0 > until.0) {
+        let by = Instant(until.0.saturating_sub(self.up.silence_after().0));
+        let Some(start) = self.up.next_ready_at(lane) else {
+            return false;
+        };
+        if !self.up.may_call(r) || self.up.has_silence(r) || start.0.max(now.0) >= by.0 {
             return false;
         }
         let c = self.up.lane_counts_at(lane, now);
-        let rounds = until.since(now).0 / self.intervals[r].0.max(1);
-        let sends = u64::from(c.ready) + u64::from(c.ready + c.booked + c.held) * rounds;
+        let rounds = by.since(start.max(now)).0 / self.intervals[r].0.max(1);
+        let sends = u64::from(c.ready.max(1)) + u64::from(c.ready + c.booked) * rounds;
         (self.fifos[lane].len() as u64) < sends
     }
 
@@ -559,7 +567,13 @@ impl Dispatcher {
             // sends it in time. Answered and then failed at the drain's end unsent, it would
             // be one the bot believes sent: refused, the bot sends it elsewhere.
             if self.sends_before(usize::from(lane), now, until) {
-                self.take_slot(None, now).ok_or(Refusal::Full)
+                // This thread's own slot: another's arena would send from a pool not judged.
+                let own = self
+                    .arena
+                    .acquire(now)
+                    .ok()
+                    .map(|s| (Taken::Local(s), false));
+                own.ok_or(Refusal::Full)
             } else {
                 Err(Refusal::Stopping)
             }

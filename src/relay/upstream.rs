@@ -279,6 +279,17 @@ impl Upstream {
             .is_some_and(|s| s.holds_bundles())
     }
 
+    /// Region `r` went silent and has not answered a bundle since (it may be on trial).
+    pub fn has_silence(&self, r: usize) -> bool {
+        self.links.region(r).silence.is_some()
+    }
+
+    /// How long a call waits unanswered before its region goes silent: well past an engine's
+    /// normal answer.
+    pub fn silence_after(&self) -> Ticks {
+        self.silence_after
+    }
+
     /// Region `r` requires searcher authentication and holds no valid access token: nothing
     /// may be sent to it but the auth service's calls.
     pub fn is_unauthenticated(&self, r: usize) -> bool {
@@ -1032,6 +1043,12 @@ impl Upstream {
     /// A call that will get no answer and whose request never left: a bundle goes back to its
     /// dispatcher to be sent again, a tips refresh or a probe is tried again later.
     fn call_aborted(&mut self, f: InFlight, r: usize, now: Instant) {
+        if let Some(sil) = self.links.region_mut(r).silence.as_mut()
+            && sil.trial_sent == Some(f.started)
+        {
+            // The trial's bundle never reached the engine: it goes again, as the trial's.
+            sil.trial_sent = None;
+        }
         match f.call {
             Call::Bundle(slot) => self.ended.push_back(Ended {
                 slot,
@@ -1371,11 +1388,13 @@ impl Upstream {
         let bundle = f.is_some_and(|f| matches!(f.call, Call::Bundle(_)));
         let rate = self.links.rate();
         if !answered
-            && bundle
+            && let Some(f) = f
             && let Some(sil) = self.links.region_mut(region).silence.as_mut()
-            && sil.trial_sent.is_some()
+            && sil.trial_sent == Some(f.started)
+            && bundle
         {
-            // The trial's bundle went unanswered: the hang is in the bundle path.
+            // The trial's own bundle went unanswered (not a call sent before the silence):
+            // the hang is in the bundle path.
             sil.trial_unanswered(now, rate);
         }
         if answered {

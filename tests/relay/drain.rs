@@ -7,14 +7,16 @@ use crate::dispatcher_support;
 
 use bundle_relay::clock::Instant;
 use bundle_relay::relay::intake::Verdict;
-use dispatcher_support::{MS, body, one_region};
+use dispatcher_support::{MS, body, one_region_with};
 
-/// One pair paced at 1 s, draining for 500 ms: the first bundle goes at once and is admitted;
-/// the second could only go a second later, after the exit, and is refused 503 saying why,
-/// with nothing admitted for it; once the deadline is far enough, one is admitted again.
+/// One pair paced at 1 s, calls answered within 100 ms (a quarter of a 400 ms deadline),
+/// draining for 500 ms: the first bundle goes at once and is admitted; the second could only
+/// go a second later, after the exit, and is refused 503 saying why, with nothing admitted
+/// for it; once the deadline leaves time for the pair's next send and its answer, one is
+/// admitted again.
 #[test]
 fn while_draining_a_bundle_the_pool_cannot_send_before_the_exit_is_refused_503_not_answered() {
-    let (mut t, _, now) = one_region(1_000, 2_000);
+    let (mut t, _, now) = one_region_with(1_000, 2_000, |s| s.upstream_timeout_ms = 400);
     t.d.drain_until(Instant(now.0 + 500 * MS));
     assert_eq!(t.post(&body(1), now), Verdict::Admitted, "{}", t.response());
     assert!(t.send(now), "sent at once, within the drain");
