@@ -13,7 +13,8 @@ const RTF_LOCAL: u32 = 0x8000_0000;
 /// The local prefixes of both families.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LocalRoutes {
-    v4: Vec<(u32, u8)>,
+    /// Prefixes as (address bits, length), IPv4's in the low 32 bits.
+    v4: Vec<(u128, u8)>,
     v6: Vec<(u128, u8)>,
 }
 
@@ -47,7 +48,8 @@ impl LocalRoutes {
                 if let Some(len) = len.filter(|&l| l <= 32)
                     && fields.any(|f| f == "LOCAL")
                 {
-                    out.v4.push((u32::from(addr) & mask32(len), len));
+                    out.v4
+                        .push((u128::from(u32::from(addr)) & mask(len, 32), len));
                 }
             }
         }
@@ -64,7 +66,7 @@ impl LocalRoutes {
                 continue;
             };
             if flags & RTF_LOCAL != 0 && len <= 128 {
-                out.v6.push((dst & mask128(len), len));
+                out.v6.push((dst & mask(len, 128), len));
             }
         }
         out
@@ -72,23 +74,14 @@ impl LocalRoutes {
 
     /// Whether a local route holds `ip` (an IPv4-mapped IPv6 address as its IPv4 one).
     pub fn holds(&self, ip: IpAddr) -> bool {
-        match ip {
-            IpAddr::V4(a) => self.holds_v4(a),
+        let (prefixes, a, width) = match ip {
+            IpAddr::V4(a) => (&self.v4, u128::from(u32::from(a)), 32),
             IpAddr::V6(a) => match a.to_ipv4_mapped() {
-                Some(v4) => self.holds_v4(v4),
-                None => self.holds_v6(a),
+                Some(v4) => (&self.v4, u128::from(u32::from(v4)), 32),
+                None => (&self.v6, u128::from(a), 128),
             },
-        }
-    }
-
-    fn holds_v4(&self, a: Ipv4Addr) -> bool {
-        let a = u32::from(a);
-        self.v4.iter().any(|&(p, len)| a & mask32(len) == p)
-    }
-
-    fn holds_v6(&self, a: Ipv6Addr) -> bool {
-        let a = u128::from(a);
-        self.v6.iter().any(|&(p, len)| a & mask128(len) == p)
+        };
+        prefixes.iter().any(|&(p, len)| a & mask(len, width) == p)
     }
 }
 
@@ -101,11 +94,11 @@ pub fn fuzz_parse(data: &[u8]) {
     let r = LocalRoutes::parse(v4, v6);
     assert!(
         r.v4.iter()
-            .all(|&(p, len)| len <= 32 && p & !mask32(len) == 0)
+            .all(|&(p, len)| len <= 32 && p & !mask(len, 32) == 0)
     );
     assert!(
         r.v6.iter()
-            .all(|&(p, len)| len <= 128 && p & !mask128(len) == 0)
+            .all(|&(p, len)| len <= 128 && p & !mask(len, 128) == 0)
     );
     for chunk in data.chunks(16) {
         let mut b = [0u8; 16];
@@ -115,12 +108,10 @@ pub fn fuzz_parse(data: &[u8]) {
     }
 }
 
-fn mask32(len: u8) -> u32 {
-    u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0)
-}
-
-fn mask128(len: u8) -> u128 {
-    u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0)
+/// The first `len` of an address's `width` bits (32 or 128), in the low bits of a `u128`.
+fn mask(len: u8, width: u32) -> u128 {
+    let all = u128::MAX >> (128 - width);
+    all & all.checked_shl(width - u32::from(len)).unwrap_or(0)
 }
 
 #[cfg(test)]
