@@ -147,6 +147,11 @@ pub struct BundleMeta {
     /// `fan_lanes[i]`. Each copy has tries of its own, so a region that keeps refusing its
     /// copy unprocessed spends none of another region's.
     pub attempts: [u8; 1 + FAN_EXTRA_MAX],
+    /// A copy that engines refused unprocessed more than once is not sent again before this
+    /// many ms after `admitted_at` (the dispatcher's back-off; 0: never held). One for all of
+    /// a fanned-out bundle's copies (the meta keeps its 80 bytes), and only a copy that was
+    /// refused (tries above 0) waits for it.
+    pub held_ms: u16,
     /// Bytes of the encoded frame in the frame area (0: not encoded yet).
     pub frame_len: u16,
     /// Copies of the bundle queued or in flight (a fanned-out bundle waits in several lanes at

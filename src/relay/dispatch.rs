@@ -57,6 +57,14 @@ pub const PAIR_QUEUE_BYTES: usize =
 /// attempt against the bundle: that one goes to another pair, bounded only by its age.
 pub const ATTEMPTS_MAX: u8 = 8;
 
+/// The back-off after a copy's second unprocessed refusal; it doubles with each one after
+/// (10, 20, 40, 80, 160, 320 ms: the eighth try goes 631 ms after the first at the soonest).
+/// The first is sent again at once, on another pair: one connection's refusal (a GOAWAY, a
+/// stream limit) says nothing of the engine. Refused twice in a row, the engine is likely
+/// away (a front end restarting answers UNAVAILABLE for every call), and tries sent at once
+/// would all be spent within milliseconds on an outage of a few hundred.
+pub const RETRY_BACKOFF_MS: u64 = 10;
+
 /// How soon a thread with no source left tries again to move a waiting bundle that found no
 /// other thread able to take it.
 const MOVE_RETRY_MS: u64 = 5;
@@ -935,23 +943,33 @@ impl Dispatcher {
             self.expire_waiting(r, now);
             return;
         }
-        while let Some(&slot) = self.fifos[r].front() {
+        // Copies held after refusals wait at the head (requeued there, the oldest) and are
+        // passed over: the bundles behind them go meanwhile.
+        let mut j = 0;
+        while let Some(&slot) = self.fifos[r].get(j) {
             if self.too_old(slot, now) {
-                self.fifos[r].pop_front();
+                self.fifos[r].remove(j);
                 self.end_copy(slot, EndKind::Expired, now);
+                continue;
+            }
+            if let Some(due) = self.held_until(slot, r)
+                && due.0 > now.0
+            {
+                self.wake_at(due);
+                j += 1;
                 continue;
             }
             let Acquire::Pair(pair) = self.up.acquire(r, now) else {
                 break;
             };
-            self.fifos[r].pop_front();
+            self.fifos[r].remove(j);
             let s = self.arena.get(slot).expect("queued slot");
             if !self
                 .up
                 .start_bundle(pair, slot, s.encoded_frame(), s.meta.json, now)
             {
-                // The connection could not take a call: back to the head, for another pair.
-                self.fifos[r].push_front(slot);
+                // The connection could not take a call: back in its place, for another pair.
+                self.fifos[r].insert(j, slot);
                 continue;
             }
             let meta = self.arena.get_mut(slot).expect("held").meta;
@@ -975,6 +993,34 @@ impl Dispatcher {
             }
         }
         self.expire_waiting(r, now);
+    }
+
+    /// Until when the copy of `slot` waiting in `lane` is held after unprocessed refusals
+    /// ([`RETRY_BACKOFF_MS`]); `None` when it is not.
+    fn held_until(&self, slot: SlotHandle, lane: usize) -> Option<Instant> {
+        let meta = self.arena.get(slot).expect("queued slot").meta;
+        if meta.held_ms == 0 || meta.attempts[meta.copy_in(lane as u8)] == 0 {
+            return None;
+        }
+        Some(
+            meta.admitted_at
+                .after(self.rate.from_ms(u64::from(meta.held_ms))),
+        )
+    }
+
+    /// Holds the copy of `slot` in `lane`, just refused unprocessed, for its back-off: none
+    /// after its first try, then [`RETRY_BACKOFF_MS`] doubling with each try.
+    fn hold_after_refusal(&mut self, slot: SlotHandle, lane: usize, now: Instant) {
+        let rate = self.rate;
+        let meta = self.arena.get_mut(slot).expect("held").meta;
+        let tries = meta.attempts[meta.copy_in(lane as u8)];
+        if !(2..ATTEMPTS_MAX).contains(&tries) {
+            return;
+        }
+        let back_off = RETRY_BACKOFF_MS << (tries - 2);
+        let age_ms = rate.to_ns(now.since(meta.admitted_at)) / 1_000_000;
+        let until = u16::try_from(age_ms + back_off).unwrap_or(u16::MAX);
+        meta.held_ms = meta.held_ms.max(until);
     }
 
     fn too_old(&self, slot: SlotHandle, now: Instant) -> bool {
@@ -1060,7 +1106,10 @@ impl Dispatcher {
                     meta.attempts[copy] = meta.attempts[copy].saturating_sub(1);
                     self.requeue(slot, lane, now)
                 }
-                Fate::Retry => self.requeue(slot, lane, now),
+                Fate::Retry => {
+                    self.hold_after_refusal(slot, lane, now);
+                    self.requeue(slot, lane, now)
+                }
             }
         }
     }

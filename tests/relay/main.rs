@@ -26,5 +26,6 @@ mod ledger;
 mod pair_states;
 mod queries;
 mod reload;
+mod retries;
 mod tenants;
 mod tips;
