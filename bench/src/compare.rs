@@ -779,8 +779,8 @@ pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<VersusRow> {
     );
     let refusals = |s: &StepReport| {
         format!(
-            "{} refused at cap (429), {} expired",
-            s.relay_stats.refused_cap, s.relay_stats.expired
+            "{} refused at cap (429), {} for the backlog (429), {} expired",
+            s.relay_stats.refused_cap, s.relay_stats.refused_backlog, s.relay_stats.expired
         )
     };
     push(
@@ -788,8 +788,8 @@ pub fn rows(br: &RelayRuns, bl: &RelayRuns) -> Vec<VersusRow> {
         refusals(&br.storm),
         refusals(&bl.storm),
         None,
-        "429 once full",
-        Some(br.storm.relay_stats.refused_cap > 0),
+        "429 once full or behind",
+        Some(br.storm.relay_stats.refused_cap + br.storm.relay_stats.refused_backlog > 0),
     );
     let early = |r: &RelayRuns| r.steps().map(|s| s.engine.early_sends).sum::<u64>();
     let (ea, eb) = (early(br), early(bl));

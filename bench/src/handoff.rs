@@ -277,7 +277,7 @@ pub fn render(r: &HandoffReport) -> String {
             s.name.clone(),
             format!("{:.2}%", 100.0 * s.delivered_share()),
             rep.relay_stats.expired.to_string(),
-            rep.relay_stats.refused_cap.to_string(),
+            (rep.relay_stats.refused_cap + rep.relay_stats.refused_backlog).to_string(),
             rep.engine.early_sends.to_string(),
             format!(
                 "{} / {}",

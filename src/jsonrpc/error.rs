@@ -310,6 +310,13 @@ pub enum ErrorKind<'a> {
     RateLimited { retry_after_ms: u64 },
     /// The tenant's request rate (`limit` per second) is used up; retry after the given time.
     TenantRateLimited { limit: u32, retry_after_ms: u64 },
+    /// The pairs the bundle may leave through (region `region`'s) would send it `next_ms`
+    /// from now, behind the bundles waiting already: past its max age (`max_age_ms`).
+    Backlog {
+        region: &'a str,
+        next_ms: u64,
+        max_age_ms: u64,
+    },
     /// The tenant holds its in-flight ceiling (`in_flight_max`).
     TenantCeiling { in_flight: u32, ceiling: u32 },
     /// The tenant holds its floor (`in_flight_min`) or more, and the in-flight room tenants
@@ -362,6 +369,7 @@ impl ErrorKind<'_> {
             ErrorKind::Unauthorized { .. } => code::UNAUTHORIZED,
             ErrorKind::TenantDisabled(_) | ErrorKind::RegionNotAllowed(_) => code::FORBIDDEN,
             ErrorKind::RateLimited { .. }
+            | ErrorKind::Backlog { .. }
             | ErrorKind::TenantRateLimited { .. }
             | ErrorKind::TenantCeiling { .. }
             | ErrorKind::ShareFull { .. } => code::RATE_LIMITED,
@@ -606,6 +614,18 @@ impl fmt::Display for ErrorKind<'_> {
                 "Rate limit exceeded. Back-off triggered: Retry after 1000ms (this tenant's \
                  in-flight ceiling is reached: {in_flight} bundles in flight, in_flight_max \
                  {ceiling})"
+            ),
+            ErrorKind::Backlog {
+                region,
+                next_ms,
+                max_age_ms,
+            } => write!(
+                f,
+                "Rate limit exceeded. Back-off triggered: Retry after {}ms (the relay's egress \
+                 addresses for {region} cannot send this bundle within its max age of \
+                 {max_age_ms} ms: it would leave {next_ms} ms from now, behind the bundles \
+                 already waiting)",
+                next_ms.saturating_sub(max_age_ms)
             ),
             ErrorKind::ShareFull { in_flight, floor } => write!(
                 f,

@@ -144,6 +144,9 @@ accounting! {
         retries,
         /// Requests refused at the in-flight cap (429).
         refused_cap,
+        /// Bundles refused because the pairs they may leave through could not send them within
+        /// their max age, behind the bundles waiting already (429).
+        refused_backlog,
         /// Requests answered with an error about the request itself.
         bad_requests,
         connects,

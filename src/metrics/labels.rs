@@ -50,15 +50,19 @@ pub enum ReqOutcome {
     Error = 3,
     /// Refused by its tenant's rules (unknown, disabled, region, rate, share): 401, 403, 429.
     RefusedTenant = 4,
+    /// A bundle the pool could not send within its max age, behind the bundles waiting
+    /// already: 429.
+    RefusedBacklog = 5,
 }
 
 impl ReqOutcome {
-    pub const ALL: [ReqOutcome; 5] = [
+    pub const ALL: [ReqOutcome; 6] = [
         ReqOutcome::Ok,
         ReqOutcome::Invalid,
         ReqOutcome::RefusedCap,
         ReqOutcome::Error,
         ReqOutcome::RefusedTenant,
+        ReqOutcome::RefusedBacklog,
     ];
     /// The `outcome` label.
     pub fn label(self) -> &'static str {
@@ -68,6 +72,7 @@ impl ReqOutcome {
             ReqOutcome::RefusedCap => "refused_cap",
             ReqOutcome::Error => "error",
             ReqOutcome::RefusedTenant => "refused_tenant",
+            ReqOutcome::RefusedBacklog => "refused_backlog",
         }
     }
 }

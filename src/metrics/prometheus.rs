@@ -780,7 +780,7 @@ fn render_accounting(m: &Metrics, out: &mut String) {
     let t = m.totals();
     // The arena's gauges are the accounting's too (slots per thread, bundles held).
     let arena = m.snapshot();
-    let singles: [(&str, &str, &str, u64); 16] = [
+    let singles: [(&str, &str, &str, u64); 17] = [
         (
             "bundle_relay_requests_total",
             "counter",
@@ -804,6 +804,13 @@ fn render_accounting(m: &Metrics, out: &mut String) {
             "counter",
             "Intake requests refused because a cap was reached (429).",
             t.refused_cap,
+        ),
+        (
+            "bundle_relay_requests_refused_backlog_total",
+            "counter",
+            "Bundles refused because the pool could not send them within their max age, behind \
+             the bundles waiting already (429).",
+            t.refused_backlog,
         ),
         (
             "bundle_relay_requests_invalid_total",

@@ -39,6 +39,8 @@ pub enum Refused {
     Share,
     /// The whole relay's in-flight cap (429).
     Cap,
+    /// Its pool could not send it within its max age, behind the bundles waiting (429).
+    Backlog,
     /// A pinned port whose region the tenant may not use (403).
     Region,
     /// The tenant is disabled (403).
@@ -46,11 +48,12 @@ pub enum Refused {
 }
 
 impl Refused {
-    pub const ALL: [Refused; 6] = [
+    pub const ALL: [Refused; 7] = [
         Refused::Rate,
         Refused::Global,
         Refused::Share,
         Refused::Cap,
+        Refused::Backlog,
         Refused::Region,
         Refused::Disabled,
     ];
@@ -62,6 +65,7 @@ impl Refused {
             Refused::Global => "global",
             Refused::Share => "share",
             Refused::Cap => "cap",
+            Refused::Backlog => "backlog",
             Refused::Region => "region",
             Refused::Disabled => "disabled",
         }

@@ -344,6 +344,7 @@ impl Intake {
             stats.requests.inc();
             match verdict {
                 Verdict::RefusedCap => stats.refused_cap.inc(),
+                Verdict::RefusedBacklog => stats.refused_backlog.inc(),
                 Verdict::Invalid => stats.bad_requests.inc(),
                 // Counted by its answer when an engine's comes (`answer_owed`). Waiting on an
                 // engine is not the relay's overhead: not recorded.
@@ -606,6 +607,7 @@ fn outcome(verdict: Verdict) -> ReqOutcome {
         Verdict::RefusedCap => ReqOutcome::RefusedCap,
         Verdict::Invalid => ReqOutcome::Invalid,
         Verdict::RefusedTenant => ReqOutcome::RefusedTenant,
+        Verdict::RefusedBacklog => ReqOutcome::RefusedBacklog,
         Verdict::Unavailable => ReqOutcome::Error,
         Verdict::Admitted | Verdict::Answered | Verdict::Deferred => ReqOutcome::Ok,
     }

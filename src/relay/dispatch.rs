@@ -129,6 +129,14 @@ pub enum Refusal {
     RegionRemoved(u8),
     /// The relay is stopping and no pool can send the bundle before its drain ends.
     Stopping,
+    /// The pairs it may leave through (region `region`'s, the soonest of its regions) would
+    /// send it `next_ms` from now, behind the bundles waiting already: past its max age
+    /// (`max_age_ms`).
+    Backlog {
+        region: u8,
+        next_ms: u64,
+        max_age_ms: u64,
+    },
     /// The tenant checks said no ([`super::tenancy`]).
     Tenant(Denied),
 }
@@ -451,17 +459,40 @@ impl Dispatcher {
         }
     }
 
+    /// When a bundle queued in lane `lane` now would leave this thread's pool, held against
+    /// its max age at admission: the lane's next ready pair (from now, and an interval away at
+    /// most), then a step per bundle waiting there of the interval over every pair the lane
+    /// lists. Against the whole pool, not the pairs in rotation this instant: pairs that are
+    /// reconnecting (an engine's GOAWAY, a restart) or cooling are back within moments, and
+    /// counting without them refused bundles the pool then sent in time. So it says whether
+    /// the backlog is more than the whole pool sends within the max age. [`NEVER`] where
+    /// [`Dispatcher::own_estimate`] has none.
+    fn own_leaves(&mut self, lane: usize, now: Instant) -> u64 {
+        let r = lane / self.groups;
+        if !self.up.may_call(r) {
+            return NEVER;
+        }
+        let Some(at) = self.up.next_ready_at(lane) else {
+            return NEVER;
+        };
+        let interval = self.intervals[r].0;
+        let listed = u64::from(self.up.group_listed(lane % self.groups).max(1));
+        let first = at.0.clamp(now.0, now.0.saturating_add(interval));
+        first.saturating_add((interval / listed).saturating_mul(self.fifos[lane].len() as u64))
+    }
+
     /// Where a bundle from `port` goes: the region (the pinned one, or for the rotating port
     /// the one that can send soonest) and the thread (another when its pool sends sooner than
     /// this thread's; this one on a tie), judged on the lanes of the tenant's egress group
     /// only: its bundle never leaves through another group's addresses. Regions tie
-    /// round-robin. Returns the region and its lane.
+    /// round-robin. Returns the region, its lane, the thread, the leader strategy's pick and
+    /// when the bundle would leave (ticks; [`NEVER`] when no pool of it has a pair up).
     fn route(
         &mut self,
         port: Port,
         pass: &Pass,
         now: Instant,
-    ) -> (u8, u8, Option<usize>, LeaderPick) {
+    ) -> (u8, u8, Option<usize>, LeaderPick, u64) {
         let n = self.regions;
         let groups = self.groups;
         let group = usize::from(pass.group).min(groups - 1);
@@ -488,7 +519,7 @@ impl Dispatcher {
                     _ => (own, None),
                 };
                 if at != NEVER && at <= now.after(self.leader_wait).0 {
-                    return (r as u8, l as u8, peer, LeaderPick::Leader);
+                    return (r as u8, l as u8, peer, LeaderPick::Leader, at);
                 }
             }
         }
@@ -498,7 +529,9 @@ impl Dispatcher {
             LeaderPick::None
         };
         if port == Port::Rotating && pass.strategy == Strategy::Ordered {
-            // The first of the tenant's regions, in its order, that can send at all.
+            // The first of the tenant's regions, in its order, that can send it within its
+            // max age; else the soonest, as below.
+            let by = now.after(self.max_age_of(pass.slot)).0;
             for k in 0..self.tenancy.order(pass.slot).len() {
                 let r = self.tenancy.order(pass.slot)[k] as usize;
                 if !allowed(r, &self.retired) {
@@ -508,8 +541,12 @@ impl Dispatcher {
                 let own = self.own_estimate(l).at(now, 0);
                 let peer = self.peers.as_mut().and_then(|p| p.best(l, now));
                 match peer {
-                    Some((t, at)) if at < own => return (r as u8, l as u8, Some(t), pick),
-                    _ if own != NEVER => return (r as u8, l as u8, None, pick),
+                    Some((t, at)) if at < own && at <= by => {
+                        return (r as u8, l as u8, Some(t), pick, at);
+                    }
+                    _ if own != NEVER && self.own_leaves(l, now) <= by => {
+                        return (r as u8, l as u8, None, pick, own);
+                    }
                     _ => {}
                 }
             }
@@ -540,11 +577,11 @@ impl Dispatcher {
                 .find(|&r| allowed(r, &self.retired)),
             Port::Pinned(_) => None,
         };
-        let (r, peer) = best.map_or((fallback.unwrap_or(first % n), None), |(_, r, p)| (r, p));
+        let (at, r, peer) = best.unwrap_or((NEVER, fallback.unwrap_or(first % n), None));
         if port == Port::Rotating {
             self.rotate = (r + 1) % n;
         }
-        (r as u8, lane(r) as u8, peer, pick)
+        (r as u8, lane(r) as u8, peer, pick, at)
     }
 
     /// A slot for a bundle from `port`, admitted at `now`: lent by the thread whose pool will
@@ -562,13 +599,30 @@ impl Dispatcher {
             Err(Denied::Cap { .. }) => return Err(Refusal::Full),
             Err(denied) => return Err(Refusal::Tenant(denied)),
         };
-        let (region, lane, peer, leader) = self.route(port, &pass, now);
+        let (region, lane, peer, leader, leaves) = self.route(port, &pass, now);
+        let max_age = self.max_age_of(pass.slot);
+        // Late only if this thread's whole pool is behind, and the peer chosen (its estimate
+        // published, from its pairs in rotation) is too.
+        let by = now.after(max_age).0;
+        let leaves = match self.own_leaves(usize::from(lane), now) {
+            own if peer.is_some() && leaves <= by => own.min(leaves),
+            own => own,
+        };
         let fan = match port {
             Port::Rotating if pass.fan_out > 1 => self.fan_lanes(region, &pass, now),
             _ => ([0; FAN_EXTRA_MAX], 0),
         };
         let slot = if self.retired[region as usize] {
             Err(Refusal::RegionRemoved(region))
+        } else if leaves != NEVER && leaves > by {
+            // Answered, it would expire unsent: refused, the bot sends it elsewhere or later.
+            // A pool with no pair up (starting, every address refused) has no estimate: its
+            // bundles wait for the first pair, as they always have.
+            Err(Refusal::Backlog {
+                region,
+                next_ms: self.rate.to_ns(Ticks(leaves - now.0)).div_ceil(1_000_000),
+                max_age_ms: self.rate.to_ns(max_age).div_ceil(1_000_000),
+            })
         } else if let Some(until) = self.drain_until {
             // Every thread drains: a peer's published estimate does not count what others
             // hand it in the same moment, so the bundle stays here, and only if this pool
@@ -600,8 +654,12 @@ impl Dispatcher {
             }),
             Err(refusal) => {
                 self.tenancy.refuse(&pass);
-                if refusal == Refusal::Full {
-                    self.tenancy.stats().refused(pass.slot, Refused::Cap);
+                match refusal {
+                    Refusal::Full => self.tenancy.stats().refused(pass.slot, Refused::Cap),
+                    Refusal::Backlog { .. } => {
+                        self.tenancy.stats().refused(pass.slot, Refused::Backlog)
+                    }
+                    _ => {}
                 }
                 Err(refusal)
             }

@@ -60,6 +60,9 @@ pub enum Verdict {
     RefusedCap,
     /// Refused by the tenant checks (unknown, disabled, region, rate, share).
     RefusedTenant,
+    /// A bundle refused because the pairs it may leave through could not send it within its
+    /// max age, behind the bundles waiting already: 429.
+    RefusedBacklog,
     /// The request was wrong; the answer says how.
     Invalid,
     /// The request was right but cannot be served now: its region was removed by a reload
@@ -315,6 +318,25 @@ pub fn handle(
                 b,
                 Verdict::Unavailable,
             );
+        }
+        Err(Refusal::Backlog {
+            region,
+            next_ms,
+            max_age_ms,
+        }) => {
+            let e = RpcError::new(ErrorKind::Backlog {
+                region: d.region_name(usize::from(region)),
+                next_ms,
+                max_age_ms,
+            })
+            .with_id(id);
+            let mut json = [0u8; BODY_BYTES_MAX];
+            let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
+            let mut wait = [0u8; 20];
+            let retry = [("Retry-After", seconds(next_ms - max_age_ms, &mut wait))];
+            let n = http1::write_response(out, 429, keep_alive, "application/json", &retry, b)
+                .expect("intake output buffer holds any response");
+            return (n, Verdict::RefusedBacklog, method_seen.get());
         }
         Err(Refusal::Tenant(denied)) => {
             let n = write_denied(d, denied, id, keep_alive, out);

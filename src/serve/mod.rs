@@ -607,7 +607,7 @@ impl Serving {
     fn report_totals(&mut self, last: &Totals) -> Totals {
         let t = self.relay.totals();
         let line = format!(
-            "admitted {} (+{}), delivered {}, in flight {}, expired {}, failed {}, refused at cap {}, pairs up {}",
+            "admitted {} (+{}), delivered {}, in flight {}, expired {}, failed {}, refused at cap {}, refused for the backlog {}, pairs up {}",
             t.admitted,
             t.admitted - last.admitted,
             t.delivered,
@@ -615,6 +615,7 @@ impl Serving {
             t.expired,
             t.failed,
             t.refused_cap,
+            t.refused_backlog,
             t.pairs_up
         );
         println!("{line}");

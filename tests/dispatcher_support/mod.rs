@@ -323,3 +323,8 @@ pub fn pool(sources: u8, tweak: impl FnOnce(&mut Spec)) -> (Sim, Instant) {
     t.d.dispatch(now);
     (t, now)
 }
+
+/// `ms` milliseconds after `now`.
+pub fn at_ms(now: Instant, ms: u64) -> Instant {
+    Instant(now.0 + ms * MS)
+}

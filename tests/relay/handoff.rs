@@ -32,6 +32,8 @@ fn two_threads(interval_ms: u64, arena_slots: u32, now: Instant) -> (Thread, Thr
     spec.threads = 2;
     spec.arena_slots = arena_slots;
     spec.upstream_timeout_ms = 600_000;
+    // A minute: one pair a thread sends a whole arena in time (these tests are of room).
+    spec.bundle_max_age_ms = 60_000;
     let mesh = Arc::new(Mesh::new(2, arena_slots / 2));
     let threads: Vec<Thread> = (0..2)
         .map(|t| Thread::connected(&spec, t, Some(&mesh), now))

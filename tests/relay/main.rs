@@ -16,6 +16,7 @@ mod tls_support;
 #[path = "../wire_support/mod.rs"]
 mod wire_support;
 
+mod backlog;
 mod drain;
 mod engine_answers;
 mod failing_pairs;

@@ -88,6 +88,11 @@ fn from(ip: &str) -> Claim<'static> {
 
 const NOW: Instant = Instant(1_000 * MS);
 
+/// Bundles kept a minute, so a region's one pair, paced at a second, can send a whole
+/// arena of them within their max age (for tests of room, not of pace: a bundle the pool
+/// cannot send in time is refused, `backlog`).
+const KEPT: &str = "bundle_max_age_ms = 60000 # root\n";
+
 const ALPHA: &str = r#"
 [[tenant]]
 name = "alpha"
@@ -248,7 +253,9 @@ fn pinned_port_outside_the_tenants_regions_is_403_naming_the_region() {
 
 #[test]
 fn a_region_named_in_the_path_is_as_that_regions_pinned_port() {
-    let mut s = sim("[[tenant]]\nname = \"alpha\"\nkeys = [\"alpha-key\"]\nregions = [\"a\"]\n");
+    let mut s = sim(&format!(
+        "{KEPT}[[tenant]]\nname = \"alpha\"\nkeys = [\"alpha-key\"]\nregions = [\"a\"]\n"
+    ));
     let alpha = key("alpha-key");
     // The name as the config gives it, or in capitals (a URL typed by hand).
     for (i, path) in [
@@ -691,6 +698,7 @@ cidrs = ["::ffff:172.16.0.0/108"]
 
 /// `desk` is 203.0.113.0/24; no default, so anyone else is 401. 127.0.0.1 is a trusted proxy.
 const BEHIND_PROXY: &str = r#"
+bundle_max_age_ms = 60000 # root
 [[tenant]]
 name = "desk"
 cidrs = ["203.0.113.0/24"]
@@ -868,9 +876,9 @@ fn the_uuid_query_parameter_is_a_key_like_the_header() {
 #[test]
 fn a_floor_stays_free_for_its_tenant_while_another_tenant_floods() {
     // 16 slots: b reserves 6, so a (no floor) can hold at most the other 10.
-    let mut s = sim(
-        "[[tenant]]\nname = \"a\"\nkeys = [\"ka\"]\n[[tenant]]\nname = \"b\"\nkeys = [\"kb\"]\nin_flight_min = 6\n",
-    );
+    let mut s = sim(&format!(
+        "{KEPT}[[tenant]]\nname = \"a\"\nkeys = [\"ka\"]\n[[tenant]]\nname = \"b\"\nkeys = [\"kb\"]\nin_flight_min = 6\n",
+    ));
     let mut admitted = 0;
     for i in 0..40 {
         if s.post_as(Port::Rotating, key("ka"), "", &body(i), NOW) == Verdict::Admitted {
@@ -959,7 +967,7 @@ fn a_disabled_tenant_reserves_no_floor() {
 #[test]
 fn a_full_arena_is_the_in_flight_cap_not_a_tenants_ceiling_however_the_tenants_are_set() {
     for tenants in ["", "[[tenant]]\nname = \"r\"\nkeys = [\"k\"]\n"] {
-        let mut s = sim(tenants);
+        let mut s = sim(&format!("{KEPT}{tenants}"));
         let claim = if tenants.is_empty() {
             Claim::LOOPBACK
         } else {
@@ -1692,4 +1700,57 @@ fn a_table_built_for_a_refused_reload_zeroes_no_slot() {
     let t3 = started.tenant_table(&started, Some(&t2), &stats).unwrap();
     let back = t3.entries().iter().find(|e| e.name == "x").unwrap().slot;
     assert_eq!((back, stats.counts(x).admitted), (x, 1));
+}
+
+// ---- the ordered strategy against the pool's pace ----
+
+/// Tenant `o`, rotating "ordered" over b then a, every pair up and idle at the returned
+/// instant (the tip-account calls answered, an interval passed).
+fn ordered() -> (Sim, Instant) {
+    use dispatcher_support::{answer_calls, connect_due, flush_calls};
+    let mut s = sim(
+        "[[tenant]]\nname = \"o\"\nkeys = [\"ko\"]\nregions = [\"b\", \"a\"]\nrotating = \"ordered\"\n",
+    );
+    connect_due(&mut s, NOW);
+    let mut calls = Vec::new();
+    s.d.dispatch(NOW);
+    flush_calls(&mut s.d, NOW, &mut calls);
+    answer_calls(&mut s.d, NOW, &mut calls);
+    let now = Instant(NOW.0 + 1_001 * MS);
+    s.d.run_timers(now);
+    s.d.dispatch(now);
+    (s, now)
+}
+
+/// (bundles admitted for a, for b).
+fn admitted_by_region(s: &Sim) -> (u64, u64) {
+    (
+        s.stats.region(0).admitted.get(),
+        s.stats.region(1).admitted.get(),
+    )
+}
+
+#[test]
+fn an_ordered_tenants_bundles_go_to_the_first_of_its_regions_while_it_sends_them_in_time() {
+    let (mut s, now) = ordered();
+    // b's one pair, paced at 1 s, sends three within the 2 s max age: at once, 1 s, 2 s.
+    for seed in 0..3 {
+        let v = s.post_as(Port::Rotating, key("ko"), "", &body(seed), now);
+        assert_eq!(v, Verdict::Admitted, "{}", s.response());
+    }
+    assert_eq!(admitted_by_region(&s), (0, 3));
+}
+
+#[test]
+fn an_ordered_tenants_bundle_goes_to_the_next_region_when_the_first_cannot_send_it_in_time() {
+    let (mut s, now) = ordered();
+    for seed in 0..6 {
+        let v = s.post_as(Port::Rotating, key("ko"), "", &body(seed), now);
+        assert_eq!(v, Verdict::Admitted, "{}", s.response());
+    }
+    assert_eq!(admitted_by_region(&s), (3, 3), "b's three, then a's");
+    // Neither sends a seventh within its max age.
+    let v = s.post_as(Port::Rotating, key("ko"), "", &body(6), now);
+    assert_eq!(v, Verdict::RefusedBacklog, "{}", s.response());
+    assert!(s.d.check_accounting());
 }

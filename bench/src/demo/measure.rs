@@ -170,7 +170,11 @@ fn progress_line(w: &Watched, at: Duration) -> String {
     let relay = match w.relay.stats() {
         Ok(r) => format!(
             "relay admitted {} delivered {} in flight {} retries {} refused {}",
-            r.admitted, r.delivered, r.in_flight, r.retries, r.refused_cap
+            r.admitted,
+            r.delivered,
+            r.in_flight,
+            r.retries,
+            r.refused_cap + r.refused_backlog
         ),
         Err(e) => format!("relay: {e}"),
     };

@@ -119,8 +119,8 @@ fn step_lines(o: &mut String, s: &StepReport) {
     );
     let _ = writeln!(
         o,
-        "relay              retries {} cooldowns {} refused at cap {} bad requests {}",
-        r.retries, r.cooldowns, r.refused_cap, r.bad_requests
+        "relay              retries {} cooldowns {} refused at cap {} refused for the backlog {} bad requests {}",
+        r.retries, r.cooldowns, r.refused_cap, r.refused_backlog, r.bad_requests
     );
     let faults: BTreeMap<&String, &u64> = s.engine.faults.iter().filter(|(_, v)| **v > 0).collect();
     let rejected: BTreeMap<&String, &u64> =

@@ -1,0 +1,86 @@
+//! Admission against the pool's pace: a bundle is answered only if the pairs it may leave
+//! through can send it within its max age, behind the bundles already waiting for them. One
+//! they cannot is refused at once, 429 with Jito's -32097 and the wait in its words, so the bot
+//! sends it elsewhere, instead of being answered and then expiring unsent.
+
+use crate::dispatcher_support;
+
+use bundle_relay::metrics::tenants::Refused;
+use bundle_relay::relay::intake::Verdict;
+use dispatcher_support::{at_ms, body, one_region};
+
+/// One pair paced at 1 s, bundles kept 2.5 s: the pair sends the first at once and one a
+/// second after each, so three are sent in time; the fourth would leave 3 s from now, and is
+/// refused naming the region, its max age and how long to wait. Every bundle answered is
+/// delivered; none expires.
+#[test]
+fn a_bundle_the_pool_cannot_send_within_its_max_age_is_refused_429_not_answered_and_expired() {
+    let (mut t, _, now) = one_region(1_000, 2_500);
+    for seed in 1..=3 {
+        assert_eq!(
+            t.post(&body(seed), now),
+            Verdict::Admitted,
+            "{}",
+            t.response()
+        );
+    }
+    assert_eq!(
+        t.post(&body(4), now),
+        Verdict::RefusedBacklog,
+        "{}",
+        t.response()
+    );
+    let answer = t.response();
+    assert!(answer.starts_with("HTTP/1.1 429 "), "{answer}");
+    assert!(answer.contains("\r\nRetry-After: 1\r\n"), "{answer}");
+    assert!(answer.contains("\"code\":-32097"), "{answer}");
+    assert!(
+        answer.contains(
+            "Retry after 500ms (the relay's egress addresses for ny cannot send this bundle \
+             within its max age of 2500 ms: it would leave 3000 ms from now, behind the bundles \
+             already waiting)"
+        ),
+        "{answer}"
+    );
+    let refused = t.d.tenancy().stats().counts(0).refused;
+    assert_eq!(
+        refused[Refused::Backlog as usize],
+        1,
+        "the default tenant's count"
+    );
+    for ms in [0, 1_000, 2_000, 3_000] {
+        let now = at_ms(now, ms);
+        t.d.run_timers(now);
+        if t.send(now) {
+            t.answer(now);
+        }
+    }
+    let s = t.totals();
+    assert_eq!(
+        (s.admitted, s.delivered, s.expired, s.in_flight),
+        (3, 3, 0, 0),
+        "{s:?}"
+    );
+    assert!(t.d.check_accounting());
+}
+
+/// Once the pair has sent one, a bundle fits again.
+#[test]
+fn a_bundle_refused_for_the_backlog_is_admitted_once_the_pool_has_sent_what_waited() {
+    let (mut t, _, now) = one_region(1_000, 2_500);
+    for seed in 1..=3 {
+        assert_eq!(t.post(&body(seed), now), Verdict::Admitted);
+    }
+    assert!(t.send(now));
+    t.answer(now);
+    assert_eq!(t.post(&body(4), now), Verdict::RefusedBacklog);
+    let later = at_ms(now, 1_000);
+    t.d.run_timers(later);
+    assert!(t.send(later));
+    assert_eq!(
+        t.post(&body(4), later),
+        Verdict::Admitted,
+        "{}",
+        t.response()
+    );
+}
