@@ -143,6 +143,12 @@ pub fn decode_into_slot<'r>(
         let (len, info) =
             decode_one(text, encoding, region).map_err(|e| RpcError::invalid_transaction(i, &e))?;
         slot.meta.tx_len[i] = len as u16;
+        // The validator refuses a bundle that holds a transaction twice: it could never land.
+        // A transaction's first signature signs its message, so the same one is the same
+        // transaction.
+        if let Some(first) = sigs[..i].iter().position(|s| *s == info.first_signature) {
+            return Err(RpcError::invalid_transaction(i, &Repeats(first)));
+        }
         sigs[i] = info.first_signature;
     }
     let id = wire::bundle_id(&sigs[..transactions.len()]);
@@ -152,6 +158,19 @@ pub fn decode_into_slot<'r>(
         id,
         first_signature: sigs[0],
     })
+}
+
+/// A transaction that is an earlier one of the same bundle again (its index).
+struct Repeats(usize);
+
+impl core::fmt::Display for Repeats {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "repeats transaction {} (same signature): a bundle's transactions must differ",
+            self.0
+        )
+    }
 }
 
 /// Why a transaction string was refused before or by the wire layer.

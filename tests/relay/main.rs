@@ -30,3 +30,4 @@ mod reload;
 mod retries;
 mod tenants;
 mod tips;
+mod validation;
