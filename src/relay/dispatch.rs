@@ -141,6 +141,17 @@ pub enum Refusal {
     Tenant(Denied),
 }
 
+/// What [`Dispatcher::waiting`] found of a queued copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Waiting {
+    /// Older than its max age: it ends expired.
+    TooOld,
+    /// Held after unprocessed refusals until then; the bundles behind it go meanwhile.
+    HeldUntil(Instant),
+    /// It goes when a pair is ready.
+    Due,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum EndKind {
     Delivered,
@@ -604,10 +615,18 @@ impl Dispatcher {
         // Late only if this thread's whole pool is behind, and the peer chosen (its estimate
         // published, from its pairs in rotation) is too.
         let by = now.after(max_age).0;
-        let leaves = match self.own_leaves(usize::from(lane), now) {
-            own if peer.is_some() && leaves <= by => own.min(leaves),
-            own => own,
-        };
+        let l = usize::from(lane);
+        let leaves =
+            if self.fifos[l].is_empty() && self.intervals[usize::from(region)].0 <= max_age.0 {
+                // Nothing waits: its next pair is an interval away at most (the usual case, and
+                // the request path's: no estimate to make).
+                now.0
+            } else {
+                match self.own_leaves(l, now) {
+                    own if peer.is_some() && leaves <= by => own.min(leaves),
+                    own => own,
+                }
+            };
         let fan = match port {
             Port::Rotating if pass.fan_out > 1 => self.fan_lanes(region, &pass, now),
             _ => ([0; FAN_EXTRA_MAX], 0),
@@ -1005,22 +1024,23 @@ impl Dispatcher {
         // passed over: the bundles behind them go meanwhile.
         let mut j = 0;
         while let Some(&slot) = self.fifos[r].get(j) {
-            if self.too_old(slot, now) {
-                self.fifos[r].remove(j);
-                self.end_copy(slot, EndKind::Expired, now);
-                continue;
-            }
-            if let Some(due) = self.held_until(slot, r)
-                && due.0 > now.0
-            {
-                self.wake_at(due);
-                j += 1;
-                continue;
+            match self.waiting(slot, r, now) {
+                Waiting::TooOld => {
+                    self.take_queued(r, j);
+                    self.end_copy(slot, EndKind::Expired, now);
+                    continue;
+                }
+                Waiting::HeldUntil(due) => {
+                    self.wake_at(due);
+                    j += 1;
+                    continue;
+                }
+                Waiting::Due => {}
             }
             let Acquire::Pair(pair) = self.up.acquire(r, now) else {
                 break;
             };
-            self.fifos[r].remove(j);
+            self.take_queued(r, j);
             let s = self.arena.get(slot).expect("queued slot");
             if !self
                 .up
@@ -1053,17 +1073,31 @@ impl Dispatcher {
         self.expire_waiting(r, now);
     }
 
-    /// Until when the copy of `slot` waiting in `lane` is held after unprocessed refusals
-    /// ([`RETRY_BACKOFF_MS`]); `None` when it is not.
-    fn held_until(&self, slot: SlotHandle, lane: usize) -> Option<Instant> {
+    /// Whether the copy of `slot` waiting in `lane` may be sent at `now`: not past its max
+    /// age, and not held after unprocessed refusals ([`RETRY_BACKOFF_MS`]).
+    fn waiting(&self, slot: SlotHandle, lane: usize, now: Instant) -> Waiting {
         let meta = self.arena.get(slot).expect("queued slot").meta;
-        if meta.held_ms == 0 || meta.attempts[meta.copy_in(lane as u8)] == 0 {
-            return None;
+        if now.since(meta.admitted_at).0 > self.max_age_of(meta.tenant).0 {
+            return Waiting::TooOld;
         }
-        Some(
-            meta.admitted_at
-                .after(self.rate.from_ms(u64::from(meta.held_ms))),
-        )
+        if meta.held_ms != 0 && meta.attempts[meta.copy_in(lane as u8)] != 0 {
+            let due = meta
+                .admitted_at
+                .after(self.rate.from_ms(u64::from(meta.held_ms)));
+            if due.0 > now.0 {
+                return Waiting::HeldUntil(due);
+            }
+        }
+        Waiting::Due
+    }
+
+    /// Takes the `j`th bundle waiting in lane `r` out of its FIFO (nearly always the head).
+    fn take_queued(&mut self, r: usize, j: usize) {
+        if j == 0 {
+            self.fifos[r].pop_front();
+        } else {
+            self.fifos[r].remove(j);
+        }
     }
 
     /// Holds the copy of `slot` in `lane`, just refused unprocessed, for its back-off: none
