@@ -105,6 +105,7 @@ impl BundleBuf {
             let (len, info) = decode_one(text, encoding, &mut self.txs[i])
                 .map_err(|e| RpcError::invalid_transaction(i, &e))?;
             self.lens[i] = len as u16;
+            distinct(&self.first_signatures[..i], &info.first_signature, i)?;
             self.first_signatures[i] = info.first_signature;
         }
         self.count = transactions.len() as u8;
@@ -143,12 +144,7 @@ pub fn decode_into_slot<'r>(
         let (len, info) =
             decode_one(text, encoding, region).map_err(|e| RpcError::invalid_transaction(i, &e))?;
         slot.meta.tx_len[i] = len as u16;
-        // The validator refuses a bundle that holds a transaction twice: it could never land.
-        // A transaction's first signature signs its message, so the same one is the same
-        // transaction.
-        if let Some(first) = sigs[..i].iter().position(|s| *s == info.first_signature) {
-            return Err(RpcError::invalid_transaction(i, &Repeats(first)));
-        }
+        distinct(&sigs[..i], &info.first_signature, i)?;
         sigs[i] = info.first_signature;
     }
     let id = wire::bundle_id(&sigs[..transactions.len()]);
@@ -158,6 +154,16 @@ pub fn decode_into_slot<'r>(
         id,
         first_signature: sigs[0],
     })
+}
+
+/// Transaction `i` (first signature `sig`) is none of those before it (`earlier`): the
+/// validator refuses a bundle that holds a transaction twice, so it could never land. A
+/// transaction's first signature signs its message, so the same one is the same transaction.
+fn distinct<'r>(earlier: &[[u8; 64]], sig: &[u8; 64], i: usize) -> Result<(), RpcError<'r>> {
+    match earlier.iter().position(|s| s == sig) {
+        Some(first) => Err(RpcError::invalid_transaction(i, &Repeats(first))),
+        None => Ok(()),
+    }
 }
 
 /// A transaction that is an earlier one of the same bundle again (its index).

@@ -146,3 +146,20 @@ fn non_ascii_escape_is_refused_not_truncated() {
     assert_eq!(code, code::INVALID_PARAMS);
     assert!(message.starts_with("transaction 0: "), "{message}");
 }
+
+/// The same transaction twice is refused however it is written: the second copy's string may
+/// differ (an escaped slash) while its bytes, and so its signature, are the same.
+#[test]
+fn a_transaction_twice_in_one_bundle_is_refused_even_written_differently() {
+    let txs = signed_bundle(21, 2);
+    let plain = STANDARD.encode(&txs[0]);
+    let escaped = plain.replace('/', "\\/");
+    assert_ne!(plain, escaped, "the seed's encoding has a slash to escape");
+    let strings = [STANDARD.encode(&txs[1]), plain, escaped];
+    let (code, message) = decode(&body(&strings, r#",{"encoding":"base64"}"#)).unwrap_err();
+    assert_eq!(code, code::INVALID_PARAMS);
+    assert_eq!(
+        message,
+        "transaction 2: repeats transaction 1 (same signature): a bundle's transactions must differ"
+    );
+}
