@@ -149,8 +149,8 @@ pub struct BundleMeta {
     pub attempts: [u8; 1 + FAN_EXTRA_MAX],
     /// A copy that engines refused unprocessed more than once is not sent again before this
     /// many ms after `admitted_at` (the dispatcher's back-off; 0: never held). One for all of
-    /// a fanned-out bundle's copies (the meta keeps its 80 bytes), and only a copy that was
-    /// refused (tries above 0) waits for it.
+    /// a fanned-out bundle's copies (the meta keeps its 80 bytes): each copy refused twice or
+    /// more waits for the later hold; a copy refused once goes again at once.
     pub held_ms: u16,
     /// Bytes of the encoded frame in the frame area (0: not encoded yet).
     pub frame_len: u16,

@@ -119,8 +119,9 @@
 //! enabled = true               # false: 403, even when a [default_tenant] exists
 //! regions = ["frankfurt"]      # default: all; [] is refused (nowhere to send)
 //! rotating = "soonest"         # rotating port: "soonest" region, "ordered" (first in
-//!                              # `regions` with a pair up), or "leader" (the region whose
-//!                              # engine holds the next Jito leader, see [leader])
+//!                              # `regions` that sends it within its max age), or "leader"
+//!                              # (the region whose engine holds the next Jito leader, see
+//!                              # [leader])
 //! fan_out = 1                  # rotating port: each bundle to this many regions at once (≤ 4
 //!                              # and ≤ its regions), the strategy's pick first; counted once
 //! in_flight_min = 0            # arena slots reserved for the tenant (floors add up ≤ arena)

@@ -97,7 +97,8 @@ enum FileStrategy {
 pub enum Strategy {
     /// The region whose pool can send soonest (ties round-robin): the relay's own rule.
     Soonest,
-    /// The first region in the tenant's list with a pair up: a primary and its fallbacks.
+    /// The first region in the tenant's list that can send the bundle within its max age: a
+    /// primary and its fallbacks.
     Ordered,
     /// The region whose engine is connected to the next Jito leader (`[leader]`), when it is
     /// one of the tenant's and can send within `leader.wait_ms`; else the soonest.

@@ -65,6 +65,11 @@ pub const ATTEMPTS_MAX: u8 = 8;
 /// would all be spent within milliseconds on an outage of a few hundred.
 pub const RETRY_BACKOFF_MS: u64 = 10;
 
+/// A bundle that would leave within the last 1/64 of its max age is refused as late (31 ms of
+/// the default 2 s): the dispatcher's wake-up a little after the pair is ready would find it
+/// expired.
+const LATE_SLACK_DIV: u64 = 64;
+
 /// How soon a thread with no source left tries again to move a waiting bundle that found no
 /// other thread able to take it.
 const MOVE_RETRY_MS: u64 = 5;
@@ -188,6 +193,8 @@ pub struct Dispatcher {
     leader_wait: Ticks,
     /// Each region's pacing interval: with its pairs up, how far apart its sends can be.
     intervals: Box<[Ticks]>,
+    /// Each region's burst: sends a pair may make back to back before its interval paces it.
+    bursts: Box<[u32]>,
     /// The other threads, once this one joins the mesh.
     peers: Option<Peers>,
     /// Per region: the config no longer lists it (a reload); no new bundle goes there.
@@ -264,6 +271,7 @@ impl Dispatcher {
                 .iter()
                 .map(|r| rate.from_ms(r.interval_ms))
                 .collect(),
+            bursts: spec.regions.iter().map(|r| r.burst).collect(),
             peers: None,
             retired: vec![false; spec.regions.len()].into_boxed_slice(),
             drain_until: None,
@@ -334,6 +342,7 @@ impl Dispatcher {
         for (r, pace) in t.regions.iter().enumerate() {
             if let Some(p) = pace {
                 self.intervals[r] = self.rate.from_ms(p.interval_ms);
+                self.bursts[r] = p.burst;
             }
             self.retired[r] = pace.is_none();
             if pace.is_some() && std::mem::take(&mut self.drained[r]) {
@@ -471,13 +480,14 @@ impl Dispatcher {
     }
 
     /// When a bundle queued in lane `lane` now would leave this thread's pool, held against
-    /// its max age at admission: the lane's next ready pair (from now, and an interval away at
-    /// most), then a step per bundle waiting there of the interval over every pair the lane
-    /// lists. Against the whole pool, not the pairs in rotation this instant: pairs that are
-    /// reconnecting (an engine's GOAWAY, a restart) or cooling are back within moments, and
-    /// counting without them refused bundles the pool then sent in time. So it says whether
-    /// the backlog is more than the whole pool sends within the max age. [`NEVER`] where
-    /// [`Dispatcher::own_estimate`] has none.
+    /// its max age at admission: the lane's next ready pair (from now: a cooldown or a
+    /// region's back-off the engine asked for counts), then a step per bundle waiting there of
+    /// the interval over every pair the lane lists, the first `(burst − 1)` a pair free. Over
+    /// the whole pool, not the pairs in rotation this instant: pairs reconnecting after an
+    /// engine's GOAWAY are back within moments, and counting without them refused bundles the
+    /// pool then sent in time. So it says whether more waits than the whole pool sends within
+    /// the max age. [`NEVER`] where [`Dispatcher::own_estimate`] has none (no pair up, every
+    /// pair in a call, a silent region).
     fn own_leaves(&mut self, lane: usize, now: Instant) -> u64 {
         let r = lane / self.groups;
         if !self.up.may_call(r) {
@@ -488,8 +498,45 @@ impl Dispatcher {
         };
         let interval = self.intervals[r].0;
         let listed = u64::from(self.up.group_listed(lane % self.groups).max(1));
-        let first = at.0.clamp(now.0, now.0.saturating_add(interval));
-        first.saturating_add((interval / listed).saturating_mul(self.fifos[lane].len() as u64))
+        let free = listed.saturating_mul(u64::from(self.bursts[r].max(1)) - 1);
+        let paced = (self.fifos[lane].len() as u64).saturating_sub(free);
+        at.0.max(now.0)
+            .saturating_add((interval / listed).saturating_mul(paced))
+    }
+
+    /// [`Dispatcher::own_leaves`], without the estimate where nothing waits in the lane and
+    /// its interval is within the max age (the usual case, and the request path's): its next
+    /// pair is an interval away at most, unless every pair cools or the region backs off for
+    /// longer, and then the next bundle is judged.
+    fn own_leaves_fast(&mut self, lane: usize, region: u8, max_age: Ticks, now: Instant) -> u64 {
+        if self.fifos[lane].is_empty() && self.intervals[usize::from(region)].0 <= max_age.0 {
+            return now.0;
+        }
+        self.own_leaves(lane, now)
+    }
+
+    /// For a rotating-port bundle late in `late`: the tenant's region (other than `late`)
+    /// whose lane here sends it soonest, if by `by`; its region, lane and estimate.
+    fn in_time_elsewhere(
+        &mut self,
+        pass: &Pass,
+        late: u8,
+        by: u64,
+        now: Instant,
+    ) -> Option<(u8, u8, u64)> {
+        let group = usize::from(pass.group).min(self.groups - 1);
+        let mut best: Option<(u8, u8, u64)> = None;
+        for r in 0..self.regions {
+            if r == usize::from(late) || self.retired[r] || pass.mask & (1 << r) == 0 {
+                continue;
+            }
+            let l = r * self.groups + group;
+            let at = self.own_leaves(l, now);
+            if at <= by && best.is_none_or(|(_, _, b)| at < b) {
+                best = Some((r as u8, l as u8, at));
+            }
+        }
+        best
     }
 
     /// Where a bundle from `port` goes: the region (the pinned one, or for the rotating port
@@ -529,7 +576,9 @@ impl Dispatcher {
                     Some((t, at)) if at < own => (at, Some(t)),
                     _ => (own, None),
                 };
-                if at != NEVER && at <= now.after(self.leader_wait).0 {
+                // Within the leader wait, and the tenant's own max age if that is shorter.
+                let wait = self.leader_wait.0.min(self.max_age_of(pass.slot).0);
+                if at != NEVER && at <= now.0.saturating_add(wait) {
                     return (r as u8, l as u8, peer, LeaderPick::Leader, at);
                 }
             }
@@ -610,38 +659,32 @@ impl Dispatcher {
             Err(Denied::Cap { .. }) => return Err(Refusal::Full),
             Err(denied) => return Err(Refusal::Tenant(denied)),
         };
-        let (region, lane, peer, leader, leaves) = self.route(port, &pass, now);
+        let (mut region, mut lane, mut peer, mut leader, leaves) = self.route(port, &pass, now);
         let max_age = self.max_age_of(pass.slot);
-        // Late only if this thread's whole pool is behind, and the peer chosen (its estimate
-        // published, from its pairs in rotation) is too.
-        let by = now.after(max_age).0;
-        let l = usize::from(lane);
-        let leaves =
-            if self.fifos[l].is_empty() && self.intervals[usize::from(region)].0 <= max_age.0 {
-                // Nothing waits: its next pair is an interval away at most (the usual case, and
-                // the request path's: no estimate to make).
-                now.0
-            } else {
-                match self.own_leaves(l, now) {
-                    own if peer.is_some() && leaves <= by => own.min(leaves),
-                    own => own,
+        // A bundle that would leave this close to its max age is late: a wake-up a little
+        // after the pair is ready would find it expired.
+        let by = now.after(Ticks(max_age.0 - max_age.0 / LATE_SLACK_DIV)).0;
+        let mut own = self.own_leaves_fast(usize::from(lane), region, max_age, now);
+        // Late only if this thread's pool is behind and the peer chosen (its published
+        // estimate) is too.
+        let mut late = own != NEVER && own > by && (peer.is_none() || leaves > by);
+        if late && port == Port::Rotating {
+            // Route ranks pools by their pairs in rotation this instant; the deadline counts
+            // each whole pool. Another of the tenant's regions may send it in time.
+            if let Some((r, l, at)) = self.in_time_elsewhere(&pass, region, by, now) {
+                (region, lane, peer, own, late) = (r, l, None, at, false);
+                if leader == LeaderPick::Leader {
+                    leader = LeaderPick::Fallback;
                 }
-            };
-        let fan = match port {
-            Port::Rotating if pass.fan_out > 1 => self.fan_lanes(region, &pass, now),
-            _ => ([0; FAN_EXTRA_MAX], 0),
+            }
+        }
+        let backlog = |d: &Self, leaves: u64| Refusal::Backlog {
+            region,
+            next_ms: d.rate.to_ns(Ticks(leaves - now.0)).div_ceil(1_000_000),
+            max_age_ms: d.rate.to_ns(max_age).div_ceil(1_000_000),
         };
         let slot = if self.retired[region as usize] {
             Err(Refusal::RegionRemoved(region))
-        } else if leaves != NEVER && leaves > by {
-            // Answered, it would expire unsent: refused, the bot sends it elsewhere or later.
-            // A pool with no pair up (starting, every address refused) has no estimate: its
-            // bundles wait for the first pair, as they always have.
-            Err(Refusal::Backlog {
-                region,
-                next_ms: self.rate.to_ns(Ticks(leaves - now.0)).div_ceil(1_000_000),
-                max_age_ms: self.rate.to_ns(max_age).div_ceil(1_000_000),
-            })
         } else if let Some(until) = self.drain_until {
             // Every thread drains: a peer's published estimate does not count what others
             // hand it in the same moment, so the bundle stays here, and only if this pool
@@ -658,8 +701,28 @@ impl Dispatcher {
             } else {
                 Err(Refusal::Stopping)
             }
+        } else if late {
+            // Answered, it would expire unsent: refused, the bot sends it elsewhere or later.
+            // A pool with no estimate (no pair up yet, every pair in a call, a silent
+            // region) admits: its bundles wait for a pair, as they always have.
+            Err(backlog(
+                self,
+                if peer.is_some() { own.min(leaves) } else { own },
+            ))
         } else {
-            self.take_slot(peer, now).ok_or(Refusal::Full)
+            match self.take_slot(peer, now) {
+                // The peer that would send it in time had no slot to lend, and this pool
+                // would not.
+                Some((Taken::Local(slot), true)) if own != NEVER && own > by => {
+                    self.arena.release(slot).expect("just taken");
+                    Err(backlog(self, own))
+                }
+                taken => taken.ok_or(Refusal::Full),
+            }
+        };
+        let fan = match (port, &slot) {
+            (Port::Rotating, Ok(_)) if pass.fan_out > 1 => self.fan_lanes(region, &pass, now),
+            _ => ([0; FAN_EXTRA_MAX], 0),
         };
         match slot {
             Ok((slot, without_credit)) => Ok(Admission {
@@ -1080,7 +1143,8 @@ impl Dispatcher {
         if now.since(meta.admitted_at).0 > self.max_age_of(meta.tenant).0 {
             return Waiting::TooOld;
         }
-        if meta.held_ms != 0 && meta.attempts[meta.copy_in(lane as u8)] != 0 {
+        // A copy refused once goes again at once, whatever hold another copy set.
+        if meta.held_ms != 0 && meta.attempts[meta.copy_in(lane as u8)] >= 2 {
             let due = meta
                 .admitted_at
                 .after(self.rate.from_ms(u64::from(meta.held_ms)));

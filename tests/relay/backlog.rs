@@ -7,7 +7,7 @@ use crate::dispatcher_support;
 
 use bundle_relay::metrics::tenants::Refused;
 use bundle_relay::relay::intake::Verdict;
-use dispatcher_support::{at_ms, body, one_region};
+use dispatcher_support::{at_ms, body, one_region, one_region_with};
 
 /// One pair paced at 1 s, bundles kept 2.5 s: the pair sends the first at once and one a
 /// second after each, so three are sent in time; the fourth would leave 3 s from now, and is
@@ -64,7 +64,8 @@ fn a_bundle_the_pool_cannot_send_within_its_max_age_is_refused_429_not_answered_
     assert!(t.d.check_accounting());
 }
 
-/// Once the pair has sent one, a bundle fits again.
+/// Once the pair has sent one (and been answered: a pair in a call gives no estimate), a
+/// bundle fits again; the next does not.
 #[test]
 fn a_bundle_refused_for_the_backlog_is_admitted_once_the_pool_has_sent_what_waited() {
     let (mut t, _, now) = one_region(1_000, 2_500);
@@ -77,9 +78,60 @@ fn a_bundle_refused_for_the_backlog_is_admitted_once_the_pool_has_sent_what_wait
     let later = at_ms(now, 1_000);
     t.d.run_timers(later);
     assert!(t.send(later));
+    t.answer(later);
     assert_eq!(
         t.post(&body(4), later),
         Verdict::Admitted,
+        "{}",
+        t.response()
+    );
+    assert_eq!(
+        t.post(&body(5), later),
+        Verdict::RefusedBacklog,
+        "{}",
+        t.response()
+    );
+}
+
+/// A pair of a region with a burst sends that many back to back before its interval paces
+/// it: one pair, burst 5, 1 s, 2 s max age, sends six in time (five at once, one a second
+/// on); the seventh would leave at 2 s, in the last 1/64 of its max age, and is refused.
+#[test]
+fn a_regions_burst_counts_as_sends_at_once() {
+    let (mut t, _, now) = one_region_with(1_000, 2_000, |s| s.regions[0].burst = 5);
+    for seed in 1..=6 {
+        assert_eq!(
+            t.post(&body(seed), now),
+            Verdict::Admitted,
+            "{}",
+            t.response()
+        );
+    }
+    assert_eq!(
+        t.post(&body(7), now),
+        Verdict::RefusedBacklog,
+        "{}",
+        t.response()
+    );
+}
+
+/// While the relay drains for a stop, a bundle it cannot send in time is told so (503, the
+/// relay is stopping), not 429 "retry later" at a relay about to exit.
+#[test]
+fn while_draining_a_late_bundle_is_refused_as_stopping_not_as_backlog() {
+    let (mut t, _, now) = one_region(1_000, 2_500);
+    for seed in 1..=3 {
+        assert_eq!(t.post(&body(seed), now), Verdict::Admitted);
+    }
+    t.d.drain_until(at_ms(now, 5_000));
+    assert_eq!(
+        t.post(&body(4), now),
+        Verdict::Unavailable,
+        "{}",
+        t.response()
+    );
+    assert!(
+        t.response().contains("the relay is stopping"),
         "{}",
         t.response()
     );

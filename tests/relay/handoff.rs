@@ -676,3 +676,49 @@ fn a_region_that_never_takes_a_fanned_out_copy_leaves_the_other_copys_retries_wh
     assert_eq!(sick_tries, u32::from(ATTEMPTS_MAX), "the sick copy's tries");
     assert!(t.d.check_accounting());
 }
+
+/// A fanned-out bundle's copies share one hold in its meta, but only a copy refused twice or
+/// more waits for it: the other copy's first refusal (one connection's GOAWAY or stream
+/// limit) is sent again at once on another pair, not held behind a region that keeps refusing.
+#[test]
+fn a_fanned_out_copys_first_refusal_goes_again_at_once_while_the_other_copy_is_held() {
+    use bundle_relay::relay::intake::Port;
+    use bundle_relay::relay::tenancy::Claim;
+    let unavailable = |s: u32| crate::h2_support::error_reply(s, 14, "temporarily unavailable");
+    let mut now = Instant(MS);
+    // One thread: two pairs a region.
+    let (mut spec, _, _) = fanning_out_to_two_regions(now);
+    spec.threads = 1;
+    let mut threads = vec![Thread::connected(&spec, 0, None, now)];
+    let mut calls = every_pair_up(&mut threads, now);
+    now = Instant(now.0 + 1_000 * MS + 1);
+    let t = &mut threads[0];
+    let c = &mut calls[0];
+    t.d.run_timers(now);
+    t.d.dispatch(now);
+    assert_eq!(
+        t.post_as(Port::Rotating, Claim::LOOPBACK, "", &body(1), now),
+        Verdict::Admitted
+    );
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, c);
+    assert_eq!(c.len(), 2, "a copy to each region");
+    let ((sick, first), (healthy, held)) = (c[0], c[1]);
+    c.clear();
+    // The sick region refuses its copy on both its pairs: held 10 ms.
+    t.d.received(sick, &unavailable(first), now);
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, c);
+    let (other, second) = c
+        .pop()
+        .expect("the sick copy's second try, on its other pair");
+    assert_ne!(other, sick);
+    t.d.received(other, &unavailable(second), now);
+    // The healthy region refuses its copy once: it goes again at once, on its other pair.
+    t.d.received(healthy, &unavailable(held), now);
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, c);
+    assert_eq!(c.len(), 1, "the healthy copy, at once: {c:?}");
+    assert_ne!(c[0].0, healthy);
+    assert!(t.d.check_accounting());
+}
