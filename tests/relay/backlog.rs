@@ -5,9 +5,18 @@
 
 use crate::dispatcher_support;
 
+use bundle_relay::clock::Instant;
 use bundle_relay::metrics::tenants::Refused;
 use bundle_relay::relay::intake::Verdict;
-use dispatcher_support::{at_ms, body, one_region, one_region_with};
+use dispatcher_support::{Sim, at_ms, body, one_region, one_region_with};
+
+/// Bundles `seeds` posted at `now`, each admitted.
+fn admit(t: &mut Sim, seeds: std::ops::RangeInclusive<u64>, now: Instant) {
+    for seed in seeds {
+        let v = t.post(&body(seed), now);
+        assert_eq!(v, Verdict::Admitted, "bundle {seed}: {}", t.response());
+    }
+}
 
 /// One pair paced at 1 s, bundles kept 2.5 s: the pair sends the first at once and one a
 /// second after each, so three are sent in time; the fourth would leave 3 s from now, and is
@@ -16,14 +25,7 @@ use dispatcher_support::{at_ms, body, one_region, one_region_with};
 #[test]
 fn a_bundle_the_pool_cannot_send_within_its_max_age_is_refused_429_not_answered_and_expired() {
     let (mut t, _, now) = one_region(1_000, 2_500);
-    for seed in 1..=3 {
-        assert_eq!(
-            t.post(&body(seed), now),
-            Verdict::Admitted,
-            "{}",
-            t.response()
-        );
-    }
+    admit(&mut t, 1..=3, now);
     assert_eq!(
         t.post(&body(4), now),
         Verdict::RefusedBacklog,
@@ -69,9 +71,7 @@ fn a_bundle_the_pool_cannot_send_within_its_max_age_is_refused_429_not_answered_
 #[test]
 fn a_bundle_refused_for_the_backlog_is_admitted_once_the_pool_has_sent_what_waited() {
     let (mut t, _, now) = one_region(1_000, 2_500);
-    for seed in 1..=3 {
-        assert_eq!(t.post(&body(seed), now), Verdict::Admitted);
-    }
+    admit(&mut t, 1..=3, now);
     assert!(t.send(now));
     t.answer(now);
     assert_eq!(t.post(&body(4), now), Verdict::RefusedBacklog);
@@ -99,14 +99,7 @@ fn a_bundle_refused_for_the_backlog_is_admitted_once_the_pool_has_sent_what_wait
 #[test]
 fn a_regions_burst_counts_as_sends_at_once() {
     let (mut t, _, now) = one_region_with(1_000, 2_000, |s| s.regions[0].burst = 5);
-    for seed in 1..=6 {
-        assert_eq!(
-            t.post(&body(seed), now),
-            Verdict::Admitted,
-            "{}",
-            t.response()
-        );
-    }
+    admit(&mut t, 1..=6, now);
     assert_eq!(
         t.post(&body(7), now),
         Verdict::RefusedBacklog,
@@ -120,9 +113,7 @@ fn a_regions_burst_counts_as_sends_at_once() {
 #[test]
 fn while_draining_a_late_bundle_is_refused_as_stopping_not_as_backlog() {
     let (mut t, _, now) = one_region(1_000, 2_500);
-    for seed in 1..=3 {
-        assert_eq!(t.post(&body(seed), now), Verdict::Admitted);
-    }
+    admit(&mut t, 1..=3, now);
     t.d.drain_until(at_ms(now, 5_000));
     assert_eq!(
         t.post(&body(4), now),
