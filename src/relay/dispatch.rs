@@ -504,6 +504,14 @@ impl Dispatcher {
             .saturating_add((interval / listed).saturating_mul(paced))
     }
 
+    /// The instant after which a bundle of tenant slot `tenant` admitted at `now` would leave
+    /// too late: within the last 1/64 of its max age, where a wake-up a little after the pair
+    /// is ready would find it expired.
+    fn late_after(&self, tenant: u16, now: Instant) -> u64 {
+        let age = self.max_age_of(tenant).0;
+        now.0.saturating_add(age - age / LATE_SLACK_DIV)
+    }
+
     /// [`Dispatcher::own_leaves`], without the estimate where nothing waits in the lane and
     /// its interval is within the max age (the usual case, and the request path's): its next
     /// pair is an interval away at most, unless every pair cools or the region backs off for
@@ -591,7 +599,7 @@ impl Dispatcher {
         if port == Port::Rotating && pass.strategy == Strategy::Ordered {
             // The first of the tenant's regions, in its order, that can send it within its
             // max age; else the soonest, as below.
-            let by = now.after(self.max_age_of(pass.slot)).0;
+            let by = self.late_after(pass.slot, now);
             for k in 0..self.tenancy.order(pass.slot).len() {
                 let r = self.tenancy.order(pass.slot)[k] as usize;
                 if !allowed(r, &self.retired) {
@@ -661,9 +669,7 @@ impl Dispatcher {
         };
         let (mut region, mut lane, mut peer, mut leader, leaves) = self.route(port, &pass, now);
         let max_age = self.max_age_of(pass.slot);
-        // A bundle that would leave this close to its max age is late: a wake-up a little
-        // after the pair is ready would find it expired.
-        let by = now.after(Ticks(max_age.0 - max_age.0 / LATE_SLACK_DIV)).0;
+        let by = self.late_after(pass.slot, now);
         let mut own = self.own_leaves_fast(usize::from(lane), region, max_age, now);
         // Late only if this thread's pool is behind and the peer chosen (its published
         // estimate) is too.

@@ -1707,10 +1707,19 @@ fn a_table_built_for_a_refused_reload_zeroes_no_slot() {
 /// Tenant `o`, rotating "ordered" over b then a, every pair up and idle at the returned
 /// instant (the tip-account calls answered, an interval passed).
 fn ordered() -> (Sim, Instant) {
-    use dispatcher_support::{answer_calls, connect_due, flush_calls};
-    let mut s = sim(
+    ordered_over(
         "[[tenant]]\nname = \"o\"\nkeys = [\"ko\"]\nregions = [\"b\", \"a\"]\nrotating = \"ordered\"\n",
-    );
+        "",
+    )
+}
+
+/// [`ordered`] for `tenants`, with `regions` ([[region]] tables) after the relay's two.
+fn ordered_over(tenants: &str, regions: &str) -> (Sim, Instant) {
+    use dispatcher_support::{answer_calls, connect_due, flush_calls};
+    let text = config(tenants).replace("[egress]", &format!("{regions}[egress]"));
+    let cfg = Config::parse(&text, "tenants.toml", Resolve::Now).unwrap();
+    let spec = Spec::from_config(&cfg).unwrap();
+    let mut s = Sim::connected(&spec, 0, None, NOW);
     connect_due(&mut s, NOW);
     let mut calls = Vec::new();
     s.d.dispatch(NOW);
@@ -1754,4 +1763,24 @@ fn an_ordered_tenants_bundle_goes_to_the_next_region_when_the_first_cannot_send_
     let v = s.post_as(Port::Rotating, key("ko"), "", &body(4), now);
     assert_eq!(v, Verdict::RefusedBacklog, "{}", s.response());
     assert!(s.d.check_accounting());
+}
+
+/// The order decides among the regions in time: over b, c, a, the bundle b cannot send in time
+/// goes to c, though a would send it as soon.
+#[test]
+fn an_ordered_tenants_late_bundle_goes_to_the_next_region_in_its_order_not_the_soonest() {
+    let (mut s, now) = ordered_over(
+        "[[tenant]]\nname = \"o\"\nkeys = [\"ko\"]\nregions = [\"b\", \"c\", \"a\"]\nrotating = \"ordered\"\n",
+        "[[region]]\nname = \"c\"\nhost = \"127.0.0.3\"\nport = 9\ntls = false\n",
+    );
+    for seed in 0..3 {
+        let v = s.post_as(Port::Rotating, key("ko"), "", &body(seed), now);
+        assert_eq!(v, Verdict::Admitted, "{}", s.response());
+    }
+    let by_region = |r: usize| s.stats.region(r).admitted.get();
+    assert_eq!(
+        (by_region(1), by_region(2), by_region(0)),
+        (2, 1, 0),
+        "b's two, then c"
+    );
 }
