@@ -311,11 +311,13 @@ pub enum ErrorKind<'a> {
     /// The tenant's request rate (`limit` per second) is used up; retry after the given time.
     TenantRateLimited { limit: u32, retry_after_ms: u64 },
     /// The pairs the bundle may leave through (region `region`'s) would send it `next_ms`
-    /// from now, behind the bundles waiting already: past its max age (`max_age_ms`).
+    /// from now, behind the bundles waiting already: past its max age (`max_age_ms`), or too
+    /// close to it; sent again `retry_ms` from now, it would be in time.
     Backlog {
         region: &'a str,
         next_ms: u64,
         max_age_ms: u64,
+        retry_ms: u64,
     },
     /// The tenant holds its in-flight ceiling (`in_flight_max`).
     TenantCeiling { in_flight: u32, ceiling: u32 },
@@ -619,13 +621,13 @@ impl fmt::Display for ErrorKind<'_> {
                 region,
                 next_ms,
                 max_age_ms,
+                retry_ms,
             } => write!(
                 f,
-                "Rate limit exceeded. Back-off triggered: Retry after {}ms (the relay's egress \
-                 addresses for {region} cannot send this bundle within its max age of \
+                "Rate limit exceeded. Back-off triggered: Retry after {retry_ms}ms (the relay's \
+                 egress addresses for {region} cannot send this bundle within its max age of \
                  {max_age_ms} ms: it would leave {next_ms} ms from now, behind the bundles \
-                 already waiting)",
-                next_ms.saturating_sub(max_age_ms)
+                 already waiting)"
             ),
             ErrorKind::ShareFull { in_flight, floor } => write!(
                 f,

@@ -136,11 +136,13 @@ pub enum Refusal {
     Stopping,
     /// The pairs it may leave through (region `region`'s, the soonest of its regions) would
     /// send it `next_ms` from now, behind the bundles waiting already: past its max age
-    /// (`max_age_ms`).
+    /// (`max_age_ms`), or in its last 1/64. Sent again `retry_ms` from now (at least 1), it
+    /// would leave in time, if nothing more joined the queue meanwhile.
     Backlog {
         region: u8,
         next_ms: u64,
         max_age_ms: u64,
+        retry_ms: u64,
     },
     /// The tenant checks said no ([`super::tenancy`]).
     Tenant(Denied),
@@ -684,10 +686,17 @@ impl Dispatcher {
                 }
             }
         }
+        // The queue ahead does not move with the bot's retry: sent again once the late line
+        // has moved past where the bundle would leave, it is in time.
         let backlog = |d: &Self, leaves: u64| Refusal::Backlog {
             region,
             next_ms: d.rate.to_ns(Ticks(leaves - now.0)).div_ceil(1_000_000),
             max_age_ms: d.rate.to_ns(max_age).div_ceil(1_000_000),
+            retry_ms: d
+                .rate
+                .to_ns(Ticks(leaves.saturating_sub(by)))
+                .div_ceil(1_000_000)
+                .max(1),
         };
         let slot = if self.retired[region as usize] {
             Err(Refusal::RegionRemoved(region))

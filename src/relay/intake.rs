@@ -323,20 +323,19 @@ pub fn handle(
             region,
             next_ms,
             max_age_ms,
+            retry_ms,
         }) => {
             let e = RpcError::new(ErrorKind::Backlog {
                 region: d.region_name(usize::from(region)),
                 next_ms,
                 max_age_ms,
+                retry_ms,
             })
             .with_id(id);
             let mut json = [0u8; BODY_BYTES_MAX];
             let b = jsonrpc::write_error(&mut json, id, &e).expect("errors fit");
             let mut wait = [0u8; 20];
-            let retry = [(
-                "Retry-After",
-                seconds(next_ms.saturating_sub(max_age_ms), &mut wait),
-            )];
+            let retry = [("Retry-After", seconds(retry_ms, &mut wait))];
             let n = http1::write_response(out, 429, keep_alive, "application/json", &retry, b)
                 .expect("intake output buffer holds any response");
             return (n, Verdict::RefusedBacklog, method_seen.get());

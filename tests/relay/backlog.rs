@@ -20,8 +20,8 @@ fn admit(t: &mut Sim, seeds: std::ops::RangeInclusive<u64>, now: Instant) {
 
 /// One pair paced at 1 s, bundles kept 2.5 s: the pair sends the first at once and one a
 /// second after each, so three are sent in time; the fourth would leave 3 s from now, and is
-/// refused naming the region, its max age and how long to wait. Every bundle answered is
-/// delivered; none expires.
+/// refused naming the region, its max age and how long to wait: 540 ms, until its late line
+/// (2500 − 2500/64 ms on) passes 3 s. Every bundle answered is delivered; none expires.
 #[test]
 fn a_bundle_the_pool_cannot_send_within_its_max_age_is_refused_429_not_answered_and_expired() {
     let (mut t, _, now) = one_region(1_000, 2_500);
@@ -38,7 +38,7 @@ fn a_bundle_the_pool_cannot_send_within_its_max_age_is_refused_429_not_answered_
     assert!(answer.contains("\"code\":-32097"), "{answer}");
     assert!(
         answer.contains(
-            "Retry after 500ms (the relay's egress addresses for ny cannot send this bundle \
+            "Retry after 540ms (the relay's egress addresses for ny cannot send this bundle \
              within its max age of 2500 ms: it would leave 3000 ms from now, behind the bundles \
              already waiting)"
         ),
@@ -123,6 +123,42 @@ fn while_draining_a_late_bundle_is_refused_as_stopping_not_as_backlog() {
     );
     assert!(
         t.response().contains("the relay is stopping"),
+        "{}",
+        t.response()
+    );
+}
+
+/// A bundle that would leave just inside its max age, but in its last 1/64 (one pair at 1 s,
+/// 2 s max age, one bundle waiting and the pair busy until 1 s: it would leave at 2 s, the
+/// late line at 1968.75 ms) is refused with the wait that brings it in time, 32 ms: retried
+/// then, it is admitted. Never "Retry after 0ms", which a bot would take as "at once" and be
+/// refused again.
+#[test]
+fn a_bundle_refused_in_the_last_sliver_of_its_max_age_is_told_the_wait_that_brings_it_in_time() {
+    let (mut t, _, now) = one_region(1_000, 2_000);
+    admit(&mut t, 1..=2, now);
+    assert!(t.send(now));
+    t.answer(now);
+    assert_eq!(
+        t.post(&body(3), now),
+        Verdict::RefusedBacklog,
+        "{}",
+        t.response()
+    );
+    let answer = t.response();
+    assert!(answer.contains("\r\nRetry-After: 1\r\n"), "{answer}");
+    assert!(
+        answer.contains(
+            "Retry after 32ms (the relay's egress addresses for ny cannot send this bundle \
+             within its max age of 2000 ms: it would leave 2000 ms from now, behind the bundles \
+             already waiting)"
+        ),
+        "{answer}"
+    );
+    let retried = at_ms(now, 32);
+    assert_eq!(
+        t.post(&body(3), retried),
+        Verdict::Admitted,
         "{}",
         t.response()
     );
