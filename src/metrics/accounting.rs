@@ -136,6 +136,10 @@ accounting! {
         /// Bundles from the rotating port sent here by the leader strategy: its engine holds
         /// the next Jito leader.
         leader_routed,
+        /// Bundles refused because this region's pairs (the soonest of a rotating bundle's
+        /// regions) could not send them within their max age, behind the bundles waiting
+        /// already (429).
+        refused_backlog,
     }
     thread {
         /// Intake requests read (a status query that asks an engine, before its answer).
@@ -144,9 +148,6 @@ accounting! {
         retries,
         /// Requests refused at the in-flight cap (429).
         refused_cap,
-        /// Bundles refused because the pairs they may leave through could not send them within
-        /// their max age, behind the bundles waiting already (429).
-        refused_backlog,
         /// Requests answered with an error about the request itself.
         bad_requests,
         connects,

@@ -268,6 +268,14 @@ fn render(m: &Metrics, out: &mut String) {
     per_region(
         out,
         m,
+        "bundle_relay_requests_refused_backlog_total",
+        "counter",
+        "Bundles refused because the region's pool could not send them within their max age, behind the bundles waiting already (429), by the region judged (a rotating bundle's soonest).",
+        |r| regions[r].bundles.refused_backlog,
+    );
+    per_region(
+        out,
+        m,
         "bundle_relay_cooldowns_active",
         "gauge",
         "Pairs cooling now, by region.",

@@ -344,11 +344,11 @@ impl Intake {
             stats.requests.inc();
             match verdict {
                 Verdict::RefusedCap => stats.refused_cap.inc(),
-                Verdict::RefusedBacklog => stats.refused_backlog.inc(),
                 Verdict::Invalid => stats.bad_requests.inc(),
                 // Counted by its answer when an engine's comes (`answer_owed`). Waiting on an
                 // engine is not the relay's overhead: not recorded.
                 Verdict::Deferred => return Answer::Later,
+                // A backlog refusal is counted by region, where the dispatcher judged it.
                 _ => {}
             }
             metrics.request(method, outcome(verdict));

@@ -753,7 +753,8 @@ impl Dispatcher {
                 self.tenancy.refuse(&pass);
                 match refusal {
                     Refusal::Full => self.tenancy.stats().refused(pass.slot, Refused::Cap),
-                    Refusal::Backlog { .. } => {
+                    Refusal::Backlog { region, .. } => {
+                        self.stats.region(usize::from(region)).refused_backlog.inc();
                         self.tenancy.stats().refused(pass.slot, Refused::Backlog)
                     }
                     _ => {}

@@ -50,6 +50,11 @@ fn a_bundle_the_pool_cannot_send_within_its_max_age_is_refused_429_not_answered_
         1,
         "the default tenant's count"
     );
+    assert_eq!(
+        t.stats.region(0).refused_backlog.get(),
+        1,
+        "ny's count: an operator reads which region's pool is behind"
+    );
     for ms in [0, 1_000, 2_000, 3_000] {
         let now = at_ms(now, ms);
         t.d.run_timers(now);
