@@ -76,9 +76,18 @@ pub(super) fn tricklers(addr: SocketAddr, n: usize) -> usize {
         .count()
 }
 
+/// What half-closing clients read back.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct HalfClosed {
+    /// Answers carrying their bundle's id.
+    pub with_id: usize,
+    /// Answers refusing the bundle for a region's backlog (429, -32097).
+    pub refused: usize,
+}
+
 /// Clients that send their bundles, shut their write side and read every answer: how many
-/// answers carried the right bundle id.
-pub(super) fn half_closers(addr: SocketAddr, n: usize, bundles: &[GeneratedBundle]) -> usize {
+/// answers carried the right bundle id, and how many refused a bundle for a backlog.
+pub(super) fn half_closers(addr: SocketAddr, n: usize, bundles: &[GeneratedBundle]) -> HalfClosed {
     let per = bundles.len() / n.max(1);
     std::thread::scope(|s| {
         let handles: Vec<_> = bundles
@@ -87,7 +96,7 @@ pub(super) fn half_closers(addr: SocketAddr, n: usize, bundles: &[GeneratedBundl
             .map(|chunk| {
                 s.spawn(move || {
                     let Ok(mut c) = TcpStream::connect(addr) else {
-                        return 0;
+                        return HalfClosed::default();
                     };
                     c.set_read_timeout(Some(Duration::from_secs(5))).ok();
                     let all: Vec<u8> = chunk
@@ -95,19 +104,31 @@ pub(super) fn half_closers(addr: SocketAddr, n: usize, bundles: &[GeneratedBundl
                         .flat_map(|b| b.request.iter().copied())
                         .collect();
                     if c.write_all(&all).is_err() || c.shutdown(Shutdown::Write).is_err() {
-                        return 0;
+                        return HalfClosed::default();
                     }
                     let mut text = Vec::new();
                     let _ = c.read_to_end(&mut text);
                     let text = String::from_utf8_lossy(&text);
-                    chunk
-                        .iter()
-                        .filter(|b| text.contains(b.bundle_id_str()))
-                        .count()
+                    HalfClosed {
+                        with_id: chunk
+                            .iter()
+                            .filter(|b| text.contains(b.bundle_id_str()))
+                            .count(),
+                        refused: text
+                            .matches("HTTP/1.1 429 ")
+                            .count()
+                            .min(text.matches("\"code\":-32097").count()),
+                    }
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .fold(HalfClosed::default(), |a, b| HalfClosed {
+                with_id: a.with_id + b.with_id,
+                refused: a.refused + b.refused,
+            })
     })
 }
 

@@ -3,7 +3,9 @@
 //! clients do their worst on the intake. Then the verdicts a searcher and an operator care
 //! about: every bundle accounted for exactly, nothing sent early, bundles lost only where an
 //! engine went silent and no more than it held at that instant, every legitimate client
-//! answered, and the relay's open files and memory back where they started.
+//! answered (with its bundle's id, or refused at once with 429 where a fault stopped or slowed
+//! a region's sending so that its queue outgrew what the pool sends within the max age), and
+//! the relay's open files and memory back where they started.
 //!
 //! | region | fault |
 //! |---|---|
@@ -104,6 +106,12 @@ pub struct FaultRow {
     /// Bundles the fault could cost at most: the calls in flight when the engine went
     /// silent. `Some(0)` where nothing may be lost.
     pub lost_max: u64,
+    /// Bundles refused 429 for the region's backlog.
+    pub refused: u64,
+    /// Refusals the fault may cause: none where it leaves the region's pace whole;
+    /// `u64::MAX` where it stops or slows the region's sending, so that what waits can
+    /// outgrow what the pool sends within the max age.
+    pub refused_max: u64,
 }
 
 /// One abusive client kind and how the relay met it.
@@ -335,7 +343,7 @@ fn drive(
             ok: settled.is_ok(),
             detail: settled.err().unwrap_or_default(),
         },
-        load_check(&load),
+        load_check(&load, &stats),
     ];
     Ok(MatrixReport {
         faults: fault_rows(cfg, specs, &stats, &metrics),
@@ -368,8 +376,8 @@ struct Abused {
     slow_sent: usize,
     /// Trickling clients answered 408.
     trickle_408: usize,
-    /// Half-closing clients' bundles answered with their ids.
-    half_answered: usize,
+    /// Half-closing clients' bundles, by answer.
+    half: clients::HalfClosed,
     /// Flood connections the relay held open.
     flood_open: usize,
 }
@@ -384,7 +392,7 @@ fn abuse(cfg: &MatrixConfig, rotating: SocketAddr, half_bundles: &[GeneratedBund
         Abused {
             slow_sent: slow.join().expect("slow readers"),
             trickle_408: trickle.join().expect("tricklers"),
-            half_answered: half.join().expect("half-closers"),
+            half: half.join().expect("half-closers"),
             flood_open: flood.join().expect("flood"),
         }
     })
@@ -405,6 +413,7 @@ fn fault_rows(
             .unwrap_or(0.0) as u64
     };
     let row = |fault: String, region: &str, relay_did: String, lost_max: u64| FaultRow {
+        refused_max: refusals_allowed(&fault),
         fault,
         region: region.to_string(),
         relay_did,
@@ -412,6 +421,7 @@ fn fault_rows(
         expired: region_value("bundle_relay_bundles_expired_total", region),
         failed: region_value("bundle_relay_bundles_failed_total", region),
         lost_max,
+        refused: region_value("bundle_relay_requests_refused_backlog_total", region),
     };
     let mut faults = Vec::new();
     for (region, spec) in specs {
@@ -474,6 +484,19 @@ fn fault_rows(
     faults
 }
 
+/// Backlog refusals a fault (its spec) may cause: any where it stops the region's sending (a
+/// black hole, stalled calls, the region down) or slows it (a region-wide back-off, half the
+/// sources cooling for the whole max age), since what waits then can outgrow what the pool
+/// sends within the max age, and a 429 at once is the honest answer; none where the pool
+/// keeps its pace (a retry on another pair, connections drained and back within moments,
+/// late answers, a region that never came up).
+fn refusals_allowed(fault: &str) -> u64 {
+    match fault.split('@').next().unwrap_or("") {
+        "blackhole" | "stall" | "close" | "throttle" | "storm" => u64::MAX,
+        _ => 0,
+    }
+}
+
 /// How the relay met each abusive client kind.
 fn client_rows(
     cfg: &MatrixConfig,
@@ -508,10 +531,13 @@ fn client_rows(
                 cfg.half_closers, cfg.half_close_bundles
             ),
             relay_did: format!(
-                "every bundle answered before the close ({} of {half_want})",
-                seen.half_answered
+                "every bundle answered before the close ({} of {half_want}: {} with its id, {} \
+                 refused 429 for the backlog)",
+                seen.half.with_id + seen.half.refused,
+                seen.half.with_id,
+                seen.half.refused
             ),
-            ok: seen.half_answered == half_want,
+            ok: seen.half.with_id + seen.half.refused == half_want,
         },
         ClientRow {
             clients: format!("{} connections from one address", cfg.flood_connections),
@@ -525,21 +551,47 @@ fn client_rows(
     ]
 }
 
-/// Every load request answered with its bundle's id.
-fn load_check(load: &LoadSummary) -> Check {
+/// Every load request answered with its bundle's id, or refused at once for a region's
+/// backlog (429, -32097; which regions may refuse is each fault row's check). A -32097 is
+/// also the in-flight cap's code: the relay must have refused none at the cap, and counted
+/// every backlog refusal the load saw.
+fn load_check(load: &LoadSummary, relay: &RelayStats) -> Check {
+    let refused = load.by_rpc_error.get(&-32097).copied().unwrap_or(0);
+    let status_429 = load.by_status.get(&429).copied().unwrap_or(0);
+    load_verdict(
+        load.counts.sent,
+        load.counts.answered,
+        load.counts.errors + load.counts.timeouts,
+        load.result_ids_matching,
+        (refused, status_429),
+        (relay.refused_backlog, relay.refused_cap),
+    )
+}
+
+/// [`load_check`]'s verdict from its counts: `refused` = (load answers with -32097, load
+/// answers with 429); `relay` = (the relay's backlog refusals, its cap refusals).
+fn load_verdict(
+    sent: u64,
+    answered: u64,
+    failed: u64,
+    with_id: u64,
+    refused: (u64, u64),
+    relay: (u64, u64),
+) -> Check {
+    let ((rpc, status), (backlog, cap)) = (refused, relay);
     Check {
-        what: "every load request answered".into(),
-        ok: load.counts.answered == load.counts.sent
-            && load.counts.errors == 0
-            && load.counts.timeouts == 0
-            && load.result_ids_matching == load.counts.sent,
+        what: "every load request answered with its bundle's id, or refused 429 for a backlog"
+            .into(),
+        ok: answered == sent
+            && failed == 0
+            && with_id + rpc == sent
+            && status == rpc
+            && cap == 0
+            && backlog >= rpc,
         detail: format!(
-            "sent {} answered {} errors {} timeouts {} ids matching {}",
-            load.counts.sent,
-            load.counts.answered,
-            load.counts.errors,
-            load.counts.timeouts,
-            load.result_ids_matching
+            "sent {sent} answered {answered} errors or timeouts {failed}: {with_id} with its id, \
+             {rpc} refused with -32097 ({status} answered 429; the relay counted {backlog} \
+             backlog refusals, {cap} at the in-flight cap)"
         ),
     }
 }
@@ -579,6 +631,16 @@ fn finish_checks(r: &mut MatrixReport) {
             ok: row.failed <= row.lost_max,
             detail: format!("{} failed, at most {}", row.failed, row.lost_max),
         });
+        if row.refused_max != u64::MAX {
+            checks.push(Check {
+                what: format!(
+                    "{}: refused nothing for a backlog: its fault leaves the pool's pace whole",
+                    row.region
+                ),
+                ok: row.refused <= row.refused_max,
+                detail: format!("{} refused, at most {}", row.refused, row.refused_max),
+            });
+        }
     }
     for c in &r.clients {
         checks.push(Check {
@@ -618,6 +680,7 @@ pub fn render(r: &MatrixReport) -> String {
         "delivered",
         "expired",
         "lost",
+        "refused 429",
     ]);
     for f in &r.faults {
         faults.push(vec![
@@ -627,6 +690,11 @@ pub fn render(r: &MatrixReport) -> String {
             f.delivered.to_string(),
             f.expired.to_string(),
             format!("{} (at most {})", f.failed, f.lost_max),
+            if f.refused_max == u64::MAX {
+                f.refused.to_string()
+            } else {
+                format!("{} (at most {})", f.refused, f.refused_max)
+            },
         ]);
     }
     let mut clients = Table::new(&["clients", "what the relay did"]);
@@ -653,4 +721,76 @@ pub fn render(r: &MatrixReport) -> String {
         let _ = writeln!(out, "{} {}: {}", report::check_mark(c.ok), c.what, c.detail);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// sent 100, answered 100, no errors; (with id, -32097 answers, 429 answers, relay's
+    /// backlog refusals, relay's cap refusals).
+    fn verdict(with_id: u64, rpc: u64, status: u64, backlog: u64, cap: u64) -> bool {
+        load_verdict(100, 100, 0, with_id, (rpc, status), (backlog, cap)).ok
+    }
+
+    #[test]
+    fn every_request_answered_with_its_id_passes() {
+        assert!(verdict(100, 0, 0, 0, 0));
+    }
+
+    #[test]
+    fn a_backlog_refusal_the_relay_counted_passes() {
+        assert!(verdict(99, 1, 1, 1, 0));
+        assert!(
+            verdict(98, 2, 2, 3, 0),
+            "a half-closer's refusal counts too"
+        );
+    }
+
+    #[test]
+    fn a_refusal_at_the_in_flight_cap_fails() {
+        assert!(!verdict(99, 1, 1, 0, 1));
+        assert!(!verdict(99, 1, 1, 1, 1));
+    }
+
+    #[test]
+    fn a_refusal_the_relay_did_not_count_as_a_backlog_fails() {
+        assert!(!verdict(99, 1, 1, 0, 0));
+    }
+
+    #[test]
+    fn a_minus_32097_not_answered_429_fails() {
+        assert!(!verdict(99, 1, 0, 1, 0));
+    }
+
+    #[test]
+    fn an_answer_with_another_id_fails() {
+        assert!(!verdict(99, 0, 0, 0, 0));
+    }
+
+    #[test]
+    fn an_error_a_timeout_or_an_unanswered_request_fails() {
+        assert!(!load_verdict(100, 100, 1, 100, (0, 0), (0, 0)).ok);
+        assert!(!load_verdict(100, 99, 0, 99, (0, 0), (0, 0)).ok);
+    }
+
+    #[test]
+    fn backlog_refusals_are_allowed_only_where_a_fault_stops_or_slows_a_regions_sending() {
+        for (fault, allowed) in [
+            ("blackhole@8000ms+2400ms:region=amsterdam", true),
+            ("stall@8000ms+2400ms:every=3,region=dublin", true),
+            ("close@8000ms+1200ms:region=ny", true),
+            ("throttle@6000ms+8000ms:every=3,region=slc", true),
+            (
+                "storm@8000ms:fraction=0.5,retry_ms=2000,region=singapore",
+                true,
+            ),
+            ("rst@6000ms+8000ms:every=4,code=7,region=frankfurt", false),
+            ("goaway@8000ms:region=london", false),
+            ("latency@6000ms+8000ms:ms=20,region=tokyo", false),
+            ("TLS name wrong for the region", false),
+        ] {
+            assert_eq!(refusals_allowed(fault) == u64::MAX, allowed, "{fault}");
+        }
+    }
 }
