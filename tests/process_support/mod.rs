@@ -15,6 +15,7 @@ pub use relay_proc::{Reaped, RelayProc, collect_lines, wait_line};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// A bench tool (`bench-engine`, `bench-load`) built beside the relay's binary.
@@ -31,13 +32,36 @@ pub fn tool(name: &str) -> PathBuf {
     p
 }
 
-/// A loopback port nothing listens on now.
+/// A loopback port nothing listens on now, below the kernel's ephemeral range, so that no
+/// connection another test (or a relay, a load tool) opens meanwhile can take it before the
+/// process it is meant for binds it; and a different one at each call within a test binary,
+/// whose tests run at once. (A port the kernel picks, from that range, was once a load
+/// connection's own before a relay could listen on it.)
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    // Ports from 10,000 up to the range's start; from the process id on, so the binaries
+    // that ran before this one did not just use them.
+    let span = low.saturating_sub(10_000);
+    if span < 1_000 {
+        return TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+    }
+    let start = std::process::id().wrapping_mul(7_919);
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = 10_000 + start.wrapping_add(n) % span;
+        if TcpListener::bind(("127.0.0.1", port as u16)).is_ok() {
+            return port as u16;
+        }
+    }
+    panic!("no free loopback port from 10000 to {low}");
 }
 
 /// `GET path` on a connection of its own, the whole answer.
@@ -65,4 +89,26 @@ pub fn json_u64(text: &str, key: &str) -> u64 {
         .unwrap()
         .parse()
         .unwrap()
+}
+
+#[test]
+fn free_ports_lie_below_the_ephemeral_range_and_differ_from_call_to_call() {
+    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let ports: Vec<u16> = (0..50).map(|_| free_port()).collect();
+    if low >= 11_000 {
+        assert!(
+            ports.iter().all(|&p| (10_000..low).contains(&p)),
+            "{ports:?}"
+        );
+    }
+    let mut distinct = ports.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), ports.len(), "{ports:?}");
 }
