@@ -447,3 +447,31 @@ fn a_lease_the_store_answers_with_an_error_leaves_the_other_tenants_grants() {
         "asked = granted + refused + failed: {m}"
     );
 }
+
+/// The ports these tests give their redis, engine and relay lie below the kernel's ephemeral
+/// range, where no connection a test opens meanwhile can take one before its listener binds
+/// it (once, an admin port was a load connection's own first); and differ from call to call
+/// within the binary, whose tests run at once.
+#[test]
+fn free_ports_lie_below_the_ephemeral_range_and_differ_from_call_to_call() {
+    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    if low < 11_000 {
+        // No room below the range: the kernel picks, as before.
+        return;
+    }
+    let ports: Vec<u16> = (0..50).map(|_| free_port()).collect();
+    assert!(
+        ports.iter().all(|&p| (10_000..low).contains(&p)),
+        "{ports:?}"
+    );
+    let mut distinct = ports.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), ports.len(), "{ports:?}");
+}

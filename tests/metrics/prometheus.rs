@@ -25,6 +25,8 @@ fn recorded() -> Metrics {
     sb.region(0).admitted.inc();
     sa.region(0).delivered.inc();
     sb.region(0).rejected.inc();
+    sa.region(0).refused_backlog.inc();
+    sb.region(0).refused_backlog.inc();
     sa.region(0).in_flight.set(1);
     a.upstream_status(1, Code::RESOURCE_EXHAUSTED);
     b.upstream_status(1, Code::RESOURCE_EXHAUSTED);
@@ -108,6 +110,11 @@ fn counters_and_gauges_are_summed_over_threads() {
     assert_eq!(v("bundle_relay_bundles_delivered_total", &f), 1.0);
     assert_eq!(v("bundle_relay_bundles_rejected_total", &f), 1.0);
     assert_eq!(v("bundle_relay_bundles_in_flight", &f), 1.0);
+    assert_eq!(
+        v("bundle_relay_requests_refused_backlog_total", &f),
+        2.0,
+        "an operator reads which region's pool is behind"
+    );
     let up = "bundle_relay_upstream_calls_total";
     assert_eq!(
         v(up, &[("region", "ny"), ("status", "RESOURCE_EXHAUSTED")]),

@@ -90,25 +90,3 @@ pub fn json_u64(text: &str, key: &str) -> u64 {
         .parse()
         .unwrap()
 }
-
-#[test]
-fn free_ports_lie_below_the_ephemeral_range_and_differ_from_call_to_call() {
-    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .unwrap()
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let ports: Vec<u16> = (0..50).map(|_| free_port()).collect();
-    if low >= 11_000 {
-        assert!(
-            ports.iter().all(|&p| (10_000..low).contains(&p)),
-            "{ports:?}"
-        );
-    }
-    let mut distinct = ports.clone();
-    distinct.sort_unstable();
-    distinct.dedup();
-    assert_eq!(distinct.len(), ports.len(), "{ports:?}");
-}

@@ -81,7 +81,7 @@ pub(super) fn tricklers(addr: SocketAddr, n: usize) -> usize {
 pub(super) struct HalfClosed {
     /// Answers carrying their bundle's id.
     pub with_id: usize,
-    /// Answers refusing the bundle for a region's backlog (429, -32097).
+    /// Answers refusing the bundle for a region's backlog (429, -32097, in its words).
     pub refused: usize,
 }
 
@@ -114,10 +114,10 @@ pub(super) fn half_closers(addr: SocketAddr, n: usize, bundles: &[GeneratedBundl
                             .iter()
                             .filter(|b| text.contains(b.bundle_id_str()))
                             .count(),
+                        // The backlog refusal's own words: the in-flight cap's is -32097 too.
                         refused: text
-                            .matches("HTTP/1.1 429 ")
-                            .count()
-                            .min(text.matches("\"code\":-32097").count()),
+                            .matches("cannot send this bundle within its max age")
+                            .count(),
                     }
                 })
             })
