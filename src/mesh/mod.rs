@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering, fence};
 
 use crate::arena::{LentSlot, SlotHandle};
 use crate::clock::Instant;
-use crate::limiter::LANES_MAX;
+use crate::limiter::{LANES_MAX, REGIONS_MAX};
 
 pub use spsc::Ring;
 
@@ -89,6 +89,9 @@ struct Line {
     /// It has stopped for good: it admits and hands off nothing more ([`Mesh::close`]).
     closed: AtomicBool,
     ring_fd: AtomicI32,
+    /// Another thread heard a region's engine answer a bundle again after a silence
+    /// ([`Mesh::heard_again`]); cleared when this thread looks ([`Mesh::take_news`]).
+    news: AtomicBool,
     /// Bumped at each publish, so a reader knows its own handoffs since are not in it yet.
     generation: AtomicU64,
     due: [AtomicU64; LANES_MAX],
@@ -114,6 +117,9 @@ pub struct Mesh {
     /// Handoffs by sender: `rows[sender * rows_per_thread + receiver / ROW_COUNTERS]`.
     rows: Box<[Row]>,
     rows_per_thread: usize,
+    /// Per region: when a thread last heard its engine answer a bundle at the end of a
+    /// silence (ticks; 0: never).
+    heard: [AtomicU64; REGIONS_MAX],
 }
 
 impl Mesh {
@@ -134,6 +140,7 @@ impl Mesh {
                     leaving: AtomicBool::new(false),
                     closed: AtomicBool::new(false),
                     ring_fd: AtomicI32::new(-1),
+                    news: AtomicBool::new(false),
                     generation: AtomicU64::new(0),
                     due: std::array::from_fn(|_| AtomicU64::new(NEVER)),
                     step: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -145,6 +152,7 @@ impl Mesh {
                 .map(|_| Row(Default::default()))
                 .collect(),
             rows_per_thread,
+            heard: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 
@@ -214,6 +222,37 @@ impl Mesh {
             due: line.due[r].load(Ordering::Relaxed),
             step: line.step[r].load(Ordering::Relaxed),
         }
+    }
+
+    /// Thread `by` heard region `r`'s engine answer a bundle at `at`, ending a silence: every
+    /// other thread is told (the caller wakes those asleep). A thread that still counts the
+    /// region silent, since before `at`, need not wait for its own probe (up to seconds
+    /// apart once probes go unanswered) while its bundles age.
+    pub fn heard_again(&self, by: usize, r: usize, at: Instant) {
+        self.heard[r].fetch_max(at.0, Ordering::Relaxed);
+        for (t, line) in self.lines.iter().enumerate() {
+            if t != by {
+                line.news.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Whether thread `t` was told of a region heard again since it last looked (and clears
+    /// it).
+    pub fn take_news(&self, t: usize) -> bool {
+        let line = &self.lines[t];
+        line.news.load(Ordering::Relaxed) && line.news.swap(false, Ordering::Acquire)
+    }
+
+    /// Whether thread `t` has news waiting: as [`Mesh::has_handoffs_for`], a reason not to
+    /// sleep.
+    pub fn has_news_for(&self, t: usize) -> bool {
+        self.lines[t].news.load(Ordering::Acquire)
+    }
+
+    /// When a thread last heard region `r`'s engine answer a bundle after a silence.
+    pub fn heard_again_at(&self, r: usize) -> Instant {
+        Instant(self.heard[r].load(Ordering::Relaxed))
     }
 
     /// Thread `t` is about to sleep in the kernel (`true`) or is awake again. The store is

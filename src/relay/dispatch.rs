@@ -999,12 +999,33 @@ impl Dispatcher {
         self.peers = Some(peers);
     }
 
-    /// Tells the other threads when this one could send for each lane, and lends them
-    /// slots up to their share.
+    /// Ends this thread's silences that another thread heard end (a bundle answered there
+    /// after they began), when it was told of any.
+    fn hear_from_peers(&mut self, now: Instant) {
+        let Some(peers) = self.peers.as_ref() else {
+            return;
+        };
+        if !peers.mesh().take_news(peers.me()) {
+            return;
+        }
+        for r in 0..self.regions {
+            self.up
+                .heard_elsewhere(r, peers.mesh().heard_again_at(r), now);
+        }
+    }
+
+    /// Tells the other threads when this one could send for each lane, and of the regions
+    /// heard again here after a silence; lends them slots up to their share.
     fn share(&mut self, now: Instant) {
         let Some(mut peers) = self.peers.take() else {
             return;
         };
+        let mut ended = self.up.take_silences_ended();
+        while ended != 0 {
+            let r = ended.trailing_zeros() as usize;
+            ended &= ended - 1;
+            peers.heard_again(r, now);
+        }
         let mut changed = false;
         for r in 0..self.fifos.len() {
             let e = self.own_estimate(r);
@@ -1057,6 +1078,7 @@ impl Dispatcher {
         // Tokens first: a region that authenticates takes no call without one.
         self.up.run_auth(now);
         self.receive_handoffs(now);
+        self.hear_from_peers(now);
         // Bundles have had every pair for a refresh period past the tips' due time.
         self.up.refresh_starved_tips(now);
         let mut busy = 0u32;

@@ -28,7 +28,7 @@ pub struct Peers {
     handed: Box<[u32]>,
     lanes: usize,
     seen: Box<[u64]>,
-    /// Peers handed a bundle this iteration, to wake if they sleep.
+    /// Peers handed a bundle (or told news) this iteration, to wake if they sleep.
     wake: Box<[bool]>,
     wake_list: Box<[u16]>,
     wake_len: usize,
@@ -142,6 +142,11 @@ impl Peers {
         assert!(pushed.is_ok(), "a handoff ring is never full");
         self.mesh.count_handoff(self.me, peer);
         self.handed[peer * self.lanes + lane as usize] += 1;
+        self.wake(peer);
+    }
+
+    /// Wakes `peer` after this iteration, if it sleeps.
+    fn wake(&mut self, peer: usize) {
         if !self.wake[peer] {
             self.wake[peer] = true;
             self.wake_list[self.wake_len] = peer as u16;
@@ -149,7 +154,7 @@ impl Peers {
         }
     }
 
-    /// A peer handed a bundle since the last call, to wake when it sleeps.
+    /// A peer handed a bundle (or told news) since the last call, to wake when it sleeps.
     pub fn poll_wake(&mut self) -> Option<usize> {
         if self.wake_len == 0 {
             return None;
@@ -188,9 +193,20 @@ impl Peers {
         self.mesh.all_closed()
     }
 
-    /// Whether a handoff waits for this thread.
+    /// Whether a handoff (or news of a region heard again) waits for this thread.
     pub fn has_inbound(&self) -> bool {
-        self.mesh.has_handoffs_for(self.me)
+        self.mesh.has_handoffs_for(self.me) || self.mesh.has_news_for(self.me)
+    }
+
+    /// Tells every other thread that region `r`'s engine answered a bundle here at `now`,
+    /// ending a silence, and wakes them.
+    pub fn heard_again(&mut self, r: usize, now: Instant) {
+        self.mesh.heard_again(self.me, r, now);
+        for peer in 0..self.mesh.threads() {
+            if peer != self.me {
+                self.wake(peer);
+            }
+        }
     }
 
     /// Lends each other thread slots of `arena` until it holds its share of credits.

@@ -110,6 +110,9 @@ pub struct Upstream {
     /// A call outstanding this long with nothing received from its region meanwhile makes
     /// the region silent (see [`Silence`]).
     silence_after: Ticks,
+    /// Regions (a bit each) whose silence a bundle answered here ended, not yet told to the
+    /// other threads.
+    silences_ended: u32,
     ping_timeout_ms: u64,
     tips: TipCache,
     tip_refresh: Ticks,
@@ -160,6 +163,7 @@ impl Upstream {
             upstream_timeout_ms: spec.upstream_timeout_ms,
             silence_after: rate
                 .from_ms((spec.upstream_timeout_ms / SILENCE_SHARE_OF_TIMEOUT).max(1)),
+            silences_ended: 0,
             ping_timeout_ms: spec.ping_timeout_ms,
             tips: TipCache::new(now),
             tip_refresh: rate.from_ms(TIP_REFRESH_MS),
@@ -977,12 +981,38 @@ impl Upstream {
             return;
         }
         if let Some(sil) = self.links.region_mut(r).silence.take() {
+            self.silences_ended |= 1 << r;
             self.links.log().line(format_args!(
                 "region {}: its engine answers again after {} ms of silence",
                 self.links.region(r).name,
                 self.links.rate().to_us(now.since(sil.since)) / 1_000
             ));
         }
+    }
+
+    /// Regions (a bit each) whose silence a bundle answered here ended since the last call:
+    /// news for the other threads.
+    pub fn take_silences_ended(&mut self) -> u32 {
+        std::mem::take(&mut self.silences_ended)
+    }
+
+    /// Another thread heard region `r`'s engine answer a bundle at `heard`: a silence here
+    /// that began before it ends now, without waiting for this thread's own probe (which may
+    /// be seconds off, backing off while probes went unanswered). The engine takes bundles;
+    /// should this thread's own calls still go unanswered, it goes silent again.
+    pub fn heard_elsewhere(&mut self, r: usize, heard: Instant, now: Instant) {
+        let Some(sil) = self.links.region(r).silence else {
+            return;
+        };
+        if heard.0 <= sil.since.0 {
+            return;
+        }
+        self.links.region_mut(r).silence = None;
+        self.links.log().line(format_args!(
+            "region {}: its engine answers again after {} ms of silence (a bundle answered through another thread)",
+            self.links.region(r).name,
+            self.links.rate().to_us(now.since(sil.since)) / 1_000
+        ));
     }
 
     fn probe_unanswered(&mut self, r: usize, now: Instant) {

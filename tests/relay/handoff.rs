@@ -722,3 +722,89 @@ fn a_fanned_out_copys_first_refusal_goes_again_at_once_while_the_other_copy_is_h
     assert_ne!(c[0].0, healthy);
     assert!(t.d.check_accounting());
 }
+
+/// Each thread judges its engine's silence on its own calls, and probes on its own back-off
+/// (up to 5 s apart once probes go unanswered). Once one thread's engine answers a bundle
+/// again, the others are woken and send again at once: a probe still out on a thread that
+/// lags is no reason to hold its bundles until they expire, when the engine takes bundles.
+#[test]
+fn a_thread_still_silent_sends_again_once_another_hears_its_engine_answer_a_bundle() {
+    let region = RegionSpec {
+        interval_ms: 10,
+        ..RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
+    };
+    let sources = (1..=6)
+        .map(|i| format!("127.1.0.{i}").parse().unwrap())
+        .collect();
+    let mut spec = Spec::local(vec![region], sources);
+    spec.threads = 2;
+    spec.arena_slots = 64;
+    spec.upstream_timeout_ms = 4_000;
+    // The silence PINGs every connection; this engine's front end would answer them.
+    spec.ping_timeout_ms = 600_000;
+    spec.bundle_max_age_ms = 60_000;
+    let now = Instant(MS);
+    let mesh = Arc::new(Mesh::new(2, 32));
+    let mut threads: Vec<Thread> = (0..2)
+        .map(|t| Thread::connected(&spec, t, Some(&mesh), now))
+        .collect();
+    let mut calls = [Vec::new(), Vec::new()];
+    for (t, c) in threads.iter_mut().zip(&mut calls) {
+        connect_due(t, now);
+        t.d.dispatch(now);
+        flush_calls(&mut t.d, now, c);
+        answer_calls(&mut t.d, now, c);
+    }
+    let step = |t: &mut Thread, now: Instant, c: &mut Vec<_>| {
+        t.d.run_timers(now);
+        t.d.dispatch(now);
+        flush_calls(&mut t.d, now, c);
+    };
+    let now = Instant(now.0 + 11 * MS);
+    // Each thread sends a bundle of its own, and neither is answered.
+    for (seed, (t, c)) in [1u64, 2]
+        .into_iter()
+        .zip(threads.iter_mut().zip(&mut calls))
+    {
+        step(t, now, c);
+        assert_eq!(request(t, &body(seed), now), Verdict::Admitted);
+        step(t, now, c);
+        assert_eq!(c.len(), 1, "thread sent bundle {seed}");
+        c.clear();
+    }
+    // Past a quarter of the call deadline both are silent; each probes. A bundle for each
+    // then stays where it came (neither thread has an estimate to offer).
+    let now = Instant(now.0 + 1_001 * MS);
+    for (t, c) in threads.iter_mut().zip(&mut calls) {
+        step(t, now, c);
+        assert_eq!(totals(t).silences, 1);
+        assert_eq!(c.len(), 1, "a probe");
+    }
+    for (seed, (t, c)) in [3u64, 4]
+        .into_iter()
+        .zip(threads.iter_mut().zip(&mut calls))
+    {
+        assert_eq!(request(t, &body(seed), now), Verdict::Admitted);
+        step(t, now, c);
+        assert_eq!(c.len(), 1, "no bundle while silent");
+    }
+    let (a, b) = threads.split_at_mut(1);
+    let (a, b) = (&mut a[0], &mut b[0]);
+    let [ca, cb] = &mut calls;
+    // Thread 0's probe is answered; its trial bundle goes and is answered: its silence ends.
+    answer_calls(&mut a.d, now, ca);
+    let now = Instant(now.0 + 11 * MS);
+    step(a, now, ca);
+    assert_eq!(ca.len(), 1, "thread 0's trial bundle");
+    answer_calls(&mut a.d, now, ca);
+    step(a, now, ca);
+    assert_eq!(totals(a).delivered, 1, "{:?}", totals(a));
+    assert_eq!(a.d.poll_wake(), Some(1), "thread 1 is woken");
+    // Thread 1's probe is still out; its bundle goes all the same.
+    step(b, now, cb);
+    assert_eq!(cb.len(), 2, "thread 1's probe and now its bundle: {cb:?}");
+    answer_calls(&mut b.d, now, cb);
+    let tb = totals(b);
+    assert_eq!((tb.admitted, tb.delivered), (2, 1), "{tb:?}");
+    assert!(a.d.check_accounting() && b.d.check_accounting());
+}
