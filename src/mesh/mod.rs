@@ -76,7 +76,8 @@ impl Estimate {
     }
 }
 
-/// What one thread publishes; written by that thread only, on lines of its own.
+/// What one thread publishes, on lines of its own: written by that thread only, but for
+/// `news`, which the others set.
 #[repr(align(128))]
 struct Line {
     /// Set just before the thread sleeps in the kernel, cleared when it wakes.
@@ -231,7 +232,7 @@ impl Mesh {
     pub fn heard_again(&self, by: usize, r: usize, at: Instant) {
         self.heard[r].fetch_max(at.0, Ordering::Relaxed);
         for (t, line) in self.lines.iter().enumerate() {
-            if t != by {
+            if t != by && !line.leaving.load(Ordering::Acquire) {
                 line.news.store(true, Ordering::Release);
             }
         }

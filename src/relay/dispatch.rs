@@ -184,6 +184,9 @@ pub struct Dispatcher {
     /// Per lane (`region × groups + group`): bundles waiting for a pair, oldest first (each
     /// allocated at its bound, the thread's slots).
     fifos: Box<[VecDeque<SlotHandle>]>,
+    /// Per region: the latest time another thread heard its engine again that this thread
+    /// has looked at (ticks; [`Dispatcher::hear_from_peers`]).
+    heard_seen: [u64; crate::limiter::REGIONS_MAX],
     /// Egress groups: each region has a lane per group.
     groups: usize,
     regions: usize,
@@ -259,6 +262,7 @@ impl Dispatcher {
             rate,
             arena: Arena::new(spec.arena_slots),
             up: Upstream::new(spec, rate, now, stats.clone(), metrics.clone()),
+            heard_seen: [0; crate::limiter::REGIONS_MAX],
             fifos: (0..spec.regions.len() * groups)
                 .map(|_| VecDeque::with_capacity(slots))
                 .collect(),
@@ -1008,9 +1012,14 @@ impl Dispatcher {
         if !peers.mesh().take_news(peers.me()) {
             return;
         }
+        // Only regions heard again since this thread last looked: an older time is news it
+        // had (and a silence declared since is its own).
         for r in 0..self.regions {
-            self.up
-                .heard_elsewhere(r, peers.mesh().heard_again_at(r), now);
+            let heard = peers.mesh().heard_again_at(r);
+            if heard.0 > self.heard_seen[r] {
+                self.heard_seen[r] = heard.0;
+                self.up.heard_elsewhere(r, heard, now);
+            }
         }
     }
 
@@ -1020,11 +1029,11 @@ impl Dispatcher {
         let Some(mut peers) = self.peers.take() else {
             return;
         };
-        let mut ended = self.up.take_silences_ended();
+        let (mut ended, at) = self.up.take_silences_ended();
         while ended != 0 {
             let r = ended.trailing_zeros() as usize;
             ended &= ended - 1;
-            peers.heard_again(r, now);
+            peers.heard_again(r, at[r]);
         }
         let mut changed = false;
         for r in 0..self.fifos.len() {

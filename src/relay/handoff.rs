@@ -203,7 +203,8 @@ impl Peers {
     pub fn heard_again(&mut self, r: usize, now: Instant) {
         self.mesh.heard_again(self.me, r, now);
         for peer in 0..self.mesh.threads() {
-            if peer != self.me {
+            // A stopping thread sends nothing more.
+            if peer != self.me && !self.mesh.is_leaving(peer) {
                 self.wake(peer);
             }
         }

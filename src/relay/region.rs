@@ -240,6 +240,8 @@ impl ErrorLog {
 #[derive(Clone, Copy, Debug)]
 pub struct Silence {
     pub since: Instant,
+    /// When it was declared: a probe started before belongs to an earlier silence.
+    pub declared: Instant,
     /// When the next probe call may go.
     pub probe_at: Instant,
     /// Back-off between probes, doubling while they go unanswered.
@@ -258,6 +260,7 @@ impl Silence {
     pub fn new(since: Instant, now: Instant) -> Silence {
         Silence {
             since,
+            declared: now,
             probe_at: now,
             probe_backoff_ms: PROBE_BACKOFF_MS_MIN,
             probe_in_flight: false,
@@ -269,6 +272,20 @@ impl Silence {
     /// Whether no bundle may go now: silent, or on trial with its one bundle out.
     pub fn holds_bundles(&self) -> bool {
         !self.trial || self.trial_sent.is_some()
+    }
+
+    /// Another thread heard the engine answer a bundle since this silence began: the probe
+    /// is not waited for, but this thread's own path to the engine may still hang (another
+    /// connection, perhaps another front end), so bundles go one at a time until one is
+    /// answered here. Whether it changed anything (a trial already running is left alone).
+    pub fn heard_elsewhere(&mut self) -> bool {
+        if self.trial {
+            return false;
+        }
+        self.trial = true;
+        self.trial_sent = None;
+        self.probe_in_flight = false;
+        true
     }
 
     /// The trial's bundle got no answer: probes again, backing off as for an unanswered one.

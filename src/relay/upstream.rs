@@ -21,7 +21,7 @@ use crate::egress::transport::{Stage, TransportError};
 use crate::grpc::{self, Code, Outcome};
 use crate::h2::conn::{Event, StreamEnd, StreamId};
 use crate::journal::{Egress, Text, Verdict};
-use crate::limiter::{Acquire, LaneId, Limiter, PairId, RegionCounts, RegionId};
+use crate::limiter::{Acquire, LaneId, Limiter, PairId, REGIONS_MAX, RegionCounts, RegionId};
 use crate::log::LogQueue;
 use crate::metrics::ThreadMetrics;
 use crate::metrics::accounting::Stats;
@@ -111,8 +111,9 @@ pub struct Upstream {
     /// the region silent (see [`Silence`]).
     silence_after: Ticks,
     /// Regions (a bit each) whose silence a bundle answered here ended, not yet told to the
-    /// other threads.
+    /// other threads, and when.
     silences_ended: u32,
+    silence_ended_at: [Instant; REGIONS_MAX],
     ping_timeout_ms: u64,
     tips: TipCache,
     tip_refresh: Ticks,
@@ -164,6 +165,7 @@ impl Upstream {
             silence_after: rate
                 .from_ms((spec.upstream_timeout_ms / SILENCE_SHARE_OF_TIMEOUT).max(1)),
             silences_ended: 0,
+            silence_ended_at: [Instant(0); REGIONS_MAX],
             ping_timeout_ms: spec.ping_timeout_ms,
             tips: TipCache::new(now),
             tip_refresh: rate.from_ms(TIP_REFRESH_MS),
@@ -982,6 +984,7 @@ impl Upstream {
         }
         if let Some(sil) = self.links.region_mut(r).silence.take() {
             self.silences_ended |= 1 << r;
+            self.silence_ended_at[r] = now;
             self.links.log().line(format_args!(
                 "region {}: its engine answers again after {} ms of silence",
                 self.links.region(r).name,
@@ -990,34 +993,43 @@ impl Upstream {
         }
     }
 
-    /// Regions (a bit each) whose silence a bundle answered here ended since the last call:
-    /// news for the other threads.
-    pub fn take_silences_ended(&mut self) -> u32 {
-        std::mem::take(&mut self.silences_ended)
+    /// Regions (a bit each) whose silence a bundle answered here ended since the last call,
+    /// news for the other threads; and when each was answered.
+    pub fn take_silences_ended(&mut self) -> (u32, &[Instant; REGIONS_MAX]) {
+        (
+            std::mem::take(&mut self.silences_ended),
+            &self.silence_ended_at,
+        )
     }
 
     /// Another thread heard region `r`'s engine answer a bundle at `heard`: a silence here
-    /// that began before it ends now, without waiting for this thread's own probe (which may
-    /// be seconds off, backing off while probes went unanswered). The engine takes bundles;
-    /// should this thread's own calls still go unanswered, it goes silent again.
+    /// whose unanswered call was written before it goes on trial now (one bundle at a time
+    /// until one is answered here), without waiting for this thread's own probe, which may
+    /// be seconds off after probes went unanswered. One written since stays: the engine
+    /// went quiet on this thread after it answered there.
     pub fn heard_elsewhere(&mut self, r: usize, heard: Instant, now: Instant) {
-        let Some(sil) = self.links.region(r).silence else {
+        let rate = self.links.rate();
+        let Some(sil) = self.links.region_mut(r).silence.as_mut() else {
             return;
         };
-        if heard.0 <= sil.since.0 {
+        if heard.0 <= sil.since.0 || !sil.heard_elsewhere() {
             return;
         }
-        self.links.region_mut(r).silence = None;
+        let ms = rate.to_us(now.since(sil.since)) / 1_000;
         self.links.log().line(format_args!(
-            "region {}: its engine answers again after {} ms of silence (a bundle answered through another thread)",
+            "region {}: its engine answers a bundle through another thread after {ms} ms of silence: bundles go again one at a time until one is answered",
             self.links.region(r).name,
-            self.links.rate().to_us(now.since(sil.since)) / 1_000
         ));
     }
 
-    fn probe_unanswered(&mut self, r: usize, now: Instant) {
+    /// A probe started at `started` got no answer: the silence it was for backs off, unless
+    /// it belonged to an earlier silence (one that another thread's news put on trial and a
+    /// bundle then ended), whose probe says nothing of this one.
+    fn probe_unanswered(&mut self, r: usize, started: Instant, now: Instant) {
         let rate = self.links.rate();
-        if let Some(sil) = self.links.region_mut(r).silence.as_mut() {
+        if let Some(sil) = self.links.region_mut(r).silence.as_mut()
+            && started.0 >= sil.declared.0
+        {
             sil.probe_unanswered(now, rate);
         }
     }
@@ -1088,7 +1100,7 @@ impl Upstream {
                 region: r as u8,
             }),
             Call::Tips => self.tips.call_ended(now, self.tip_refresh, self.tip_retry),
-            Call::Probe => self.probe_unanswered(r, now),
+            Call::Probe => self.probe_unanswered(r, f.started, now),
             Call::Leader => self.leader_unanswered(now),
             Call::Query(q) => self.query_again(q, now, Unanswered::Failed),
             Call::Auth => self.auth_failed(r, now, "the connection ended before the call was sent"),
@@ -1513,7 +1525,7 @@ impl Upstream {
             }
             Call::Probe => {
                 if !answered {
-                    self.probe_unanswered(region, now);
+                    self.probe_unanswered(region, f.started, now);
                 }
             }
             Call::Leader => {

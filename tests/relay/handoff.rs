@@ -723,12 +723,13 @@ fn a_fanned_out_copys_first_refusal_goes_again_at_once_while_the_other_copy_is_h
     assert!(t.d.check_accounting());
 }
 
-/// Each thread judges its engine's silence on its own calls, and probes on its own back-off
-/// (up to 5 s apart once probes go unanswered). Once one thread's engine answers a bundle
-/// again, the others are woken and send again at once: a probe still out on a thread that
-/// lags is no reason to hold its bundles until they expire, when the engine takes bundles.
-#[test]
-fn a_thread_still_silent_sends_again_once_another_hears_its_engine_answer_a_bundle() {
+/// The calls a thread wrote, by pair and stream.
+type Calls = Vec<(bundle_relay::limiter::PairId, u32)>;
+
+/// Two threads of a relay with one region paced at 10 ms and three sources each, every pair
+/// up and idle; calls time out after 4 s (a region goes silent after 1 s), PINGs are never
+/// due, bundles keep a minute.
+fn two_threads_of_three_pairs() -> ([Thread; 2], [Calls; 2], Instant) {
     let region = RegionSpec {
         interval_ms: 10,
         ..RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
@@ -745,9 +746,8 @@ fn a_thread_still_silent_sends_again_once_another_hears_its_engine_answer_a_bund
     spec.bundle_max_age_ms = 60_000;
     let now = Instant(MS);
     let mesh = Arc::new(Mesh::new(2, 32));
-    let mut threads: Vec<Thread> = (0..2)
-        .map(|t| Thread::connected(&spec, t, Some(&mesh), now))
-        .collect();
+    let mut threads: [Thread; 2] =
+        std::array::from_fn(|t| Thread::connected(&spec, t, Some(&mesh), now));
     let mut calls = [Vec::new(), Vec::new()];
     for (t, c) in threads.iter_mut().zip(&mut calls) {
         connect_due(t, now);
@@ -755,12 +755,23 @@ fn a_thread_still_silent_sends_again_once_another_hears_its_engine_answer_a_bund
         flush_calls(&mut t.d, now, c);
         answer_calls(&mut t.d, now, c);
     }
-    let step = |t: &mut Thread, now: Instant, c: &mut Vec<_>| {
-        t.d.run_timers(now);
-        t.d.dispatch(now);
-        flush_calls(&mut t.d, now, c);
-    };
-    let now = Instant(now.0 + 11 * MS);
+    (threads, calls, Instant(now.0 + 11 * MS))
+}
+
+fn step(t: &mut Thread, now: Instant, c: &mut Calls) {
+    t.d.run_timers(now);
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, c);
+}
+
+/// Each thread judges its engine's silence on its own calls, and probes on its own back-off
+/// (up to 5 s apart once probes go unanswered). Once one thread's engine answers a bundle
+/// again, the others are woken (and do not sleep meanwhile) and send again without waiting
+/// for their own probe: one bundle at a time until one is answered there, since a thread's
+/// own path to the engine may still hang.
+#[test]
+fn a_thread_still_silent_sends_again_once_another_hears_its_engine_answer_a_bundle() {
+    let (mut threads, mut calls, now) = two_threads_of_three_pairs();
     // Each thread sends a bundle of its own, and neither is answered.
     for (seed, (t, c)) in [1u64, 2]
         .into_iter()
@@ -772,24 +783,25 @@ fn a_thread_still_silent_sends_again_once_another_hears_its_engine_answer_a_bund
         assert_eq!(c.len(), 1, "thread sent bundle {seed}");
         c.clear();
     }
-    // Past a quarter of the call deadline both are silent; each probes. A bundle for each
-    // then stays where it came (neither thread has an estimate to offer).
+    // Past a quarter of the call deadline both are silent; each probes. Then two bundles
+    // for each stay where they came (neither thread has an estimate to offer).
     let now = Instant(now.0 + 1_001 * MS);
     for (t, c) in threads.iter_mut().zip(&mut calls) {
         step(t, now, c);
         assert_eq!(totals(t).silences, 1);
         assert_eq!(c.len(), 1, "a probe");
     }
-    for (seed, (t, c)) in [3u64, 4]
+    for (seeds, (t, c)) in [[3u64, 4], [5, 6]]
         .into_iter()
         .zip(threads.iter_mut().zip(&mut calls))
     {
-        assert_eq!(request(t, &body(seed), now), Verdict::Admitted);
+        for seed in seeds {
+            assert_eq!(request(t, &body(seed), now), Verdict::Admitted);
+        }
         step(t, now, c);
         assert_eq!(c.len(), 1, "no bundle while silent");
     }
-    let (a, b) = threads.split_at_mut(1);
-    let (a, b) = (&mut a[0], &mut b[0]);
+    let [a, b] = &mut threads;
     let [ca, cb] = &mut calls;
     // Thread 0's probe is answered; its trial bundle goes and is answered: its silence ends.
     answer_calls(&mut a.d, now, ca);
@@ -799,12 +811,66 @@ fn a_thread_still_silent_sends_again_once_another_hears_its_engine_answer_a_bund
     answer_calls(&mut a.d, now, ca);
     step(a, now, ca);
     assert_eq!(totals(a).delivered, 1, "{:?}", totals(a));
-    assert_eq!(a.d.poll_wake(), Some(1), "thread 1 is woken");
-    // Thread 1's probe is still out; its bundle goes all the same.
+    assert_eq!(a.d.poll_wake(), Some(1), "thread 1 is to be woken");
+    assert!(b.d.has_inbound(), "thread 1 does not go to sleep on it");
+    // Thread 1's probe is still out; one of its bundles goes all the same, and only one.
     step(b, now, cb);
-    assert_eq!(cb.len(), 2, "thread 1's probe and now its bundle: {cb:?}");
+    assert!(!b.d.has_inbound());
+    assert_eq!(cb.len(), 2, "thread 1's probe and one bundle: {cb:?}");
+    let probe = cb.remove(0);
+    answer_calls(&mut b.d, now, cb);
+    // Answered: thread 1's silence ends and its other bundle goes.
+    let now = Instant(now.0 + 11 * MS);
+    step(b, now, cb);
+    assert_eq!(cb.len(), 1, "thread 1's last bundle");
     answer_calls(&mut b.d, now, cb);
     let tb = totals(b);
-    assert_eq!((tb.admitted, tb.delivered), (2, 1), "{tb:?}");
+    assert_eq!(
+        (tb.admitted, tb.delivered),
+        (3, 2),
+        "{tb:?} (probe {probe:?})"
+    );
     assert!(a.d.check_accounting() && b.d.check_accounting());
+}
+
+/// A thread acts on another's news once: one that heard it while its own calls were still
+/// in time, and went silent after, waits for its own probe's answer before sending again.
+#[test]
+fn a_silence_that_began_after_the_news_was_heard_waits_for_its_own_probe() {
+    let (mut threads, mut calls, now) = two_threads_of_three_pairs();
+    let [a, b] = &mut threads;
+    let [ca, cb] = &mut calls;
+    // Thread 0's bundle hangs, and its region goes silent a second on.
+    step(a, now, ca);
+    assert_eq!(request(a, &body(1), now), Verdict::Admitted);
+    step(a, now, ca);
+    ca.clear();
+    let now = Instant(now.0 + 1_001 * MS);
+    step(a, now, ca);
+    assert_eq!((totals(a).silences, ca.len()), (1, 1), "silent: a probe");
+    // Thread 1's bundle, written now, hangs too.
+    step(b, now, cb);
+    assert_eq!(request(b, &body(2), now), Verdict::Admitted);
+    step(b, now, cb);
+    assert_eq!(cb.len(), 1);
+    cb.clear();
+    // Thread 0 hears its engine again (its probe, then a bundle): news for thread 1, read
+    // while its own call is still within the second.
+    answer_calls(&mut a.d, now, ca);
+    assert_eq!(request(a, &body(3), now), Verdict::Admitted);
+    let now = Instant(now.0 + 11 * MS);
+    step(a, now, ca);
+    assert_eq!(ca.len(), 1, "thread 0's trial bundle");
+    answer_calls(&mut a.d, now, ca);
+    step(a, now, ca);
+    step(b, now, cb);
+    assert_eq!(totals(b).silences, 0);
+    // Past the second its call is unanswered: silent, probing; its next bundle waits.
+    let now = Instant(now.0 + 1_000 * MS);
+    step(b, now, cb);
+    assert_eq!((totals(b).silences, cb.len()), (1, 1), "silent: a probe");
+    assert_eq!(request(b, &body(4), now), Verdict::Admitted);
+    let now = Instant(now.0 + 11 * MS);
+    step(b, now, cb);
+    assert_eq!(cb.len(), 1, "the probe alone: {cb:?}");
 }
