@@ -240,16 +240,17 @@ impl ErrorLog {
 #[derive(Clone, Copy, Debug)]
 pub struct Silence {
     pub since: Instant,
-    /// When it was declared: a probe started before belongs to an earlier silence.
-    pub declared: Instant,
     /// When the next probe call may go.
     pub probe_at: Instant,
     /// Back-off between probes, doubling while they go unanswered.
     pub probe_backoff_ms: u64,
-    pub probe_in_flight: bool,
-    /// A probe was answered: the engine answers, but whether it takes bundles is not known
-    /// (a hang may be in the bundle path alone). Bundles go again one at a time until one is
-    /// answered, which ends the silence.
+    /// When the probe out went (`None`: none out, or none this silence waits for: a probe
+    /// that ends later says nothing of it).
+    pub probe_sent: Option<Instant>,
+    /// A call was answered (a probe's, or any other), or another thread heard a bundle
+    /// answered: the engine answers, but whether it takes bundles from this thread is not
+    /// known (a hang may be in the bundle path alone, or in this thread's path). Bundles go
+    /// again one at a time until one is answered, which ends the silence.
     pub trial: bool,
     /// When the trial's bundle went (`None`: none out).
     pub trial_sent: Option<Instant>,
@@ -260,10 +261,9 @@ impl Silence {
     pub fn new(since: Instant, now: Instant) -> Silence {
         Silence {
             since,
-            declared: now,
             probe_at: now,
             probe_backoff_ms: PROBE_BACKOFF_MS_MIN,
-            probe_in_flight: false,
+            probe_sent: None,
             trial: false,
             trial_sent: None,
         }
@@ -284,7 +284,7 @@ impl Silence {
         }
         self.trial = true;
         self.trial_sent = None;
-        self.probe_in_flight = false;
+        self.probe_sent = None;
         true
     }
 
@@ -297,7 +297,7 @@ impl Silence {
 
     /// A probe got no answer: the next waits twice as long.
     pub fn probe_unanswered(&mut self, now: Instant, rate: TickRate) {
-        self.probe_in_flight = false;
+        self.probe_sent = None;
         self.probe_at = now.after(rate.from_ms(self.probe_backoff_ms));
         self.probe_backoff_ms = (self.probe_backoff_ms * 2).min(PROBE_BACKOFF_MS_MAX);
     }
@@ -322,7 +322,8 @@ pub struct Region {
     pub connect_requested: bool,
     /// When a call to it was last answered (frames that answer no call do not count).
     pub last_rx: Instant,
-    /// Set while its engine is silent: no bundle is sent until a probe is answered.
+    /// Set while its engine is silent: no bundle is sent until a call is answered (then one at
+    /// a time until a bundle is).
     pub silence: Option<Silence>,
     /// HTTP/2 PING after this long without a frame (`None`: off); doubled, up to the gRPC
     /// policy, when the engine says ENHANCE_YOUR_CALM.

@@ -881,7 +881,7 @@ impl Upstream {
             }
             return;
         }
-        if sil.trial || sil.probe_in_flight || self.is_unauthenticated(r) {
+        if sil.trial || sil.probe_sent.is_some() || self.is_unauthenticated(r) {
             return;
         }
         if now.0 < sil.probe_at.0 {
@@ -898,7 +898,7 @@ impl Upstream {
         };
         if self.start_tip_call(pair, Call::Probe, now) {
             if let Some(sil) = self.links.region_mut(r).silence.as_mut() {
-                sil.probe_in_flight = true;
+                sil.probe_sent = Some(now);
             }
         } else {
             self.give_back_unused(pair, now);
@@ -973,7 +973,7 @@ impl Upstream {
                 && !sil.trial
             {
                 sil.trial = true;
-                sil.probe_in_flight = false;
+                sil.probe_sent = None;
                 let ms = rate.to_us(now.since(sil.since)) / 1_000;
                 self.links.log().line(format_args!(
                     "region {}: its engine answers a probe after {ms} ms of silence: bundles go again one at a time until one is answered",
@@ -1022,13 +1022,13 @@ impl Upstream {
         ));
     }
 
-    /// A probe started at `started` got no answer: the silence it was for backs off, unless
-    /// it belonged to an earlier silence (one that another thread's news put on trial and a
-    /// bundle then ended), whose probe says nothing of this one.
+    /// A probe started at `started` got no answer: the silence waiting for it backs off. One
+    /// no silence waits for (it went on trial meanwhile, or a later silence began) changes
+    /// nothing.
     fn probe_unanswered(&mut self, r: usize, started: Instant, now: Instant) {
         let rate = self.links.rate();
         if let Some(sil) = self.links.region_mut(r).silence.as_mut()
-            && started.0 >= sil.declared.0
+            && sil.probe_sent == Some(started)
         {
             sil.probe_unanswered(now, rate);
         }

@@ -865,11 +865,14 @@ fn a_silence_that_began_after_the_news_was_heard_waits_for_its_own_probe() {
     step(a, now, ca);
     step(b, now, cb);
     assert_eq!(totals(b).silences, 0);
-    // Past the second its call is unanswered: silent, probing; its next bundle waits.
+    // Past the second its call is unanswered: silent, probing (not on trial from the old
+    // news, which would send no probe).
     let now = Instant(now.0 + 1_000 * MS);
     step(b, now, cb);
     assert_eq!((totals(b).silences, cb.len()), (1, 1), "silent: a probe");
+    // Meanwhile its bundles leave through thread 0, which sends.
     assert_eq!(request(b, &body(4), now), Verdict::Admitted);
+    assert_eq!(totals(b).handoffs_out, 1, "{:?}", totals(b));
     let now = Instant(now.0 + 11 * MS);
     step(b, now, cb);
     assert_eq!(cb.len(), 1, "the probe alone: {cb:?}");
