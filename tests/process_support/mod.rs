@@ -39,10 +39,7 @@ pub fn tool(name: &str) -> PathBuf {
 /// connection's own before a relay could listen on it.)
 pub fn free_port() -> u16 {
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|r| r.split_whitespace().next()?.parse::<u32>().ok())
-        .unwrap_or(32_768);
+    let low = u32::from(ephemeral_ports_start());
     // Ports from 10,000 up to the range's start; from the process id on, so the binaries
     // that ran before this one did not just use them.
     let span = low.saturating_sub(10_000);
@@ -62,6 +59,15 @@ pub fn free_port() -> u16 {
         }
     }
     panic!("no free loopback port from 10000 to {low}");
+}
+
+/// The first port of the kernel's ephemeral range (`ip_local_port_range`), from which it
+/// picks the local ports of outgoing connections.
+pub fn ephemeral_ports_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 /// `GET path` on a connection of its own, the whole answer.
