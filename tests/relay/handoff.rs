@@ -13,7 +13,8 @@ use std::sync::Arc;
 use bundle_relay::clock::Instant;
 use bundle_relay::mesh::Mesh;
 use bundle_relay::metrics::accounting::Totals;
-use bundle_relay::relay::intake::Verdict;
+use bundle_relay::relay::intake::{Port, Verdict};
+use bundle_relay::relay::tenancy::Claim;
 use bundle_relay::relay::{RegionSpec, Spec};
 use counting_alloc::allocations;
 use dispatcher_support::{MS, Sim as Thread, answer_calls, body, connect_due, flush_calls};
@@ -726,18 +727,22 @@ fn a_fanned_out_copys_first_refusal_goes_again_at_once_while_the_other_copy_is_h
 /// The calls a thread wrote, by pair and stream.
 type Calls = Vec<(bundle_relay::limiter::PairId, u32)>;
 
-/// Two threads of a relay with one region paced at 10 ms and three sources each, every pair
-/// up and idle; calls time out after 4 s (a region goes silent after 1 s), PINGs are never
-/// due, bundles keep a minute.
-fn two_threads_of_three_pairs() -> ([Thread; 2], [Calls; 2], Instant) {
-    let region = RegionSpec {
-        interval_ms: 10,
-        ..RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
-    };
+/// Two threads of a relay with `regions` regions paced at 10 ms and three sources each, every
+/// pair up and idle; calls time out after 4 s (a region goes silent after 1 s), PINGs are
+/// never due, bundles keep a minute.
+fn two_threads_of_three_pairs(regions: usize) -> ([Thread; 2], [Calls; 2], Instant) {
+    let regions = ["ny", "tokyo"][..regions]
+        .iter()
+        .enumerate()
+        .map(|(i, name)| RegionSpec {
+            interval_ms: 10,
+            ..RegionSpec::plain(name, format!("127.0.0.{}:10000", i + 1).parse().unwrap())
+        })
+        .collect();
     let sources = (1..=6)
         .map(|i| format!("127.1.0.{i}").parse().unwrap())
         .collect();
-    let mut spec = Spec::local(vec![region], sources);
+    let mut spec = Spec::local(regions, sources);
     spec.threads = 2;
     spec.arena_slots = 64;
     spec.upstream_timeout_ms = 4_000;
@@ -771,7 +776,7 @@ fn step(t: &mut Thread, now: Instant, c: &mut Calls) {
 /// own path to the engine may still hang.
 #[test]
 fn a_thread_still_silent_sends_again_once_another_hears_its_engine_answer_a_bundle() {
-    let (mut threads, mut calls, now) = two_threads_of_three_pairs();
+    let (mut threads, mut calls, now) = two_threads_of_three_pairs(1);
     // Each thread sends a bundle of its own, and neither is answered.
     for (seed, (t, c)) in [1u64, 2]
         .into_iter()
@@ -837,7 +842,7 @@ fn a_thread_still_silent_sends_again_once_another_hears_its_engine_answer_a_bund
 /// in time, and went silent after, waits for its own probe's answer before sending again.
 #[test]
 fn a_silence_that_began_after_the_news_was_heard_waits_for_its_own_probe() {
-    let (mut threads, mut calls, now) = two_threads_of_three_pairs();
+    let (mut threads, mut calls, now) = two_threads_of_three_pairs(1);
     let [a, b] = &mut threads;
     let [ca, cb] = &mut calls;
     // Thread 0's bundle hangs, and its region goes silent a second on.
@@ -876,4 +881,71 @@ fn a_silence_that_began_after_the_news_was_heard_waits_for_its_own_probe() {
     let now = Instant(now.0 + 11 * MS);
     step(b, now, cb);
     assert_eq!(cb.len(), 1, "the probe alone: {cb:?}");
+}
+
+/// A bot's sendBundle on thread `t`'s pinned port for region `r`.
+fn request_for(t: &mut Thread, r: u8, seed: u64, now: Instant) -> Verdict {
+    t.post_as(Port::Pinned(r), Claim::LOOPBACK, "", &body(seed), now)
+}
+
+/// News names a region and when it was heard; a thread acts on each region's time once. One
+/// that read the news of ny while its own ny call was still in time, and went silent on ny
+/// after, is not put on trial by the next news, of tokyo: its ny bundles keep leaving through
+/// the thread that sends, and it waits for its own probe.
+#[test]
+fn news_of_another_region_leaves_a_silence_that_began_after_the_last_news_of_its_own() {
+    let (mut threads, mut calls, now) = two_threads_of_three_pairs(2);
+    let [a, b] = &mut threads;
+    let [ca, cb] = &mut calls;
+    let (ny, tokyo) = (0u8, 1u8);
+    // Thread 0's ny bundle hangs; half a second on, thread 1's does too.
+    step(a, now, ca);
+    assert_eq!(request_for(a, ny, 1, now), Verdict::Admitted);
+    step(a, now, ca);
+    ca.clear();
+    let half = Instant(now.0 + 500 * MS);
+    step(b, half, cb);
+    assert_eq!(request_for(b, ny, 2, half), Verdict::Admitted);
+    step(b, half, cb);
+    assert_eq!(cb.len(), 1, "thread 1's ny bundle");
+    cb.clear();
+    // Thread 0: ny silent, probed, answered, its trial bundle answered: news of ny.
+    let now = Instant(now.0 + 1_001 * MS);
+    step(a, now, ca);
+    assert_eq!(ca.len(), 1, "thread 0's ny probe");
+    answer_calls(&mut a.d, now, ca);
+    assert_eq!(request_for(a, ny, 3, now), Verdict::Admitted);
+    let now = Instant(now.0 + 11 * MS);
+    step(a, now, ca);
+    answer_calls(&mut a.d, now, ca);
+    step(a, now, ca);
+    // Thread 1 reads it while its own ny call is half a second old: nothing to do.
+    step(b, now, cb);
+    assert_eq!((totals(b).silences, cb.len()), (0, 0));
+    // Thread 0's tokyo bundle hangs.
+    assert_eq!(request_for(a, tokyo, 4, now), Verdict::Admitted);
+    step(a, now, ca);
+    assert_eq!(ca.len(), 1, "thread 0's tokyo bundle");
+    ca.clear();
+    // Thread 1's ny call is unanswered past the second: ny silent there, probing.
+    let later = Instant(half.0 + 1_001 * MS);
+    step(b, later, cb);
+    assert_eq!((totals(b).silences, cb.len()), (1, 1), "silent: a probe");
+    // Thread 0: tokyo silent, probed, answered, its trial bundle answered: news of tokyo.
+    let now = Instant(now.0 + 1_001 * MS);
+    step(a, now, ca);
+    assert_eq!(ca.len(), 1, "thread 0's tokyo probe");
+    answer_calls(&mut a.d, now, ca);
+    assert_eq!(request_for(a, tokyo, 5, now), Verdict::Admitted);
+    let now = Instant(now.0 + 11 * MS);
+    step(a, now, ca);
+    answer_calls(&mut a.d, now, ca);
+    step(a, now, ca);
+    assert_eq!(totals(a).delivered, 2, "{:?}", totals(a));
+    step(b, now, cb);
+    // Thread 1's ny is still silent: its next ny bundle goes to thread 0, which sends.
+    assert_eq!(request_for(b, ny, 6, now), Verdict::Admitted);
+    assert_eq!(totals(b).handoffs_out, 1, "{:?}", totals(b));
+    step(b, now, cb);
+    assert_eq!(cb.len(), 1, "thread 1's ny probe alone: {cb:?}");
 }
