@@ -888,6 +888,22 @@ fn request_for(t: &mut Thread, r: u8, seed: u64, now: Instant) -> Verdict {
     t.post_as(Port::Pinned(r), Claim::LOOPBACK, "", &body(seed), now)
 }
 
+/// Thread `t`, whose call to region `r` has hung past the silence threshold at `now`: the
+/// region goes silent, its probe is answered, and bundle `seed`, sent as its trial, is
+/// answered: news of `r` for the other thread. Returns when.
+fn hears_again(t: &mut Thread, c: &mut Calls, r: u8, seed: u64, now: Instant) -> Instant {
+    step(t, now, c);
+    assert_eq!(c.len(), 1, "the probe");
+    answer_calls(&mut t.d, now, c);
+    assert_eq!(request_for(t, r, seed, now), Verdict::Admitted);
+    let now = Instant(now.0 + 11 * MS);
+    step(t, now, c);
+    assert_eq!(c.len(), 1, "the trial bundle");
+    answer_calls(&mut t.d, now, c);
+    step(t, now, c);
+    now
+}
+
 /// News names a region and when it was heard; a thread acts on each region's time once. One
 /// that read the news of ny while its own ny call was still in time, and went silent on ny
 /// after, is not put on trial by the next news, of tokyo: its ny bundles keep leaving through
@@ -909,16 +925,8 @@ fn news_of_another_region_leaves_a_silence_that_began_after_the_last_news_of_its
     step(b, half, cb);
     assert_eq!(cb.len(), 1, "thread 1's ny bundle");
     cb.clear();
-    // Thread 0: ny silent, probed, answered, its trial bundle answered: news of ny.
-    let now = Instant(now.0 + 1_001 * MS);
-    step(a, now, ca);
-    assert_eq!(ca.len(), 1, "thread 0's ny probe");
-    answer_calls(&mut a.d, now, ca);
-    assert_eq!(request_for(a, ny, 3, now), Verdict::Admitted);
-    let now = Instant(now.0 + 11 * MS);
-    step(a, now, ca);
-    answer_calls(&mut a.d, now, ca);
-    step(a, now, ca);
+    // Thread 0 hears its ny engine again: news of ny.
+    let now = hears_again(a, ca, ny, 3, Instant(now.0 + 1_001 * MS));
     // Thread 1 reads it while its own ny call is half a second old: nothing to do.
     step(b, now, cb);
     assert_eq!((totals(b).silences, cb.len()), (0, 0));
@@ -931,16 +939,8 @@ fn news_of_another_region_leaves_a_silence_that_began_after_the_last_news_of_its
     let later = Instant(half.0 + 1_001 * MS);
     step(b, later, cb);
     assert_eq!((totals(b).silences, cb.len()), (1, 1), "silent: a probe");
-    // Thread 0: tokyo silent, probed, answered, its trial bundle answered: news of tokyo.
-    let now = Instant(now.0 + 1_001 * MS);
-    step(a, now, ca);
-    assert_eq!(ca.len(), 1, "thread 0's tokyo probe");
-    answer_calls(&mut a.d, now, ca);
-    assert_eq!(request_for(a, tokyo, 5, now), Verdict::Admitted);
-    let now = Instant(now.0 + 11 * MS);
-    step(a, now, ca);
-    answer_calls(&mut a.d, now, ca);
-    step(a, now, ca);
+    // Thread 0 hears its tokyo engine again: news of tokyo.
+    let now = hears_again(a, ca, tokyo, 5, Instant(now.0 + 1_001 * MS));
     assert_eq!(totals(a).delivered, 2, "{:?}", totals(a));
     step(b, now, cb);
     // Thread 1's ny is still silent: its next ny bundle goes to thread 0, which sends.
