@@ -109,6 +109,40 @@ fn a_client_that_half_closes_after_sending_gets_an_answer_for_every_bundle() {
     relay.shutdown(Duration::from_millis(100));
 }
 
+/// A client that sends a bundle's head and part of its body, then shuts its write side, waits
+/// for an answer its request can never earn: it reads a 400 saying how much of the body came,
+/// then the close, and the request is counted as a bad one.
+#[test]
+fn a_client_that_half_closes_in_the_middle_of_a_body_reads_400_naming_how_much_came() {
+    let relay = Relay::start(nowhere(&["127.0.0.1"], false)).unwrap();
+    let mut c = connect(&relay);
+    let (txs, _, _) = bundle(900, 1);
+    let whole = post("/api/v1/bundles", &send_bundle_body(&txs, 1));
+    let head_len = whole.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let body_len = whole.len() - head_len;
+    c.write_all(&whole[..head_len + 100]).unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let (status, head, body) = read_response(&mut c);
+    assert_eq!(status, 400, "{head}\n{body}");
+    assert_eq!(
+        body,
+        format!(
+            "request body cut short: the client closed its side before all of its Content-Length (100 of {body_len} bytes came)\n"
+        )
+    );
+    let mut rest = [0u8; 16];
+    assert_eq!(c.read(&mut rest).unwrap(), 0, "closed after the answer");
+    let t = relay.totals();
+    assert_eq!((t.bad_requests, t.admitted), (1, 0), "{t:?}");
+    // Its end-of-stream came already: nothing to linger for.
+    wait_until(
+        "the connection's slot to free",
+        Duration::from_millis(1_000),
+        || relay.totals().intake_conns == 0,
+    );
+    relay.shutdown(Duration::from_millis(100));
+}
+
 /// A client that pipelines requests and never reads its answers: once the socket stops taking
 /// them for the send deadline, the relay closes the connection and frees its slot.
 #[test]

@@ -42,7 +42,9 @@ use crate::clock::{Instant, Ticks};
 use super::error::HttpError;
 use super::limits::Limits;
 use super::request::{Framed, Request, frame};
-use super::write::{CONTINUE, ERROR_RESPONSE_LEN_MAX, write_error, write_error_limit};
+use super::write::{
+    CONTINUE, ERROR_RESPONSE_LEN_MAX, write_error, write_error_came, write_error_limit,
+};
 
 /// A connection's limits, shared by every connection of a reactor thread.
 #[derive(Clone, Copy, Debug)]
@@ -442,8 +444,13 @@ impl Conn {
         if self.owed.is_some() {
             // The rest waits for the owed answer, half-closed or not.
         } else if self.state == State::ReadClosed {
-            // Nothing whole is left: a partial request can never complete now.
-            self.state = State::Closing(Close::Client);
+            if self.in_start < self.in_len {
+                // A partial request can never complete now, and its client waits for an
+                // answer: it is told why.
+                served.error = Some(self.refuse_cut_short(now));
+            } else {
+                self.state = State::Closing(Close::Client);
+            }
             self.drop_input();
         }
         if matches!(self.state, State::Closing(_)) {
@@ -704,6 +711,31 @@ impl Conn {
             self.note_output(n, now);
         }
         self.state = State::Closing(Close::BadRequest);
+    }
+
+    /// The front request was cut short by the client's end-of-stream: answered 400, saying
+    /// how much of its body came when its head was whole, then closed.
+    fn refuse_cut_short(&mut self, now: Instant) -> HttpError {
+        let head = self.front_is_head();
+        let front = &self.input[self.in_start..self.in_len];
+        // The head's length, once it was parsed whole: what came after it is body.
+        let (e, came, of) = match (self.scan.len, head_end(front, 0)) {
+            (Some(len), Some(head_len)) => (
+                HttpError::BODY_CUT_SHORT,
+                front.len() - head_len,
+                Some(len - head_len),
+            ),
+            _ => (HttpError::HEAD_CUT_SHORT, front.len(), None),
+        };
+        self.drop_input();
+        if self.room_for(ERROR_RESPONSE_LEN_MAX)
+            && let Some(n) = write_error_came(&mut self.out[self.out_tail..], &e, came, of)
+        {
+            let n = if head { self.head_only(n) } else { n };
+            self.note_output(n, now);
+        }
+        self.state = State::Closing(Close::BadRequest);
+        e
     }
 
     /// Whether the front request, refused before it could be parsed whole, is a HEAD: its

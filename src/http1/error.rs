@@ -112,8 +112,20 @@ impl HttpError {
         what: "request body not received in time",
     };
 
+    /// The client shut its sending side in the middle of a head: it waits for an answer to a
+    /// request that can never be whole.
+    pub const HEAD_CUT_SHORT: HttpError = HttpError {
+        status: 400,
+        what: "request head cut short: the client closed its side before the head's blank line",
+    };
+    /// The same in the middle of a body (written with how much of it came).
+    pub const BODY_CUT_SHORT: HttpError = HttpError {
+        status: 400,
+        what: "request body cut short: the client closed its side before all of its Content-Length",
+    };
+
     /// Every error this module returns, for tests and for sizing answer buffers.
-    pub const ALL: [HttpError; 20] = [
+    pub const ALL: [HttpError; 22] = [
         Self::HEAD_TOO_LARGE,
         Self::TOO_MANY_HEADERS,
         Self::BODY_TOO_LARGE,
@@ -134,6 +146,8 @@ impl HttpError {
         Self::HEAD_TIMEOUT,
         Self::BODY_TIMEOUT,
         Self::MALFORMED_HEAD,
+        Self::HEAD_CUT_SHORT,
+        Self::BODY_CUT_SHORT,
     ];
 }
 

@@ -76,4 +76,7 @@ pub use limits::{
 };
 pub use request::{Framed, Method, Needed, Request, frame, needed, parse, split_target};
 pub use status::reason;
-pub use write::{CONTINUE, ERROR_RESPONSE_LEN_MAX, write_error, write_error_limit, write_response};
+pub use write::{
+    CONTINUE, ERROR_RESPONSE_LEN_MAX, write_error, write_error_came, write_error_limit,
+    write_response,
+};

@@ -64,7 +64,7 @@ pub fn write_response(
 /// The answer to `err`: its status, a `text/plain` body that is `err.what` and a newline,
 /// and `Connection: close`. Fits in [`ERROR_RESPONSE_LEN_MAX`] bytes.
 pub fn write_error(out: &mut [u8], err: &HttpError) -> Option<usize> {
-    write_error_limit(out, err, None)
+    write_error_noted(out, err, None)
 }
 
 /// [`write_error`] naming the limit a request broke, from the relay's settings:
@@ -75,22 +75,61 @@ pub fn write_error_limit(
     err: &HttpError,
     limit: Option<(&str, usize)>,
 ) -> Option<usize> {
+    match limit {
+        None => write_error_noted(out, err, None),
+        Some((setting, bytes)) => write_error_noted(
+            out,
+            err,
+            Some(&|w: &mut Cursor<'_>| {
+                w.put(b" (")?;
+                w.put(setting.as_bytes())?;
+                w.put(b" = ")?;
+                w.decimal(bytes)?;
+                w.put(b" bytes)")
+            }),
+        ),
+    }
+}
+
+/// [`write_error`] saying how much of a request came before it was cut short, and of how
+/// much its head announced when it did: `what (11 of 50 bytes came)`. Without room for that,
+/// the plain answer.
+pub fn write_error_came(
+    out: &mut [u8],
+    err: &HttpError,
+    came: usize,
+    of: Option<usize>,
+) -> Option<usize> {
+    write_error_noted(
+        out,
+        err,
+        Some(&|w: &mut Cursor<'_>| {
+            w.put(b" (")?;
+            w.decimal(came)?;
+            if let Some(of) = of {
+                w.put(b" of ")?;
+                w.decimal(of)?;
+            }
+            w.put(b" bytes came)")
+        }),
+    )
+}
+
+/// Writes a note after an error's words; `None` when it does not fit.
+type Note<'n> = &'n dyn Fn(&mut Cursor<'_>) -> Option<()>;
+
+/// The answer to `err` with `note` written after its words; a note that does not fit, in the
+/// body or in `out`, is left out.
+fn write_error_noted(out: &mut [u8], err: &HttpError, note: Option<Note<'_>>) -> Option<usize> {
     let mut body = [0u8; ERROR_RESPONSE_LEN_MAX];
     let mut w = Cursor {
         out: &mut body,
         pos: 0,
     };
     w.put(err.what.as_bytes())?;
-    if let Some((setting, bytes)) = limit {
+    if let Some(note) = note {
         let plain = w.pos;
-        let named = (|| {
-            w.put(b" (")?;
-            w.put(setting.as_bytes())?;
-            w.put(b" = ")?;
-            w.decimal(bytes)?;
-            w.put(b" bytes)")
-        })();
-        if named.is_none() {
+        if note(&mut w).is_none() {
             w.pos = plain;
         }
     }
@@ -104,8 +143,8 @@ pub fn write_error_limit(
         &[],
         &body[..n],
     );
-    if written.is_none() && limit.is_some() {
-        return write_error(out, err);
+    if written.is_none() && note.is_some() {
+        return write_error_noted(out, err, None);
     }
     written
 }

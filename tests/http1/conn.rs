@@ -4,7 +4,7 @@
 
 use bundle_relay::clock::{Instant, Ticks};
 use bundle_relay::http1::conn::{Answer, Close, Conn, ConnConfig};
-use bundle_relay::http1::{Limits, Request, write_response};
+use bundle_relay::http1::{HttpError, Limits, Request, write_response};
 
 const MS: u64 = 1_000_000; // ticks are nanoseconds here
 
@@ -161,15 +161,69 @@ fn half_closed_after_whole_requests_answers_them_all_then_closes() {
     assert_eq!(c.poll_close(), Some(Close::Client));
 }
 
+/// A client that half-closes in the middle of a head is waiting for an answer that can never
+/// come from what it sent: it is told why, after the answers to what it sent whole.
 #[test]
-fn half_closed_in_the_middle_of_a_request_closes_without_answering_it() {
+fn half_closed_in_the_middle_of_a_head_answers_the_whole_requests_then_400_head_cut_short() {
     let cfg = cfg();
     let mut c = Conn::new(&cfg);
     c.reset(at(0));
     c.handle_bytes(b"GET /a HTTP/1.1\r\n\r\nGET /b HTT", at(1));
     c.handle_eof(at(1));
-    assert_eq!(c.serve(&cfg, at(1), answer).requests, 1);
-    assert!(drain(&mut c, at(1)).ends_with("/a"));
+    let served = c.serve(&cfg, at(1), answer);
+    assert_eq!(served.requests, 1);
+    assert_eq!(served.error, Some(HttpError::HEAD_CUT_SHORT));
+    let text = drain(&mut c, at(1));
+    let answers = answers(&text);
+    assert_eq!(answers.len(), 2, "{text}");
+    assert!(answers[0].ends_with("/a"), "{text}");
+    assert!(
+        answers[1].starts_with("400 Bad Request")
+            && answers[1].contains("Connection: close")
+            && answers[1].ends_with(
+                "request head cut short: the client closed its side before the head's blank line (10 bytes came)\n"
+            ),
+        "{text}"
+    );
+    assert_eq!(c.poll_close(), Some(Close::BadRequest));
+}
+
+/// The same in the middle of a body: the answer names how much of the body came.
+#[test]
+fn half_closed_in_the_middle_of_a_body_answers_400_naming_how_much_of_it_came() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(
+        b"POST /b HTTP/1.1\r\nContent-Length: 50\r\n\r\n{\"jsonrpc\":",
+        at(1),
+    );
+    assert_eq!(c.serve(&cfg, at(1), answer).requests, 0);
+    c.handle_eof(at(2));
+    let served = c.serve(&cfg, at(2), answer);
+    assert_eq!(served.error, Some(HttpError::BODY_CUT_SHORT));
+    let text = drain(&mut c, at(2));
+    assert!(
+        text.starts_with("HTTP/1.1 400 Bad Request")
+            && text.ends_with(
+                "request body cut short: the client closed its side before all of its Content-Length (11 of 50 bytes came)\n"
+            ),
+        "{text}"
+    );
+    assert_eq!(c.poll_close(), Some(Close::BadRequest));
+}
+
+/// Empty lines after the last request are no request: a half-close then closes quietly.
+#[test]
+fn half_closed_after_stray_empty_lines_closes_without_an_answer() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(b"GET /a HTTP/1.1\r\n\r\n\r\n\r\n", at(1));
+    c.handle_eof(at(1));
+    let served = c.serve(&cfg, at(1), answer);
+    assert_eq!((served.requests, served.error), (1, None));
+    assert_eq!(answers(&drain(&mut c, at(1))).len(), 1);
     assert_eq!(c.poll_close(), Some(Close::Client));
 }
 

@@ -1,6 +1,7 @@
 //! The abusive clients the matrix sets on the relay's intake while the load runs: pipelining
 //! clients that never read, clients trickling a head a byte at a time, clients that half-close
-//! after sending their bundles, and a flood of connections from one address. Each returns what
+//! after sending their bundles, clients that half-close in the middle of a body, and a flood
+//! of connections from one address. Each returns what
 //! it saw, for the matrix's verdicts.
 
 use std::io::{Read, Write};
@@ -129,6 +130,45 @@ pub(super) fn half_closers(addr: SocketAddr, n: usize, bundles: &[GeneratedBundl
                 with_id: a.with_id + b.with_id,
                 refused: a.refused + b.refused,
             })
+    })
+}
+
+/// Clients that send `request`'s head and half its body, then shut their write side: how many
+/// read a 400 saying the body was cut short, and then the close.
+pub(super) fn cut_short(addr: SocketAddr, n: usize, request: &[u8]) -> usize {
+    let Some(head_len) = request
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| i + 4)
+    else {
+        return 0;
+    };
+    let cut = head_len + (request.len() - head_len) / 2;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|_| {
+                s.spawn(move || {
+                    let Ok(mut c) = TcpStream::connect(addr) else {
+                        return false;
+                    };
+                    c.set_read_timeout(Some(Duration::from_secs(5))).ok();
+                    if c.write_all(&request[..cut]).is_err() || c.shutdown(Shutdown::Write).is_err()
+                    {
+                        return false;
+                    }
+                    let mut text = Vec::new();
+                    // read_to_end: the answer, then the relay's close (a timeout fails it).
+                    c.read_to_end(&mut text).is_ok()
+                        && text.starts_with(b"HTTP/1.1 400")
+                        && String::from_utf8_lossy(&text).contains("request body cut short")
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(false))
+            .filter(|ok| *ok)
+            .count()
     })
 }
 

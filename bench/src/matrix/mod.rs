@@ -20,8 +20,8 @@
 //! | badtls | a region whose TLS name is wrong: every handshake fails |
 //!
 //! Clients: pipelining clients that never read, clients trickling a head a byte at a time,
-//! clients that half-close after sending their bundles, and a flood of connections from one
-//! address.
+//! clients that half-close after sending their bundles, clients that half-close in the middle
+//! of a bundle's body, and a flood of connections from one address.
 //!
 //! Run: `cargo run --release -p bundle-relay-bench --bin bench-demo -- --faults`.
 
@@ -65,6 +65,8 @@ pub struct MatrixConfig {
     pub half_closers: usize,
     /// Bundles each half-closing client sends before shutting its write side.
     pub half_close_bundles: usize,
+    /// Clients that half-close in the middle of a bundle's body.
+    pub cut_short: usize,
     pub flood_connections: usize,
     pub progress: bool,
 }
@@ -83,6 +85,7 @@ impl MatrixConfig {
             tricklers: 4,
             half_closers: 8,
             half_close_bundles: 20,
+            cut_short: 4,
             flood_connections: 300,
             progress: true,
         }
@@ -383,6 +386,8 @@ struct Abused {
     trickle_408: usize,
     /// Half-closing clients' bundles, by answer.
     half: clients::HalfClosed,
+    /// Clients that half-closed in the middle of a body and read a 400 saying so.
+    cut_400: usize,
     /// Flood connections the relay held open.
     flood_open: usize,
 }
@@ -393,11 +398,16 @@ fn abuse(cfg: &MatrixConfig, rotating: SocketAddr, half_bundles: &[GeneratedBund
         let slow = s.spawn(|| clients::slow_readers(rotating, cfg.slow_readers));
         let trickle = s.spawn(|| clients::tricklers(rotating, cfg.tricklers));
         let half = s.spawn(|| clients::half_closers(rotating, cfg.half_closers, half_bundles));
+        let cut = s.spawn(|| {
+            let request = half_bundles.first().map_or(&[][..], |b| &b.request[..]);
+            clients::cut_short(rotating, cfg.cut_short, request)
+        });
         let flood = s.spawn(|| clients::flood(rotating, cfg.flood_connections));
         Abused {
             slow_sent: slow.join().expect("slow readers"),
             trickle_408: trickle.join().expect("tricklers"),
             half: half.join().expect("half-closers"),
+            cut_400: cut.join().expect("cut-short clients"),
             flood_open: flood.join().expect("flood"),
         }
     })
@@ -544,6 +554,17 @@ fn client_rows(
                 seen.half.refused
             ),
             ok: seen.half.with_id + seen.half.refused == half_want,
+        },
+        ClientRow {
+            clients: format!(
+                "{} clients half-closing in the middle of a bundle's body",
+                cfg.cut_short
+            ),
+            relay_did: format!(
+                "400 saying how much of the body came, then closed ({} answered 400)",
+                seen.cut_400
+            ),
+            ok: seen.cut_400 == cfg.cut_short,
         },
         ClientRow {
             clients: format!("{} connections from one address", cfg.flood_connections),
