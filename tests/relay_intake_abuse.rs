@@ -232,7 +232,8 @@ fn a_client_that_pipelines_far_ahead_of_its_reads_gets_every_answer_in_order() {
 }
 
 /// One address opening connection after connection gets its share of the table and no more;
-/// the refused ones are closed at once and counted, and other clients still get in. A trusted
+/// the refused ones are answered 429 naming the setting, closed at once and counted, and other
+/// clients still get in. A trusted
 /// proxy has no share: its connections are many clients'.
 #[test]
 fn one_client_address_cannot_take_more_than_its_share_of_the_table_unless_it_is_a_trusted_proxy() {
@@ -270,15 +271,32 @@ fn one_client_address_cannot_take_more_than_its_share_of_the_table_unless_it_is_
         (4, 6),
         "{t:?}"
     );
-    let mut served = 0;
+    let (mut served, mut refused) = (0, 0);
     for mut c in flood {
         c.write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n").ok();
-        let mut buf = [0u8; 256];
-        if matches!(c.read(&mut buf), Ok(n) if n > 0) {
-            served += 1;
+        let (status, head, body) = read_response(&mut c);
+        match status {
+            200 => served += 1,
+            429 => {
+                assert!(
+                    head.contains("Connection: close") && head.contains("Retry-After: 1"),
+                    "{head}"
+                );
+                assert_eq!(
+                    body,
+                    "connection refused: this address holds its share of the relay thread's \
+                     connections (intake.connections_per_source_max): send on the ones it has\n"
+                );
+                refused += 1;
+            }
+            _ => panic!("{head}\n{body}"),
         }
     }
-    assert_eq!(served, 4, "only the share was served");
+    assert_eq!(
+        (served, refused),
+        (4, 6),
+        "only the share was served, the rest told why"
+    );
     let mut other = from("127.0.0.2");
     other
         .write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -298,6 +316,63 @@ fn one_client_address_cannot_take_more_than_its_share_of_the_table_unless_it_is_
         6,
         "none of the proxy's"
     );
+    relay.shutdown(Duration::from_millis(100));
+}
+
+/// A full connection table refuses the next client, whoever it is, with a 503 naming the
+/// setting and when to come back, then the close; a slot that frees lets the next one in.
+#[test]
+fn a_client_beyond_a_full_connection_table_reads_503_then_the_close() {
+    let mut spec = nowhere(&["127.0.0.1"], false);
+    spec.intake_conns_max = 2;
+    spec.intake_per_source_max = 2;
+    let relay = Relay::start(spec).unwrap();
+    let addr = relay.rotating_addr().unwrap();
+    let from = |ip: &str| {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&SocketAddr::new(ip.parse().unwrap(), 0).into())
+            .unwrap();
+        s.connect(&addr.into()).unwrap();
+        let c: TcpStream = s.into();
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        c
+    };
+    let first = from("127.0.0.1");
+    let _second = from("127.0.0.2");
+    wait_until("both to be accepted", Duration::from_secs(5), || {
+        relay.totals().intake_conns == 2
+    });
+    let mut third = from("127.0.0.4");
+    third
+        .write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        .ok();
+    let (status, head, body) = read_response(&mut third);
+    assert_eq!(status, 503, "{head}\n{body}");
+    assert!(
+        head.contains("Connection: close") && head.contains("Retry-After: 1"),
+        "{head}"
+    );
+    assert_eq!(
+        body,
+        "connection refused: the relay thread's connection table is full \
+         (intake.connections_max): come back in a moment or send on a connection you have\n"
+    );
+    let mut rest = [0u8; 16];
+    assert!(
+        matches!(third.read(&mut rest), Ok(0) | Err(_)),
+        "closed after the answer"
+    );
+    assert_eq!(relay.totals().intake_refused, 1);
+    drop(first);
+    wait_until("a slot to free", Duration::from_secs(5), || {
+        relay.totals().intake_conns == 1
+    });
+    let mut fourth = from("127.0.0.4");
+    fourth
+        .write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let (status, _, body) = read_response(&mut fourth);
+    assert_eq!((status, body.as_str()), (200, "ok"));
     relay.shutdown(Duration::from_millis(100));
 }
 

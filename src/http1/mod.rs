@@ -7,7 +7,8 @@
 //! one request framed at a time.
 //!
 //! Read it in this order: [`limits`], [`error`], [`request`] (framing), `write.rs` (answers),
-//! [`conn`] (the connection), [`fuzz`] (the fuzz body).
+//! [`conn`] (the connection), [`refusal`] (answers to connections refused at accept), [`fuzz`]
+//! (the fuzz body).
 //!
 //! The request head is parsed by `httparse`: it is the parser under hyper, kept up by its
 //! maintainers for years and fuzzed by many users, scans with SIMD (SSE4.2/AVX2 where the CPU
@@ -65,6 +66,7 @@ pub mod error;
 pub mod forwarded;
 pub mod fuzz;
 pub mod limits;
+pub mod refusal;
 pub mod request;
 mod status;
 mod write;

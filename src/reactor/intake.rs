@@ -4,7 +4,7 @@
 //! This file only moves bytes and keeps the sockets' lifecycles.
 //!
 //! A full table, or a client address at its share of it, is refused at once rather than
-//! queued. An accept that fails (out of file descriptors or memory) is counted, logged at most
+//! queued: answered 503 or 429 naming the setting (`http1::refusal`), then closed. An accept that fails (out of file descriptors or memory) is counted, logged at most
 //! every [`ACCEPT_ERROR_LOG_MS`], and re-armed from the sweep, never at once (that spun a core).
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -14,6 +14,7 @@ use io_uring::{cqueue, opcode, types};
 
 use crate::clock::{Instant, Ticks};
 use crate::http1::conn::{Answer, Close, Conn, ConnConfig};
+use crate::http1::refusal;
 use crate::jsonrpc::Method;
 use crate::metrics::ReqOutcome;
 use crate::relay::intake::{self, Port, Verdict};
@@ -171,15 +172,19 @@ impl Intake {
         // A full table or a client at its share is refused at once rather than queued. A
         // trusted proxy has no share: its connections are many clients'.
         let refused = if self.free_conns.is_empty() {
-            Some(&cx.stats.intake_refused)
+            Some((&cx.stats.intake_refused, refusal::TABLE_FULL))
         } else if self.clients.count(peer) >= self.per_source_max && !cx.d.tenancy().trusts(peer) {
-            Some(&cx.stats.intake_refused_per_source)
+            Some((&cx.stats.intake_refused_per_source, refusal::SHARE_TAKEN))
         } else {
             None
         };
-        if let Some(counter) = refused {
+        if let Some((counter, answer)) = refused {
             counter.inc();
-            cx.ring.push(op::close(fd));
+            // Told why, then closed, in this iteration's submission; with no room for both
+            // side by side, just closed.
+            if !cx.ring.push_linked(op::refusal(fd, answer), op::close(fd)) {
+                cx.ring.push(op::close(fd));
+            }
             return;
         }
         let c = self.free_conns.pop().expect("checked above");

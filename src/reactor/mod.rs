@@ -47,8 +47,8 @@ use cx::{Cx, SWEEP_MS};
 use intake::Intake;
 pub use intake::{INTAKE_OUT_BYTES, INTAKE_RECORD_BYTES};
 use op::{
-    OP_ACCEPT, OP_CANCEL, OP_CLOSE, OP_IN_RECV, OP_IN_SEND, OP_IN_SHUTDOWN, OP_SEND_GUARD,
-    OP_UP_CONNECT, OP_UP_RECV, OP_UP_SEND, OP_UP_SHUTDOWN, OP_UP_SOCKOPT, OP_WAKE,
+    OP_ACCEPT, OP_CANCEL, OP_CLOSE, OP_IN_RECV, OP_IN_SEND, OP_IN_SHUTDOWN, OP_REFUSAL,
+    OP_SEND_GUARD, OP_UP_CONNECT, OP_UP_RECV, OP_UP_SEND, OP_UP_SHUTDOWN, OP_UP_SOCKOPT, OP_WAKE,
 };
 use ring::Ring;
 pub use ring::{CQ_ENTRIES, Completion, page_bytes, ring_memory_bytes};
@@ -582,7 +582,7 @@ impl Worker {
             // A wake-up from another thread: the handoffs it brings are read every iteration.
             // A close that failed: the fd is gone either way. A quiet send's guard: it woke
             // the loop; the send's own completion says what happened.
-            OP_CANCEL | OP_WAKE | OP_CLOSE | OP_SEND_GUARD => {}
+            OP_CANCEL | OP_WAKE | OP_CLOSE | OP_SEND_GUARD | OP_REFUSAL => {}
             _ => debug_assert!(false, "unknown completion kind {kind}"),
         }
     }

@@ -29,6 +29,9 @@ pub const OP_UP_SOCKOPT: u64 = 12;
 /// The no-op linked behind a quiet send ([`Sock::send`]); completes here only when the send
 /// did not take every byte, and then only to wake the loop.
 pub const OP_SEND_GUARD: u64 = 13;
+/// The answer sent to a connection refused at accept ([`refusal`]); completes here only if it
+/// failed (the client was gone: its close follows anyway).
+pub const OP_REFUSAL: u64 = 14;
 
 /// Where `optlen` sits in an `io_uring_sqe` (after opcode, flags, ioprio, fd, off, addr, len,
 /// the op's flags, user_data, buf_index and personality).
@@ -54,6 +57,18 @@ pub fn close(fd: RawFd) -> squeue::Entry {
         .build()
         .flags(squeue::Flags::SKIP_SUCCESS)
         .user_data(ud(OP_CLOSE, 0, 0))
+}
+
+/// Sends `answer` to a connection refused at accept, hard-linked to [`close`] of `fd` (queue
+/// both with [`super::ring::Ring::push_linked`]): the close follows whether the send took the
+/// answer or not. The send never waits for room (a fresh socket has it all); an `answer`
+/// that is `'static` outlives it.
+pub fn refusal(fd: RawFd, answer: &'static [u8]) -> squeue::Entry {
+    opcode::Send::new(types::Fd(fd), answer.as_ptr(), answer.len() as u32)
+        .flags(libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
+        .build()
+        .flags(squeue::Flags::IO_HARDLINK | squeue::Flags::SKIP_SUCCESS)
+        .user_data(ud(OP_REFUSAL, 0, 0))
 }
 
 /// Sets the integer option (`level`, `name`) of `fd` to `*value` through the ring (a socket

@@ -174,6 +174,25 @@ impl Ring {
         self.backlog.push_back(e);
     }
 
+    /// Queues `first` linked to `second`, side by side in this submission (a link must not be
+    /// split across submissions), and says so; false, and nothing queued, when the submission
+    /// queue has no room for both now.
+    pub fn push_linked(&mut self, first: squeue::Entry, second: squeue::Entry) -> bool {
+        if !self.backlog.is_empty() {
+            return false;
+        }
+        let mut sq = self.ring.submission();
+        if sq.capacity() - sq.len() < 2 {
+            return false;
+        }
+        // SAFETY: as in `push`; room for both was checked just above.
+        unsafe {
+            let _ = sq.push(&first);
+            let _ = sq.push(&second);
+        }
+        true
+    }
+
     /// Whether a quiet send can be queued now: sleep mode, not stopping, and room in the
     /// submission queue for the send and its guard side by side (a link must not be split
     /// across submissions). Otherwise the send is a loud one.

@@ -172,8 +172,18 @@ pub(super) fn cut_short(addr: SocketAddr, n: usize, request: &[u8]) -> usize {
     })
 }
 
-/// `n` connections from 127.3.0.1, held a second: how many the relay kept open.
-pub(super) fn flood(addr: SocketAddr, n: usize) -> usize {
+/// What the flood of connections from one address saw.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Flooded {
+    /// Connections the relay held open.
+    pub open: usize,
+    /// Connections refused with a 429 naming the per-address share.
+    pub told_429: usize,
+}
+
+/// `n` connections from 127.3.0.1, held a second: how many the relay kept open, and how many
+/// it refused with a 429 saying why.
+pub(super) fn flood(addr: SocketAddr, n: usize) -> Flooded {
     let from = SocketAddr::from(([127, 3, 0, 1], 0));
     let conns: Vec<TcpStream> = (0..n)
         .filter_map(|_| {
@@ -185,16 +195,30 @@ pub(super) fn flood(addr: SocketAddr, n: usize) -> usize {
         })
         .collect();
     std::thread::sleep(Duration::from_secs(1));
-    // The refused ones read end-of-stream (or a reset); the ones held open time out waiting.
-    conns
-        .iter()
-        .filter(|c| {
-            c.set_read_timeout(Some(Duration::from_millis(20))).ok();
-            let mut b = [0u8; 1];
-            matches!(
-                (&mut &**c).read(&mut b),
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
-            )
-        })
-        .count()
+    // The refused ones read their answer and end-of-stream; the ones held open time out
+    // waiting.
+    let mut seen = Flooded::default();
+    for c in &conns {
+        c.set_read_timeout(Some(Duration::from_millis(20))).ok();
+        let mut b = [0u8; 512];
+        match (&mut &*c).read(&mut b) {
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                seen.open += 1
+            }
+            Ok(k)
+                if b[..k].starts_with(b"HTTP/1.1 429")
+                    && String::from_utf8_lossy(&b[..k])
+                        .contains("intake.connections_per_source_max") =>
+            {
+                seen.told_429 += 1
+            }
+            _ => {}
+        }
+    }
+    seen
 }

@@ -388,8 +388,8 @@ struct Abused {
     half: clients::HalfClosed,
     /// Clients that half-closed in the middle of a body and read a 400 saying so.
     cut_400: usize,
-    /// Flood connections the relay held open.
-    flood_open: usize,
+    /// Flood connections the relay held open, and those it refused with a 429.
+    flood: clients::Flooded,
 }
 
 /// Every abusive client kind at once against the rotating port.
@@ -408,7 +408,7 @@ fn abuse(cfg: &MatrixConfig, rotating: SocketAddr, half_bundles: &[GeneratedBund
             trickle_408: trickle.join().expect("tricklers"),
             half: half.join().expect("half-closers"),
             cut_400: cut.join().expect("cut-short clients"),
-            flood_open: flood.join().expect("flood"),
+            flood: flood.join().expect("flood"),
         }
     })
 }
@@ -569,11 +569,13 @@ fn client_rows(
         ClientRow {
             clients: format!("{} connections from one address", cfg.flood_connections),
             relay_did: format!(
-                "{} refused at once past {per_source_max} per thread ({} held open)",
-                stats.intake_refused_per_source, seen.flood_open
+                "{} refused at once past {per_source_max} per thread, {} of them read 429 \
+                 naming the share ({} held open)",
+                stats.intake_refused_per_source, seen.flood.told_429, seen.flood.open
             ),
             ok: stats.intake_refused_per_source > 0
-                && seen.flood_open <= per_source_max as usize * cfg.relay_threads,
+                && seen.flood.told_429 as u64 == stats.intake_refused_per_source
+                && seen.flood.open <= per_source_max as usize * cfg.relay_threads,
         },
     ]
 }
