@@ -2,7 +2,8 @@
 //! `AF_UNIX` socket named by `$NOTIFY_SOCKET` (a path, or an abstract name written `@name`), and
 //! the watchdog's period read from `$WATCHDOG_USEC` / `$WATCHDOG_PID`.
 //!
-//! What it is: [`Notifier`] sends `READY=1`, `RELOADING=1`, `STOPPING=1`, `STATUS=…`,
+//! What it is: [`Notifier`] sends `READY=1`, `RELOADING=1`, `STOPPING=1` (with
+//! `EXTEND_TIMEOUT_USEC=`, the time the stop needs), `STATUS=…`,
 //! `WATCHDOG=1` and `MAINPID=…`; [`Progress`] decides whether a watchdog ping is deserved (every
 //! reactor thread's loop count moved since the last one). What it is NOT: a supervisor; it never
 //! reads from the socket, and without `$NOTIFY_SOCKET` (not under systemd) every send is a no-op.
@@ -21,6 +22,11 @@ pub const NOTIFY_SOCKET_ENV: &str = "NOTIFY_SOCKET";
 pub const WATCHDOG_USEC_ENV: &str = "WATCHDOG_USEC";
 /// The process the watchdog period is meant for; absent means "whoever reads it".
 pub const WATCHDOG_PID_ENV: &str = "WATCHDOG_PID";
+
+/// What a stop asks for past its unready spell and drain (`EXTEND_TIMEOUT_USEC=` with each
+/// `STOPPING=1`): the .hlog writer's last interval, the admin listener and the threads' ends.
+/// Measured well under a second; the rest is room for a loaded host.
+pub const STOP_EXIT_MARGIN_MS: u64 = 5_000;
 
 /// A connection to the service manager's notification socket, or nothing (not under systemd).
 pub struct Notifier {
@@ -109,9 +115,16 @@ impl Notifier {
         ))
     }
 
-    /// `STOPPING=1` with what the drain does.
-    pub fn stopping(&self, status: &str) -> io::Result<()> {
-        self.send(&format!("STOPPING=1\nSTATUS={}", one_line(status)))
+    /// `STOPPING=1` with what the drain does, asking for `need` more (plus
+    /// [`STOP_EXIT_MARGIN_MS`]) before the manager may kill the process: `EXTEND_TIMEOUT_USEC=`
+    /// extends the unit's `TimeoutStopSec=` when the stop runs longer than it, and never
+    /// shortens it.
+    pub fn stopping(&self, status: &str, need: Duration) -> io::Result<()> {
+        let usec = (need.as_millis() as u64 + STOP_EXIT_MARGIN_MS) * 1_000;
+        self.send(&format!(
+            "STOPPING=1\nEXTEND_TIMEOUT_USEC={usec}\nSTATUS={}",
+            one_line(status)
+        ))
     }
 
     /// `WATCHDOG=1`: every reactor thread is making progress.

@@ -288,7 +288,10 @@ fn status_ready_reloading_watchdog_and_stopping_reach_the_manager_in_order() {
     }));
     let stopping = &log.last().unwrap().1;
     assert!(
-        stopping.starts_with("STOPPING=1\nSTATUS=stopping: no new connections; draining 0 bundles"),
+        stopping.starts_with(&format!(
+            "STOPPING=1\nEXTEND_TIMEOUT_USEC={}\nSTATUS=stopping: no new connections; draining 0 bundles",
+            (5_000 + bundle_relay::notify::STOP_EXIT_MARGIN_MS) * 1_000
+        )),
         "{stopping}"
     );
     assert!(
@@ -306,6 +309,65 @@ fn status_ready_reloading_watchdog_and_stopping_reach_the_manager_in_order() {
             "config reloaded: generation 2\n  no changes: what was read is what already runs\n"
         ),
         "{out}"
+    );
+}
+
+/// A stop asks the manager for the time it takes, past the unit's `TimeoutStopSec=15`:
+/// each STOPPING=1 carries EXTEND_TIMEOUT_USEC for what is left of the unready spell and the
+/// drain, plus the exit's margin, so a `--drain-ms` longer than the unit's stop is not
+/// SIGKILLed with bundles it answered still in flight.
+#[test]
+fn a_stop_asks_the_manager_for_its_unready_spell_and_drain_past_the_units_stop_timeout() {
+    let run = Run::new("extend", h2_support::hello_engine(), "127.1.80.8/30");
+    let mut child = run
+        .command(Path::new(env!("CARGO_BIN_EXE_bundle-relay")))
+        .args([
+            "run",
+            "--unready-ms",
+            "300",
+            "--drain-ms",
+            "20000",
+            "--config",
+        ])
+        .arg(&run.config)
+        .spawn()
+        .unwrap();
+    let mut log = Vec::new();
+    let ready = run.read_until(&mut log, Duration::from_secs(20), |m| {
+        m.starts_with("READY=1")
+    });
+    assert!(ready, "no READY=1:\n{}\n{}", messages(&log), {
+        let _ = child.kill();
+        stderr_of(&mut child)
+    });
+    signal(&child, libc::SIGTERM);
+    let mut stops = Vec::new();
+    while stops.len() < 2
+        && run.read_until(&mut log, Duration::from_secs(5), |m| {
+            m.starts_with("STOPPING=1")
+        })
+    {
+        stops.push(log.last().unwrap().1.clone());
+    }
+    let status = wait_exit(&mut child, Duration::from_secs(10));
+    assert_eq!(status, Some(0), "{}", stderr_of(&mut child));
+    let margin_ms = bundle_relay::notify::STOP_EXIT_MARGIN_MS;
+    assert_eq!(stops.len(), 2, "{}", messages(&log));
+    assert!(
+        stops[0].starts_with(&format!(
+            "STOPPING=1\nEXTEND_TIMEOUT_USEC={}\nSTATUS=stopping: /ping answers 503",
+            (300 + 20_000 + margin_ms) * 1_000
+        )),
+        "{}",
+        stops[0]
+    );
+    assert!(
+        stops[1].starts_with(&format!(
+            "STOPPING=1\nEXTEND_TIMEOUT_USEC={}\nSTATUS=stopping: no new connections",
+            (20_000 + margin_ms) * 1_000
+        )),
+        "{}",
+        stops[1]
     );
 }
 

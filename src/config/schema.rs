@@ -54,8 +54,10 @@ pub const IDLE_TIMEOUT_MS_MAX: u64 = 3_600_000;
 pub const SEND_TIMEOUT_MS_DEFAULT: u64 = crate::http1::SEND_TIMEOUT_MS_DEFAULT;
 /// An answer nobody reads for a minute pins a slot for nothing.
 pub const SEND_TIMEOUT_MS_MAX: u64 = 60_000;
-/// The units give a stop 15 s (`TimeoutStopSec=`): the unready time, the drain (5 s by
-/// default) and the exit must fit in it.
+/// The units give a stop 15 s (`TimeoutStopSec=`), which the default drain (5 s) and this
+/// much unready time fit in; the relay asks for more when its stop needs it
+/// (`EXTEND_TIMEOUT_USEC=`, `notify`). A load balancer takes a relay out within a few health
+/// checks: longer only delays every stop.
 pub const UNREADY_MS_MAX: u64 = 9_000;
 pub const CONNECTIONS_MAX_DEFAULT: u32 = 1_024;
 /// Per-thread connection tables are allocated at startup.

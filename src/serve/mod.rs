@@ -655,7 +655,7 @@ impl Serving {
                      before the listeners close"
                 );
                 println!("{line}");
-                manager.stopping(&line);
+                manager.stopping(&line, Duration::from_millis(unready_ms + drain_ms));
                 let until = std::time::Instant::now() + Duration::from_millis(unready_ms);
                 while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
                     std::thread::sleep(left.min(TICK));
@@ -676,7 +676,7 @@ impl Serving {
                 a.shutdown();
             }
         } else {
-            manager.stopping(&line);
+            manager.stopping(&line, Duration::from_millis(drain_ms));
         }
         let t = relay.shutdown(Duration::from_millis(drain_ms));
         if let Some(a) = admin {

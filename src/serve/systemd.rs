@@ -65,8 +65,9 @@ impl Manager {
         self.report("RELOADING=1", sent);
     }
 
-    pub fn stopping(&mut self, status: &str) {
-        let sent = self.notifier.stopping(status);
+    /// STOPPING=1 and `status`, asking for `need` (and the exit's margin) before a kill.
+    pub fn stopping(&mut self, status: &str, need: std::time::Duration) {
+        let sent = self.notifier.stopping(status, need);
         self.report("STOPPING=1", sent);
     }
 
