@@ -120,7 +120,9 @@ impl Notifier {
     /// extends the unit's `TimeoutStopSec=` when the stop runs longer than it, and never
     /// shortens it.
     pub fn stopping(&self, status: &str, need: Duration) -> io::Result<()> {
-        let usec = (need.as_millis() as u64 + STOP_EXIT_MARGIN_MS) * 1_000;
+        // Saturating: systemd reads a value this large as no limit.
+        let ms = u64::try_from(need.as_millis()).unwrap_or(u64::MAX);
+        let usec = ms.saturating_add(STOP_EXIT_MARGIN_MS).saturating_mul(1_000);
         self.send(&format!(
             "STOPPING=1\nEXTEND_TIMEOUT_USEC={usec}\nSTATUS={}",
             one_line(status)

@@ -718,6 +718,12 @@ impl Conn {
     fn refuse_cut_short(&mut self, now: Instant) -> HttpError {
         let head = self.front_is_head();
         let front = &self.input[self.in_start..self.in_len];
+        // From the request line on: empty lines before it are no part of the request.
+        let start = front
+            .iter()
+            .position(|&b| b != b'\r' && b != b'\n')
+            .unwrap_or(front.len());
+        let front = &front[start..];
         // The head's length, once it was parsed whole: what came after it is body.
         let (e, came, of) = match (self.scan.len, head_end(front, 0)) {
             (Some(len), Some(head_len)) => (

@@ -660,8 +660,9 @@ impl Worker {
         }
         self.intake.close_listeners();
         // The closes queued since the last submission (sockets released with nothing in
-        // flight) reach the kernel now.
+        // flight) reach the kernel now, and those linked behind a refusal's answer run.
         self.ring.submit_all();
+        self.ring.run_deferred();
     }
 }
 

@@ -178,13 +178,21 @@ impl Ring {
     /// split across submissions), and says so; false, and nothing queued, when the submission
     /// queue has no room for both now.
     pub fn push_linked(&mut self, first: squeue::Entry, second: squeue::Entry) -> bool {
-        if !self.backlog.is_empty() {
-            return false;
+        let room = |ring: &mut IoUring| {
+            let sq = ring.submission();
+            sq.capacity() - sq.len() >= 2
+        };
+        if !self.backlog.is_empty() || !room(&mut self.ring) {
+            // What is queued goes now, as `push` does when the queue is full, and the
+            // backlog after it: then the pair goes in whole, behind everything queued before.
+            let _ = self.ring.submit();
+            self.quiet = 0;
+            self.flush_backlog();
+            if !self.backlog.is_empty() || !room(&mut self.ring) {
+                return false;
+            }
         }
         let mut sq = self.ring.submission();
-        if sq.capacity() - sq.len() < 2 {
-            return false;
-        }
         // SAFETY: as in `push`; room for both was checked just above.
         unsafe {
             let _ = sq.push(&first);
@@ -365,6 +373,16 @@ impl Ring {
                 return;
             }
         }
+    }
+
+    /// Runs the work the kernel deferred to this thread (`DEFER_TASKRUN`) without waiting:
+    /// an operation linked behind one that completed during a submission, such as a refused
+    /// connection's close behind its answer, runs only when the thread next asks for
+    /// completions, and at teardown nothing else would.
+    pub fn run_deferred(&mut self) {
+        let ts = types::Timespec::new();
+        let args = types::SubmitArgs::new().timespec(&ts);
+        let _ = self.ring.submitter().submit_with_args(1, &args);
     }
 
     pub fn wait_briefly(&mut self) {

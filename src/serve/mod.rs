@@ -655,7 +655,10 @@ impl Serving {
                      before the listeners close"
                 );
                 println!("{line}");
-                manager.stopping(&line, Duration::from_millis(unready_ms + drain_ms));
+                manager.stopping(
+                    &line,
+                    Duration::from_millis(unready_ms.saturating_add(drain_ms)),
+                );
                 let until = std::time::Instant::now() + Duration::from_millis(unready_ms);
                 while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
                     std::thread::sleep(left.min(TICK));

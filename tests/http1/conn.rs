@@ -168,7 +168,7 @@ fn half_closed_in_the_middle_of_a_head_answers_the_whole_requests_then_400_head_
     let cfg = cfg();
     let mut c = Conn::new(&cfg);
     c.reset(at(0));
-    c.handle_bytes(b"GET /a HTTP/1.1\r\n\r\nGET /b HTT", at(1));
+    c.handle_bytes(b"GET /a HTTP/1.1\r\n\r\n\r\nGET /b HTT", at(1));
     c.handle_eof(at(1));
     let served = c.serve(&cfg, at(1), answer);
     assert_eq!(served.requests, 1);
