@@ -945,37 +945,112 @@ impl Dispatcher {
             let Some((peer, _)) = peers.best(r, now) else {
                 break;
             };
-            let Some(mut lent) = peers.take_credit(peer, now) else {
+            if !self.move_one(&mut peers, peer, r, 0, now) {
                 break;
-            };
-            let src = self.arena.get(slot).expect("queued slot");
-            // The region its admission was counted in, not necessarily `r`'s: the copy left
-            // may be in a fan-out lane.
-            let region = usize::from(src.meta.region);
-            // SAFETY: a slot lent to this thread and not handed back yet.
-            let mut copy = unsafe { lent.slot_mut() };
-            let tries = src.meta.attempts[src.meta.copy_in(r as u8)];
-            copy.copy_from(&src);
-            // The copy left is the bundle's one copy there, with the tries it had.
-            copy.meta.fan_extra = 0;
-            copy.meta.attempts = [0; 1 + FAN_EXTRA_MAX];
-            copy.meta.attempts[0] = tries;
-            self.journals.ring(self.me).patch(src.meta.record, |rec| {
-                rec.set_end(RecordEnd::Moved, now);
-                rec.set_moved_to(peer as u8);
-            });
-            self.fifos[r].pop_front();
-            peers.hand_off(peer, lent, r as u8, true);
-            let counts = self.stats.region(region);
-            counts.in_flight.set(counts.in_flight.get() - 1);
-            self.stats.handoffs_out.inc();
-            self.moved_out += 1;
-            self.arena.release(slot).expect("a queued slot is held");
+            }
         }
         self.peers = Some(peers);
         if !self.fifos[r].is_empty() {
             self.wake_at(now.after(self.rate.from_ms(MOVE_RETRY_MS)));
         }
+    }
+
+    /// For lane `r`, which has sources here: while its last waiting bundle would leave this
+    /// thread's pool past its max age ([`Dispatcher::own_leaves`]: every pair of its own in a
+    /// call, the region silent or without a token here, or more waiting than its pairs send
+    /// in time), the oldest waiting bundles go to the thread that sends them soonest, each
+    /// only if that is sooner than here and within its own max age: what routing does for a
+    /// new bundle, done for the ones that came before the thread fell behind. Fanned-out
+    /// copies stay (their other copies go anyway). Where that thread has no slot to lend, the
+    /// lane is looked at again shortly; where no thread would do better, at the next
+    /// iteration (the loop wakes at least every sweep, and at a peer's news).
+    fn move_late(&mut self, r: usize, now: Instant) {
+        if !self.tail_late(r, now) {
+            return;
+        }
+        let Some(mut peers) = self.peers.take() else {
+            return;
+        };
+        let mut j = 0;
+        let mut no_credit = false;
+        while let Some(&slot) = self.fifos[r].get(j) {
+            let meta = self.arena.get(slot).expect("queued slot").meta;
+            if meta.copies > 1 {
+                j += 1;
+                continue;
+            }
+            let late = self.late_after(meta.tenant, meta.admitted_at);
+            let here = self.own_leaves(r, now);
+            let Some((peer, _)) = peers
+                .best(r, now)
+                .filter(|&(_, at)| at <= late && at < here)
+            else {
+                break;
+            };
+            if !self.move_one(&mut peers, peer, r, j, now) {
+                no_credit = true;
+                break;
+            }
+            if !self.tail_late(r, now) {
+                break;
+            }
+        }
+        self.peers = Some(peers);
+        if no_credit {
+            self.wake_at(now.after(self.rate.from_ms(MOVE_RETRY_MS)));
+        }
+    }
+
+    /// Whether the last bundle waiting in lane `r` would leave this thread's pool past its
+    /// max age.
+    fn tail_late(&mut self, r: usize, now: Instant) -> bool {
+        let Some(&tail) = self.fifos[r].back() else {
+            return false;
+        };
+        let meta = self.arena.get(tail).expect("queued slot").meta;
+        let late = self.late_after(meta.tenant, meta.admitted_at);
+        self.own_leaves(r, now) > late
+    }
+
+    /// Moves the bundle waiting at `j` in lane `r` to `peer`, copied into a slot it lent (its
+    /// admission time, tenant and tries with it), and frees its slot here; false, and nothing
+    /// moved, when `peer` has no slot to lend.
+    fn move_one(
+        &mut self,
+        peers: &mut Peers,
+        peer: usize,
+        r: usize,
+        j: usize,
+        now: Instant,
+    ) -> bool {
+        let Some(mut lent) = peers.take_credit(peer, now) else {
+            return false;
+        };
+        let slot = self.fifos[r][j];
+        let src = self.arena.get(slot).expect("queued slot");
+        // The region its admission was counted in, not necessarily `r`'s: the copy left
+        // may be in a fan-out lane.
+        let region = usize::from(src.meta.region);
+        // SAFETY: a slot lent to this thread and not handed back yet.
+        let mut copy = unsafe { lent.slot_mut() };
+        let tries = src.meta.attempts[src.meta.copy_in(r as u8)];
+        copy.copy_from(&src);
+        // The copy left is the bundle's one copy there, with the tries it had.
+        copy.meta.fan_extra = 0;
+        copy.meta.attempts = [0; 1 + FAN_EXTRA_MAX];
+        copy.meta.attempts[0] = tries;
+        self.journals.ring(self.me).patch(src.meta.record, |rec| {
+            rec.set_end(RecordEnd::Moved, now);
+            rec.set_moved_to(peer as u8);
+        });
+        self.take_queued(r, j);
+        peers.hand_off(peer, lent, r as u8, true);
+        let counts = self.stats.region(region);
+        counts.in_flight.set(counts.in_flight.get() - 1);
+        self.stats.handoffs_out.inc();
+        self.moved_out += 1;
+        self.arena.release(slot).expect("a queued slot is held");
+        true
     }
 
     /// Admits every bundle other threads handed this one, in this thread's own slots.
@@ -1092,10 +1167,14 @@ impl Dispatcher {
         self.up.refresh_starved_tips(now);
         let mut busy = 0u32;
         for lane in 0..self.fifos.len() {
-            if !self.fifos[lane].is_empty() && self.up.group_listed(lane % self.groups) == 0 {
-                // No source of the lane's group here (a reload removed them, or the group
-                // has fewer sources than there are threads): another thread sends these.
-                self.move_waiting(lane, now);
+            if !self.fifos[lane].is_empty() {
+                if self.up.group_listed(lane % self.groups) == 0 {
+                    // No source of the lane's group here (a reload removed them, or the group
+                    // has fewer sources than there are threads): another thread sends these.
+                    self.move_waiting(lane, now);
+                } else {
+                    self.move_late(lane, now);
+                }
             }
             self.dispatch_lane(lane, now);
             if !self.fifos[lane].is_empty() {

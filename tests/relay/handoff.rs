@@ -949,3 +949,55 @@ fn news_of_another_region_leaves_a_silence_that_began_after_the_last_news_of_its
     step(b, now, cb);
     assert_eq!(cb.len(), 1, "thread 1's ny probe alone: {cb:?}");
 }
+
+/// Bundles already waiting on a thread that cannot send them (every pair of its own in a call
+/// its engine leaves unanswered, then the region silent there) leave through a thread whose
+/// pool can send them in time, oldest first, once it can: not only new bundles route around.
+#[test]
+fn bundles_waiting_on_a_thread_whose_engine_hangs_leave_through_a_thread_that_sends() {
+    let (mut threads, mut calls, now) = two_threads_of_three_pairs(1);
+    let [a, b] = &mut threads;
+    let [ca, cb] = &mut calls;
+    // Every pair of both threads takes a bundle; two more wait on thread 0, since no thread
+    // has a pair free.
+    for (t, c, seeds) in [(&mut *b, &mut *cb, 1..=3u64), (&mut *a, &mut *ca, 4..=6)] {
+        for seed in seeds {
+            assert_eq!(request(t, &body(seed), now), Verdict::Admitted);
+        }
+        step(t, now, c);
+        assert_eq!(c.len(), 3);
+    }
+    ca.clear();
+    for seed in 7..=8 {
+        assert_eq!(request(a, &body(seed), now), Verdict::Admitted);
+    }
+    step(a, now, ca);
+    assert_eq!(
+        (ca.len(), totals(a).handoffs_out),
+        (0, 0),
+        "{:?}",
+        totals(a)
+    );
+    // Thread 1's engine answers; thread 0's never does, and a second on its region is silent
+    // there.
+    let now = Instant(now.0 + 500 * MS);
+    answer_calls(&mut b.d, now, cb);
+    step(b, now, cb);
+    let now = Instant(now.0 + 501 * MS);
+    step(a, now, ca);
+    assert_eq!(totals(a).silences, 1);
+    assert!(ca.is_empty(), "no pair free there: {ca:?}");
+    assert_eq!(totals(a).handoffs_out, 2, "{:?}", totals(a));
+    // Thread 1 sends both, and its engine answers them.
+    step(b, now, cb);
+    assert_eq!(cb.len(), 2, "{cb:?}");
+    answer_calls(&mut b.d, now, cb);
+    step(b, now, cb);
+    let (ta, tb) = (totals(a), totals(b));
+    assert_eq!(
+        (tb.handoffs_in, tb.delivered, ta.in_flight),
+        (2, 5, 3),
+        "{ta:?}\n{tb:?}"
+    );
+    assert!(a.d.check_accounting() && b.d.check_accounting());
+}
