@@ -120,7 +120,7 @@ impl fmt::Display for Detail<'_> {
                 retry_ms,
             } => write!(
                 f,
-                "the engine refuses this source ({}: {message}); retried in {} s",
+                "the engine refuses this source ({}: {message}); retried within {} s",
                 crate::grpc::Code(*code).name(),
                 retry_ms / 1_000
             ),

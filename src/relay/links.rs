@@ -41,9 +41,13 @@ pub const QUERY_SHARE_DIV: u64 = 8;
 /// A connection this long up without trouble resets its reconnect back-off.
 const BACKOFF_RESET_MS: u64 = 10_000;
 
-/// A source the engine refused (PERMISSION_DENIED, UNAUTHENTICATED) tries again this much
-/// later: an operator fixes a key or an allow-list in minutes, and meanwhile the pair costs
-/// one call per attempt, not one bundle per interval.
+/// A source the engine refused (PERMISSION_DENIED, UNAUTHENTICATED) tries again within this
+/// much (jittered over the upper half, so a pool refused at once does not come back at once):
+/// a refusal that was a blip costs seconds.
+pub const DENIED_FIRST_RETRY_MS: u64 = 10_000;
+/// ... doubling while the engine keeps refusing it, up to this: an operator fixes a key or an
+/// allow-list in minutes, and meanwhile the pair costs one call per attempt, not one bundle
+/// per interval. A call answered on the pair starts over.
 pub const DENIED_RETRY_MS: u64 = 300_000;
 
 /// A pair the reactor should connect now.
@@ -726,6 +730,7 @@ impl Links {
         self.metrics.reconnect(self.region_of(pair));
         let (min, max) = (self.reconnect_min_ms, self.reconnect_max_ms);
         let random = self.next_random();
+        let denied_random = self.next_random();
         let st = self.pairs.get_mut(pair);
         st.backoff_ms = if st.backoff_ms == 0 {
             min
@@ -736,7 +741,8 @@ impl Links {
         let b = st.backoff_ms;
         let mut wait = b / 2 + random % (b / 2 + 1);
         if std::mem::take(&mut st.denied) {
-            wait = wait.max(DENIED_RETRY_MS);
+            let d = st.denied_ms.max(1);
+            wait = wait.max(d / 2 + denied_random % (d / 2 + 1));
         }
         self.pairs
             .queue_connect(pair, now.0 + self.rate.from_ms(wait).0);

@@ -142,8 +142,11 @@ pub struct Pair {
     /// closed, and the back-off keeps growing until a call is answered again.
     pub timed_out: bool,
     /// The engine refused this source (PERMISSION_DENIED, UNAUTHENTICATED): it reconnects
-    /// only after a long wait.
+    /// only after `denied_ms` (jittered).
     pub denied: bool,
+    /// The wait after this source's last refusal, ms: `links::DENIED_FIRST_RETRY_MS`, doubling
+    /// up to `links::DENIED_RETRY_MS` while refusals go on; 0 once a call is answered.
+    pub denied_ms: u64,
     /// Queued in the dirty queue (has bytes to send).
     dirty: bool,
     /// Queued in the closing queue.
@@ -204,6 +207,7 @@ impl Pairs {
                 answered_ping: false,
                 timed_out: false,
                 denied: false,
+                denied_ms: 0,
                 dirty: false,
                 close_queued: false,
                 retime_queued: false,

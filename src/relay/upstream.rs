@@ -29,7 +29,7 @@ use crate::metrics::accounting::Stats;
 use super::ThreadSpec;
 use super::auth::Step;
 use super::leader::{self, Board, VALID_POLLS};
-use super::links::{ConnectOrder, DENIED_RETRY_MS, EnginePath, Links};
+use super::links::{ConnectOrder, DENIED_FIRST_RETRY_MS, DENIED_RETRY_MS, EnginePath, Links};
 use super::observe;
 use super::pairs::{Call, InFlight, Link};
 use super::queries::{Asked, Full, QUERIES_MAX, QUERY_PAIR_WAIT_MS, Queries, Query, Unanswered};
@@ -1444,6 +1444,10 @@ impl Upstream {
             self.heard_from(region, now, bundle);
             let st = self.links.pair_mut(pair);
             st.backoff_ms = 0;
+            if denied.is_none() {
+                // Taken, not refused: the next refusal waits the shortest again.
+                st.denied_ms = 0;
+            }
             st.timed_out = false;
         }
         let Some(f) = f else {
@@ -1573,14 +1577,20 @@ impl Upstream {
     }
 
     /// The engine refused this source itself (PERMISSION_DENIED, UNAUTHENTICATED): the pair
-    /// leaves rotation and comes back only after [`DENIED_RETRY_MS`], with one log line per
-    /// region and code; the bundle goes to another pair.
+    /// leaves rotation and comes back within [`DENIED_FIRST_RETRY_MS`], twice that if refused
+    /// again, and so on up to [`DENIED_RETRY_MS`], with one log line per region and code; the
+    /// bundle goes to another pair.
     fn source_denied(&mut self, pair: PairId, code: Code, why: &[u8], now: Instant) {
-        self.links.pair_mut(pair).denied = true;
+        let st = self.links.pair_mut(pair);
+        st.denied = true;
+        st.denied_ms = match st.denied_ms {
+            0 => DENIED_FIRST_RETRY_MS,
+            d => d.saturating_mul(2).min(DENIED_RETRY_MS),
+        };
         let error = TransportError::Refused {
             code: code.0,
             message: String::from_utf8_lossy(&why[..why.len().min(96)]).into_owned(),
-            retry_ms: DENIED_RETRY_MS,
+            retry_ms: st.denied_ms,
         };
         self.links.fail(pair, error, now);
     }

@@ -953,3 +953,60 @@ fn after_a_silence_bundles_go_one_at_a_time_until_one_is_answered() {
     );
     assert!(t.d.check_accounting());
 }
+
+/// The engine refuses the one pair's call with PERMISSION_DENIED; its socket is released.
+fn denied(t: &mut Sim, now: Instant) {
+    assert!(sends(t, now), "the bundle went");
+    t.answer_error(7, "source not allowed", now);
+    while let Some(p) = t.d.poll_close() {
+        t.d.socket_released(p, now, 0);
+    }
+}
+
+/// Reconnects the one pair at `now`, greeted by the engine; its calls start at stream 1.
+fn reconnected(t: &mut Sim, now: Instant) {
+    let order = t.d.poll_connect(now).expect("a connect is due");
+    t.d.connected(order.pair, now);
+    t.flush(now);
+    t.d.received(order.pair, &h2_support::engine_hello(), now);
+    t.flush(now);
+    t.stream = 1;
+}
+
+/// A source the engine refuses (PERMISSION_DENIED) is out of rotation, and tried again within
+/// ten seconds (jittered over the upper half): a refusal that was a blip costs seconds, not
+/// five minutes. Refused again, it waits twice as long, and so on up to five minutes; a call
+/// answered on it starts over at ten seconds.
+#[test]
+fn a_refused_source_is_tried_again_within_ten_seconds_then_twice_as_long_until_a_call_is_answered()
+{
+    let (mut t, _, now) = one_region(10, 600_000);
+    send(&mut t, 1, now);
+    denied(&mut t, now);
+    assert_eq!(t.totals().pairs_up, 0);
+    assert!(
+        t.d.poll_connect(at(now, 4_999)).is_none(),
+        "half the wait at least"
+    );
+    let now = at(now, 10_000);
+    reconnected(&mut t, now);
+    // The bundle goes again on it, and is refused again: twice the wait.
+    denied(&mut t, now);
+    assert!(
+        t.d.poll_connect(at(now, 9_999)).is_none(),
+        "ten seconds at least now"
+    );
+    let now = at(now, 20_000);
+    reconnected(&mut t, now);
+    assert!(sends(&mut t, now));
+    t.answer(now);
+    assert_eq!(t.totals().delivered, 1);
+    // Answered: the next refusal waits ten seconds again.
+    let now = at(now, 20);
+    send(&mut t, 2, now);
+    denied(&mut t, now);
+    let now = at(now, 10_000);
+    reconnected(&mut t, now);
+    let s = t.totals();
+    assert_eq!((s.admitted, s.delivered, s.in_flight), (2, 1, 1), "{s:?}");
+}
