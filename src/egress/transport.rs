@@ -63,6 +63,12 @@ pub enum TransportError {
     ClosedDuringSetup {
         stage: Stage,
     },
+    /// The engine (or something in front of it) sent its SETTINGS but did not answer the
+    /// PING that admits a new connection within `after_ms`: the relay closed it.
+    PingUnanswered {
+        after_ms: u64,
+        proxy: Option<SocketAddr>,
+    },
     /// The engine refuses this source (gRPC PERMISSION_DENIED or UNAUTHENTICATED, with the
     /// engine's message).
     Refused {
@@ -79,7 +85,8 @@ impl TransportError {
     pub fn proxy(&self) -> Option<SocketAddr> {
         match self {
             TransportError::Connect { proxy, .. }
-            | TransportError::HandshakeTimeout { proxy, .. } => *proxy,
+            | TransportError::HandshakeTimeout { proxy, .. }
+            | TransportError::PingUnanswered { proxy, .. } => *proxy,
             TransportError::Socks5 { proxy, .. } => Some(*proxy),
             _ => None,
         }
@@ -113,6 +120,11 @@ impl fmt::Display for Detail<'_> {
                 f,
                 "the engine closed the connection during {}",
                 stage.describe()
+            ),
+            TransportError::PingUnanswered { after_ms, .. } => write!(
+                f,
+                "the engine did not answer the PING that admits a new connection within \
+                 {after_ms} ms"
             ),
             TransportError::Refused {
                 code,

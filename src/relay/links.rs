@@ -809,6 +809,16 @@ impl Links {
     }
 
     /// No new calls on the pair's connection: closed now when idle, drained when a call runs.
+    /// A new connection's engine did not answer the PING that admits it to rotation: closed,
+    /// with that as its error (not a close of the engine's).
+    pub(super) fn ping_unanswered(&mut self, pair: PairId, now: Instant) {
+        let error = TransportError::PingUnanswered {
+            after_ms: self.ping_timeout_ms,
+            proxy: self.proxy_of(pair),
+        };
+        self.fail(pair, error, now);
+    }
+
     pub(super) fn stop_calls(&mut self, pair: PairId, in_flight: bool, now: Instant) {
         if !in_flight {
             self.request_close(pair, now);

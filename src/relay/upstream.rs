@@ -1251,8 +1251,12 @@ impl Upstream {
                 Event::GoAway { reason, .. } => self.links.goaway(pair, reason, in_flight, now),
                 Event::Closed(_) => self.links.request_close(pair, now),
                 Event::PingAcked => self.links.pair_mut(pair).answered_ping = true,
-                // Closing now would lose a call still running for certain; it has its own
-                // deadline. Without one, the connection is closed and reconnects.
+                // A new connection's admitting PING: it closes, naming why. Otherwise closing
+                // now would lose a call still running for certain; it has its own deadline.
+                // Without one, the connection is closed and reconnects.
+                Event::PingTimedOut if !self.links.pair(pair).rotated => {
+                    self.links.ping_unanswered(pair, now)
+                }
                 Event::PingTimedOut => self.links.stop_calls(pair, in_flight, now),
             }
         }

@@ -719,3 +719,47 @@ fn an_answer_a_tls_engine_sends_just_before_close_notify_still_delivers_its_bund
     assert_eq!(sim.d.link(engine.pair), Link::Down);
     sim.check();
 }
+
+/// An engine that sends its SETTINGS and never answers the PING that admits a new connection:
+/// the relay closes the connection at the PING's deadline, and says so; it does not blame the
+/// engine for a close the relay made.
+#[test]
+fn a_new_connection_whose_ping_goes_unanswered_is_closed_naming_the_ping_not_the_engine() {
+    let mut sim = Sim::new(|s| {
+        s.sources.truncate(1);
+        s.ping_timeout_ms = 300;
+    });
+    let order = sim.d.poll_connect(sim.now).expect("a connect is due");
+    sim.socks.insert(order.pair.0, Sock::Connected);
+    sim.d.connected(order.pair, sim.now);
+    sim.reactor(true);
+    // SETTINGS, a window and the ACK of ours: everything but the PING's answer.
+    sim.d.received(order.pair, &hello()[..31], sim.now);
+    sim.reactor(true);
+    assert_eq!(
+        sim.d.link(order.pair),
+        Link::Opened,
+        "not in rotation before the answer"
+    );
+    sim.now = Instant(sim.now.0 + 301 * MS);
+    sim.d.run_timers(sim.now);
+    sim.d.sweep(sim.now);
+    sim.reactor(true);
+    assert!(
+        !sim.socks.contains_key(&order.pair.0),
+        "closed by the relay"
+    );
+    let error = sim.d.last_error(order.pair).cloned();
+    assert_eq!(
+        error,
+        Some(TransportError::PingUnanswered {
+            after_ms: 300,
+            proxy: None
+        })
+    );
+    assert_eq!(
+        error.unwrap().to_string(),
+        "the engine did not answer the PING that admits a new connection within 300 ms"
+    );
+    sim.check();
+}
