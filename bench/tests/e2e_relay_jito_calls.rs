@@ -709,6 +709,58 @@ async fn a_status_query_that_asks_an_engine_takes_from_the_tenants_rate() {
     engine.shutdown().await;
 }
 
+/// An engine that gives tokens but refuses every bundle UNAUTHENTICATED for two seconds (its
+/// token store out of step with its bundle path): the relay voids each token no call took and
+/// asks for the next only after a back-off (100 ms doubling), so the auth service sees tens of
+/// calls, not a storm of thousands; once the engine takes tokens again, bundles go, and every
+/// one is accounted for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_refusing_every_token_for_a_while_is_asked_for_new_ones_after_a_back_off() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..2]);
+    ec.interval_ms = 10;
+    ec.faults = vec!["deny@1s+2s:code=16,fraction=1".parse().unwrap()];
+    ec.auth = Some(AuthConfig {
+        access_ttl_ms: 600_000,
+        refresh_ttl_ms: 3_600_000,
+    });
+    let engine = Engine::start(ec).await.unwrap();
+    let mut s = spec(&engine.region_addrs(), "127.1.90.8/30", 10);
+    let key = SearcherKey::from_seed([7; 32]);
+    s.auth = Some(Arc::new(Signer::new(&key)));
+    let relay = Relay::start(s).unwrap();
+    wait_pairs_up(&relay, 8, Duration::from_secs(10)).await;
+    support::relay::wait_for(
+        &relay,
+        "every thread holds a token for every region",
+        Duration::from_secs(5),
+        |t| t.auth_tokens >= 4,
+    )
+    .await;
+    let load = run_load(
+        vec![relay.rotating_addr().unwrap()],
+        100.0,
+        bundles(91, 0, 400),
+    )
+    .await;
+    let t = wait_ended(&relay, Duration::from_secs(15)).await;
+    let es = engine.stats();
+    assert!(es.faults["deny"] > 0, "the engine refused tokens: {es:?}");
+    // Two threads, two regions: four flows, each voided about five times in two seconds.
+    assert!(
+        es.auth_challenges + es.auth_refreshes <= 60,
+        "auth calls {} + {}: {es:?}",
+        es.auth_challenges,
+        es.auth_refreshes
+    );
+    assert_eq!(ok(&load), 400, "{}", load.summary);
+    assert_eq!(t.admitted, 400, "{t:?}");
+    assert!(t.delivered >= 100, "bundles go again afterwards: {t:?}");
+    assert_eq!((es.accepted, es.early_sends), (t.delivered, 0), "{es:?}");
+    let end = relay.shutdown(Duration::from_millis(200));
+    assert!(end.identity_holds(), "{end:?}");
+    engine.shutdown().await;
+}
+
 /// Tokens that live 1.5 s: the relay authenticates each thread to each region as the searcher
 /// before sending anything there and renews its access token half way through each life. Mid
 /// load the engine forgets every access token (as a restart would): the calls that meet it are

@@ -9,7 +9,9 @@
 //! RefreshAccessToken before it expires (when less than five minutes remain, Jito's rule, or
 //! half its lifetime for a shorter-lived one), the whole flow again once the refresh token is
 //! near its end. A failed step is tried again after a back-off (100 ms doubling to 10 s); an
-//! engine that answers UNAUTHENTICATED to a call makes the access token void at once.
+//! engine that answers UNAUTHENTICATED to a call makes the access token it carried void: one
+//! that calls took before is renewed at once, one no call took yet after the same back-off,
+//! so an engine refusing every token costs a call now and then, not a storm.
 //!
 //! Allocation: the tokens are strings the engine chooses, kept per region and renewed every few
 //! minutes at most, so they are owned `String`s (off the request path).
@@ -165,6 +167,15 @@ pub struct RegionAuth {
     refresh: Option<Held>,
     retry_at_ms: u64,
     retry_ms: u64,
+    /// Counts the access tokens held (a call carries the one it was sent with, so a refusal
+    /// of an older one does not void a newer).
+    generation: u32,
+    /// A call took the access token held: the engine knows it.
+    confirmed: bool,
+    /// The wait before renewing a token voided before any call took it (0: none yet since
+    /// one was taken): an engine that refuses every token is not asked for one round after
+    /// round.
+    void_ms: u64,
 }
 
 impl RegionAuth {
@@ -178,7 +189,16 @@ impl RegionAuth {
             refresh: None,
             retry_at_ms: 0,
             retry_ms: RETRY_MS_MIN,
+            generation: 0,
+            confirmed: false,
+            void_ms: 0,
         }
+    }
+
+    /// The access token held now, as a number a call keeps ([`RegionAuth::invalidate`],
+    /// [`RegionAuth::confirm`]).
+    pub fn generation(&self) -> u32 {
+        self.generation
     }
 
     /// `authorization`'s value while the access token is valid at `now_ms`.
@@ -316,6 +336,10 @@ impl RegionAuth {
         match outcome {
             Ok(fresh) => {
                 self.retry_ms = RETRY_MS_MIN;
+                if fresh {
+                    self.generation = self.generation.wrapping_add(1);
+                    self.confirmed = false;
+                }
                 Ok(fresh)
             }
             Err(why) => {
@@ -345,9 +369,33 @@ impl RegionAuth {
         self.retry_ms = (self.retry_ms * 2).min(RETRY_MS_MAX);
     }
 
-    /// The engine refused a call as unauthenticated: the access token is void.
-    pub fn invalidate(&mut self) {
+    /// The engine refused a call that carried token `generation` as unauthenticated at
+    /// `now_ms`: when that is the token held, it is void (true). One a call took before is
+    /// renewed at once (the engine forgot it: a restart); one no call took yet waits a
+    /// back-off first, 100 ms doubling to 10 s until a call takes one, so an engine that
+    /// refuses every token is not asked for a new one round after round.
+    pub fn invalidate(&mut self, now_ms: u64, generation: u32) -> bool {
+        if generation != self.generation || self.access.is_none() {
+            return false;
+        }
         self.access = None;
+        if !std::mem::take(&mut self.confirmed) {
+            self.void_ms = match self.void_ms {
+                0 => RETRY_MS_MIN,
+                ms => (ms * 2).min(RETRY_MS_MAX),
+            };
+            self.retry_at_ms = self.retry_at_ms.max(now_ms + self.void_ms);
+        }
+        true
+    }
+
+    /// A call that carried token `generation` was answered other than unauthenticated: the
+    /// engine takes it, and a later void of it is renewed at once.
+    pub fn confirm(&mut self, generation: u32) {
+        if generation == self.generation && self.access.is_some() {
+            self.confirmed = true;
+            self.void_ms = 0;
+        }
     }
 
     /// The step running, if any.
@@ -451,8 +499,69 @@ mod tests {
     fn a_refresh_token_near_its_end_starts_over_and_an_unauthenticated_call_voids_the_access() {
         let mut a = authenticated(2_000, 3_000);
         assert_eq!(a.due(T0 + 1_000), Some(Step::Challenge));
-        a.invalidate();
+        let token = a.generation();
+        assert!(a.invalidate(T0, token));
         assert_eq!(a.bearer(T0), None);
+    }
+
+    /// Refreshes `a`'s access token at `now_ms`: the new one lives ten minutes.
+    fn refreshed(a: &mut RegionAuth, now_ms: u64) {
+        assert_eq!(a.due(now_ms), Some(Step::Refresh));
+        a.start(Step::Refresh);
+        let answer = RefreshAccessTokenResponse {
+            access_token: token("again", now_ms + 600_000),
+        };
+        assert_eq!(a.answered(&answer.encode_to_vec(), now_ms), Ok(true));
+    }
+
+    /// An engine that refuses every call UNAUTHENTICATED whatever token it just gave: each
+    /// token no call took is voided with a back-off before the next (100 ms, doubling to
+    /// 10 s), not renewed at once round after round.
+    #[test]
+    fn tokens_voided_before_any_call_took_one_are_renewed_after_a_back_off_doubling() {
+        let mut a = authenticated(1_800_000, 86_400_000);
+        let mut now = T0;
+        for wait in [100, 200, 400, 800] {
+            let token = a.generation();
+            assert!(a.invalidate(now, token));
+            assert_eq!(a.due(now + wait - 1), None, "backing off {wait} ms");
+            now += wait;
+            refreshed(&mut a, now);
+        }
+    }
+
+    /// The engine forgot a token calls had taken (a restart): renewed at once, and a call
+    /// taking the new one starts the back-off over.
+    #[test]
+    fn a_token_calls_took_is_renewed_at_once_when_voided_and_a_call_taking_the_next_starts_over() {
+        let mut a = authenticated(1_800_000, 86_400_000);
+        let token = a.generation();
+        a.confirm(token);
+        assert!(a.invalidate(T0, token));
+        refreshed(&mut a, T0);
+        let token = a.generation();
+        assert!(a.invalidate(T0, token));
+        refreshed(&mut a, T0 + 100);
+        a.confirm(a.generation());
+        let token = a.generation();
+        assert!(a.invalidate(T0 + 200, token));
+        refreshed(&mut a, T0 + 200);
+        let token = a.generation();
+        assert!(a.invalidate(T0 + 200, token));
+        assert_eq!(a.due(T0 + 299), None, "the shortest back-off again");
+        refreshed(&mut a, T0 + 300);
+    }
+
+    /// A call that carried an older token and met UNAUTHENTICATED says nothing of the token
+    /// held now: it stays.
+    #[test]
+    fn a_refusal_of_a_call_that_carried_an_older_token_leaves_the_new_one() {
+        let mut a = authenticated(1_800_000, 86_400_000);
+        let old = a.generation();
+        assert!(a.invalidate(T0, old));
+        refreshed(&mut a, T0 + 100);
+        assert!(!a.invalidate(T0 + 101, old));
+        assert_eq!(a.bearer(T0 + 101), Some("Bearer again"));
     }
 
     #[test]

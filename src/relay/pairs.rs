@@ -104,6 +104,9 @@ pub struct InFlight {
     /// Whether the call was looked at for its region's silence (once, when it had been
     /// outstanding the silence threshold).
     pub silence_checked: bool,
+    /// The region's access token it carried, where the region authenticates
+    /// (`RegionAuth::generation`).
+    pub token: u32,
 }
 
 impl InFlight {

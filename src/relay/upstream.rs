@@ -580,6 +580,12 @@ impl Upstream {
         stream: StreamId,
         now: Instant,
     ) {
+        let token = self
+            .links
+            .region(self.links.region_of(pair))
+            .auth
+            .as_ref()
+            .map_or(0, |a| a.generation());
         let st = self.links.pair_mut(pair);
         st.in_flight = Some(InFlight {
             call,
@@ -588,6 +594,7 @@ impl Upstream {
             started: now,
             written: None,
             silence_checked: false,
+            token,
         });
         st.stack.track(stream);
         self.links.mark_dirty(pair);
@@ -1417,9 +1424,19 @@ impl Upstream {
         if let Some((code, buf, len)) = denied {
             self.source_denied(pair, code, &buf[..len], now);
         }
-        if reauth && let Some(a) = self.links.region_mut(region).auth.as_mut() {
-            a.invalidate();
-            self.links.region_mut(region).call.authorization = None;
+        let unix = self.unix_ms(now);
+        if let Some(f) = f
+            && !is_auth
+            && let Some(a) = self.links.region_mut(region).auth.as_mut()
+        {
+            if reauth {
+                if a.invalidate(unix, f.token) {
+                    self.links.region_mut(region).call.authorization = None;
+                }
+            } else if code.is_some() {
+                // Answered past the engine's authentication: it takes the token.
+                a.confirm(f.token);
+            }
         }
         let conn = self
             .links
