@@ -247,15 +247,7 @@ fn one_client_address_cannot_take_more_than_its_share_of_the_table_unless_it_is_
     spec.tenants = std::sync::Arc::new(table.trusting(&[proxy]));
     let relay = Relay::start(spec).unwrap();
     let addr = relay.rotating_addr().unwrap();
-    let from = |ip: &str| {
-        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-        s.bind(&SocketAddr::new(ip.parse().unwrap(), 0).into())
-            .unwrap();
-        s.connect(&addr.into()).unwrap();
-        let c: TcpStream = s.into();
-        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        c
-    };
+    let from = |ip: &str| connect_from(ip, addr);
     let flood: Vec<TcpStream> = (0..10).map(|_| from("127.0.0.1")).collect();
     wait_until(
         "every flood connection to be accepted or refused",
@@ -320,6 +312,17 @@ fn one_client_address_cannot_take_more_than_its_share_of_the_table_unless_it_is_
     relay.shutdown(Duration::from_millis(100));
 }
 
+/// A connection to `addr` from local address `ip`, reads timing out after 5 s.
+fn connect_from(ip: &str, addr: SocketAddr) -> TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    s.bind(&SocketAddr::new(ip.parse().unwrap(), 0).into())
+        .unwrap();
+    s.connect(&addr.into()).unwrap();
+    let c: TcpStream = s.into();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c
+}
+
 /// The relay closed `c` after the answer just read: end of stream, or a reset (the client
 /// wrote its request after the close); not a read that timed out.
 fn closed_after_the_answer(c: &mut TcpStream) {
@@ -340,15 +343,7 @@ fn a_client_beyond_a_full_connection_table_reads_503_then_the_close() {
     spec.intake_per_source_max = 2;
     let relay = Relay::start(spec).unwrap();
     let addr = relay.rotating_addr().unwrap();
-    let from = |ip: &str| {
-        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-        s.bind(&SocketAddr::new(ip.parse().unwrap(), 0).into())
-            .unwrap();
-        s.connect(&addr.into()).unwrap();
-        let c: TcpStream = s.into();
-        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        c
-    };
+    let from = |ip: &str| connect_from(ip, addr);
     let first = from("127.0.0.1");
     let _second = from("127.0.0.2");
     wait_until("both to be accepted", Duration::from_secs(5), || {

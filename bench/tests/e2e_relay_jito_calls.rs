@@ -709,22 +709,25 @@ async fn a_status_query_that_asks_an_engine_takes_from_the_tenants_rate() {
     engine.shutdown().await;
 }
 
-/// An engine that gives tokens but refuses every bundle UNAUTHENTICATED for two seconds (its
-/// token store out of step with its bundle path): the relay voids each token no call took and
-/// asks for the next only after a back-off (100 ms doubling), so the auth service sees tens of
-/// calls, not a storm of thousands; once the engine takes tokens again, bundles go, and every
-/// one is accounted for.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_engine_refusing_every_token_for_a_while_is_asked_for_new_ones_after_a_back_off() {
+/// An engine of two regions (10 ms interval) that authenticates searchers, its tokens living
+/// `access_ttl_ms` and `refresh_ttl_ms`, with `fault`; and a relay from `egress` that
+/// authenticates as a searcher, its pairs up and each of its two threads holding a token for
+/// each region (four flows).
+async fn authenticating(
+    fault: &str,
+    access_ttl_ms: u64,
+    refresh_ttl_ms: u64,
+    egress: &str,
+) -> (EngineHandle, Relay) {
     let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..2]);
     ec.interval_ms = 10;
-    ec.faults = vec!["deny@1s+2s:code=16,fraction=1".parse().unwrap()];
+    ec.faults = vec![fault.parse().unwrap()];
     ec.auth = Some(AuthConfig {
-        access_ttl_ms: 600_000,
-        refresh_ttl_ms: 3_600_000,
+        access_ttl_ms,
+        refresh_ttl_ms,
     });
     let engine = Engine::start(ec).await.unwrap();
-    let mut s = spec(&engine.region_addrs(), "127.1.90.8/30", 10);
+    let mut s = spec(&engine.region_addrs(), egress, 10);
     let key = SearcherKey::from_seed([7; 32]);
     s.auth = Some(Arc::new(Signer::new(&key)));
     let relay = Relay::start(s).unwrap();
@@ -734,6 +737,23 @@ async fn an_engine_refusing_every_token_for_a_while_is_asked_for_new_ones_after_
         "every thread holds a token for every region",
         Duration::from_secs(5),
         |t| t.auth_tokens >= 4,
+    )
+    .await;
+    (engine, relay)
+}
+
+/// An engine that gives tokens but refuses every bundle UNAUTHENTICATED for two seconds (its
+/// token store out of step with its bundle path): the relay voids each token no call took and
+/// asks for the next only after a back-off (100 ms doubling), so the auth service sees tens of
+/// calls, not a storm of thousands; once the engine takes tokens again, bundles go, and every
+/// one is accounted for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_engine_refusing_every_token_for_a_while_is_asked_for_new_ones_after_a_back_off() {
+    let (engine, relay) = authenticating(
+        "deny@1s+2s:code=16,fraction=1",
+        600_000,
+        3_600_000,
+        "127.1.90.8/30",
     )
     .await;
     let load = run_load(
@@ -768,27 +788,7 @@ async fn an_engine_refusing_every_token_for_a_while_is_asked_for_new_ones_after_
 /// again; no pair leaves rotation as a denied source. Every bundle is delivered once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_relay_authenticates_renews_its_token_and_recovers_from_a_revoke_under_load() {
-    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..2]);
-    ec.interval_ms = 10;
-    ec.faults = vec!["revoke@2s".parse().unwrap()];
-    ec.auth = Some(AuthConfig {
-        access_ttl_ms: 1_500,
-        refresh_ttl_ms: 60_000,
-    });
-    let engine = Engine::start(ec).await.unwrap();
-    let mut s = spec(&engine.region_addrs(), "127.1.90.0/30", 10);
-    let key = SearcherKey::from_seed([7; 32]);
-    s.auth = Some(Arc::new(Signer::new(&key)));
-    let relay = Relay::start(s).unwrap();
-    wait_pairs_up(&relay, 8, Duration::from_secs(10)).await;
-    // Two threads, two regions: four flows.
-    support::relay::wait_for(
-        &relay,
-        "every thread holds a token for every region",
-        Duration::from_secs(5),
-        |t| t.auth_tokens >= 4,
-    )
-    .await;
+    let (engine, relay) = authenticating("revoke@2s", 1_500, 60_000, "127.1.90.0/30").await;
     let load = run_load(
         vec![relay.rotating_addr().unwrap()],
         100.0,
