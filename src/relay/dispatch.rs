@@ -70,8 +70,8 @@ pub const RETRY_BACKOFF_MS: u64 = 10;
 /// expired.
 const LATE_SLACK_DIV: u64 = 64;
 
-/// How soon a thread with no source left tries again to move a waiting bundle that found no
-/// other thread able to take it.
+/// How soon a thread tries again to move a waiting bundle whose best other thread had no slot
+/// to lend it ([`Dispatcher::move_waiting`], [`Dispatcher::move_late`]).
 const MOVE_RETRY_MS: u64 = 5;
 
 /// A slot taken for one request's bundle: in this thread's arena, or lent by the thread that
@@ -955,32 +955,45 @@ impl Dispatcher {
         }
     }
 
-    /// For lane `r`, which has sources here: while its last waiting bundle would leave this
-    /// thread's pool past its max age ([`Dispatcher::own_leaves`]: every pair of its own in a
-    /// call, the region silent or without a token here, or more waiting than its pairs send
-    /// in time), the oldest waiting bundles go to the thread that sends them soonest, each
-    /// only if that is sooner than here and within its own max age: what routing does for a
-    /// new bundle, done for the ones that came before the thread fell behind. Fanned-out
-    /// copies stay (their other copies go anyway). Where that thread has no slot to lend, the
-    /// lane is looked at again shortly; where no thread would do better, at the next
-    /// iteration (the loop wakes at least every sweep, and at a peer's news).
+    /// For lane `r`, which has sources here: the bundles waiting in it that this thread's pool
+    /// would send past their max age ([`Dispatcher::leaves_here`]: the region silent or
+    /// without a token here, no pair up, or more queued ahead than its pairs send in time) go
+    /// to the thread that sends them soonest, if that is sooner and within their max age:
+    /// what routing does for a new bundle, done for the ones that came before this thread fell
+    /// behind. From the tail: the youngest are the late ones, and each moved brings the rest
+    /// sooner, so the scan stops at the first that leaves in time here. Fanned-out copies stay
+    /// (their other copies go anyway), and so do copies held after refusals (their hold, not a
+    /// pair, says when they go). Where the best thread has no slot to lend, the lane is looked
+    /// at again shortly; where no thread would do better, at the next iteration (the loop
+    /// wakes at least every sweep, and at a peer's news).
     fn move_late(&mut self, r: usize, now: Instant) {
-        if !self.tail_late(r, now) {
+        let Some(&tail) = self.fifos[r].back() else {
+            return;
+        };
+        // The usual case, and the request path's: the last bundle leaves in time here.
+        let meta = *self.arena.get(tail).expect("queued slot").meta;
+        if self.leaves_here(r, self.fifos[r].len() - 1, now)
+            <= self.late_after(meta.tenant, meta.admitted_at)
+        {
             return;
         }
         let Some(mut peers) = self.peers.take() else {
             return;
         };
-        let mut j = 0;
         let mut no_credit = false;
-        while let Some(&slot) = self.fifos[r].get(j) {
-            let meta = self.arena.get(slot).expect("queued slot").meta;
-            if meta.copies > 1 {
-                j += 1;
+        let mut j = self.fifos[r].len();
+        while j > 0 {
+            j -= 1;
+            let slot = self.fifos[r][j];
+            let meta = *self.arena.get(slot).expect("queued slot").meta;
+            let late = self.late_after(meta.tenant, meta.admitted_at);
+            let here = self.leaves_here(r, j, now);
+            if here <= late {
+                break;
+            }
+            if meta.copies > 1 || matches!(self.waiting(slot, r, now), Waiting::HeldUntil(_)) {
                 continue;
             }
-            let late = self.late_after(meta.tenant, meta.admitted_at);
-            let here = self.own_leaves(r, now);
             let Some((peer, _)) = peers
                 .best(r, now)
                 .filter(|&(_, at)| at <= late && at < here)
@@ -991,9 +1004,6 @@ impl Dispatcher {
                 no_credit = true;
                 break;
             }
-            if !self.tail_late(r, now) {
-                break;
-            }
         }
         self.peers = Some(peers);
         if no_credit {
@@ -1001,15 +1011,26 @@ impl Dispatcher {
         }
     }
 
-    /// Whether the last bundle waiting in lane `r` would leave this thread's pool past its
-    /// max age.
-    fn tail_late(&mut self, r: usize, now: Instant) -> bool {
-        let Some(&tail) = self.fifos[r].back() else {
-            return false;
+    /// When the bundle with `ahead` others before it in lane `r` would leave this thread's
+    /// pool, for [`Dispatcher::move_late`]: as [`Dispatcher::own_leaves`], except that pairs
+    /// in a call count as about to be ready (they are, an answer and an interval on), so a
+    /// lane whose every pair is busy for a moment moves nothing; [`NEVER`] when the region
+    /// takes no call here or no pair of the lane is up.
+    fn leaves_here(&mut self, r: usize, ahead: usize, now: Instant) -> u64 {
+        let region = r / self.groups;
+        if !self.up.may_call(region) {
+            return NEVER;
+        }
+        let at = match self.up.next_ready_at(r) {
+            Some(at) => at.0.max(now.0),
+            None if self.up.limiter().lane_counts(LaneId(r as u8)).held > 0 => now.0,
+            None => return NEVER,
         };
-        let meta = self.arena.get(tail).expect("queued slot").meta;
-        let late = self.late_after(meta.tenant, meta.admitted_at);
-        self.own_leaves(r, now) > late
+        let interval = self.intervals[region].0;
+        let listed = u64::from(self.up.group_listed(r % self.groups).max(1));
+        let free = listed.saturating_mul(u64::from(self.bursts[region].max(1)) - 1);
+        let paced = (ahead as u64).saturating_sub(free);
+        at.saturating_add((interval / listed).saturating_mul(paced))
     }
 
     /// Moves the bundle waiting at `j` in lane `r` to `peer`, copied into a slot it lent (its
@@ -1633,7 +1654,8 @@ impl Dispatcher {
 
     /// admitted = delivered + rejected + expired + failed + in flight, with in flight the
     /// arena's own count of slots held, and each region's in-flight gauge adding up to it;
-    /// bundles moved between threads ([`Dispatcher::move_waiting`]) on the sides they left
+    /// bundles moved between threads ([`Dispatcher::move_waiting`], [`Dispatcher::move_late`])
+    /// on the sides they left
     /// and joined (over all threads they cancel out).
     pub fn check_accounting(&self) -> bool {
         let t = self.stats.totals();

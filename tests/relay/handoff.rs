@@ -1001,3 +1001,43 @@ fn bundles_waiting_on_a_thread_whose_engine_hangs_leave_through_a_thread_that_se
     );
     assert!(a.d.check_accounting() && b.d.check_accounting());
 }
+
+/// The same when a thread's pool is lost under its queue (its one connection reset, every
+/// pair down): the bundles waiting there leave through the thread that still has a pair, the
+/// youngest first; a lane whose pairs are only busy in a call moves nothing (they are back an
+/// answer and an interval on).
+#[test]
+fn bundles_waiting_on_a_thread_that_lost_its_pool_leave_through_a_thread_that_has_one() {
+    let (mut a, mut b, now) = two_threads(1_000, 64, Instant(MS));
+    // Each thread's one pair takes a bundle; two more wait on thread 0, neither pool free.
+    assert_eq!(request(&mut b, &body(1), now), Verdict::Admitted);
+    assert!(b.send(now));
+    assert_eq!(request(&mut a, &body(2), now), Verdict::Admitted);
+    assert!(a.send(now));
+    for seed in 3..=4 {
+        assert_eq!(request(&mut a, &body(seed), now), Verdict::Admitted);
+    }
+    // Thread 1's engine answers: its pair is free again an interval on, and it says so.
+    b.answer(now);
+    let now = Instant(now.0 + 1_001 * MS);
+    b.d.dispatch(now);
+    // Thread 0's pair is only in a call: nothing moves.
+    a.d.dispatch(now);
+    assert_eq!(totals(&a).handoffs_out, 0, "{:?}", totals(&a));
+    // Its connection is reset: no pair up there, and its waiting bundles move.
+    a.d.socket_released(a.pair, now, 0);
+    a.d.dispatch(now);
+    assert_eq!(totals(&a).handoffs_out, 2, "{:?}", totals(&a));
+    assert!(b.send(now), "thread 1 sends the first it took");
+    b.answer(now);
+    let now = Instant(now.0 + 1_001 * MS);
+    assert!(b.send(now), "and the second an interval on");
+    b.answer(now);
+    let (ta, tb) = (totals(&a), totals(&b));
+    assert_eq!(
+        (tb.handoffs_in, tb.delivered, ta.admitted),
+        (2, 3, 3),
+        "{ta:?}\n{tb:?}"
+    );
+    assert!(a.d.check_accounting() && b.d.check_accounting());
+}
