@@ -10,8 +10,9 @@
 //! half its lifetime for a shorter-lived one), the whole flow again once the refresh token is
 //! near its end. A failed step is tried again after a back-off (100 ms doubling to 10 s); an
 //! engine that answers UNAUTHENTICATED to a call makes the access token it carried void: one
-//! that calls took before is renewed at once, one no call took yet after the same back-off,
-//! so an engine refusing every token costs a call now and then, not a storm.
+//! a bundle was taken with is renewed at once, one none was yet after the same back-off (and
+//! the whole flow runs again after three such in a row), so an engine refusing every token
+//! costs a call now and then, not a storm.
 //!
 //! Allocation: the tokens are strings the engine chooses, kept per region and renewed every few
 //! minutes at most, so they are owned `String`s (off the request path).
@@ -170,13 +171,20 @@ pub struct RegionAuth {
     /// Counts the access tokens held (a call carries the one it was sent with, so a refusal
     /// of an older one does not void a newer).
     generation: u32,
-    /// A call took the access token held: the engine knows it.
+    /// A bundle was taken with the access token held: the engine knows it.
     confirmed: bool,
-    /// The wait before renewing a token voided before any call took it (0: none yet since
-    /// one was taken): an engine that refuses every token is not asked for one round after
+    /// The wait before renewing a token voided before any bundle was taken with it (0: none
+    /// since one was): an engine that refuses every token is not asked for one round after
     /// round.
     void_ms: u64,
+    /// Tokens voided in a row with no bundle taken: at [`VOIDS_BEFORE_CHALLENGE`], the
+    /// refresh token is dropped and the whole flow runs again.
+    voids: u8,
 }
+
+/// Access tokens refreshed and voided in a row, no call taking one, before the refresh token
+/// is no longer trusted to give a good one: the next is bought with a whole challenge flow.
+pub const VOIDS_BEFORE_CHALLENGE: u8 = 3;
 
 impl RegionAuth {
     pub fn new(signer: Arc<Signer>) -> RegionAuth {
@@ -192,6 +200,7 @@ impl RegionAuth {
             generation: 0,
             confirmed: false,
             void_ms: 0,
+            voids: 0,
         }
     }
 
@@ -370,10 +379,10 @@ impl RegionAuth {
     }
 
     /// The engine refused a call that carried token `generation` as unauthenticated at
-    /// `now_ms`: when that is the token held, it is void (true). One a call took before is
-    /// renewed at once (the engine forgot it: a restart); one no call took yet waits a
-    /// back-off first, 100 ms doubling to 10 s until a call takes one, so an engine that
-    /// refuses every token is not asked for a new one round after round.
+    /// `now_ms`: when that is the token held, it is void (true). One a bundle was taken with
+    /// is renewed at once (the engine forgot it: a restart); one none was yet waits a back-off
+    /// first, 100 ms doubling to 10 s until a bundle is, so an engine that refuses every token
+    /// is not asked for a new one round after round.
     pub fn invalidate(&mut self, now_ms: u64, generation: u32) -> bool {
         if generation != self.generation || self.access.is_none() {
             return false;
@@ -385,16 +394,23 @@ impl RegionAuth {
                 ms => (ms * 2).min(RETRY_MS_MAX),
             };
             self.retry_at_ms = self.retry_at_ms.max(now_ms + self.void_ms);
+            self.voids = self.voids.saturating_add(1);
+            if self.voids >= VOIDS_BEFORE_CHALLENGE {
+                // What the refresh token buys the engine refuses: start over.
+                self.refresh = None;
+                self.voids = 0;
+            }
         }
         true
     }
 
-    /// A call that carried token `generation` was answered other than unauthenticated: the
-    /// engine takes it, and a later void of it is renewed at once.
+    /// A bundle sent with token `generation` was taken: the engine takes the token, and a
+    /// later void of it is renewed at once.
     pub fn confirm(&mut self, generation: u32) {
         if generation == self.generation && self.access.is_some() {
             self.confirmed = true;
             self.void_ms = 0;
+            self.voids = 0;
         }
     }
 
@@ -521,19 +537,26 @@ mod tests {
     fn tokens_voided_before_any_call_took_one_are_renewed_after_a_back_off_doubling() {
         let mut a = authenticated(1_800_000, 86_400_000);
         let mut now = T0;
-        for wait in [100, 200, 400, 800] {
+        for wait in [100, 200] {
             let token = a.generation();
             assert!(a.invalidate(now, token));
             assert_eq!(a.due(now + wait - 1), None, "backing off {wait} ms");
             now += wait;
             refreshed(&mut a, now);
         }
+        // A third refused in a row: what the refresh token buys is refused, so the whole flow
+        // runs again, after a longer wait still.
+        let token = a.generation();
+        assert!(a.invalidate(now, token));
+        assert_eq!(a.due(now + 399), None);
+        assert_eq!(a.due(now + 400), Some(Step::Challenge));
     }
 
     /// The engine forgot a token calls had taken (a restart): renewed at once, and a call
     /// taking the new one starts the back-off over.
     #[test]
-    fn a_token_calls_took_is_renewed_at_once_when_voided_and_a_call_taking_the_next_starts_over() {
+    fn a_token_a_bundle_was_taken_with_is_renewed_at_once_when_voided_and_a_taken_bundle_starts_over()
+     {
         let mut a = authenticated(1_800_000, 86_400_000);
         let token = a.generation();
         a.confirm(token);

@@ -47,7 +47,7 @@ const BACKOFF_RESET_MS: u64 = 10_000;
 pub const DENIED_FIRST_RETRY_MS: u64 = 10_000;
 /// ... doubling while the engine keeps refusing it, up to this: an operator fixes a key or an
 /// allow-list in minutes, and meanwhile the pair costs one call per attempt, not one bundle
-/// per interval. A call answered on the pair starts over.
+/// per interval. A bundle taken from the pair starts over.
 pub const DENIED_RETRY_MS: u64 = 300_000;
 
 /// A pair the reactor should connect now.
@@ -808,7 +808,13 @@ impl Links {
         }
     }
 
-    /// No new calls on the pair's connection: closed now when idle, drained when a call runs.
+    /// Whether `pair`'s connection is open and waiting for the answer to the PING that admits
+    /// it to rotation (never in rotation, no PING answered, not closing).
+    pub(super) fn admitting(&self, pair: PairId) -> bool {
+        let st = self.pairs.get(pair);
+        !st.rotated && !st.answered_ping && st.link() == Link::Opened
+    }
+
     /// A new connection's engine did not answer the PING that admits it to rotation: closed,
     /// with that as its error (not a close of the engine's).
     pub(super) fn ping_unanswered(&mut self, pair: PairId, now: Instant) {
@@ -819,6 +825,9 @@ impl Links {
         self.fail(pair, error, now);
     }
 
+    /// No new calls on the pair's connection (a PING went unanswered past its admission):
+    /// closed now when idle, drained when a call runs (closing now would lose that call for
+    /// certain, and it has its own deadline).
     pub(super) fn stop_calls(&mut self, pair: PairId, in_flight: bool, now: Instant) {
         if !in_flight {
             self.request_close(pair, now);

@@ -148,7 +148,7 @@ pub struct Pair {
     /// only after `denied_ms` (jittered).
     pub denied: bool,
     /// The wait after this source's last refusal, ms: `links::DENIED_FIRST_RETRY_MS`, doubling
-    /// up to `links::DENIED_RETRY_MS` while refusals go on; 0 once a call is answered.
+    /// up to `links::DENIED_RETRY_MS` while refusals go on; 0 once a bundle is taken.
     pub denied_ms: u64,
     /// Queued in the dirty queue (has bytes to send).
     dirty: bool,

@@ -1261,7 +1261,7 @@ impl Upstream {
                 // A new connection's admitting PING: it closes, naming why. Otherwise closing
                 // now would lose a call still running for certain; it has its own deadline.
                 // Without one, the connection is closed and reconnects.
-                Event::PingTimedOut if !self.links.pair(pair).rotated => {
+                Event::PingTimedOut if self.links.admitting(pair) => {
                     self.links.ping_unanswered(pair, now)
                 }
                 Event::PingTimedOut => self.links.stop_calls(pair, in_flight, now),
@@ -1433,8 +1433,8 @@ impl Upstream {
                 if a.invalidate(unix, f.token) {
                     self.links.region_mut(region).call.authorization = None;
                 }
-            } else if code.is_some() {
-                // Answered past the engine's authentication: it takes the token.
+            } else if fate == Fate::Delivered && !f.json && matches!(f.call, Call::Bundle(_)) {
+                // A bundle the engine took with this token: it takes the token.
                 a.confirm(f.token);
             }
         }
@@ -1465,8 +1465,8 @@ impl Upstream {
             self.heard_from(region, now, bundle);
             let st = self.links.pair_mut(pair);
             st.backoff_ms = 0;
-            if denied.is_none() {
-                // Taken, not refused: the next refusal waits the shortest again.
+            if fate == Fate::Delivered {
+                // A bundle taken from this source: the next refusal waits the shortest again.
                 st.denied_ms = 0;
             }
             st.timed_out = false;
