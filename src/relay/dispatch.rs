@@ -1013,12 +1013,14 @@ impl Dispatcher {
 
     /// When the bundle with `ahead` others before it in lane `r` would leave this thread's
     /// pool, for [`Dispatcher::move_late`]: as [`Dispatcher::own_leaves`], except that pairs
-    /// in a call count as about to be ready (they are, an answer and an interval on), so a
-    /// lane whose every pair is busy for a moment moves nothing; [`NEVER`] when the region
-    /// takes no call here or no pair of the lane is up.
+    /// in a call, and a region on trial with its one bundle out, count as about to be ready
+    /// (an answer and an interval on), so a lane busy for a moment moves nothing; [`NEVER`]
+    /// when the region is silent or without a token here or no pair of the lane is up.
     fn leaves_here(&mut self, r: usize, ahead: usize, now: Instant) -> u64 {
         let region = r / self.groups;
-        if !self.up.may_call(region) {
+        if self.up.is_unauthenticated(region)
+            || (self.up.is_silent(region) && !self.up.on_trial(region))
+        {
             return NEVER;
         }
         let at = match self.up.next_ready_at(r) {
@@ -1188,16 +1190,16 @@ impl Dispatcher {
         self.up.refresh_starved_tips(now);
         let mut busy = 0u32;
         for lane in 0..self.fifos.len() {
-            if !self.fifos[lane].is_empty() {
-                if self.up.group_listed(lane % self.groups) == 0 {
-                    // No source of the lane's group here (a reload removed them, or the group
-                    // has fewer sources than there are threads): another thread sends these.
-                    self.move_waiting(lane, now);
-                } else {
-                    self.move_late(lane, now);
-                }
+            if !self.fifos[lane].is_empty() && self.up.group_listed(lane % self.groups) == 0 {
+                // No source of the lane's group here (a reload removed them, or the group
+                // has fewer sources than there are threads): another thread sends these.
+                self.move_waiting(lane, now);
             }
             self.dispatch_lane(lane, now);
+            if !self.fifos[lane].is_empty() && self.up.group_listed(lane % self.groups) != 0 {
+                // What this pool could not send now, and would send too late.
+                self.move_late(lane, now);
+            }
             if !self.fifos[lane].is_empty() {
                 busy |= 1 << (lane / self.groups);
             }

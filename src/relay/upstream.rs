@@ -285,6 +285,12 @@ impl Upstream {
             .is_some_and(|s| s.holds_bundles())
     }
 
+    /// Region `r` is on trial after a silence here: its one bundle out may end the silence in a
+    /// round trip.
+    pub fn on_trial(&self, r: usize) -> bool {
+        self.links.region(r).silence.is_some_and(|s| s.trial)
+    }
+
     /// Region `r` went silent and has not answered a bundle since (it may be on trial).
     pub fn has_silence(&self, r: usize) -> bool {
         self.links.region(r).silence.is_some()
@@ -1424,11 +1430,17 @@ impl Upstream {
         if let Some((code, buf, len)) = denied {
             self.source_denied(pair, code, &buf[..len], now);
         }
-        let unix = self.unix_ms(now);
         if let Some(f) = f
             && !is_auth
-            && let Some(a) = self.links.region_mut(region).auth.as_mut()
+            && authenticates
         {
+            let unix = self.unix_ms(now);
+            let a = self
+                .links
+                .region_mut(region)
+                .auth
+                .as_mut()
+                .expect("the region authenticates");
             if reauth {
                 if a.invalidate(unix, f.token) {
                     self.links.region_mut(region).call.authorization = None;
