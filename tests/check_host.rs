@@ -372,6 +372,47 @@ fn an_nr_open_below_a_large_configs_need_is_fixed_with_that_need() {
     );
 }
 
+/// The way to keep listening ports out of a wide source-port range is to reserve them
+/// (`net.ipv4.ip_local_reserved_ports`): the warning says so, naming them, and once they are
+/// reserved the range passes.
+#[test]
+fn listening_ports_inside_the_source_port_range_pass_once_reserved_and_the_warning_says_how() {
+    let t = Tree::new("reserved-ports");
+    t.tuned();
+    t.sysctls(&[("net.ipv4.ip_local_port_range", "1024 65535")]);
+    let c = find(
+        &check_host::run(&inputs(&t.0, Some(config(2, "\"127.1.92.0/30\"")))),
+        "net.ipv4.ip_local_port_range",
+    )
+    .clone();
+    assert_eq!(c.level, Level::Warn, "{c}");
+    assert!(
+        c.fix.contains("net.ipv4.ip_local_reserved_ports = ")
+            && c.fix.contains("8080")
+            && c.fix.contains("9464"),
+        "{c}"
+    );
+    t.put(
+        "proc/sys/net/ipv4/ip_local_reserved_ports",
+        "8080-8089,9464\n",
+    );
+    let c = find(
+        &check_host::run(&inputs(&t.0, Some(config(2, "\"127.1.92.0/30\"")))),
+        "net.ipv4.ip_local_port_range",
+    )
+    .clone();
+    assert_eq!(c.level, Level::Ok, "{c}");
+    // Reserving some of them is not enough: the rest are named.
+    t.put("proc/sys/net/ipv4/ip_local_reserved_ports", "9464\n");
+    let c = find(
+        &check_host::run(&inputs(&t.0, Some(config(2, "\"127.1.92.0/30\"")))),
+        "net.ipv4.ip_local_port_range",
+    )
+    .clone();
+    assert_eq!(c.level, Level::Warn, "{c}");
+    assert!(c.found.contains("8080") && !c.found.contains("9464"), "{c}");
+}
+
 /// A source-port range that takes in the relay's listening ports (intake 8080.., admin 9464
 /// by default) passes the range rule but lets the kernel hand one of them to an upstream
 /// connection, and a restart then fails to listen: a warning naming them. The shipped range

@@ -79,7 +79,7 @@ pub fn run(inputs: &Inputs) -> Vec<Check> {
             let mut checks = sysctl::checks(&inputs.root, &wanted);
             if let Some(cfg) = &inputs.config {
                 nr_open_for(cfg, &mut checks);
-                port_range_for(cfg, &mut checks);
+                port_range_for(cfg, &inputs.root, &mut checks);
             }
             out.extend(checks);
         }
@@ -297,10 +297,11 @@ fn nr_open_for(cfg: &Config, checks: &mut [Check]) {
     }
 }
 
-/// `net.ipv4.ip_local_port_range` must leave out the relay's listening ports: the kernel picks
-/// an upstream connection's source port from it, and a port it picked is one a restarting
-/// relay cannot listen on.
-fn port_range_for(cfg: &Config, checks: &mut [Check]) {
+/// `net.ipv4.ip_local_port_range` must leave out the relay's listening ports, or the host must
+/// reserve them (`net.ipv4.ip_local_reserved_ports`): the kernel picks an upstream
+/// connection's source port from the range, and a port it picked is one a restarting relay
+/// cannot listen on.
+fn port_range_for(cfg: &Config, root: &std::path::Path, checks: &mut [Check]) {
     let Some(c) = checks
         .iter_mut()
         .find(|c| c.name == "net.ipv4.ip_local_port_range")
@@ -311,11 +312,13 @@ fn port_range_for(cfg: &Config, checks: &mut [Check]) {
     let (Some(Ok(low)), Some(Ok(high))) = (ends.next(), ends.next()) else {
         return;
     };
+    let reserved = std::fs::read_to_string(root.join("proc/sys/net/ipv4/ip_local_reserved_ports"))
+        .unwrap_or_default();
     let mut taken: Vec<u16> = cfg
         .intake_listeners()
         .chain(cfg.admin)
         .map(|a| a.port())
-        .filter(|p| (low..=high).contains(p))
+        .filter(|p| (low..=high).contains(p) && !port_listed(&reserved, *p))
         .collect();
     if taken.is_empty() {
         return;
@@ -331,11 +334,28 @@ fn port_range_for(cfg: &Config, checks: &mut [Check]) {
         c.found,
         list.join(", ")
     );
-    c.wanted = format!("{} and none of the relay's listening ports", c.wanted);
-    c.fix = format!(
-        "a range that leaves ports {} out (the shipped one does), or listeners outside {low}-{high}",
-        list.join(", ")
+    c.wanted = format!(
+        "{} and none of the relay's listening ports unless reserved",
+        c.wanted
     );
+    c.fix = format!(
+        "reserve them: net.ipv4.ip_local_reserved_ports = {} (in /etc/sysctl.d, with any already \
+         reserved), or a range that leaves them out, or listeners outside {low}-{high}",
+        list.join(",")
+    );
+}
+
+/// Whether `port` is in a kernel port list such as `ip_local_reserved_ports` ("8080,9000-9010";
+/// empty: none).
+fn port_listed(list: &str, port: u16) -> bool {
+    list.trim().split(',').any(|item| {
+        let mut ends = item.trim().splitn(2, '-').map(str::parse::<u16>);
+        match (ends.next(), ends.next()) {
+            (Some(Ok(one)), None) => one == port,
+            (Some(Ok(low)), Some(Ok(high))) => (low..=high).contains(&port),
+            _ => false,
+        }
+    })
 }
 
 fn egress_addresses(cfg: &Config, out: &mut Vec<Check>) {
