@@ -155,6 +155,16 @@ fn messages(log: &[(Instant, String)]) -> String {
         .join("\n")
 }
 
+/// Reads `run`'s messages into `log` until READY=1 (20 s at most, or the test fails with what
+/// came and the relay's stderr).
+fn until_ready(run: &Run, child: &mut Child, log: &mut Vec<(Instant, String)>) {
+    let ready = run.read_until(log, Duration::from_secs(20), |m| m.starts_with("READY=1"));
+    assert!(ready, "no READY=1:\n{}\n{}", messages(log), {
+        let _ = child.kill();
+        stderr_of(child)
+    });
+}
+
 #[test]
 fn status_ready_reloading_watchdog_and_stopping_reach_the_manager_in_order() {
     let run = Run::new("order", h2_support::hello_engine(), "127.1.80.0/30");
@@ -165,13 +175,7 @@ fn status_ready_reloading_watchdog_and_stopping_reach_the_manager_in_order() {
         .spawn()
         .unwrap();
     let mut log = Vec::new();
-    let ready = run.read_until(&mut log, Duration::from_secs(20), |m| {
-        m.starts_with("READY=1")
-    });
-    assert!(ready, "no READY=1:\n{}\n{}", messages(&log), {
-        let _ = child.kill();
-        stderr_of(&mut child)
-    });
+    until_ready(&run, &mut child, &mut log);
     let ready_msg = &log.last().unwrap().1;
     assert!(
         ready_msg.contains("STATUS=ready: listening, 4 of 4 pairs up"),
@@ -333,13 +337,7 @@ fn a_stop_asks_the_manager_for_its_unready_spell_and_drain_past_the_units_stop_t
         .spawn()
         .unwrap();
     let mut log = Vec::new();
-    let ready = run.read_until(&mut log, Duration::from_secs(20), |m| {
-        m.starts_with("READY=1")
-    });
-    assert!(ready, "no READY=1:\n{}\n{}", messages(&log), {
-        let _ = child.kill();
-        stderr_of(&mut child)
-    });
+    until_ready(&run, &mut child, &mut log);
     signal(&child, libc::SIGTERM);
     let mut stops = Vec::new();
     while stops.len() < 2

@@ -502,12 +502,19 @@ impl Dispatcher {
         let Some(at) = self.up.next_ready_at(lane) else {
             return NEVER;
         };
+        self.paced_from(lane, at.0.max(now.0), self.fifos[lane].len())
+    }
+
+    /// When a bundle with `ahead` others before it in lane `lane` leaves a pool whose next pair
+    /// is ready at `at`: a step per bundle ahead of the interval over every pair the lane lists,
+    /// the first `(burst − 1)` a pair free.
+    fn paced_from(&self, lane: usize, at: u64, ahead: usize) -> u64 {
+        let r = lane / self.groups;
         let interval = self.intervals[r].0;
         let listed = u64::from(self.up.group_listed(lane % self.groups).max(1));
         let free = listed.saturating_mul(u64::from(self.bursts[r].max(1)) - 1);
-        let paced = (self.fifos[lane].len() as u64).saturating_sub(free);
-        at.0.max(now.0)
-            .saturating_add((interval / listed).saturating_mul(paced))
+        let paced = (ahead as u64).saturating_sub(free);
+        at.saturating_add((interval / listed).saturating_mul(paced))
     }
 
     /// The instant after which a bundle of tenant slot `tenant` admitted at `now` would leave
@@ -1028,11 +1035,7 @@ impl Dispatcher {
             None if self.up.limiter().lane_counts(LaneId(r as u8)).held > 0 => now.0,
             None => return NEVER,
         };
-        let interval = self.intervals[region].0;
-        let listed = u64::from(self.up.group_listed(r % self.groups).max(1));
-        let free = listed.saturating_mul(u64::from(self.bursts[region].max(1)) - 1);
-        let paced = (ahead as u64).saturating_sub(free);
-        at.saturating_add((interval / listed).saturating_mul(paced))
+        self.paced_from(r, at, ahead)
     }
 
     /// Moves the bundle waiting at `j` in lane `r` to `peer`, copied into a slot it lent (its
