@@ -268,6 +268,14 @@ fn render(m: &Metrics, out: &mut String) {
     per_region(
         out,
         m,
+        "bundle_relay_bundles_rerouted_total",
+        "counter",
+        "Bundles from the rotating port that waited in the region and left for another of their tenant's regions, this one unable to send them within their max age, by the region they left.",
+        |r| regions[r].bundles.rerouted,
+    );
+    per_region(
+        out,
+        m,
         "bundle_relay_requests_refused_backlog_total",
         "counter",
         "Bundles refused because the region's pool could not send them within their max age, behind the bundles waiting already (429), by the region judged (a rotating bundle's soonest).",
@@ -788,7 +796,7 @@ fn render_accounting(m: &Metrics, out: &mut String) {
     let t = m.totals();
     // The arena's gauges are the accounting's too (slots per thread, bundles held).
     let arena = m.snapshot();
-    let singles: [(&str, &str, &str, u64); 17] = [
+    let singles: [(&str, &str, &str, u64); 18] = [
         (
             "bundle_relay_requests_total",
             "counter",
@@ -891,6 +899,12 @@ fn render_accounting(m: &Metrics, out: &mut String) {
             "counter",
             "Bundles from the rotating port the leader strategy sent to the region whose engine holds the next Jito leader.",
             t.leader_routed,
+        ),
+        (
+            "bundle_relay_bundles_rerouted_total",
+            "counter",
+            "Bundles from the rotating port that waited in a region and left for another of their tenant's regions, that one unable to send them within their max age.",
+            t.rerouted,
         ),
     ];
     for (name, kind, help, v) in singles.into_iter().chain(generation) {

@@ -17,11 +17,11 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::arena::{Arena, FAN_EXTRA_MAX, LentSlot, SlotHandle, SlotMut};
+use crate::arena::{Arena, BundleMeta, FAN_EXTRA_MAX, LentSlot, SlotHandle, SlotMut};
 use crate::clock::{Instant, TickRate, Ticks};
 use crate::egress::transport::TransportError;
 use crate::journal::{Attempt, End as RecordEnd, Found, Journals, Record};
-use crate::limiter::{Acquire, LaneId, Limiter, PairId};
+use crate::limiter::{Acquire, LaneId, Limiter, PairId, REGIONS_MAX};
 use crate::log::LogQueue;
 use crate::mesh::{Estimate, Mesh, NEVER};
 use crate::metrics::ThreadMetrics;
@@ -71,7 +71,8 @@ pub const RETRY_BACKOFF_MS: u64 = 10;
 const LATE_SLACK_DIV: u64 = 64;
 
 /// How soon a thread tries again to move a waiting bundle whose best other thread had no slot
-/// to lend it ([`Dispatcher::move_waiting`], [`Dispatcher::move_late`]).
+/// to lend it ([`Dispatcher::move_waiting`], [`Dispatcher::move_late`]); and how often, at
+/// most, it looks past a late bundle that cannot move at the ones ahead of it that can.
 const MOVE_RETRY_MS: u64 = 5;
 
 /// A slot taken for one request's bundle: in this thread's arena, or lent by the thread that
@@ -88,6 +89,8 @@ pub struct Admission {
     fan: ([u8; FAN_EXTRA_MAX], u8),
     /// How the leader strategy routed it, counted once it is admitted.
     leader: LeaderPick,
+    /// It came in on the rotating port ([`crate::arena::BundleMeta::rotating`]).
+    rotating: bool,
     /// Another thread would have sent it sooner but had no slot lent to this one.
     without_credit: bool,
 }
@@ -210,6 +213,9 @@ pub struct Dispatcher {
     drained: Box<[bool]>,
     /// Some region is retired (the dispatch loop looks for ones to drain only then).
     any_retired: bool,
+    /// Ticks before which [`Dispatcher::move_late`] stops at the first late bundle that
+    /// cannot move, as it found some the last time it looked at every late one.
+    look_past_at: u64,
     stats: Arc<Stats>,
     metrics: Arc<ThreadMetrics>,
     tenancy: Tenancy,
@@ -283,6 +289,7 @@ impl Dispatcher {
             drain_until: None,
             drained: vec![false; spec.regions.len()].into_boxed_slice(),
             any_retired: false,
+            look_past_at: 0,
             stats,
             metrics,
             tenancy: Tenancy::new(spec.tenants.clone(), spec.tenant_stats.clone(), rate),
@@ -758,6 +765,7 @@ impl Dispatcher {
                 pass,
                 fan,
                 leader,
+                rotating: port == Port::Rotating,
                 without_credit,
             }),
             Err(refusal) => {
@@ -862,11 +870,13 @@ impl Dispatcher {
     pub fn commit(&mut self, mut a: Admission) {
         let pass = a.pass;
         let (fan_lanes, fan_extra) = a.fan;
+        let rotating = a.rotating;
         let meta = self.slot_mut(&mut a).meta;
         meta.tenant = pass.slot;
         meta.fan_lanes = fan_lanes;
         meta.fan_extra = fan_extra;
         meta.copies = 1 + fan_extra;
+        meta.rotating = rotating;
         self.tenancy.stats().admitted(pass.slot);
         match a.leader {
             LeaderPick::Leader => self.stats.region(usize::from(a.region)).leader_routed.inc(),
@@ -952,7 +962,7 @@ impl Dispatcher {
             let Some((peer, _)) = peers.best(r, now) else {
                 break;
             };
-            if !self.move_one(&mut peers, peer, r, 0, now) {
+            if !self.move_one(&mut peers, peer, (r, 0), r, now) {
                 break;
             }
         }
@@ -963,90 +973,196 @@ impl Dispatcher {
     }
 
     /// For lane `r`, which has sources here: the bundles waiting in it that this thread's pool
-    /// would send past their max age ([`Dispatcher::leaves_here`]: the region silent or
-    /// without a token here, no pair up, or more queued ahead than its pairs send in time) go
-    /// to the thread that sends them soonest, if that is sooner and within their max age:
-    /// what routing does for a new bundle, done for the ones that came before this thread fell
+    /// would send past their max age (the region silent or without a token here, no pair up,
+    /// or more queued ahead than its pairs send in time) go where they leave sooner and within
+    /// it ([`Dispatcher::better_place`]): to the thread whose pool for the lane sends soonest,
+    /// or, for a bundle from the rotating port, to another of its tenant's regions. What
+    /// routing does for a new bundle, done for the ones that came before this pool fell
     /// behind. From the tail: the youngest are the late ones, and each moved brings the rest
     /// sooner, so the scan stops at the first that leaves in time here. Fanned-out copies stay
     /// (their other copies go anyway), and so do copies held after refusals (their hold, not a
-    /// pair, says when they go). Where the best thread has no slot to lend, the lane is looked
-    /// at again shortly; where no thread would do better, at the next iteration (the loop
-    /// wakes at least every sweep, and at a peer's news).
-    fn move_late(&mut self, r: usize, now: Instant) {
+    /// pair, says when they go).
+    ///
+    /// The scan stops too at the first late bundle with nowhere better to go (an older one
+    /// alike has less time still), unless `look_past`: then it goes on, for the rotating
+    /// bundles ahead of a pinned one. True when it looked past and some late bundle stayed:
+    /// the caller looks past again only [`MOVE_RETRY_MS`] on, so a lane of late pinned bundles
+    /// is not read whole at every iteration. Where the best thread has no slot to lend, the
+    /// lane is looked at again shortly; where no place would do better, at the next iteration
+    /// (the loop wakes at least every sweep, and at a peer's news).
+    fn move_late(&mut self, r: usize, look_past: bool, now: Instant) -> bool {
         let Some(&tail) = self.fifos[r].back() else {
-            return;
+            return false;
         };
+        let start = self.lane_start(r, now);
+        let leaves = |d: &Self, ahead: usize| start.map_or(NEVER, |at| d.paced_from(r, at, ahead));
         // The usual case, and the request path's: the last bundle leaves in time here.
         let meta = *self.arena.get(tail).expect("queued slot").meta;
-        if self.leaves_here(r, self.fifos[r].len() - 1, now)
-            <= self.late_after(meta.tenant, meta.admitted_at)
-        {
-            return;
+        if leaves(self, self.fifos[r].len() - 1) <= self.late_after(meta.tenant, meta.admitted_at) {
+            return false;
         }
-        let Some(mut peers) = self.peers.take() else {
-            return;
-        };
-        let mut no_credit = false;
+        let mut peers = self.peers.take();
+        let (mut no_credit, mut stayed) = (false, false);
+        // (tenant, rotating, late, here) of the last bundle found nowhere better to go: one
+        // alike with less time and no later here has nowhere either (a move only makes the
+        // places it goes to later).
+        let mut nowhere: Option<(u16, bool, u64, u64)> = None;
         let mut j = self.fifos[r].len();
         while j > 0 {
             j -= 1;
             let slot = self.fifos[r][j];
             let meta = *self.arena.get(slot).expect("queued slot").meta;
             let late = self.late_after(meta.tenant, meta.admitted_at);
-            let here = self.leaves_here(r, j, now);
+            let here = leaves(self, j);
             if here <= late {
                 break;
             }
             if meta.copies > 1 || matches!(self.waiting(slot, r, now), Waiting::HeldUntil(_)) {
                 continue;
             }
-            let Some((peer, _)) = peers
-                .best(r, now)
-                .filter(|&(_, at)| at <= late && at < here)
-            else {
-                break;
+            let known = nowhere.is_some_and(|(t, rotating, l, h)| {
+                t == meta.tenant && rotating == meta.rotating && late <= l && here <= h
+            });
+            let place = if known {
+                None
+            } else {
+                self.better_place(peers.as_mut(), r, &meta, late, here, now)
             };
-            if !self.move_one(&mut peers, peer, r, j, now) {
-                no_credit = true;
-                break;
+            match place {
+                Some((Some(peer), to)) => {
+                    let p = peers
+                        .as_mut()
+                        .expect("another thread's place comes from the mesh");
+                    if !self.move_one(p, peer, (r, j), to, now) {
+                        no_credit = true;
+                        break;
+                    }
+                }
+                Some((None, to)) => self.move_lane(r, j, to, now),
+                None => {
+                    nowhere = Some((meta.tenant, meta.rotating, late, here));
+                    stayed = true;
+                    if !look_past {
+                        break;
+                    }
+                }
             }
         }
-        self.peers = Some(peers);
+        self.peers = peers;
         if no_credit {
             self.wake_at(now.after(self.rate.from_ms(MOVE_RETRY_MS)));
         }
+        look_past && stayed
     }
 
-    /// When the bundle with `ahead` others before it in lane `r` would leave this thread's
-    /// pool, for [`Dispatcher::move_late`]: as [`Dispatcher::own_leaves`], except that pairs
-    /// in a call, and a region on trial with its one bundle out, count as about to be ready
-    /// (an answer and an interval on), so a lane busy for a moment moves nothing; [`NEVER`]
-    /// when the region is silent or without a token here or no pair of the lane is up.
-    fn leaves_here(&mut self, r: usize, ahead: usize, now: Instant) -> u64 {
+    /// When lane `r`'s pool sends its next bundle, for [`Dispatcher::move_late`]: as
+    /// [`Dispatcher::own_leaves`] starts, except that pairs in a call, and a region on trial
+    /// with its one bundle out, count as about to be ready (an answer and an interval on), so
+    /// a lane busy for a moment moves nothing; `None` when the region is silent or without a
+    /// token here or no pair of the lane is up.
+    fn lane_start(&mut self, r: usize, now: Instant) -> Option<u64> {
         let region = r / self.groups;
         if self.up.is_unauthenticated(region)
             || (self.up.is_silent(region) && !self.up.on_trial(region))
         {
-            return NEVER;
+            return None;
         }
-        let at = match self.up.next_ready_at(r) {
-            Some(at) => at.0.max(now.0),
-            None if self.up.limiter().lane_counts(LaneId(r as u8)).held > 0 => now.0,
-            None => return NEVER,
-        };
-        self.paced_from(r, at, ahead)
+        match self.up.next_ready_at(r) {
+            Some(at) => Some(at.0.max(now.0)),
+            None if self.up.limiter().lane_counts(LaneId(r as u8)).held > 0 => Some(now.0),
+            None => None,
+        }
     }
 
-    /// Moves the bundle waiting at `j` in lane `r` to `peer`, copied into a slot it lent (its
+    /// Where the late bundle `meta`, waiting in lane `r`, would leave by `late` and sooner
+    /// than `here`: the other thread whose pool for the lane sends soonest; else, for a bundle
+    /// from the rotating port, another of its tenant's regions (as a reload left them), through
+    /// this thread or another: the first in the tenant's order that is in time for the ordered
+    /// strategy, the soonest for the others. Always the lane's egress group. `(None, lane)` is
+    /// a lane of this thread's.
+    fn better_place(
+        &mut self,
+        mut peers: Option<&mut Peers>,
+        r: usize,
+        meta: &BundleMeta,
+        late: u64,
+        here: u64,
+        now: Instant,
+    ) -> Option<(Option<usize>, usize)> {
+        let in_time = |at: u64| at <= late && at < here;
+        if let Some((peer, _)) = peers
+            .as_mut()
+            .and_then(|p| p.best(r, now))
+            .filter(|&(_, at)| in_time(at))
+        {
+            return Some((Some(peer), r));
+        }
+        if !meta.rotating {
+            return None;
+        }
+        let e = self.tenancy.entry(meta.tenant)?;
+        let (mask, ordered) = (e.mask, e.strategy == Strategy::Ordered);
+        let mut order = [0u8; REGIONS_MAX];
+        let n = if ordered {
+            let n = e.order.len().min(REGIONS_MAX);
+            order[..n].copy_from_slice(&e.order[..n]);
+            n
+        } else {
+            for (k, o) in order.iter_mut().enumerate().take(self.regions) {
+                *o = k as u8;
+            }
+            self.regions
+        };
+        let (region, group) = (r / self.groups, r % self.groups);
+        let mut best: Option<(u64, Option<usize>, usize)> = None;
+        for &r2 in &order[..n] {
+            let r2 = usize::from(r2);
+            if r2 == region || r2 >= self.regions || self.retired[r2] || mask & (1 << r2) == 0 {
+                continue;
+            }
+            let l2 = r2 * self.groups + group;
+            let own = self.own_leaves(l2, now);
+            if in_time(own) && best.is_none_or(|(b, ..)| own < b) {
+                best = Some((own, None, l2));
+            }
+            if let Some((peer, at)) = peers.as_mut().and_then(|p| p.best(l2, now))
+                && in_time(at)
+                && best.is_none_or(|(b, ..)| at < b)
+            {
+                best = Some((at, Some(peer), l2));
+            }
+            if ordered && best.is_some() {
+                break;
+            }
+        }
+        best.map(|(_, peer, l)| (peer, l))
+    }
+
+    /// Moves the bundle waiting at `j` in lane `r` to the tail of this thread's lane `to`, of
+    /// another region: its slot, tries and hold go with it; its counts stay with the region it
+    /// was admitted for.
+    fn move_lane(&mut self, r: usize, j: usize, to: usize, now: Instant) {
+        let slot = self.fifos[r][j];
+        self.take_queued(r, j);
+        self.arena.get_mut(slot).expect("queued slot").meta.lane = to as u8;
+        self.fifos[to].push_back(slot);
+        self.stats.region(r / self.groups).rerouted.inc();
+        if to < r {
+            // The dispatch pass has been by that lane already.
+            self.wake_at(now);
+        }
+    }
+
+    /// Moves the bundle waiting at `j` in lane `r` to `peer`'s lane `to` (`r`, or a lane of
+    /// another region for a bundle from the rotating port), copied into a slot it lent (its
     /// admission time, tenant and tries with it), and frees its slot here; false, and nothing
     /// moved, when `peer` has no slot to lend.
     fn move_one(
         &mut self,
         peers: &mut Peers,
         peer: usize,
-        r: usize,
-        j: usize,
+        (r, j): (usize, usize),
+        to: usize,
         now: Instant,
     ) -> bool {
         let Some(mut lent) = peers.take_credit(peer, now) else {
@@ -1070,7 +1186,10 @@ impl Dispatcher {
             rec.set_moved_to(peer as u8);
         });
         self.take_queued(r, j);
-        peers.hand_off(peer, lent, r as u8, true);
+        peers.hand_off(peer, lent, to as u8, true);
+        if to / self.groups != r / self.groups {
+            self.stats.region(r / self.groups).rerouted.inc();
+        }
         let counts = self.stats.region(region);
         counts.in_flight.set(counts.in_flight.get() - 1);
         self.stats.handoffs_out.inc();
@@ -1192,6 +1311,8 @@ impl Dispatcher {
         // Bundles have had every pair for a refresh period past the tips' due time.
         self.up.refresh_starved_tips(now);
         let mut busy = 0u32;
+        let look_past = now.0 >= self.look_past_at;
+        let mut stayed = false;
         for lane in 0..self.fifos.len() {
             if !self.fifos[lane].is_empty() && self.up.group_listed(lane % self.groups) == 0 {
                 // No source of the lane's group here (a reload removed them, or the group
@@ -1201,11 +1322,14 @@ impl Dispatcher {
             self.dispatch_lane(lane, now);
             if !self.fifos[lane].is_empty() && self.up.group_listed(lane % self.groups) != 0 {
                 // What this pool could not send now, and would send too late.
-                self.move_late(lane, now);
+                stayed |= self.move_late(lane, look_past, now);
             }
             if !self.fifos[lane].is_empty() {
                 busy |= 1 << (lane / self.groups);
             }
+        }
+        if look_past && stayed {
+            self.look_past_at = now.after(self.rate.from_ms(MOVE_RETRY_MS)).0;
         }
         if self.any_retired {
             self.drain_retired(now);

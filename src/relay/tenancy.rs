@@ -35,7 +35,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::clock::{Instant, TickRate, Ticks};
-use crate::config::{Found, Strategy, TenantTable, TenantWriter};
+use crate::config::{Found, Strategy, TenantEntry as Entry, TenantTable, TenantWriter};
 use crate::metrics::tenants::{Gcra, Refused, ShareFull, TenantStats};
 
 use super::Port;
@@ -247,6 +247,19 @@ impl Tenancy {
         match self.slots[usize::from(slot)].entry {
             u32::MAX => self.table.default_entry().map_or(&[], |e| &e.order),
             i => &self.table.entries()[i as usize].order,
+        }
+    }
+
+    /// The entry of the tenant holding `slot` now: `None` once a reload removed it (its
+    /// bundles still in flight keep their slot, not a policy).
+    pub fn entry(&self, slot: u16) -> Option<&Entry> {
+        match self.slots[usize::from(slot)].entry {
+            u32::MAX => self.table.default_entry().filter(|e| e.slot == slot),
+            i => self
+                .table
+                .entries()
+                .get(i as usize)
+                .filter(|e| e.slot == slot),
         }
     }
 

@@ -1,5 +1,6 @@
 //! The relay layer's tests in one binary, driven without sockets: intake, dispatch, engine
-//! answers, pair states, handoffs between threads, tenants, reloads, tips, leaders and the ledger.
+//! answers, pair states, handoffs between threads, rotating bundles rerouted between regions,
+//! tenants, reloads, tips, leaders and the ledger.
 //! One module per subject. The counting allocator is this binary's (per thread: the handoff
 //! module's steady-state check reads its own thread's count).
 
@@ -27,6 +28,7 @@ mod ledger;
 mod pair_states;
 mod queries;
 mod reload;
+mod reroute;
 mod retries;
 mod tenants;
 mod tips;

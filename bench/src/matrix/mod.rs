@@ -431,7 +431,15 @@ fn fault_rows(
         refused_max: refusals_allowed(&fault),
         fault,
         region: region.to_string(),
-        relay_did,
+        relay_did: match region_value("bundle_relay_bundles_rerouted_total", region) {
+            0 => relay_did,
+            1 => {
+                format!("{relay_did}; 1 rotating-port bundle waiting here left for another region")
+            }
+            n => format!(
+                "{relay_did}; {n} rotating-port bundles waiting here left for another region"
+            ),
+        },
         delivered: region_value("bundle_relay_bundles_delivered_total", region),
         expired: region_value("bundle_relay_bundles_expired_total", region),
         failed: region_value("bundle_relay_bundles_failed_total", region),
