@@ -167,8 +167,9 @@ pub struct BundleMeta {
     /// The frame is a JSON-RPC `sendTransaction` body for the engine's HTTP endpoint (a
     /// transaction sent without `bundleOnly=true`), not a gRPC SendBundle message.
     pub json: bool,
-    /// It came in on the rotating port: any of its tenant's regions may send it, not only the
-    /// one it was routed to (a region that falls behind passes it on).
+    /// It was admitted as a rotating-port bundle (the rotating port, not a region named in its
+    /// path): any of its tenant's regions may send it, not only the one it was routed to (a
+    /// region that falls behind passes it on).
     pub rotating: bool,
     /// The tenant's slot in the shared tenant state (0: the default tenant).
     pub tenant: u16,

@@ -136,9 +136,9 @@ accounting! {
         /// Bundles from the rotating port sent here by the leader strategy: its engine holds
         /// the next Jito leader.
         leader_routed,
-        /// Bundles from the rotating port that waited here and left for another of their
-        /// tenant's regions: this one could no longer send them within their max age (its
-        /// addresses cooling, the region backing off or silent), that one could.
+        /// Moves of bundles from the rotating port out of this region's queue to another of
+        /// their tenant's regions: this one could no longer send them within their max age
+        /// (its addresses cooling, the region backing off or silent), that one could.
         rerouted,
         /// Bundles refused because this region's pairs (the soonest of a rotating bundle's
         /// regions) could not send them within their max age, behind the bundles waiting

@@ -270,7 +270,7 @@ fn render(m: &Metrics, out: &mut String) {
         m,
         "bundle_relay_bundles_rerouted_total",
         "counter",
-        "Bundles from the rotating port that waited in the region and left for another of their tenant's regions, this one unable to send them within their max age, by the region they left.",
+        "Moves of bundles from the rotating port out of the region's queue to another of their tenant's regions, the region unable to send them within their max age, by the region they left.",
         |r| regions[r].bundles.rerouted,
     );
     per_region(
@@ -903,7 +903,7 @@ fn render_accounting(m: &Metrics, out: &mut String) {
         (
             "bundle_relay_bundles_rerouted_total",
             "counter",
-            "Bundles from the rotating port that waited in a region and left for another of their tenant's regions, that one unable to send them within their max age.",
+            "Moves of bundles from the rotating port out of a region's queue to another of their tenant's regions, the region they left unable to send them within their max age.",
             t.rerouted,
         ),
     ];

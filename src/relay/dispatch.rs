@@ -214,8 +214,13 @@ pub struct Dispatcher {
     /// Some region is retired (the dispatch loop looks for ones to drain only then).
     any_retired: bool,
     /// Ticks before which [`Dispatcher::move_late`] stops at the first late bundle that
-    /// cannot move, as it found some the last time it looked at every late one.
+    /// cannot move, as it found some the last time it looked at every late one; and whether a
+    /// rotating-port bundle was among those (the loop then wakes for the next look).
     look_past_at: u64,
+    rotating_left: bool,
+    /// Regions (bits) whose lanes [`Dispatcher::move_lane`] filled in this dispatch pass after
+    /// the pass had been by them.
+    moved_into: u32,
     stats: Arc<Stats>,
     metrics: Arc<ThreadMetrics>,
     tenancy: Tenancy,
@@ -290,6 +295,8 @@ impl Dispatcher {
             drained: vec![false; spec.regions.len()].into_boxed_slice(),
             any_retired: false,
             look_past_at: 0,
+            rotating_left: false,
+            moved_into: 0,
             stats,
             metrics,
             tenancy: Tenancy::new(spec.tenants.clone(), spec.tenant_stats.clone(), rate),
@@ -985,24 +992,25 @@ impl Dispatcher {
     ///
     /// The scan stops too at the first late bundle with nowhere better to go (an older one
     /// alike has less time still), unless `look_past`: then it goes on, for the rotating
-    /// bundles ahead of a pinned one. True when it looked past and some late bundle stayed:
-    /// the caller looks past again only [`MOVE_RETRY_MS`] on, so a lane of late pinned bundles
-    /// is not read whole at every iteration. Where the best thread has no slot to lend, the
-    /// lane is looked at again shortly; where no place would do better, at the next iteration
-    /// (the loop wakes at least every sweep, and at a peer's news).
-    fn move_late(&mut self, r: usize, look_past: bool, now: Instant) -> bool {
+    /// bundles ahead of a pinned one. Returns whether some late bundle had nowhere better to
+    /// go, and whether one of those came from the rotating port: after a look past that left
+    /// some, the caller looks past again only [`MOVE_RETRY_MS`] on, so a lane of late pinned
+    /// bundles is not read whole at every iteration. Where the best thread has no slot to
+    /// lend, the lane is looked at again shortly; where no place would do better, at the next
+    /// iteration (the loop wakes at least every sweep, and at a peer's news).
+    fn move_late(&mut self, r: usize, look_past: bool, now: Instant) -> (bool, bool) {
         let Some(&tail) = self.fifos[r].back() else {
-            return false;
+            return (false, false);
         };
         let start = self.lane_start(r, now);
         let leaves = |d: &Self, ahead: usize| start.map_or(NEVER, |at| d.paced_from(r, at, ahead));
         // The usual case, and the request path's: the last bundle leaves in time here.
         let meta = *self.arena.get(tail).expect("queued slot").meta;
         if leaves(self, self.fifos[r].len() - 1) <= self.late_after(meta.tenant, meta.admitted_at) {
-            return false;
+            return (false, false);
         }
         let mut peers = self.peers.take();
-        let (mut no_credit, mut stayed) = (false, false);
+        let (mut no_credit, mut stayed, mut rotating) = (false, false, false);
         // (tenant, rotating, late, here) of the last bundle found nowhere better to go: one
         // alike with less time and no later here has nowhere either (a move only makes the
         // places it goes to later).
@@ -1042,6 +1050,7 @@ impl Dispatcher {
                 None => {
                     nowhere = Some((meta.tenant, meta.rotating, late, here));
                     stayed = true;
+                    rotating |= meta.rotating;
                     if !look_past {
                         break;
                     }
@@ -1052,7 +1061,7 @@ impl Dispatcher {
         if no_credit {
             self.wake_at(now.after(self.rate.from_ms(MOVE_RETRY_MS)));
         }
-        look_past && stayed
+        (stayed, rotating)
     }
 
     /// When lane `r`'s pool sends its next bundle, for [`Dispatcher::move_late`]: as
@@ -1139,16 +1148,25 @@ impl Dispatcher {
     }
 
     /// Moves the bundle waiting at `j` in lane `r` to the tail of this thread's lane `to`, of
-    /// another region: its slot, tries and hold go with it; its counts stay with the region it
+    /// another region, as [`Dispatcher::move_one`] moves one to another thread: its slot, its
+    /// hold and the tries of this copy go with it, as the bundle's one copy there (the last
+    /// of a fanned-out bundle may wait in a fan-out lane); its counts stay with the region it
     /// was admitted for.
     fn move_lane(&mut self, r: usize, j: usize, to: usize, now: Instant) {
         let slot = self.fifos[r][j];
         self.take_queued(r, j);
-        self.arena.get_mut(slot).expect("queued slot").meta.lane = to as u8;
+        let meta = self.arena.get_mut(slot).expect("queued slot").meta;
+        let tries = meta.attempts[meta.copy_in(r as u8)];
+        meta.fan_extra = 0;
+        meta.attempts = [0; 1 + FAN_EXTRA_MAX];
+        meta.attempts[0] = tries;
+        meta.lane = to as u8;
         self.fifos[to].push_back(slot);
         self.stats.region(r / self.groups).rerouted.inc();
         if to < r {
-            // The dispatch pass has been by that lane already.
+            // The dispatch pass has been by that lane already: it runs again at once, and the
+            // region counts as busy in this one.
+            self.moved_into |= 1 << (to / self.groups);
             self.wake_at(now);
         }
     }
@@ -1312,7 +1330,8 @@ impl Dispatcher {
         self.up.refresh_starved_tips(now);
         let mut busy = 0u32;
         let look_past = now.0 >= self.look_past_at;
-        let mut stayed = false;
+        let (mut stayed, mut rotating) = (false, false);
+        self.moved_into = 0;
         for lane in 0..self.fifos.len() {
             if !self.fifos[lane].is_empty() && self.up.group_listed(lane % self.groups) == 0 {
                 // No source of the lane's group here (a reload removed them, or the group
@@ -1322,14 +1341,24 @@ impl Dispatcher {
             self.dispatch_lane(lane, now);
             if !self.fifos[lane].is_empty() && self.up.group_listed(lane % self.groups) != 0 {
                 // What this pool could not send now, and would send too late.
-                stayed |= self.move_late(lane, look_past, now);
+                let (s, rot) = self.move_late(lane, look_past, now);
+                (stayed, rotating) = (stayed | s, rotating | rot);
             }
             if !self.fifos[lane].is_empty() {
                 busy |= 1 << (lane / self.groups);
             }
         }
-        if look_past && stayed {
-            self.look_past_at = now.after(self.rate.from_ms(MOVE_RETRY_MS)).0;
+        // A lane filled by a move after the pass went by it is busy all the same.
+        busy |= self.moved_into;
+        if look_past {
+            self.rotating_left = rotating;
+            if stayed {
+                self.look_past_at = now.after(self.rate.from_ms(MOVE_RETRY_MS)).0;
+            }
+        } else if stayed && (rotating || self.rotating_left) {
+            // A rotating-port bundle may wait ahead of where a lane's scan stopped: the next
+            // look past is due then, not at the next event.
+            self.wake_at(Instant(self.look_past_at));
         }
         if self.any_retired {
             self.drain_retired(now);

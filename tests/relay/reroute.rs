@@ -219,3 +219,162 @@ fn rotating_bundles_late_in_their_region_leave_through_another_threads_pool_for_
     );
     assert!(a.d.check_accounting() && b.d.check_accounting());
 }
+
+/// A fanned-out bundle whose copy to ny was refused unprocessed until its tries were spent
+/// (ended there) and whose other copy waits in slc, cooling past its max age: that last copy
+/// moves to tokyo with its own tries, none of ny's. Answered UNAVAILABLE once there, it goes
+/// again and is delivered, not rejected as if ny's eight tries were its own.
+#[test]
+fn the_last_copy_of_a_fanned_out_bundle_moved_to_another_region_keeps_its_own_tries() {
+    use bundle_relay::relay::dispatch::ATTEMPTS_MAX;
+    let regions: Vec<RegionSpec> = [
+        ("ny", "127.0.0.1:10000"),
+        ("slc", "127.0.0.2:10000"),
+        ("tokyo", "127.0.0.3:10000"),
+    ]
+    .iter()
+    .map(|(name, addr)| RegionSpec {
+        interval_ms: 100,
+        ..RegionSpec::plain(name, addr.parse().unwrap())
+    })
+    .collect();
+    let mut spec = Spec::local(regions, vec!["127.1.0.1".parse().unwrap()]);
+    spec.bundle_max_age_ms = 5_000;
+    spec.upstream_timeout_ms = 600_000;
+    spec.open_to_all(Policy {
+        fan_out: 2,
+        ..Policy::open()
+    });
+    let mut now = Instant(MS);
+    let mut t = Sim::connected(&spec, 0, None, now);
+    let mut due = Vec::new();
+    while let Some(order) = t.d.poll_connect(now) {
+        due.push(order);
+    }
+    let remote = |o: &bundle_relay::relay::dispatch::ConnectOrder| o.remote.ip().to_string();
+    let slc = due.iter().find(|o| remote(o) == "127.0.0.2").unwrap().pair;
+    let tokyo = due.iter().find(|o| remote(o) == "127.0.0.3").unwrap().pair;
+    let ny = t.pair;
+    let mut calls = Vec::new();
+    bring_up(&mut t, slc, now);
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, &mut calls);
+    answer_calls(&mut t.d, now, &mut calls);
+    now = Instant(now.0 + 100 * MS + 1);
+    // A bundle pinned to slc cools slc's one address for ten seconds.
+    assert_eq!(
+        t.post_as(Port::Pinned(1), Claim::LOOPBACK, "", &body(10), now),
+        Verdict::Admitted
+    );
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, &mut calls);
+    let [(p, s)] = calls[..] else {
+        panic!("slc's call: {calls:?}")
+    };
+    assert_eq!(p, slc);
+    calls.clear();
+    t.d.received(
+        slc,
+        &crate::h2_support::error_reply(s, 8, &cooled_for(10_000)),
+        now,
+    );
+    // The rotating bundle fans out to ny and slc (tokyo is not up).
+    let v = t.post_as(Port::Rotating, Claim::LOOPBACK, "", &body(1), now);
+    assert_eq!(v, Verdict::Admitted, "{}", t.response());
+    // ny refuses its copy unprocessed at every try, until its tries are spent; then its
+    // connection is lost, so ny is no place for the other copy.
+    let mut ny_tries = 0;
+    while ny_tries < ATTEMPTS_MAX {
+        t.d.run_timers(now);
+        t.d.dispatch(now);
+        flush_calls(&mut t.d, now, &mut calls);
+        for (p, s) in std::mem::take(&mut calls) {
+            assert_eq!(p, ny, "only ny sends");
+            ny_tries += 1;
+            let reply = crate::h2_support::error_reply(s, 14, "temporarily unavailable");
+            t.d.received(p, &reply, now);
+        }
+        now = Instant(now.0 + 100 * MS + 1);
+        assert!(
+            now.0 < 3_000 * MS,
+            "ny's tries are spent within two seconds"
+        );
+    }
+    t.d.socket_released(ny, now, 0);
+    t.d.dispatch(now);
+    assert_eq!(
+        (t.totals().in_flight, t.stats.region(1).rerouted.get()),
+        (2, 0),
+        "slc's copy and the pinned bundle wait: {:?}",
+        t.totals()
+    );
+    // tokyo comes up: the copy waiting in slc moves there. Refused unprocessed once, it goes
+    // again, and is taken.
+    bring_up(&mut t, tokyo, now);
+    let mut refused = false;
+    for _ in 0..20 {
+        t.d.run_timers(now);
+        t.d.dispatch(now);
+        flush_calls(&mut t.d, now, &mut calls);
+        for (p, s) in std::mem::take(&mut calls) {
+            assert_eq!(p, tokyo, "only tokyo sends now");
+            let reply = if std::mem::replace(&mut refused, true) {
+                crate::h2_support::ok_reply(s)
+            } else {
+                crate::h2_support::error_reply(s, 14, "temporarily unavailable")
+            };
+            t.d.received(p, &reply, now);
+        }
+        now = Instant(now.0 + 100 * MS + 1);
+    }
+    let s = t.totals();
+    assert_eq!(
+        (s.delivered, s.rejected, s.in_flight),
+        (1, 0, 1),
+        "the fanned-out bundle delivered; the pinned one waits in slc: {s:?}"
+    );
+    assert_eq!(t.stats.region(1).rerouted.get(), 1);
+    assert!(t.d.check_accounting());
+}
+
+/// A pinned bundle late at the tail of a cooling region hides the rotating ones ahead of it
+/// from the scan that stops at the first with nowhere to go; the scan that reads past it runs
+/// at most every 5 ms, and the loop wakes for it while a rotating bundle is left: when another
+/// region comes up a moment after one such scan, the rotating bundles move within those 5 ms,
+/// not at some later event.
+#[test]
+fn rotating_bundles_behind_a_late_pinned_one_move_within_five_ms_of_a_region_coming_up() {
+    let (mut t, later, now) = ny_up_of_three(Instant(MS));
+    let [_, (tokyo, _)] = later[..] else {
+        unreachable!()
+    };
+    for seed in 1..=2 {
+        let v = t.post_as(Port::Rotating, Claim::LOOPBACK, "", &body(seed), now);
+        assert_eq!(v, Verdict::Admitted, "{}", t.response());
+    }
+    assert_eq!(t.post_bundle(3, now), Verdict::Admitted, "{}", t.response());
+    assert!(t.send(now));
+    t.answer_error(8, &cooled_for(3_000), now);
+    // Every late bundle read: nowhere to go yet.
+    t.d.dispatch(now);
+    let up = Instant(now.0 + MS);
+    bring_up(&mut t, tokyo, up);
+    t.d.dispatch(up);
+    assert_eq!(
+        t.stats.region(0).rerouted.get(),
+        0,
+        "the scan stopped at the pinned one"
+    );
+    let wake = t.d.next_deadline().expect("a deadline");
+    assert!(
+        wake.0 <= now.0 + 5 * MS,
+        "the next look past is due 5 ms after the last: woken {} µs after it",
+        (wake.0 - now.0) / 1_000
+    );
+    t.d.dispatch(wake);
+    assert_eq!(
+        t.stats.region(0).rerouted.get(),
+        2,
+        "both rotating bundles moved"
+    );
+}
