@@ -791,10 +791,13 @@ impl Dispatcher {
     }
 
     /// The further lanes a bundle for `primary` fans out to: the tenant's other regions that
-    /// can send soonest (this thread's view), up to `fan_out - 1` of them, none with no pair up.
+    /// can send soonest (this thread's view), up to `fan_out - 1` of them, none with no pair up
+    /// and none that would send it past its max age (a copy there would only hold its slot
+    /// until it expired, and push back what waits behind it).
     fn fan_lanes(&mut self, primary: u8, pass: &Pass, now: Instant) -> ([u8; FAN_EXTRA_MAX], u8) {
         let group = usize::from(pass.group).min(self.groups - 1);
         let want = usize::from(pass.fan_out - 1).min(FAN_EXTRA_MAX);
+        let by = self.late_after(pass.slot, now);
         // (when, region), soonest first; ties keep region order after the primary.
         let mut best = [(NEVER, 0u8); FAN_EXTRA_MAX];
         let mut found = 0;
@@ -803,8 +806,9 @@ impl Dispatcher {
             if self.retired[r] || pass.mask & (1 << r) == 0 {
                 continue;
             }
-            let at = self.own_estimate(r * self.groups + group).at(now, 0);
-            if at == NEVER {
+            let l = r * self.groups + group;
+            let at = self.own_estimate(l).at(now, 0);
+            if at == NEVER || self.own_leaves(l, now) > by {
                 continue;
             }
             let mut i = found.min(want);
@@ -1087,8 +1091,9 @@ impl Dispatcher {
     /// than `here`: the other thread whose pool for the lane sends soonest; else, for a bundle
     /// from the rotating port, another of its tenant's regions (as a reload left them), through
     /// this thread or another: the first in the tenant's order that is in time for the ordered
-    /// strategy, the soonest for the others. Always the lane's egress group. `(None, lane)` is
-    /// a lane of this thread's.
+    /// strategy, the soonest for the others. Always the lane's egress group. The last copy of
+    /// a fanned-out bundle moves only to a region none of its copies went to, and not at all
+    /// once another copy was delivered. `(None, lane)` is a lane of this thread's.
     fn better_place(
         &mut self,
         mut peers: Option<&mut Peers>,
@@ -1106,8 +1111,17 @@ impl Dispatcher {
         {
             return Some((Some(peer), r));
         }
-        if !meta.rotating {
+        if !meta.rotating || meta.fan_delivered {
+            // A copy left of a fanned-out bundle an engine took already stays where it is.
             return None;
+        }
+        // The regions a fanned-out bundle's copies went to: no second copy goes there.
+        let mut went = 0u32;
+        if meta.fan_extra > 0 {
+            went = 1 << (usize::from(meta.lane) / self.groups);
+            for &l in &meta.fan_lanes[..usize::from(meta.fan_extra)] {
+                went |= 1 << (usize::from(l) / self.groups);
+            }
         }
         let e = self.tenancy.entry(meta.tenant)?;
         let (mask, ordered) = (e.mask, e.strategy == Strategy::Ordered);
@@ -1126,7 +1140,12 @@ impl Dispatcher {
         let mut best: Option<(u64, Option<usize>, usize)> = None;
         for &r2 in &order[..n] {
             let r2 = usize::from(r2);
-            if r2 == region || r2 >= self.regions || self.retired[r2] || mask & (1 << r2) == 0 {
+            if r2 == region
+                || r2 >= self.regions
+                || self.retired[r2]
+                || mask & (1 << r2) == 0
+                || went & (1 << r2) != 0
+            {
                 continue;
             }
             let l2 = r2 * self.groups + group;
@@ -1157,6 +1176,8 @@ impl Dispatcher {
         self.take_queued(r, j);
         let meta = self.arena.get_mut(slot).expect("queued slot").meta;
         let tries = meta.attempts[meta.copy_in(r as u8)];
+        // Where its copies went is forgotten now: it moves between regions no more.
+        meta.rotating &= meta.fan_extra == 0;
         meta.fan_extra = 0;
         meta.attempts = [0; 1 + FAN_EXTRA_MAX];
         meta.attempts[0] = tries;
@@ -1195,7 +1216,9 @@ impl Dispatcher {
         let mut copy = unsafe { lent.slot_mut() };
         let tries = src.meta.attempts[src.meta.copy_in(r as u8)];
         copy.copy_from(&src);
-        // The copy left is the bundle's one copy there, with the tries it had.
+        // The copy left is the bundle's one copy there, with the tries it had; one of a
+        // fanned-out bundle (where its copies went is forgotten) stays in its region there.
+        copy.meta.rotating &= copy.meta.fan_extra == 0;
         copy.meta.fan_extra = 0;
         copy.meta.attempts = [0; 1 + FAN_EXTRA_MAX];
         copy.meta.attempts[0] = tries;

@@ -2,8 +2,10 @@
 //! max age (its one address cooling for seconds after the engine's Retry-After) leave for
 //! another of their tenant's regions that can: what routing does for a new bundle, done for the
 //! ones routed before the region fell behind. Pinned-port bundles stay in their region, and no
-//! bundle goes to a region its tenant may not use. Driven through one thread's dispatcher
-//! without sockets.
+//! bundle goes to a region its tenant may not use. Fanned-out bundles: no copy is queued where
+//! it cannot leave in time, the last copy moves with its own tries and only where no copy went,
+//! and none once another copy was delivered. Driven through one thread's dispatcher (two for
+//! the move through a peer) without sockets.
 
 use crate::dispatcher_support;
 
@@ -65,6 +67,24 @@ fn ny_up_of_three(now: Instant) -> (Sim, Vec<(PairId, u8)>, Instant) {
     let now = Instant(now.0 + 100 * MS + 1);
     t.d.dispatch(now);
     (t, later, now)
+}
+
+/// A bundle pinned to slc (region 1) sent on `slc`, its one pair, and taken, so the pair is
+/// paced for an interval; then a bundle from the rotating port, fanned out to ny (sent at
+/// once) and slc (waiting for that pair).
+fn fan_out_with_slc_paced(t: &mut Sim, slc: PairId, now: Instant) {
+    let mut calls = Vec::new();
+    assert_eq!(
+        t.post_as(Port::Pinned(1), Claim::LOOPBACK, "", &body(10), now),
+        Verdict::Admitted
+    );
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, &mut calls);
+    assert_eq!(calls.len(), 1, "slc's call: {calls:?}");
+    assert_eq!(calls[0].0, slc);
+    answer_calls(&mut t.d, now, &mut calls);
+    let v = t.post_as(Port::Rotating, Claim::LOOPBACK, "", &body(1), now);
+    assert_eq!(v, Verdict::Admitted, "{}", t.response());
 }
 
 /// Connects `pair`, set up through the engine's hello.
@@ -261,26 +281,10 @@ fn the_last_copy_of_a_fanned_out_bundle_moved_to_another_region_keeps_its_own_tr
     flush_calls(&mut t.d, now, &mut calls);
     answer_calls(&mut t.d, now, &mut calls);
     now = Instant(now.0 + 100 * MS + 1);
-    // A bundle pinned to slc cools slc's one address for ten seconds.
-    assert_eq!(
-        t.post_as(Port::Pinned(1), Claim::LOOPBACK, "", &body(10), now),
-        Verdict::Admitted
-    );
-    t.d.dispatch(now);
-    flush_calls(&mut t.d, now, &mut calls);
-    let [(p, s)] = calls[..] else {
-        panic!("slc's call: {calls:?}")
-    };
-    assert_eq!(p, slc);
-    calls.clear();
-    t.d.received(
-        slc,
-        &crate::h2_support::error_reply(s, 8, &cooled_for(10_000)),
-        now,
-    );
-    // The rotating bundle fans out to ny and slc (tokyo is not up).
-    let v = t.post_as(Port::Rotating, Claim::LOOPBACK, "", &body(1), now);
-    assert_eq!(v, Verdict::Admitted, "{}", t.response());
+    // The rotating bundle fans out to ny and slc (tokyo is not up), and waits in slc for its
+    // pair, paced after a bundle it just sent; then slc's connection is lost.
+    fan_out_with_slc_paced(&mut t, slc, now);
+    t.d.socket_released(slc, now, 0);
     // ny refuses its copy unprocessed at every try, until its tries are spent; then its
     // connection is lost, so ny is no place for the other copy.
     let mut ny_tries = 0;
@@ -304,8 +308,8 @@ fn the_last_copy_of_a_fanned_out_bundle_moved_to_another_region_keeps_its_own_tr
     t.d.dispatch(now);
     assert_eq!(
         (t.totals().in_flight, t.stats.region(1).rerouted.get()),
-        (2, 0),
-        "slc's copy and the pinned bundle wait: {:?}",
+        (1, 0),
+        "slc's copy waits: {:?}",
         t.totals()
     );
     // tokyo comes up: the copy waiting in slc moves there. Refused unprocessed once, it goes
@@ -330,8 +334,8 @@ fn the_last_copy_of_a_fanned_out_bundle_moved_to_another_region_keeps_its_own_tr
     let s = t.totals();
     assert_eq!(
         (s.delivered, s.rejected, s.in_flight),
-        (1, 0, 1),
-        "the fanned-out bundle delivered; the pinned one waits in slc: {s:?}"
+        (2, 0, 0),
+        "the pinned bundle and the fanned-out one delivered: {s:?}"
     );
     assert_eq!(t.stats.region(1).rerouted.get(), 1);
     assert!(t.d.check_accounting());
@@ -377,4 +381,134 @@ fn rotating_bundles_behind_a_late_pinned_one_move_within_five_ms_of_a_region_com
         2,
         "both rotating bundles moved"
     );
+}
+
+/// A fanned-out bundle's further copies go only to regions that can send them within its max
+/// age: with slc's one address cooling for three seconds, a bundle fanned out to two regions
+/// waits in ny alone, and once ny's engine takes it, nothing of it is left in flight (no copy
+/// queued in slc holding its slot until it expires there).
+#[test]
+fn a_fanned_out_bundle_queues_no_copy_where_it_cannot_leave_within_its_max_age() {
+    let regions: Vec<RegionSpec> = [("ny", "127.0.0.1:10000"), ("slc", "127.0.0.2:10000")]
+        .iter()
+        .map(|(name, addr)| RegionSpec {
+            interval_ms: 100,
+            ..RegionSpec::plain(name, addr.parse().unwrap())
+        })
+        .collect();
+    let mut spec = Spec::local(regions, vec!["127.1.0.1".parse().unwrap()]);
+    spec.bundle_max_age_ms = 1_000;
+    spec.upstream_timeout_ms = 600_000;
+    spec.open_to_all(Policy {
+        fan_out: 2,
+        ..Policy::open()
+    });
+    let mut now = Instant(MS);
+    let mut t = Sim::connected(&spec, 0, None, now);
+    let ny = t.pair;
+    dispatcher_support::connect_due(&mut t, now);
+    let mut calls = Vec::new();
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, &mut calls);
+    answer_calls(&mut t.d, now, &mut calls);
+    now = Instant(now.0 + 100 * MS + 1);
+    // A bundle pinned to slc, answered by cooling slc's one address for three seconds.
+    assert_eq!(
+        t.post_as(Port::Pinned(1), Claim::LOOPBACK, "", &body(10), now),
+        Verdict::Admitted
+    );
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, &mut calls);
+    let [(slc, s)] = calls[..] else {
+        panic!("slc's call: {calls:?}")
+    };
+    calls.clear();
+    assert_ne!(slc, ny);
+    t.d.received(
+        slc,
+        &crate::h2_support::error_reply(s, 8, &cooled_for(3_000)),
+        now,
+    );
+    let v = t.post_as(Port::Rotating, Claim::LOOPBACK, "", &body(1), now);
+    assert_eq!(v, Verdict::Admitted, "{}", t.response());
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, &mut calls);
+    assert_eq!(calls.len(), 1, "one copy, sent on ny's pair: {calls:?}");
+    assert_eq!(calls[0].0, ny);
+    answer_calls(&mut t.d, now, &mut calls);
+    t.d.dispatch(now);
+    let s = t.totals();
+    assert_eq!(
+        (s.delivered, s.in_flight),
+        (1, 1),
+        "delivered, and only the pinned bundle left in flight: {s:?}"
+    );
+    assert!(t.d.check_accounting());
+}
+
+/// A fanned-out bundle's copy left waiting after ny's engine took the other stays where it
+/// is when its region falls behind (slc's connection lost): it is not moved to ny and sent
+/// there a second time. It waits for slc's pair or expires; the bundle is delivered either
+/// way.
+#[test]
+fn a_fanned_out_bundles_copy_left_after_delivery_is_not_sent_again_to_the_region_that_took_it() {
+    let regions: Vec<RegionSpec> = [("ny", "127.0.0.1:10000"), ("slc", "127.0.0.2:10000")]
+        .iter()
+        .map(|(name, addr)| RegionSpec {
+            interval_ms: 100,
+            ..RegionSpec::plain(name, addr.parse().unwrap())
+        })
+        .collect();
+    let mut spec = Spec::local(regions, vec!["127.1.0.1".parse().unwrap()]);
+    spec.bundle_max_age_ms = 1_000;
+    spec.upstream_timeout_ms = 600_000;
+    spec.open_to_all(Policy {
+        fan_out: 2,
+        ..Policy::open()
+    });
+    let mut now = Instant(MS);
+    let mut t = Sim::connected(&spec, 0, None, now);
+    let ny = t.pair;
+    let slc = t.d.poll_connect(now).expect("slc's pair is due").pair;
+    bring_up(&mut t, slc, now);
+    let mut calls = Vec::new();
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, &mut calls);
+    answer_calls(&mut t.d, now, &mut calls);
+    now = Instant(now.0 + 100 * MS + 1);
+    fan_out_with_slc_paced(&mut t, slc, now);
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, &mut calls);
+    assert_eq!(calls.len(), 1, "ny's copy; slc's waits: {calls:?}");
+    assert_eq!(calls[0].0, ny);
+    answer_calls(&mut t.d, now, &mut calls);
+    t.d.dispatch(now);
+    assert_eq!(
+        t.totals().delivered,
+        1,
+        "taken in ny, the fanned-out bundle ends with its copy in slc"
+    );
+    // slc's connection is lost: the copy there is late.
+    t.d.socket_released(slc, now, 0);
+    let mut on_ny = 0;
+    for _ in 0..15 {
+        now = Instant(now.0 + 100 * MS + 1);
+        t.d.run_timers(now);
+        t.d.dispatch(now);
+        flush_calls(&mut t.d, now, &mut calls);
+        on_ny += calls.iter().filter(|&&(p, _)| p == ny).count();
+        answer_calls(&mut t.d, now, &mut calls);
+    }
+    assert_eq!(on_ny, 0, "nothing sent to ny again");
+    assert_eq!(
+        t.stats.region(0).rerouted.get() + t.stats.region(1).rerouted.get(),
+        0
+    );
+    let s = t.totals();
+    assert_eq!(
+        (s.delivered, s.expired, s.in_flight),
+        (2, 0, 0),
+        "the pinned bundle and the fanned-out one delivered: {s:?}"
+    );
+    assert!(t.d.check_accounting());
 }
