@@ -1180,7 +1180,8 @@ impl Links {
 
     /// A pair is retired when its source or its region is: a connection being set up closes
     /// now, one in rotation drains (its call in flight ends first), a down one stays down. A
-    /// pair no longer retired connects again (at once, when its region connects).
+    /// pair no longer retired connects again (at once, when its region connects), with no
+    /// refusal of its source held against it.
     fn refresh_retired(&mut self, pair: PairId, now: Instant) {
         let r = self.region_of(pair);
         let a = self.limiter.address_of(pair) as usize;
@@ -1200,8 +1201,14 @@ impl Links {
                 Link::InRotation => self.stop_calls(pair, in_flight, now),
                 Link::Down | Link::Draining | Link::Closing => {}
             }
-        } else if link == Link::Down && self.regions[r].connect_requested {
-            self.pairs.queue_connect(pair, now.0);
+        } else {
+            // Listed again, it starts over: an engine's refusal of the source before the
+            // config dropped it says nothing of the source the config takes back.
+            st.denied = false;
+            st.denied_ms = 0;
+            if link == Link::Down && self.regions[r].connect_requested {
+                self.pairs.queue_connect(pair, now.0);
+            }
         }
     }
 

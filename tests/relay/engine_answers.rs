@@ -1010,3 +1010,35 @@ fn a_refused_source_is_tried_again_within_ten_seconds_then_twice_as_long_until_a
     let s = t.totals();
     assert_eq!((s.admitted, s.delivered, s.in_flight), (2, 1, 1), "{s:?}");
 }
+
+/// A source refused (PERMISSION_DENIED) whose pair a reload retired while it was closing, then
+/// listed again, starts over: it connects at once, and when that connection later drops for
+/// an ordinary reason it reconnects after the usual back-off, not after the refusal's wait
+/// of seconds, which was for a source the config has since dropped and taken back.
+#[test]
+fn a_refused_source_retired_and_listed_again_reconnects_after_the_usual_back_off() {
+    use bundle_relay::relay::tuning::Tuning;
+    let (mut t, spec, now) = one_region(10, 600_000);
+    send(&mut t, 1, now);
+    assert!(sends(&mut t, now), "the bundle went");
+    t.answer_error(7, "source not allowed", now);
+    let mut none = Tuning::of_spec(&spec);
+    none.sources.clear();
+    t.d.retune(&none, now);
+    while let Some(p) = t.d.poll_close() {
+        t.d.socket_released(p, now, 0);
+    }
+    let later = at(now, 60_000);
+    t.d.dispatch(later);
+    assert!(t.d.poll_connect(later).is_none(), "retired, it stays down");
+    t.d.retune(&Tuning::of_spec(&spec), later);
+    reconnected(&mut t, later);
+    assert_eq!(t.totals().pairs_up, 1);
+    // The engine closes the connection: an ordinary loss.
+    let drop = at(later, 5);
+    t.d.socket_released(t.pair, drop, 0);
+    assert!(
+        t.d.poll_connect(at(drop, 2_000)).is_some(),
+        "reconnects within the usual back-off"
+    );
+}
