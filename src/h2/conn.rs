@@ -48,10 +48,19 @@ pub enum Event {
     Closed(ConnError),
     /// The peer acknowledged our PING ([`Connection::ping`]): it is alive.
     PingAcked,
-    /// Our PING (keepalive or [`Connection::ping`]) went unanswered past its deadline. The
+    /// Our PING (keepalive or [`Connection::ping`]) went unanswered past its deadline,
+    /// `after_ms` after it was sent (its own timeout, whatever the connection's is now). The
     /// connection stays open: its owner decides (a call still running has its own deadline,
     /// and closing now would lose it for certain).
-    PingTimedOut,
+    PingTimedOut { after_ms: u64 },
+}
+
+/// Our PING in flight: its payload, when it is overdue, and the timeout it was sent with.
+#[derive(Clone, Copy, Debug)]
+struct Ping {
+    data: [u8; 8],
+    deadline_ns: u64,
+    timeout_ms: u64,
 }
 
 /// The connection's own state (its streams have theirs, [`super::stream`]).
@@ -108,7 +117,7 @@ pub struct Connection {
     keepalive_interval_ns: Option<u64>,
     /// When the last frame arrived: keepalive PINGs go only to a silent peer.
     last_rx_ns: u64,
-    ping_outstanding: Option<([u8; 8], u64)>,
+    ping_outstanding: Option<Ping>,
     ping_counter: u64,
     control_window_start_ns: u64,
     control_frames_in_window: u32,
@@ -350,7 +359,11 @@ impl Connection {
         self.ping_counter += 1;
         let data = self.ping_counter.to_be_bytes();
         if self.write_control(|b| frame::write_ping(b, false, data)) {
-            self.ping_outstanding = Some((data, now_ns + ms(timeout_ms)));
+            self.ping_outstanding = Some(Ping {
+                data,
+                deadline_ns: now_ns + ms(timeout_ms),
+                timeout_ms,
+            });
         }
     }
 
@@ -377,7 +390,7 @@ impl Connection {
             min(self.block_deadline_ns);
         }
         match (self.ping_outstanding, self.keepalive_interval_ns) {
-            (Some((_, deadline)), _) => min(deadline),
+            (Some(p), _) => min(p.deadline_ns),
             (None, Some(interval)) => min(self.last_rx_ns + interval),
             (None, None) => {}
         }
@@ -637,9 +650,11 @@ impl Connection {
             return;
         }
         match (self.ping_outstanding, self.keepalive_interval_ns) {
-            (Some((_, deadline)), _) if now_ns >= deadline => {
+            (Some(p), _) if now_ns >= p.deadline_ns => {
                 self.ping_outstanding = None;
-                self.events.push_back(Event::PingTimedOut);
+                self.events.push_back(Event::PingTimedOut {
+                    after_ms: p.timeout_ms,
+                });
             }
             (None, Some(interval)) if now_ns >= self.last_rx_ns + interval => {
                 self.ping(now_ns, self.cfg.keepalive_timeout_ms);
@@ -802,7 +817,7 @@ impl Connection {
                 self.conn_error(Reason::PROTOCOL_ERROR, "PUSH_PROMISE with push disabled")
             }
             Frame::Ping { ack: true, data } => {
-                if self.ping_outstanding.is_some_and(|(d, _)| d == data) {
+                if self.ping_outstanding.is_some_and(|p| p.data == data) {
                     self.ping_outstanding = None;
                     self.events.push_back(Event::PingAcked);
                 }

@@ -815,11 +815,12 @@ impl Links {
         !st.rotated && !st.answered_ping && st.link() == Link::Opened
     }
 
-    /// A new connection's engine did not answer the PING that admits it to rotation: closed,
-    /// with that as its error (not a close of the engine's).
-    pub(super) fn ping_unanswered(&mut self, pair: PairId, now: Instant) {
+    /// A new connection's engine did not answer the PING that admits it to rotation within
+    /// `after_ms` (the timeout it was sent with): closed, with that as its error (not a close
+    /// of the engine's).
+    pub(super) fn ping_unanswered(&mut self, pair: PairId, after_ms: u64, now: Instant) {
         let error = TransportError::PingUnanswered {
-            after_ms: self.ping_timeout_ms,
+            after_ms,
             proxy: self.proxy_of(pair),
         };
         self.fail(pair, error, now);

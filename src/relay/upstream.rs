@@ -1267,10 +1267,10 @@ impl Upstream {
                 // A new connection's admitting PING: it closes, naming why. Otherwise closing
                 // now would lose a call still running for certain; it has its own deadline.
                 // Without one, the connection is closed and reconnects.
-                Event::PingTimedOut if self.links.admitting(pair) => {
-                    self.links.ping_unanswered(pair, now)
+                Event::PingTimedOut { after_ms } if self.links.admitting(pair) => {
+                    self.links.ping_unanswered(pair, after_ms, now)
                 }
-                Event::PingTimedOut => self.links.stop_calls(pair, in_flight, now),
+                Event::PingTimedOut { .. } => self.links.stop_calls(pair, in_flight, now),
             }
         }
         self.links.close_if_drained(pair, now);

@@ -595,7 +595,7 @@ fn keepalive_pings_only_a_silent_peer_and_tells_its_owner_of_a_missing_ack() {
     p.read(&mut c);
     assert_eq!(c.poll_timeout(), Some(2_850 * MS));
     c.handle_timeout(2_850 * MS);
-    assert_eq!(events(&mut c), vec![Event::PingTimedOut]);
+    assert_eq!(events(&mut c), vec![Event::PingTimedOut { after_ms: 200 }]);
     assert!(!c.is_closed());
 }
 

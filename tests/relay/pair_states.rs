@@ -92,6 +92,8 @@ struct Sim {
     /// Bytes the client sent, per pair, not yet read by the engine.
     sent: HashMap<u32, Vec<u8>>,
     seq: u64,
+    /// What the relay was started with (a reload starts from it).
+    spec: Spec,
 }
 
 impl Sim {
@@ -126,6 +128,7 @@ impl Sim {
             calls: HashMap::new(),
             sent: HashMap::new(),
             seq: 0,
+            spec,
         }
     }
 
@@ -760,6 +763,43 @@ fn a_new_connection_whose_ping_goes_unanswered_is_closed_naming_the_ping_not_the
     assert_eq!(
         error.unwrap().to_string(),
         "the engine did not answer the PING that admits a new connection within 300 ms"
+    );
+    sim.check();
+}
+
+/// A reload that lengthens the PING timeout while a new connection's admitting PING is out
+/// leaves that PING its own deadline, and the error names the timeout it was sent with (300
+/// ms), not the one in force when it ran out.
+#[test]
+fn a_ping_unanswered_across_a_reload_is_named_with_the_timeout_it_was_sent_with() {
+    use bundle_relay::relay::tuning::Tuning;
+    let mut sim = Sim::new(|s| {
+        s.sources.truncate(1);
+        s.ping_timeout_ms = 300;
+    });
+    let order = sim.d.poll_connect(sim.now).expect("a connect is due");
+    sim.socks.insert(order.pair.0, Sock::Connected);
+    sim.d.connected(order.pair, sim.now);
+    sim.reactor(true);
+    sim.d.received(order.pair, &hello()[..31], sim.now);
+    sim.reactor(true);
+    let mut tuning = Tuning::of_spec(&sim.spec);
+    tuning.ping_timeout_ms = 1_000;
+    sim.d.retune(&tuning, sim.now);
+    sim.now = Instant(sim.now.0 + 301 * MS);
+    sim.d.run_timers(sim.now);
+    sim.d.sweep(sim.now);
+    sim.reactor(true);
+    assert!(
+        !sim.socks.contains_key(&order.pair.0),
+        "closed at the PING's own deadline"
+    );
+    assert_eq!(
+        sim.d.last_error(order.pair).map(ToString::to_string),
+        Some(
+            "the engine did not answer the PING that admits a new connection within 300 ms"
+                .to_string()
+        )
     );
     sim.check();
 }

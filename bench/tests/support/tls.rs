@@ -194,7 +194,7 @@ pub fn send_bundle(
                         other => Err(format!("{other:?}")),
                     };
                 }
-                Event::GoAway { .. } | Event::PingAcked | Event::PingTimedOut => {}
+                Event::GoAway { .. } | Event::PingAcked | Event::PingTimedOut { .. } => {}
                 Event::Closed(e) => return Err(format!("connection closed: {e:?}")),
             }
         }
