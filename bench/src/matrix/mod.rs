@@ -346,7 +346,7 @@ fn drive(
         Check {
             what: "the relay settled".into(),
             ok: settled.is_ok(),
-            detail: settled.err().unwrap_or_default(),
+            detail: settled.unwrap_or_else(|e| e),
         },
         load_check(&load, seen.half.refused as u64, &stats),
     ];

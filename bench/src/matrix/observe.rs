@@ -35,13 +35,20 @@ pub(super) fn sample_process(pid: u32) -> (u64, u64) {
     (fds, rss)
 }
 
-/// Waits until every bundle ended, every good pair is back up and no intake connection is left.
-pub(super) fn wait_settled(probe: &RelayProbe, good_pairs: u64) -> Result<(), String> {
-    let deadline = Instant::now() + SETTLE_MAX;
+/// Waits until every bundle ended, every good pair is back up and no intake connection is
+/// left; says what it found, and how long that took.
+pub(super) fn wait_settled(probe: &RelayProbe, good_pairs: u64) -> Result<String, String> {
+    let start = Instant::now();
+    let deadline = start + SETTLE_MAX;
     loop {
         let s = probe.stats()?;
         if s.in_flight == 0 && s.pairs_up >= good_pairs && s.intake_conns == 0 {
-            return Ok(());
+            return Ok(format!(
+                "0 in flight, {} of {good_pairs} pairs up, 0 intake connections, {} ms after the \
+                 load",
+                s.pairs_up,
+                start.elapsed().as_millis()
+            ));
         }
         if Instant::now() >= deadline {
             return Err(format!(
