@@ -723,6 +723,34 @@ fn an_answer_a_tls_engine_sends_just_before_close_notify_still_delivers_its_bund
     sim.check();
 }
 
+/// The first due pair connected, the engine's SETTINGS, a window and the ACK of ours received:
+/// everything but the answer to the PING that admits the connection, so it is not in rotation.
+fn opened_awaiting_ping(sim: &mut Sim) -> bundle_relay::relay::dispatch::ConnectOrder {
+    let order = sim.d.poll_connect(sim.now).expect("a connect is due");
+    sim.socks.insert(order.pair.0, Sock::Connected);
+    sim.d.connected(order.pair, sim.now);
+    sim.reactor(true);
+    sim.d.received(order.pair, &hello()[..31], sim.now);
+    sim.reactor(true);
+    assert_eq!(
+        sim.d.link(order.pair),
+        Link::Opened,
+        "not in rotation before the answer"
+    );
+    order
+}
+
+/// 301 ms on, past a 300 ms PING timeout: the pair's connection is closed by the relay, and
+/// its error.
+fn closed_past_the_ping(sim: &mut Sim, pair: PairId) -> Option<TransportError> {
+    sim.now = Instant(sim.now.0 + 301 * MS);
+    sim.d.run_timers(sim.now);
+    sim.d.sweep(sim.now);
+    sim.reactor(true);
+    assert!(!sim.socks.contains_key(&pair.0), "closed by the relay");
+    sim.d.last_error(pair).cloned()
+}
+
 /// An engine that sends its SETTINGS and never answers the PING that admits a new connection:
 /// the relay closes the connection at the PING's deadline, and says so; it does not blame the
 /// engine for a close the relay made.
@@ -732,27 +760,8 @@ fn a_new_connection_whose_ping_goes_unanswered_is_closed_naming_the_ping_not_the
         s.sources.truncate(1);
         s.ping_timeout_ms = 300;
     });
-    let order = sim.d.poll_connect(sim.now).expect("a connect is due");
-    sim.socks.insert(order.pair.0, Sock::Connected);
-    sim.d.connected(order.pair, sim.now);
-    sim.reactor(true);
-    // SETTINGS, a window and the ACK of ours: everything but the PING's answer.
-    sim.d.received(order.pair, &hello()[..31], sim.now);
-    sim.reactor(true);
-    assert_eq!(
-        sim.d.link(order.pair),
-        Link::Opened,
-        "not in rotation before the answer"
-    );
-    sim.now = Instant(sim.now.0 + 301 * MS);
-    sim.d.run_timers(sim.now);
-    sim.d.sweep(sim.now);
-    sim.reactor(true);
-    assert!(
-        !sim.socks.contains_key(&order.pair.0),
-        "closed by the relay"
-    );
-    let error = sim.d.last_error(order.pair).cloned();
+    let order = opened_awaiting_ping(&mut sim);
+    let error = closed_past_the_ping(&mut sim, order.pair);
     assert_eq!(
         error,
         Some(TransportError::PingUnanswered {
@@ -777,25 +786,13 @@ fn a_ping_unanswered_across_a_reload_is_named_with_the_timeout_it_was_sent_with(
         s.sources.truncate(1);
         s.ping_timeout_ms = 300;
     });
-    let order = sim.d.poll_connect(sim.now).expect("a connect is due");
-    sim.socks.insert(order.pair.0, Sock::Connected);
-    sim.d.connected(order.pair, sim.now);
-    sim.reactor(true);
-    sim.d.received(order.pair, &hello()[..31], sim.now);
-    sim.reactor(true);
+    let order = opened_awaiting_ping(&mut sim);
     let mut tuning = Tuning::of_spec(&sim.spec);
     tuning.ping_timeout_ms = 1_000;
     sim.d.retune(&tuning, sim.now);
-    sim.now = Instant(sim.now.0 + 301 * MS);
-    sim.d.run_timers(sim.now);
-    sim.d.sweep(sim.now);
-    sim.reactor(true);
-    assert!(
-        !sim.socks.contains_key(&order.pair.0),
-        "closed at the PING's own deadline"
-    );
+    let error = closed_past_the_ping(&mut sim, order.pair);
     assert_eq!(
-        sim.d.last_error(order.pair).map(ToString::to_string),
+        error.as_ref().map(ToString::to_string),
         Some(
             "the engine did not answer the PING that admits a new connection within 300 ms"
                 .to_string()

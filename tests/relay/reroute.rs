@@ -25,29 +25,62 @@ fn cooled_for(ms: u64) -> String {
     )
 }
 
+/// One thread's spec: `regions` by name and the last octet of their engine's 127.0.0.x, each
+/// paced at 100 ms; `sources` addresses; bundles living `max_age_ms`; `policy` for everyone.
+fn spec(regions: &[(&str, u8)], sources: u8, max_age_ms: u64, policy: Policy) -> Spec {
+    let regions = regions
+        .iter()
+        .map(|&(name, octet)| RegionSpec {
+            interval_ms: 100,
+            ..RegionSpec::plain(name, format!("127.0.0.{octet}:10000").parse().unwrap())
+        })
+        .collect();
+    let sources = (1..=sources)
+        .map(|i| format!("127.1.0.{i}").parse().unwrap())
+        .collect();
+    let mut spec = Spec::local(regions, sources);
+    spec.bundle_max_age_ms = max_age_ms;
+    spec.upstream_timeout_ms = 600_000;
+    spec.open_to_all(policy);
+    spec
+}
+
+/// One thread of ny and slc (one source) fanning every rotating-port bundle out to both, its
+/// bundles living a second: both pairs up, the tip-account call answered and an interval
+/// passed. The pairs (ny's, slc's) and that instant.
+fn ny_and_slc_fanning_out() -> (Sim, PairId, PairId, Instant) {
+    let fan_out = Policy {
+        fan_out: 2,
+        ..Policy::open()
+    };
+    let spec = spec(&[("ny", 1), ("slc", 2)], 1, 1_000, fan_out);
+    let now = Instant(MS);
+    let mut t = Sim::connected(&spec, 0, None, now);
+    let ny = t.pair;
+    let slc = t.d.poll_connect(now).expect("slc's pair is due").pair;
+    bring_up(&mut t, slc, now);
+    let mut calls = Vec::new();
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, &mut calls);
+    answer_calls(&mut t.d, now, &mut calls);
+    (t, ny, slc, Instant(now.0 + 100 * MS + 1))
+}
+
 /// One thread, three regions (ny, slc, tokyo; 100 ms) and one source, a policy for everyone
 /// allowed ny and tokyo only, bundles living a second. Only ny's pair is up, its tip-account
 /// call answered and an interval passed; the others' connects are returned, not yet made, with
 /// their remote's last octet (2: slc, 3: tokyo).
 fn ny_up_of_three(now: Instant) -> (Sim, Vec<(PairId, u8)>, Instant) {
-    let regions: Vec<RegionSpec> = [
-        ("ny", "127.0.0.1:10000"),
-        ("slc", "127.0.0.2:10000"),
-        ("tokyo", "127.0.0.3:10000"),
-    ]
-    .iter()
-    .map(|(name, addr)| RegionSpec {
-        interval_ms: 100,
-        ..RegionSpec::plain(name, addr.parse().unwrap())
-    })
-    .collect();
-    let mut spec = Spec::local(regions, vec!["127.1.0.1".parse().unwrap()]);
-    spec.bundle_max_age_ms = 1_000;
-    spec.upstream_timeout_ms = 600_000;
-    spec.open_to_all(Policy {
+    let ny_and_tokyo = Policy {
         regions: vec![0, 2],
         ..Policy::open()
-    });
+    };
+    let spec = spec(
+        &[("ny", 1), ("slc", 2), ("tokyo", 3)],
+        1,
+        1_000,
+        ny_and_tokyo,
+    );
     let mut t = Sim::connected(&spec, 0, None, now);
     let mut later = Vec::new();
     while let Some(order) = t.d.poll_connect(now) {
@@ -69,10 +102,8 @@ fn ny_up_of_three(now: Instant) -> (Sim, Vec<(PairId, u8)>, Instant) {
     (t, later, now)
 }
 
-/// A bundle pinned to slc (region 1) sent on `slc`, its one pair, and taken, so the pair is
-/// paced for an interval; then a bundle from the rotating port, fanned out to ny (sent at
-/// once) and slc (waiting for that pair).
-fn fan_out_with_slc_paced(t: &mut Sim, slc: PairId, now: Instant) {
+/// A bundle pinned to slc (region 1) sent on `slc`, its one pair: the call's stream.
+fn pinned_to_slc_sent(t: &mut Sim, slc: PairId, now: Instant) -> u32 {
     let mut calls = Vec::new();
     assert_eq!(
         t.post_as(Port::Pinned(1), Claim::LOOPBACK, "", &body(10), now),
@@ -80,9 +111,19 @@ fn fan_out_with_slc_paced(t: &mut Sim, slc: PairId, now: Instant) {
     );
     t.d.dispatch(now);
     flush_calls(&mut t.d, now, &mut calls);
-    assert_eq!(calls.len(), 1, "slc's call: {calls:?}");
-    assert_eq!(calls[0].0, slc);
-    answer_calls(&mut t.d, now, &mut calls);
+    let [(p, stream)] = calls[..] else {
+        panic!("slc's call: {calls:?}")
+    };
+    assert_eq!(p, slc);
+    stream
+}
+
+/// A bundle pinned to slc sent on `slc`, its one pair, and taken, so the pair is paced for an
+/// interval; then a bundle from the rotating port, fanned out to ny (sent at once) and slc
+/// (waiting for that pair).
+fn fan_out_with_slc_paced(t: &mut Sim, slc: PairId, now: Instant) {
+    let stream = pinned_to_slc_sent(t, slc, now);
+    t.d.received(slc, &crate::h2_support::ok_reply(stream), now);
     let v = t.post_as(Port::Rotating, Claim::LOOPBACK, "", &body(1), now);
     assert_eq!(v, Verdict::Admitted, "{}", t.response());
 }
@@ -173,19 +214,9 @@ fn rotating_bundles_waiting_in_a_region_that_cools_past_their_max_age_leave_thro
 fn rotating_bundles_late_in_their_region_leave_through_another_threads_pool_for_another_region() {
     use bundle_relay::mesh::Mesh;
     use std::sync::Arc;
-    let regions: Vec<RegionSpec> = [("ny", "127.0.0.1:10000"), ("tokyo", "127.0.0.3:10000")]
-        .iter()
-        .map(|(name, addr)| RegionSpec {
-            interval_ms: 100,
-            ..RegionSpec::plain(name, addr.parse().unwrap())
-        })
-        .collect();
-    let sources = vec!["127.1.0.1".parse().unwrap(), "127.1.0.2".parse().unwrap()];
-    let mut spec = Spec::local(regions, sources);
+    let mut spec = spec(&[("ny", 1), ("tokyo", 3)], 2, 1_000, Policy::open());
     spec.threads = 2;
     spec.arena_slots = 64;
-    spec.bundle_max_age_ms = 1_000;
-    spec.upstream_timeout_ms = 600_000;
     let mesh = Arc::new(Mesh::new(2, 32));
     let mut now = Instant(MS);
     // Thread 0 has only its ny pair up; thread 1 both, then its ny connection is reset.
@@ -247,24 +278,11 @@ fn rotating_bundles_late_in_their_region_leave_through_another_threads_pool_for_
 #[test]
 fn the_last_copy_of_a_fanned_out_bundle_moved_to_another_region_keeps_its_own_tries() {
     use bundle_relay::relay::dispatch::ATTEMPTS_MAX;
-    let regions: Vec<RegionSpec> = [
-        ("ny", "127.0.0.1:10000"),
-        ("slc", "127.0.0.2:10000"),
-        ("tokyo", "127.0.0.3:10000"),
-    ]
-    .iter()
-    .map(|(name, addr)| RegionSpec {
-        interval_ms: 100,
-        ..RegionSpec::plain(name, addr.parse().unwrap())
-    })
-    .collect();
-    let mut spec = Spec::local(regions, vec!["127.1.0.1".parse().unwrap()]);
-    spec.bundle_max_age_ms = 5_000;
-    spec.upstream_timeout_ms = 600_000;
-    spec.open_to_all(Policy {
+    let fan_out = Policy {
         fan_out: 2,
         ..Policy::open()
-    });
+    };
+    let spec = spec(&[("ny", 1), ("slc", 2), ("tokyo", 3)], 1, 5_000, fan_out);
     let mut now = Instant(MS);
     let mut t = Sim::connected(&spec, 0, None, now);
     let mut due = Vec::new();
@@ -389,41 +407,10 @@ fn rotating_bundles_behind_a_late_pinned_one_move_within_five_ms_of_a_region_com
 /// queued in slc holding its slot until it expires there).
 #[test]
 fn a_fanned_out_bundle_queues_no_copy_where_it_cannot_leave_within_its_max_age() {
-    let regions: Vec<RegionSpec> = [("ny", "127.0.0.1:10000"), ("slc", "127.0.0.2:10000")]
-        .iter()
-        .map(|(name, addr)| RegionSpec {
-            interval_ms: 100,
-            ..RegionSpec::plain(name, addr.parse().unwrap())
-        })
-        .collect();
-    let mut spec = Spec::local(regions, vec!["127.1.0.1".parse().unwrap()]);
-    spec.bundle_max_age_ms = 1_000;
-    spec.upstream_timeout_ms = 600_000;
-    spec.open_to_all(Policy {
-        fan_out: 2,
-        ..Policy::open()
-    });
-    let mut now = Instant(MS);
-    let mut t = Sim::connected(&spec, 0, None, now);
-    let ny = t.pair;
-    dispatcher_support::connect_due(&mut t, now);
+    let (mut t, ny, slc, now) = ny_and_slc_fanning_out();
     let mut calls = Vec::new();
-    t.d.dispatch(now);
-    flush_calls(&mut t.d, now, &mut calls);
-    answer_calls(&mut t.d, now, &mut calls);
-    now = Instant(now.0 + 100 * MS + 1);
     // A bundle pinned to slc, answered by cooling slc's one address for three seconds.
-    assert_eq!(
-        t.post_as(Port::Pinned(1), Claim::LOOPBACK, "", &body(10), now),
-        Verdict::Admitted
-    );
-    t.d.dispatch(now);
-    flush_calls(&mut t.d, now, &mut calls);
-    let [(slc, s)] = calls[..] else {
-        panic!("slc's call: {calls:?}")
-    };
-    calls.clear();
-    assert_ne!(slc, ny);
+    let s = pinned_to_slc_sent(&mut t, slc, now);
     t.d.received(
         slc,
         &crate::h2_support::error_reply(s, 8, &cooled_for(3_000)),
@@ -452,30 +439,8 @@ fn a_fanned_out_bundle_queues_no_copy_where_it_cannot_leave_within_its_max_age()
 /// way.
 #[test]
 fn a_fanned_out_bundles_copy_left_after_delivery_is_not_sent_again_to_the_region_that_took_it() {
-    let regions: Vec<RegionSpec> = [("ny", "127.0.0.1:10000"), ("slc", "127.0.0.2:10000")]
-        .iter()
-        .map(|(name, addr)| RegionSpec {
-            interval_ms: 100,
-            ..RegionSpec::plain(name, addr.parse().unwrap())
-        })
-        .collect();
-    let mut spec = Spec::local(regions, vec!["127.1.0.1".parse().unwrap()]);
-    spec.bundle_max_age_ms = 1_000;
-    spec.upstream_timeout_ms = 600_000;
-    spec.open_to_all(Policy {
-        fan_out: 2,
-        ..Policy::open()
-    });
-    let mut now = Instant(MS);
-    let mut t = Sim::connected(&spec, 0, None, now);
-    let ny = t.pair;
-    let slc = t.d.poll_connect(now).expect("slc's pair is due").pair;
-    bring_up(&mut t, slc, now);
+    let (mut t, ny, slc, mut now) = ny_and_slc_fanning_out();
     let mut calls = Vec::new();
-    t.d.dispatch(now);
-    flush_calls(&mut t.d, now, &mut calls);
-    answer_calls(&mut t.d, now, &mut calls);
-    now = Instant(now.0 + 100 * MS + 1);
     fan_out_with_slc_paced(&mut t, slc, now);
     t.d.dispatch(now);
     flush_calls(&mut t.d, now, &mut calls);
