@@ -1032,6 +1032,9 @@ impl Dispatcher {
             if meta.copies > 1 || matches!(self.waiting(slot, r, now), Waiting::HeldUntil(_)) {
                 continue;
             }
+            // A fanned-out bundle's own exclusions (where its copies went, one delivered) say
+            // nothing of another bundle: only a plain one's nowhere is kept for the rest.
+            let plain = meta.fan_extra == 0 && !meta.fan_delivered;
             let known = nowhere.is_some_and(|(t, rotating, l, h)| {
                 t == meta.tenant && rotating == meta.rotating && late <= l && here <= h
             });
@@ -1052,9 +1055,12 @@ impl Dispatcher {
                 }
                 Some((None, to)) => self.move_lane(r, j, to, now),
                 None => {
-                    nowhere = Some((meta.tenant, meta.rotating, late, here));
+                    if plain {
+                        nowhere = Some((meta.tenant, meta.rotating, late, here));
+                    }
                     stayed = true;
-                    rotating |= meta.rotating;
+                    // One already past where it could leave in time has no place to wait for.
+                    rotating |= meta.rotating && late > now.0;
                     if !look_past {
                         break;
                     }
@@ -1092,8 +1098,8 @@ impl Dispatcher {
     /// from the rotating port, another of its tenant's regions (as a reload left them), through
     /// this thread or another: the first in the tenant's order that is in time for the ordered
     /// strategy, the soonest for the others. Always the lane's egress group. The last copy of
-    /// a fanned-out bundle moves only to a region none of its copies went to, and not at all
-    /// once another copy was delivered. `(None, lane)` is a lane of this thread's.
+    /// a fanned-out bundle moves only to a region none of its copies went to, and to no other
+    /// region once another copy was delivered. `(None, lane)` is a lane of this thread's.
     fn better_place(
         &mut self,
         mut peers: Option<&mut Peers>,
@@ -1112,7 +1118,7 @@ impl Dispatcher {
             return Some((Some(peer), r));
         }
         if !meta.rotating || meta.fan_delivered {
-            // A copy left of a fanned-out bundle an engine took already stays where it is.
+            // A copy left of a fanned-out bundle an engine took already stays in its region.
             return None;
         }
         // The regions a fanned-out bundle's copies went to: no second copy goes there.
@@ -1377,6 +1383,10 @@ impl Dispatcher {
             self.rotating_left = rotating;
             if stayed {
                 self.look_past_at = now.after(self.rate.from_ms(MOVE_RETRY_MS)).0;
+            }
+            if rotating {
+                // A rotating-port bundle with nowhere to go yet: looked at again then.
+                self.wake_at(Instant(self.look_past_at));
             }
         } else if stayed && (rotating || self.rotating_left) {
             // A rotating-port bundle may wait ahead of where a lane's scan stopped: the next

@@ -1151,7 +1151,16 @@ impl Links {
                     self.group_listed[g] -= 1;
                 }
                 for r in 0..self.regions.len() {
-                    self.refresh_retired(self.limiter.pair(a as u32, RegionId(r as u8)), now);
+                    let pair = self.limiter.pair(a as u32, RegionId(r as u8));
+                    if listed {
+                        // Listed again, the source starts over: an engine's refusal of it
+                        // before the config dropped it says nothing of the source the config
+                        // takes back. (A region listed again does not clear it: the source is
+                        // the one that engine refused.)
+                        let st = self.pairs.get_mut(pair);
+                        (st.denied, st.denied_ms) = (false, 0);
+                    }
+                    self.refresh_retired(pair, now);
                 }
             }
         }
@@ -1181,8 +1190,7 @@ impl Links {
 
     /// A pair is retired when its source or its region is: a connection being set up closes
     /// now, one in rotation drains (its call in flight ends first), a down one stays down. A
-    /// pair no longer retired connects again (at once, when its region connects), with no
-    /// refusal of its source held against it.
+    /// pair no longer retired connects again (at once, when its region connects).
     fn refresh_retired(&mut self, pair: PairId, now: Instant) {
         let r = self.region_of(pair);
         let a = self.limiter.address_of(pair) as usize;
@@ -1202,14 +1210,8 @@ impl Links {
                 Link::InRotation => self.stop_calls(pair, in_flight, now),
                 Link::Down | Link::Draining | Link::Closing => {}
             }
-        } else {
-            // Listed again, it starts over: an engine's refusal of the source before the
-            // config dropped it says nothing of the source the config takes back.
-            st.denied = false;
-            st.denied_ms = 0;
-            if link == Link::Down && self.regions[r].connect_requested {
-                self.pairs.queue_connect(pair, now.0);
-            }
+        } else if link == Link::Down && self.regions[r].connect_requested {
+            self.pairs.queue_connect(pair, now.0);
         }
     }
 

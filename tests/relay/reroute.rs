@@ -377,8 +377,12 @@ fn rotating_bundles_behind_a_late_pinned_one_move_within_five_ms_of_a_region_com
     assert_eq!(t.post_bundle(3, now), Verdict::Admitted, "{}", t.response());
     assert!(t.send(now));
     t.answer_error(8, &cooled_for(3_000), now);
-    // Every late bundle read: nowhere to go yet.
+    // Every late bundle read: nowhere to go yet, and looked at again within 5 ms.
     t.d.dispatch(now);
+    assert!(
+        t.d.next_deadline().is_some_and(|d| d.0 <= now.0 + 5 * MS),
+        "the loop wakes for the next look"
+    );
     let up = Instant(now.0 + MS);
     bring_up(&mut t, tokyo, up);
     t.d.dispatch(up);
@@ -474,6 +478,59 @@ fn a_fanned_out_bundles_copy_left_after_delivery_is_not_sent_again_to_the_region
         (s.delivered, s.expired, s.in_flight),
         (2, 0, 0),
         "the pinned bundle and the fanned-out one delivered: {s:?}"
+    );
+    assert!(t.d.check_accounting());
+}
+
+/// The scan remembers a bundle that had nowhere to go, to pass over older ones alike; a
+/// fanned-out bundle's last copy, whose other copy ny took, has nowhere for reasons of its own
+/// (it goes to no other region), so an older rotating bundle of the same tenant waiting ahead
+/// of it in slc is still offered ny, and leaves through it when slc's connection is lost.
+#[test]
+fn a_late_bundle_ahead_of_a_delivered_bundles_last_copy_still_moves() {
+    let (mut t, ny, slc, now) = ny_and_slc_fanning_out();
+    let mut calls = Vec::new();
+    // slc paced for an interval; ny busy in a call: the rotating bundle Y goes to slc alone.
+    let q = pinned_to_slc_sent(&mut t, slc, now);
+    t.d.received(slc, &crate::h2_support::ok_reply(q), now);
+    assert_eq!(
+        t.post_bundle(20, now),
+        Verdict::Admitted,
+        "{}",
+        t.response()
+    );
+    t.d.dispatch(now);
+    flush_calls(&mut t.d, now, &mut calls);
+    assert_eq!(calls.len(), 1, "ny's call: {calls:?}");
+    assert_eq!(calls[0].0, ny);
+    let v = t.post_as(Port::Rotating, Claim::LOOPBACK, "", &body(1), now);
+    assert_eq!(v, Verdict::Admitted, "{}", t.response());
+    answer_calls(&mut t.d, now, &mut calls);
+    // X fans out to ny and to slc, behind Y; then slc's connection is lost.
+    let v = t.post_as(Port::Rotating, Claim::LOOPBACK, "", &body(2), now);
+    assert_eq!(v, Verdict::Admitted, "{}", t.response());
+    t.d.socket_released(slc, now, 0);
+    // ny sends X's copy and its engine takes it.
+    let next = Instant(now.0 + 100 * MS + 1);
+    t.d.dispatch(next);
+    flush_calls(&mut t.d, next, &mut calls);
+    assert_eq!(calls.len(), 1, "X's copy on ny: {calls:?}");
+    answer_calls(&mut t.d, next, &mut calls);
+    assert_eq!(t.totals().in_flight, 2, "Y, and X's copy in slc");
+    let mut now = next;
+    for _ in 0..10 {
+        now = Instant(now.0 + 50 * MS);
+        t.d.run_timers(now);
+        t.d.dispatch(now);
+        flush_calls(&mut t.d, now, &mut calls);
+        answer_calls(&mut t.d, now, &mut calls);
+    }
+    assert_eq!(t.stats.region(1).rerouted.get(), 1, "Y left slc for ny");
+    let s = t.totals();
+    assert_eq!(
+        (s.delivered, s.expired, s.in_flight),
+        (3, 0, 1),
+        "the pinned bundles and Y delivered; X ends with its copy in slc: {s:?}"
     );
     assert!(t.d.check_accounting());
 }
