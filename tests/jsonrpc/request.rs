@@ -5,7 +5,9 @@ use bundle_relay::jsonrpc::{
     Call, DEPTH_MAX, ERROR_CAUSE_LEN_MAX, ErrorKind, Expected, ID_LEN_MAX, Method,
     QUOTED_CHARS_MAX, Request, RpcError, parse_request,
 };
-use bundle_relay::wire::{BASE58_LEN_MAX, BASE64_LEN_MAX, Encoding};
+use bundle_relay::wire::{
+    BASE58_LEN_MAX, BASE64_LEN_MAX, DecodeError, Encoding, Field, TxError, WireError,
+};
 
 fn ok(body: &str) -> Request<'_> {
     match parse_request(body.as_bytes()) {
@@ -808,6 +810,114 @@ fn invalid_transaction_renders_index_and_cause_as_invalid_params() {
         e.to_string(),
         "transaction 2: signature count 3 exceeds the 2 required signers"
     );
+}
+
+/// Every reason the wire layer gives, each number at its widest: a transaction's counts and
+/// offsets come from compact-u16s and bytes of a 1,232-byte packet, so 65,535 bounds them.
+fn widest_wire_errors() -> Vec<WireError> {
+    const W: usize = u16::MAX as usize;
+    let fields = [
+        Field::SignatureCount,
+        Field::Signatures,
+        Field::MessageHeader,
+        Field::AccountKeyCount,
+        Field::AccountKeys,
+        Field::RecentBlockhash,
+        Field::InstructionCount,
+        Field::ProgramIdIndex { instruction: W },
+        Field::AccountIndexCount { instruction: W },
+        Field::AccountIndexes { instruction: W },
+        Field::DataLength { instruction: W },
+        Field::Data { instruction: W },
+        Field::LookupCount,
+        Field::LookupTableKey { lookup: W },
+        Field::WritableIndexCount { lookup: W },
+        Field::WritableIndexes { lookup: W },
+        Field::ReadonlyIndexCount { lookup: W },
+        Field::ReadonlyIndexes { lookup: W },
+    ];
+    let mut all = Vec::new();
+    for field in fields {
+        all.push(TxError::Truncated { field, offset: W });
+        all.push(TxError::NonCanonicalLength { field, offset: W });
+        all.push(TxError::LengthTooLong { field, offset: W });
+        all.push(TxError::LengthOverflow { field, offset: W });
+    }
+    all.extend([
+        TxError::TooLong { len: W },
+        TxError::UnsupportedVersion { version: 127 },
+        TxError::UnsupportedVersion { version: 255 },
+        TxError::TrailingBytes { count: W },
+        TxError::HeaderExceedsAccounts {
+            required_signatures: 255,
+            readonly_unsigned: 255,
+            static_accounts: W,
+        },
+        TxError::NoWritableFeePayer {
+            required_signatures: 255,
+            readonly_signed: 255,
+        },
+        TxError::EmptyLookup { lookup: W },
+        TxError::TooManyAccounts {
+            static_accounts: W,
+            lookup_accounts: 2 * W,
+        },
+        TxError::ProgramIdOutOfRange {
+            instruction: W,
+            index: 255,
+            static_accounts: W,
+        },
+        TxError::ProgramIdIsFeePayer { instruction: W },
+        TxError::AccountIndexOutOfRange {
+            instruction: W,
+            index: 255,
+            accounts: W,
+        },
+        TxError::SignatureCountMismatch {
+            signatures: W,
+            required: 255,
+        },
+    ]);
+    let mut decode = Vec::new();
+    for encoding in [Encoding::Base58, Encoding::Base64] {
+        decode.extend([
+            DecodeError::TooLong {
+                encoding,
+                len: W,
+                max: W,
+            },
+            DecodeError::InvalidCharacter {
+                encoding,
+                byte: b'!',
+                position: W,
+            },
+            DecodeError::InvalidCharacter {
+                encoding,
+                byte: 0x1f,
+                position: W,
+            },
+        ]);
+    }
+    decode.extend([
+        DecodeError::Base64LengthNotQuad { len: W },
+        DecodeError::Base64TrailingBits { position: W },
+        DecodeError::DecodedTooLong { len: W, max: W },
+    ]);
+    let all = all.into_iter().map(WireError::Tx);
+    all.chain(decode.into_iter().map(WireError::Decode))
+        .collect()
+}
+
+#[test]
+fn every_reason_a_transaction_is_refused_is_answered_whole_at_its_widest() {
+    for cause in widest_wire_errors() {
+        let e = RpcError::invalid_transaction(4, &cause);
+        assert_eq!(
+            e.to_string(),
+            format!("transaction 4: {cause}"),
+            "{cause:?}"
+        );
+    }
 }
 
 #[test]

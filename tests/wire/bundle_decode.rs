@@ -12,7 +12,7 @@ use bundle_relay::jsonrpc::{Call, parse_request};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use sha2::{Digest, Sha256};
-use wire_support::{Shape, serialize, signed_tx};
+use wire_support::{RawTx, Shape, serialize, signed_tx};
 
 fn signed_bundle(seed: u64, n: usize) -> Vec<Vec<u8>> {
     let mut rng = StdRng::seed_from_u64(seed);
@@ -117,6 +117,22 @@ fn bad_transaction_is_invalid_params_naming_its_index_and_cause() {
     assert!(
         message.starts_with("transaction 2: ") && message.contains("trailing"),
         "{message}"
+    );
+}
+
+#[test]
+fn a_refused_transactions_reason_reaches_the_bot_whole() {
+    // Two signers and one read-only unsigned account need three static keys; there are two.
+    let mut raw = RawTx::legacy();
+    raw.signatures = vec![[7; 64], [8; 64]];
+    raw.header = [2, 0, 1];
+    let strings = [STANDARD.encode(raw.to_bytes())];
+    let (code, message) = decode(&body(&strings, r#",{"encoding":"base64"}"#)).unwrap_err();
+    assert_eq!(code, code::INVALID_PARAMS);
+    assert_eq!(
+        message,
+        "transaction 0: message header needs 2 signers and 1 read-only unsigned accounts but the \
+         message has 2 static accounts"
     );
 }
 
