@@ -21,6 +21,6 @@ pub use call::{CallConfig, Method, PREFIX_LEN, RETRY_AFTER_MS_DEFAULT, start_cal
 pub use message::{encode_prost, encode_send_bundle, send_bundle_uuid};
 pub use outcome::{
     Outcome, RETRY_AFTER_MS_MAX, outcome, reply_code, retry_after_from_message,
-    retry_after_from_metadata,
+    retry_after_from_metadata, retry_after_said,
 };
 pub use status::{CODE_NAMES, Code, MESSAGE_SCAN_BYTES_MAX, StatusMessage, percent_decode};

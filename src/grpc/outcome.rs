@@ -74,6 +74,41 @@ pub fn retry_after_from_metadata(v: &[u8]) -> Option<u64> {
     parse_wait(v.strip_suffix(b"s").unwrap_or(v)).map(|s| s.saturating_mul(1000))
 }
 
+/// The wait a rate-limited reply names, if it names one (`None`: it names none, and the
+/// caller's default applies): `Retry after <N>ms` in its grpc-message, else a `retry-after` in
+/// its status metadata, else in its headers (a front end's own 429); at most
+/// [`RETRY_AFTER_MS_MAX`]. [`outcome`]'s wait for RESOURCE_EXHAUSTED, for a caller that must
+/// tell the engine's word from the default (a region-wide throttle backs off by its own
+/// doubling only where the engine names no wait).
+pub fn retry_after_said(resp: &Response<'_>) -> Option<u64> {
+    let status_list = if status_of(resp.trailers).is_some() {
+        resp.trailers
+    } else {
+        resp.headers
+    };
+    let message = StatusMessage(status_list.get(b"grpc-message").unwrap_or(b""));
+    wait_said(message, status_list, resp.headers).map(|ms| ms.min(RETRY_AFTER_MS_MAX))
+}
+
+fn wait_said(
+    message: StatusMessage<'_>,
+    status_list: &HeaderList,
+    headers: &HeaderList,
+) -> Option<u64> {
+    let mut buf = [0u8; MESSAGE_SCAN_BYTES_MAX];
+    retry_after_from_message(message.decode_into(&mut buf))
+        .or_else(|| {
+            status_list
+                .get(b"retry-after")
+                .and_then(retry_after_from_metadata)
+        })
+        .or_else(|| {
+            headers
+                .get(b"retry-after")
+                .and_then(retry_after_from_metadata)
+        })
+}
+
 fn status_of(list: &HeaderList) -> Option<Code> {
     list.get(b"grpc-status")
         .and_then(parse_u64)
@@ -192,25 +227,11 @@ pub fn outcome<'a>(resp: &Response<'a>, retry_after_ms_default: u64) -> Outcome<
             }
             Outcome::Ok(&body[PREFIX_LEN..])
         }
-        Code::RESOURCE_EXHAUSTED => {
-            let mut buf = [0u8; MESSAGE_SCAN_BYTES_MAX];
-            let hint = retry_after_from_message(message.decode_into(&mut buf))
-                .or_else(|| {
-                    status_list
-                        .get(b"retry-after")
-                        .and_then(retry_after_from_metadata)
-                })
-                .or_else(|| {
-                    resp.headers
-                        .get(b"retry-after")
-                        .and_then(retry_after_from_metadata)
-                });
-            Outcome::RateLimited {
-                retry_after_ms: hint
-                    .unwrap_or(retry_after_ms_default)
-                    .min(RETRY_AFTER_MS_MAX),
-            }
-        }
+        Code::RESOURCE_EXHAUSTED => Outcome::RateLimited {
+            retry_after_ms: wait_said(message, status_list, resp.headers)
+                .unwrap_or(retry_after_ms_default)
+                .min(RETRY_AFTER_MS_MAX),
+        },
         Code::UNAVAILABLE => Outcome::Retryable { why: "UNAVAILABLE" },
         Code::DEADLINE_EXCEEDED | Code::CANCELLED | Code::UNKNOWN | Code::INTERNAL => {
             Outcome::Unknown {

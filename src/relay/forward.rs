@@ -5,9 +5,10 @@
 //! ([`grpc::Outcome`]), so a forwarded call and a SendBundle share one settling path.
 //!
 //! The engine's JSON-RPC errors drive the limiter as gRPC's do: -32097 with `Retry after Nms`
-//! cools the pair exactly that long; -32097 "Network congested. Endpoint is globally rate
-//! limited." backs the whole region off (the caller tells it by its text); HTTP 429 without a
-//! readable body cools the pair for Jito's one second. -32602 (invalid params: an expired
+//! cools the pair exactly that long (without it, a `retry-after` header does, else Jito's one
+//! second); -32097 "Network congested. Endpoint is globally rate limited." backs the whole
+//! region off (the caller tells it by its text); HTTP 429 without a readable body cools the
+//! pair for its `retry-after`, else Jito's one second. -32602 (invalid params: an expired
 //! blockhash, say) is a refusal for good; -32603 and an unreadable 200 may have been processed,
 //! so they are not sent again; 502/503/504 were not, and are.
 
@@ -73,7 +74,7 @@ pub fn outcome<'a>(resp: &Response<'a>) -> (Outcome<'a>, Text) {
             let text = Text::new(words);
             let outcome = match code {
                 RATE_LIMITED => Outcome::RateLimited {
-                    retry_after_ms: grpc::retry_after_from_message(words)
+                    retry_after_ms: wait_said(words, resp)
                         .unwrap_or(grpc::RETRY_AFTER_MS_DEFAULT)
                         .min(grpc::RETRY_AFTER_MS_MAX),
                 },
@@ -90,7 +91,9 @@ pub fn outcome<'a>(resp: &Response<'a>) -> (Outcome<'a>, Text) {
         None => {
             let outcome = match http {
                 429 => Outcome::RateLimited {
-                    retry_after_ms: grpc::RETRY_AFTER_MS_DEFAULT,
+                    retry_after_ms: wait_said(b"", resp)
+                        .unwrap_or(grpc::RETRY_AFTER_MS_DEFAULT)
+                        .min(grpc::RETRY_AFTER_MS_MAX),
                 },
                 502..=504 => Outcome::Retryable {
                     why: "the engine's front end answered 502-504",
@@ -104,6 +107,30 @@ pub fn outcome<'a>(resp: &Response<'a>) -> (Outcome<'a>, Text) {
             (outcome, Text::new(shown))
         }
     }
+}
+
+/// The wait a forwarded call's rate-limited answer names, if it names one (`None`: the caller's
+/// default applies): `Retry after <N>ms` in its JSON-RPC error's message, else its
+/// `retry-after` header; at most [`grpc::RETRY_AFTER_MS_MAX`]. As [`grpc::retry_after_said`]
+/// for gRPC.
+pub fn retry_after_said(resp: &Response<'_>) -> Option<u64> {
+    let mut buf = [0u8; 256];
+    let words = match jsonrpc::parse_reply(resp.body) {
+        Some(Reply::Error { message, .. }) => {
+            message.unescape_into(&mut buf).map_or(message.raw(), |w| w)
+        }
+        _ => b"",
+    };
+    wait_said(words, resp).map(|ms| ms.min(grpc::RETRY_AFTER_MS_MAX))
+}
+
+/// The wait in the engine's `words`, else in the answer's `retry-after` header.
+fn wait_said(words: &[u8], resp: &Response<'_>) -> Option<u64> {
+    grpc::retry_after_from_message(words).or_else(|| {
+        resp.headers
+            .get(b"retry-after")
+            .and_then(grpc::retry_after_from_metadata)
+    })
 }
 
 fn rejected<'a>(code: Code) -> Outcome<'a> {
@@ -120,8 +147,16 @@ mod tests {
 
     /// What an engine's complete answer (HTTP `status`, `body`) comes to.
     fn answer(status: &str, body: &str) -> (String, String) {
+        answer_with(status, &[], body)
+    }
+
+    /// [`answer`] with more headers.
+    fn answer_with(status: &str, more: &[(&str, &str)], body: &str) -> (String, String) {
         let mut headers = HeaderList::new(1024, 8);
         headers.push(b":status", status.as_bytes()).unwrap();
+        for (name, value) in more {
+            headers.push(name.as_bytes(), value.as_bytes()).unwrap();
+        }
         let trailers = HeaderList::new(64, 1);
         let resp = Response {
             end: StreamEnd::Complete,
@@ -191,6 +226,50 @@ mod tests {
     #[test]
     fn a_429_without_a_body_cools_the_pair_for_jitos_second() {
         assert_eq!(answer("429", "").0, "cool 1000 ms");
+    }
+
+    #[test]
+    fn a_429_naming_its_wait_in_retry_after_cools_the_pair_that_long() {
+        assert_eq!(
+            answer_with("429", &[("retry-after", "5")], "").0,
+            "cool 5000 ms"
+        );
+        let m = "Rate limit exceeded.";
+        assert_eq!(
+            answer_with("429", &[("retry-after", "2")], &error(-32097, m)).0,
+            "cool 2000 ms"
+        );
+        // The words name the wait first, as gRPC's message does.
+        let m = "Rate limit exceeded. Retry after 1606ms";
+        assert_eq!(
+            answer_with("429", &[("retry-after", "2")], &error(-32097, m)).0,
+            "cool 1606 ms"
+        );
+    }
+
+    #[test]
+    fn the_wait_a_globally_rate_limited_answer_names_is_told_from_none() {
+        let said = |more: &[(&str, &str)], body: &str| {
+            let mut headers = HeaderList::new(1024, 8);
+            headers.push(b":status", b"429").unwrap();
+            for (name, value) in more {
+                headers.push(name.as_bytes(), value.as_bytes()).unwrap();
+            }
+            let trailers = HeaderList::new(64, 1);
+            retry_after_said(&Response {
+                end: StreamEnd::Complete,
+                request_sent: true,
+                request_end: Some(1),
+                headers: &headers,
+                trailers: &trailers,
+                body: body.as_bytes(),
+            })
+        };
+        let m = crate::jito::GLOBAL_THROTTLE_MESSAGE;
+        assert_eq!(said(&[], &error(-32097, m)), None);
+        let m = format!("{m} Retry after 2000ms");
+        assert_eq!(said(&[], &error(-32097, &m)), Some(2000));
+        assert_eq!(said(&[("retry-after", "3")], ""), Some(3000));
     }
 
     #[test]

@@ -382,12 +382,28 @@ impl Region {
     }
 
     /// Its engine throttles everyone, says the answer at `now` to a call sent at `sent`: no
-    /// call before `now` plus the back-off, which doubles. A call sent before the back-off in
-    /// force began was throttled in the same spell: its answer neither doubles the back-off
-    /// nor moves its end. Returns the spell's back-off, and whether this answer began it.
-    pub fn throttle(&mut self, sent: Instant, now: Instant, rate: TickRate) -> (u64, bool) {
+    /// call before `now` plus the wait the answer named (`said`), exactly, or where it named
+    /// none, plus the back-off, which doubles. A call sent before the back-off in force began
+    /// was throttled in the same spell: its answer neither doubles the back-off nor moves its
+    /// end. Returns the spell's wait, and whether this answer began it.
+    pub fn throttle(
+        &mut self,
+        sent: Instant,
+        now: Instant,
+        rate: TickRate,
+        said: Option<u64>,
+    ) -> (u64, bool) {
         if sent.0 < self.throttle_began.0 {
             return (self.throttle_spell_ms, false);
+        }
+        if let Some(ms) = said {
+            let until = now.after(rate.from_ms(ms));
+            if until.0 > self.throttled_until.0 {
+                self.throttled_until = until;
+            }
+            self.throttle_began = now;
+            self.throttle_spell_ms = ms;
+            return (ms, true);
         }
         let ms = self.throttle_backoff_ms;
         let until = now.after(rate.from_ms(ms));

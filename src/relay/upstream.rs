@@ -1293,6 +1293,7 @@ impl Upstream {
         let authenticates = self.links.region(region).auth.is_some();
         let mut reauth = false;
         let mut text = Text::default();
+        let mut throttle_said = None;
         let mut query_kept = false;
         let (fate, code) = match conn.response(id) {
             Some(resp) => {
@@ -1371,7 +1372,14 @@ impl Upstream {
                         // Everyone is throttled, not this source: the region backs off, and
                         // the address keeps its place (the engine booked nothing for it).
                         throttled = is_global_throttle(text.as_str());
-                        if !throttled {
+                        if throttled {
+                            // The region waits what the engine named, exactly; its own
+                            // doubling back-off only where it named nothing.
+                            throttle_said = match f {
+                                Some(f) if f.json => super::forward::retry_after_said(&resp),
+                                _ => grpc::retry_after_said(&resp),
+                            };
+                        } else {
                             cooldown_ms = Some(retry_after_ms);
                         }
                         (Fate::Cooldown, Some(Code::RESOURCE_EXHAUSTED))
@@ -1504,7 +1512,10 @@ impl Upstream {
         }
         let mut throttle_ms = 0;
         if throttled {
-            let (ms, began) = self.links.region_mut(region).throttle(f.started, now, rate);
+            let (ms, began) =
+                self.links
+                    .region_mut(region)
+                    .throttle(f.started, now, rate, throttle_said);
             throttle_ms = ms;
             self.stats.region(region).throttles.inc();
             self.wake_at(self.links.region(region).throttled_until);

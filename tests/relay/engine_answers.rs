@@ -5,8 +5,8 @@
 //! Then an engine that throttles everyone ("Network congested. Endpoint is globally rate
 //! limited.", RESOURCE_EXHAUSTED with no wait), which is not one source's cooldown: another
 //! address would be throttled too. The whole region backs off (100 ms, doubling while it keeps
-//! saying so, back to 100 ms once a call is accepted), the address keeps its place, and the
-//! bundle goes once the back-off ends.
+//! saying so, back to 100 ms once a call is accepted; for the wait the answer names, where it
+//! names one, exactly), the address keeps its place, and the bundle goes once the back-off ends.
 
 use crate::dispatcher_support;
 use crate::h2_support;
@@ -558,6 +558,42 @@ fn back_offs_double_while_the_engine_keeps_throttling_and_start_over_after_an_ac
     throttled(&mut t, 2, next);
     assert!(!sends(&mut t, at(next, 90)));
     assert!(sends(&mut t, at(next, 101)));
+}
+
+#[test]
+fn a_global_throttle_that_names_its_wait_backs_the_region_off_exactly_that_long() {
+    let (mut t, _, now) = one_region(10, 10_000);
+    assert_eq!(t.post_bundle(1, now), Verdict::Admitted);
+    assert!(sends(&mut t, now));
+    let said = format!("{GLOBAL_THROTTLE_MESSAGE} Retry after 2000ms");
+    t.answer_error(8, &said, now);
+    assert_eq!(
+        t.stats.region(0).throttles.get(),
+        1,
+        "a throttle, not a cooldown"
+    );
+    assert!(
+        !sends(&mut t, at(now, 1_500)),
+        "the engine asked for 2000 ms"
+    );
+    assert!(!sends(&mut t, at(now, 1_999)));
+    assert!(
+        t.d.next_deadline().is_some_and(|d| d.0 <= at(now, 2_000).0),
+        "the dispatcher wakes when the wait ends"
+    );
+    assert!(sends(&mut t, at(now, 2_001)), "and sends once it ends");
+    // A shorter wait is honoured as exactly: no back-off of the relay's own stretches it.
+    let second = at(now, 2_001);
+    t.answer_error(
+        8,
+        &format!("{GLOBAL_THROTTLE_MESSAGE} Retry after 30ms"),
+        second,
+    );
+    assert!(!sends(&mut t, at(second, 29)));
+    assert!(sends(&mut t, at(second, 31)));
+    t.answer(at(second, 32));
+    assert_eq!(t.totals().delivered, 1);
+    assert!(t.d.check_accounting());
 }
 
 /// The relay's own calls (tip accounts, leader polls, a silent region's probe) keep a
