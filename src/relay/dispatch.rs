@@ -761,7 +761,14 @@ impl Dispatcher {
             }
         };
         let fan = match (port, &slot) {
-            (Port::Rotating, Ok(_)) if pass.fan_out > 1 => self.fan_lanes(region, &pass, now),
+            (Port::Rotating, Ok((taken, _))) if pass.fan_out > 1 => {
+                // The copies wait where the bundle does: judged by that thread's pool.
+                let holder = match *taken {
+                    Taken::Lent { peer, .. } => Some(peer),
+                    Taken::Local(_) => None,
+                };
+                self.fan_lanes(region, &pass, holder, now)
+            }
             _ => ([0; FAN_EXTRA_MAX], 0),
         };
         match slot {
@@ -791,10 +798,17 @@ impl Dispatcher {
     }
 
     /// The further lanes a bundle for `primary` fans out to: the tenant's other regions that
-    /// can send soonest (this thread's view), up to `fan_out - 1` of them, none with no pair up
-    /// and none that would send it past its max age (a copy there would only hold its slot
-    /// until it expired, and push back what waits behind it).
-    fn fan_lanes(&mut self, primary: u8, pass: &Pass, now: Instant) -> ([u8; FAN_EXTRA_MAX], u8) {
+    /// can send soonest, up to `fan_out - 1` of them, none with no pair up and none that would
+    /// send it past its max age (a copy there would only hold its slot until it expired, and
+    /// push back what waits behind it). Judged by the pool the copies wait for: this thread's,
+    /// or for a bundle handed to thread `holder`, that thread's as it published it.
+    fn fan_lanes(
+        &mut self,
+        primary: u8,
+        pass: &Pass,
+        holder: Option<usize>,
+        now: Instant,
+    ) -> ([u8; FAN_EXTRA_MAX], u8) {
         let group = usize::from(pass.group).min(self.groups - 1);
         let want = usize::from(pass.fan_out - 1).min(FAN_EXTRA_MAX);
         let by = self.late_after(pass.slot, now);
@@ -807,10 +821,22 @@ impl Dispatcher {
                 continue;
             }
             let l = r * self.groups + group;
-            let at = self.own_estimate(l).at(now, 0);
-            if at == NEVER || self.own_leaves(l, now) > by {
-                continue;
-            }
+            let at = match (holder, self.peers.as_mut()) {
+                (Some(t), Some(peers)) => {
+                    let at = peers.leaves(t, l, now);
+                    if at == NEVER || at > by {
+                        continue;
+                    }
+                    at
+                }
+                _ => {
+                    let at = self.own_estimate(l).at(now, 0);
+                    if at == NEVER || self.own_leaves(l, now) > by {
+                        continue;
+                    }
+                    at
+                }
+            };
             let mut i = found.min(want);
             while i > 0 && best[i - 1].0 > at {
                 if i < want {

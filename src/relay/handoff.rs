@@ -87,21 +87,26 @@ impl Peers {
             if t == self.me || self.mesh.is_leaving(t) {
                 continue;
             }
-            let generation = self.mesh.generation(t);
-            if generation != self.seen[t] {
-                // Its estimate now counts what was handed to it before it published.
-                self.seen[t] = generation;
-                self.handed[t * self.lanes..(t + 1) * self.lanes].fill(0);
-            }
-            let at = self
-                .mesh
-                .estimate(t, r)
-                .at(now, u64::from(self.handed[t * self.lanes + r]));
+            let at = self.leaves(t, r, now);
             if at != crate::mesh::NEVER && best.is_none_or(|(_, b)| at < b) {
                 best = Some((t, at));
             }
         }
         best
+    }
+
+    /// When thread `t`'s pool would send a bundle for lane `r` handed to it now: its published
+    /// estimate, behind what this thread handed it since ([`crate::mesh::NEVER`] for none).
+    pub fn leaves(&mut self, t: usize, r: usize, now: Instant) -> u64 {
+        let generation = self.mesh.generation(t);
+        if generation != self.seen[t] {
+            // Its estimate now counts what was handed to it before it published.
+            self.seen[t] = generation;
+            self.handed[t * self.lanes..(t + 1) * self.lanes].fill(0);
+        }
+        self.mesh
+            .estimate(t, r)
+            .at(now, u64::from(self.handed[t * self.lanes + r]))
     }
 
     /// A slot `peer` lent this thread, ready for a bundle admitted at `now`; `None` when none
@@ -132,7 +137,10 @@ impl Peers {
     /// thread had admitted and copied there ([`Handoff::moved`]).
     pub fn hand_off(&mut self, peer: usize, mut slot: LentSlot, lane: u8, moved: bool) {
         // SAFETY: as in `take_credit`; the ring's release publishes these writes to the owner.
-        unsafe { slot.slot_mut() }.meta.lane = lane;
+        let meta = &mut unsafe { slot.slot_mut() }.meta;
+        meta.lane = lane;
+        // A newly admitted bundle's fan-out copies wait in the peer's lanes too.
+        let (fan_lanes, extra) = (meta.fan_lanes, if moved { 0 } else { meta.fan_extra });
         let pushed = self.mesh.handoffs(self.me, peer).push(Handoff {
             slot: slot.handle,
             lane,
@@ -142,6 +150,9 @@ impl Peers {
         assert!(pushed.is_ok(), "a handoff ring is never full");
         self.mesh.count_handoff(self.me, peer);
         self.handed[peer * self.lanes + lane as usize] += 1;
+        for &l in &fan_lanes[..usize::from(extra)] {
+            self.handed[peer * self.lanes + usize::from(l)] += 1;
+        }
         self.wake(peer);
     }
 

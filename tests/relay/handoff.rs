@@ -502,6 +502,48 @@ fn fanned_out_bundles_moved_off_a_thread_a_reload_emptied_keep_each_regions_coun
     }
 }
 
+/// A rotating-port bundle its tenant fans out to two regions, admitted on a thread whose pairs
+/// are all in calls: it goes to the other thread, whose pool sends it first, and there a copy
+/// goes to each region, as it would have from the thread that read it.
+#[test]
+fn a_fanned_out_bundle_handed_to_another_thread_still_goes_to_each_region_it_fans_out_to() {
+    use bundle_relay::relay::intake::Port;
+    use bundle_relay::relay::tenancy::Claim;
+    let mut now = Instant(MS);
+    let (_spec, _sources, mut threads) = fanning_out_to_two_regions(now);
+    let mut calls = every_pair_up(&mut threads, now);
+    now = Instant(now.0 + 1_000 * MS + 1);
+    let rotating = |t: &mut Thread, seed: u64, now: Instant| {
+        t.post_as(Port::Rotating, Claim::LOOPBACK, "", &body(seed), now)
+    };
+    for t in threads.iter_mut() {
+        t.d.dispatch(now);
+    }
+    // Bundle 1 takes both of thread 0's pairs; their calls stay unanswered.
+    assert_eq!(rotating(&mut threads[0], 1, now), Verdict::Admitted);
+    threads[0].d.dispatch(now);
+    flush_calls(&mut threads[0].d, now, &mut calls[0]);
+    assert_eq!(calls[0].len(), 2, "a copy to each region from thread 0");
+    // Bundle 2 finds no pair of thread 0's free: thread 1's pool takes it.
+    assert_eq!(rotating(&mut threads[0], 2, now), Verdict::Admitted);
+    assert_eq!(
+        threads[0].totals().handoffs_out,
+        1,
+        "bundle 2 went to thread 1"
+    );
+    threads[1].d.dispatch(now);
+    flush_calls(&mut threads[1].d, now, &mut calls[1]);
+    assert_eq!(calls[1].len(), 2, "a copy to each region from thread 1");
+    answer_calls(&mut threads[1].d, now, &mut calls[1]);
+    answer_calls(&mut threads[0].d, now, &mut calls[0]);
+    let all = Totals::of(threads.iter().map(|t| &*t.stats));
+    assert_eq!(
+        (all.admitted, all.delivered, all.in_flight),
+        (2, 2, 0),
+        "{all:?}"
+    );
+}
+
 /// A thread whose loop fails (its ring broke) after another handed it a bundle the bot was
 /// already answered for: the bundle is counted there, admitted and failed, as is what the
 /// failed thread held, so the books of the whole relay still say where every bundle went.
