@@ -724,12 +724,13 @@ impl Conn {
             .position(|&b| b != b'\r' && b != b'\n')
             .unwrap_or(front.len());
         let front = &front[start..];
-        // The head's length, once it was parsed whole: what came after it is body.
+        // The head's length, once it was parsed whole: what came after it is body. The
+        // request's whole length counts the empty lines before it (the parser skips them).
         let (e, came, of) = match (self.scan.len, head_end(front, 0)) {
             (Some(len), Some(head_len)) => (
                 HttpError::BODY_CUT_SHORT,
                 front.len() - head_len,
-                Some(len - head_len),
+                Some(len.saturating_sub(start + head_len)),
             ),
             _ => (HttpError::HEAD_CUT_SHORT, front.len(), None),
         };

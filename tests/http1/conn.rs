@@ -213,6 +213,28 @@ fn half_closed_in_the_middle_of_a_body_answers_400_naming_how_much_of_it_came() 
     assert_eq!(c.poll_close(), Some(Close::BadRequest));
 }
 
+/// The same after a stray empty line in front of the request (RFC 9112 §2.2): the line is no
+/// part of the request, so it counts in neither what came nor what was due.
+#[test]
+fn half_closed_in_a_body_after_a_stray_empty_line_names_the_bodys_own_bytes() {
+    let cfg = cfg();
+    let mut c = Conn::new(&cfg);
+    c.reset(at(0));
+    c.handle_bytes(
+        b"\r\nPOST /b HTTP/1.1\r\nContent-Length: 50\r\n\r\n{\"jsonrpc\":",
+        at(1),
+    );
+    assert_eq!(c.serve(&cfg, at(1), answer).requests, 0);
+    c.handle_eof(at(2));
+    let served = c.serve(&cfg, at(2), answer);
+    assert_eq!(served.error, Some(HttpError::BODY_CUT_SHORT));
+    let text = drain(&mut c, at(2));
+    assert!(
+        text.ends_with("before all of its Content-Length (11 of 50 bytes came)\n"),
+        "{text}"
+    );
+}
+
 /// Empty lines after the last request are no request: a half-close then closes quietly.
 #[test]
 fn half_closed_after_stray_empty_lines_closes_without_an_answer() {
