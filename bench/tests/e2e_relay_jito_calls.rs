@@ -641,6 +641,8 @@ async fn with_no_pair_free_in_time_inflight_is_the_record_and_statuses_is_429_as
         (2, 2),
         "{t:?}"
     );
+    // The 429 counts where every refusal at the pool's pace does, metrics on or off.
+    assert_eq!(t.refused_cap, 1, "{t:?}");
     // Counted as answered: the record is a result, the 429 a refusal at the pool's pace.
     let mut m = String::new();
     relay.metrics().render_prometheus(&mut m);

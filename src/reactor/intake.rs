@@ -347,15 +347,12 @@ impl Intake {
                 out,
             );
             stats.requests.inc();
-            match verdict {
-                Verdict::RefusedCap => stats.refused_cap.inc(),
-                Verdict::Invalid => stats.bad_requests.inc(),
+            if verdict == Verdict::Deferred {
                 // Counted by its answer when an engine's comes (`answer_owed`). Waiting on an
                 // engine is not the relay's overhead: not recorded.
-                Verdict::Deferred => return Answer::Later,
-                // A backlog refusal is counted by region, where the dispatcher judged it.
-                _ => {}
+                return Answer::Later;
             }
+            count_refusal(stats, verdict);
             metrics.request(method, outcome(verdict));
             // Request read (this iteration's clock) to answer written: a clock read for the
             // metric only, so none with metrics off.
@@ -404,6 +401,7 @@ impl Intake {
         });
         // Counted as answered, like every request; one whose bot left first was not.
         if let Some(verdict) = written {
+            count_refusal(cx.stats, verdict);
             let method = match d.query(q).ask {
                 Ask::Statuses => Method::GetBundleStatuses,
                 Ask::Inflight => Method::GetInflightBundleStatuses,
@@ -603,6 +601,17 @@ impl Intake {
     /// Leaks the connections' buffers: the kernel may still write into them.
     pub fn forget(&mut self) {
         std::mem::forget(std::mem::take(&mut self.conns));
+    }
+}
+
+/// A refusal's count among the totals, which hold whether metrics are on or off: an answer
+/// written at once and one an engine's answer was awaited for alike. A backlog refusal is
+/// counted by region, where the dispatcher judged it.
+fn count_refusal(stats: &crate::metrics::accounting::Stats, verdict: Verdict) {
+    match verdict {
+        Verdict::RefusedCap => stats.refused_cap.inc(),
+        Verdict::Invalid => stats.bad_requests.inc(),
+        _ => {}
     }
 }
 
