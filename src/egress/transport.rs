@@ -368,13 +368,16 @@ impl Transport {
             return Ok(Received::Open);
         };
         loop {
-            let taken = tls.feed_ciphertext(rest).map_err(TransportError::Tls)?;
-            rest = &rest[taken..];
+            let fed = tls.feed_ciphertext(rest);
             let mut drained = false;
+            // What records before a failing one held goes up first: an answer the engine
+            // sent just before the failure still counts.
             tls.drain_plaintext(|p| {
                 drained = true;
                 app(p);
             });
+            let taken = fed.map_err(TransportError::Tls)?;
+            rest = &rest[taken..];
             if let Some(e) = tls.error() {
                 return Err(TransportError::Tls(e.clone()));
             }

@@ -161,6 +161,35 @@ fn the_transport_reports_close_notify_as_the_engine_closing_after_handing_up_wha
     assert_eq!(got, b"goodbye");
 }
 
+/// An answer and a record that fails (a corrupt one: a bad MAC) in one read: the answer goes
+/// up before the error ends the connection, so a bundle the engine answered counts as
+/// answered, not as lost after it was sent.
+#[test]
+fn the_plaintext_before_a_failing_record_in_the_same_read_goes_up_before_the_error() {
+    let (mut t, mut s) = transport_and_engine(&pki(&[NAME]));
+    for _ in 0..4 {
+        let back = to_engine_and_back(&mut t, &mut s);
+        assert_eq!(t.receive(&back, &mut |_| {}).unwrap(), Received::Open);
+    }
+    assert!(t.is_open());
+    let mut read = Vec::new();
+    server_write(&mut s, b"the answer");
+    while s.wants_write() {
+        s.write_tls(&mut read).unwrap();
+    }
+    let whole = read.len();
+    server_write(&mut s, b"what follows");
+    while s.wants_write() {
+        s.write_tls(&mut read).unwrap();
+    }
+    assert!(read.len() > whole, "a second record");
+    *read.last_mut().unwrap() ^= 0x55;
+    let mut got = Vec::new();
+    let r = t.receive(&read, &mut |b| got.extend_from_slice(b));
+    assert_eq!(got, b"the answer");
+    assert!(r.is_err(), "{r:?}");
+}
+
 #[test]
 fn a_second_session_from_the_same_config_resumes() {
     let p = pki(&[NAME]);
