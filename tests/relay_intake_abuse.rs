@@ -3,7 +3,8 @@
 //! the send deadline, one that reads slowly gets every answer; one address cannot take more than its share of the connection table
 //! (a trusted proxy can, and only its last `X-Forwarded-For` line is believed);
 //! a listener out of file descriptors neither spins nor stays dead; a client still writing a
-//! request the relay refused reads the refusal, not a reset.
+//! request the relay refused reads the refusal, not a reset; no client's connection outlives
+//! the relay in a process it starts (an upgrade's successor).
 
 mod intake_support;
 mod wire_support;
@@ -649,5 +650,45 @@ fn a_refused_client_that_never_closes_is_closed_at_the_head_deadline() {
         "not before the deadline: {:?}",
         started.elapsed()
     );
+    relay.shutdown(Duration::from_millis(100));
+}
+
+/// An upgrade starts its successor with exec: a bot's connection the relay accepted must not
+/// be inherited, or every upgrade would leave the successor holding the old process's bot
+/// sockets, more with each upgrade, against its open-file limit. Every socket of this process
+/// (the relay's, and the std sockets of the tests beside it) closes on exec; what the test
+/// runner itself passed down (its jobserver's pipe, a /dev/null) is no socket.
+#[test]
+fn a_clients_connection_is_not_inherited_by_a_process_the_relay_starts() {
+    let relay = Relay::start(nowhere(&["127.0.0.1"], false)).unwrap();
+    let mut c = connect(&relay);
+    c.write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let (status, _, _) = read_response(&mut c);
+    assert_eq!(status, 200);
+    let mut inherited = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap() {
+        let fd: i32 = entry
+            .unwrap()
+            .file_name()
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        if fd <= 2 {
+            continue;
+        }
+        // SAFETY: F_GETFD reads a flag; a descriptor closed since the listing reads -1.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        let what = std::fs::read_link(format!("/proc/self/fd/{fd}")).unwrap_or_default();
+        if flags >= 0
+            && flags & libc::FD_CLOEXEC == 0
+            && what.to_string_lossy().starts_with("socket:")
+        {
+            inherited.push(format!("{fd}: {}", what.display()));
+        }
+    }
+    assert!(inherited.is_empty(), "inherited on exec: {inherited:?}");
+    drop(c);
     relay.shutdown(Duration::from_millis(100));
 }

@@ -139,7 +139,10 @@ impl Intake {
         }
         let l = &mut self.listeners[i];
         l.armed = true;
+        // Close-on-exec, as every descriptor the relay opens: an upgrade's successor must not
+        // inherit the bots' connections.
         let e = opcode::AcceptMulti::new(types::Fd(l.fd))
+            .flags(libc::SOCK_CLOEXEC)
             .build()
             .user_data(ud(OP_ACCEPT, i as u32, 0));
         cx.ring.push(e);
