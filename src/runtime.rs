@@ -477,27 +477,11 @@ pub fn check_spec(spec: &Spec) -> Result<(), StartError> {
             "egress.tcp_user_timeout_ms {why}"
         )));
     }
-    if !spec.handoffs {
-        // Without handoffs a thread sends only what it accepted, so each needs a source of
-        // every group a tenant of its may use.
-        for g in 0..=spec.egress_groups.len() {
-            let n = spec
-                .source_group
-                .iter()
-                .filter(|&&x| usize::from(x) == g)
-                .count();
-            if n > 0 && n < spec.threads.max(1) {
-                let name = g
-                    .checked_sub(1)
-                    .map_or("shared", |i| spec.egress_groups[i].as_str());
-                return Err(StartError::Spec(format!(
-                    "egress group {name} has {n} sources for {} threads: with handoffs \
-                     off every thread needs one of each group's; list more, use fewer \
-                     threads, or turn handoffs on",
-                    spec.threads.max(1)
-                )));
-            }
-        }
+    if !spec.handoffs
+        && let Some(why) =
+            crate::config::group_shortfall(&spec.source_group, &spec.egress_groups, spec.threads)
+    {
+        return Err(StartError::Spec(why));
     }
     Ok(())
 }

@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Display;
 
-use super::model::{Config, Region, Source, SourceId};
+use super::model::{Config, Region, SHARED_GROUP, Source, SourceId};
 
 /// The [`SourceId`]s of `sources`: sources are matched across configs by these, so a proxy
 /// whose password changed is the same source.
@@ -36,9 +36,11 @@ impl Changes {
     }
 
     /// Why a relay started from `started` cannot run `next` at all: none of its regions is
-    /// left, none of its sources, or (bundles not moving between threads) a thread would keep
-    /// none of its own sources, so every bundle it accepts would expire. The key and the
-    /// reason; `None` when it can.
+    /// left, none of its sources, an egress group an enabled tenant sends through would keep
+    /// none of its sources, or (bundles not moving between threads) a thread would keep none
+    /// of its own sources, or `next` gives a group fewer sources than threads (as a start
+    /// would refuse it), so bundles it accepts would expire. The key and the reason; `None`
+    /// when it can.
     pub fn refusal(started: &Config, next: &Config) -> Option<(&'static str, String)> {
         if !started
             .regions
@@ -67,8 +69,66 @@ impl Changes {
                 ),
             ));
         }
+        // Groups are restart-only, and so are sources the relay did not start with: a group
+        // runs the sources it started with that `next` still lists. One an enabled tenant of
+        // `next` sends through must keep one, or that tenant's bundles would be answered and
+        // then expire.
+        let counts = started.egress.group_counts();
+        let mut kept = vec![0usize; counts.len()];
+        for (i, x) in sources.iter().enumerate() {
+            if listed.contains(&x.id()) {
+                kept[usize::from(started.egress.group_of(i))] += 1;
+            }
+        }
+        let tenants = &next.tenants;
+        let policies = tenants
+            .list
+            .iter()
+            .map(|t| (format!("tenant {}", t.name), &t.policy))
+            .chain(
+                tenants
+                    .default
+                    .iter()
+                    .map(|p| ("the default tenant".to_string(), p)),
+            );
+        for (who, p) in policies.filter(|(_, p)| p.enabled) {
+            let g = match p.egress.as_deref() {
+                None | Some(SHARED_GROUP) => 0,
+                Some(n) => match started.egress.groups.iter().position(|x| x == n) {
+                    Some(i) => i + 1,
+                    // A group the relay did not start with: the tenant table's to refuse.
+                    None => continue,
+                },
+            };
+            if counts[g] > 0 && kept[g] == 0 {
+                let first = (0..sources.len())
+                    .find(|&i| usize::from(started.egress.group_of(i)) == g)
+                    .map(|i| &sources[i])
+                    .expect("a group with sources has a first");
+                return Some((
+                    "egress",
+                    format!(
+                        "egress group {} would keep none of the {} sources it runs ({first} …), \
+                         and {who} sends through it: sources the relay did not start with take a \
+                         restart, so its bundles could leave through no pair; keep at least one \
+                         of them, or restart with the new pool",
+                        started.egress.group_name(g as u8),
+                        counts[g]
+                    ),
+                ));
+            }
+        }
         if !started.handoffs {
             let threads = started.threads.max(1);
+            // The file itself as a start would hold it: accepted, the next restart (or
+            // reboot) would refuse it and leave the relay down.
+            let groups: Vec<u8> = (0..next.egress.sources.len())
+                .map(|i| next.egress.group_of(i))
+                .collect();
+            if let Some(why) = super::model::group_shortfall(&groups, &next.egress.groups, threads)
+            {
+                return Some(("egress", why));
+            }
             for t in 0..threads {
                 // The split the relay's threads were given (by group, when there are groups).
                 let (mine, _) = started.egress.thread_share(threads, t);

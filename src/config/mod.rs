@@ -202,8 +202,8 @@ pub use model::{
     KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_PROBES, KEEPALIVE_USER_TIMEOUT_MS_MIN,
     Leader, Overrides, PING_IDLE_MS_DEFAULT, PING_TIMEOUT_MS_DEFAULT, PINNED_PORT_FIRST,
     ROTATING_PORT, Reactor, ReactorMode, Region, Resolve, SHARED_GROUP, Source, SourceId,
-    TCP_USER_TIMEOUT_MS_DEFAULT, even_share, keepalive_timeout_conflict, thread_share,
-    too_few_sources,
+    TCP_USER_TIMEOUT_MS_DEFAULT, even_share, group_shortfall, keepalive_timeout_conflict,
+    thread_share, too_few_sources,
 };
 pub use quota::Quota;
 pub use schema::{ARENA_SLOTS_MAX, REGION_NAME_BYTES_MAX, THREADS_MAX, stranded_sources};

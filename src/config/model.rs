@@ -703,6 +703,29 @@ pub fn too_few_sources(sources: usize, threads: usize) -> String {
     )
 }
 
+/// With handoffs off a thread sends only what it accepted, so each of `threads` needs a source
+/// of every group that has any (group ids `source_group`, 0 the shared addresses, then
+/// `groups`): why the first group short of that cannot run, as a start and a reload refuse it.
+pub fn group_shortfall(source_group: &[u8], groups: &[String], threads: usize) -> Option<String> {
+    let threads = threads.max(1);
+    (0..=groups.len()).find_map(|g| {
+        let n = source_group
+            .iter()
+            .filter(|&&x| usize::from(x) == g)
+            .count();
+        (n > 0 && n < threads).then(|| {
+            let name = g
+                .checked_sub(1)
+                .map_or(SHARED_GROUP, |i| groups[i].as_str());
+            format!(
+                "egress group {name} has {n} sources for {threads} threads: with handoffs off \
+                 every thread needs one of each group's; list more, use fewer threads, or turn \
+                 handoffs on"
+            )
+        })
+    })
+}
+
 /// Thread `t` of `threads`' sources, as indexes into the list whose egress group ids are
 /// `source_group` (0 the shared addresses, then `groups` groups): grouped, group 0's first,
 /// and how many each group has (`groups + 1` counts). Each group is split with

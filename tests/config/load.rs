@@ -2457,7 +2457,8 @@ fn without_handoffs_a_reload_is_checked_against_each_threads_grouped_sources() {
     };
     let started = parse(&text("\"127.1.0.0/30\"")).unwrap();
     assert_eq!(started.egress.thread_share(2, 0).0, [0, 2]);
-    let keep_thread_0 = parse(&text("\"127.1.0.0\", \"127.1.0.2\", \"127.1.0.3\"")).unwrap();
+    // Every thread keeps its own (and the file would start): applied.
+    let keep_thread_0 = parse(&text("\"127.1.0.0/30\", \"127.1.0.5\"")).unwrap();
     assert_eq!(
         bundle_relay::config::Changes::refusal(&started, &keep_thread_0),
         None
@@ -2472,6 +2473,74 @@ fn without_handoffs_a_reload_is_checked_against_each_threads_grouped_sources() {
     assert_eq!(key, "egress");
     assert!(
         why.starts_with("thread 1 would keep none of its 2 sources (127.1.0.1 …)"),
+        "{why}"
+    );
+}
+
+/// Sources a relay did not start with take a restart, so a reload that replaces a group's
+/// addresses leaves it none running: a tenant sending through it would have every bundle
+/// answered and then expire. Refused, naming the group and what to do.
+#[test]
+fn a_reload_leaving_a_tenants_egress_group_none_of_its_running_sources_is_refused() {
+    let text = |alpha: [&str; 2], tenant: bool| {
+        let alpha = format!("\"127.1.0.{}\", \"127.1.0.{}\"", alpha[0], alpha[1]);
+        format!(
+            "threads = 2\n{REGION}[egress]\naddresses = [\"127.1.0.0\", \"127.1.0.1\", {alpha}]\n{}{}",
+            group("alpha", &alpha),
+            if tenant {
+                tenant_on("a", Some("alpha"))
+            } else {
+                String::new()
+            }
+        )
+    };
+    let started = parse(&text(["2", "3"], true)).unwrap();
+    // One of the two kept: it sends.
+    let narrowed = parse(&text(["3", "6"], true)).unwrap();
+    assert_eq!(
+        bundle_relay::config::Changes::refusal(&started, &narrowed),
+        None
+    );
+    let replaced = parse(&text(["5", "6"], true)).unwrap();
+    let (key, why) = bundle_relay::config::Changes::refusal(&started, &replaced).unwrap();
+    assert_eq!(key, "egress");
+    assert!(
+        why.starts_with(
+            "egress group alpha would keep none of the 2 sources it runs (127.1.0.2 …), and \
+             tenant a sends through it"
+        ),
+        "{why}"
+    );
+    // No enabled tenant sends through it: nothing is lost, the reload applies.
+    let idle = parse(&text(["5", "6"], false)).unwrap();
+    assert_eq!(
+        bundle_relay::config::Changes::refusal(&started, &idle),
+        None
+    );
+}
+
+/// With handoffs off a relay whose file a start would refuse (a group with fewer sources than
+/// threads) is refused at the reload too: accepted, the next restart or reboot would exit 2
+/// and leave the relay down.
+#[test]
+fn without_handoffs_a_reload_a_start_would_refuse_is_refused() {
+    let text = |addresses: &str, alpha: &str| {
+        format!(
+            "threads = 2\nhandoffs = false\n{REGION}[egress]\naddresses = [{addresses}]\n{}{}",
+            group("alpha", alpha),
+            tenant_on("a", Some("alpha"))
+        )
+    };
+    let started = parse(&text(
+        "\"127.1.0.1-127.1.0.4\"",
+        "\"127.1.0.3\", \"127.1.0.4\"",
+    ))
+    .unwrap();
+    let short = parse(&text("\"127.1.0.1-127.1.0.3\"", "\"127.1.0.3\"")).unwrap();
+    let (key, why) = bundle_relay::config::Changes::refusal(&started, &short).unwrap();
+    assert_eq!(key, "egress");
+    assert!(
+        why.starts_with("egress group alpha has 1 sources for 2 threads"),
         "{why}"
     );
 }
