@@ -156,8 +156,9 @@ impl Shared {
     /// Loads `path`, and only if it is valid and the running relay can run it publishes it as
     /// the next generation, which it returns. On any error the current snapshot stays,
     /// untouched. A file with `[tenants_from]` takes its tenants from the last good document
-    /// of that URL; with none (the reload adds `[tenants_from]`, or moves it), from the
-    /// endpoint, asked now: no document, no reload, as at start.
+    /// of that URL while the running config takes them from it too; otherwise (the reload adds
+    /// `[tenants_from]`, back or anew, or moves it), from the endpoint, asked now: no
+    /// document, no reload, as at start.
     pub fn reload_from(&self, path: &Path) -> Result<u64, ConfigError> {
         let mut retired = self.reloading.lock().unwrap_or_else(|e| e.into_inner());
         let origin = path.display().to_string();
@@ -169,8 +170,18 @@ impl Shared {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .clone();
+            // The held document only while the running config takes its tenants from the same
+            // URL: a reload that adds `[tenants_from]` back asks the endpoint, since the
+            // document held from before may list tenants removed since.
+            let running = self
+                .current
+                .load()
+                .config
+                .tenants_from
+                .as_ref()
+                .map(|f| f.url.clone());
             let doc = match held {
-                Some((url, doc)) if url == from.url => doc,
+                Some((url, doc)) if url == from.url && running.as_ref() == Some(&from.url) => doc,
                 _ => {
                     let Some(fetch) = self.fetch else {
                         return Err(ConfigError::new(
@@ -192,8 +203,10 @@ impl Shared {
             };
             config = config.with_tenants_json(&doc, &from.url)?;
         }
+        let takes_doc = config.tenants_from.is_some();
         let generation = self.publish(config, Some(path.to_path_buf()), &origin, &mut retired)?;
-        if fetched.is_some() {
+        if fetched.is_some() || !takes_doc {
+            // A config without `[tenants_from]` holds no document any more.
             *self.tenants_doc.lock().unwrap_or_else(|e| e.into_inner()) = fetched;
         }
         Ok(generation)

@@ -1563,6 +1563,44 @@ fn bad_reload_keeps_the_old_generation_and_config_and_a_good_one_bumps_it() {
     assert_eq!(first.config.threads, 2, "a held snapshot never changes");
 }
 
+/// A reload that drops `[tenants_from]` and a later one that adds it back: the second asks the
+/// endpoint, as a reload that adds it always does, rather than applying the document the
+/// relay held before the first, whose tenants the first removed (a tenant revoked since would
+/// come back for as long as the endpoint is down).
+#[test]
+fn tenants_from_added_back_by_a_reload_asks_the_endpoint_not_the_document_held_before() {
+    let dir = temp_dir("tenants-back");
+    let path = dir.join("relay.toml");
+    let from = format!("{REGION}{EGRESS}[tenants_from]\nurl = \"http://127.0.0.1:9300/t\"\n");
+    let file = format!("{REGION}{EGRESS}[[tenant]]\nname = \"a\"\nkeys = [\"key-a\"]\n");
+    std::fs::write(&path, &from).unwrap();
+    let first = Config::load(&path).unwrap();
+    let held =
+        r#"{"tenant": [{"name": "a", "keys": ["key-a"]}, {"name": "revoked", "keys": ["key-r"]}]}"#;
+    let first = first.with_tenants_json(held, "doc").unwrap();
+    let shared = Shared::new(first, Some(path.clone()), Resolve::Deferred)
+        .with_tenants_doc(held.to_string())
+        .with_fetch(|_| Err("connection refused".to_string()));
+    std::fs::write(&path, &file).unwrap();
+    assert_eq!(shared.reload().unwrap(), 2);
+    std::fs::write(&path, &from).unwrap();
+    let e = shared.reload().unwrap_err().to_string();
+    assert!(
+        e.contains("tenants_from") && e.contains("connection refused"),
+        "{e}"
+    );
+    let now = shared.load();
+    assert_eq!(now.generation, 2, "the file's tenants stay");
+    let names: Vec<&str> = now
+        .config
+        .tenants
+        .list
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(names, ["a"]);
+}
+
 #[test]
 fn embedded_default_snapshot_has_nothing_to_reload() {
     let shared = Shared::new(Config::embedded_default(), None, Resolve::Deferred);
