@@ -768,9 +768,18 @@ impl Connection {
                 fragment,
                 end_stream,
                 end_headers,
+                self_dependent,
             } => {
                 if let Err(what) = self.check_stream_id(stream) {
                     return self.conn_error(Reason::PROTOCOL_ERROR, what);
+                }
+                if self_dependent {
+                    // Reset now; its block (and CONTINUATIONs) still goes through the decoder,
+                    // as for any stream that is gone, so the HPACK table stays in step.
+                    self.stream_error(stream, Reason::PROTOCOL_ERROR, "HEADERS depends on itself");
+                    if self.phase == Phase::Closed {
+                        return;
+                    }
                 }
                 self.block_stream = stream;
                 self.block_end_stream = end_stream;

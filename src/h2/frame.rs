@@ -107,6 +107,9 @@ pub enum Frame<'a> {
         fragment: &'a [u8],
         end_stream: bool,
         end_headers: bool,
+        /// Its priority makes the stream depend on itself: a stream error (RFC 9113 section
+        /// 5.3.1), after its block is decoded all the same (section 4.3: the HPACK table).
+        self_dependent: bool,
     },
     Priority {
         stream: u32,
@@ -216,6 +219,7 @@ pub fn decode<'a>(head: Head, payload: &'a [u8]) -> Result<Frame<'a>, FrameError
         HEADERS => {
             need_stream("HEADERS on stream 0")?;
             let mut fragment = unpad(head.flags, payload)?;
+            let mut self_dependent = false;
             if head.flags & FLAG_PRIORITY != 0 {
                 if fragment.len() < 5 {
                     return Err(conn_err(
@@ -225,13 +229,7 @@ pub fn decode<'a>(head: Head, payload: &'a [u8]) -> Result<Frame<'a>, FrameError
                 }
                 let dep = u32::from_be_bytes([fragment[0], fragment[1], fragment[2], fragment[3]])
                     & 0x7fff_ffff;
-                if dep == s {
-                    return Err(FrameError {
-                        reason: Reason::PROTOCOL_ERROR,
-                        stream: Some(s),
-                        what: "HEADERS depends on itself",
-                    });
-                }
+                self_dependent = dep == s;
                 fragment = &fragment[5..];
             }
             Ok(Frame::Headers {
@@ -239,6 +237,7 @@ pub fn decode<'a>(head: Head, payload: &'a [u8]) -> Result<Frame<'a>, FrameError
                 fragment,
                 end_stream: head.flags & FLAG_END_STREAM != 0,
                 end_headers: head.flags & FLAG_END_HEADERS != 0,
+                self_dependent,
             })
         }
         PRIORITY => {

@@ -1213,6 +1213,55 @@ fn invalid_frames_map_to_their_rfc_9113_errors() {
     }
 }
 
+/// A HEADERS frame whose priority makes its stream depend on itself resets that stream
+/// (RFC 9113 section 5.3.1), but its header block is still decoded (section 4.3): the HPACK
+/// table stays in step with the peer's, so the next stream's reply that indexes what the
+/// block added reads right, and the connection lives.
+#[test]
+fn headers_depending_on_itself_reset_its_stream_and_still_keep_the_hpack_table_in_step() {
+    let (mut c, mut p) = open(Config::default(), &[]);
+    let first = get(&mut c, b"").unwrap();
+    let second = get(&mut c, b"").unwrap();
+    p.read(&mut c);
+    // Stream 1 depends on stream 1; its block adds "x: y" to the table (literal, indexed).
+    let mut payload = 1u32.to_be_bytes().to_vec();
+    payload.push(15);
+    payload.extend_from_slice(&[0x40, 1, b'x', 1, b'y']);
+    c.handle_bytes(
+        0,
+        &raw(
+            frame::HEADERS,
+            frame::FLAG_PRIORITY | frame::FLAG_END_HEADERS,
+            1,
+            &payload,
+        ),
+    );
+    assert!(!c.is_closed(), "{:?}", c.error());
+    assert!(matches!(
+        end_of(&c, first),
+        StreamEnd::PeerError {
+            reason: Reason::PROTOCOL_ERROR,
+            ..
+        }
+    ));
+    // Stream 3's reply: :status 200 (static 8), then the table's first entry (62).
+    c.handle_bytes(
+        0,
+        &raw(
+            frame::HEADERS,
+            frame::FLAG_END_HEADERS | frame::FLAG_END_STREAM,
+            3,
+            &[0x88, 0xbe],
+        ),
+    );
+    assert!(!c.is_closed(), "{:?}", c.error());
+    assert_eq!(end_of(&c, second), StreamEnd::Complete);
+    assert_eq!(
+        c.response(second).unwrap().headers.get(b"x"),
+        Some(&b"y"[..])
+    );
+}
+
 #[test]
 fn unknown_frame_types_are_ignored() {
     let (mut c, _p) = open(Config::default(), &[]);
