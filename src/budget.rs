@@ -234,7 +234,7 @@ impl Budget {
             // The pacing ledger a successor (and every relay of a sliced pool, in a ledger
             // file) shares: one mapping a process, room for the whole pool's pairs twice over at
             // a quarter full; and each pair's entry number in it, with what this process last
-            // booked there.
+            // booked there and whether that counts another process's sends.
             term(
                 "pacing ledger",
                 crate::limiter::ledger::entries_for((pool_addresses * regions) as usize) as u64,
@@ -243,7 +243,9 @@ impl Budget {
             term(
                 "pair ledger entries",
                 pairs,
-                std::mem::size_of::<u32>() + std::mem::size_of::<u64>(),
+                std::mem::size_of::<u32>()
+                    + std::mem::size_of::<u64>()
+                    + std::mem::size_of::<bool>(),
             ),
             // Per tenant and the default: its share, rate state and counts, shared by threads.
             term(

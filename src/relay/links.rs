@@ -78,6 +78,9 @@ struct LedgerLink {
     /// What this process last booked in each pair's entry (0: nothing): the claim for its
     /// call in flight, else what that call's end booked. A reload reprices it.
     booked: Box<[u64]>,
+    /// Whether `booked` counts another process's sends (its claim saw them in the entry, and
+    /// the call's settle kept them): never this process's to lower.
+    foreign: Box<[bool]>,
 }
 
 /// See the module docs.
@@ -161,6 +164,7 @@ impl Links {
                 ledger: l,
                 slots,
                 booked: vec![0; pair_count].into_boxed_slice(),
+                foreign: vec![false; pair_count].into_boxed_slice(),
             }
         });
         Links {
@@ -870,6 +874,7 @@ impl Links {
                     ledger,
                     slots,
                     booked,
+                    foreign,
                 }),
             ) = (got, &mut self.ledger)
             else {
@@ -887,8 +892,11 @@ impl Links {
                 // (its end plus the burst's tolerance, so another process honours it), which
                 // has ended, since the limiter hands the pair out. Counted as a burst spent it
                 // would cut the burst; the limiter's own pace is what is left of it.
+                // Only a booking of this process's own: one that counts another process's
+                // sends (a call's settle keeps them) is not its to lower, or a burst the two
+                // share would be spent twice.
                 let v = self.limiter.view(pair);
-                if v.cooldown_until.0 <= now.0 && v.tat.0 < booked[p] {
+                if !foreign[p] && v.cooldown_until.0 <= now.0 && v.tat.0 < booked[p] {
                     ledger.replace(slot, booked[p], v.tat.0);
                     booked[p] = v.tat.0;
                     claimed = ledger.claim(slot, now, interval, tolerance, self.call_hold);
@@ -896,6 +904,14 @@ impl Links {
             }
             match claimed {
                 Ok(claim) => {
+                    // What the claim counted from the entry: past `now`, a booking of this
+                    // process's own (its last, as it was) or another's.
+                    let seen = claim.saturating_sub(interval.0 + self.call_hold.0);
+                    if seen > now.0 {
+                        foreign[p] = seen != booked[p] || foreign[p];
+                    } else {
+                        foreign[p] = false;
+                    }
                     booked[p] = claim;
                     return got;
                 }
@@ -993,9 +1009,14 @@ impl Links {
             l.booked[p] = match l.booked[p] {
                 0 => {
                     l.ledger.book(slot, tat);
+                    l.foreign[p] = false;
                     tat.0
                 }
-                claim => l.ledger.settle(slot, claim, self.call_hold, tat),
+                claim => {
+                    // Its own pace at or past what the claim counted: nothing of another's.
+                    l.foreign[p] &= claim.saturating_sub(self.call_hold.0) > tat.0;
+                    l.ledger.settle(slot, claim, self.call_hold, tat)
+                }
             };
         }
     }

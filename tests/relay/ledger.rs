@@ -309,3 +309,32 @@ fn after_a_cooldown_the_burst_goes_whole_with_a_ledger_as_without_one() {
     assert_eq!(sent, 3, "the told bundle and two more: {:?}", t.totals());
     assert_eq!(t.totals().ledger_waits, 0);
 }
+
+/// A burst two processes share through the ledger (an upgrade's predecessor and successor):
+/// the second send of a burst of 2 goes from the new process, and then the burst is spent
+/// for it too. Its own pace says the pair is free; the ledger, which counts the old
+/// process's send, says not yet, and only a booking of the process's own cooldown may be
+/// set aside (there was none): a third send within the interval would be refused by the
+/// engine.
+#[test]
+fn a_burst_shared_by_two_processes_is_spent_once_for_both() {
+    let ledger = Arc::new(Ledger::private(4));
+    let at = |ms: u64| Instant(ms * MS);
+    let mut old = process_with_burst(&ledger, 2, at(1));
+    assert!(old.send(at(1)), "the old process's tip-account refresh");
+    old.answer(at(2));
+    let mut new = process_with_burst(&ledger, 2, at(3));
+    assert!(new.send(at(3)), "the new one's: the burst's second send");
+    new.answer(at(4));
+    assert_eq!(new.post_bundle(1, at(5)), Verdict::Admitted);
+    assert!(
+        !new.send(at(5)),
+        "the burst of 2 is spent across both processes"
+    );
+    assert!(new.totals().ledger_waits >= 1);
+    assert!(!new.send(at(900)));
+    assert!(
+        new.send(at(1_010)),
+        "an interval after the old process's send"
+    );
+}
