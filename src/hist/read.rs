@@ -90,9 +90,15 @@ impl Loaded {
     }
 }
 
-fn empty() -> Histogram<u64> {
-    // Auto-resizing: bench-load's logs reach an hour, the relay's a minute.
-    Histogram::new(3).expect("3 significant figures")
+/// An empty histogram of `first`'s layout (its lowest and highest trackable values and its
+/// significant figures), auto-resizing for a log of wider bounds merged into it. The layout
+/// of the log's own: merged into another, each bucket's values would move to the new layout's
+/// bucket of its lowest value, and the rows' values (each a bucket's top), the Max and the
+/// footer would read other than HdrHistogram prints for the log.
+fn like(first: &Histogram<u64>) -> Histogram<u64> {
+    let mut h = Histogram::new_from(first);
+    h.auto(true);
+    h
 }
 
 fn secs(d: Duration) -> f64 {
@@ -267,7 +273,7 @@ pub(super) fn parse(
                 None => {
                     groups.push(TagGroup {
                         tag: tag.clone(),
-                        merged: empty(),
+                        merged: like(&h),
                         intervals: 0,
                         per_file: Vec::new(),
                         timeline: Vec::new(),
@@ -292,7 +298,7 @@ pub(super) fn parse(
             let pf = match g.per_file.iter().position(|(f, _)| *f == fi) {
                 Some(i) => i,
                 None => {
-                    g.per_file.push((fi, empty()));
+                    g.per_file.push((fi, like(&h)));
                     g.per_file.len() - 1
                 }
             };

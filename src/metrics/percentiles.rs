@@ -85,11 +85,48 @@ pub fn percentile_rows(h: &Histogram<u64>, ticks_per_half_distance: u32) -> Vec<
     rows
 }
 
+/// `x` with `places` decimals as Java's `%.Nf` writes it: its shortest decimal form (the
+/// digits that read back as `x`) rounded half up, not its binary value rounded. A level such
+/// as 0.9997802734375 is just below that in binary, so `{:.12}` wrote ...437 where
+/// HdrHistogram's text has ...438. For finite non-negative `x`.
+fn java_fixed(x: f64, places: usize) -> String {
+    let shortest = format!("{x}");
+    let (int, frac) = shortest.split_once('.').unwrap_or((&shortest, ""));
+    if frac.len() <= places {
+        return format!("{int}.{frac:0<places$}");
+    }
+    let mut digits: Vec<u8> = int.bytes().chain(frac.bytes().take(places)).collect();
+    if frac.as_bytes()[places] >= b'5' {
+        let mut i = digits.len();
+        loop {
+            if i == 0 {
+                digits.insert(0, b'1');
+                break;
+            }
+            i -= 1;
+            if digits[i] == b'9' {
+                digits[i] = b'0';
+            } else {
+                digits[i] += 1;
+                break;
+            }
+        }
+    }
+    let split = digits.len() - places;
+    let (int, frac) = digits.split_at(split);
+    format!(
+        "{}.{}",
+        std::str::from_utf8(int).expect("digits"),
+        std::str::from_utf8(frac).expect("digits")
+    )
+}
+
 /// Writes `h`'s percentile distribution the way HdrHistogram's `outputPercentileDistribution`
 /// (and wrk2's `--latency`) does: 5 ticks per half distance, values divided by
-/// `value_unit_ns`, then the mean / max / count footer. Tools that read that text (the
-/// HdrHistogram plotter) read this.
+/// `value_unit_ns` with as many decimals as `h` has significant figures, then the mean / max
+/// / count footer. Tools that read that text (the HdrHistogram plotter) read this.
 pub fn write_percentile_distribution(h: &Histogram<u64>, value_unit_ns: f64, out: &mut String) {
+    let d = usize::from(h.sigfig());
     let _ = writeln!(
         out,
         "{:>12} {:>14} {:>10} {:>14}\n",
@@ -104,25 +141,26 @@ pub fn write_percentile_distribution(h: &Histogram<u64>, value_unit_ns: f64, out
     for row in rows {
         let (q, total) = (row.quantile, row.total);
         let value = row.value as f64 / value_unit_ns;
+        let level = java_fixed(q, 12);
         if q < 1.0 {
             let _ = writeln!(
                 out,
-                "{value:12.3} {q:2.12} {total:10} {:14.2}",
+                "{value:12.d$} {level:>2} {total:10} {:14.2}",
                 row.inverse_tail
             );
         } else {
-            let _ = writeln!(out, "{value:12.3} {q:2.12} {total:10}");
+            let _ = writeln!(out, "{value:12.d$} {level:>2} {total:10}");
         }
     }
     let _ = writeln!(
         out,
-        "#[Mean    = {:12.3}, StdDeviation   = {:12.3}]",
+        "#[Mean    = {:12.d$}, StdDeviation   = {:12.d$}]",
         h.mean() / value_unit_ns,
         h.stdev() / value_unit_ns
     );
     let _ = writeln!(
         out,
-        "#[Max     = {:12.3}, Total count    = {:12}]",
+        "#[Max     = {:12.d$}, Total count    = {:12}]",
         h.max() as f64 / value_unit_ns,
         h.len()
     );
@@ -132,4 +170,26 @@ pub fn write_percentile_distribution(h: &Histogram<u64>, value_unit_ns: f64, out
         h.buckets(),
         (2 * 10u64.pow(u32::from(h.sigfig()))).next_power_of_two()
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::java_fixed;
+
+    /// Java's `String.format("%.12f", x)` for each: the shortest digits rounded half up.
+    #[test]
+    fn java_fixed_rounds_the_shortest_digits_half_up_as_javas_format_does() {
+        for (x, java) in [
+            (0.9997802734375, "0.999780273438"),
+            (0.3, "0.300000000000"),
+            (0.0, "0.000000000000"),
+            (1.0, "1.000000000000"),
+            (0.9999999999995, "1.000000000000"),
+            (0.1234567890124, "0.123456789012"),
+            (12.5, "12.500000000000"),
+        ] {
+            assert_eq!(java_fixed(x, 12), java, "{x}");
+        }
+        assert_eq!(java_fixed(2.675, 2), "2.68", "2.675 is 2.67499.. in binary");
+    }
 }

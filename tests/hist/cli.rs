@@ -314,6 +314,65 @@ fn a_real_bench_load_log_gives_the_percentiles_bench_load_reported() {
     assert_eq!(per_second.iter().sum::<u64>(), 6_000);
 }
 
+/// A log at two significant figures (jHiccup's default) is read at its own precision, and
+/// printed as HdrHistogram's `outputPercentileDistribution` prints that histogram: values
+/// with two decimals, each row's value its bucket's top, the footer's buckets its own. Merged
+/// into a histogram of three figures, its values moved to lower buckets and the Max came out
+/// below what was recorded.
+#[test]
+fn a_log_at_two_significant_figures_prints_as_hdrhistogram_prints_it() {
+    let dir = tempdir("hist-two-figures");
+    let p = dir.join("two.hlog");
+    let mut f = std::fs::File::create(&p).unwrap();
+    let mut ser = V2DeflateSerializer::new();
+    let mut w = IntervalLogWriterBuilder::new()
+        .with_start_time(UNIX_EPOCH + Duration::from_secs(1_764_460_800))
+        .begin_log_with(&mut f, &mut ser)
+        .unwrap();
+    let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 2).unwrap();
+    h.record_n(1_000_000, 10).unwrap();
+    w.write_histogram(&h, Duration::ZERO, Duration::from_secs(1), None)
+        .unwrap();
+    drop(f);
+    let a = args(vec![p]);
+    let mut text = String::new();
+    hist::render(&a, &hist::load(&a).unwrap(), &mut text);
+    let top = h.highest_equivalent(1_000_000) as f64 / 1_000.0;
+    for line in [
+        format!("{top:12.2} 0.000000000000         10           1.00"),
+        format!("#[Max     = {top:12.2}, Total count    =           10]"),
+        format!(
+            "#[Buckets = {:12}, SubBuckets     =          256]",
+            h.buckets()
+        ),
+    ] {
+        assert!(text.contains(&line), "{line:?} in\n{text}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The Percentile column as HdrHistogram's Java text has it: the level's shortest decimal
+/// form rounded half up to 12 places (Java's `%2.12f`), not its binary value rounded; and the
+/// footer's buckets those of the log's own bounds (bench-load's: 1 ns to an hour).
+#[test]
+fn a_real_bench_load_log_prints_the_levels_and_footer_hdrhistograms_java_text_has() {
+    let fixture =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/hist_fixtures/bench-load-3s.hlog");
+    let a = args(vec![fixture]);
+    let mut text = String::new();
+    hist::render(&a, &hist::load(&a).unwrap(), &mut text);
+    assert!(
+        text.lines()
+            .any(|l| l.split_whitespace().nth(1) == Some("0.999780273438")),
+        "{text}"
+    );
+    let buckets = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
+        .unwrap()
+        .buckets();
+    let footer = format!("#[Buckets = {buckets:12}, SubBuckets     =         2048]");
+    assert!(text.contains(&footer), "{footer:?} in\n{text}");
+}
+
 #[test]
 fn a_percentile_row_at_an_exact_sample_count_shows_that_sample() {
     let dir = tempdir("hist-exact");
