@@ -548,7 +548,7 @@ fn render_tenants(m: &Metrics, out: &mut String) {
         out,
         name,
         "counter",
-        "Requests refused, by tenant and reason (rate, global, share, cap: 429; region, disabled: 403).",
+        "Requests refused, by tenant and reason (rate, global, share, cap, backlog: 429; region, disabled: 403).",
     );
     for (t, c) in &rows {
         for r in Refused::ALL {
