@@ -398,6 +398,9 @@ impl Connection {
             if let Some(d) = s.deadline_ns {
                 min(d);
             }
+            if let Some(d) = s.send_by_ns.filter(|_| s.request_open()) {
+                min(d);
+            }
         }
         t
     }
@@ -467,6 +470,18 @@ impl Connection {
             deadline_ns,
             body,
         )
+    }
+
+    /// Request `id` must be queued whole (its END_STREAM) by `by_ns`: if flow control still
+    /// holds part of it then, the stream is reset (CANCEL) and ends
+    /// [`StreamEnd::TimedOut`] unsent, so what it carries never reaches the peer late (a
+    /// bundle past its max age). Nothing for a request already queued whole.
+    pub fn send_by(&mut self, id: StreamId, by_ns: u64) {
+        if let Some(i) = self.streams.find_active(id.0)
+            && self.streams[i].request_open()
+        {
+            self.streams[i].send_by_ns = Some(by_ns);
+        }
     }
 
     fn start_request_after(
@@ -663,7 +678,8 @@ impl Connection {
         }
         for i in 0..self.streams.len() {
             let s = &self.streams[i];
-            if s.is_active() && s.deadline_ns.is_some_and(|d| now_ns >= d) {
+            let unsent_by = s.request_open() && s.send_by_ns.is_some_and(|d| now_ns >= d);
+            if s.is_active() && (unsent_by || s.deadline_ns.is_some_and(|d| now_ns >= d)) {
                 let (id, sent) = (s.id, s.request_sent());
                 self.write_rst(id, Reason::CANCEL);
                 self.end_stream(i, StreamEnd::TimedOut { request_sent: sent });

@@ -150,6 +150,9 @@ pub(super) struct Stream {
     pub(super) headers: HeaderList,
     pub(super) trailers: HeaderList,
     pub(super) deadline_ns: Option<u64>,
+    /// When the request must be queued whole by (its END_STREAM), else the stream is given up
+    /// unsent ([`super::Connection::send_by`]).
+    pub(super) send_by_ns: Option<u64>,
 }
 
 impl Stream {
@@ -177,6 +180,7 @@ impl Stream {
             headers: HeaderList::new(cfg.header_list_bytes_max, cfg.header_fields_max()),
             trailers: HeaderList::new(cfg.header_list_bytes_max, cfg.header_fields_max()),
             deadline_ns: None,
+            send_by_ns: None,
         }
     }
 
@@ -252,6 +256,7 @@ impl Stream {
         self.headers.clear();
         self.trailers.clear();
         self.deadline_ns = deadline_ns;
+        self.send_by_ns = None;
     }
 
     /// Open to half-closed (local): our END_STREAM is queued, ending at `request_end`.

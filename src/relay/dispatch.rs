@@ -1472,9 +1472,10 @@ impl Dispatcher {
             };
             self.take_queued(r, j);
             let s = self.arena.get(slot).expect("queued slot");
+            let send_by = s.meta.admitted_at.after(self.max_age_of(s.meta.tenant));
             if !self
                 .up
-                .start_bundle(pair, slot, s.encoded_frame(), s.meta.json, now)
+                .start_bundle(pair, slot, s.encoded_frame(), s.meta.json, send_by, now)
             {
                 // The connection could not take a call: back in its place, for another pair.
                 self.fifos[r].insert(j, slot);

@@ -413,6 +413,15 @@ impl Links {
         crate::grpc::start_call(conn, call, now_ns, method, Some(timeout_ms), body).ok()
     }
 
+    /// The request of `stream` on `pair` must have gone whole by `by` (a bundle's max age):
+    /// what flow control still holds of it then is given up unsent, never sent late.
+    pub(super) fn send_by(&mut self, pair: PairId, stream: crate::h2::conn::StreamId, by: Instant) {
+        let by_ns = self.now_ns(by);
+        if let Some(conn) = self.pairs.get_mut(pair).stack.conn_mut() {
+            conn.send_by(stream, by_ns);
+        }
+    }
+
     /// Starts a forwarded `sendTransaction` (JSON `body`) on held `pair`.
     pub(super) fn start_forward(
         &mut self,

@@ -548,6 +548,7 @@ impl Upstream {
         slot: SlotHandle,
         frame: &[u8],
         json: bool,
+        send_by: Instant,
         now: Instant,
     ) -> bool {
         let timeout_ms = self.upstream_timeout_ms;
@@ -566,6 +567,9 @@ impl Upstream {
             self.give_back_unused(pair, now);
             return false;
         };
+        // Past its max age the bundle must not reach the engine: a body the engine's flow
+        // control holds until then is given up (and the bundle, too old to go again, expires).
+        self.links.send_by(pair, stream, send_by);
         self.call_started_as(pair, Call::Bundle(slot), json, stream, now);
         let r = self.links.region_of(pair);
         if let Some(sil) = self.links.region_mut(r).silence.as_mut() {

@@ -669,6 +669,47 @@ fn body_waits_for_window_and_flows_with_window_updates() {
     assert_eq!(end_of(&c, id), StreamEnd::Complete);
 }
 
+/// A request the peer's flow control still holds part of when it must have gone whole
+/// (`send_by`: a bundle's max age) is given up: reset (CANCEL), ended unsent, and what the
+/// window later allows carries none of it. One that went whole in time is left alone.
+#[test]
+fn a_request_not_sent_whole_by_its_send_by_is_reset_unsent_and_never_sent_late() {
+    let (mut c, mut p) = open(
+        Config::default(),
+        &[(frame::SETTINGS_INITIAL_WINDOW_SIZE, 10)],
+    );
+    let id = get(&mut c, &[7; 25]).unwrap();
+    c.send_by(id, 50 * MS);
+    p.read(&mut c);
+    assert_eq!(c.poll_timeout(), Some(50 * MS));
+    c.handle_timeout(49 * MS);
+    assert!(c.response(id).is_none(), "still in time");
+    c.handle_timeout(50 * MS);
+    assert_eq!(
+        end_of(&c, id),
+        StreamEnd::TimedOut {
+            request_sent: false
+        }
+    );
+    let f = p.read(&mut c);
+    let rst = f
+        .iter()
+        .find(|f| f.kind == frame::RST_STREAM)
+        .expect("reset");
+    assert_eq!(
+        Reason(u32::from_be_bytes(rst.payload[..4].try_into().unwrap())),
+        Reason::CANCEL
+    );
+    c.handle_bytes(0, &raw(frame::WINDOW_UPDATE, 0, 1, &100u32.to_be_bytes()));
+    assert!(p.read(&mut c).iter().all(|f| f.kind != frame::DATA));
+    // Whole in time: the send-by is no deadline for its answer.
+    let id = get(&mut c, &[7; 5]).unwrap();
+    c.send_by(id, 60 * MS);
+    p.read(&mut c);
+    c.handle_timeout(70 * MS);
+    assert!(c.response(id).is_none(), "the answer may come later");
+}
+
 #[test]
 fn initial_window_change_mid_stream_applies_to_open_streams() {
     let (mut c, mut p) = open(

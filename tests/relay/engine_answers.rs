@@ -1078,3 +1078,49 @@ fn a_refused_source_retired_and_listed_again_reconnects_after_the_usual_back_off
         "reconnects within the usual back-off"
     );
 }
+
+// ---- an engine whose flow control holds a bundle back ----
+
+/// The engine's SETTINGS with every stream's window at `window`.
+fn stream_windows(window: u32) -> Vec<u8> {
+    let mut f = vec![0; 9 + 6];
+    bundle_relay::h2::frame::write_settings(
+        &mut f,
+        &[(
+            bundle_relay::h2::frame::SETTINGS_INITIAL_WINDOW_SIZE,
+            window,
+        )],
+    )
+    .unwrap();
+    f
+}
+
+/// An engine whose flow control holds a bundle's body past the bundle's max age: the call is
+/// given up unsent at the max age (the stream reset) and the bundle expires, so what the
+/// engine's window allows later carries none of it, and no answer makes it delivered late.
+#[test]
+fn a_bundle_the_engines_flow_control_holds_past_its_max_age_expires_unsent() {
+    let (mut t, _, now) = one_region(10, 1_000);
+    t.d.received(t.pair, &stream_windows(0), now);
+    t.flush(now);
+    assert_eq!(t.post_bundle(1, now), Verdict::Admitted);
+    assert!(
+        sends(&mut t, now),
+        "its HEADERS go; its body waits for the window"
+    );
+    t.d.file_timers();
+    assert!(
+        t.d.next_deadline().is_some_and(|d| d.0 <= at(now, 1_001).0),
+        "the loop wakes at the max age"
+    );
+    let late = at(now, 1_001);
+    t.d.run_timers(late);
+    t.d.dispatch(late);
+    t.flush(late);
+    t.d.received(t.pair, &stream_windows(65_535), late);
+    t.flush(late);
+    t.answer(late);
+    let s = t.totals();
+    assert_eq!((s.delivered, s.expired, s.in_flight), (0, 1, 0), "{s:?}");
+    assert!(t.d.check_accounting());
+}
