@@ -4,7 +4,9 @@
 //! A black hole (nothing read or written: no answers, no PING ACKs, no RST, no GOAWAY) costs
 //! only the calls the relay had sent into it before it noticed; from then on the region gets no
 //! bundle until its engine answers a probe, and it comes back by itself. A source the engine
-//! refuses leaves rotation with one call, not one bundle per interval.
+//! refuses leaves rotation with one call, not one bundle per interval. An engine host that
+//! drops connects (a full accept queue, a firewall) is named as what it is: connects that
+//! timed out.
 
 mod support;
 
@@ -123,4 +125,48 @@ async fn a_source_the_engine_refuses_leaves_rotation_and_its_bundles_go_elsewher
     assert_eq!(es.early_sends, 0);
     relay.shutdown(Duration::from_millis(200));
     engine.shutdown().await;
+}
+
+/// An engine address whose connects get no answer (its accept queue full: the kernel drops
+/// the SYNs): the relay's own connect deadline ends each connect, and the pair's error says
+/// the connect timed out, not that it was canceled (the cancel is how the relay ends it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connect_the_relay_gives_up_at_its_deadline_is_named_as_timed_out() {
+    let listener =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let addr: SocketAddr = "127.0.0.19:0".parse().unwrap();
+    listener.bind(&addr.into()).unwrap();
+    listener.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap().as_socket().unwrap();
+    // Fill the accept queue (never accepted): the relay's SYNs are dropped from then on.
+    let mut fillers = Vec::new();
+    for _ in 0..2 {
+        let f = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        f.set_nonblocking(true).unwrap();
+        let _ = f.connect(&addr.into());
+        fillers.push(f);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut s = spec(&[("dropped".to_string(), addr)], "127.1.81.1", 1_000);
+    s.threads = 1;
+    s.connect_timeout_ms = 300;
+    let relay = Relay::start(s).unwrap();
+    let pairs = relay.pairs_fn();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut text = String::new();
+        pairs(&mut text);
+        if text.contains("pairs failing") {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no failed connect in {text}"
+        );
+    };
+    assert!(text.contains("timed out"), "{text}");
+    assert!(!text.contains("canceled"), "{text}");
+    relay.shutdown(Duration::from_millis(100));
+    drop(fillers);
 }

@@ -273,8 +273,15 @@ impl UpSocks {
         self.unlist_pending(p);
         let u = &mut self.ups[p as usize];
         if res < 0 || u.s.closing {
+            // A connect the relay closed (its deadline, a socket option that failed) ends
+            // canceled, or connected regardless: the reason it was closed for stands.
+            let cancel = res == -libc::ECANCELED || res >= 0;
+            u.errno = match (u.s.closing && cancel, u.errno) {
+                (true, 0) => libc::ETIMEDOUT,
+                (true, why) => why,
+                (false, _) => -res,
+            };
             u.s.closing = true;
-            u.errno = if res < 0 { -res } else { libc::ETIMEDOUT };
             self.release(cx, p, now);
             return;
         }
