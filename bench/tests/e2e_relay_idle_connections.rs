@@ -7,6 +7,9 @@
 //! Loss is real: an nftables rule drops every packet from the engine's port to the relay's
 //! source address (Debian's nftables; `.ci/run` installs it), so the relay's probes leave and
 //! their answers never come back.
+//!
+//! A relay that stops closes each connection with HTTP/2's GOAWAY (NO_ERROR) first, so the
+//! engine reads a graceful close, not a bare FIN.
 
 mod support;
 
@@ -249,4 +252,88 @@ async fn a_reload_switching_pings_off_and_on_reaches_the_open_connection() {
     );
     relay.shutdown(Duration::from_millis(200));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An engine that greets each connection (SETTINGS, a window, the ACKs of the relay's SETTINGS
+/// and first PING), then records what the relay sends until it closes.
+fn recording_engine() -> (SocketAddr, std::sync::mpsc::Receiver<Vec<u8>>) {
+    use bundle_relay::h2::frame;
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.20:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut hello = vec![0u8; 9 + 13 + 9 + 17];
+                frame::write_settings(&mut hello, &[]).unwrap();
+                frame::write_window_update(&mut hello[9..], 0, 1 << 30).unwrap();
+                hello[22..31].copy_from_slice(&[
+                    0,
+                    0,
+                    0,
+                    frame::SETTINGS,
+                    frame::FLAG_ACK,
+                    0,
+                    0,
+                    0,
+                    0,
+                ]);
+                frame::write_ping(&mut hello[31..], true, 1u64.to_be_bytes()).unwrap();
+                let _ = c.write_all(&hello);
+                let mut got = Vec::new();
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = c.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                }
+                let _ = tx.send(got);
+            });
+        }
+    });
+    (addr, rx)
+}
+
+/// The (kind, payload) of each whole frame after the client preface.
+fn frames(bytes: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut rest = &bytes[bundle_relay::h2::frame::PREFACE.len().min(bytes.len())..];
+    while rest.len() >= 9 {
+        let len = usize::from(rest[0]) << 16 | usize::from(rest[1]) << 8 | usize::from(rest[2]);
+        if rest.len() < 9 + len {
+            break;
+        }
+        out.push((rest[3], rest[9..9 + len].to_vec()));
+        rest = &rest[9 + len..];
+    }
+    out
+}
+
+#[test]
+fn a_relay_that_stops_says_goaway_on_each_connection_before_it_closes() {
+    let (addr, recorded) = recording_engine();
+    let mut s = spec(&[("ny".to_string(), addr)], "127.1.82.1", 1_000);
+    s.threads = 1;
+    let relay = Relay::start(s).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while relay.totals().pairs_up < 1 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pair never came up"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    relay.shutdown(Duration::from_millis(200));
+    let got = recorded
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the connection closed");
+    let goaway = frames(&got)
+        .into_iter()
+        .find(|(kind, _)| *kind == bundle_relay::h2::frame::GOAWAY);
+    let (_, payload) = goaway.expect("a GOAWAY before the close");
+    assert_eq!(&payload[4..8], &[0, 0, 0, 0], "NO_ERROR");
 }

@@ -638,6 +638,11 @@ impl Worker {
         self.d.close_all(now);
         {
             let cx = &mut cx!(self);
+            // The GOAWAY each connection just queued goes first: submitted ahead of the
+            // sockets' shutdowns, a send the socket has room for leaves before them (best
+            // effort, as a close is: a full socket buffer keeps it).
+            self.ups.flush(cx, now);
+            cx.ring.submit_all();
             self.ups.close_all(cx, now);
             self.intake.close_all(cx);
         }
