@@ -25,6 +25,7 @@
 //!                              # getBundleDelivery) covers this long at the pool's full rate; 0: off
 //! record_bundles_max = 1048576 # ... in at most this many records (about 320 B each with their
 //!                              # index) over all threads
+//! tenants_max = 1024           # tenants the relay keeps state for; read at start only
 //!
 //! [intake]
 //! rotating = "127.0.0.1:8080"  # bundles go to the region whose pool can send soonest; or "off"
@@ -108,7 +109,7 @@
 //!
 //! # Tenants: without any [[tenant]] or [default_tenant], everyone may do everything. With
 //! # [[tenant]] tables and no [default_tenant], a request no tenant matches is refused (401).
-//! tenants_max = 1024           # tenants the relay keeps state for; read at start only
+//! # (`tenants_max`, with the top-level keys above, says how many.)
 //!
 //! [[tenant]]                   # recognised by key, else source address, else intake port
 //! name = "alpha"               # required; a-z, A-Z, 0-9, '-', '_', '.'; unique; a metric label

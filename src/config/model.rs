@@ -525,6 +525,14 @@ impl std::fmt::Display for FdBudget {
 }
 
 impl Region {
+    /// The name its TLS handshakes give the engine: `sni`, else the host (an IPv6 address
+    /// without its brackets).
+    pub fn server_name(&self) -> &str {
+        self.sni
+            .as_deref()
+            .unwrap_or_else(|| self.host.trim_start_matches('[').trim_end_matches(']'))
+    }
+
     /// True once `addrs` holds where to connect.
     pub fn is_resolved(&self) -> bool {
         !self.addrs.is_empty()

@@ -695,6 +695,20 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
                 format!("{:?} is already the name of region[{j}]", region.name),
             ));
         }
+        // Pacing is per (source, region): two regions at one engine would send it twice an
+        // interval from each source.
+        for (j, other) in regions.iter().enumerate() {
+            if let Some((k, engine)) = same_engine(other, &region) {
+                return Err(cx.err(
+                    format!("region[{i}].{k}"),
+                    format!(
+                        "{engine} is region[{j}]'s engine too: each source would send to it once \
+                         an interval for each region, more than its rule allows; name each \
+                         engine once"
+                    ),
+                ));
+            }
+        }
         regions.push(region);
     }
 
@@ -1019,6 +1033,29 @@ fn addrs_from_host(host: &str, port: u16) -> Vec<SocketAddr> {
     }
 }
 
+/// Whether `b` names an engine `a` names too: an address both connect to (given, or an IP
+/// host), or the same host name and port. The key of `b` that says so, and the engine.
+fn same_engine(a: &Region, b: &Region) -> Option<(&'static str, String)> {
+    if let Some(addr) = b.addrs.iter().find(|x| a.addrs.contains(x)) {
+        let k = if b.literal
+            && b.host.parse::<IpAddr>().is_err()
+            && addrs_from_host(&b.host, b.port).is_empty()
+        {
+            "connect"
+        } else {
+            "host"
+        };
+        return Some((k, addr.to_string()));
+    }
+    let name = |r: &Region| {
+        r.host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase()
+    };
+    (name(a) == name(b) && a.port == b.port).then(|| ("host", format!("{}:{}", name(b), b.port)))
+}
+
 fn build_region(
     cx: &Ctx<'_>,
     i: usize,
@@ -1050,6 +1087,20 @@ fn build_region(
             format!("{:?} is not a host name or address", fr.host),
         ));
     }
+    // A colon or brackets make an IPv6 address or nothing: a name with its port can never
+    // resolve (and a failed lookup reads as the network's, retried for ever).
+    let bracketed = host.starts_with('[') || host.ends_with(']');
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    if (bracketed || host.contains(':')) && bare.parse::<std::net::Ipv6Addr>().is_err() {
+        return Err(cx.err(
+            key("host"),
+            format!(
+                "{host:?} is not a host name or an IP address (brackets hold an IPv6 address; \
+                 a port goes in {})",
+                key("port")
+            ),
+        ));
+    }
     let port = fr.port.unwrap_or(crate::jito::ENGINE_PORT);
     if port == 0 {
         return Err(cx.err(key("port"), "must be at least 1, got 0"));
@@ -1067,6 +1118,14 @@ fn build_region(
         && (sni.is_empty() || sni.contains(char::is_whitespace))
     {
         return Err(cx.err(key("sni"), format!("{sni:?} is not a server name")));
+    }
+    // The name every handshake gives the engine: one TLS cannot carry would fail them all.
+    let server_name = fr.sni.clone().unwrap_or_else(|| bare.to_string());
+    if tls && rustls::pki_types::ServerName::try_from(server_name.clone()).is_err() {
+        return Err(cx.err(
+            key(if fr.sni.is_some() { "sni" } else { "host" }),
+            format!("{server_name:?} is not a DNS name or an IP address, so no TLS handshake can name it"),
+        ));
     }
     let mut ca_digest = 0;
     let ca_file = match fr.ca_file {

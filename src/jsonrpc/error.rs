@@ -435,8 +435,8 @@ impl<'a> RpcError<'a> {
     }
 }
 
-/// Size budget of an error returned by value (clippy's `result_large_err` threshold, raised to
-/// this in `clippy.toml`): the wire layer's widest cause kept whole.
+/// Size budget of an error returned by value (clippy's `result_large_err` threshold is raised
+/// to just past this in `clippy.toml`): the wire layer's widest cause kept whole.
 const RPC_ERROR_SIZE_MAX: usize = 160;
 const _: () = assert!(core::mem::size_of::<RpcError<'static>>() <= RPC_ERROR_SIZE_MAX);
 

@@ -193,7 +193,7 @@ impl Spec {
             let tls = if r.tls {
                 let config = crate::tls::client_config(r.ca_file.as_deref())
                     .map_err(|e| format!("region {}: {e}", r.name))?;
-                let sni = r.sni.clone().unwrap_or_else(|| r.host.clone());
+                let sni = r.server_name().to_string();
                 Some(TlsTarget {
                     config,
                     sni: sni.into(),

@@ -970,6 +970,91 @@ fn rejects_tls_settings_on_a_plaintext_region() {
     );
 }
 
+/// A host written with its port can never resolve: refused for what it is, naming where the
+/// port goes, not taken for a name the network may resolve later (which a unit retries for
+/// ever).
+#[test]
+fn a_region_host_with_its_port_is_refused_naming_the_port_key() {
+    for host in [
+        "ny.mainnet.block-engine.jito.wtf:443",
+        "127.0.0.11:10000",
+        "[::1]:10000",
+        "[ny.example]",
+    ] {
+        let text = format!("[[region]]\nname = \"ny\"\nhost = \"{host}\"\nport = 10000\n{EGRESS}");
+        let e = Config::parse(&text, "config.toml", Resolve::Now).unwrap_err();
+        assert!(!e.transient, "{host}: {e}");
+        assert_eq!(e.key, "region[0].host", "{host}: {e}");
+        assert!(e.message.contains("region[0].port"), "{host}: {e}");
+    }
+    // An IPv6 address, bare or in brackets, is a host.
+    for host in ["::1", "[::1]"] {
+        let text = format!(
+            "[[region]]\nname = \"ny\"\nhost = \"{host}\"\nport = 10000\n\
+             [egress]\naddresses = [\"::1\"]\n"
+        );
+        assert!(parse(&text).is_ok(), "{host}: {:?}", parse(&text).err());
+    }
+}
+
+/// Over TLS the engine is named by `sni`, else by its host: one rustls cannot take (no DNS
+/// name, no IP address) would fail every handshake, so it is refused when the file is read.
+/// A bracketed IPv6 host is named by its address.
+#[test]
+fn a_tls_server_name_no_handshake_could_use_is_refused_naming_the_key() {
+    let e = refused(&format!(
+        "[[region]]\nname = \"ny\"\nhost = \"127.0.0.11\"\nport = 10443\ntls = true\n\
+         sni = \"bad..name_!\"\n{EGRESS}"
+    ));
+    assert!(
+        e.starts_with("config.toml: region[0].sni: \"bad..name_!\""),
+        "{e}"
+    );
+    let c = parse(
+        "[[region]]\nname = \"ny\"\nhost = \"[::1]\"\nport = 10443\ntls = true\n\
+         [egress]\naddresses = [\"::1\"]\n",
+    )
+    .unwrap();
+    assert_eq!(c.regions[0].server_name(), "::1");
+}
+
+/// Two regions naming one engine would have each address send to it once an interval for
+/// each region: twice the engine's rule. Refused, naming both.
+#[test]
+fn two_regions_naming_one_engine_are_refused() {
+    let second = |host: &str, port: u16| {
+        format!("{REGION}[[region]]\nname = \"ny2\"\nhost = \"{host}\"\nport = {port}\n{EGRESS}")
+    };
+    let e = refused(&second("127.0.0.15", 10000));
+    assert!(
+        e.starts_with("config.toml: region[1].host: 127.0.0.15:10000 is region[0]'s engine too"),
+        "{e}"
+    );
+    assert!(parse(&second("127.0.0.15", 10001)).is_ok());
+    assert!(parse(&second("127.0.0.16", 10000)).is_ok());
+    let named = "[[region]]\nname = \"a\"\nhost = \"ny.example\"\nport = 443\n\
+                 [[region]]\nname = \"b\"\nhost = \"NY.example\"\nport = 443\n";
+    let e = Config::parse(
+        &format!("{named}{EGRESS}"),
+        "config.toml",
+        Resolve::Deferred,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("region[1].host: ny.example:443 is region[0]'s engine too"),
+        "{e}"
+    );
+    let connect = format!(
+        "{REGION}[[region]]\nname = \"b\"\nhost = \"other.example\"\nconnect = [\"127.0.0.9:1\", \"127.0.0.15:10000\"]\n{EGRESS}"
+    );
+    let e = refused(&connect);
+    assert!(
+        e.starts_with("config.toml: region[1].connect: 127.0.0.15:10000 is region[0]'s engine too"),
+        "{e}"
+    );
+}
+
 /// A `ca_file` that holds no usable CA is refused when the config is read, at start and on a
 /// reload alike, naming the key: a reload that took it would leave a relay that cannot start
 /// again.
