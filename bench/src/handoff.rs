@@ -44,10 +44,12 @@ pub struct HandoffStep {
 }
 
 impl HandoffStep {
-    /// Delivered by the engine over what the load sent.
+    /// Distinct bundles the engine took over what the load was to send: a request the load
+    /// never sent (it fell behind) is one not delivered, and one taken twice counts once.
     pub fn delivered_share(&self) -> f64 {
-        let sent = self.report.load.counts.sent.max(1);
-        self.report.engine.accepted as f64 / sent as f64
+        let e = &self.report.engine;
+        let scheduled = self.report.load.scheduled.max(1);
+        e.accepted.saturating_sub(e.duplicates) as f64 / scheduled as f64
     }
 
     /// Bundles read on one thread and sent from another, over those admitted.
@@ -306,4 +308,41 @@ pub fn render(r: &HandoffReport) -> String {
         out.push_str(&format!("{} {target}: {got}\n", check_mark(*met)));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demo::RelayKind;
+    use crate::demo::test_steps::step;
+
+    fn handoff_step(scheduled: u64, sent: u64, accepted: u64, duplicates: u64) -> HandoffStep {
+        let mut report = step(RelayKind::BundleRelay, 100.0, 0, 500.0, 50.0);
+        report.load.scheduled = scheduled;
+        report.load.counts.sent = sent;
+        report.engine.accepted = accepted;
+        report.engine.duplicates = duplicates;
+        HandoffStep {
+            name: "one connection".into(),
+            connections: 1,
+            threads: 2,
+            handoffs: true,
+            report,
+        }
+    }
+
+    #[test]
+    fn the_delivered_share_counts_what_was_scheduled_and_each_bundle_once() {
+        assert_eq!(handoff_step(100, 100, 100, 0).delivered_share(), 1.0);
+        assert_eq!(
+            handoff_step(100, 50, 50, 0).delivered_share(),
+            0.5,
+            "half never sent"
+        );
+        assert_eq!(
+            handoff_step(100, 100, 100, 5).delivered_share(),
+            0.95,
+            "5 taken twice"
+        );
+    }
 }

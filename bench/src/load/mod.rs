@@ -2,7 +2,7 @@
 //!
 //! Requests go out at a constant arrival rate whatever the target does: request `i` is due at
 //! `t0 + i / rate`, and its latency is measured from that scheduled instant to the end of its
-//! answer (coordinated omission corrected). Keep-alive connections, round-robin over the
+//! answer (coordinated omission corrected); one that timed out counts at the time it did. Keep-alive connections, round-robin over the
 //! targets, with an optional pipelining depth. Each request is a distinct pre-signed bundle
 //! from [`crate::txgen`], sent once.
 //!
@@ -313,19 +313,21 @@ impl fmt::Display for LoadSummary {
             "result ids: {} matching, {} differing from the expected bundle id",
             self.result_ids_matching, self.result_ids_differing
         )?;
-        // Only answered requests have a latency: the line says how many of the scheduled
-        // ones that is, since the unsent and timed-out ones are the slowest of all.
-        if self.counts.answered == 0 {
+        // Answered requests have a latency, and timed-out ones one at least as long as when
+        // they ended: the line says how many of the scheduled ones that is, since the unsent
+        // and failed ones are not in it.
+        if self.latency.count == 0 {
             return write!(
                 f,
-                "latency µs (from scheduled send): none answered of {} scheduled",
+                "latency µs (from scheduled send): none answered or timed out of {} scheduled",
                 self.scheduled
             );
         }
         write!(
             f,
-            "latency µs (from scheduled send, {} answered of {} scheduled): p50 {:.1} p90 {:.1} p99 {:.1} p99.9 {:.1} p99.99 {:.1} max {:.1}",
+            "latency µs (from scheduled send, {} answered and {} timed out, at their timeout, of {} scheduled): p50 {:.1} p90 {:.1} p99 {:.1} p99.9 {:.1} p99.99 {:.1} max {:.1}",
             self.counts.answered,
+            self.counts.timeouts,
             self.scheduled,
             l.p50_us,
             l.p90_us,

@@ -415,6 +415,11 @@ impl Worker<'_> {
             self.inflight_total -= 1;
             match outcome {
                 Outcome::Timeout => {
+                    // In the latency at the time it ended (a lower bound): left out, a stall
+                    // just past the timeout would read better in the tail than one under it.
+                    let latency = now.saturating_sub(f.sched_ns);
+                    self.hist.saturating_record(latency);
+                    self.interval_hist.saturating_record(latency);
                     self.counts.timeouts += 1;
                     self.interval_counts.timeouts += 1;
                 }

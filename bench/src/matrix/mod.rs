@@ -601,7 +601,7 @@ fn load_check(load: &LoadSummary, half_refused: u64, relay: &RelayStats) -> Chec
     let refused = load.by_rpc_error.get(&-32097).copied().unwrap_or(0);
     let status_429 = load.by_status.get(&429).copied().unwrap_or(0);
     load_verdict(
-        load.counts.sent,
+        (load.scheduled, load.counts.sent),
         load.counts.answered,
         load.counts.errors + load.counts.timeouts,
         load.result_ids_matching,
@@ -613,29 +613,32 @@ fn load_check(load: &LoadSummary, half_refused: u64, relay: &RelayStats) -> Chec
     )
 }
 
-/// [`load_check`]'s verdict from its counts: `refused` = (load answers with -32097, load
-/// answers with 429); `relay` = (the relay's backlog refusals of load requests, its cap
-/// refusals).
+/// [`load_check`]'s verdict from its counts: `load` = (requests scheduled, requests sent: one
+/// never sent, the load too far behind, is one not answered); `refused` = (load answers with
+/// -32097, load answers with 429); `relay` = (the relay's backlog refusals of load requests,
+/// its cap refusals).
 fn load_verdict(
-    sent: u64,
+    load: (u64, u64),
     answered: u64,
     failed: u64,
     with_id: u64,
     refused: (u64, u64),
     relay: (u64, u64),
 ) -> Check {
-    let ((rpc, status), (backlog, cap)) = (refused, relay);
+    let ((scheduled, sent), (rpc, status), (backlog, cap)) = (load, refused, relay);
     Check {
         what: "every load request answered with its bundle's id, or refused 429 for a backlog"
             .into(),
-        ok: answered == sent
+        ok: sent == scheduled
+            && answered == sent
             && failed == 0
             && with_id + rpc == sent
             && status == rpc
             && cap == 0
             && backlog == rpc,
         detail: format!(
-            "sent {sent} answered {answered} errors or timeouts {failed}: {with_id} with its id, \
+            "scheduled {scheduled} sent {sent} answered {answered} errors or timeouts {failed}: \
+             {with_id} with its id, \
              {rpc} refused with -32097 ({status} answered 429; the relay counted {backlog} \
              backlog refusals of them, {cap} at the in-flight cap)"
         ),
@@ -789,7 +792,7 @@ mod tests {
     /// sent 100, answered 100, no errors; (with id, -32097 answers, 429 answers, relay's
     /// backlog refusals, relay's cap refusals).
     fn verdict(with_id: u64, rpc: u64, status: u64, backlog: u64, cap: u64) -> bool {
-        load_verdict(100, 100, 0, with_id, (rpc, status), (backlog, cap)).ok
+        load_verdict((100, 100), 100, 0, with_id, (rpc, status), (backlog, cap)).ok
     }
 
     #[test]
@@ -830,8 +833,15 @@ mod tests {
 
     #[test]
     fn an_error_a_timeout_or_an_unanswered_request_fails() {
-        assert!(!load_verdict(100, 100, 1, 100, (0, 0), (0, 0)).ok);
-        assert!(!load_verdict(100, 99, 0, 99, (0, 0), (0, 0)).ok);
+        assert!(!load_verdict((100, 100), 100, 1, 100, (0, 0), (0, 0)).ok);
+        assert!(!load_verdict((100, 100), 99, 0, 99, (0, 0), (0, 0)).ok);
+    }
+
+    /// The load fell so far behind that the rest of its schedule never went: those requests
+    /// were not answered, whatever became of the ones sent.
+    #[test]
+    fn a_request_the_load_never_sent_fails() {
+        assert!(!load_verdict((100, 90), 90, 0, 90, (0, 0), (0, 0)).ok);
     }
 
     #[test]

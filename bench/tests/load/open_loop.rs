@@ -59,7 +59,8 @@ fn assert_counts_add_up(r: &LoadReport) {
         "sent = answered + errors + timeouts"
     );
     assert_eq!(s.counts.sent + s.unsent, s.scheduled);
-    assert_eq!(r.histogram.len(), s.counts.answered);
+    // Answered requests, and timed-out ones at the time they ended.
+    assert_eq!(r.histogram.len(), s.counts.answered + s.counts.timeouts);
     assert_eq!(r.outcomes.len() as u64, s.scheduled);
     let answered = r
         .outcomes
@@ -213,6 +214,29 @@ fn a_server_that_never_answers_ends_in_timeouts_and_the_run_still_stops() {
         o.outcome,
         Outcome::Timeout | Outcome::Error | Outcome::Unsent
     )));
+}
+
+/// A request that timed out is in the answer latency at the time it ended (at least the
+/// timeout), not left out: a server that stalls a connection past the timeout must not read
+/// better in the tail than one that stalls it just under.
+#[test]
+fn a_request_that_timed_out_counts_in_the_latency_at_its_timeout() {
+    let addr = scripted_server(|_, _| Duration::MAX);
+    let b = bundles(20, 4);
+    let c = LoadConfig {
+        connections: 2,
+        timeout: Duration::from_millis(150),
+        ..cfg(addr, 400.0, 20)
+    };
+    let r = load::run(&c, &b).unwrap();
+    let s = &r.summary;
+    assert!(s.counts.timeouts >= 2, "{:?}", s.counts);
+    assert_eq!(
+        s.latency.count,
+        s.counts.answered + s.counts.timeouts,
+        "{s}"
+    );
+    assert!(s.latency.max_us >= 150_000.0, "{s}");
 }
 
 #[test]
