@@ -94,6 +94,37 @@ impl<'a> JsonStr<'a> {
         }
     }
 
+    /// As [`JsonStr::unescape_into`], but what does not fit is cut off at a character
+    /// boundary: the written part, and whether anything was cut. For text shown to people (an
+    /// engine's error message), where the start of it says more than nothing.
+    pub fn unescape_prefix_into<'o>(&self, out: &'o mut [u8]) -> (&'o [u8], bool) {
+        let mut len = 0usize;
+        for piece in self.pieces() {
+            let mut utf8 = [0u8; 4];
+            let bytes: &[u8] = match piece {
+                Piece::Raw(run) => run,
+                Piece::Char(c) => c.encode_utf8(&mut utf8).as_bytes(),
+            };
+            if len + bytes.len() <= out.len() {
+                out[len..len + bytes.len()].copy_from_slice(bytes);
+                len += bytes.len();
+                continue;
+            }
+            // The part of a run that fits, up to its last whole character (the scanner checked
+            // the run is UTF-8); an escaped character fits whole or not at all.
+            if let Piece::Raw(run) = piece {
+                let mut take = out.len() - len;
+                while take > 0 && run.get(take).is_some_and(|&b| b & 0xc0 == 0x80) {
+                    take -= 1;
+                }
+                out[len..len + take].copy_from_slice(&run[..take]);
+                len += take;
+            }
+            return (&out[..len], true);
+        }
+        (&out[..len], false)
+    }
+
     /// Length of the unescaped content in bytes.
     pub fn unescaped_len(&self) -> usize {
         if !self.escaped {

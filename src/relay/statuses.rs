@@ -169,10 +169,22 @@ fn write_answer_body<'b>(
             return Ok((Said::Result, jsonrpc::write_result_raw(out, id, r)?));
         }
         (_, Ok(Some(StatusReply::Error { code, message: m }))) => {
-            let words = m.unescape_into(&mut message).unwrap_or(b"");
+            // Words longer than kept are cut, marked `…` (3 bytes kept for it), not dropped.
+            const MORE: &str = "…";
+            let room = message.len() - MORE.len();
+            let (len, cut) = {
+                let (words, cut) = m.unescape_prefix_into(&mut message[..room]);
+                (words.len(), cut)
+            };
+            let len = if cut {
+                message[len..len + MORE.len()].copy_from_slice(MORE.as_bytes());
+                len + MORE.len()
+            } else {
+                len
+            };
             RpcError::new(ErrorKind::FromEngine {
                 code: i32::try_from(code).unwrap_or(crate::jito::code::INTERNAL),
-                message: core::str::from_utf8(words).unwrap_or(""),
+                message: core::str::from_utf8(&message[..len]).unwrap_or(""),
             })
         }
         (_, Ok(_)) => RpcError::new(ErrorKind::EngineUnanswered {

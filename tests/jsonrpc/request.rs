@@ -273,6 +273,29 @@ fn unescape_into_a_short_buffer_reports_the_length_needed() {
     );
 }
 
+/// Cut to a buffer, a string keeps its whole characters: each buffer size gives the longest
+/// prefix of the unescaped text that fits and ends on a character, and says it was cut.
+#[test]
+fn unescape_prefix_into_keeps_the_whole_characters_that_fit() {
+    let body = send_bundle(r#"[["aé\u00e9\/x"]]"#);
+    let r = ok(&body);
+    let Call::SendBundle { transactions, .. } = r.call else {
+        panic!("not sendBundle")
+    };
+    let whole = "aéé/x";
+    for room in 0..=whole.len() + 1 {
+        let mut out = vec![0u8; room];
+        let (got, cut) = transactions.as_slice()[0].unescape_prefix_into(&mut out);
+        let got = std::str::from_utf8(got).expect("whole characters");
+        let want = (0..=room.min(whole.len()))
+            .rev()
+            .find(|&n| whole.is_char_boundary(n))
+            .map(|n| &whole[..n])
+            .unwrap();
+        assert_eq!((got, cut), (want, room < whole.len()), "room {room}");
+    }
+}
+
 #[test]
 fn send_bundle_with_three_params_is_invalid_params() {
     refused(
