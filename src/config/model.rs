@@ -112,6 +112,15 @@ impl Overrides {
         if host.is_empty() {
             return Err(format!("{text:?}: the host is empty"));
         }
+        // Named here, where it was written, not as a `connect` of the file's it never held.
+        if port == 0 {
+            return Err(format!("{text:?}: port 0 names no engine's port"));
+        }
+        if addr.port() == 0 {
+            return Err(format!(
+                "{text:?}: port 0 of \"{addr}\" names nothing to connect to"
+            ));
+        }
         Ok((host.to_string(), port, addr))
     }
 }

@@ -1820,6 +1820,14 @@ fn resolve_override_text_names_what_is_wrong() {
             "is not an IP:PORT address",
         ),
         (":443:127.0.0.1:1", "the host is empty"),
+        (
+            "ny.engine.invalid:443:127.0.0.1:0",
+            "port 0 of \"127.0.0.1:0\" names nothing to connect to",
+        ),
+        (
+            "ny.engine.invalid:0:127.0.0.1:1",
+            "port 0 names no engine's port",
+        ),
     ] {
         let e = Overrides::parse_resolve(text).unwrap_err();
         assert!(e.contains(want), "{text}: {e}");
