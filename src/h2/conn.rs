@@ -111,6 +111,8 @@ pub struct Connection {
     block_stream: u32,
     block_end_stream: bool,
     block_frames: u32,
+    /// The slot of the stream started last, for [`Connection::send_by`] right after it.
+    last_started: u32,
     block_deadline_ns: u64,
     decoder: Decoder,
     events: VecDeque<Event>,
@@ -261,6 +263,7 @@ impl Connection {
             recv_unacked: 0,
             streams,
             next_stream_id: 1,
+            last_started: 0,
             goaway_last: None,
             goaway_reason: Reason::NO_ERROR,
             block,
@@ -477,11 +480,26 @@ impl Connection {
     /// [`StreamEnd::TimedOut`] unsent, so what it carries never reaches the peer late (a
     /// bundle past its max age). Nothing for a request already queued whole.
     pub fn send_by(&mut self, id: StreamId, by_ns: u64) {
-        if let Some(i) = self.streams.find_active(id.0)
-            && self.streams[i].request_open()
-        {
+        if let Some(i) = self.unsent(id) {
             self.streams[i].send_by_ns = Some(by_ns);
         }
+    }
+
+    /// Whether part of request `id` is still held (its END_STREAM not queued): what
+    /// [`Connection::send_by`] is for. One compare for the stream started last, when it went
+    /// whole at once (the usual case).
+    pub fn is_unsent(&self, id: StreamId) -> bool {
+        self.unsent(id).is_some()
+    }
+
+    fn unsent(&self, id: StreamId) -> Option<usize> {
+        let last = self.last_started as usize;
+        let i = if self.streams[last].id == id.0 {
+            last
+        } else {
+            self.streams.find_active(id.0)?
+        };
+        self.streams[i].request_open().then_some(i)
     }
 
     fn start_request_after(
@@ -604,6 +622,8 @@ impl Connection {
             deadline_ns,
         );
         s.body_out_sent = body_sent;
+        self.last_started = slot as u32;
+        let s = &mut self.streams[slot];
         s.send_window -= body_sent as i64;
         self.send_window -= body_sent as i64;
         if body_sent == body_len {

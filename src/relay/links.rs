@@ -416,9 +416,11 @@ impl Links {
     /// The request of `stream` on `pair` must have gone whole by `by` (a bundle's max age):
     /// what flow control still holds of it then is given up unsent, never sent late.
     pub(super) fn send_by(&mut self, pair: PairId, stream: crate::h2::conn::StreamId, by: Instant) {
-        let by_ns = self.now_ns(by);
-        if let Some(conn) = self.pairs.get_mut(pair).stack.conn_mut() {
-            conn.send_by(stream, by_ns);
+        let rate = self.rate;
+        if let Some(conn) = self.pairs.get_mut(pair).stack.conn_mut()
+            && conn.is_unsent(stream)
+        {
+            conn.send_by(stream, rate.to_ns(Ticks(by.0)));
         }
     }
 
