@@ -348,8 +348,17 @@ impl Relay {
         if self.accepting.load(Ordering::Acquire) {
             return Ok(());
         }
-        for &(fd, addr) in &self.listen_fds {
-            socket::listen(fd).map_err(|e| StartError::Bind(addr, e))?;
+        for (i, &(fd, addr)) in self.listen_fds.iter().enumerate() {
+            if let Err(e) = socket::listen(fd) {
+                // Those already listening stop again: in their ports' reuse groups, with no
+                // thread accepting, they would hold the share of new connections the kernel
+                // steers to them in a backlog nobody reads.
+                for &(done, _) in &self.listen_fds[..i] {
+                    // SAFETY: shutting down a socket this relay owns; it stays open.
+                    unsafe { libc::shutdown(done, libc::SHUT_RDWR) };
+                }
+                return Err(StartError::Bind(addr, e));
+            }
         }
         self.accepting.store(true, Ordering::Release);
         Ok(())

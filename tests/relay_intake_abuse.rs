@@ -4,7 +4,8 @@
 //! (a trusted proxy can, and only its last `X-Forwarded-For` line is believed);
 //! a listener out of file descriptors neither spins nor stays dead; a client still writing a
 //! request the relay refused reads the refusal, not a reset; no client's connection outlives
-//! the relay in a process it starts (an upgrade's successor).
+//! the relay in a process it starts (an upgrade's successor), and none waits unaccepted on a
+//! port of a successor that failed to listen on another.
 
 mod intake_support;
 mod wire_support;
@@ -690,5 +691,38 @@ fn a_clients_connection_is_not_inherited_by_a_process_the_relay_starts() {
     }
     assert!(inherited.is_empty(), "inherited on exec: {inherited:?}");
     drop(c);
+    relay.shutdown(Duration::from_millis(100));
+}
+
+/// A takeover's successor whose listen fails on one of its ports (another socket took it)
+/// fails to start; the ports it had already put in listen stop listening again, so no
+/// client's connection waits there for accepts that never come (the old process serves on).
+#[test]
+fn a_listen_that_fails_partway_leaves_no_port_listening_unserved() {
+    let relay = Relay::start_unlistened(nowhere(&["127.0.0.1"], true)).unwrap();
+    let rotating = relay.rotating_addr().unwrap();
+    let (_, pinned) = relay.pinned_addrs()[0].clone();
+    // Another socket listens on the pinned port first (not in the relay's reuse group).
+    let other = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    other.set_reuse_address(true).unwrap();
+    other.bind(&pinned.into()).unwrap();
+    other.listen(8).unwrap();
+    assert!(relay.listen().is_err(), "the pinned port's listen fails");
+    // The rotating port listened first: a connect there is refused, not left unanswered.
+    match TcpStream::connect_timeout(&rotating, Duration::from_millis(500)) {
+        Err(_) => {}
+        Ok(mut c) => {
+            c.set_read_timeout(Some(Duration::from_millis(500)))
+                .unwrap();
+            c.write_all(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n").ok();
+            let mut buf = [0u8; 64];
+            assert!(
+                !matches!(c.read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut),
+                "a connection sat in a backlog no thread accepts from"
+            );
+        }
+    }
+    drop(other);
     relay.shutdown(Duration::from_millis(100));
 }
