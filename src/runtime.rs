@@ -490,7 +490,7 @@ pub fn check_spec(spec: &Spec) -> Result<(), StartError> {
         && let Some(why) =
             crate::config::group_shortfall(&spec.source_group, &spec.egress_groups, spec.threads)
     {
-        return Err(StartError::Spec(why));
+        return Err(StartError::Spec(why.1));
     }
     Ok(())
 }

@@ -125,7 +125,8 @@ impl Changes {
             let groups: Vec<u8> = (0..next.egress.sources.len())
                 .map(|i| next.egress.group_of(i))
                 .collect();
-            if let Some(why) = super::model::group_shortfall(&groups, &next.egress.groups, threads)
+            if let Some((_, why)) =
+                super::model::group_shortfall(&groups, &next.egress.groups, threads)
             {
                 return Some(("egress", why));
             }

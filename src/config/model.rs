@@ -722,8 +722,13 @@ pub fn too_few_sources(sources: usize, threads: usize) -> String {
 
 /// With handoffs off a thread sends only what it accepted, so each of `threads` needs a source
 /// of every group that has any (group ids `source_group`, 0 the shared addresses, then
-/// `groups`): why the first group short of that cannot run, as a start and a reload refuse it.
-pub fn group_shortfall(source_group: &[u8], groups: &[String], threads: usize) -> Option<String> {
+/// `groups`): the first group short of that, and why it cannot run, as a load, a start and a
+/// reload refuse it.
+pub fn group_shortfall(
+    source_group: &[u8],
+    groups: &[String],
+    threads: usize,
+) -> Option<(usize, String)> {
     let threads = threads.max(1);
     (0..=groups.len()).find_map(|g| {
         let n = source_group
@@ -734,11 +739,12 @@ pub fn group_shortfall(source_group: &[u8], groups: &[String], threads: usize) -
             let name = g
                 .checked_sub(1)
                 .map_or(SHARED_GROUP, |i| groups[i].as_str());
-            format!(
+            let why = format!(
                 "egress group {name} has {n} sources for {threads} threads: with handoffs off \
                  every thread needs one of each group's; list more, use fewer threads, or turn \
                  handoffs on"
-            )
+            );
+            (g, why)
         })
     })
 }

@@ -832,6 +832,25 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         file.default_tenant,
     )?;
 
+    let handoffs = file.handoffs.unwrap_or(true);
+    if !handoffs {
+        let groups: Vec<u8> = (0..egress.sources.len())
+            .map(|i| egress.group_of(i))
+            .collect();
+        if let Some((g, why)) = super::model::group_shortfall(&groups, &egress.groups, threads) {
+            let key = match g.checked_sub(1) {
+                Some(i) => format!("egress.group[{i}].addresses"),
+                None => "egress.addresses".to_string(),
+            };
+            let whose = if file.threads.is_none() {
+                " (threads defaults to the cores here)"
+            } else {
+                ""
+            };
+            return Err(cx.err(key, format!("{why}{whose}")));
+        }
+    }
+
     Ok(Config {
         tenants,
         tenants_from,
@@ -839,7 +858,7 @@ fn build(file: File, cx: &Ctx<'_>, base: &Path, resolve: Resolve) -> Result<Conf
         threads,
         pin_threads: file.pin_threads.unwrap_or(true),
         reactor,
-        handoffs: file.handoffs.unwrap_or(true),
+        handoffs,
         arena_slots,
         bundle_max_age_ms,
         upstream_timeout_ms,

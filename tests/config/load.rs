@@ -2650,29 +2650,49 @@ fn a_reload_leaving_a_tenants_egress_group_none_of_its_running_sources_is_refuse
     );
 }
 
-/// With handoffs off a relay whose file a start would refuse (a group with fewer sources than
-/// threads) is refused at the reload too: accepted, the next restart or reboot would exit 2
-/// and leave the relay down.
+/// With handoffs off, a file that gives a group fewer sources than threads is refused when it
+/// is read, naming the group's key (a reload, which reads it the same way, too): accepted at
+/// a reload, the next restart or reboot would exit 2 and leave the relay down; at a start it
+/// said so naming neither the file nor the key. With the thread count left to the host, the
+/// message says so: the same file may do on a host with fewer cores.
 #[test]
-fn without_handoffs_a_reload_a_start_would_refuse_is_refused() {
-    let text = |addresses: &str, alpha: &str| {
+fn without_handoffs_a_group_with_fewer_sources_than_threads_is_refused_naming_its_key() {
+    let text = |threads: &str, addresses: &str, alpha: &str| {
         format!(
-            "threads = 2\nhandoffs = false\n{REGION}[egress]\naddresses = [{addresses}]\n{}{}",
+            "{threads}handoffs = false\n{REGION}[egress]\naddresses = [{addresses}]\n{}{}",
             group("alpha", alpha),
             tenant_on("a", Some("alpha"))
         )
     };
-    let started = parse(&text(
+    assert!(
+        parse(&text(
+            "threads = 2\n",
+            "\"127.1.0.1-127.1.0.4\"",
+            "\"127.1.0.3\", \"127.1.0.4\""
+        ))
+        .is_ok()
+    );
+    let e = refused(&text(
+        "threads = 2\n",
+        "\"127.1.0.1-127.1.0.3\"",
+        "\"127.1.0.3\"",
+    ));
+    assert_eq!(
+        e,
+        "config.toml: egress.group[0].addresses: egress group alpha has 1 sources for 2 threads: \
+         with handoffs off every thread needs one of each group's; list more, use fewer threads, \
+         or turn handoffs on"
+    );
+    let e = refused(&text(
+        "threads = 3\n",
         "\"127.1.0.1-127.1.0.4\"",
         "\"127.1.0.3\", \"127.1.0.4\"",
-    ))
-    .unwrap();
-    let short = parse(&text("\"127.1.0.1-127.1.0.3\"", "\"127.1.0.3\"")).unwrap();
-    let (key, why) = bundle_relay::config::Changes::refusal(&started, &short).unwrap();
-    assert_eq!(key, "egress");
+    ));
     assert!(
-        why.starts_with("egress group alpha has 1 sources for 2 threads"),
-        "{why}"
+        e.starts_with(
+            "config.toml: egress.addresses: egress group shared has 2 sources for 3 threads"
+        ),
+        "{e}"
     );
 }
 
