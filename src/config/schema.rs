@@ -1052,19 +1052,23 @@ fn addrs_from_host(host: &str, port: u16) -> Vec<SocketAddr> {
     }
 }
 
-/// Whether `b` names an engine `a` names too: an address both connect to (given, or an IP
-/// host), or the same host name and port. The key of `b` that says so, and the engine.
+/// Whether `b` names an engine `a` names too: where both give addresses (`connect`, or an IP
+/// host), one address both connect to; where both go by name, the same host name and port.
+/// The key of `b` that says so, and the engine. Addresses a name resolved to are not
+/// compared: what DNS answers this moment is no fault of the file's.
 fn same_engine(a: &Region, b: &Region) -> Option<(&'static str, String)> {
-    if let Some(addr) = b.addrs.iter().find(|x| a.addrs.contains(x)) {
-        let k = if b.literal
-            && b.host.parse::<IpAddr>().is_err()
-            && addrs_from_host(&b.host, b.port).is_empty()
+    if a.literal && b.literal {
+        let addr = b.addrs.iter().find(|x| a.addrs.contains(x))?;
+        let k = if b.host.parse::<IpAddr>().is_ok() || !addrs_from_host(&b.host, b.port).is_empty()
         {
-            "connect"
-        } else {
             "host"
+        } else {
+            "connect"
         };
         return Some((k, addr.to_string()));
+    }
+    if a.literal || b.literal {
+        return None;
     }
     let name = |r: &Region| {
         r.host

@@ -273,11 +273,12 @@ impl UpSocks {
         self.unlist_pending(p);
         let u = &mut self.ups[p as usize];
         if res < 0 || u.s.closing {
-            // A connect the relay closed (its deadline, a socket option that failed) ends
-            // canceled, or connected regardless: the reason it was closed for stands.
+            // A connect the relay closed for a reason (its deadline, a socket option that
+            // failed) ends canceled, or connected regardless: that reason stands. One closed
+            // with none (the relay stopping) was canceled.
             let cancel = res == -libc::ECANCELED || res >= 0;
             u.errno = match (u.s.closing && cancel, u.errno) {
-                (true, 0) => libc::ETIMEDOUT,
+                (true, 0) => libc::ECANCELED,
                 (true, why) => why,
                 (false, _) => -res,
             };

@@ -1530,8 +1530,13 @@ impl Upstream {
                     rate,
                 )
             {
+                let how = if throttle_said.is_some() {
+                    "as it asked"
+                } else {
+                    "doubling while it says so"
+                };
                 self.links.log().line(format_args!(
-                    "region {}: {unlogged}its engine throttles everyone (\"{}\"): no call to it for {throttle_ms} ms, doubling while it says so",
+                    "region {}: {unlogged}its engine throttles everyone (\"{}\"): no call to it for {throttle_ms} ms, {how}",
                     self.links.region(region).name,
                     crate::jito::GLOBAL_THROTTLE_MESSAGE
                 ));

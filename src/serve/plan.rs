@@ -274,7 +274,7 @@ fn print_regions(cfg: &Config) {
     }
     for r in &cfg.regions {
         let how = if r.tls {
-            format!("TLS, SNI {}", r.sni.as_deref().unwrap_or(&r.host))
+            format!("TLS, SNI {}", r.server_name())
         } else {
             "plaintext".to_string()
         };

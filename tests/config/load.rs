@@ -1053,6 +1053,13 @@ fn two_regions_naming_one_engine_are_refused() {
         e.starts_with("config.toml: region[1].connect: 127.0.0.15:10000 is region[0]'s engine too"),
         "{e}"
     );
+    // One name, each region connecting where it says: two engines (the geo-routed name
+    // pointed at two regions' addresses), not one.
+    let by_connect = format!(
+        "[[region]]\nname = \"a\"\nhost = \"mainnet.example\"\nport = 10000\nconnect = \"127.0.0.11:10000\"\n\
+         [[region]]\nname = \"b\"\nhost = \"mainnet.example\"\nport = 10000\nconnect = \"127.0.0.12:10000\"\n{EGRESS}"
+    );
+    assert!(parse(&by_connect).is_ok(), "{:?}", parse(&by_connect).err());
 }
 
 /// A `ca_file` that holds no usable CA is refused when the config is read, at start and on a
