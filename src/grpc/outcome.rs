@@ -175,6 +175,11 @@ pub fn outcome<'a>(resp: &Response<'a>, retry_after_ms_default: u64) -> Outcome<
                 "deadline passed after the request was sent",
             );
         }
+        StreamEnd::Withheld => {
+            return Outcome::Retryable {
+                why: "flow control held the request past its send-by",
+            };
+        }
         StreamEnd::PeerError { request_sent, .. } => {
             return lost(
                 request_sent,

@@ -476,9 +476,9 @@ impl Connection {
     }
 
     /// Request `id` must be queued whole (its END_STREAM) by `by_ns`: if flow control still
-    /// holds part of it then, the stream is reset (CANCEL) and ends
-    /// [`StreamEnd::TimedOut`] unsent, so what it carries never reaches the peer late (a
-    /// bundle past its max age). Nothing for a request already queued whole.
+    /// holds part of it then, the stream is reset (CANCEL) and ends [`StreamEnd::Withheld`],
+    /// so what it carries never reaches the peer late (a bundle past its max age). Nothing for
+    /// a request already queued whole.
     pub fn send_by(&mut self, id: StreamId, by_ns: u64) {
         if let Some(i) = self.unsent(id) {
             self.streams[i].send_by_ns = Some(by_ns);
@@ -698,12 +698,20 @@ impl Connection {
         }
         for i in 0..self.streams.len() {
             let s = &self.streams[i];
-            let unsent_by = s.request_open() && s.send_by_ns.is_some_and(|d| now_ns >= d);
-            if s.is_active() && (unsent_by || s.deadline_ns.is_some_and(|d| now_ns >= d)) {
-                let (id, sent) = (s.id, s.request_sent());
-                self.write_rst(id, Reason::CANCEL);
-                self.end_stream(i, StreamEnd::TimedOut { request_sent: sent });
+            if !s.is_active() {
+                continue;
             }
+            let end = if s.deadline_ns.is_some_and(|d| now_ns >= d) {
+                StreamEnd::TimedOut {
+                    request_sent: s.request_sent(),
+                }
+            } else if s.request_open() && s.send_by_ns.is_some_and(|d| now_ns >= d) {
+                StreamEnd::Withheld
+            } else {
+                continue;
+            };
+            self.write_rst(s.id, Reason::CANCEL);
+            self.end_stream(i, end);
         }
         self.maybe_finish_drain();
     }

@@ -70,6 +70,10 @@ pub enum StreamEnd {
     },
     /// Its deadline passed; we reset it with CANCEL.
     TimedOut { request_sent: bool },
+    /// Flow control still held part of the request at its send-by
+    /// ([`super::Connection::send_by`]); we reset it with CANCEL. Never sent whole, so never
+    /// processed; and no sign of a connection gone quiet, as a deadline passing is.
+    Withheld,
     /// The peer broke the protocol on this stream; we reset it with `reason`.
     PeerError {
         reason: Reason,
@@ -83,7 +87,7 @@ impl StreamEnd {
     pub fn retry_safe(&self) -> bool {
         match *self {
             StreamEnd::Complete => false,
-            StreamEnd::NotProcessed => true,
+            StreamEnd::NotProcessed | StreamEnd::Withheld => true,
             StreamEnd::Reset {
                 reason,
                 request_sent,

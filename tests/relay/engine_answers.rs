@@ -1152,5 +1152,7 @@ fn a_bundle_the_engines_flow_control_holds_past_its_max_age_expires_unsent() {
     t.answer(late);
     let s = t.totals();
     assert_eq!((s.delivered, s.expired, s.in_flight), (0, 1, 0), "{s:?}");
+    // The engine answered its SETTINGS and PINGs all along: the connection stays, in rotation.
+    assert_eq!((s.disconnects, s.pairs_up), (0, 1), "{s:?}");
     assert!(t.d.check_accounting());
 }
