@@ -1110,10 +1110,11 @@ impl Links {
             if to > was {
                 l.ledger.book(slot, Instant(to));
                 l.booked[p] = to;
-            } else if to < was && (in_flight || was == before.0) {
-                // Lowered only where what it books is this process's alone: a call in flight
-                // keeps the floor of the other's bookings its claim saw, and the settled
-                // booking of an ended call is the limiter's own unless it counted the other's.
+            } else if to < was && !l.foreign[p] && (in_flight || was == before.0) {
+                // Lowered only where what it books is this process's alone: a claim (or the
+                // settled booking of its call) that counted the other process's sends keeps
+                // them, and the settled booking of an ended call is the limiter's own unless
+                // it counted the other's.
                 l.ledger.replace(slot, was, to);
                 l.booked[p] = to;
             }

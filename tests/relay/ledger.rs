@@ -338,3 +338,24 @@ fn a_burst_shared_by_two_processes_is_spent_once_for_both() {
         "an interval after the old process's send"
     );
 }
+
+/// The same across a reload: the new process's call in flight counts the old one's send in its
+/// claim, and a reload to a shorter interval rescales only what is its own. The old process
+/// (not reloaded: an upgrade's predecessor) still finds the burst of 2 spent.
+#[test]
+fn a_reload_during_a_call_that_counts_the_other_processs_send_keeps_that_send() {
+    let ledger = Arc::new(Ledger::private(4));
+    let at = |ms: u64| Instant(ms * MS);
+    let mut old = process_with_burst(&ledger, 2, at(1));
+    assert!(old.send(at(1)), "the old process's tip-account refresh");
+    old.answer(at(2));
+    let mut new = process_with_burst(&ledger, 2, at(3));
+    assert!(new.send(at(3)), "the new one's: the burst's second send");
+    reload(&mut new, 500, 2, 600_000, at(10));
+    new.answer(at(20));
+    assert_eq!(old.post_bundle(1, at(30)), Verdict::Admitted);
+    assert!(
+        !old.send(at(30)),
+        "two sends in the last second: the burst of 2 is spent"
+    );
+}
