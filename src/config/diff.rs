@@ -149,6 +149,31 @@ impl Changes {
                         ),
                     ));
                 }
+                // Nor of one group's: the bundles of that group's tenants it accepts.
+                for g in 0..=started.egress.groups.len() {
+                    let of_group: Vec<&Source> = mine
+                        .iter()
+                        .filter(|&&i| usize::from(started.egress.group_of(i)) == g)
+                        .map(|&i| &sources[i])
+                        .collect();
+                    if !of_group.is_empty() && !of_group.iter().any(|x| listed.contains(&x.id())) {
+                        let name = match g.checked_sub(1) {
+                            Some(i) => format!("egress group {}", started.egress.groups[i]),
+                            None => "the shared addresses".to_string(),
+                        };
+                        return Some((
+                            "egress",
+                            format!(
+                                "thread {t} would keep none of its {} sources of {name} ({} …) \
+                                 and, with handoffs off, could send none of the bundles of that \
+                                 group it accepts: keep at least one of them, or restart with the \
+                                 new pool",
+                                of_group.len(),
+                                of_group[0]
+                            ),
+                        ));
+                    }
+                }
             }
         }
         None

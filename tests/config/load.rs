@@ -2703,6 +2703,37 @@ fn without_handoffs_a_group_with_fewer_sources_than_threads_is_refused_naming_it
     );
 }
 
+/// With handoffs off each thread sends only through its own sources: a reload that leaves a
+/// thread none of its sources of a group (while it keeps others, and the group keeps some on
+/// another thread) would have that thread answer the group's bundles and then expire them.
+#[test]
+fn without_handoffs_a_reload_leaving_a_thread_none_of_a_groups_sources_is_refused() {
+    let text = |g: &str| {
+        format!(
+            "threads = 2\nhandoffs = false\n{REGION}[egress]\n\
+             addresses = [\"127.1.0.1\", \"127.1.0.2\", {g}]\n{}{}",
+            group("g", g),
+            tenant_on("alpha", Some("g"))
+        )
+    };
+    let started = parse(&text("\"127.1.1.1\", \"127.1.1.2\"")).unwrap();
+    let (mine, _) = started.egress.thread_share(2, 1);
+    let thread_1: Vec<String> = mine
+        .iter()
+        .map(|&i| started.egress.sources[i].to_string())
+        .collect();
+    assert_eq!(thread_1, ["127.1.0.2", "127.1.1.2"]);
+    let replaced = parse(&text("\"127.1.1.1\", \"127.1.1.3\"")).unwrap();
+    let (key, why) = bundle_relay::config::Changes::refusal(&started, &replaced).unwrap();
+    assert_eq!(key, "egress");
+    assert!(
+        why.starts_with(
+            "thread 1 would keep none of its 1 sources of egress group g (127.1.1.2 …)"
+        ),
+        "{why}"
+    );
+}
+
 #[test]
 fn the_mainnet_examples_commented_egress_group_loads_when_uncommented() {
     let text = std::fs::read_to_string(examples().join("mainnet.toml")).unwrap();
