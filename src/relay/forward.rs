@@ -150,31 +150,42 @@ mod tests {
         answer_with(status, &[], body)
     }
 
-    /// [`answer`] with more headers.
-    fn answer_with(status: &str, more: &[(&str, &str)], body: &str) -> (String, String) {
+    /// `f` of the engine's complete answer: HTTP `status`, `more` headers, `body`.
+    fn with_answer<T>(
+        status: &str,
+        more: &[(&str, &str)],
+        body: &str,
+        f: impl FnOnce(&Response<'_>) -> T,
+    ) -> T {
         let mut headers = HeaderList::new(1024, 8);
         headers.push(b":status", status.as_bytes()).unwrap();
         for (name, value) in more {
             headers.push(name.as_bytes(), value.as_bytes()).unwrap();
         }
         let trailers = HeaderList::new(64, 1);
-        let resp = Response {
+        f(&Response {
             end: StreamEnd::Complete,
             request_sent: true,
             request_end: Some(1),
             headers: &headers,
             trailers: &trailers,
             body: body.as_bytes(),
-        };
-        let (o, text) = outcome(&resp);
-        let o = match o {
-            Outcome::Ok(_) => "delivered".to_string(),
-            Outcome::RateLimited { retry_after_ms } => format!("cool {retry_after_ms} ms"),
-            Outcome::Retryable { .. } => "send again".to_string(),
-            Outcome::Rejected { code, .. } => format!("rejected {}", code.0),
-            Outcome::Unknown { .. } => "may have been processed".to_string(),
-        };
-        (o, text.as_str().to_string())
+        })
+    }
+
+    /// [`answer`] with more headers.
+    fn answer_with(status: &str, more: &[(&str, &str)], body: &str) -> (String, String) {
+        with_answer(status, more, body, |resp| {
+            let (o, text) = outcome(resp);
+            let o = match o {
+                Outcome::Ok(_) => "delivered".to_string(),
+                Outcome::RateLimited { retry_after_ms } => format!("cool {retry_after_ms} ms"),
+                Outcome::Retryable { .. } => "send again".to_string(),
+                Outcome::Rejected { code, .. } => format!("rejected {}", code.0),
+                Outcome::Unknown { .. } => "may have been processed".to_string(),
+            };
+            (o, text.as_str().to_string())
+        })
     }
 
     fn error(code: i64, message: &str) -> String {
@@ -249,22 +260,8 @@ mod tests {
 
     #[test]
     fn the_wait_a_globally_rate_limited_answer_names_is_told_from_none() {
-        let said = |more: &[(&str, &str)], body: &str| {
-            let mut headers = HeaderList::new(1024, 8);
-            headers.push(b":status", b"429").unwrap();
-            for (name, value) in more {
-                headers.push(name.as_bytes(), value.as_bytes()).unwrap();
-            }
-            let trailers = HeaderList::new(64, 1);
-            retry_after_said(&Response {
-                end: StreamEnd::Complete,
-                request_sent: true,
-                request_end: Some(1),
-                headers: &headers,
-                trailers: &trailers,
-                body: body.as_bytes(),
-            })
-        };
+        let said =
+            |more: &[(&str, &str)], body: &str| with_answer("429", more, body, retry_after_said);
         let m = crate::jito::GLOBAL_THROTTLE_MESSAGE;
         assert_eq!(said(&[], &error(-32097, m)), None);
         let m = format!("{m} Retry after 2000ms");

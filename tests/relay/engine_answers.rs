@@ -361,34 +361,30 @@ fn getbundlestatuses_an_engine_fails_reaches_the_bot_with_the_engines_code_and_w
     }
 }
 
-/// An engine error whose words are longer than the relay keeps reaches the bot cut at a
-/// character boundary and marked `…`, not as an empty message.
-#[test]
-fn getbundlestatuses_an_engine_fails_with_long_words_reaches_the_bot_cut_not_empty() {
-    let words = format!("bank forks lock poisoned: {}", "é".repeat(300));
+/// The message the bot is given when the engine answers its status query with -32603 and
+/// `words` (as the engine wrote them in its JSON).
+fn engine_words_as_told(words: &str) -> String {
     let (mut t, now) = a_status_query_at_the_engine();
     let engine =
         format!(r#"{{"jsonrpc":"2.0","error":{{"code":-32603,"message":"{words}"}},"id":1}}"#);
     let (pair, stream) = (t.pair, t.stream);
     t.d.received(pair, &json_reply(stream, &engine), at(now, 1));
     let answer = deferred_answer(&mut t);
-    let said = answer["error"]["message"].as_str().unwrap();
-    assert!(said.starts_with("bank forks lock poisoned: éé"), "{answer}");
-    assert!(said.ends_with("é…"), "{answer}");
-    assert!(words.starts_with(said.trim_end_matches('…')), "{answer}");
+    answer["error"]["message"].as_str().unwrap().to_string()
+}
+
+/// An engine error whose words are longer than the relay keeps reaches the bot cut at a
+/// character boundary and marked `…`, not as an empty message.
+#[test]
+fn getbundlestatuses_an_engine_fails_with_long_words_reaches_the_bot_cut_not_empty() {
+    let words = format!("bank forks lock poisoned: {}", "é".repeat(300));
+    let said = engine_words_as_told(&words);
+    assert!(said.starts_with("bank forks lock poisoned: éé"), "{said}");
+    assert!(said.ends_with("é…"), "{said}");
+    assert!(words.starts_with(said.trim_end_matches('…')), "{said}");
     // The same cut when the words arrive escaped.
-    let escaped = format!("a\\u00e9 {}", "x".repeat(300));
-    let (mut t, now) = a_status_query_at_the_engine();
-    let engine =
-        format!(r#"{{"jsonrpc":"2.0","error":{{"code":-32603,"message":"{escaped}"}},"id":1}}"#);
-    let (pair, stream) = (t.pair, t.stream);
-    t.d.received(pair, &json_reply(stream, &engine), at(now, 1));
-    let answer = deferred_answer(&mut t);
-    let said = answer["error"]["message"].as_str().unwrap();
-    assert!(
-        said.starts_with("aé xxx") && said.ends_with("x…"),
-        "{answer}"
-    );
+    let said = engine_words_as_told(&format!("a\\u00e9 {}", "x".repeat(300)));
+    assert!(said.starts_with("aé xxx") && said.ends_with("x…"), "{said}");
 }
 
 /// A JSON-RPC error the engine sends with HTTP 401 or 403 refuses the relay's address, not the

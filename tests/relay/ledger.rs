@@ -316,8 +316,9 @@ fn after_a_cooldown_the_burst_goes_whole_with_a_ledger_as_without_one() {
 /// process's send, says not yet, and only a booking of the process's own cooldown may be
 /// set aside (there was none): a third send within the interval would be refused by the
 /// engine.
-#[test]
-fn a_burst_shared_by_two_processes_is_spent_once_for_both() {
+/// Two processes on one ledger at a burst of 2 (1 s): the old one's tip-account refresh at
+/// 1 ms, answered at 2 ms; the new one's at 3 ms, its call still in flight.
+fn a_burst_shared_by_two_processes() -> (Sim, Sim) {
     let ledger = Arc::new(Ledger::private(4));
     let at = |ms: u64| Instant(ms * MS);
     let mut old = process_with_burst(&ledger, 2, at(1));
@@ -325,6 +326,13 @@ fn a_burst_shared_by_two_processes_is_spent_once_for_both() {
     old.answer(at(2));
     let mut new = process_with_burst(&ledger, 2, at(3));
     assert!(new.send(at(3)), "the new one's: the burst's second send");
+    (old, new)
+}
+
+#[test]
+fn a_burst_shared_by_two_processes_is_spent_once_for_both() {
+    let at = |ms: u64| Instant(ms * MS);
+    let (_old, mut new) = a_burst_shared_by_two_processes();
     new.answer(at(4));
     assert_eq!(new.post_bundle(1, at(5)), Verdict::Admitted);
     assert!(
@@ -344,13 +352,8 @@ fn a_burst_shared_by_two_processes_is_spent_once_for_both() {
 /// (not reloaded: an upgrade's predecessor) still finds the burst of 2 spent.
 #[test]
 fn a_reload_during_a_call_that_counts_the_other_processs_send_keeps_that_send() {
-    let ledger = Arc::new(Ledger::private(4));
     let at = |ms: u64| Instant(ms * MS);
-    let mut old = process_with_burst(&ledger, 2, at(1));
-    assert!(old.send(at(1)), "the old process's tip-account refresh");
-    old.answer(at(2));
-    let mut new = process_with_burst(&ledger, 2, at(3));
-    assert!(new.send(at(3)), "the new one's: the burst's second send");
+    let (mut old, mut new) = a_burst_shared_by_two_processes();
     reload(&mut new, 500, 2, 600_000, at(10));
     new.answer(at(20));
     assert_eq!(old.post_bundle(1, at(30)), Verdict::Admitted);
