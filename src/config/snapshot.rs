@@ -96,15 +96,15 @@ impl Shared {
     /// As [`Shared::new`], `doc` being the `[tenants_from]` document generation 1's tenants
     /// came from.
     pub fn with_tenants_doc(self, doc: String) -> Shared {
-        let url = self
-            .current
-            .load()
-            .config
-            .tenants_from
-            .as_ref()
-            .map(|f| f.url.clone());
+        let url = self.tenants_url();
         *self.tenants_doc.lock().unwrap_or_else(|e| e.into_inner()) = url.map(|url| (url, doc));
         self
+    }
+
+    /// The URL the running config takes its tenants from, if any.
+    fn tenants_url(&self) -> Option<String> {
+        let current = self.current.load();
+        current.config.tenants_from.as_ref().map(|f| f.url.clone())
     }
 
     /// As [`Shared::new`], a reload that adds `[tenants_from]` (or moves its URL) asking the
@@ -173,13 +173,7 @@ impl Shared {
             // The held document only while the running config takes its tenants from the same
             // URL: a reload that adds `[tenants_from]` back asks the endpoint, since the
             // document held from before may list tenants removed since.
-            let running = self
-                .current
-                .load()
-                .config
-                .tenants_from
-                .as_ref()
-                .map(|f| f.url.clone());
+            let running = self.tenants_url();
             let doc = match held {
                 Some((url, doc)) if url == from.url && running.as_ref() == Some(&from.url) => doc,
                 _ => {
