@@ -306,9 +306,19 @@ impl Ctx<'_> {
     fn socket_addr(&self, key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
         const LIKE: &str = "(like \"127.0.0.1:8080\" or \"[::1]:8080\")";
         let t = text.trim();
+        // An IPv6 address and a port written without brackets: the port either makes it no
+        // address at all ("::1:10000") or reads as its last group ("::1:8081").
+        let unbracketed = t.rsplit_once(':').filter(|(ip, port)| {
+            ip.contains(':')
+                && ip.parse::<std::net::Ipv6Addr>().is_ok()
+                && port.parse::<u16>().is_ok()
+                && !port.is_empty()
+        });
         t.parse().map_err(|_| {
             let why = if let Some((_, rest)) = t.split_once("://") {
                 format!("{text:?} is a URL: write the address alone, {rest:?}")
+            } else if let Some((ip, port)) = unbracketed {
+                format!("{text:?} is an IPv6 address and a port without brackets: write \"[{ip}]:{port}\"")
             } else if t.parse::<std::net::IpAddr>().is_ok()
                 || t.trim_start_matches('[')
                     .trim_end_matches(']')

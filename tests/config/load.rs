@@ -811,6 +811,21 @@ fn rejects_bad_listen_and_proxy_addresses_saying_what_is_wrong() {
         "config.toml: egress.socks5[0].proxy: \"127.0.0.1\" has no port (like \"127.0.0.1:8080\" \
          or \"[::1]:8080\")"
     );
+    // An IPv6 address and port without brackets: the bracketed form is named, whether the
+    // port makes it no address at all or reads as the address's last group.
+    for (text, want) in [("::1:10000", "[::1]:10000"), ("::1:8081", "[::1]:8081")] {
+        let e = refused(&format!(
+            "{REGION}[egress]\nsocks5 = [{{ proxy = \"{text}\" }}]\n"
+        ));
+        assert_eq!(
+            e,
+            format!(
+                "config.toml: egress.socks5[0].proxy: \"{text}\" is an IPv6 address and a port \
+                 without brackets: write \"{want}\""
+            ),
+            "{text}"
+        );
+    }
 }
 
 #[test]
