@@ -16,7 +16,7 @@ use bundle_relay::metrics::hlog::{HlogConfig, HlogWriter};
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
-use hist_support::{Cli, args, one_interval_log, tempdir};
+use hist_support::{Cli, args, one_interval_log, one_interval_log_at, tempdir};
 
 /// An interval log written the way bench/src/load/mod.rs writes one: bounds 1 ns .. 1 h,
 /// StartTime, MaxValueDivisor 1e6, a comment, untagged one-second intervals at 0, 1, 2, … s.
@@ -323,17 +323,7 @@ fn a_real_bench_load_log_gives_the_percentiles_bench_load_reported() {
 fn a_log_at_two_significant_figures_prints_as_hdrhistogram_prints_it() {
     let dir = tempdir("hist-two-figures");
     let p = dir.join("two.hlog");
-    let mut f = std::fs::File::create(&p).unwrap();
-    let mut ser = V2DeflateSerializer::new();
-    let mut w = IntervalLogWriterBuilder::new()
-        .with_start_time(UNIX_EPOCH + Duration::from_secs(1_764_460_800))
-        .begin_log_with(&mut f, &mut ser)
-        .unwrap();
-    let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 2).unwrap();
-    h.record_n(1_000_000, 10).unwrap();
-    w.write_histogram(&h, Duration::ZERO, Duration::from_secs(1), None)
-        .unwrap();
-    drop(f);
+    let h = one_interval_log_at(&p, &[1_000_000; 10], 2);
     let a = args(vec![p]);
     let mut text = String::new();
     hist::render(&a, &hist::load(&a).unwrap(), &mut text);

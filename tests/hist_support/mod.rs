@@ -26,18 +26,24 @@ pub fn tempdir(name: &str) -> PathBuf {
 
 /// An untagged log with a StartTime and one one-second interval at 0 s holding `values_ns`.
 pub fn one_interval_log(path: &Path, values_ns: &[u64]) {
+    one_interval_log_at(path, values_ns, 3);
+}
+
+/// [`one_interval_log`] at `sigfig` significant figures; the histogram written.
+pub fn one_interval_log_at(path: &Path, values_ns: &[u64], sigfig: u8) -> Histogram<u64> {
     let mut f = std::fs::File::create(path).unwrap();
     let mut ser = V2DeflateSerializer::new();
     let mut w = IntervalLogWriterBuilder::new()
         .with_start_time(UNIX_EPOCH + Duration::from_secs(1_764_460_800))
         .begin_log_with(&mut f, &mut ser)
         .unwrap();
-    let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+    let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, sigfig).unwrap();
     for &v in values_ns {
         h.record(v).unwrap();
     }
     w.write_histogram(&h, Duration::ZERO, Duration::from_secs(1), None)
         .unwrap();
+    h
 }
 
 /// `bundle-relay hist FILES…` with every option at its default.

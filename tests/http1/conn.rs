@@ -189,20 +189,24 @@ fn half_closed_in_the_middle_of_a_head_answers_the_whole_requests_then_400_head_
 }
 
 /// The same in the middle of a body: the answer names how much of the body came.
-#[test]
-fn half_closed_in_the_middle_of_a_body_answers_400_naming_how_much_of_it_came() {
+/// What a connection answers that got `input` (a request whose body was cut short) and then
+/// the client's half-close; the close it ends with.
+fn answer_to_a_body_cut_short(input: &[u8]) -> (String, Option<Close>) {
     let cfg = cfg();
     let mut c = Conn::new(&cfg);
     c.reset(at(0));
-    c.handle_bytes(
-        b"POST /b HTTP/1.1\r\nContent-Length: 50\r\n\r\n{\"jsonrpc\":",
-        at(1),
-    );
+    c.handle_bytes(input, at(1));
     assert_eq!(c.serve(&cfg, at(1), answer).requests, 0);
     c.handle_eof(at(2));
     let served = c.serve(&cfg, at(2), answer);
     assert_eq!(served.error, Some(HttpError::BODY_CUT_SHORT));
-    let text = drain(&mut c, at(2));
+    (drain(&mut c, at(2)), c.poll_close())
+}
+
+#[test]
+fn half_closed_in_the_middle_of_a_body_answers_400_naming_how_much_of_it_came() {
+    let (text, close) =
+        answer_to_a_body_cut_short(b"POST /b HTTP/1.1\r\nContent-Length: 50\r\n\r\n{\"jsonrpc\":");
     assert!(
         text.starts_with("HTTP/1.1 400 Bad Request")
             && text.ends_with(
@@ -210,25 +214,16 @@ fn half_closed_in_the_middle_of_a_body_answers_400_naming_how_much_of_it_came() 
             ),
         "{text}"
     );
-    assert_eq!(c.poll_close(), Some(Close::BadRequest));
+    assert_eq!(close, Some(Close::BadRequest));
 }
 
 /// The same after a stray empty line in front of the request (RFC 9112 §2.2): the line is no
 /// part of the request, so it counts in neither what came nor what was due.
 #[test]
 fn half_closed_in_a_body_after_a_stray_empty_line_names_the_bodys_own_bytes() {
-    let cfg = cfg();
-    let mut c = Conn::new(&cfg);
-    c.reset(at(0));
-    c.handle_bytes(
+    let (text, _) = answer_to_a_body_cut_short(
         b"\r\nPOST /b HTTP/1.1\r\nContent-Length: 50\r\n\r\n{\"jsonrpc\":",
-        at(1),
     );
-    assert_eq!(c.serve(&cfg, at(1), answer).requests, 0);
-    c.handle_eof(at(2));
-    let served = c.serve(&cfg, at(2), answer);
-    assert_eq!(served.error, Some(HttpError::BODY_CUT_SHORT));
-    let text = drain(&mut c, at(2));
     assert!(
         text.ends_with("before all of its Content-Length (11 of 50 bytes came)\n"),
         "{text}"

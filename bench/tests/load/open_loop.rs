@@ -196,8 +196,9 @@ fn a_200ms_stall_inflates_every_request_scheduled_during_it() {
     );
 }
 
-#[test]
-fn a_server_that_never_answers_ends_in_timeouts_and_the_run_still_stops() {
+/// 20 requests at 400/s over 2 connections to a server that never answers, timed out at
+/// 150 ms.
+fn against_a_server_that_never_answers() -> LoadReport {
     let addr = scripted_server(|_, _| Duration::MAX);
     let b = bundles(20, 4);
     let c = LoadConfig {
@@ -205,7 +206,12 @@ fn a_server_that_never_answers_ends_in_timeouts_and_the_run_still_stops() {
         timeout: Duration::from_millis(150),
         ..cfg(addr, 400.0, 20)
     };
-    let r = load::run(&c, &b).unwrap();
+    load::run(&c, &b).unwrap()
+}
+
+#[test]
+fn a_server_that_never_answers_ends_in_timeouts_and_the_run_still_stops() {
+    let r = against_a_server_that_never_answers();
     eprintln!("{}", r.summary);
     assert_counts_add_up(&r);
     assert_eq!(r.summary.counts.answered, 0);
@@ -221,14 +227,7 @@ fn a_server_that_never_answers_ends_in_timeouts_and_the_run_still_stops() {
 /// better in the tail than one that stalls it just under.
 #[test]
 fn a_request_that_timed_out_counts_in_the_latency_at_its_timeout() {
-    let addr = scripted_server(|_, _| Duration::MAX);
-    let b = bundles(20, 4);
-    let c = LoadConfig {
-        connections: 2,
-        timeout: Duration::from_millis(150),
-        ..cfg(addr, 400.0, 20)
-    };
-    let r = load::run(&c, &b).unwrap();
+    let r = against_a_server_that_never_answers();
     let s = &r.summary;
     assert!(s.counts.timeouts >= 2, "{:?}", s.counts);
     assert_eq!(
