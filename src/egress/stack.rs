@@ -83,6 +83,12 @@ impl PairStack {
         self.transport().map_or(Stage::Open, Transport::stage)
     }
 
+    /// Whether the current connection asked for the engine's address
+    /// ([`Transport::asked_for_engine`]); a connection with no transport layer is direct.
+    pub fn asked_for_engine(&self) -> bool {
+        self.transport().is_none_or(Transport::asked_for_engine)
+    }
+
     /// Starts HTTP/2 on the current connection (in the previous one's storage when there is
     /// one); a no-op when it runs already.
     pub fn open_h2(&mut self, cfg: &Config, now_ns: u64) -> &mut Connection {

@@ -319,6 +319,18 @@ impl Transport {
         }
     }
 
+    /// Whether this connection has asked for the engine's address: it is direct, or its
+    /// proxy has been sent the CONNECT. A CONNECT the proxy failed, or never answered, still
+    /// had the proxy dial that address.
+    pub fn asked_for_engine(&self) -> bool {
+        self.socks.as_ref().is_none_or(|(_, s)| {
+            matches!(
+                s.phase(),
+                super::socks5::Phase::Connect | super::socks5::Phase::Done
+            )
+        })
+    }
+
     /// The tunnel is up and TLS (if any) handshaken: HTTP/2 may start.
     pub fn is_open(&self) -> bool {
         self.stage() == Stage::Open

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use crate::arena::SlotHandle;
 use crate::clock::{Instant, Ticks};
-use crate::egress::transport::{Stage, TransportError};
+use crate::egress::transport::TransportError;
 use crate::grpc::{self, Code, Outcome};
 use crate::h2::conn::{Event, StreamEnd, StreamId};
 use crate::journal::{Egress, Text, Verdict};
@@ -1085,8 +1085,9 @@ impl Upstream {
         let r = self.links.region_of(pair);
         let we_closed = self.links.link(pair) == Link::Closing;
         // Engines behind load balancers move: look the name up again before reconnecting. A
-        // connection that ended at its SOCKS5 proxy never reached the engine's address.
-        if self.links.pair_mut(pair).stack.stage() != Stage::Tunnel {
+        // connection that ended at its SOCKS5 proxy before the CONNECT never asked for the
+        // engine's address; one whose CONNECT failed had the proxy dial it.
+        if self.links.pair_mut(pair).stack.asked_for_engine() {
             self.links.region(r).addrs.mark_stale();
         }
         self.links.pair_mut(pair).stack.h2_closed();

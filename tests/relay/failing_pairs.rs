@@ -338,20 +338,53 @@ fn a_pair_failing_again_and_again_allocates_nothing() {
     assert_eq!(crate::counting_alloc::allocations() - before, 0);
 }
 
+/// How a pair's connection ended, for [`only_what_reached_the_engines_address_has_its_name_looked_up_again`].
+#[derive(Clone, Copy, Debug)]
+enum Ending {
+    /// Its connect was refused.
+    Refused,
+    /// It connected, and the peer closed it at once (a proxy: before its greeting reply).
+    Closed,
+    /// A proxy asked to CONNECT to the engine's address answered this RFC 1928 failure code.
+    ConnectReply(u8),
+    /// A proxy asked to CONNECT to the engine's address closed before it answered.
+    ClosedAtConnect,
+}
+
+/// Every byte `pair` has to send now.
+fn sent(d: &mut Dispatcher, pair: PairId, now: Instant) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(p) = d.poll_dirty() {
+        assert_eq!(p, pair);
+        let bytes = d.transmit(p, now).to_vec();
+        d.transmitted(p, bytes.len(), now);
+        out.extend(bytes);
+    }
+    out
+}
+
 /// A refused connect to the engine's address, or a connection to it that ended, has the
-/// region's host name looked up again (the engine may have moved); a proxy that refuses the
-/// connect, or takes it and never finishes its handshake, says nothing of the engine's address,
-/// so a dead or silent proxy does not have the engine's name looked up at every reconnect.
+/// region's host name looked up again (the engine may have moved). So does a proxy's CONNECT
+/// to that address that failed, named the failure or not: the proxy dialled the address.
+/// A proxy that refuses the connect, or takes it and closes before it is asked for the engine,
+/// says nothing of the engine's address, so a dead or silent proxy does not have the engine's
+/// name looked up at every reconnect.
 #[test]
 fn only_what_reached_the_engines_address_has_its_name_looked_up_again() {
-    // (source, its connect is refused, looked up again)
-    let rows: [(Source, bool, bool); 4] = [
-        (Source::Local("127.1.0.1".parse().unwrap()), true, true),
-        (proxy(1080), true, false),
-        (Source::Local("127.1.0.1".parse().unwrap()), false, true),
-        (proxy(1080), false, false),
+    let local = || Source::Local("127.1.0.1".parse().unwrap());
+    // (source, how it ended, looked up again)
+    let rows: [(Source, Ending, bool); 9] = [
+        (local(), Ending::Refused, true),
+        (proxy(1080), Ending::Refused, false),
+        (local(), Ending::Closed, true),
+        (proxy(1080), Ending::Closed, false),
+        (proxy(1080), Ending::ConnectReply(3), true), // network unreachable
+        (proxy(1080), Ending::ConnectReply(4), true), // host unreachable
+        (proxy(1080), Ending::ConnectReply(5), true), // connection refused
+        (proxy(1080), Ending::ConnectReply(6), true), // TTL expired
+        (proxy(1080), Ending::ClosedAtConnect, true),
     ];
-    for (source, refused, stale) in rows {
+    for (source, ending, stale) in rows {
         let addrs = bundle_relay::egress::resolve::HostAddrs::named(
             "ny",
             "engine.test",
@@ -363,15 +396,28 @@ fn only_what_reached_the_engines_address_has_its_name_looked_up_again() {
             spec.regions[0].addrs = addrs;
         });
         let order = d.poll_connect(now).expect("a connect is due");
-        if refused {
-            d.connect_failed(order.pair, now, libc::ECONNREFUSED);
-        } else {
-            // Connected, then closed by the peer: the engine for a local source; for a proxy,
-            // before it answered the greeting.
-            d.connected(order.pair, now);
-            now = Instant(now.0 + MS);
-            d.socket_released(order.pair, now, 0);
+        let pair = order.pair;
+        match ending {
+            Ending::Refused => d.connect_failed(pair, now, libc::ECONNREFUSED),
+            Ending::Closed => {
+                d.connected(pair, now);
+                now = Instant(now.0 + MS);
+                d.socket_released(pair, now, 0);
+            }
+            Ending::ConnectReply(_) | Ending::ClosedAtConnect => {
+                d.connected(pair, now);
+                assert_eq!(sent(&mut d, pair, now), [5, 1, 0], "the greeting");
+                d.received(pair, &[5, 0], now);
+                let connect = sent(&mut d, pair, now);
+                assert_eq!(connect[..4], [5, 1, 0, 1], "CONNECT to an IPv4 engine");
+                now = Instant(now.0 + MS);
+                if let Ending::ConnectReply(rep) = ending {
+                    d.received(pair, &[5, rep, 0, 1, 0, 0, 0, 0, 0, 0], now);
+                    assert_eq!(d.poll_close(), Some(pair), "the failed tunnel is closed");
+                }
+                d.socket_released(pair, now, 0);
+            }
         }
-        assert_eq!(held.is_stale(), stale, "{source:?}, refused {refused}");
+        assert_eq!(held.is_stale(), stale, "{source:?}, {ending:?}");
     }
 }
