@@ -79,6 +79,21 @@ impl Pacing {
         if inherited.is_none()
             && let Some(path) = file
         {
+            if let Some(old) = taking_over
+                && let Some(theirs) = held_elsewhere(old, path)
+            {
+                // The relay taken over books in another ledger (its memfd, another file): the
+                // file would not see its sends. This one books where it does until it is
+                // gone, as a successor it started would.
+                return Ok((
+                    theirs,
+                    Some(format!(
+                        "pid {old} paces in a ledger other than {}: this process books in                          pid {old}'s, so neither sends early on a pair the other used, and                          takes {} at its next start",
+                        path.display(),
+                        path.display()
+                    )),
+                ));
+            }
             return match shared_file(path, pairs, pool) {
                 Ok((ledger, fd)) => Ok((
                     Pacing {
@@ -90,7 +105,8 @@ impl Pacing {
                 // Too small while others use it: this relay paces in its own ledger rather
                 // than not at all, and says what that risks and how it mends.
                 Err(Refused { why, for_now: true }) => {
-                    let (own, _) = Pacing::open_own(pool.max(pairs), None, None);
+                    // A relay taken over still shares its ledger with this one.
+                    let (own, _) = Pacing::open_own(pool.max(pairs), None, taking_over);
                     Ok((
                         own,
                         Some(format!(
@@ -256,6 +272,23 @@ fn held_by(pid: i32) -> io::Result<OwnedFd> {
         io::ErrorKind::NotFound,
         format!("{dir} holds no {name} memfd or ledger file"),
     ))
+}
+
+/// The ledger process `pid` holds, mapped, when it is not the file at `path` (`None`: it is
+/// that file, or `pid`'s cannot be read, and the file is what there is to share).
+fn held_elsewhere(pid: i32, path: &Path) -> Option<Pacing> {
+    use std::os::unix::fs::MetadataExt;
+    let fd = held_by(pid).ok()?;
+    let theirs = std::fs::File::from(fd.try_clone().ok()?).metadata().ok()?;
+    if std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == (theirs.dev(), theirs.ino())) {
+        return None;
+    }
+    let fd = Arc::new(fd);
+    let ledger = map(&fd).ok()?;
+    Some(Pacing {
+        ledger,
+        fd: Some(fd),
+    })
 }
 
 /// Whether process `pid` holds a pacing ledger open (as every relay does): what tells a
@@ -473,6 +506,11 @@ mod tests {
     use crate::clock::Instant;
     use crate::limiter::ledger::pair_key;
 
+    /// Held by every test here: a child spawned by one holds, until it execs, every
+    /// descriptor open in the process, and with them their locks, so another test's "alone"
+    /// would not be.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
     fn scratch(name: &str) -> std::path::PathBuf {
         let p =
             std::path::PathBuf::from(format!("/dev/shm/br-pacing-{name}-{}", std::process::id()));
@@ -480,8 +518,80 @@ mod tests {
         p
     }
 
+    /// A process holding `p`'s memory as the relay taken over would (its memfd, inherited).
+    fn holder_of(p: &Pacing) -> std::process::Child {
+        let fd = p.fd.as_ref().expect("a memfd");
+        // SAFETY: dup of a descriptor we hold; the copy (without close-on-exec) goes to the
+        // child and is closed here once it has.
+        let copy = unsafe { libc::dup(fd.as_raw_fd()) };
+        assert!(copy >= 0);
+        let child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep runs");
+        // SAFETY: the copy made above, ours alone.
+        unsafe { libc::close(copy) };
+        child
+    }
+
+    #[test]
+    fn a_takeover_of_a_relay_pacing_in_its_own_memfd_books_in_that_one_not_in_the_file() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let path = scratch("takeover");
+        let key = pair_key("127.1.0.1", "ny");
+        let old = Pacing::fresh(4);
+        let ahead = Instant(crate::clock::Clock::raw_now().0 + 1_000_000_000_000);
+        old.ledger.book(old.ledger.slot(key).unwrap(), ahead);
+        let mut holder = holder_of(&old);
+        let pid = holder.id() as i32;
+        let opened = Pacing::open(4, 4, None, Some(pid), Some(&path));
+        let _ = holder.kill();
+        let _ = holder.wait();
+        let (new, why) = opened.unwrap();
+        assert_eq!(
+            new.ledger.next(new.ledger.slot(key).unwrap()),
+            ahead,
+            "the old relay's send is seen"
+        );
+        let why = why.expect("says why the file waits");
+        assert!(
+            why.contains(&format!(
+                "pid {pid} paces in a ledger other than {}",
+                path.display()
+            )),
+            "{why}"
+        );
+        assert!(
+            !path.exists(),
+            "the file is not taken while the old relay runs"
+        );
+    }
+
+    #[test]
+    fn a_takeover_of_a_relay_pacing_in_the_file_books_in_the_file() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let path = scratch("takeover-same");
+        let key = pair_key("127.1.0.1", "ny");
+        let (ledger, fd) = shared_file(&path, 4, 4).unwrap();
+        let old = Pacing {
+            ledger,
+            fd: Some(fd),
+        };
+        let ahead = Instant(crate::clock::Clock::raw_now().0 + 1_000_000_000_000);
+        old.ledger.book(old.ledger.slot(key).unwrap(), ahead);
+        let mut holder = holder_of(&old);
+        let opened = Pacing::open(4, 4, None, Some(holder.id() as i32), Some(&path));
+        let _ = holder.kill();
+        let _ = holder.wait();
+        let (new, why) = opened.unwrap();
+        assert_eq!(why, None);
+        assert_eq!(new.ledger.next(new.ledger.slot(key).unwrap()), ahead);
+        let _ = std::fs::remove_file(&path);
+    }
+
     #[test]
     fn a_ledger_file_grown_by_a_relay_alone_keeps_every_booking_and_one_in_use_is_not_grown() {
+        let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let path = scratch("grow");
         let key = pair_key("127.1.0.1", "amsterdam");
         let (small, fd) = shared_file(&path, 2, 2).unwrap();
