@@ -7,6 +7,7 @@
 //! | less | answers | otherwise | ask for a chunk |
 //! | less | does not answer | less than its allowance granted | grant itself a chunk (at most up to the allowance) |
 //! | less | does not answer | its allowance granted | hold |
+//! | less | answers again | the relay granted itself some (the store never counted it) | as if it did not answer |
 //!
 //! A second that begins caps what the relay carries into it at one chunk. The allowance, for
 //! a second the store does not answer in, is what the store granted this relay in its last
@@ -69,6 +70,9 @@ pub struct Lease {
     failed: bool,
     /// The store granted less than asked this second: the global rate is used up.
     used_up: bool,
+    /// The relay granted itself some of this second: the rest of it runs on the allowance,
+    /// as the store, answering again, would grant the global rate anew.
+    self_granted: bool,
     /// Granted by the store in the last second without a failure.
     last_granted: u64,
 }
@@ -96,7 +100,7 @@ impl Lease {
         if balance >= terms.low_water() {
             return Step::Hold;
         }
-        if !answers {
+        if !answers || self.self_granted {
             let left = self.allowance(terms).saturating_sub(self.granted);
             return match left.min(u64::from(terms.chunk)) {
                 0 => Step::Hold,
@@ -115,7 +119,7 @@ impl Lease {
     /// Whether this second brings nothing more: the store granted less than asked (its rate
     /// is used up), or, without the store (`answers` false), the allowance is given.
     pub fn spent(&self, terms: Terms, answers: bool) -> bool {
-        if answers {
+        if answers && !self.self_granted {
             self.used_up
         } else {
             self.granted >= self.allowance(terms)
@@ -138,6 +142,7 @@ impl Lease {
     /// The relay granted itself `amount` (the store did not answer).
     pub fn handle_self_granted(&mut self, amount: u32) {
         self.granted += u64::from(amount);
+        self.self_granted = true;
     }
 
     /// The store did not answer an ask.
@@ -227,6 +232,30 @@ mod tests {
         // 10 from the store and 25 of its own: 5 left of the 40.
         l.handle_self_granted(5);
         assert_eq!(l.poll(T, 0, false), Step::Grant { amount: 5 });
+    }
+
+    /// A store that answers late: each ask times out (the relay grants itself), then its
+    /// answer comes. The store never counted the relay's own grants, so asking it again in
+    /// that second would let the relay admit its allowance and the global rate besides.
+    #[test]
+    fn holding_less_when_the_store_answers_again_in_a_second_the_relay_granted_itself_in_stays_within_its_allowance()
+     {
+        let mut l = at(7);
+        for _ in 0..10 {
+            l.handle_granted(10, 10);
+        }
+        l.handle_second(T, 8);
+        l.handle_failed();
+        while let Step::Grant { amount } = l.poll(T, 0, false) {
+            l.handle_self_granted(amount);
+        }
+        // The late answer to the ask that timed out.
+        l.handle_granted(10, 10);
+        assert_eq!(l.poll(T, 0, true), Step::Hold);
+        assert!(l.spent(T, true));
+        // The next second is the store's again.
+        l.handle_second(T, 9);
+        assert!(matches!(l.poll(T, 0, true), Step::Ask { window: 9, .. }));
     }
 
     #[test]
