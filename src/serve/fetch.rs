@@ -133,7 +133,8 @@ fn dechunk(mut rest: &[u8]) -> Option<Vec<u8>> {
         if size == 0 {
             return Some(body);
         }
-        if rest.len() < size + 2 || size > BODY_BYTES_MAX {
+        // The cap first: a size near usize::MAX would overflow the sum.
+        if size > BODY_BYTES_MAX || rest.len() < size + 2 {
             return None;
         }
         body.extend_from_slice(&rest[..size]);
@@ -201,6 +202,12 @@ mod tests {
                 .unwrap_err()
                 .contains("not an HTTP")
         );
+    }
+
+    #[test]
+    fn a_chunk_size_past_any_body_never_completes_and_never_panics() {
+        let raw = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFF\r\nab\r\n0\r\n\r\n";
+        assert!(body_of(raw, false).unwrap().is_none());
     }
 
     #[test]
