@@ -7,7 +7,7 @@
 //! the close (`Connection: close` is asked for).
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use crate::config::TenantsFrom;
@@ -19,19 +19,20 @@ pub const BODY_BYTES_MAX: usize = 16 << 20;
 pub fn get(from: &TenantsFrom) -> Result<String, String> {
     let deadline = Instant::now() + Duration::from_millis(from.timeout_ms);
     let why = |m: String| format!("GET {}: {m}", from.url);
-    let addr = (from.host.as_str(), from.port)
+    let addrs: Vec<_> = (from.host.as_str(), from.port)
         .to_socket_addrs()
         .map_err(|e| why(format!("resolving {}: {e}", from.host)))?
-        .next()
-        .ok_or_else(|| why(format!("{} has no address", from.host)))?;
+        .collect();
+    if addrs.is_empty() {
+        return Err(why(format!("{} has no address", from.host)));
+    }
     let left = |deadline: Instant| {
         deadline
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
             .ok_or_else(|| why(format!("no answer within {} ms", from.timeout_ms)))
     };
-    let mut s = TcpStream::connect_timeout(&addr, left(deadline)?)
-        .map_err(|e| why(format!("connecting to {addr}: {e}")))?;
+    let mut s = connect_first(&addrs, deadline).map_err(why)?;
     let host = if from.host.contains(':') {
         format!("[{}]:{}", from.host, from.port)
     } else {
@@ -78,6 +79,27 @@ pub fn get(from: &TenantsFrom) -> Result<String, String> {
         Some(body) => text(body).map_err(why),
         None => Err(why("the connection closed before the answer ended".into())),
     }
+}
+
+/// A connection to the first of `addrs` that takes one before `deadline`, in the resolver's
+/// order (a name that gives `::1` before `127.0.0.1` reaches an endpoint listening on either);
+/// else why each did not.
+fn connect_first(addrs: &[SocketAddr], deadline: Instant) -> Result<TcpStream, String> {
+    let mut why = Vec::new();
+    for addr in addrs {
+        let Some(left) = deadline
+            .checked_duration_since(Instant::now())
+            .filter(|d| !d.is_zero())
+        else {
+            why.push(format!("{addr}: no time left"));
+            break;
+        };
+        match TcpStream::connect_timeout(addr, left) {
+            Ok(s) => return Ok(s),
+            Err(e) => why.push(format!("{addr}: {e}")),
+        }
+    }
+    Err(format!("connecting to {}", why.join("; ")))
 }
 
 fn text(body: Vec<u8>) -> Result<String, String> {
@@ -201,6 +223,27 @@ mod tests {
             body_of(b"SSH-2.0-x\r\n\r\n", false)
                 .unwrap_err()
                 .contains("not an HTTP")
+        );
+    }
+
+    #[test]
+    fn an_endpoint_whose_name_gives_several_addresses_is_reached_at_the_first_that_answers() {
+        let live = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let live_addr = live.local_addr().unwrap();
+        // A port nothing listens on: bound and dropped.
+        let dead = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let s = connect_first(&[dead, live_addr], deadline).expect("the second answers");
+        assert_eq!(s.peer_addr().unwrap(), live_addr);
+        drop(live);
+        let e = connect_first(&[dead, live_addr], deadline).unwrap_err();
+        assert!(
+            e.starts_with(&format!("connecting to {dead}: "))
+                && e.contains(&format!("; {live_addr}: ")),
+            "{e}"
         );
     }
 
