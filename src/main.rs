@@ -123,7 +123,7 @@ enum Command {
     },
     /// Percentiles and plots from HdrHistogram interval logs (the relay's or bench-load's).
     Hist(bundle_relay::hist::HistArgs),
-    /// Compare this host with what a config needs and with sysctl/99-bundle-relay.conf: one
+    /// Compare this host with what a config needs and with sysctl/30-bundle-relay.conf: one
     /// line per check (ok / warn / fail, found, wanted, the fix); exit status 1 on any fail.
     CheckHost {
         /// The config to hold the host to (limits, egress addresses, reactor cores); without

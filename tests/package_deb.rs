@@ -64,7 +64,7 @@ fn the_package_installs_the_relay_its_units_sysctl_config_and_user_into_a_scratc
         "./usr/bin/bundle-relay",
         "./lib/systemd/system/bundle-relay.service",
         "./lib/systemd/system/bundle-relay@.service",
-        "./usr/lib/sysctl.d/99-bundle-relay.conf",
+        "./usr/lib/sysctl.d/30-bundle-relay.conf",
         "./usr/lib/sysusers.d/bundle-relay.conf",
         "./etc/bundle-relay/bundle-relay.toml",
         "./usr/share/doc/bundle-relay/copyright",
@@ -124,7 +124,7 @@ fn the_package_installs_the_relay_its_units_sysctl_config_and_user_into_a_scratc
     let version = run(Command::new(&installed).arg("--version"));
     assert!(version.starts_with("bundle-relay "), "{version}");
     assert_eq!(
-        std::fs::read_to_string(root.join("usr/lib/sysctl.d/99-bundle-relay.conf")).unwrap(),
+        std::fs::read_to_string(root.join("usr/lib/sysctl.d/30-bundle-relay.conf")).unwrap(),
         bundle_relay::check_host::sysctl::SHIPPED
     );
 

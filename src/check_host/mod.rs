@@ -1,5 +1,5 @@
 //! `bundle-relay check-host`: this host against what a config needs and what
-//! `sysctl/99-bundle-relay.conf` sets, one line per check (ok / warn / fail, the value found,
+//! `sysctl/30-bundle-relay.conf` sets, one line per check (ok / warn / fail, the value found,
 //! the value wanted, the command that fixes it).
 //!
 //! What it is: a report an operator reads before starting the relay, and that provisioning can
@@ -78,7 +78,7 @@ pub fn run(inputs: &Inputs) -> Vec<Check> {
         Ok(wanted) => {
             let mut checks = sysctl::checks(&inputs.root, &wanted);
             if let Some(cfg) = &inputs.config {
-                nr_open_for(cfg, &mut checks);
+                nr_open_for(cfg, &inputs.root, &mut checks);
                 port_range_for(cfg, &inputs.root, &mut checks);
             }
             out.extend(checks);
@@ -277,24 +277,31 @@ fn limits(cfg: &Config, inputs: &Inputs, out: &mut Vec<Check>) {
     });
 }
 
-/// `fs.nr_open` caps every process's open-file limit: it must hold what the config needs.
-fn nr_open_for(cfg: &Config, checks: &mut [Check]) {
+/// `fs.nr_open` caps every process's open-file limit: it must hold what the config needs. Not
+/// in the sysctl file (systemd raises it to the maximum at boot, and a number there would
+/// lower it), so checked here, against the config.
+fn nr_open_for(cfg: &Config, root: &std::path::Path, checks: &mut Vec<Check>) {
     let needed = cfg.fds_needed();
-    if let Some(c) = checks.iter_mut().find(|c| c.name == "fs.nr_open")
-        && let Ok(found) = c.found.parse::<u64>()
-        && found < needed
-    {
-        c.level = Level::Fail;
-        c.wanted = format!("{} and at least the config's {needed} open files", c.wanted);
-        // The shipped value would leave this check failing: the fix names what the config
-        // needs where that is more.
-        let shipped = c.fix.split('"').nth(1).and_then(|v| v.parse::<u64>().ok());
-        if shipped.is_none_or(|v| v < needed) {
-            c.fix = format!(
-                "sysctl -w fs.nr_open=\"{needed}\" (for good: fs.nr_open = {needed} in /etc/sysctl.d/99-zz-bundle-relay-nr-open.conf, read after the package's file, then sysctl --system)"
-            );
-        }
-    }
+    let key = "fs.nr_open";
+    let wanted = format!("at least the config's {needed} open files");
+    let fix = format!(
+        "sysctl -w fs.nr_open=\"{needed}\" (for good: fs.nr_open = {needed} in /etc/sysctl.d/99-zz-bundle-relay-nr-open.conf, then sysctl --system)"
+    );
+    let path = root.join("proc/sys/fs/nr_open");
+    checks.push(match std::fs::read_to_string(&path) {
+        Ok(text) => match text.trim().parse::<u64>() {
+            Ok(found) if found >= needed => Check::new(Level::Ok, key, text.trim(), wanted, ""),
+            Ok(_) => Check::new(Level::Fail, key, text.trim(), wanted, fix),
+            Err(_) => Check::new(Level::Warn, key, text.trim(), wanted, fix),
+        },
+        Err(e) => Check::new(
+            Level::Warn,
+            key,
+            format!("unreadable ({}: {e})", path.display()),
+            wanted,
+            fix,
+        ),
+    });
 }
 
 /// `net.ipv4.ip_local_port_range` must leave out the relay's listening ports, or the host must

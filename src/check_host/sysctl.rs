@@ -1,4 +1,4 @@
-//! The shipped `sysctl/99-bundle-relay.conf`, read as the table of what the host should have,
+//! The shipped `sysctl/30-bundle-relay.conf`, read as the table of what the host should have,
 //! and each running value compared with it by the rule its key needs.
 
 use std::path::Path;
@@ -7,10 +7,10 @@ use super::report::{Check, Level};
 
 /// The file the package installs in `/usr/lib/sysctl.d/`, compiled in so `check-host` compares
 /// with exactly what ships.
-pub const SHIPPED: &str = include_str!("../../sysctl/99-bundle-relay.conf");
+pub const SHIPPED: &str = include_str!("../../sysctl/30-bundle-relay.conf");
 
 /// Where the package installs it (the fix of every sysctl line names it).
-pub const INSTALLED_PATH: &str = "/usr/lib/sysctl.d/99-bundle-relay.conf";
+pub const INSTALLED_PATH: &str = "/usr/lib/sysctl.d/30-bundle-relay.conf";
 
 /// How a running value is held to the file's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -148,7 +148,7 @@ mod template_tests {
         ] {
             assert!(SHIPPED.contains(line), "{line:?}");
         }
-        let sysctl = include_str!("../../../sysctl/99-bundle-relay.conf");
+        let sysctl = include_str!("../../../sysctl/30-bundle-relay.conf");
         let range: Vec<u16> = sysctl
             .lines()
             .find_map(|l| l.strip_prefix("net.ipv4.ip_local_port_range = "))
