@@ -58,6 +58,10 @@ pub const TRANSACTIONS_PATH: &str = "/api/v1/transactions";
 /// (`getBundleStatuses`, `getInflightBundleStatuses`), on the same host as its gRPC.
 pub const BUNDLES_PATH: &str = "/api/v1/bundles";
 
+/// How far back `getInflightBundleStatuses` answers: a bundle received longer ago is
+/// `Invalid` ("not in our system", five-minute look-back in Jito's docs).
+pub const INFLIGHT_LOOKBACK_MS: u64 = 300_000;
+
 /// Jito's default rule: one request per second per (source IP, region).
 pub const INTERVAL_MS_DEFAULT: u64 = 1_000;
 

@@ -4,7 +4,7 @@
 //!
 //! | the record says | `status` |
 //! |---|---|
-//! | no bundle of that id from this tenant (never, or longer ago than the record keeps) | `Invalid` |
+//! | no bundle of that id from this tenant (never, longer ago than the record keeps, or admitted before Jito's five-minute look-back) | `Invalid` |
 //! | waiting for a pair, being sent, or taken by an engine (this copy or an earlier one) | `Pending` |
 //! | rejected by an engine, expired before any engine took it, or lost | `Failed` |
 //!

@@ -6,7 +6,8 @@
 //! by the thread that sends the bundle (where it is admitted, after any handoff), read by any
 //! thread's intake through a sequence lock, so a status query takes no lock, allocates
 //! nothing and never stalls the writer. A ring holds the last `capacity` bundles of its
-//! thread; older ones are gone, as Jito forgets bundles after five minutes. Sized by
+//! thread; older ones are gone. `getInflightBundleStatuses` sees only the last five minutes of
+//! it, as Jito's look-back does (`Invalid` past it); `getBundleDelivery` all of it. Sized by
 //! [`capacity_for`]: the thread's pairs' delivery rate over `keep_s` seconds and twice its arena
 //! slots, within a cap.
 

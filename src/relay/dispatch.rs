@@ -347,6 +347,15 @@ impl Dispatcher {
             .find(id, tenant, self.tenancy.stats().epoch(tenant))
     }
 
+    /// [`Dispatcher::find_bundle`] as `getInflightBundleStatuses` sees it at `now`: a bundle
+    /// last admitted longer ago than Jito's look-back is none (Jito says `Invalid` of it),
+    /// however long the record keeps it for `getBundleDelivery`.
+    pub fn find_inflight(&self, id: &[u8; 32], tenant: u16, now: Instant) -> Option<Found> {
+        let lookback = self.rate.from_ms(crate::jito::INFLIGHT_LOOKBACK_MS);
+        self.find_bundle(id, tenant)
+            .filter(|f| now.since(f.latest.admitted).0 <= lookback.0)
+    }
+
     /// Every thread's record of recent bundles.
     pub fn journals(&self) -> &Arc<Journals> {
         &self.journals

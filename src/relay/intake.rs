@@ -269,7 +269,7 @@ pub fn handle(
                 // record has not (`Invalid` would be a guess: see `statuses`).
                 Some(Asking::Full)
                     if matches!(call, Call::GetBundleStatuses { .. })
-                        || !statuses::record_has_every_id(d, &call, tenant) =>
+                        || !statuses::record_has_every_id(d, &call, tenant, now) =>
                 {
                     let n = write_full(id, keep_alive, out);
                     return (n, Verdict::RefusedCap, method_seen.get());
@@ -277,7 +277,7 @@ pub fn handle(
                 Some(Asking::Full) | None => {}
             }
             let mut result = [0u8; BODY_BYTES_MAX];
-            let written = statuses::answer(d, &call, tenant, &mut result);
+            let written = statuses::answer(d, &call, tenant, now, &mut result);
             let b = match written {
                 Ok(r) => jsonrpc::write_result_raw(&mut json, id, r).expect("fits"),
                 Err(_) => {

@@ -7,7 +7,7 @@
 //!
 //! | call | asked of an engine | answered with |
 //! |---|---|---|
-//! | `getInflightBundleStatuses` | the ids an engine took or may have (a send lost after it went whole), and those the tenant has no record of (sent through another relay, straight to Jito, or by another tenant) | the record's status, `Landed` with its slot or `Failed` where the engine says so; for an id the tenant has no record of, the engine's status |
+//! | `getInflightBundleStatuses` | the ids an engine took or may have (a send lost after it went whole), and those the tenant has no record of (sent through another relay, straight to Jito, or by another tenant) | the record's status, `Landed` with its slot or `Failed` where the engine says so; for an id the tenant has no record of, or last admitted before Jito's five-minute look-back, the engine's status |
 //! | `getBundleStatuses` | every id that is a bundle id (64 hex) | the engine's entries as it wrote them, each at the id it names; `null` for what is no bundle id or the engine left out |
 //! | either, no pair free in time | — | inflight with every id on record: the record alone; else HTTP 429 and -32097 with the pair's interval to wait, as Jito answers a caller over its rate |
 //! | either, the engine answered a JSON-RPC error (any code, -32603 included) | — | inflight with every id on record: the record alone; else the engine's code and words |
@@ -25,6 +25,7 @@
 
 use core::fmt::Write as _;
 
+use crate::clock::Instant;
 use crate::journal::Found;
 use crate::journal::answer::{self, Names};
 use crate::jsonrpc::{
@@ -125,15 +126,17 @@ pub fn write_query_answer<'b>(
 
 /// Whether the tenant's record has every id `q` asks.
 fn record_has_all(d: &Dispatcher, q: &Query) -> bool {
-    q.ids().iter().all(|i| d.find_bundle(i, q.tenant).is_some())
+    q.ids()
+        .iter()
+        .all(|i| d.find_inflight(i, q.tenant, q.deadline).is_some())
 }
 
 /// Whether tenant `tenant`'s record has every bundle id `call` asks of (inflight's), before
 /// any engine is asked.
-pub fn record_has_every_id(d: &Dispatcher, call: &Call<'_>, tenant: u16) -> bool {
+pub fn record_has_every_id(d: &Dispatcher, call: &Call<'_>, tenant: u16, now: Instant) -> bool {
     match call {
         Call::GetInflightBundleStatuses { bundle_ids } => bundle_ids.iter().all(|s| {
-            answer::parse_id(s.raw()).is_some_and(|id| d.find_bundle(&id, tenant).is_some())
+            answer::parse_id(s.raw()).is_some_and(|id| d.find_inflight(&id, tenant, now).is_some())
         }),
         _ => true,
     }
@@ -237,7 +240,7 @@ fn inflight<'b>(
     }
     let mut w = Writer::new(out);
     answer::write_inflight_with(&mut w, slot, ids.len(), |i| {
-        let found = d.find_bundle(&ids[i], q.tenant);
+        let found = d.find_inflight(&ids[i], q.tenant, q.deadline);
         let mine = answer::jito_status(found.as_ref());
         match engine[i] {
             // Not this relay's: the engine's word is all there is.
@@ -317,6 +320,7 @@ pub fn answer<'b>(
     d: &Dispatcher,
     call: &Call<'_>,
     tenant: u16,
+    now: Instant,
     out: &'b mut [u8],
 ) -> Result<&'b [u8], Overflow> {
     let mut w = Writer::new(out);
@@ -327,7 +331,7 @@ pub fn answer<'b>(
             for (slot, s) in found.iter_mut().zip(bundle_ids.iter()) {
                 // The parser checked each is 64 hex characters.
                 let id = answer::parse_id(s.raw()).unwrap_or([0; 32]);
-                *slot = (id, d.find_bundle(&id, tenant));
+                *slot = (id, d.find_inflight(&id, tenant, now));
             }
             // The relay follows no chain: 0 says it has no slot of its own to report.
             answer::write_inflight(&mut w, 0, &found[..n]);

@@ -292,6 +292,42 @@ fn a_bundle_lost_after_it_was_sent_whole_is_asked_of_its_engine_and_shows_landed
     assert_eq!(d["attempts"][0]["verdict"], "lost");
 }
 
+/// Jito answers `getInflightBundleStatuses` for the last five minutes only: past that a
+/// bundle is `Invalid` ("not in our system", on which bots stop polling). A bundle an engine
+/// took more than five minutes ago is asked of the engine, and its `Invalid` reaches the bot,
+/// not the record's `Pending`, which would keep the bot polling; the relay's own
+/// `getBundleDelivery` still has it.
+#[test]
+fn a_delivered_bundle_past_jitos_five_minute_look_back_is_invalid_as_the_engine_says() {
+    let (mut t, _, now) = one_region(10, 10_000);
+    let id = taken(&mut t, 1, now);
+    // The engine asked answers `Invalid` (`now + ms`): what the bot reads.
+    let engine_says_invalid = |t: &mut Sim, ms: u64| {
+        let when = at(now, ms);
+        asked_of_an_engine(t, &id, when);
+        t.d.dispatch(when);
+        assert!(t.flush(when) > 0, "the query goes to the engine");
+        let engine = format!(
+            r#"{{"jsonrpc":"2.0","result":{{"context":{{"slot":9}},"value":[{{"bundle_id":"{id}","status":"Invalid","landed_slot":null}}]}},"id":1}}"#
+        );
+        let (pair, stream) = (t.pair, t.stream);
+        t.stream += 2;
+        t.d.received(pair, &json_reply(stream, &engine), at(when, 1));
+        let answer = deferred_answer(t);
+        answer["result"]["value"][0]["status"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    // Within the five minutes an engine that does not know it is not the one that took it.
+    assert_eq!(engine_says_invalid(&mut t, 299_000), "Pending", "at 299 s");
+    assert_eq!(engine_says_invalid(&mut t, 301_000), "Invalid");
+    assert_eq!(
+        delivery(&mut t, &id, at(now, 301_000))["status"],
+        "delivered"
+    );
+}
+
 /// An engine's getBundleStatuses answer that leaves out a bundle it does not know (or lists
 /// them in another order): each entry reaches the bot at the place of the id it names, and the
 /// id the engine left out is `null`, not given another bundle's entry.
