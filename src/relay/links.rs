@@ -1123,6 +1123,31 @@ impl Links {
 
     // ---- reloads ----
 
+    /// The hold a claim books for its call, raised to `hold` (never lowered: see
+    /// [`Links::retune`]). Every claim of a call in flight is raised by as much in the ledger,
+    /// so that its end, which gives back the hold in force then, gives back what the claim
+    /// booked for the call and keeps the other process's sends the claim counted. O(pairs);
+    /// not the request path.
+    fn set_call_hold(&mut self, hold: Ticks) {
+        let more = hold.0.saturating_sub(self.call_hold.0);
+        if more == 0 {
+            return;
+        }
+        self.call_hold = hold;
+        let Some(l) = self.ledger.as_mut() else {
+            return;
+        };
+        for p in 0..l.booked.len() {
+            let (slot, was) = (l.slots[p], l.booked[p]);
+            if slot == u32::MAX || was == 0 || self.limiter.view(PairId(p as u32)).in_flight != 1 {
+                continue;
+            }
+            let to = was.saturating_add(more);
+            l.ledger.book(slot, Instant(to));
+            l.booked[p] = to;
+        }
+    }
+
     /// A reload's settings for new connects and setups, PINGs (open connections' too: turned
     /// on, off or given a new timeout, an idle connection is watched as the config says, and
     /// never by neither PINGs nor the kernel's keepalive the reactor sets alongside), reconnect
@@ -1133,7 +1158,7 @@ impl Links {
         // A call keeps the deadline it was sent with: after a reload to a shorter timeout,
         // calls sent before may still run the longer one, so the ledger's hold never shrinks
         // (a claim's end then gives back at least what it booked).
-        self.call_hold = self.call_hold.max(self.rate.from_ms(t.upstream_timeout_ms));
+        self.set_call_hold(self.rate.from_ms(t.upstream_timeout_ms));
         self.setup_timeout = self.rate.from_ms(t.connect_timeout_ms);
         self.setup_timeout_ms = t.connect_timeout_ms;
         self.retime_all();

@@ -347,6 +347,25 @@ fn a_burst_shared_by_two_processes_is_spent_once_for_both() {
     );
 }
 
+/// A reload to a longer call deadline (`upstream_timeout_ms`) while the new process's call
+/// is in flight, its claim counting the old process's send: the call's end still keeps that
+/// send (its claim's hold is given back, not the new longer one), so the old process finds
+/// the burst of 2 spent.
+#[test]
+fn a_reload_to_a_longer_call_deadline_during_a_call_that_counts_the_other_processs_send_keeps_that_send()
+ {
+    let at = |ms: u64| Instant(ms * MS);
+    let (mut old, mut new) = a_burst_shared_by_two_processes();
+    reload(&mut new, 1_000, 2, 601_000, at(3));
+    new.answer(at(4));
+    assert_eq!(old.post_bundle(1, at(5)), Verdict::Admitted);
+    assert!(
+        !old.send(at(5)),
+        "the burst of 2 is spent across both processes"
+    );
+    assert!(old.send(at(1_010)), "an interval after the old send");
+}
+
 /// The same across a reload: the new process's call in flight counts the old one's send in its
 /// claim, and a reload to a shorter interval rescales only what is its own. The old process
 /// (not reloaded: an upgrade's predecessor) still finds the burst of 2 spent.
