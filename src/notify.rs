@@ -40,16 +40,21 @@ impl Notifier {
     /// but unusable value is an error naming it, so a broken unit is not mistaken for no unit.
     pub fn from_env() -> io::Result<Notifier> {
         match std::env::var_os(NOTIFY_SOCKET_ENV) {
-            None => Ok(Notifier {
-                target: None,
-                muted: Default::default(),
-            }),
+            None => Ok(Notifier::none()),
             Some(name) => {
                 let name = name.to_string_lossy().into_owned();
                 Notifier::to(&name).map_err(|e| {
                     io::Error::new(e.kind(), format!("{NOTIFY_SOCKET_ENV}={name:?}: {e}"))
                 })
             }
+        }
+    }
+
+    /// A notifier that sends nothing (no service manager).
+    pub fn none() -> Notifier {
+        Notifier {
+            target: None,
+            muted: Default::default(),
         }
     }
 

@@ -15,7 +15,7 @@ use crate::admin::AdminHandle;
 use crate::config::{Changes, ConfigError, Shared, Snapshot, Token};
 use crate::metrics::Metrics;
 
-use super::systemd::Manager;
+use super::systemd::{Manager, Standing};
 use super::yielding::Idle;
 
 /// What a reload reads.
@@ -121,9 +121,13 @@ impl Pending {
             }
         }
         let applied = result.is_ok();
+        let standing = match self.what {
+            What::File => Standing::File,
+            What::Tenants(_) => Standing::Tenants,
+        };
         let outcome = match result {
             Ok(g) => {
-                manager.stand(None);
+                manager.stand(standing, None);
                 format!("config reloaded: generation {g}")
             }
             Err(e) => {
@@ -140,7 +144,7 @@ impl Pending {
                     )
                 };
                 println!("{line}");
-                manager.stand(Some(&line));
+                manager.stand(standing, Some(&line));
                 line
             }
         };

@@ -12,10 +12,24 @@ pub struct Manager {
     notifier: Notifier,
     /// Set on the first failed send, after which failures are not reported again.
     failed: bool,
-    /// A line STATUS= keeps in front of whatever it says next, until [`Manager::stand`] clears
-    /// it: a refused reload or a failed upgrade leaves the relay serving on what it had, and
-    /// the totals said every 10 s must not push that out of `systemctl status`.
-    standing: Option<String>,
+    /// Lines STATUS= keeps in front of whatever it says next, one per [`Standing`], until
+    /// [`Manager::stand`] clears it: a refused reload or a failed upgrade leaves the relay
+    /// serving on what it had, and the totals said every 10 s must not push that out of
+    /// `systemctl status`.
+    standing: [Option<String>; 3],
+}
+
+/// What a standing line is about: each is cleared only by what mends it, so a tenants
+/// document applied does not hide that the config file was refused, nor any reload that the
+/// relay still runs the binary an upgrade failed to replace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// The config file's last reload was refused.
+    File = 0,
+    /// The `[tenants_from]` document's last reload was refused.
+    Tenants = 1,
+    /// The last upgrade failed.
+    Upgrade = 2,
 }
 
 impl Manager {
@@ -27,21 +41,25 @@ impl Manager {
         Ok(Manager {
             notifier,
             failed: false,
-            standing: None,
+            standing: [None, None, None],
         })
     }
 
-    /// Keeps `line` in front of every STATUS= from now on; `None` stops it.
-    pub fn stand(&mut self, line: Option<&str>) {
-        self.standing = line.map(str::to_string);
+    /// Keeps `line` about `what` in front of every STATUS= from now on; `None` stops it.
+    pub fn stand(&mut self, what: Standing, line: Option<&str>) {
+        self.standing[what as usize] = line.map(str::to_string);
     }
 
-    /// `status` with the standing line in front (once: not when it is that line).
+    /// `status` with the standing lines in front, in [`Standing`] order (each once: not when
+    /// it is `status`).
     fn said(&self, status: &str) -> String {
-        match &self.standing {
-            Some(s) if s != status => format!("{s}; {status}"),
-            _ => status.to_string(),
+        let mut out = String::new();
+        for s in self.standing.iter().flatten().filter(|s| *s != status) {
+            out.push_str(s);
+            out.push_str("; ");
         }
+        out.push_str(status);
+        out
     }
 
     /// While muted nothing is sent: a process taking over is not yet the unit's main process
@@ -88,5 +106,37 @@ impl Manager {
         {
             eprintln!("bundle-relay: telling the service manager {what} failed: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manager() -> Manager {
+        Manager {
+            notifier: Notifier::none(),
+            failed: false,
+            standing: [None, None, None],
+        }
+    }
+
+    #[test]
+    fn a_tenants_document_applied_keeps_a_refused_config_file_and_a_failed_upgrade_in_the_status() {
+        let mut m = manager();
+        let file = "config reload refused, generation 2 kept: line 3: bad";
+        let upgrade = "upgrade failed: pid 9 exited (exit status: 75); still serving";
+        m.stand(Standing::Upgrade, Some(upgrade));
+        m.stand(Standing::File, Some(file));
+        // The tenants document reloads and applies.
+        m.stand(Standing::Tenants, None);
+        assert_eq!(
+            m.said("config reloaded: generation 3"),
+            format!("{file}; {upgrade}; config reloaded: generation 3")
+        );
+        // The file applies at last: only the upgrade still stands.
+        m.stand(Standing::File, None);
+        assert_eq!(m.said("serving"), format!("{upgrade}; serving"));
+        assert_eq!(m.said(upgrade), upgrade, "said once");
     }
 }

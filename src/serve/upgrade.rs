@@ -118,7 +118,7 @@ impl Upgrade {
                 c.id()
             );
             eprintln!("bundle-relay: {line}");
-            manager.stand(Some(&line));
+            manager.stand(super::systemd::Standing::Upgrade, Some(&line));
             manager.status(&line);
             self.successor = None;
         }
