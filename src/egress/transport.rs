@@ -63,6 +63,10 @@ pub enum TransportError {
     ClosedDuringSetup {
         stage: Stage,
     },
+    /// HTTP/2 ended the connection before it joined rotation: the engine broke the protocol
+    /// (a server that does not speak HTTP/2 included), said GOAWAY, or did not acknowledge
+    /// our SETTINGS in time.
+    Http2(crate::h2::ConnError),
     /// The engine (or something in front of it) sent its SETTINGS but did not answer the
     /// PING that admits a new connection within `after_ms`: the relay closed it.
     PingUnanswered {
@@ -121,6 +125,23 @@ impl fmt::Display for Detail<'_> {
                 "the engine closed the connection during {}",
                 stage.describe()
             ),
+            TransportError::Http2(e) => match e {
+                crate::h2::ConnError::PeerProtocol { reason, what } => write!(
+                    f,
+                    "HTTP/2: the engine broke the protocol ({reason}: {what}): the relay \
+                     closed the connection"
+                ),
+                crate::h2::ConnError::GoAway { reason } => write!(
+                    f,
+                    "HTTP/2: the engine said GOAWAY ({reason}) before the connection was in use"
+                ),
+                crate::h2::ConnError::Timeout { what } => {
+                    write!(f, "HTTP/2: {what} in time: the relay closed the connection")
+                }
+                crate::h2::ConnError::TransportClosed | crate::h2::ConnError::Local => {
+                    write!(f, "HTTP/2 ended the connection during its setup")
+                }
+            },
             TransportError::PingUnanswered { after_ms, .. } => write!(
                 f,
                 "the engine did not answer the PING that admits a new connection within \

@@ -722,11 +722,8 @@ impl Connection {
             if self.rx_len == 0 && input.len() >= HEADER_LEN {
                 let head = Head::parse(input[..HEADER_LEN].try_into().expect("9 bytes"));
                 if head.len > self.cfg.frame_size_max {
-                    self.conn_error(
-                        Reason::FRAME_SIZE_ERROR,
-                        "frame larger than our MAX_FRAME_SIZE",
-                    );
-                    return;
+                    let first = input[..HEADER_LEN].try_into().expect("9 bytes");
+                    return self.oversized(first);
                 }
                 let total = HEADER_LEN + head.len as usize;
                 if input.len() >= total {
@@ -752,11 +749,8 @@ impl Connection {
             }
             let head = Head::parse(self.rx[..HEADER_LEN].try_into().expect("9 bytes"));
             if head.len > self.cfg.frame_size_max {
-                self.conn_error(
-                    Reason::FRAME_SIZE_ERROR,
-                    "frame larger than our MAX_FRAME_SIZE",
-                );
-                return;
+                let first = self.rx[..HEADER_LEN].try_into().expect("9 bytes");
+                return self.oversized(first);
             }
             if self.rx_len == HEADER_LEN + head.len as usize {
                 let rx = std::mem::take(&mut self.rx);
@@ -766,6 +760,22 @@ impl Connection {
                 self.maybe_finish_drain();
             }
         }
+    }
+
+    /// A frame header (`head`) announcing more than our MAX_FRAME_SIZE. Before the peer's
+    /// SETTINGS, "HTTP/" there is an HTTP/1 server's answer (a wrong port, a front end
+    /// without HTTP/2), whose first bytes read as a huge frame: named as what it is.
+    fn oversized(&mut self, head: [u8; HEADER_LEN]) {
+        if !self.peer_settings_seen && head.starts_with(b"HTTP/") {
+            return self.conn_error(
+                Reason::PROTOCOL_ERROR,
+                "the server answered in HTTP/1, not HTTP/2",
+            );
+        }
+        self.conn_error(
+            Reason::FRAME_SIZE_ERROR,
+            "frame larger than our MAX_FRAME_SIZE",
+        );
     }
 
     // ---- frame handling ----

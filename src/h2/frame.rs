@@ -61,6 +61,32 @@ impl Reason {
     pub const HTTP_1_1_REQUIRED: Reason = Reason(0xd);
 }
 
+impl core::fmt::Display for Reason {
+    /// The code's RFC 9113 name, or its number when it has none.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        const NAMES: [&str; 14] = [
+            "NO_ERROR",
+            "PROTOCOL_ERROR",
+            "INTERNAL_ERROR",
+            "FLOW_CONTROL_ERROR",
+            "SETTINGS_TIMEOUT",
+            "STREAM_CLOSED",
+            "FRAME_SIZE_ERROR",
+            "REFUSED_STREAM",
+            "CANCEL",
+            "COMPRESSION_ERROR",
+            "CONNECT_ERROR",
+            "ENHANCE_YOUR_CALM",
+            "INADEQUATE_SECURITY",
+            "HTTP_1_1_REQUIRED",
+        ];
+        match NAMES.get(self.0 as usize) {
+            Some(name) => f.write_str(name),
+            None => write!(f, "error code {:#x}", self.0),
+        }
+    }
+}
+
 /// A frame header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Head {

@@ -830,6 +830,22 @@ impl Links {
         !st.rotated && !st.answered_ping && st.link() == Link::Opened
     }
 
+    /// HTTP/2 closed `pair`'s connection (`error`): one not yet in rotation fails naming what
+    /// HTTP/2 saw (a server that does not speak it, a GOAWAY, SETTINGS never acknowledged)
+    /// rather than as a close by the engine; either way it closes.
+    pub(super) fn h2_closed(&mut self, pair: PairId, error: crate::h2::ConnError, now: Instant) {
+        use crate::h2::ConnError;
+        let named = matches!(
+            error,
+            ConnError::PeerProtocol { .. } | ConnError::GoAway { .. } | ConnError::Timeout { .. }
+        );
+        let st = self.pairs.get(pair);
+        if named && !st.rotated && !st.error_this_try {
+            self.note_error(pair, TransportError::Http2(error), now);
+        }
+        self.request_close(pair, now);
+    }
+
     /// A new connection's engine did not answer the PING that admits it to rotation within
     /// `after_ms` (the timeout it was sent with): closed, with that as its error (not a close
     /// of the engine's).

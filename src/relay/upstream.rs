@@ -1267,7 +1267,7 @@ impl Upstream {
             match ev {
                 Event::StreamEnded(id) => self.stream_ended(pair, id, now),
                 Event::GoAway { reason, .. } => self.links.goaway(pair, reason, in_flight, now),
-                Event::Closed(_) => self.links.request_close(pair, now),
+                Event::Closed(e) => self.links.h2_closed(pair, e, now),
                 Event::PingAcked => self.links.pair_mut(pair).answered_ping = true,
                 // A new connection's admitting PING: it closes, naming why. Otherwise closing
                 // now would lose a call still running for certain; it has its own deadline.

@@ -776,6 +776,45 @@ fn a_new_connection_whose_ping_goes_unanswered_is_closed_naming_the_ping_not_the
     sim.check();
 }
 
+/// A server that does not speak HTTP/2 (a wrong port, an HTTP/1.1 front end), or an engine
+/// that says GOAWAY before the connection joins rotation: the relay's log and `/debug/pairs`
+/// name what HTTP/2 saw, not "the engine closed the connection".
+#[test]
+fn a_setup_that_http2_ends_names_what_http2_saw_not_a_close_by_the_engine() {
+    let ended = |bytes: &[u8]| {
+        let mut sim = Sim::new(|s| s.sources.truncate(1));
+        let order = sim.d.poll_connect(sim.now).expect("a connect is due");
+        sim.socks.insert(order.pair.0, Sock::Connected);
+        sim.d.connected(order.pair, sim.now);
+        sim.reactor(true);
+        sim.d.received(order.pair, bytes, sim.now);
+        sim.reactor(true);
+        assert_eq!(sim.d.link(order.pair), Link::Down);
+        sim.check();
+        sim.d.last_error(order.pair).map(|e| e.to_string())
+    };
+    let http1 = ended(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(
+        http1.as_deref(),
+        Some(
+            "HTTP/2: the engine broke the protocol (PROTOCOL_ERROR: the server answered in \
+             HTTP/1, not HTTP/2): the relay closed the connection"
+        )
+    );
+    // SETTINGS, then GOAWAY (last stream 0, ENHANCE_YOUR_CALM, "too many connections").
+    let mut goaway = hello()[..9].to_vec();
+    let debug = b"too many connections";
+    goaway.extend_from_slice(&((8 + debug.len()) as u32).to_be_bytes()[1..]);
+    goaway.extend_from_slice(&[7, 0, 0, 0, 0, 0]);
+    goaway.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0x0b]);
+    goaway.extend_from_slice(debug);
+    let said = ended(&goaway);
+    assert_eq!(
+        said.as_deref(),
+        Some("HTTP/2: the engine said GOAWAY (ENHANCE_YOUR_CALM) before the connection was in use")
+    );
+}
+
 /// A reload that lengthens the PING timeout while a new connection's admitting PING is out
 /// leaves that PING its own deadline, and the error names the timeout it was sent with (300
 /// ms), not the one in force when it ran out.
