@@ -6,7 +6,7 @@
 //! bundle until its engine answers a probe, and it comes back by itself. A source the engine
 //! refuses leaves rotation with one call, not one bundle per interval. An engine host that
 //! drops connects (a full accept queue, a firewall) is named as what it is: connects that
-//! timed out.
+//! timed out, and one that resets connections during their setup as reset.
 
 mod support;
 
@@ -169,4 +169,57 @@ async fn a_connect_the_relay_gives_up_at_its_deadline_is_named_as_timed_out() {
     assert!(!text.contains("canceled"), "{text}");
     relay.shutdown(Duration::from_millis(100));
     drop(fillers);
+}
+
+/// An engine address that resets every connection once the relay has written its preface (a
+/// firewall that resets by what it sees, a half-dead front end): the pair's error names the
+/// kernel's reset and the setup stage it came in, not a close by the engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_reset_during_its_setup_is_named_as_the_reset() {
+    let listener = std::net::TcpListener::bind("127.0.0.20:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let resetting = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            listener.set_nonblocking(true).unwrap();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok((mut c, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                c.set_nonblocking(false).unwrap();
+                // Read the client's preface, then close with SO_LINGER 0: a RST.
+                let mut b = [0u8; 24];
+                let _ = std::io::Read::read_exact(&mut c, &mut b);
+                socket2::SockRef::from(&c)
+                    .set_linger(Some(Duration::ZERO))
+                    .unwrap();
+            }
+        })
+    };
+    let mut s = spec(&[("resetting".to_string(), addr)], "127.1.81.2", 1_000);
+    s.threads = 1;
+    let relay = Relay::start(s).unwrap();
+    let pairs = relay.pairs_fn();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let text = loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut text = String::new();
+        pairs(&mut text);
+        if text.contains("pairs failing") {
+            break text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no failed setup in {text}"
+        );
+    };
+    assert!(
+        text.contains("the connection broke during the connection setup: Connection reset by peer"),
+        "{text}"
+    );
+    relay.shutdown(Duration::from_millis(100));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    resetting.join().unwrap();
 }

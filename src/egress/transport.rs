@@ -63,6 +63,13 @@ pub enum TransportError {
     ClosedDuringSetup {
         stage: Stage,
     },
+    /// The kernel ended the connection with an error (`errno`: a reset, an ICMP error, the
+    /// TCP user timeout) before it joined rotation, during `stage`.
+    Broken {
+        errno: i32,
+        stage: Stage,
+        proxy: Option<SocketAddr>,
+    },
     /// HTTP/2 ended the connection before it joined rotation: the engine broke the protocol
     /// (a server that does not speak HTTP/2 included), said GOAWAY, or did not acknowledge
     /// our SETTINGS in time.
@@ -90,7 +97,8 @@ impl TransportError {
         match self {
             TransportError::Connect { proxy, .. }
             | TransportError::HandshakeTimeout { proxy, .. }
-            | TransportError::PingUnanswered { proxy, .. } => *proxy,
+            | TransportError::PingUnanswered { proxy, .. }
+            | TransportError::Broken { proxy, .. } => *proxy,
             TransportError::Socks5 { proxy, .. } => Some(*proxy),
             _ => None,
         }
@@ -124,6 +132,12 @@ impl fmt::Display for Detail<'_> {
                 f,
                 "the engine closed the connection during {}",
                 stage.describe()
+            ),
+            TransportError::Broken { errno, stage, .. } => write!(
+                f,
+                "the connection broke during {}: {}",
+                stage.describe(),
+                OsError(*errno)
             ),
             TransportError::Http2(e) => match e {
                 crate::h2::ConnError::PeerProtocol { reason, what } => write!(

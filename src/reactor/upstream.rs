@@ -331,6 +331,11 @@ impl UpSocks {
             cx.d.received(PairId(p), cx.bufs.upstream.data(b, res as usize), now);
             cx.bufs.upstream.push(b);
         } else if res != -libc::ENOBUFS {
+            // The kernel's error, if any, says why (0: the peer closed it).
+            let u = &mut self.ups[p as usize];
+            if res < 0 && u.errno == 0 {
+                u.errno = -res;
+            }
             self.close(cx, p, now);
             return;
         }
@@ -383,6 +388,10 @@ impl UpSocks {
             return;
         }
         if res < 0 {
+            let u = &mut self.ups[p as usize];
+            if u.errno == 0 {
+                u.errno = -res;
+            }
             self.close(cx, p, now);
         }
     }

@@ -361,16 +361,33 @@ impl Links {
     /// The socket of a pair past its TCP connect ended; HTTP/2 has been told (its calls end as
     /// the loss decides) and the call in flight settled. The pair backs off and reconnects; a
     /// connection that never joined rotation is a failed setup with its reason on the pair.
-    /// `we_closed`: the close was ours (its reason was recorded then).
-    pub(super) fn connection_ended(&mut self, pair: PairId, we_closed: bool, now: Instant) {
+    /// `we_closed`: the close was ours (its reason was recorded then). `errno`: the kernel's
+    /// error that ended it (0: none).
+    pub(super) fn connection_ended(
+        &mut self,
+        pair: PairId,
+        we_closed: bool,
+        errno: i32,
+        now: Instant,
+    ) {
         if !self.pairs.get(pair).rotated {
+            let proxy = self.proxy_of(pair);
             let st = self.pairs.get_mut(pair);
             let closed = st.stack.setup_closed();
             // When we closed it, the reason was recorded then, and the tunnel or TLS seeing
-            // its socket go mid-handshake is our doing: keep the reason we gave.
+            // its socket go mid-handshake is our doing: keep the reason we gave. A kernel's
+            // error (a reset, an ICMP error) says more than the tunnel or TLS seeing the
+            // socket go: it points at the path, not the engine.
             if !(we_closed && st.error_this_try) {
                 let stage = st.stack.stage();
-                let error = closed.unwrap_or(TransportError::ClosedDuringSetup { stage });
+                let error = match errno {
+                    0 => closed.unwrap_or(TransportError::ClosedDuringSetup { stage }),
+                    errno => TransportError::Broken {
+                        errno,
+                        stage,
+                        proxy,
+                    },
+                };
                 self.note_error(pair, error, now);
             }
             self.stats.connect_failures.inc();

@@ -1074,7 +1074,8 @@ impl Upstream {
     }
 
     /// The reactor released the pair's socket (its connect failed, the peer closed it, an
-    /// error, or our close). `errno` says why a connect failed. A connect that never completed
+    /// error, or our close). `errno` says why a connect failed, or why the kernel ended a
+    /// connection (0: the peer closed it, or we did). A connect that never completed
     /// is a failed connect; anything later ends the connection: calls still running end as its
     /// loss decides, and the pair backs off and reconnects.
     pub fn socket_released(&mut self, pair: PairId, now: Instant, errno: i32) {
@@ -1097,7 +1098,7 @@ impl Upstream {
             self.links.finish(pair, now);
             self.call_aborted(f, r, now);
         }
-        self.links.connection_ended(pair, we_closed, now);
+        self.links.connection_ended(pair, we_closed, errno, now);
     }
 
     /// A call that will get no answer and whose request never left: a bundle goes back to its

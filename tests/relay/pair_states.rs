@@ -161,12 +161,21 @@ impl Sim {
         }
     }
 
+    /// The socket of pair `p` ends: a connect refused, or a connection the peer closed.
     fn release(&mut self, p: u32) {
+        let errno = match self.socks.get(&p) {
+            Some(Sock::Connecting) => libc::ECONNREFUSED,
+            _ => 0,
+        };
+        self.release_with(p, errno);
+    }
+
+    /// The socket of pair `p` ends with `errno` (0: closed by the peer).
+    fn release_with(&mut self, p: u32, errno: i32) {
         if self.socks.remove(&p).is_some() {
             self.calls.remove(&p);
             self.sent.remove(&p);
-            self.d
-                .socket_released(PairId(p), self.now, libc::ECONNREFUSED);
+            self.d.socket_released(PairId(p), self.now, errno);
         }
     }
 
@@ -445,6 +454,20 @@ fn a_tls_engine_that_hangs_up_mid_handshake_is_reported_as_closing_it() {
     assert_eq!(
         error,
         Some(TransportError::Tls(TlsError::PeerClosedDuringHandshake))
+    );
+}
+
+/// A reset (a firewall that drops by SNI, an ICMP error, TCP_USER_TIMEOUT) mid-handshake is
+/// named as what the kernel said, not as the engine closing: it points at the path, not the
+/// engine.
+#[test]
+fn a_connection_reset_mid_handshake_is_reported_as_the_reset_not_as_a_close() {
+    let error = tls_setup_ending(|sim| sim.release_with(0, libc::ECONNRESET));
+    assert_eq!(
+        error.map(|e| e.to_string()).as_deref(),
+        Some(
+            "the connection broke during the TLS handshake: Connection reset by peer (os error 104)"
+        )
     );
 }
 
