@@ -51,7 +51,9 @@ enum Command {
     Clock,
     /// Run the relay: load the config (or the embedded default: Jito mainnet's eight regions),
     /// check the host (io_uring, open files), print the memory budget, serve until SIGTERM or
-    /// SIGINT, then drain in-flight bundles and exit 0.
+    /// SIGINT, then drain in-flight bundles and exit 0 (1: the accounting did not balance; 2:
+    /// refused to start; 70: a thread or a takeover failed; 75: start refused for now, to be
+    /// retried).
     Run {
         /// A TOML config (see configs/); without it, the embedded default.
         #[arg(long)]

@@ -59,7 +59,7 @@
 //!                              # getInflightBundleStatuses, which the relay forwards
 //!
 //! [auth]                       # optional: searcher authentication to every region's engine
-//! keypair_file = "searcher.json"  # Solana CLI keypair (relative to this file); its access
+//! keypair_file = "searcher.json"  # required; Solana CLI keypair (relative to this file); its access
 //!                              # token goes as `authorization: Bearer` on every call
 //!
 //! [reactor]                    # how reactor threads wait; fixed until a restart
@@ -70,7 +70,11 @@
 //!
 //! [egress]                     # required: at least one source
 //! addresses = ["127.1.0.0/24", "10.0.0.5", "127.1.1.1-127.1.1.9"]
-//! socks5 = [{ proxy = "127.0.0.1:1080", username = "u", password = "p" }]
+//! socks5 = [{ proxy = "127.0.0.1:1080", username = "u", password = "p" }]  # proxy required
+//! ledger = "/run/bundle-relay/pacing.ledger"  # the pacing ledger the relays of a host share:
+//!                              # an absolute path on tmpfs; default pacing.ledger in
+//!                              # $RUNTIME_DIRECTORY (the units set it), else the process's
+//!                              # own memory; read at start only
 //! slice = "2/4"                # optional: this relay's part K of N of the sources listed
 //!                              # (contiguous, near-equal; N relays, one list, disjoint parts)
 //! connect = "eager"            # "eager": open every pair at startup; "lazy": on first use
@@ -140,12 +144,12 @@
 //!
 //! [tenants_from]               # instead of [[tenant]]/[default_tenant] (one provider only;
 //!                              # `run --tenants JSON` is the third)
-//! url = "http://127.0.0.1:9300/tenants"  # serves {"tenant": [...], "default_tenant": {...}}
+//! url = "http://127.0.0.1:9300/tenants"  # required; serves {"tenant": [...], "default_tenant": {...}}
 //! every_ms = 5000              # polled this often; a changed document is applied as a reload
 //! timeout_ms = 1000            # one poll's limit; a failed poll keeps the last good tenants
 //!
 //! [quota]                      # tenants' global_rate across relays, leased from Redis
-//! redis = "127.0.0.1:6379"     # host:port
+//! redis = "127.0.0.1:6379"     # required; host:port
 //! key_prefix = "bundle-relay:quota:"  # keys: PREFIX + tenant + ":" + unix second
 //! lease_chunk = 25             # requests per lease; default a twentieth of the global rate
 //! timeout_ms = 100             # one round trip's limit; past it the relay runs on its last lease

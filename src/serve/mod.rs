@@ -14,6 +14,7 @@
 //! | 1 | stopped, yet admitted ≠ delivered + rejected + expired + failed + in flight |
 //! | 2 | refused to start: the config, a flag, the host or the unit's environment is wrong |
 //! | 70 | a reactor thread failed, or a takeover did; the relay drained and stopped itself |
+//! | 75 | start refused for now: what the host may give later (a host name that does not resolve now, an address not yet on this host); the unit retries |
 
 mod fetch;
 mod lease;
