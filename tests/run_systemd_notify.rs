@@ -529,3 +529,43 @@ fn a_slow_reload_keeps_the_watchdog_pinged_and_does_not_hold_up_a_stop() {
     );
     assert_eq!(status, Some(0), "{err}");
 }
+
+/// A relay its unit runs, taken over from an operator's shell (`run --takeover PID` with no
+/// `NOTIFY_SOCKET`): the new process would serve outside the unit (no watchdog, no restart,
+/// not stopped by `systemctl stop`) while the unit, its main process gone, ends. It is refused
+/// before anything starts, naming the way that keeps the unit: SIGUSR2 through systemctl. The
+/// relay taken over serves on.
+#[test]
+fn a_takeover_by_hand_of_a_relay_its_unit_runs_is_refused_naming_the_units_way() {
+    let run = Run::new("hand-of-unit", h2_support::hello_engine(), "127.1.80.12/30");
+    let mut old = run
+        .command(Path::new(env!("CARGO_BIN_EXE_bundle-relay")))
+        .args(["run", "--config"])
+        .arg(&run.config)
+        .spawn()
+        .unwrap();
+    let mut log = Vec::new();
+    until_ready(&run, &mut old, &mut log);
+    let mut new = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+        .args(["run", "--takeover", &old.id().to_string(), "--config"])
+        .arg(&run.config)
+        .env_remove("NOTIFY_SOCKET")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_exit(&mut new, Duration::from_secs(10));
+    let err = stderr_of(&mut new);
+    assert_eq!(status, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--takeover {}: that relay runs under a service manager (NOTIFY_SOCKET) and this \
+             process does not",
+            old.id()
+        )) && err.contains("systemctl kill --signal=SIGUSR2 --kill-whom=main"),
+        "{err}"
+    );
+    assert_eq!(old.try_wait().unwrap(), None, "the old relay serves on");
+    signal(&old, libc::SIGTERM);
+    assert_eq!(wait_exit(&mut old, Duration::from_secs(10)), Some(0));
+}

@@ -114,6 +114,9 @@ pub fn run(path: Option<&Path>, overrides: &Overrides, flags: Flags) -> i32 {
         Ok(p) => p,
         Err(why) => return refuse(&why),
     };
+    if let Some(Err(why)) = pinned.as_ref().map(takeover::Pinned::check_supervisor) {
+        return refuse(&why);
+    }
     let mut upgrade = Upgrade::from_env();
     let manager = match Manager::from_env() {
         Ok(m) => m,

@@ -73,6 +73,44 @@ impl Pinned {
         Ok(pinned)
     }
 
+    /// Refuses taking over, from outside any service manager, a relay one supervises (its
+    /// environment names `NOTIFY_SOCKET`, this process's does not): this process would serve
+    /// outside the unit (no watchdog, no restart, not stopped with it) while the unit, its
+    /// main process gone, ends. SIGUSR2 through the manager starts the successor inside it. A
+    /// process whose environment cannot be read (another user's) is not refused for it.
+    pub fn check_supervisor(&self) -> Result<(), String> {
+        let key = crate::notify::NOTIFY_SOCKET_ENV;
+        if std::env::var_os(key).is_some() {
+            return Ok(());
+        }
+        let Ok(environ) = std::fs::read(format!("/proc/{}/environ", self.pid)) else {
+            return Ok(());
+        };
+        let prefix = format!("{key}=");
+        if !environ
+            .split(|b| *b == 0)
+            .any(|v| v.starts_with(prefix.as_bytes()))
+        {
+            return Ok(());
+        }
+        // The unit, from the process's cgroup (`0::/system.slice/NAME.service`).
+        let unit = std::fs::read_to_string(format!("/proc/{}/cgroup", self.pid))
+            .ok()
+            .and_then(|c| {
+                c.lines()
+                    .filter_map(|l| l.rsplit('/').next())
+                    .find(|n| n.ends_with(".service"))
+                    .map(str::to_string)
+            })
+            .unwrap_or_else(|| "UNIT".to_string());
+        Err(format!(
+            "--takeover {}: that relay runs under a service manager ({key}) and this process \
+             does not: it would serve outside the unit, which ends with its main process; \
+             upgrade it in place with `systemctl kill --signal=SIGUSR2 --kill-whom=main {unit}`",
+            self.pid
+        ))
+    }
+
     /// Refuses a relay that listens on none of `ports` (this config's intake ports, those not
     /// 0): it runs another config (another slice's relay, named by mistake), and taking it
     /// over would leave its ports and its part of the pool unserved. A process whose
