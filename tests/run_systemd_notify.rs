@@ -569,3 +569,74 @@ fn a_takeover_by_hand_of_a_relay_its_unit_runs_is_refused_naming_the_units_way()
     signal(&old, libc::SIGTERM);
     assert_eq!(wait_exit(&mut old, Duration::from_secs(10)), Some(0));
 }
+
+/// An engine on an ephemeral loopback port whose connections get their HTTP/2 start only once
+/// `gate` opens: until then the relay's pairs do not come up.
+fn gated_engine(gate: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::net::SocketAddr {
+    use std::io::Write;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            let Ok(mut c) = c else { continue };
+            let gate = gate.clone();
+            std::thread::spawn(move || {
+                while !gate.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let _ = c.write_all(&h2_support::engine_hello());
+                let mut buf = [0u8; 4096];
+                while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
+    addr
+}
+
+/// SIGUSR2 (a package upgrade's postinst) reaching a relay still starting (its unit
+/// `activating`) is kept until the relay is ready, then acted on: dropped, the relay would
+/// run the old binary on until the next upgrade.
+#[test]
+fn an_upgrade_asked_while_the_relay_starts_is_carried_out_once_it_is_ready() {
+    use process_support::{collect_lines, wait_line};
+    let gate = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let run = Run::new(
+        "upgrade-starting",
+        gated_engine(gate.clone()),
+        "127.1.80.16/30",
+    );
+    let mut old = run
+        .command(Path::new(env!("CARGO_BIN_EXE_bundle-relay")))
+        .args(["run", "--config"])
+        .arg(&run.config)
+        .spawn()
+        .unwrap();
+    let lines = collect_lines(&mut old);
+    let mut log = Vec::new();
+    let starting = run.read_until(&mut log, Duration::from_secs(20), |m| {
+        m.contains("of 4 pairs up")
+    });
+    assert!(starting, "{}", messages(&log));
+    signal(&old, libc::SIGUSR2);
+    wait_line(
+        &lines,
+        "upgrade: deferred until this relay is ready",
+        Duration::from_secs(5),
+    );
+    gate.store(true, std::sync::atomic::Ordering::Relaxed);
+    until_ready(&run, &mut old, &mut log);
+    let started = wait_line(&lines, "upgrade: started", Duration::from_secs(5));
+    let successor: Option<i32> = started
+        .split("as pid ")
+        .nth(1)
+        .and_then(|r| r.split(';').next()?.trim().parse().ok());
+    // The old one stopped first: the successor stops too rather than serve in its place.
+    signal(&old, libc::SIGTERM);
+    let status = wait_exit(&mut old, Duration::from_secs(15));
+    if let Some(pid) = successor {
+        // SAFETY: a process this test's relay started.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+    }
+    assert!(successor.is_some(), "{started}");
+    assert_eq!(status, Some(0));
+}

@@ -400,8 +400,9 @@ impl Serving {
                 return self.taken_over();
             }
             if Signal::Upgrade.take() {
-                upgrade.start(self.readiness.ready(), &mut self.manager);
+                upgrade.ask(self.readiness.ready());
             }
+            upgrade.start_if_asked(self.readiness.ready(), &mut self.manager);
             upgrade.poll(&mut self.manager);
             // A reload is built on a thread of its own and reported once built; a SIGHUP, an
             // edit or a new tenants document meanwhile waits for it.

@@ -25,6 +25,8 @@ pub struct Upgrade {
     successor: Option<Child>,
     /// The pacing ledger's file, handed to the successor.
     ledger: Option<Arc<OwnedFd>>,
+    /// SIGUSR2 came and no successor was started for it yet (this relay was not ready).
+    asked: bool,
 }
 
 impl Upgrade {
@@ -36,6 +38,7 @@ impl Upgrade {
             args: std::env::args_os().skip(1).collect(),
             successor: None,
             ledger: None,
+            asked: false,
         }
     }
 
@@ -44,12 +47,29 @@ impl Upgrade {
         self.ledger = fd;
     }
 
-    /// Starts the successor, unless one is already taking over or this relay is not `ready`.
-    pub fn start(&mut self, ready: bool, manager: &mut Manager) {
+    /// SIGUSR2: the successor is started now when this relay is `ready`, else once it is
+    /// ([`Upgrade::start_if_asked`]): a package upgrade signals a unit still starting too,
+    /// and a request dropped would leave it on the old binary.
+    pub fn ask(&mut self, ready: bool) {
+        if !ready && !self.asked {
+            println!("upgrade: deferred until this relay is ready");
+        }
+        self.asked = true;
+    }
+
+    /// Starts the successor asked for, once this relay is `ready`.
+    pub fn start_if_asked(&mut self, ready: bool, manager: &mut Manager) {
+        if self.asked && ready {
+            self.asked = false;
+            self.start(manager);
+        }
+    }
+
+    /// Starts the successor, unless one is already taking over.
+    fn start(&mut self, manager: &mut Manager) {
         match (&self.successor, &self.exe) {
             (Some(c), _) => println!("upgrade: pid {} is already taking over", c.id()),
             (None, None) => eprintln!("bundle-relay: upgrade: this binary's path is unknown"),
-            (None, Some(_)) if !ready => println!("upgrade: refused until this relay is ready"),
             (None, Some(exe)) => {
                 let mut cmd = Command::new(exe);
                 cmd.args(without_takeover(&self.args))
