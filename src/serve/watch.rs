@@ -4,7 +4,8 @@
 //! without a signal.
 //!
 //! What it is NOT: inotify. The supervision loop looks once a second at the file's identity
-//! (device, inode, size, modification time): one `stat` a second on the main thread, no
+//! (device, inode, size, modification time, and owner, group and mode: a file the relay could
+//! not read, made readable, is read again): one `stat` a second on the main thread, no
 //! thread, no descriptor, and it sees a file replaced by rename as well as one written in
 //! place. A half-written file fails validation and is refused like any bad config (the last
 //! good one keeps serving); the completed write changes the identity again and is reloaded.
@@ -23,6 +24,9 @@ struct Identity {
     ino: u64,
     len: u64,
     mtime_ns: i128,
+    /// Who may read it: a reload refused for want of permission (a package's new conffile,
+    /// its group set just after it landed) is tried again when that changes.
+    owner: (u32, u32, u32),
 }
 
 fn identity(path: &std::path::Path) -> Option<Identity> {
@@ -32,6 +36,7 @@ fn identity(path: &std::path::Path) -> Option<Identity> {
         ino: m.ino(),
         len: m.len(),
         mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+        owner: (m.uid(), m.gid(), m.mode()),
     })
 }
 
@@ -123,6 +128,27 @@ mod tests {
         );
         std::fs::remove_file(&path).unwrap();
         assert!(w.changed(t + 4 * EVERY).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// dpkg installs a new conffile as root:root 0640, and the package gives it the relay's
+    /// group a moment later: the relay's read in between was refused, and the group change
+    /// alone (no new content) has it read again.
+    #[test]
+    fn a_file_whose_group_or_mode_changes_is_a_change() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("br-watch-mode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("relay.toml");
+        std::fs::write(&path, "a").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let mut w = Watch::new(path.clone());
+        let t = Instant::now();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+        assert_eq!(w.changed(t + EVERY), Some(path.as_path()), "mode");
+        std::os::unix::fs::chown(&path, None, Some(4242)).unwrap();
+        assert_eq!(w.changed(t + 2 * EVERY), Some(path.as_path()), "group");
+        assert!(w.changed(t + 3 * EVERY).is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
