@@ -34,7 +34,7 @@ impl Upgrade {
     /// binary later.
     pub fn from_env() -> Upgrade {
         Upgrade {
-            exe: std::env::current_exe().ok(),
+            exe: exe_to_start(std::env::args_os().next(), std::env::current_exe().ok()),
             args: std::env::args_os().skip(1).collect(),
             successor: None,
             ledger: None,
@@ -145,6 +145,16 @@ impl Upgrade {
     }
 }
 
+/// The binary a successor runs: the absolute path this process was started by (`argv[0]`),
+/// as it was named, so a symlink repointed to a new release starts that release; else this
+/// process's own (`current_exe`, which resolves links).
+fn exe_to_start(argv0: Option<OsString>, current: Option<PathBuf>) -> Option<PathBuf> {
+    argv0
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or(current)
+}
+
 /// The command line again without a `--takeover PID` or `--ledger-fd FD` of its own (a relay
 /// that took over once and is upgraded again).
 fn without_takeover(args: &[OsString]) -> Vec<OsString> {
@@ -170,6 +180,25 @@ mod tests {
 
     fn args(a: &[&str]) -> Vec<OsString> {
         a.iter().map(OsString::from).collect()
+    }
+
+    /// A relay started through `/usr/local/bin/bundle-relay -> /opt/bundle-relay/1.2/…`,
+    /// the link then repointed at 1.3: SIGUSR2 starts what the link names now, not 1.2 (the
+    /// link's target, which `current_exe` gives). Started by a bare name, from PATH, it is
+    /// `current_exe`'s.
+    #[test]
+    fn the_successor_runs_the_path_the_relay_was_started_by_not_where_a_link_led() {
+        let link = Some(OsString::from("/usr/local/bin/bundle-relay"));
+        let target = Some(PathBuf::from("/opt/bundle-relay/1.2/bundle-relay"));
+        assert_eq!(
+            exe_to_start(link, target.clone()),
+            Some(PathBuf::from("/usr/local/bin/bundle-relay"))
+        );
+        assert_eq!(
+            exe_to_start(Some(OsString::from("bundle-relay")), target.clone()),
+            target
+        );
+        assert_eq!(exe_to_start(None, target.clone()), target);
     }
 
     #[test]
