@@ -167,7 +167,7 @@ impl Links {
                 foreign: vec![false; pair_count].into_boxed_slice(),
             }
         });
-        Links {
+        let links = Links {
             rate,
             limiter,
             regions: spec
@@ -209,7 +209,20 @@ impl Links {
             log: LogQueue::new(&format!("relay-{}", spec.thread)),
             stats,
             metrics,
+        };
+        if let Some(l) = &links.ledger {
+            let alone = l.slots.iter().filter(|&&s| s == u32::MAX).count();
+            if alone > 0 {
+                links.log.line(format_args!(
+                    "warning: the pacing ledger has no entry left for {alone} of this thread's \
+                     {} pairs: they pace alone, and one another relay of the host also uses \
+                     may send early (the ledger is built anew at its size by the first relay to \
+                     start while no other runs)",
+                    l.slots.len()
+                ));
+            }
         }
+        links
     }
 
     pub(super) fn rate(&self) -> TickRate {

@@ -381,3 +381,31 @@ fn a_reload_during_a_call_that_counts_the_other_processs_send_keeps_that_send() 
         "two sends in the last second: the burst of 2 is spent"
     );
 }
+
+/// A ledger file with no entry left for some of this relay's pairs (other relays' keys fill
+/// it): those pairs pace alone, and a pair another relay also uses may send early. Said once,
+/// with how many and what mends it, not left silent.
+#[test]
+fn pairs_a_full_ledger_has_no_entry_for_are_named_not_left_unshared_in_silence() {
+    let ledger = Arc::new(Ledger::private(1));
+    let mut other = 0u8;
+    while ledger
+        .slot(bundle_relay::limiter::ledger::pair_key(
+            &format!("10.9.9.{other}"),
+            "ny",
+        ))
+        .is_some()
+    {
+        other += 1;
+    }
+    let t = process(&ledger, Instant(MS));
+    let mut lines = Vec::new();
+    t.d.log().drain(|l| lines.push(l.to_string()));
+    assert!(
+        lines.iter().any(|l| l.contains(
+            "the pacing ledger has no entry left for 1 of this thread's 1 pairs: they pace \
+             alone, and one another relay of the host also uses may send early"
+        )),
+        "{lines:?}"
+    );
+}
