@@ -56,6 +56,9 @@ pub struct BudgetInputs {
     pub record_bytes: u64,
     /// Heap bytes of a thread's gRPC header blocks encoded once (every region's methods).
     pub call_heads_bytes: u64,
+    /// Bundles may leave through another thread's pairs (each thread then holds its handoff
+    /// records).
+    pub handoffs: bool,
 }
 
 impl BudgetInputs {
@@ -94,6 +97,7 @@ impl BudgetInputs {
                     crate::grpc::CallConfig::new(scheme, r.authority.clone()).heap_bytes() as u64
                 })
                 .sum(),
+            handoffs: spec.handoffs,
         }
     }
 
@@ -141,6 +145,7 @@ impl BudgetInputs {
                     format!("frankfurt.{}", crate::jito::MAINNET_DOMAIN),
                 )
                 .heap_bytes() as u64,
+            handoffs: true,
         }
     }
 }
@@ -185,6 +190,7 @@ impl Budget {
             tenants_max,
             record_bytes,
             call_heads_bytes,
+            handoffs,
         } = inputs;
         let conns = threads * intake_conns_per_thread;
         let h2_config = crate::relay::upstream_h2_config();
@@ -253,12 +259,15 @@ impl Budget {
                 tenants_max + 1,
                 crate::metrics::tenants::CELL_BYTES,
             ),
-            // Per tenant and the default: the lease thread's lease of its global rate and the
-            // name it is of (the name's bytes are the tenant table's size, not counted here).
+            // Per tenant and the default: the lease thread's lease of its global rate, the
+            // name it is of (the name's bytes are the tenant table's size, not counted here)
+            // and until when a lease the store refused runs on the last one.
             term(
                 "quota leases",
                 tenants_max + 1,
-                crate::quota::LEASE_BYTES + std::mem::size_of::<String>(),
+                crate::quota::LEASE_BYTES
+                    + std::mem::size_of::<String>()
+                    + std::mem::size_of::<Option<std::time::Instant>>(),
             ),
             // Per thread, per tenant: its rate and max age in clock ticks.
             term(
@@ -395,7 +404,7 @@ impl Budget {
             ),
             term(
                 "handoff records",
-                if threads > 1 { threads } else { 0 },
+                if threads > 1 && handoffs { threads } else { 0 },
                 relay::dispatch::handoff_allocation_bytes(threads as usize, lanes as usize),
             ),
             // Per thread: its record of recent bundles (36 words each, 4 index words each

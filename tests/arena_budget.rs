@@ -72,6 +72,22 @@ fn the_limiter_terms_count_a_lane_per_region_and_egress_group() {
     );
 }
 
+/// With handoffs off no thread is handed bundles: the budget holds no handoff records for
+/// it, and with them on, each thread's.
+#[test]
+fn handoff_records_are_budgeted_only_where_bundles_move_between_threads() {
+    let on = Budget::new(BudgetInputs::with_default_intake(1_000, 64, 8, 2));
+    let off = Budget::new(BudgetInputs {
+        handoffs: false,
+        ..BudgetInputs::with_default_intake(1_000, 64, 8, 2)
+    });
+    assert_eq!(
+        on.term_bytes("handoff records"),
+        2 * bundle_relay::relay::dispatch::handoff_allocation_bytes(2, 8) as u64
+    );
+    assert_eq!(off.term_bytes("handoff records"), 0);
+}
+
 /// Bytes allocated and not freed by this thread, to weigh what a constructor allocates.
 mod weighing {
     use std::alloc::{GlobalAlloc, Layout, System};
