@@ -229,6 +229,11 @@ pub struct Dispatcher {
     /// own accounting balances only with these ([`Dispatcher::check_accounting`]).
     moved_out: u64,
     moved_in: u64,
+    /// Bundles other threads handed here since this thread last published: they count in
+    /// the handing thread's view of this pool until a publish says they are taken, whether
+    /// or not this pool's estimate moved (one sent at once on a pair ready like the rest
+    /// leaves it as it was).
+    took_handoffs: bool,
     /// Every thread's record of recent bundles; this thread writes ring `me`.
     journals: Arc<Journals>,
     me: usize,
@@ -302,6 +307,7 @@ impl Dispatcher {
             tenancy: Tenancy::new(spec.tenants.clone(), spec.tenant_stats.clone(), rate),
             moved_out: 0,
             moved_in: 0,
+            took_handoffs: false,
             journals,
             me,
             unforwarded: None,
@@ -1290,6 +1296,7 @@ impl Dispatcher {
         };
         peers.receive(|h| {
             self.stats.handoffs_in.inc();
+            self.took_handoffs = true;
             let region = usize::from(h.lane) / self.groups;
             if std::mem::take(&mut self.drained[region]) {
                 // Handed over by a thread that had not yet seen the reload that retired the
@@ -1345,7 +1352,7 @@ impl Dispatcher {
             let e = self.own_estimate(r);
             changed |= peers.publish(r, e);
         }
-        if changed {
+        if changed || std::mem::take(&mut self.took_handoffs) {
             peers.published();
         }
         peers.lend(&mut self.arena, now);

@@ -1083,3 +1083,65 @@ fn bundles_waiting_on_a_thread_that_lost_its_pool_leave_through_a_thread_that_ha
     );
     assert!(a.d.check_accounting() && b.d.check_accounting());
 }
+
+/// A thread that takes bundles handed to it and sends them at once, on pairs that were all
+/// ready alike, publishes an estimate that has not changed: the handing thread must still
+/// learn that those bundles are gone, or it counts them as queued there (an interval over the
+/// pairs each) and soon keeps its bundles waiting for its own pairs while the other thread's
+/// stand ready. At 90% of a pool from one connection that queued hundreds of bundles for up to
+/// half a second.
+#[test]
+fn bundles_a_thread_took_and_sent_at_once_no_longer_count_against_it() {
+    let region = RegionSpec {
+        interval_ms: 1_000,
+        ..RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
+    };
+    let sources = (1..=12)
+        .map(|i| format!("127.1.0.{i}").parse().unwrap())
+        .collect();
+    let mut spec = Spec::local(vec![region], sources);
+    spec.threads = 2;
+    spec.arena_slots = 64;
+    spec.upstream_timeout_ms = 600_000;
+    spec.bundle_max_age_ms = 60_000;
+    let t0 = Instant(MS);
+    let mesh = Arc::new(Mesh::new(2, 32));
+    let mut threads: [Thread; 2] =
+        std::array::from_fn(|t| Thread::connected(&spec, t, Some(&mesh), t0));
+    let mut calls = [Vec::new(), Vec::new()];
+    for (t, c) in threads.iter_mut().zip(&mut calls) {
+        connect_due(t, t0);
+        t.d.dispatch(t0);
+        flush_calls(&mut t.d, t0, c);
+        answer_calls(&mut t.d, t0, c);
+    }
+    let [a, b] = &mut threads;
+    let [ca, cb] = &mut calls;
+    // Thread 0 spends every pair of its own a second ahead of its next bundles.
+    let mut now = Instant(t0.0 + 1_001 * MS);
+    b.d.dispatch(now);
+    for seed in 1..=6 {
+        assert_eq!(request(a, &body(seed), now), Verdict::Admitted);
+        a.d.dispatch(now);
+        flush_calls(&mut a.d, now, ca);
+        answer_calls(&mut a.d, now, ca);
+    }
+    // 700 ms on its own pairs are 300 ms away; thread 1's six stand ready. Every bundle goes
+    // there, and thread 1 sends each at once.
+    now = Instant(now.0 + 700 * MS);
+    a.d.dispatch(now);
+    b.d.dispatch(now);
+    for seed in 7..=10 {
+        assert_eq!(request(a, &body(seed), now), Verdict::Admitted);
+        b.d.dispatch(now);
+        flush_calls(&mut b.d, now, cb);
+        answer_calls(&mut b.d, now, cb);
+        a.d.dispatch(now);
+        assert_eq!(
+            totals(b).handoffs_in,
+            seed - 6,
+            "bundle {seed} went to the thread with pairs ready: {:?}",
+            totals(a)
+        );
+    }
+}
