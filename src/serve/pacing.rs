@@ -88,7 +88,9 @@ impl Pacing {
                 return Ok((
                     theirs,
                     Some(format!(
-                        "pid {old} paces in a ledger other than {}: this process books in                          pid {old}'s, so neither sends early on a pair the other used, and                          takes {} at its next start",
+                        "pid {old} paces in a ledger other than {}: this process books in \
+                         pid {old}'s, so neither sends early on a pair the other used, and \
+                         takes {} at its next start",
                         path.display(),
                         path.display()
                     )),
@@ -106,12 +108,17 @@ impl Pacing {
                 // than not at all, and says what that risks and how it mends.
                 Err(Refused { why, for_now: true }) => {
                     // A relay taken over still shares its ledger with this one.
-                    let (own, _) = Pacing::open_own(pool.max(pairs), None, taking_over);
+                    let (own, unread) = Pacing::open_own(pool.max(pairs), None, taking_over);
+                    let place = if taking_over.is_some() && unread.is_none() {
+                        "in the ledger of the relay it takes over"
+                    } else {
+                        "in a ledger of its own"
+                    };
                     Ok((
                         own,
                         Some(format!(
-                            "{why}; until then this relay paces in a ledger of its own, and a \
-                             pair another relay of the host also uses may send early"
+                            "{why}; until then this relay paces {place}, and a pair another \
+                             relay of the host also uses may send early"
                         )),
                     ))
                 }
@@ -554,12 +561,13 @@ mod tests {
             "the old relay's send is seen"
         );
         let why = why.expect("says why the file waits");
-        assert!(
-            why.contains(&format!(
-                "pid {pid} paces in a ledger other than {}",
+        assert_eq!(
+            why,
+            format!(
+                "pid {pid} paces in a ledger other than {0}: this process books in pid {pid}'s, \
+                 so neither sends early on a pair the other used, and takes {0} at its next start",
                 path.display()
-            )),
-            "{why}"
+            )
         );
         assert!(
             !path.exists(),
