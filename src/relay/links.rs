@@ -1188,8 +1188,10 @@ impl Links {
             if slot == u32::MAX || was == 0 || self.limiter.view(PairId(p as u32)).in_flight != 1 {
                 continue;
             }
+            // Only where the entry still holds the claim: another process's later booking
+            // stands, and the call's end (its CAS failing) keeps it.
             let to = was.saturating_add(more);
-            l.ledger.book(slot, Instant(to));
+            l.ledger.replace(slot, was, to);
             l.booked[p] = to;
         }
     }

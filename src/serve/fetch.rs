@@ -86,7 +86,7 @@ pub fn get(from: &TenantsFrom) -> Result<String, String> {
 /// else why each did not.
 fn connect_first(addrs: &[SocketAddr], deadline: Instant) -> Result<TcpStream, String> {
     let mut why = Vec::new();
-    for addr in addrs {
+    for (i, addr) in addrs.iter().enumerate() {
         let Some(left) = deadline
             .checked_duration_since(Instant::now())
             .filter(|d| !d.is_zero())
@@ -94,7 +94,10 @@ fn connect_first(addrs: &[SocketAddr], deadline: Instant) -> Result<TcpStream, S
             why.push(format!("{addr}: no time left"));
             break;
         };
-        match TcpStream::connect_timeout(addr, left) {
+        // An even share of what is left: an address that drops packets (a firewall, a dead
+        // route) does not take the whole deadline from the ones after it.
+        let share = left / (addrs.len() - i) as u32;
+        match TcpStream::connect_timeout(addr, share) {
             Ok(s) => return Ok(s),
             Err(e) => why.push(format!("{addr}: {e}")),
         }
@@ -238,6 +241,31 @@ mod tests {
         let deadline = Instant::now() + Duration::from_secs(5);
         let s = connect_first(&[dead, live_addr], deadline).expect("the second answers");
         assert_eq!(s.peer_addr().unwrap(), live_addr);
+        // First an address that drops every SYN (a listener whose accept queue is full): the
+        // live one still gets its share of a 1 s deadline.
+        let full =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        full.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        full.listen(0).unwrap();
+        let dropping = full.local_addr().unwrap().as_socket().unwrap();
+        let fillers: Vec<_> = (0..2)
+            .map(|_| {
+                let f = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+                    .unwrap();
+                f.set_nonblocking(true).unwrap();
+                let _ = f.connect(&dropping.into());
+                f
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(50));
+        let s = connect_first(
+            &[dropping, live_addr],
+            Instant::now() + Duration::from_secs(1),
+        )
+        .expect("the live one answers within its share");
+        assert_eq!(s.peer_addr().unwrap(), live_addr);
+        drop(fillers);
         drop(live);
         let e = connect_first(&[dead, live_addr], deadline).unwrap_err();
         assert!(
