@@ -630,12 +630,25 @@ fn an_upgrade_asked_while_the_relay_starts_is_carried_out_once_it_is_ready() {
         .split("as pid ")
         .nth(1)
         .and_then(|r| r.split(';').next()?.trim().parse().ok());
+    // Held by a pidfd at once: the number may name another process once it is reaped.
+    // SAFETY: pidfd_open takes a pid and flags and returns a descriptor this test owns.
+    let pidfd = successor.map(|pid| unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) });
     // The old one stopped first: the successor stops too rather than serve in its place.
     signal(&old, libc::SIGTERM);
     let status = wait_exit(&mut old, Duration::from_secs(15));
-    if let Some(pid) = successor {
-        // SAFETY: a process this test's relay started.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+    if let Some(fd) = pidfd.filter(|&fd| fd >= 0) {
+        // SAFETY: a signal through the pidfd opened above (a no-op for a process that
+        // ended), then its close.
+        unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                fd,
+                libc::SIGKILL,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            );
+            libc::close(fd as i32);
+        }
     }
     assert!(successor.is_some(), "{started}");
     assert_eq!(status, Some(0));
