@@ -398,7 +398,7 @@ impl Intake {
         let d = &*cx.d;
         let mut written = None;
         let more = ic.http.answer_owed(now, |out, keep_alive| {
-            let (n, verdict) = intake::write_answer(d, q, keep_alive, out);
+            let (n, verdict) = intake::write_answer(d, q, keep_alive, now, out);
             written = Some(verdict);
             n
         });

@@ -404,10 +404,16 @@ pub fn handle(
 /// record's ([`Verdict::Answered`]), a 429 with no pair free in time
 /// ([`Verdict::RefusedCap`]), or an error saying why there is no answer or why it did not fit
 /// ([`Verdict::Unavailable`]).
-pub fn write_answer(d: &Dispatcher, q: u16, keep_alive: bool, out: &mut [u8]) -> (usize, Verdict) {
+pub fn write_answer(
+    d: &Dispatcher,
+    q: u16,
+    keep_alive: bool,
+    now: Instant,
+    out: &mut [u8],
+) -> (usize, Verdict) {
     let mut body = [0u8; super::queries::QUERY_ANSWER_BYTES + 1024];
     let query = d.query(q);
-    if let Ok((status, said, b)) = statuses::write_query_answer(d, query, &mut body) {
+    if let Ok((status, said, b)) = statuses::write_query_answer(d, query, now, &mut body) {
         let verdict = match said {
             statuses::Said::Result => Verdict::Answered,
             statuses::Said::RateLimited => Verdict::RefusedCap,

@@ -108,10 +108,13 @@ pub enum Said {
 pub fn write_query_answer<'b>(
     d: &Dispatcher,
     q: &Query,
+    now: Instant,
     out: &'b mut [u8],
 ) -> Result<(u16, Said, &'b [u8]), Overflow> {
     let id = Id::kept(q.id());
-    if q.answer() == Err(Unanswered::NoPair) && (q.ask == Ask::Statuses || !record_has_all(d, q)) {
+    if q.answer() == Err(Unanswered::NoPair)
+        && (q.ask == Ask::Statuses || !record_has_all(d, q, now))
+    {
         // A pace (the relay's, or the engine's own rate limit) kept it from an answer in time:
         // a bot backs off on this as on Jito's own.
         let e = RpcError::new(ErrorKind::RateLimited {
@@ -120,15 +123,15 @@ pub fn write_query_answer<'b>(
         let b = jsonrpc::write_error(out, id, &e.with_id(id))?;
         return Ok((429, Said::RateLimited, b));
     }
-    let (said, b) = write_answer_body(d, q, out)?;
+    let (said, b) = write_answer_body(d, q, now, out)?;
     Ok((200, said, b))
 }
 
 /// Whether the tenant's record has every id `q` asks.
-fn record_has_all(d: &Dispatcher, q: &Query) -> bool {
+fn record_has_all(d: &Dispatcher, q: &Query, now: Instant) -> bool {
     q.ids()
         .iter()
-        .all(|i| d.find_inflight(i, q.tenant, q.deadline).is_some())
+        .all(|i| d.find_inflight(i, q.tenant, now).is_some())
 }
 
 /// Whether tenant `tenant`'s record has every bundle id `call` asks of (inflight's), before
@@ -145,6 +148,7 @@ pub fn record_has_every_id(d: &Dispatcher, call: &Call<'_>, tenant: u16, now: In
 fn write_answer_body<'b>(
     d: &Dispatcher,
     q: &Query,
+    now: Instant,
     out: &'b mut [u8],
 ) -> Result<(Said, &'b [u8]), Overflow> {
     let id = Id::kept(q.id());
@@ -157,14 +161,14 @@ fn write_answer_body<'b>(
     };
     let failed = match (q.ask, engine) {
         (Ask::Inflight, Ok(Some(StatusReply::Result { slot, value }))) => {
-            let r = inflight(d, q, slot, value, &mut result)?;
+            let r = inflight(d, q, now, slot, value, &mut result)?;
             return Ok((Said::Result, jsonrpc::write_result_raw(out, id, r)?));
         }
         // The record alone, when it has every id: what the relay knows is still worth more
         // than an error. An id it has not, no engine vouched for: `Invalid` ("not in our
         // system", on which bots stop polling) would be a guess, so the bot asks again.
-        (Ask::Inflight, _) if record_has_all(d, q) => {
-            let r = inflight(d, q, 0, None, &mut result)?;
+        (Ask::Inflight, _) if record_has_all(d, q, now) => {
+            let r = inflight(d, q, now, 0, None, &mut result)?;
             return Ok((Said::Result, jsonrpc::write_result_raw(out, id, r)?));
         }
         (Ask::Statuses, Ok(Some(StatusReply::Result { slot, value }))) => {
@@ -212,6 +216,7 @@ fn write_answer_body<'b>(
 fn inflight<'b>(
     d: &Dispatcher,
     q: &Query,
+    now: Instant,
     slot: u64,
     value: Option<&[u8]>,
     out: &'b mut [u8],
@@ -240,7 +245,7 @@ fn inflight<'b>(
     }
     let mut w = Writer::new(out);
     answer::write_inflight_with(&mut w, slot, ids.len(), |i| {
-        let found = d.find_inflight(&ids[i], q.tenant, q.deadline);
+        let found = d.find_inflight(&ids[i], q.tenant, now);
         let mine = answer::jito_status(found.as_ref());
         match engine[i] {
             // Not this relay's: the engine's word is all there is.

@@ -72,10 +72,10 @@ fn inflight(t: &mut Sim, ids: &[&str], now: Instant) -> Value {
 
 /// The answer to the status query the dispatcher answered last (it gave up waiting), as the
 /// bot reads it.
-fn deferred_answer(t: &mut Sim) -> Value {
+fn deferred_answer(t: &mut Sim, now: Instant) -> Value {
     let (_, q) = t.d.poll_answered().expect("given up waiting");
     let mut out = vec![0u8; 16 * 1024];
-    let (n, verdict) = intake::write_answer(&t.d, q, true, &mut out);
+    let (n, verdict) = intake::write_answer(&t.d, q, true, now, &mut out);
     t.d.free_query(q);
     let text = String::from_utf8_lossy(&out[..n]).into_owned();
     let answer: Value = serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap()).unwrap();
@@ -133,7 +133,7 @@ fn a_bundle_is_pending_while_it_waits_and_after_an_engine_took_it() {
     t.d.dispatch(later);
     assert!(t.d.poll_answered().is_none(), "waiting for a pair");
     t.d.dispatch(Instant(later.0 + 251 * MS));
-    let answer = deferred_answer(&mut t);
+    let answer = deferred_answer(&mut t, Instant(later.0 + 251 * MS));
     assert_eq!(answer["id"], 9);
     assert_eq!(
         answer["result"]["value"][0]["status"], "Pending",
@@ -248,7 +248,7 @@ fn a_bundle_sent_again_after_an_engine_took_it_is_not_failed_by_the_later_copy()
     asked_of_an_engine(&mut t, &id, late);
     // The only pair is paced past the query's wait: the record answers alone.
     t.d.dispatch(at(late, 251));
-    let answer = deferred_answer(&mut t);
+    let answer = deferred_answer(&mut t, at(late, 251));
     assert_eq!(
         answer["result"]["value"][0]["status"], "Pending",
         "{answer}"
@@ -281,7 +281,7 @@ fn a_bundle_lost_after_it_was_sent_whole_is_asked_of_its_engine_and_shows_landed
     );
     let (pair, stream) = (t.pair, t.stream);
     t.d.received(pair, &json_reply(stream, &engine), at(later, 1));
-    let answer = deferred_answer(&mut t);
+    let answer = deferred_answer(&mut t, at(later, 1));
     let v = &answer["result"]["value"][0];
     assert_eq!(
         (&v["status"], &v["landed_slot"]),
@@ -301,8 +301,8 @@ fn a_bundle_lost_after_it_was_sent_whole_is_asked_of_its_engine_and_shows_landed
 fn a_delivered_bundle_past_jitos_five_minute_look_back_is_invalid_as_the_engine_says() {
     let (mut t, _, now) = one_region(10, 10_000);
     let id = taken(&mut t, 1, now);
-    // The engine asked answers `Invalid` (`now + ms`): what the bot reads.
-    let engine_says_invalid = |t: &mut Sim, ms: u64| {
+    // The engine asked at `now + ms` answers `Invalid` `took` ms later: what the bot reads.
+    let engine_says_invalid = |t: &mut Sim, ms: u64, took: u64| {
         let when = at(now, ms);
         asked_of_an_engine(t, &id, when);
         t.d.dispatch(when);
@@ -312,18 +312,28 @@ fn a_delivered_bundle_past_jitos_five_minute_look_back_is_invalid_as_the_engine_
         );
         let (pair, stream) = (t.pair, t.stream);
         t.stream += 2;
-        t.d.received(pair, &json_reply(stream, &engine), at(when, 1));
-        let answer = deferred_answer(t);
+        t.d.received(pair, &json_reply(stream, &engine), at(when, took));
+        let answer = deferred_answer(t, at(when, took));
         answer["result"]["value"][0]["status"]
             .as_str()
             .unwrap()
             .to_string()
     };
     // Within the five minutes an engine that does not know it is not the one that took it.
-    assert_eq!(engine_says_invalid(&mut t, 299_000), "Pending", "at 299 s");
-    assert_eq!(engine_says_invalid(&mut t, 301_000), "Invalid");
     assert_eq!(
-        delivery(&mut t, &id, at(now, 301_000))["status"],
+        engine_says_invalid(&mut t, 299_000, 1),
+        "Pending",
+        "at 299 s"
+    );
+    // Asked within them, answered past them: the answer's moment counts.
+    assert_eq!(
+        engine_says_invalid(&mut t, 299_700, 2_000),
+        "Invalid",
+        "answered at 301.7 s"
+    );
+    assert_eq!(engine_says_invalid(&mut t, 302_000, 1), "Invalid");
+    assert_eq!(
+        delivery(&mut t, &id, at(now, 302_001))["status"],
         "delivered"
     );
 }
@@ -346,7 +356,7 @@ fn getbundlestatuses_places_each_engine_entry_at_the_id_it_names() {
     );
     let (pair, stream) = (t.pair, t.stream);
     t.d.received(pair, &json_reply(stream, &engine), at(now, 1));
-    let answer = deferred_answer(&mut t);
+    let answer = deferred_answer(&mut t, at(now, 1));
     let v = &answer["result"]["value"];
     assert!(v[0].is_null(), "{answer}");
     assert_eq!(v[1]["bundle_id"], b.as_str(), "{answer}");
@@ -381,7 +391,7 @@ fn getbundlestatuses_an_engine_fails_reaches_the_bot_with_the_engines_code_and_w
             format!(r#"{{"jsonrpc":"2.0","error":{{"code":{code},"message":"{words}"}},"id":1}}"#);
         let (pair, stream) = (t.pair, t.stream);
         t.d.received(pair, &json_reply(stream, &engine), at(now, 1));
-        let answer = deferred_answer(&mut t);
+        let answer = deferred_answer(&mut t, at(now, 1));
         assert_eq!(answer["error"]["code"], code, "{answer}");
         assert_eq!(answer["error"]["message"], words, "{answer}");
         assert_eq!(answer["id"], 5, "{answer}");
@@ -405,7 +415,7 @@ fn engine_words_as_told(words: &str) -> String {
         format!(r#"{{"jsonrpc":"2.0","error":{{"code":-32603,"message":"{words}"}},"id":1}}"#);
     let (pair, stream) = (t.pair, t.stream);
     t.d.received(pair, &json_reply(stream, &engine), at(now, 1));
-    let answer = deferred_answer(&mut t);
+    let answer = deferred_answer(&mut t, at(now, 1));
     answer["error"]["message"].as_str().unwrap().to_string()
 }
 
@@ -443,7 +453,7 @@ fn getbundlestatuses_an_engine_refuses_with_401_or_403_is_not_passed_on_as_its_a
         }
         let pair = t.pair;
         t.d.received(pair, &reply, at(now, 1));
-        let answer = deferred_answer(&mut t);
+        let answer = deferred_answer(&mut t, at(now, 1));
         let message = answer["error"]["message"].as_str().unwrap_or("");
         assert!(
             !message.contains("invalid auth token") && message.contains("refused the relay"),
@@ -513,7 +523,7 @@ fn an_unknown_bundle_no_engine_answers_for_in_time_is_refused_to_ask_again_not_i
     t.d.dispatch(now);
     t.flush(now);
     t.d.dispatch(Instant(now.0 + 251 * MS));
-    let answer = deferred_answer(&mut t);
+    let answer = deferred_answer(&mut t, Instant(now.0 + 251 * MS));
     assert_eq!(answer["id"], 7, "{answer}");
     assert_eq!(answer["error"]["code"], -32097, "{answer}");
     let m = answer["error"]["message"].as_str().unwrap();

@@ -73,7 +73,7 @@ fn a_status_query_never_takes_the_last_ready_pair_a_bundle_would_wait_for() {
         t.d.poll_answered()
             .expect("the second query gave up waiting");
     let mut out = vec![0u8; 16 * 1024];
-    let (n, verdict) = bundle_relay::relay::intake::write_answer(&t.d, q, true, &mut out);
+    let (n, verdict) = bundle_relay::relay::intake::write_answer(&t.d, q, true, later, &mut out);
     assert_eq!(verdict, Verdict::RefusedCap);
     assert!(out[..n].starts_with(b"HTTP/1.1 429 "));
 }
