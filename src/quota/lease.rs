@@ -131,12 +131,22 @@ impl Lease {
         self.window
     }
 
-    /// The store answered an ask of `asked` with `granted`.
-    pub fn handle_granted(&mut self, asked: u32, granted: u32) {
+    /// The store answered an ask of `asked` with `granted`; what of it the relay admits. In a
+    /// second the relay granted itself in (the answer came late), only what its allowance
+    /// has left: the rest of the second runs on the allowance, the store's late grant counted
+    /// in it.
+    pub fn handle_granted(&mut self, terms: Terms, asked: u32, granted: u32) -> u32 {
+        let granted = if self.self_granted {
+            let left = self.allowance(terms).saturating_sub(self.granted);
+            granted.min(u32::try_from(left).unwrap_or(u32::MAX))
+        } else {
+            granted
+        };
         self.granted += u64::from(granted);
         if granted < asked {
             self.used_up = true;
         }
+        granted
     }
 
     /// The relay granted itself `amount` (the store did not answer).
@@ -193,7 +203,7 @@ mod tests {
     #[test]
     fn holding_less_after_the_store_granted_less_than_asked_holds_until_the_next_second() {
         let mut l = at(7);
-        l.handle_granted(10, 3);
+        l.handle_granted(T, 10, 3);
         assert_eq!(l.poll(T, 0, true), Step::Hold);
         assert_eq!(l.handle_second(T, 8), Some(10));
         assert!(matches!(l.poll(T, 0, true), Step::Ask { window: 8, .. }));
@@ -203,7 +213,7 @@ mod tests {
     fn holding_less_without_the_store_grants_itself_up_to_its_last_seconds_grant() {
         let mut l = at(7);
         for _ in 0..4 {
-            l.handle_granted(10, 10);
+            l.handle_granted(T, 10, 10);
         }
         l.handle_second(T, 8);
         l.handle_failed();
@@ -221,10 +231,10 @@ mod tests {
     fn holding_less_without_the_store_counts_what_the_store_granted_this_second() {
         let mut l = at(7);
         for _ in 0..4 {
-            l.handle_granted(10, 10);
+            l.handle_granted(T, 10, 10);
         }
         l.handle_second(T, 8);
-        l.handle_granted(10, 10);
+        l.handle_granted(T, 10, 10);
         l.handle_failed();
         assert_eq!(l.poll(T, 0, false), Step::Grant { amount: 10 });
         l.handle_self_granted(10);
@@ -242,15 +252,15 @@ mod tests {
      {
         let mut l = at(7);
         for _ in 0..10 {
-            l.handle_granted(10, 10);
+            l.handle_granted(T, 10, 10);
         }
         l.handle_second(T, 8);
         l.handle_failed();
         while let Step::Grant { amount } = l.poll(T, 0, false) {
             l.handle_self_granted(amount);
         }
-        // The late answer to the ask that timed out.
-        l.handle_granted(10, 10);
+        // The late answer to the ask that timed out: nothing of it past the allowance.
+        assert_eq!(l.handle_granted(T, 10, 10), 0);
         assert_eq!(l.poll(T, 0, true), Step::Hold);
         assert!(l.spent(T, true));
         // The next second is the store's again.
@@ -261,8 +271,8 @@ mod tests {
     #[test]
     fn a_second_with_a_failure_leaves_the_allowance_as_the_last_good_second_made_it() {
         let mut l = at(7);
-        l.handle_granted(10, 10);
-        l.handle_granted(10, 10);
+        l.handle_granted(T, 10, 10);
+        l.handle_granted(T, 10, 10);
         l.handle_second(T, 8);
         l.handle_failed();
         l.handle_self_granted(20);
@@ -300,7 +310,7 @@ mod tests {
             let g = u64::from(amount).min(u64::from(T.rate) - *used);
             *used += g;
             relay.1 += g;
-            relay.0.handle_granted(amount, g as u32);
+            relay.0.handle_granted(T, amount, g as u32);
         }
     }
 

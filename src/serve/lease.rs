@@ -400,8 +400,8 @@ impl Loop {
                         stats.cap_leased(a.slot, u64::from(a.terms.chunk));
                         continue;
                     }
-                    lease.handle_granted(a.terms.chunk, g);
-                    stats.add_leased(a.slot, u64::from(g));
+                    let admitted = lease.handle_granted(a.terms, a.terms.chunk, g);
+                    stats.add_leased(a.slot, u64::from(admitted));
                 }
                 // The store answers: an error it gave a lease (a key of another type, or out of
                 // memory, a read-only replica, for every lease) keeps that tenant on its last
