@@ -521,7 +521,7 @@ impl Links {
             &self.group_names,
             waiting,
             &self.pairs,
-            self.sources.len(),
+            &self.sources,
             self.rate,
             now,
             out,
@@ -729,7 +729,10 @@ impl Links {
     /// of error (again after a while if it persists, with how often it came meanwhile).
     pub(super) fn note_error(&mut self, pair: PairId, error: TransportError, now: Instant) {
         let r = self.region_of(pair);
-        let kind = ErrorKind::of(&error);
+        let kind = ErrorKind::of_pair(
+            &error,
+            &self.sources[self.limiter.address_of(pair) as usize],
+        );
         if let Some(unlogged) = self.regions[r].error_worth_logging(kind, now, self.rate) {
             let source = &self.sources[self.limiter.address_of(pair) as usize];
             self.log.line(format_args!(

@@ -9,7 +9,9 @@ use crate::limiter::{LaneId, Limiter, RegionId};
 use crate::metrics::ThreadMetrics;
 
 use super::pairs::Pairs;
-use super::region::{ErrorKind, Region};
+use super::region::{ErrorKind, Region, Via};
+use crate::config::Source;
+use crate::egress::transport::TransportError;
 
 /// Pair states and cooldowns per region, into the metrics gauges.
 pub fn publish_gauges(limiter: &Limiter, regions: usize, metrics: &ThreadMetrics) {
@@ -44,7 +46,7 @@ pub fn render_pairs(
     groups: &[String],
     waiting: &[usize],
     pairs: &Pairs,
-    sources: usize,
+    sources: &[Source],
     rate: TickRate,
     now: Instant,
     out: &mut String,
@@ -99,13 +101,13 @@ pub fn render_pairs(
         // time of each try, is one line, and each proxy's errors are lines of their own. The
         // line shows the first pair's text.
         let mut errors: Vec<(ErrorKind, String, u32)> = Vec::new();
-        for a in 0..sources as u32 {
-            let pair = limiter.pair(a, RegionId(r as u8));
+        for (a, source) in sources.iter().enumerate() {
+            let pair = limiter.pair(a as u32, RegionId(r as u8));
             if let Some(e) = &pairs.get(pair).last_error {
-                let kind = ErrorKind::of(e);
+                let kind = ErrorKind::of_pair(e, source);
                 match errors.iter_mut().find(|(k, ..)| *k == kind) {
                     Some((.., n)) => *n += 1,
-                    None => errors.push((kind, e.to_string(), 1)),
+                    None => errors.push((kind, error_text(e, source), 1)),
                 }
             }
         }
@@ -116,5 +118,14 @@ pub fn render_pairs(
                 region.name
             );
         }
+    }
+}
+
+/// A pair's error as `/debug/pairs` says it: through a proxy, naming the proxy and user the
+/// pair goes through, whatever the error itself names (a TLS error knows no proxy).
+fn error_text(error: &TransportError, source: &Source) -> String {
+    match source {
+        Source::Socks5 { .. } => format!("via {}: {}", Via(source), error.detail()),
+        Source::Local(_) => error.to_string(),
     }
 }

@@ -7,6 +7,7 @@ use std::fmt::{self, Write as _};
 use std::sync::Arc;
 
 use crate::clock::{Instant, TickRate, Ticks};
+use crate::config::Source;
 use crate::egress::resolve::HostAddrs;
 use crate::egress::transport::{TlsTarget, TransportError};
 use crate::grpc::CallConfig;
@@ -50,6 +51,21 @@ impl ErrorKind {
         ErrorKind(h.hash)
     }
 
+    /// The kind of the error of a pair leaving from `source`: through a proxy, the proxy and
+    /// user count whole, whatever the error names itself (two users one gateway refuses, two
+    /// proxies cutting TLS alike, are errors of their own).
+    pub fn of_pair(error: &TransportError, source: &Source) -> ErrorKind {
+        if let Source::Socks5 { .. } = source {
+            let mut h = KindHasher::new();
+            h.digits_whole = true;
+            let _ = write!(h, "via {}: ", Via(source));
+            h.digits_whole = false;
+            let _ = write!(h, "{}", error.detail());
+            return ErrorKind(h.hash);
+        }
+        ErrorKind::of(error)
+    }
+
     /// The kind of a pair's error. The proxy it went through counts whole: two proxies refusing
     /// alike are two errors, or the operator could not tell which proxy is down.
     pub fn of(error: &TransportError) -> ErrorKind {
@@ -61,6 +77,23 @@ impl ErrorKind {
         }
         let _ = write!(h, "{}", error.detail());
         ErrorKind(h.hash)
+    }
+}
+
+/// The proxy (and user) a source reaches the engines through, as errors name it:
+/// `user@host:port`, or `host:port` without a user. Never the password.
+pub struct Via<'a>(pub &'a Source);
+
+impl fmt::Display for Via<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Source::Local(ip) => write!(f, "{ip}"),
+            Source::Socks5 { proxy, auth: None } => write!(f, "{proxy}"),
+            Source::Socks5 {
+                proxy,
+                auth: Some((user, _)),
+            } => write!(f, "{user}@{proxy}"),
+        }
     }
 }
 

@@ -421,3 +421,54 @@ fn only_what_reached_the_engines_address_has_its_name_looked_up_again() {
         assert_eq!(held.is_stale(), stale, "{source:?}, {ending:?}");
     }
 }
+
+/// One proxy gateway, a username per source: the gateway refusing one user's password, and
+/// two proxies each cutting the tunnel before the engine's TLS, are each a line of their own
+/// in `/debug/pairs` and in the log, naming the proxy and the user, whatever the error says
+/// of itself.
+#[test]
+fn each_proxy_and_user_failing_is_a_line_of_its_own_naming_them() {
+    let user = |name: &str| Source::Socks5 {
+        proxy: SocketAddr::from(([127, 0, 0, 1], 7000)),
+        auth: Some((name.to_string(), "pw".to_string())),
+    };
+    let (mut d, now) = relay(vec![user("alice"), user("bob")], |_| {});
+    while let Some(order) = d.poll_connect(now) {
+        d.connected(order.pair, now);
+        let greeting = sent(&mut d, order.pair, now);
+        assert_eq!(greeting, [5, 1, 2]);
+        d.received(order.pair, &[5, 2], now);
+        sent(&mut d, order.pair, now);
+        d.received(order.pair, &[1, 1], now);
+        assert_eq!(d.poll_close(), Some(order.pair));
+        d.socket_released(order.pair, now, 0);
+    }
+    let mut lines = failing(&mut d, now);
+    lines.sort();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].contains("via alice@127.0.0.1:7000: "), "{lines:?}");
+    assert!(lines[1].contains("via bob@127.0.0.1:7000: "), "{lines:?}");
+
+    let ca = tls_support::pki(&["engine.test"]).ca_pem;
+    let (mut d, now) = relay(vec![proxy(1080), proxy(1081)], |spec| {
+        spec.regions[0].tls = Some(TlsTarget {
+            config: bundle_relay::tls::client_config_from_pem(ca.as_bytes()).unwrap(),
+            sni: "engine.test".into(),
+        });
+    });
+    while let Some(order) = d.poll_connect(now) {
+        d.connected(order.pair, now);
+        assert_eq!(sent(&mut d, order.pair, now), [5, 1, 0]);
+        d.received(order.pair, &[5, 0], now);
+        sent(&mut d, order.pair, now);
+        d.received(order.pair, &[5, 0, 0, 1, 127, 0, 0, 1, 0x27, 0x10], now);
+        assert!(!sent(&mut d, order.pair, now).is_empty(), "the ClientHello");
+        // The tunnel ends mid-handshake.
+        d.socket_released(order.pair, now, 0);
+    }
+    let mut lines = failing(&mut d, now);
+    lines.sort();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(lines[0].contains("via 127.0.0.1:1080: TLS: "), "{lines:?}");
+    assert!(lines[1].contains("via 127.0.0.1:1081: TLS: "), "{lines:?}");
+}
