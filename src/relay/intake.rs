@@ -413,6 +413,8 @@ pub fn write_answer(
 ) -> (usize, Verdict) {
     let mut body = [0u8; super::queries::QUERY_ANSWER_BYTES + 1024];
     let query = d.query(q);
+    let mut why = "the engine's answer is larger than the relay's answer buffer: ask for fewer \
+                   bundles at once";
     if let Ok((status, said, b)) = statuses::write_query_answer(d, query, now, &mut body) {
         let verdict = match said {
             statuses::Said::Result => Verdict::Answered,
@@ -430,12 +432,13 @@ pub fn write_answer(
         {
             return (n, verdict);
         }
+        // The answer was whole: the room the connection's output has left is what is short,
+        // held by earlier answers the bot has not read (it pipelines).
+        why = "the answer does not fit beside the answers this connection has not read yet: \
+               read them before asking more";
     }
     let id = Id::kept(query.id());
-    let e = RpcError::internal(
-        "the engine's answer is larger than the relay's answer buffer: ask for fewer bundles at once",
-    )
-    .with_id(id);
+    let e = RpcError::internal(why).with_id(id);
     let mut small = [0u8; BODY_BYTES_MAX];
     let b = jsonrpc::write_error(&mut small, id, &e).expect("errors fit");
     let n = http1::write_response(out, 200, keep_alive, "application/json", &[], b)

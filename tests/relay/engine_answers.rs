@@ -255,6 +255,49 @@ fn a_bundle_sent_again_after_an_engine_took_it_is_not_failed_by_the_later_copy()
     );
 }
 
+/// A deferred answer that does not fit the room its connection's output has left (a bot
+/// that pipelines and has not read earlier answers) says so, not that the engine's answer
+/// outgrew the relay's buffer, which it did not.
+#[test]
+fn a_deferred_answer_with_no_room_beside_unread_answers_says_so() {
+    let (mut t, _, now) = one_region(1, 10_000);
+    let ids: Vec<String> = (1..=5)
+        .map(|seed| format!("\"{}\"", taken(&mut t, seed, at(now, seed * 2))))
+        .collect();
+    let asked = at(now, 20);
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"getInflightBundleStatuses","params":[[{}]]}}"#,
+        ids.join(",")
+    );
+    assert_eq!(t.post(&body, asked), Verdict::Deferred, "{}", t.response());
+    t.d.dispatch(asked);
+    assert!(t.flush(asked) > 0, "the query goes to the engine");
+    let entries: Vec<String> = ids
+        .iter()
+        .map(|id| format!(r#"{{"bundle_id":{id},"status":"Pending","landed_slot":null}}"#))
+        .collect();
+    let engine = format!(
+        r#"{{"jsonrpc":"2.0","result":{{"context":{{"slot":9}},"value":[{}]}},"id":1}}"#,
+        entries.join(",")
+    );
+    let (pair, stream) = (t.pair, t.stream);
+    t.d.received(pair, &json_reply(stream, &engine), at(asked, 1));
+    let (_, q) = t.d.poll_answered().expect("answered");
+    // Room for an error, not for the five entries.
+    let mut out = vec![0u8; 500];
+    let (n, verdict) = intake::write_answer(&t.d, q, true, at(asked, 1), &mut out);
+    t.d.free_query(q);
+    let text = String::from_utf8_lossy(&out[..n]).into_owned();
+    assert_eq!(verdict, Verdict::Unavailable, "{text}");
+    assert!(
+        text.contains(
+            "the answer does not fit beside the answers this connection has not read yet: \
+             read them before asking more"
+        ),
+        "{text}"
+    );
+}
+
 /// The engine's JSON-RPC answer on `stream` with `body`, as its HTTP/2 endpoint sends it.
 fn json_reply(stream: u32, body: &str) -> Vec<u8> {
     h2_support::data_reply(stream, b"application/json", body.as_bytes(), false)
