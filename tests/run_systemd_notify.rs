@@ -48,6 +48,15 @@ impl Run {
         c
     }
 
+    /// `bundle-relay run` this config.
+    fn relay(&self) -> Child {
+        self.command(Path::new(env!("CARGO_BIN_EXE_bundle-relay")))
+            .args(["run", "--config"])
+            .arg(&self.config)
+            .spawn()
+            .unwrap()
+    }
+
     /// `bundle-relay run` this config under `wrapper` (strace, setpriv) given `args`.
     fn under(&self, wrapper: &str, args: &[&str]) -> Child {
         self.command(Path::new(wrapper))
@@ -168,12 +177,7 @@ fn until_ready(run: &Run, child: &mut Child, log: &mut Vec<(Instant, String)>) {
 #[test]
 fn status_ready_reloading_watchdog_and_stopping_reach_the_manager_in_order() {
     let run = Run::new("order", h2_support::hello_engine(), "127.1.80.0/30");
-    let mut child = run
-        .command(Path::new(env!("CARGO_BIN_EXE_bundle-relay")))
-        .args(["run", "--config"])
-        .arg(&run.config)
-        .spawn()
-        .unwrap();
+    let mut child = run.relay();
     let mut log = Vec::new();
     until_ready(&run, &mut child, &mut log);
     let ready_msg = &log.last().unwrap().1;
@@ -538,12 +542,7 @@ fn a_slow_reload_keeps_the_watchdog_pinged_and_does_not_hold_up_a_stop() {
 #[test]
 fn a_takeover_by_hand_of_a_relay_its_unit_runs_is_refused_naming_the_units_way() {
     let run = Run::new("hand-of-unit", h2_support::hello_engine(), "127.1.80.12/30");
-    let mut old = run
-        .command(Path::new(env!("CARGO_BIN_EXE_bundle-relay")))
-        .args(["run", "--config"])
-        .arg(&run.config)
-        .spawn()
-        .unwrap();
+    let mut old = run.relay();
     let mut log = Vec::new();
     until_ready(&run, &mut old, &mut log);
     let mut new = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
@@ -605,12 +604,7 @@ fn an_upgrade_asked_while_the_relay_starts_is_carried_out_once_it_is_ready() {
         gated_engine(gate.clone()),
         "127.1.80.16/30",
     );
-    let mut old = run
-        .command(Path::new(env!("CARGO_BIN_EXE_bundle-relay")))
-        .args(["run", "--config"])
-        .arg(&run.config)
-        .spawn()
-        .unwrap();
+    let mut old = run.relay();
     let lines = collect_lines(&mut old);
     let mut log = Vec::new();
     let starting = run.read_until(&mut log, Duration::from_secs(20), |m| {

@@ -127,6 +127,24 @@ async fn a_source_the_engine_refuses_leaves_rotation_and_its_bundles_go_elsewher
     engine.shutdown().await;
 }
 
+/// `/debug/pairs` once it lists failing pairs (5 s at most).
+async fn pairs_failing(relay: &Relay) -> String {
+    let pairs = relay.pairs_fn();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut text = String::new();
+        pairs(&mut text);
+        if text.contains("pairs failing") {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no failing pair in {text}"
+        );
+    }
+}
+
 /// An engine address whose connects get no answer (its accept queue full: the kernel drops
 /// the SYNs): the relay's own connect deadline ends each connect, and the pair's error says
 /// the connect timed out, not that it was canceled (the cancel is how the relay ends it).
@@ -151,20 +169,7 @@ async fn a_connect_the_relay_gives_up_at_its_deadline_is_named_as_timed_out() {
     s.threads = 1;
     s.connect_timeout_ms = 300;
     let relay = Relay::start(s).unwrap();
-    let pairs = relay.pairs_fn();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let text = loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let mut text = String::new();
-        pairs(&mut text);
-        if text.contains("pairs failing") {
-            break text;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no failed connect in {text}"
-        );
-    };
+    let text = pairs_failing(&relay).await;
     assert!(text.contains("timed out"), "{text}");
     assert!(!text.contains("canceled"), "{text}");
     relay.shutdown(Duration::from_millis(100));
@@ -201,20 +206,7 @@ async fn a_connection_reset_during_its_setup_is_named_as_the_reset() {
     let mut s = spec(&[("resetting".to_string(), addr)], "127.1.81.2", 1_000);
     s.threads = 1;
     let relay = Relay::start(s).unwrap();
-    let pairs = relay.pairs_fn();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let text = loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let mut text = String::new();
-        pairs(&mut text);
-        if text.contains("pairs failing") {
-            break text;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no failed setup in {text}"
-        );
-    };
+    let text = pairs_failing(&relay).await;
     assert!(
         text.contains("the connection broke during the connection setup: Connection reset by peer"),
         "{text}"

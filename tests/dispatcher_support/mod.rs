@@ -256,6 +256,18 @@ pub fn body(seed: u64) -> String {
     send_bundle_body(&txs, seed)
 }
 
+/// Every byte `pair` has to send now, flushed (no other pair may have any).
+pub fn sent(d: &mut Dispatcher, pair: PairId, now: Instant) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(p) = d.poll_dirty() {
+        assert_eq!(p, pair);
+        let bytes = d.transmit(p, now).to_vec();
+        d.transmitted(p, bytes.len(), now);
+        out.extend(bytes);
+    }
+    out
+}
+
 /// What a dispatcher sent its pairs, flushed: the call each HEADERS frame opened, as (pair,
 /// stream), for the engine to answer.
 pub fn flush_calls(d: &mut Dispatcher, now: Instant, calls: &mut Vec<(PairId, u32)>) {

@@ -2,6 +2,7 @@
 //! lines about them. A dozen misbehaving proxies or an expired certificate must not flood the
 //! log, and each failing proxy must be told apart from the others.
 
+use crate::dispatcher_support::sent;
 use crate::tls_support;
 
 use std::net::SocketAddr;
@@ -349,18 +350,6 @@ enum Ending {
     ConnectReply(u8),
     /// A proxy asked to CONNECT to the engine's address closed before it answered.
     ClosedAtConnect,
-}
-
-/// Every byte `pair` has to send now.
-fn sent(d: &mut Dispatcher, pair: PairId, now: Instant) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(p) = d.poll_dirty() {
-        assert_eq!(p, pair);
-        let bytes = d.transmit(p, now).to_vec();
-        d.transmitted(p, bytes.len(), now);
-        out.extend(bytes);
-    }
-    out
 }
 
 /// A refused connect to the engine's address, or a connection to it that ended, has the

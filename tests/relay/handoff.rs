@@ -773,21 +773,33 @@ type Calls = Vec<(bundle_relay::limiter::PairId, u32)>;
 /// pair up and idle; calls time out after 4 s (a region goes silent after 1 s), PINGs are
 /// never due, bundles keep a minute.
 fn two_threads_of_three_pairs(regions: usize) -> ([Thread; 2], [Calls; 2], Instant) {
+    let (threads, calls, now) = two_threads_of(regions, 6, 10, 4_000);
+    (threads, calls, Instant(now.0 + 11 * MS))
+}
+
+/// Two threads of a relay with `regions` regions paced at `interval_ms` and `sources` sources
+/// (half each), every pair up and its start-up calls answered, at 1 ms.
+fn two_threads_of(
+    regions: usize,
+    sources: u8,
+    interval_ms: u64,
+    upstream_timeout_ms: u64,
+) -> ([Thread; 2], [Calls; 2], Instant) {
     let regions = ["ny", "tokyo"][..regions]
         .iter()
         .enumerate()
         .map(|(i, name)| RegionSpec {
-            interval_ms: 10,
+            interval_ms,
             ..RegionSpec::plain(name, format!("127.0.0.{}:10000", i + 1).parse().unwrap())
         })
         .collect();
-    let sources = (1..=6)
+    let sources = (1..=sources)
         .map(|i| format!("127.1.0.{i}").parse().unwrap())
         .collect();
     let mut spec = Spec::local(regions, sources);
     spec.threads = 2;
     spec.arena_slots = 64;
-    spec.upstream_timeout_ms = 4_000;
+    spec.upstream_timeout_ms = upstream_timeout_ms;
     // The silence PINGs every connection; this engine's front end would answer them.
     spec.ping_timeout_ms = 600_000;
     spec.bundle_max_age_ms = 60_000;
@@ -802,7 +814,7 @@ fn two_threads_of_three_pairs(regions: usize) -> ([Thread; 2], [Calls; 2], Insta
         flush_calls(&mut t.d, now, c);
         answer_calls(&mut t.d, now, c);
     }
-    (threads, calls, Instant(now.0 + 11 * MS))
+    (threads, calls, now)
 }
 
 fn step(t: &mut Thread, now: Instant, c: &mut Calls) {
@@ -1092,29 +1104,7 @@ fn bundles_waiting_on_a_thread_that_lost_its_pool_leave_through_a_thread_that_ha
 /// half a second.
 #[test]
 fn bundles_a_thread_took_and_sent_at_once_no_longer_count_against_it() {
-    let region = RegionSpec {
-        interval_ms: 1_000,
-        ..RegionSpec::plain("ny", "127.0.0.1:10000".parse().unwrap())
-    };
-    let sources = (1..=12)
-        .map(|i| format!("127.1.0.{i}").parse().unwrap())
-        .collect();
-    let mut spec = Spec::local(vec![region], sources);
-    spec.threads = 2;
-    spec.arena_slots = 64;
-    spec.upstream_timeout_ms = 600_000;
-    spec.bundle_max_age_ms = 60_000;
-    let t0 = Instant(MS);
-    let mesh = Arc::new(Mesh::new(2, 32));
-    let mut threads: [Thread; 2] =
-        std::array::from_fn(|t| Thread::connected(&spec, t, Some(&mesh), t0));
-    let mut calls = [Vec::new(), Vec::new()];
-    for (t, c) in threads.iter_mut().zip(&mut calls) {
-        connect_due(t, t0);
-        t.d.dispatch(t0);
-        flush_calls(&mut t.d, t0, c);
-        answer_calls(&mut t.d, t0, c);
-    }
+    let (mut threads, mut calls, t0) = two_threads_of(1, 12, 1_000, 600_000);
     let [a, b] = &mut threads;
     let [ca, cb] = &mut calls;
     // Thread 0 spends every pair of its own a second ahead of its next bundles.

@@ -17,7 +17,7 @@ use bundle_relay::relay::dispatch::{Dispatcher, Link};
 use bundle_relay::relay::intake::Verdict;
 use bundle_relay::relay::tuning::Tuning;
 use bundle_relay::relay::{RegionSpec, Spec};
-use dispatcher_support::{MS, Sim};
+use dispatcher_support::{MS, Sim, sent};
 
 /// One thread, one region (ny, pinned), one source, its pair in rotation and idle.
 fn one(interval_ms: u64, max_age_ms: u64) -> (Sim, Spec, Instant) {
@@ -265,18 +265,6 @@ fn alice_reloaded(spec: &Spec, password: &str) -> Tuning {
     );
     let cfg = Config::parse(&file, "config.toml", Resolve::Deferred).unwrap();
     Tuning::of(&cfg, &spec.regions)
-}
-
-/// Everything `d` sends on `pair` now.
-fn sent(d: &mut Dispatcher, pair: PairId, now: Instant) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(p) = d.poll_dirty() {
-        assert_eq!(p, pair);
-        let bytes = d.transmit(p, now).to_vec();
-        d.transmitted(p, bytes.len(), now);
-        out.extend(bytes);
-    }
-    out
 }
 
 /// The proxy's side of `pair`'s connect up to the credentials: it chooses username/password
