@@ -292,7 +292,7 @@ async fn part_of_the_pool_behind_socks5_delivers_over_tls_and_bad_proxies_fail_a
         &relay,
         &[
             &format!(
-                "via {}: SOCKS5 proxy rejected the username/password",
+                "via searcher@{}: SOCKS5 proxy rejected the username/password",
                 authed.local_addr()
             ),
             &format!("via {}: SOCKS5 CONNECT failed", refusing.local_addr()),
