@@ -215,3 +215,29 @@ async fn a_connection_reset_during_its_setup_is_named_as_the_reset() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     resetting.join().unwrap();
 }
+
+/// A region whose name lists two addresses, one of them dead (nothing listens there, and DNS
+/// goes on listing it): the pairs whose own address is the dead one move to the live one, so
+/// every pair comes up and every bundle is delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_pair_comes_up_when_one_of_a_regions_addresses_is_dead() {
+    let mut ec = EngineConfig::for_tests(&MAINNET_REGIONS[..1]);
+    ec.interval_ms = 20;
+    let engine = Engine::start(ec).await.unwrap();
+    let (name, live) = engine.region_addrs()[0].clone();
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.22:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let mut s = spec(&[(name.clone(), live)], "127.1.83.0/28", 20);
+    s.regions[0].addrs = bundle_relay::egress::resolve::HostAddrs::fixed(&name, vec![dead, live]);
+    let relay = Relay::start(s).unwrap();
+    wait_pairs_up(&relay, 16, Duration::from_secs(5)).await;
+    let report = run_load(vec![pinned(&relay, &name)], 200.0, bundles(32, 0, 200)).await;
+    assert_eq!(report.summary.result_ids_matching, 200);
+    let end = wait_ended(&relay, Duration::from_secs(10)).await;
+    assert_eq!((end.delivered, end.failed), (200, 0), "{end:?}");
+    assert_eq!(engine.stats().early_sends, 0);
+    relay.shutdown(Duration::from_millis(200));
+    engine.shutdown().await;
+}

@@ -65,11 +65,17 @@ impl HostAddrs {
         })
     }
 
-    /// The address for the `i`-th connection: pairs spread over every address the name has of
-    /// the source's family (`Some(true)`: IPv4; `None`: any, for a proxy that dials it, which
-    /// is given only what the last lookup found). `None` when the name has no address of that
-    /// family.
-    pub fn pick(&self, i: u32, v4: Option<bool>) -> Option<SocketAddr> {
+    /// The address for the `i`-th connection after `failed` of its connections failed at the
+    /// address they went to: pairs spread over every address the name has of the source's
+    /// family (`Some(true)`: IPv4; `None`: any, for a proxy that dials it, which is given only
+    /// what the last lookup found). `None` when the name has no address of that family.
+    ///
+    /// A pair starts at its own address, `i`-th of the `n`, and each failure moves it on: DNS
+    /// may go on listing an address that is down, and a pair held to it would stay down. The
+    /// next address is not simply the one after: each pair of a dead address starts its walk
+    /// at another of the others (by `i / n`), so they spread over the rest instead of doubling
+    /// one, and the walk goes through every other address once before it comes back.
+    pub fn pick(&self, i: u32, failed: u32, v4: Option<bool>) -> Option<SocketAddr> {
         let a = self.addrs.load();
         let all = match v4 {
             Some(_) => &a.0[..],
@@ -80,7 +86,14 @@ impl HostAddrs {
         if n == 0 {
             return None;
         }
-        all.iter().filter(fits).nth(i as usize % n).copied()
+        let (i, k) = (i as usize, failed as usize % n);
+        let others = n - 1;
+        let off = if k == 0 {
+            0
+        } else {
+            1 + (i / n % others + k - 1) % others
+        };
+        all.iter().filter(fits).nth((i % n + off) % n).copied()
     }
 
     /// Every current address.
@@ -201,8 +214,37 @@ mod tests {
         let a: SocketAddr = "127.0.0.11:1".parse().unwrap();
         let b: SocketAddr = "127.0.0.12:1".parse().unwrap();
         let h = HostAddrs::fixed("x", vec![a, b]);
-        let picks: Vec<_> = (0..3).map(|i| h.pick(i, Some(true)).unwrap()).collect();
+        let picks: Vec<_> = (0..3).map(|i| h.pick(i, 0, Some(true)).unwrap()).collect();
         assert_eq!(picks, [a, b, a]);
+    }
+
+    /// Four addresses (not a prime, where a fixed stride would skip some): each pair's walk
+    /// visits every address once in four failures, and the pairs of one address move on to
+    /// each of the other three alike.
+    #[test]
+    fn a_failing_pair_walks_every_address_and_the_pairs_of_one_address_spread_over_the_rest() {
+        let all: Vec<SocketAddr> = (1..=4)
+            .map(|i| format!("127.0.0.{i}:1").parse().unwrap())
+            .collect();
+        let h = HostAddrs::fixed("x", all.clone());
+        for i in 0..64 {
+            let mut walk: Vec<_> = (0..4).map(|f| h.pick(i, f, Some(true)).unwrap()).collect();
+            assert_eq!(walk[0], all[i as usize % 4], "pair {i} starts at its own");
+            assert_eq!(
+                h.pick(i, 4, Some(true)),
+                Some(walk[0]),
+                "pair {i} comes back"
+            );
+            walk.sort();
+            assert_eq!(walk, all, "pair {i} visits each once");
+        }
+        // The 16 pairs of the first address of 64, after its first failure.
+        let mut moved = [0; 4];
+        for i in (0..64).step_by(4) {
+            let to = h.pick(i, 1, Some(true)).unwrap();
+            moved[all.iter().position(|a| *a == to).unwrap()] += 1;
+        }
+        assert_eq!(moved, [0, 6, 5, 5]);
     }
 
     #[test]
@@ -211,16 +253,18 @@ mod tests {
         let v6: SocketAddr = "[::1]:1".parse().unwrap();
         let h = HostAddrs::fixed("x", vec![v6, v4]);
         for i in 0..4 {
-            assert_eq!(h.pick(i, Some(true)), Some(v4));
-            assert_eq!(h.pick(i, Some(false)), Some(v6));
+            assert_eq!(h.pick(i, 0, Some(true)), Some(v4));
+            assert_eq!(h.pick(i, 0, Some(false)), Some(v6));
         }
         assert_eq!(
-            (0..2).map(|i| h.pick(i, None).unwrap()).collect::<Vec<_>>(),
+            (0..2)
+                .map(|i| h.pick(i, 0, None).unwrap())
+                .collect::<Vec<_>>(),
             [v6, v4],
             "a proxy dials any family"
         );
         let only4 = HostAddrs::fixed("y", vec![v4]);
-        assert_eq!(only4.pick(0, Some(false)), None);
+        assert_eq!(only4.pick(0, 0, Some(false)), None);
     }
 
     #[test]
@@ -291,10 +335,16 @@ mod tests {
             line.contains("no IPv4 address") && line.contains("10.0.0.1"),
             "{line}"
         );
-        assert_eq!(h.pick(0, Some(true)), Some("10.0.0.1:443".parse().unwrap()));
+        assert_eq!(
+            h.pick(0, 0, Some(true)),
+            Some("10.0.0.1:443".parse().unwrap())
+        );
         // A proxy, which dials any family, is given only what the answer had.
         for i in 0..3 {
-            assert_eq!(h.pick(i, None), Some("[2001:db8::2]:443".parse().unwrap()));
+            assert_eq!(
+                h.pick(i, 0, None),
+                Some("[2001:db8::2]:443".parse().unwrap())
+            );
         }
         // Back with both families: the new list as it comes.
         h.apply(

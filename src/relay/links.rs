@@ -593,7 +593,8 @@ impl Links {
             Source::Local(ip) => Some(ip.is_ipv4()),
             Source::Socks5 { .. } => None,
         };
-        let Some(target) = self.regions[r].addrs.pick(pair.0, family) else {
+        let failed = self.pairs.get(pair).failed_at_engine;
+        let Some(target) = self.regions[r].addrs.pick(pair.0, failed, family) else {
             // The region's name now resolves to no address of this family (checked at start,
             // so only after a later lookup): try again later, with the reason on the pair.
             self.note_error(
@@ -753,12 +754,22 @@ impl Links {
         self.note_error(pair, TransportError::Connect { errno, proxy }, now);
         self.stats.connect_failures.inc();
         // A refusal from the engine's address may mean the engine moved: look its name up
-        // again. A proxy's refusal says nothing of the engine's address.
+        // again, and dial its next address meanwhile. A proxy's refusal says nothing of the
+        // engine's address.
         if proxy.is_none() {
-            let r = self.region_of(pair);
-            self.regions[r].addrs.mark_stale();
+            self.failed_at_engine(pair);
         }
         self.schedule_reconnect(pair, now);
+    }
+
+    /// `pair`'s connection failed at its engine address, or what dialled it for us (a proxy's
+    /// CONNECT): the engine may have moved, so its name is looked up again, and the pair's
+    /// next connect goes to the next of its addresses.
+    pub(super) fn failed_at_engine(&mut self, pair: PairId) {
+        let r = self.region_of(pair);
+        self.regions[r].addrs.mark_stale();
+        let st = self.pairs.get_mut(pair);
+        st.failed_at_engine = st.failed_at_engine.wrapping_add(1);
     }
 
     /// The SOCKS5 proxy a pair goes through, if any.

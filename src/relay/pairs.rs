@@ -128,6 +128,10 @@ pub struct Pair {
     pub setup_started: Instant,
     /// The engine address of the current connection (the proxy's CONNECT target).
     pub target: SocketAddr,
+    /// How many of its connections failed at the engine address they went to: where it is in
+    /// its walk over the region's addresses ([`crate::egress::resolve::HostAddrs::pick`]). A
+    /// pair moves off an address that fails, and stays on one that works.
+    pub failed_at_engine: u32,
     /// Why the last connection attempt or connection failed, until one succeeds.
     pub last_error: Option<TransportError>,
     /// `last_error` was recorded during the current attempt (not carried over from an
@@ -201,6 +205,7 @@ impl Pairs {
                 stack: PairStack::new(),
                 setup_started: now,
                 target: SocketAddr::from(([0, 0, 0, 0], 0)),
+                failed_at_engine: 0,
                 last_error: None,
                 error_this_try: false,
                 in_flight: None,

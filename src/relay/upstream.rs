@@ -1087,9 +1087,15 @@ impl Upstream {
         let we_closed = self.links.link(pair) == Link::Closing;
         // Engines behind load balancers move: look the name up again before reconnecting. A
         // connection that ended at its SOCKS5 proxy before the CONNECT never asked for the
-        // engine's address; one whose CONNECT failed had the proxy dial it.
-        if self.links.pair_mut(pair).stack.asked_for_engine() {
-            self.links.region(r).addrs.mark_stale();
+        // engine's address; one whose CONNECT failed had the proxy dial it. One that ended
+        // before it was ever up failed at that address: the pair tries the next one.
+        let st = self.links.pair_mut(pair);
+        if st.stack.asked_for_engine() {
+            if st.rotated {
+                self.links.region(r).addrs.mark_stale();
+            } else {
+                self.links.failed_at_engine(pair);
+            }
         }
         self.links.pair_mut(pair).stack.h2_closed();
         self.drain_events(pair, now);

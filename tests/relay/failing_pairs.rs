@@ -14,7 +14,7 @@ use bundle_relay::config::Source;
 use bundle_relay::egress::transport::TlsTarget;
 use bundle_relay::limiter::PairId;
 use bundle_relay::metrics::accounting::Stats;
-use bundle_relay::relay::dispatch::{Dispatcher, Link};
+use bundle_relay::relay::dispatch::{ConnectOrder, Dispatcher, Link};
 use bundle_relay::relay::{RegionSpec, Spec};
 use rustls::pki_types::UnixTime;
 
@@ -381,34 +381,169 @@ fn only_what_reached_the_engines_address_has_its_name_looked_up_again() {
             vec!["127.0.0.1:10000".parse().unwrap()],
         );
         let held = addrs.clone();
-        let (mut d, mut now) = relay(vec![source.clone()], |spec| {
+        let (mut d, now) = relay(vec![source.clone()], |spec| {
             spec.regions[0].addrs = addrs;
         });
         let order = d.poll_connect(now).expect("a connect is due");
-        let pair = order.pair;
-        match ending {
-            Ending::Refused => d.connect_failed(pair, now, libc::ECONNREFUSED),
-            Ending::Closed => {
-                d.connected(pair, now);
-                now = Instant(now.0 + MS);
-                d.socket_released(pair, now, 0);
-            }
-            Ending::ConnectReply(_) | Ending::ClosedAtConnect => {
-                d.connected(pair, now);
-                assert_eq!(sent(&mut d, pair, now), [5, 1, 0], "the greeting");
-                d.received(pair, &[5, 0], now);
-                let connect = sent(&mut d, pair, now);
-                assert_eq!(connect[..4], [5, 1, 0, 1], "CONNECT to an IPv4 engine");
-                now = Instant(now.0 + MS);
-                if let Ending::ConnectReply(rep) = ending {
-                    d.received(pair, &[5, rep, 0, 1, 0, 0, 0, 0, 0, 0], now);
-                    assert_eq!(d.poll_close(), Some(pair), "the failed tunnel is closed");
-                }
-                d.socket_released(pair, now, 0);
-            }
-        }
+        end_first_connection(&mut d, &order, ending, now);
         assert_eq!(held.is_stale(), stale, "{source:?}, {ending:?}");
     }
+}
+
+/// Ends `order`'s connection attempt, begun at `now`, as `ending` says. Returns when it ended,
+/// and the engine address it went to where it got as far as naming one (a direct connect, or a
+/// proxy asked to CONNECT).
+fn end_first_connection(
+    d: &mut Dispatcher,
+    order: &ConnectOrder,
+    ending: Ending,
+    mut now: Instant,
+) -> (Instant, Option<SocketAddr>) {
+    let pair = order.pair;
+    let mut engine = order.local.map(|_| order.remote);
+    match ending {
+        Ending::Refused => d.connect_failed(pair, now, libc::ECONNREFUSED),
+        Ending::Closed => {
+            d.connected(pair, now);
+            now = Instant(now.0 + MS);
+            d.socket_released(pair, now, 0);
+        }
+        Ending::ConnectReply(_) | Ending::ClosedAtConnect => {
+            d.connected(pair, now);
+            engine = Some(connect_target(d, pair, now));
+            now = Instant(now.0 + MS);
+            if let Ending::ConnectReply(rep) = ending {
+                d.received(pair, &[5, rep, 0, 1, 0, 0, 0, 0, 0, 0], now);
+                assert_eq!(d.poll_close(), Some(pair), "the failed tunnel is closed");
+            }
+            d.socket_released(pair, now, 0);
+        }
+    }
+    (now, engine)
+}
+
+/// Takes a proxied pair through the greeting to its CONNECT, and returns the engine address
+/// the CONNECT asks for.
+fn connect_target(d: &mut Dispatcher, pair: PairId, now: Instant) -> SocketAddr {
+    assert_eq!(sent(d, pair, now), [5, 1, 0], "the greeting");
+    d.received(pair, &[5, 0], now);
+    let connect = sent(d, pair, now);
+    assert_eq!(connect[..4], [5, 1, 0, 1], "CONNECT to an IPv4 engine");
+    let ip = std::net::Ipv4Addr::new(connect[4], connect[5], connect[6], connect[7]);
+    SocketAddr::from((ip, u16::from_be_bytes([connect[8], connect[9]])))
+}
+
+/// The engine address `order`'s connection goes to: the connect's own address, or through a
+/// proxy the address its CONNECT asks for.
+fn engine_of(d: &mut Dispatcher, order: &ConnectOrder, now: Instant) -> SocketAddr {
+    if order.local.is_some() {
+        return order.remote;
+    }
+    d.connected(order.pair, now);
+    connect_target(d, order.pair, now)
+}
+
+/// A region name with two engine addresses, one of them dead while DNS goes on listing it: a
+/// pair whose connection reached its engine address and failed there tries the name's next
+/// address at its reconnect, so no pair stays down on a dead address. What never reached the
+/// engine's address (a proxy refusing the connect, or closing before it was asked for the
+/// engine) says nothing of that address: the pair keeps it. The rows are those of
+/// [`only_what_reached_the_engines_address_has_its_name_looked_up_again`].
+#[test]
+fn only_what_reached_the_engines_address_moves_the_pair_to_the_names_next_address() {
+    let local = || Source::Local("127.1.0.1".parse().unwrap());
+    let first: SocketAddr = "127.0.0.1:10000".parse().unwrap();
+    let second: SocketAddr = "127.0.0.2:10000".parse().unwrap();
+    // (source, how its first connection ended, the engine address its next connection goes to)
+    let rows: [(Source, Ending, SocketAddr); 9] = [
+        (local(), Ending::Refused, second),
+        (proxy(1080), Ending::Refused, first),
+        (local(), Ending::Closed, second),
+        (proxy(1080), Ending::Closed, first),
+        (proxy(1080), Ending::ConnectReply(3), second), // network unreachable
+        (proxy(1080), Ending::ConnectReply(4), second), // host unreachable
+        (proxy(1080), Ending::ConnectReply(5), second), // connection refused
+        (proxy(1080), Ending::ConnectReply(6), second), // TTL expired
+        (proxy(1080), Ending::ClosedAtConnect, second),
+    ];
+    for (source, ending, next) in rows {
+        let addrs = bundle_relay::egress::resolve::HostAddrs::named(
+            "ny",
+            "engine.test",
+            10000,
+            vec![first, second],
+        );
+        let (mut d, now) = relay(vec![source.clone()], |spec| {
+            spec.regions[0].addrs = addrs;
+        });
+        let order = d.poll_connect(now).expect("a connect is due");
+        let (ended, engine) = end_first_connection(&mut d, &order, ending, now);
+        if let Some(engine) = engine {
+            assert_eq!(engine, first, "{source:?}: its own address first");
+        }
+        let later = Instant(ended.0 + 20 * MS);
+        let order = d.poll_connect(later).expect("a reconnect is due");
+        assert_eq!(
+            engine_of(&mut d, &order, later),
+            next,
+            "{source:?}, {ending:?}"
+        );
+    }
+}
+
+/// Three engine addresses, the first dead and six sources: the two pairs whose own address it
+/// is go one to each of the other two, not both to the one after it. A pair failing on every
+/// address goes round them all and back to its own.
+#[test]
+fn the_pairs_of_a_dead_engine_address_spread_over_the_others_and_a_pair_failing_everywhere_tries_each()
+ {
+    let engines: Vec<SocketAddr> = ["127.0.0.1:10000", "127.0.0.2:10000", "127.0.0.3:10000"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let sources: Vec<Source> = (1..=6)
+        .map(|i| Source::Local(format!("127.1.0.{i}").parse().unwrap()))
+        .collect();
+    let addrs = bundle_relay::egress::resolve::HostAddrs::fixed("ny", engines.clone());
+    let (mut d, mut now) = relay(sources, |spec| spec.regions[0].addrs = addrs);
+    let mut moved = Vec::new();
+    let mut home = Vec::new();
+    while let Some(order) = d.poll_connect(now) {
+        home.push((order.pair, order.remote));
+        if order.remote == engines[0] {
+            d.connect_failed(order.pair, now, libc::ECONNREFUSED);
+        } else {
+            d.connected(order.pair, now);
+        }
+    }
+    assert_eq!(
+        home.iter().filter(|(_, e)| *e == engines[0]).count(),
+        2,
+        "{home:?}"
+    );
+    now = Instant(now.0 + 20 * MS);
+    while let Some(order) = d.poll_connect(now) {
+        moved.push(order.remote);
+    }
+    moved.sort();
+    assert_eq!(moved, [engines[1], engines[2]], "one to each of the others");
+
+    // One source, every address refusing: its connects go to each address in turn.
+    let addrs = bundle_relay::egress::resolve::HostAddrs::fixed("ny", engines.clone());
+    let (mut d, mut now) = relay(vec![Source::Local("127.1.0.1".parse().unwrap())], |spec| {
+        spec.regions[0].addrs = addrs
+    });
+    let mut tried = Vec::new();
+    for _ in 0..6 {
+        let order = d.poll_connect(now).expect("a reconnect is due");
+        tried.push(order.remote);
+        d.connect_failed(order.pair, now, libc::ECONNREFUSED);
+        now = Instant(now.0 + 20 * MS);
+    }
+    let mut first_round = tried[..3].to_vec();
+    first_round.sort();
+    assert_eq!(first_round, engines, "every address once: {tried:?}");
+    assert_eq!(tried[..3], tried[3..], "and round again in the same order");
 }
 
 /// One proxy gateway, a username per source: the gateway refusing one user's password, and
