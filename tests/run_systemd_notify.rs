@@ -592,6 +592,90 @@ fn gated_engine(gate: std::sync::Arc<std::sync::atomic::AtomicBool>) -> std::net
     addr
 }
 
+/// Lines so far holding `pat`, waited for until there are `n` (20 s at most).
+fn wait_lines(lines: &std::sync::Mutex<Vec<String>>, pat: &str, n: usize) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let found: Vec<String> = lines
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(pat))
+            .cloned()
+            .collect();
+        if found.len() >= n {
+            return found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n} lines with {pat:?}:\n{}",
+            found.len(),
+            lines.lock().unwrap().join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The pid an "upgrade: started … as pid N; …" line names.
+fn started_pid(line: &str) -> i32 {
+    line.split("as pid ")
+        .nth(1)
+        .and_then(|r| r.split(';').next()?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {line:?}"))
+}
+
+/// A second package upgrade while the first one's successor is still taking over: its SIGUSR2
+/// reaches the old relay, which no longer serves for long. It is passed on to the successor
+/// once that one has taken over, and the successor starts the binary on disk then; dropped,
+/// the unit would run the first upgrade's binary until the next upgrade.
+#[test]
+fn an_upgrade_asked_again_while_the_successor_takes_over_is_carried_out_by_the_successor() {
+    use process_support::{collect_lines, wait_line};
+    let gate = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let run = Run::new(
+        "upgrade-again",
+        gated_engine(gate.clone()),
+        "127.1.80.20/30",
+    );
+    let mut old = run.relay();
+    let lines = collect_lines(&mut old);
+    let mut log = Vec::new();
+    until_ready(&run, &mut old, &mut log);
+    // New connections to the engine stall from here: the successor cannot come up yet.
+    gate.store(false, std::sync::atomic::Ordering::Relaxed);
+    signal(&old, libc::SIGUSR2);
+    let first = started_pid(&wait_line(
+        &lines,
+        "upgrade: started",
+        Duration::from_secs(5),
+    ));
+    signal(&old, libc::SIGUSR2);
+    wait_line(
+        &lines,
+        &format!("upgrade: pid {first} is already taking over; it is asked to upgrade in turn"),
+        Duration::from_secs(5),
+    );
+    gate.store(true, std::sync::atomic::Ordering::Relaxed);
+    wait_line(
+        &lines,
+        &format!("passing SIGUSR2 on to pid {first}"),
+        Duration::from_secs(20),
+    );
+    let old_status = wait_exit(&mut old, Duration::from_secs(15));
+    let started = wait_lines(&lines, "upgrade: started", 2);
+    let second = started_pid(&started[1]);
+    assert_ne!(second, first);
+    // The first successor is taken over by the second in turn, and drains.
+    let taken = wait_lines(&lines, "taken over: closing the listeners", 2);
+    assert_eq!(taken.len(), 2, "{taken:?}");
+    wait_lines(&lines, "stopped: admitted", 2);
+    // SAFETY: a signal to the relay serving now: it has said no "stopped" line, so the pid
+    // is still its own.
+    unsafe { libc::kill(second, libc::SIGTERM) };
+    wait_lines(&lines, "stopped: admitted", 3);
+    assert_eq!(old_status, Some(0));
+}
+
 /// SIGUSR2 (a package upgrade's postinst) reaching a relay still starting (its unit
 /// `activating`) is kept until the relay is ready, then acted on: dropped, the relay would
 /// run the old binary on until the next upgrade.

@@ -27,6 +27,11 @@ pub struct Upgrade {
     ledger: Option<Arc<OwnedFd>>,
     /// SIGUSR2 came and no successor was started for it yet (this relay was not ready).
     asked: bool,
+    /// SIGUSR2 came again while the successor was coming up: a newer binary than the one it
+    /// runs may be on disk (a second package upgrade within its takeover), so it is asked in
+    /// turn once it has taken over ([`Upgrade::taken_over`]), or this relay tries again if it
+    /// fails.
+    again: bool,
 }
 
 impl Upgrade {
@@ -39,6 +44,7 @@ impl Upgrade {
             successor: None,
             ledger: None,
             asked: false,
+            again: false,
         }
     }
 
@@ -68,7 +74,16 @@ impl Upgrade {
     /// Starts the successor, unless one is already taking over.
     fn start(&mut self, manager: &mut Manager) {
         match (&self.successor, &self.exe) {
-            (Some(c), _) => println!("upgrade: pid {} is already taking over", c.id()),
+            (Some(c), _) => {
+                if !self.again {
+                    println!(
+                        "upgrade: pid {} is already taking over; it is asked to upgrade in \
+                         turn once it has",
+                        c.id()
+                    );
+                }
+                self.again = true;
+            }
             (None, None) => eprintln!("bundle-relay: upgrade: this binary's path is unknown"),
             (None, Some(exe)) => {
                 let mut cmd = Command::new(exe);
@@ -127,8 +142,28 @@ impl Upgrade {
         }
     }
 
+    /// The successor took over (its SIGQUIT): where SIGUSR2 came again meanwhile, it is
+    /// passed on, so the process serving from now on starts the binary on disk now. Sent only
+    /// now, since the successor installs its handlers before it takes over, and SIGUSR2's
+    /// default would end it; one still becoming ready keeps it until it is
+    /// ([`Upgrade::ask`]).
+    pub fn taken_over(&mut self) {
+        let Some(c) = self.successor.take() else {
+            return;
+        };
+        if std::mem::take(&mut self.again) {
+            println!(
+                "upgrade: asked again meanwhile: passing SIGUSR2 on to pid {}",
+                c.id()
+            );
+            // SAFETY: a signal to our own child, not yet reaped (its pid is still ours).
+            unsafe { libc::kill(c.id() as i32, libc::SIGUSR2) };
+        }
+    }
+
     /// Reaps a successor that exited before taking over, and says so: this relay serves on,
-    /// and a later SIGUSR2 may try again.
+    /// and a later SIGUSR2 may try again; one that came while it was coming up tries again
+    /// now.
     pub fn poll(&mut self, manager: &mut Manager) {
         if let Some(c) = &mut self.successor
             && let Ok(Some(status)) = c.try_wait()
@@ -141,6 +176,7 @@ impl Upgrade {
             manager.stand(super::systemd::Standing::Upgrade, Some(&line));
             manager.status(&line);
             self.successor = None;
+            self.asked |= std::mem::take(&mut self.again);
         }
     }
 }
