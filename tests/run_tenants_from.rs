@@ -113,7 +113,12 @@ fn scratch(name: &str) -> std::path::PathBuf {
 }
 
 fn start(config: &std::path::Path) -> (Child, Receiver<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bundle-relay"))
+    start_with(Command::new(env!("CARGO_BIN_EXE_bundle-relay")), config)
+}
+
+/// `start` with `cmd`, which may carry an environment of its own.
+fn start_with(mut cmd: Command, config: &std::path::Path) -> (Child, Receiver<String>) {
+    let mut child = cmd
         .arg("run")
         .arg("--config")
         .arg(config)
@@ -438,6 +443,64 @@ fn a_refused_document_is_tried_again_once_the_file_changes() {
     tenants_applied_at(&rx, 3, Duration::from_secs(RELOAD_WAIT_S));
     stop(child);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A relay whose tenants document was refused, its unit's status saying so, reloaded with
+/// `[tenants_from]` taken out: the status the reload says no longer holds that refusal, since
+/// no document is read any more; kept, `systemctl status` would show a refusal of nothing
+/// until the next totals.
+#[test]
+fn taking_tenants_from_out_ends_its_documents_refusal_in_the_status_the_reload_says() {
+    let dir = scratch("standing");
+    let sock = std::os::unix::net::UnixDatagram::bind(dir.join("notify")).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let answer: Answer = Arc::new(Mutex::new((200, ONE.to_string())));
+    let url = format!("http://{}/tenants", endpoint(answer.clone()));
+    let path = config(&dir, h2_support::hello_engine(), &url);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_bundle-relay"));
+    cmd.env("NOTIFY_SOCKET", dir.join("notify"));
+    let (child, rx) = start_with(cmd, &path);
+    wait_for(&rx, "tenants from", Duration::from_secs(10));
+    *answer.lock().unwrap() = (
+        200,
+        r#"{"tenant": [{"name": "alpha", "keys": ["alpha-key"], "global_rate": 50}]}"#.to_string(),
+    );
+    wait_for(
+        &rx,
+        "config reload refused",
+        Duration::from_secs(RELOAD_WAIT_S),
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let cut = text.find("[tenants_from]").unwrap();
+    std::fs::write(&path, &text[..cut]).unwrap();
+    hup(&child);
+    wait_for(
+        &rx,
+        "config reloaded: generation 2",
+        Duration::from_secs(RELOAD_WAIT_S),
+    );
+    let mut said = Vec::new();
+    let mut b = [0u8; 4096];
+    while let Ok(n) = sock.recv(&mut b) {
+        said.push(String::from_utf8_lossy(&b[..n]).into_owned());
+    }
+    stop(child);
+    let _ = std::fs::remove_dir_all(&dir);
+    let refused = said
+        .iter()
+        .position(|m| m.contains("STATUS=config reload refused"))
+        .unwrap_or_else(|| panic!("the refusal was never said: {said:?}"));
+    let reloaded = said
+        .iter()
+        .position(|m| m.contains("config reloaded: generation 2"))
+        .unwrap_or_else(|| panic!("the reload was never said: {said:?}"));
+    assert!(refused < reloaded, "{said:?}");
+    assert!(
+        said[reloaded].contains("STATUS=config reloaded: generation 2"),
+        "the reload's status holds the refusal of a document no longer read: {:?}",
+        said[reloaded]
+    );
 }
 
 /// `config`'s file with the poll period and the fetch timeout both `ms`.

@@ -45,7 +45,7 @@ use std::time::Duration;
 use self::plan::Plan;
 use self::ready::Readiness;
 use self::signals::Signal;
-use self::systemd::{Manager, Standing};
+use self::systemd::Manager;
 use self::takeover::Takeover;
 use self::upgrade::Upgrade;
 use self::watchdog::Watchdog;
@@ -488,9 +488,9 @@ impl Serving {
                     .map_err(|e| format!("starting the tenants poller: {e}"))?;
                 Some(p)
             } else {
-                // No document is read any more: a refusal of the last one no longer stands.
+                // No document is read any more: a refusal of the last one no longer stands
+                // (the reload that took it out cleared it from the status too).
                 self.tenants_refused = None;
-                self.manager.stand(Standing::Tenants, None);
                 None
             };
         }

@@ -121,6 +121,11 @@ impl Pending {
             }
         }
         let applied = result.is_ok();
+        if next.config.tenants_from.is_none() {
+            // No document is read any more: a refusal of the last one no longer stands, and
+            // this reload's status must not say it does.
+            manager.stand(Standing::Tenants, None);
+        }
         let standing = match self.what {
             What::File => Standing::File,
             What::Tenants(_) => Standing::Tenants,
