@@ -5,7 +5,10 @@
 //! This file is NOT a second model of the limiter: it reads the structures as they are and
 //! asserts what must hold between them.
 
-use super::pair::{ConnState, HELD, NIL, PARKED, Pace, State, WHEEL};
+use super::pair::{
+    ConnState, FILED, FILED_BOOKED, FILED_COOLING, FILED_DEFERRED, HELD, NIL, PARKED, Pace, State,
+    WHEEL,
+};
 use super::region::{Region, RegionCounts};
 use super::ring::{BOOKED_RING, READY_RING, Rings, live};
 use super::wheel::{LEVEL_BITS, LISTS_PER_REGION, SLOTS_PER_LEVEL, Wheels, slot_for};
@@ -66,7 +69,11 @@ pub(super) fn check(
                         "pair {i} booked at the wrong tick"
                     );
                     booked_due_min = booked_due_min.or(Some(e.due_tick));
-                    assert!(!p.cooling, "cooling pair {i} in the booking queue");
+                    assert_eq!(
+                        p.wait & FILED,
+                        FILED_BOOKED,
+                        "cooling pair {i} in the booking queue"
+                    );
                     assert!(
                         e.due_tick >= reg.wake_tick,
                         "booking of pair {i} due before the wake"
@@ -137,10 +144,10 @@ pub(super) fn check(
                     "wheel entry of pair {i} due before the wheel's wake"
                 );
                 min_due = min_due.min(l.due_unit);
-                if p.cooling {
-                    counts.cooling += 1;
-                } else {
-                    counts.booked += 1;
+                match p.wait & FILED {
+                    FILED_COOLING => counts.cooling += 1,
+                    FILED_DEFERRED => counts.deferred += 1,
+                    _ => counts.booked += 1,
                 }
                 prev = i;
                 i = l.next;

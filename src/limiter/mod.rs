@@ -122,7 +122,10 @@ pub use region::{LaneId, RegionCounts, RegionId, RegionRate};
 pub use wheel::{LEVELS, LISTS_PER_REGION, SLOTS_PER_LEVEL};
 
 use crate::clock::{Instant, TickRate, Ticks};
-use pair::{HELD, NIL, PARKED, Pace, QUEUED, READY, State, WHEEL};
+use pair::{
+    FILED, FILED_BOOKED, FILED_COOLING, FILED_DEFERRED, HELD, NIL, PARKED, Pace, QUEUED, READY,
+    State, UNTIL_DEFERRED, WHEEL,
+};
 use region::Region;
 use ring::{BOOKED_RING, Entry, READY_RING, RING_ENTRIES_PER_PAIR, Ring, Rings, live};
 use wheel::{Link, List, Wheels};
@@ -535,8 +538,11 @@ impl Limiter {
             "defer without the pair held: {pair:?}"
         );
         let p = &mut self.pace[i];
-        p.cooldown_until_tick = p.cooldown_until_tick.max(until.0);
         let s = &mut self.state[i];
+        if until.0 > p.cooldown_until_tick {
+            p.cooldown_until_tick = until.0;
+            s.wait |= UNTIL_DEFERRED;
+        }
         s.place = PARKED;
         let r = s.lane as usize;
         let up = s.conn == ConnState::Up;
@@ -562,6 +568,8 @@ impl Limiter {
         let r = self.state[i].lane as usize;
         let before = p.eligible_tick(self.lanes[r].tolerance_ticks);
         p.cooldown_until_tick = until;
+        // The engine's own now: what holds the pair is no longer another process's send.
+        self.state[i].wait &= !UNTIL_DEFERRED;
         let s = self.state[i];
         if s.conn != ConnState::Up || s.place == HELD {
             return;
@@ -786,7 +794,13 @@ impl Limiter {
             return;
         }
         let cooling = self.pace[i as usize].cooldown_until_tick == eligible;
-        self.state[i as usize].cooling = cooling;
+        let s = &mut self.state[i as usize];
+        let filed = match (cooling, s.wait & UNTIL_DEFERRED != 0) {
+            (false, _) => FILED_BOOKED,
+            (true, false) => FILED_COOLING,
+            (true, true) => FILED_DEFERRED,
+        };
+        s.wait = (s.wait & !FILED) | filed;
         if !cooling {
             let reg = &self.lanes[r];
             let in_order = self
@@ -845,10 +859,10 @@ impl Limiter {
         reg.wheel_wake_tick = reg.wheel_wake_tick.min(tick);
         let p = &mut self.state[i as usize];
         p.place = WHEEL;
-        if p.cooling {
-            reg.counts.cooling += 1;
-        } else {
-            reg.counts.booked += 1;
+        match p.wait & FILED {
+            FILED_COOLING => reg.counts.cooling += 1,
+            FILED_DEFERRED => reg.counts.deferred += 1,
+            _ => reg.counts.booked += 1,
         }
     }
 
@@ -859,10 +873,10 @@ impl Limiter {
         let r = p.lane as usize;
         let reg = &mut self.lanes[r];
         self.wheels.unlink(&mut reg.wheel, r, i);
-        if p.cooling {
-            reg.counts.cooling -= 1;
-        } else {
-            reg.counts.booked -= 1;
+        match p.wait & FILED {
+            FILED_COOLING => reg.counts.cooling -= 1,
+            FILED_DEFERRED => reg.counts.deferred -= 1,
+            _ => reg.counts.booked -= 1,
         }
     }
 

@@ -30,8 +30,12 @@ pub enum Place {
     Ready,
     /// Waiting for its rate-limit slot (booking queue or wheel).
     Booked,
-    /// In the wheel, waiting out a cooldown that ends after its rate-limit slot.
+    /// In the wheel, waiting out a cooldown the engine asked for that ends after its
+    /// rate-limit slot.
     Cooling,
+    /// In the wheel, waiting until another process's send on it is an interval old (the
+    /// shared ledger, [`super::Limiter::defer`]), after its own rate-limit slot.
+    Deferred,
     /// Handed out by [`super::Limiter::acquire`]; its send is in flight until
     /// [`super::Limiter::finish`].
     Held,
@@ -46,6 +50,18 @@ pub(super) const QUEUED: u8 = 2;
 pub(super) const WHEEL: u8 = 3;
 pub(super) const HELD: u8 = 4;
 
+/// `State::wait` bits. The low two say why a pair in the wheel is there, as its lane counted
+/// it when it was filed: its rate ([`FILED_BOOKED`]), the engine's cooldown
+/// ([`FILED_COOLING`]), or another process's send on it ([`FILED_DEFERRED`]).
+pub(super) const FILED: u8 = 0b011;
+pub(super) const FILED_BOOKED: u8 = 0;
+pub(super) const FILED_COOLING: u8 = 1;
+pub(super) const FILED_DEFERRED: u8 = 2;
+/// The pair's `cooldown_until_tick` was last raised by [`super::Limiter::defer`] (another
+/// process booked the pair in the shared ledger), not by the engine: what holds it is another
+/// relay's send, which an operator must not read as the engine backing off.
+pub(super) const UNTIL_DEFERRED: u8 = 0b100;
+
 /// The part of a pair's record `acquire` reads and writes, 8 bytes, eight pairs to a cache
 /// line: a pick touches nothing else of the pair.
 #[derive(Clone, Copy, Debug)]
@@ -57,8 +73,8 @@ pub(super) struct State {
     pub(super) seq: u32,
     pub(super) place: u8,
     pub(super) conn: ConnState,
-    /// Filed in the wheel because of a cooldown rather than the rate.
-    pub(super) cooling: bool,
+    /// Why it is filed in the wheel, and what its cooldown is ([`FILED`], [`UNTIL_DEFERRED`]).
+    pub(super) wait: u8,
     /// Its lane ([`super::LaneId`]).
     pub(super) lane: u8,
 }
@@ -70,7 +86,7 @@ impl State {
             seq: 0,
             place: PARKED,
             conn: ConnState::Down,
-            cooling: false,
+            wait: FILED_BOOKED,
             lane,
         }
     }
@@ -81,7 +97,11 @@ impl State {
             PARKED => Place::Parked,
             READY => Place::Ready,
             HELD => Place::Held,
-            WHEEL if self.cooling => Place::Cooling,
+            WHEEL => match self.wait & FILED {
+                FILED_COOLING => Place::Cooling,
+                FILED_DEFERRED => Place::Deferred,
+                _ => Place::Booked,
+            },
             _ => Place::Booked,
         }
     }

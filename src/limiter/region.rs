@@ -38,14 +38,18 @@ impl RegionRate {
     }
 }
 
-/// Per-region (or per-lane) counts, for observability. `ready + booked + cooling` are the pairs in rotation
-/// (up, not held); `held` pairs have a send in flight whatever their connection state;
-/// `down + connecting + draining` count connection states (a held pair is counted there too).
+/// Per-region (or per-lane) counts, for observability. `ready + booked + cooling + deferred`
+/// are the pairs in rotation (up, not held); `held` pairs have a send in flight whatever their
+/// connection state; `down + connecting + draining` count connection states (a held pair is
+/// counted there too).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RegionCounts {
     pub ready: u32,
     pub booked: u32,
+    /// Waiting out a cooldown the engine asked for.
     pub cooling: u32,
+    /// Waiting out another process's send on the pair (the shared pacing ledger).
+    pub deferred: u32,
     pub held: u32,
     pub down: u32,
     pub connecting: u32,
@@ -59,12 +63,27 @@ impl std::ops::AddAssign for RegionCounts {
         self.ready += o.ready;
         self.booked += o.booked;
         self.cooling += o.cooling;
+        self.deferred += o.deferred;
         self.held += o.held;
         self.down += o.down;
         self.connecting += o.connecting;
         self.draining += o.draining;
         self.in_flight += o.in_flight;
     }
+}
+
+/// What a lane keeps of [`RegionCounts`] as its pairs move, 32 bytes in its first cache line:
+/// `in_flight` is not kept, since it equals `held` ([`Region::counts`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Kept {
+    pub(super) ready: u32,
+    pub(super) booked: u32,
+    pub(super) cooling: u32,
+    pub(super) deferred: u32,
+    pub(super) held: u32,
+    pub(super) down: u32,
+    pub(super) connecting: u32,
+    pub(super) draining: u32,
 }
 
 /// One lane's state. The fields `acquire` touches come first, in one cache line (64 bytes:
@@ -78,8 +97,8 @@ pub(super) struct Region {
     /// The ready FIFO and the booking queue ([`super::ring::READY_RING`],
     /// [`super::ring::BOOKED_RING`]).
     pub(super) rings: [Ring; 2],
-    /// Kept as pairs move; `in_flight` is not kept (it equals `held`, see [`Region::counts`]).
-    pub(super) counts: RegionCounts,
+    /// Kept as pairs move.
+    pub(super) counts: Kept,
     /// Index of this lane's ready ring in the ring storage; its booking ring follows.
     pub(super) base: usize,
     /// Entries of each of its rings: twice its pairs.
@@ -106,9 +125,9 @@ impl Region {
         Region {
             wheel_wake_tick: u64::MAX,
             rings: [Ring::default(); 2],
-            counts: RegionCounts {
+            counts: Kept {
                 down: addresses,
-                ..RegionCounts::default()
+                ..Kept::default()
             },
             base,
             cap,
@@ -122,9 +141,26 @@ impl Region {
     /// The counts as published: a held pair has exactly one send in flight, so that count
     /// is not kept twice.
     pub(super) fn counts(&self) -> RegionCounts {
+        let Kept {
+            ready,
+            booked,
+            cooling,
+            deferred,
+            held,
+            down,
+            connecting,
+            draining,
+        } = self.counts;
         RegionCounts {
-            in_flight: self.counts.held,
-            ..self.counts
+            ready,
+            booked,
+            cooling,
+            deferred,
+            held,
+            down,
+            connecting,
+            draining,
+            in_flight: held,
         }
     }
 }

@@ -20,7 +20,7 @@ pub fn publish_gauges(limiter: &Limiter, regions: usize, metrics: &ThreadMetrics
     }
     for r in 0..regions {
         let c = limiter.counts(RegionId(r as u8));
-        let up = c.ready + c.booked + c.cooling + c.held;
+        let up = c.ready + c.booked + c.cooling + c.deferred + c.held;
         metrics.set_conn_states(
             r,
             [
@@ -66,11 +66,12 @@ pub fn render_pairs(
             .min_by_key(|t| t.0);
         let _ = writeln!(
             out,
-            "region {r} ({}): ready {} booked {} cooling {} held {} down {} connecting {} draining {}; waiting bundles {}; next send {}",
+            "region {r} ({}): ready {} booked {} cooling {} deferred {} held {} down {} connecting {} draining {}; waiting bundles {}; next send {}",
             region.name,
             c.ready,
             c.booked,
             c.cooling,
+            c.deferred,
             c.held,
             c.down,
             c.connecting,
@@ -84,13 +85,14 @@ pub fn render_pairs(
                 let next = limiter.next_ready_at(LaneId(l as u8));
                 let _ = writeln!(
                     out,
-                    "  region {r} ({}) egress {}: pairs {} ready {} booked {} cooling {} held {}; waiting bundles {}; next send {}",
+                    "  region {r} ({}) egress {}: pairs {} ready {} booked {} cooling {} deferred {} held {}; waiting bundles {}; next send {}",
                     region.name,
                     groups.get(g).map_or("?", String::as_str),
                     limiter.group_addresses(g as u8).len(),
                     c.ready,
                     c.booked,
                     c.cooling,
+                    c.deferred,
                     c.held,
                     waiting[l],
                     when(next)

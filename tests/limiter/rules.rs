@@ -330,6 +330,7 @@ fn counts_by_state_follow_each_pair() {
             ready: 1,
             booked: 1,
             cooling: 1,
+            deferred: 0,
             held: 2,
             down: 2,
             connecting: 1,
@@ -764,7 +765,13 @@ fn a_deferred_pair_waits_until_asked_and_keeps_its_own_booking() {
     assert_eq!(held, PairId(1));
     limiter.defer(held, T0.after(ms(300)), T0);
     limiter.check_invariants();
-    assert_eq!(limiter.view(held).place, Place::Cooling);
+    assert_eq!(limiter.view(held).place, Place::Deferred);
+    let c = limiter.counts(R0);
+    assert_eq!(
+        (c.cooling, c.deferred),
+        (0, 1),
+        "another's send, not a cooldown"
+    );
     let t = wait_until(limiter.acquire(LaneId(R0.0), T0));
     due_at(&limiter, t, T0.after(ms(300)));
     let p = pair(limiter.acquire(LaneId(R0.0), slot_ceil(&limiter, T0.after(ms(300)))));

@@ -74,6 +74,41 @@ fn a_pair_the_old_process_just_used_waits_out_its_interval_in_the_new_one() {
     assert!(old.send(Instant(after.0 + 1_001 * MS)));
 }
 
+/// A pair held back because the other process sent on it is not the engine backing off:
+/// `/debug/pairs` shows it as deferred, and the engine's cooldowns gauge does not count it. An
+/// operator who reads cooldowns as the engine throttling this host would otherwise be sent
+/// looking for a fault during every takeover, and on every host sharing a ledger file.
+#[test]
+fn a_pair_another_process_sent_on_shows_as_deferred_not_as_an_engine_cooldown() {
+    let ledger = Arc::new(Ledger::private(4));
+    let t0 = Instant(MS);
+    let mut old = process(&ledger, t0);
+    assert!(old.send(t0));
+    old.answer(Instant(t0.0 + 3 * MS));
+    let t1 = Instant(t0.0 + 200 * MS);
+    let mut new = process(&ledger, t1);
+    assert_eq!(new.post_bundle(1, t1), Verdict::Admitted);
+    assert!(!new.send(t1), "the ledger holds the pair");
+    new.d.sweep(t1);
+    let mut text = String::new();
+    new.d.render_pairs(t1, &mut text);
+    assert!(
+        text.contains("cooling 0 deferred 1 held 0"),
+        "the pair waits for the other process's send: {text}"
+    );
+    assert_eq!(new.metrics.snapshot().regions[0].cooldowns_active, 0);
+
+    // The engine's own cooldown on that pair, after the deferral, is a cooldown again.
+    let t2 = Instant(t1.0 + 2_000 * MS);
+    assert!(new.send(t2));
+    new.answer_error(8, "Back-off triggered: Retry after 5000ms", t2);
+    new.d.sweep(t2);
+    let mut text = String::new();
+    new.d.render_pairs(t2, &mut text);
+    assert!(text.contains("cooling 1 deferred 0"), "{text}");
+    assert_eq!(new.metrics.snapshot().regions[0].cooldowns_active, 1);
+}
+
 /// A call that runs longer than the interval (a slow engine; the call may take up to
 /// `upstream_timeout_ms`) holds the pair in the other process until it is answered, and one
 /// interval past that: the engine stamps the request somewhere in that time, so a send from the
