@@ -144,13 +144,16 @@ impl HlogWriter {
     }
 
     /// Writes one interval (from the previous one's end to `now`) of every histogram, now.
+    ///
+    /// The interval is taken before anything is written: a write that fails (a full disk, the
+    /// folder removed) loses that interval only. Retried, it would be due again at once, so
+    /// the writer's thread would spin and print the error without end, and the next interval
+    /// would overlap it. The failed file is cut back to its last whole line and left; the next
+    /// interval opens a file of its own, with its own headers.
     pub fn write_interval(&mut self, now: SystemTime) -> io::Result<()> {
-        if self.file.is_none() {
-            self.open_next()?;
-        }
         let start_ts = secs_since(self.interval_start, self.start);
         let duration = secs_since(now, self.interval_start);
-        let file = self.file.as_mut().expect("opened above");
+        let mut lines = Vec::new();
         for (i, &id) in self.ids.iter().enumerate() {
             let current = self.metrics.histogram(id);
             let mut delta = current.clone();
@@ -159,13 +162,24 @@ impl HlogWriter {
                 .map_err(|e| io::Error::other(format!("histogram {}: {e:?}", self.tags[i])))?;
             let tag = Tag::new(&self.tags[i]).expect("hist_tag strips forbidden characters");
             IntervalLogWriterBuilder::new()
-                .begin_log_with(file, &mut self.serializer)?
+                .begin_log_with(&mut lines, &mut self.serializer)?
                 .write_histogram(&delta, start_ts, duration, Some(tag))
                 .map_err(|e| io::Error::other(format!("writing {}: {e}", self.tags[i])))?;
             self.previous[i] = current;
         }
-        file.flush()?;
         self.interval_start = now;
+        if self.file.is_none() {
+            self.open_next()?;
+        }
+        let file = self.file.as_mut().expect("opened above");
+        let whole = file.bytes;
+        if let Err(e) = file.write_all(&lines).and_then(|()| file.flush()) {
+            let file = self.file.take().expect("written above");
+            // What the buffer still holds is dropped, not written on drop after the cut.
+            let (f, _unwritten) = file.inner.into_parts();
+            let _ = f.set_len(whole);
+            return Err(e);
+        }
         if file.bytes >= self.cfg.rotate_bytes {
             self.file = None;
         }
@@ -189,10 +203,14 @@ impl HlogWriter {
             self.seq
         ));
         self.seq += 1;
+        // The folder may have been removed since (a clean-up by hand): made again.
+        fs::create_dir_all(&self.cfg.dir)?;
         let mut f = CountingFile {
             inner: BufWriter::new(File::create(&path)?),
             bytes: 0,
         };
+        // Kept from here, so rotation removes it in time even if its headers fail.
+        self.files.push_back(path);
         writeln!(f, "#[Histogram log format version 1.3]")?;
         IntervalLogWriterBuilder::new()
             .add_comment(
@@ -206,7 +224,8 @@ impl HlogWriter {
             f,
             "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\""
         )?;
-        self.files.push_back(path);
+        // On disk before any interval: a failed interval cuts the file back to what is.
+        f.flush()?;
         while self.files.len() > self.cfg.keep_files.max(1) {
             let old = self.files.pop_front().expect("len > 1");
             match fs::remove_file(&old) {

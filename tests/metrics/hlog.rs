@@ -177,6 +177,50 @@ fn each_interval_holds_only_what_was_recorded_during_it() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A disk that is full when an interval is written (the log file is `/dev/full` here): the
+/// interval is given up, not retried at once (the writer's thread would spin and print the
+/// error without end), and once the disk has room the log goes on in a file of its own whose
+/// every line reads back, its intervals each as long as it was and none overlapping.
+#[test]
+fn a_full_disk_loses_its_intervals_only_and_the_log_goes_on_in_a_new_file_once_it_has_room() {
+    let dir = tempdir("hlog-full");
+    let m = Arc::new(Metrics::new(&regions(), 1));
+    let tm = m.thread(0);
+    let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let full = dir.join("bundle-relay.1800000000.00000.hlog");
+    std::os::unix::fs::symlink("/dev/full", &full).unwrap();
+    let mut w = HlogWriter::new(
+        Arc::clone(&m),
+        HlogConfig::new(&dir, Duration::from_secs(1)),
+        t0,
+    )
+    .unwrap();
+    tm.record_overhead_ns(1_000);
+    let err = w.tick(t0 + Duration::from_secs(1)).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+    assert_eq!(
+        w.next_due(),
+        t0 + Duration::from_secs(2),
+        "the failed interval is due again at once: the writer's thread would spin"
+    );
+    std::fs::remove_file(&full).unwrap();
+    tm.record_overhead_ns(2_000);
+    assert!(w.tick(t0 + Duration::from_secs(2)).unwrap());
+    tm.record_overhead_ns(1_500);
+    assert!(w.tick(t0 + Duration::from_secs(3)).unwrap());
+    let path = w.files().last().unwrap().to_path_buf();
+    assert_ne!(path, full, "a file of its own");
+    let (start, _, intervals) = read_log(&path);
+    assert_eq!(start, Some(1_800_000_000.0));
+    let got: Vec<(f64, f64, u64)> = intervals
+        .iter()
+        .filter(|i| i.tag == "relay_overhead")
+        .map(|i| (i.start_s, i.duration_s, i.hist.max()))
+        .collect();
+    assert_eq!(got, vec![(1.0, 1.0, 2_000), (2.0, 1.0, 1_500)]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn files_rotate_by_size_and_only_the_newest_are_kept() {
     let dir = tempdir("hlog-rotate");
