@@ -165,7 +165,9 @@ fn parse_params<'a>(method: Method, params: Option<&'a [u8]>) -> Result<Call<'a>
         max,
         got,
     };
-    let Some(raw) = params else {
+    // `null` is params left out (JSON-RPC 2.0 lets a method without params omit them, and
+    // Jito's Go SDK sends its none as `null`).
+    let Some(raw) = params.filter(|raw| *raw != b"null") else {
         return if min == 0 {
             Ok(Call::GetTipAccounts)
         } else {

@@ -391,9 +391,23 @@ fn get_tip_accounts_with_empty_absent_or_null_params_is_accepted() {
         // Jito's own Python SDK (jito_py_rpc) sends its absent params as `[None]`.
         r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","params":[null]}"#,
         r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","params":[ null , null ]}"#,
+        // Jito's own Go SDK (jito-go-rpc) sends its absent params as `null`.
+        r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","params":null}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"getTipAccounts","params": null }"#,
     ] {
         assert_eq!(ok(body).call, Call::GetTipAccounts);
     }
+}
+
+/// `"params":null` is params left out, as JSON-RPC 2.0 allows: a method that needs some says
+/// how many it expects, not that null is not an array.
+#[test]
+fn null_params_are_absent_params() {
+    refused(
+        r#"{"jsonrpc":"2.0","id":1,"method":"sendBundle","params":null}"#,
+        code::INVALID_PARAMS,
+        "sendBundle expects [[transaction, ...], options] (1 to 2 params), got 0",
+    );
 }
 
 #[test]
