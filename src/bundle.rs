@@ -94,7 +94,7 @@ impl BundleBuf {
     pub fn decode<'r>(
         &mut self,
         transactions: &[JsonStr<'_>],
-        encoding: Encoding,
+        encoding: TxEncoding,
     ) -> Result<BundleId, RpcError<'r>> {
         self.count = 0;
         assert!(
@@ -102,8 +102,8 @@ impl BundleBuf {
             "the JSON-RPC layer checks the transaction count"
         );
         for (i, text) in transactions.iter().enumerate() {
-            let (len, info) = decode_one(text, encoding, &mut self.txs[i])
-                .map_err(|e| RpcError::invalid_transaction(i, &e))?;
+            let (len, info) = decode_one(text, encoding.encoding, &mut self.txs[i])
+                .map_err(|e| RpcError::invalid_transaction(i, &e.with(encoding)))?;
             self.lens[i] = len as u16;
             distinct(&self.first_signatures[..i], &info.first_signature, i)?;
             self.first_signatures[i] = info.first_signature;
@@ -128,7 +128,7 @@ pub struct Decoded {
 pub fn decode_into_slot<'r>(
     slot: &mut SlotMut<'_>,
     transactions: &[JsonStr<'_>],
-    encoding: Encoding,
+    encoding: TxEncoding,
 ) -> Result<Decoded, RpcError<'r>> {
     slot.meta.tx_count = 0;
     assert!(
@@ -141,8 +141,8 @@ pub fn decode_into_slot<'r>(
             .tx_region(i)
             .try_into()
             .expect("a slot's transaction region is one packet");
-        let (len, info) =
-            decode_one(text, encoding, region).map_err(|e| RpcError::invalid_transaction(i, &e))?;
+        let (len, info) = decode_one(text, encoding.encoding, region)
+            .map_err(|e| RpcError::invalid_transaction(i, &e.with(encoding)))?;
         slot.meta.tx_len[i] = len as u16;
         distinct(&sigs[..i], &info.first_signature, i)?;
         sigs[i] = info.first_signature;
@@ -176,6 +176,52 @@ impl core::fmt::Display for Repeats {
             "repeats transaction {} (same signature): a bundle's transactions must differ",
             self.0
         )
+    }
+}
+
+/// The encoding a request's transactions are decoded in, and whether the request named it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxEncoding {
+    pub encoding: Encoding,
+    /// Else it is base58, Jito's default.
+    pub given: bool,
+}
+
+impl TxEncoding {
+    pub const fn new(encoding: Encoding, given: bool) -> TxEncoding {
+        TxEncoding { encoding, given }
+    }
+}
+
+/// A refused transaction string's error as the bot reads it: base64 sent without naming its
+/// encoding fails as base58 at its first `+`, `/`, `=`, `0`, `O`, `I` or `l`, and the error
+/// then says why base58 was read, since that is the mistake to fix.
+struct Told {
+    error: TxStrError,
+    defaulted: bool,
+}
+
+impl TxStrError {
+    fn with(self, encoding: TxEncoding) -> Told {
+        Told {
+            error: self,
+            defaulted: !encoding.given,
+        }
+    }
+}
+
+impl core::fmt::Display for Told {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.error.fmt(f)?;
+        if self.defaulted
+            && let TxStrError::Wire(wire::WireError::Decode(wire::DecodeError::InvalidCharacter {
+                encoding: Encoding::Base58,
+                ..
+            })) = self.error
+        {
+            f.write_str(r#" (base58 is the default; base64 needs {"encoding":"base64"})"#)?;
+        }
+        Ok(())
     }
 }
 

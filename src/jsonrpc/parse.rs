@@ -184,7 +184,7 @@ fn parse_params<'a>(method: Method, params: Option<&'a [u8]>) -> Result<Call<'a>
 
     let mut list = StrList::new();
     let mut single = JsonStr::EMPTY;
-    let mut encoding = Encoding::default();
+    let mut given: Option<Encoding> = None;
     let mut count = 0usize;
     let mut nulls = 0usize;
     if w.enter() {
@@ -212,7 +212,7 @@ fn parse_params<'a>(method: Method, params: Option<&'a [u8]>) -> Result<Call<'a>
                     }
                     single = w.string();
                 }
-                (Method::SendBundle | Method::SendTransaction, 1) => encoding = options(&mut w, 1)?,
+                (Method::SendBundle | Method::SendTransaction, 1) => given = options(&mut w, 1)?,
                 // Nothing, as Jito's own Python SDK sends a call without parameters: `[null]`.
                 (Method::GetTipAccounts, _) if w.peek() == b'n' => {
                     w.skip();
@@ -231,6 +231,8 @@ fn parse_params<'a>(method: Method, params: Option<&'a [u8]>) -> Result<Call<'a>
         return Err(count_error(count));
     }
 
+    let encoding = given.unwrap_or_default();
+    let encoding_given = given.is_some();
     Ok(match method {
         Method::SendBundle => {
             for (index, tx) in list.iter().enumerate() {
@@ -239,6 +241,7 @@ fn parse_params<'a>(method: Method, params: Option<&'a [u8]>) -> Result<Call<'a>
             Call::SendBundle {
                 transactions: list,
                 encoding,
+                encoding_given,
             }
         }
         Method::SendTransaction => {
@@ -246,6 +249,7 @@ fn parse_params<'a>(method: Method, params: Option<&'a [u8]>) -> Result<Call<'a>
             Call::SendTransaction {
                 transaction: single,
                 encoding,
+                encoding_given,
             }
         }
         Method::GetTipAccounts => Call::GetTipAccounts,
@@ -310,12 +314,13 @@ fn str_list<'a>(w: &mut Walk<'a>, index: usize, of: ListOf) -> Result<StrList<'a
     Ok(list)
 }
 
-/// `params[index]`: an options object (or null); only `encoding` is read.
-fn options<'a>(w: &mut Walk<'a>, index: usize) -> Result<Encoding, ErrorKind<'a>> {
+/// `params[index]`: an options object (or null); only `encoding` is read, `None` when it is
+/// not there.
+fn options<'a>(w: &mut Walk<'a>, index: usize) -> Result<Option<Encoding>, ErrorKind<'a>> {
     match w.peek() {
         b'n' => {
             w.skip();
-            return Ok(Encoding::default());
+            return Ok(None);
         }
         b'{' => {}
         other => {
@@ -325,7 +330,7 @@ fn options<'a>(w: &mut Walk<'a>, index: usize) -> Result<Encoding, ErrorKind<'a>
             });
         }
     }
-    let mut encoding = Encoding::default();
+    let mut encoding = None;
     if w.enter() {
         loop {
             let key = w.key();
@@ -337,9 +342,9 @@ fn options<'a>(w: &mut Walk<'a>, index: usize) -> Result<Encoding, ErrorKind<'a>
                 }
                 let name = w.string();
                 encoding = if name.eq_str(Encoding::Base58.name()) {
-                    Encoding::Base58
+                    Some(Encoding::Base58)
                 } else if name.eq_str(Encoding::Base64.name()) {
-                    Encoding::Base64
+                    Some(Encoding::Base64)
                 } else {
                     return Err(ErrorKind::UnsupportedEncoding(name));
                 };

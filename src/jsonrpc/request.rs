@@ -154,11 +154,14 @@ pub enum Call<'a> {
     SendBundle {
         transactions: StrList<'a>,
         encoding: Encoding,
+        /// The request named its encoding (else it is base58, Jito's default).
+        encoding_given: bool,
     },
     /// One transaction string within its encoding's length cap.
     SendTransaction {
         transaction: JsonStr<'a>,
         encoding: Encoding,
+        encoding_given: bool,
     },
     GetTipAccounts,
     /// 1 to [`STATUS_IDS_MAX`](super::limits::STATUS_IDS_MAX) bundle id strings (not otherwise checked).

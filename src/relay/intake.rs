@@ -224,11 +224,21 @@ pub fn handle(
         Call::SendBundle {
             transactions,
             encoding,
-        } => (transactions.as_slice(), *encoding, false),
+            encoding_given,
+        } => (
+            transactions.as_slice(),
+            bundle::TxEncoding::new(*encoding, *encoding_given),
+            false,
+        ),
         Call::SendTransaction {
             transaction,
             encoding,
-        } => (core::slice::from_ref(transaction), *encoding, true),
+            encoding_given,
+        } => (
+            core::slice::from_ref(transaction),
+            bundle::TxEncoding::new(*encoding, *encoding_given),
+            true,
+        ),
         Call::GetTipAccounts => {
             let mut json = [0u8; BODY_BYTES_MAX];
             let b = jsonrpc::write_result_raw(&mut json, id, d.tip_accounts_json()).expect("fits");

@@ -46,6 +46,7 @@ fn transactions(call: &Call<'_>) -> (Vec<Vec<u8>>, Encoding) {
         Call::SendBundle {
             transactions,
             encoding,
+            ..
         } => (
             transactions.iter().map(|t| t.raw().to_vec()).collect(),
             *encoding,
@@ -339,9 +340,11 @@ fn send_transaction_takes_one_string_and_ignores_other_solana_options() {
         Call::SendTransaction {
             transaction,
             encoding,
+            encoding_given,
         } => {
             assert_eq!(transaction.raw(), b"AbC");
             assert_eq!(encoding, Encoding::Base64);
+            assert!(encoding_given);
         }
         other => panic!("{other:?}"),
     }
@@ -354,6 +357,7 @@ fn send_transaction_without_options_defaults_to_base58() {
         r.call,
         Call::SendTransaction {
             encoding: Encoding::Base58,
+            encoding_given: false,
             ..
         }
     ));

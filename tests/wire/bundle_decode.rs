@@ -6,7 +6,7 @@ use crate::wire_support;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use bundle_relay::bundle::BundleBuf;
+use bundle_relay::bundle::{BundleBuf, TxEncoding};
 use bundle_relay::jito::code;
 use bundle_relay::jsonrpc::{Call, parse_request};
 use rand::SeedableRng;
@@ -50,13 +50,17 @@ fn decode(body: &[u8]) -> Result<(String, BundleBuf), (i32, String)> {
     let Call::SendBundle {
         transactions,
         encoding,
+        encoding_given,
     } = req.call
     else {
         panic!("not a sendBundle: {:?}", req.call);
     };
     let mut buf = BundleBuf::new();
     let id = buf
-        .decode(transactions.as_slice(), encoding)
+        .decode(
+            transactions.as_slice(),
+            TxEncoding::new(encoding, encoding_given),
+        )
         .map_err(|e| (e.code, e.to_string()))?;
     Ok((String::from_utf8(id.to_hex().to_vec()).unwrap(), buf))
 }
@@ -152,6 +156,33 @@ fn wrong_encoding_is_invalid_params_naming_the_character() {
         message,
         format!("transaction 0: invalid base58 character '{bad}' at position {position}")
     );
+}
+
+/// Base64 sent with no encoding named (easy with Jito's Python SDK, which gives no way to
+/// pass the options): read as base58, Jito's default, it fails at its first character outside
+/// base58, and the error says why base58 was read. Named base58, the error is the character
+/// alone (above).
+#[test]
+fn base64_sent_without_naming_its_encoding_is_refused_saying_base58_is_the_default() {
+    let txs = signed_bundle(32, 2);
+    let strings: Vec<String> = txs.iter().map(|t| STANDARD.encode(t) + "+").collect();
+    const BASE58: &str = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+    let (position, bad) = strings[0]
+        .char_indices()
+        .find(|&(_, c)| !BASE58.contains(c))
+        .expect("the trailing '+' at least");
+    for options in ["", ",null", r#",{"skipPreflight":true}"#] {
+        let (code, message) = decode(&body(&strings, options)).unwrap_err();
+        assert_eq!(code, code::INVALID_PARAMS);
+        assert_eq!(
+            message,
+            format!(
+                "transaction 0: invalid base58 character '{bad}' at position {position} \
+                 (base58 is the default; base64 needs {{\"encoding\":\"base64\"}})"
+            ),
+            "options {options:?}"
+        );
+    }
 }
 
 #[test]
