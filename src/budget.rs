@@ -237,6 +237,13 @@ impl Budget {
             // Per thread: whether each region and each of its sources is still in the config
             // (a reload retires them), and whether a retired region's pairs were drained.
             term("reload flags", threads * regions * 2 + addresses, 1),
+            // Per thread: each source's place among the sources of its kind (IPv4, IPv6,
+            // proxy), which spreads its pairs over a region name's addresses.
+            term(
+                "source places",
+                threads * addresses,
+                std::mem::size_of::<u32>(),
+            ),
             // The pacing ledger a successor (and every relay of a sliced pool, in a ledger
             // file) shares: one mapping a process, room for the whole pool's pairs twice over at
             // a quarter full; and each pair's entry number in it, with what this process last

@@ -65,8 +65,9 @@ impl HostAddrs {
         })
     }
 
-    /// The address for the `i`-th connection after `failed` of its connections failed at the
-    /// address they went to: pairs spread over every address the name has of the source's
+    /// The address for the pair of the `i`-th source of its kind (local IPv4, local IPv6,
+    /// proxy) after `failed` of its connections failed at the address they went to: pairs
+    /// spread over every address the name has of the source's
     /// family (`Some(true)`: IPv4; `None`: any, for a proxy that dials it, which is given only
     /// what the last lookup found). `None` when the name has no address of that family.
     ///

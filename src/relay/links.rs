@@ -92,6 +92,9 @@ pub struct Links {
     /// Each pair's earliest deadline (filed by `Upstream`, which knows what they all are).
     timers: PairTimers,
     sources: Box<[Source]>,
+    /// Each source's place among the sources of its kind ([`places_by_kind`]): where its
+    /// pairs start among a region name's addresses.
+    places: Box<[u32]>,
     /// Egress group names, "shared" first (the limiter has a lane per region and group).
     group_names: Box<[String]>,
     /// Per source: the config no longer lists it (a reload); its pairs are drained.
@@ -186,6 +189,7 @@ impl Links {
             pairs: Pairs::new(pair_count, spec.handshakes_max, spec.connect_eagerly, now),
             timers: PairTimers::new(pair_count, rate, now),
             sources: spec.sources.clone().into_boxed_slice(),
+            places: places_by_kind(&spec.sources),
             group_names: spec.group_names.clone().into_boxed_slice(),
             source_retired: vec![false; spec.sources.len()].into_boxed_slice(),
             group_listed: if spec.groups.is_empty() {
@@ -594,7 +598,8 @@ impl Links {
             Source::Socks5 { .. } => None,
         };
         let failed = self.pairs.get(pair).failed_at_engine;
-        let Some(target) = self.regions[r].addrs.pick(pair.0, failed, family) else {
+        let place = self.places[self.limiter.address_of(pair) as usize];
+        let Some(target) = self.regions[r].addrs.pick(place, failed, family) else {
             // The region's name now resolves to no address of this family (checked at start,
             // so only after a later lookup): try again later, with the reason on the pair.
             self.note_error(
@@ -754,10 +759,15 @@ impl Links {
         self.note_error(pair, TransportError::Connect { errno, proxy }, now);
         self.stats.connect_failures.inc();
         // A refusal from the engine's address may mean the engine moved: look its name up
-        // again, and dial its next address meanwhile. A proxy's refusal says nothing of the
-        // engine's address.
+        // again, and where the address itself failed dial the name's next one meanwhile. A
+        // proxy's refusal says nothing of the engine's address.
         if proxy.is_none() {
-            self.failed_at_engine(pair);
+            if the_address_failed(errno) {
+                self.failed_at_engine(pair);
+            } else {
+                let r = self.region_of(pair);
+                self.regions[r].addrs.mark_stale();
+            }
         }
         self.schedule_reconnect(pair, now);
     }
@@ -1367,4 +1377,42 @@ impl std::fmt::Display for Versioned {
             None => f.write_str("TLS"),
         }
     }
+}
+
+/// Each source's place among the sources of its kind: local IPv4, local IPv6, SOCKS5 proxy.
+/// A kind's sources are given only the addresses of a name they can reach (a local source
+/// those of its family, a proxy any), so their places, not their places in the whole list,
+/// spread them over those addresses: in a list alternating IPv4 and IPv6 sources, every
+/// IPv4 one would otherwise sit at an even place, and all of them on one of two addresses.
+fn places_by_kind(sources: &[Source]) -> Box<[u32]> {
+    let mut next = [0u32; 3];
+    sources
+        .iter()
+        .map(|s| {
+            let kind = match s {
+                Source::Local(ip) if ip.is_ipv4() => 0,
+                Source::Local(_) => 1,
+                Source::Socks5 { .. } => 2,
+            };
+            next[kind] += 1;
+            next[kind] - 1
+        })
+        .collect()
+}
+
+/// Whether a failed connect's `errno` is the engine address's (a refusal, no answer, no
+/// route to it) rather than this host's (a source address not on it, descriptors or buffers
+/// run out, a local firewall's EPERM): only the former moves the pair to the name's next
+/// address, since on the latter every address fails alike.
+fn the_address_failed(errno: i32) -> bool {
+    matches!(
+        errno,
+        libc::ECONNREFUSED
+            | libc::ETIMEDOUT
+            | libc::EHOSTUNREACH
+            | libc::ENETUNREACH
+            | libc::EHOSTDOWN
+            | libc::ECONNRESET
+            | libc::ECONNABORTED
+    )
 }

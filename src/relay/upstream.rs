@@ -1088,10 +1088,11 @@ impl Upstream {
         // Engines behind load balancers move: look the name up again before reconnecting. A
         // connection that ended at its SOCKS5 proxy before the CONNECT never asked for the
         // engine's address; one whose CONNECT failed had the proxy dial it. One that ended
-        // before it was ever up failed at that address: the pair tries the next one.
+        // before it was ever up, other than by a close of ours with no error (a reload
+        // retiring it, a stop), failed at that address: the pair tries the next one.
         let st = self.links.pair_mut(pair);
         if st.stack.asked_for_engine() {
-            if st.rotated {
+            if st.rotated || (we_closed && !st.error_this_try) {
                 self.links.region(r).addrs.mark_stale();
             } else {
                 self.links.failed_at_engine(pair);

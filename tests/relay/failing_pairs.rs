@@ -15,6 +15,7 @@ use bundle_relay::egress::transport::TlsTarget;
 use bundle_relay::limiter::PairId;
 use bundle_relay::metrics::accounting::Stats;
 use bundle_relay::relay::dispatch::{ConnectOrder, Dispatcher, Link};
+use bundle_relay::relay::tuning::Tuning;
 use bundle_relay::relay::{RegionSpec, Spec};
 use rustls::pki_types::UnixTime;
 
@@ -544,6 +545,86 @@ fn the_pairs_of_a_dead_engine_address_spread_over_the_others_and_a_pair_failing_
     first_round.sort();
     assert_eq!(first_round, engines, "every address once: {tried:?}");
     assert_eq!(tried[..3], tried[3..], "and round again in the same order");
+}
+
+/// Sources listed IPv4 and IPv6 in turn, a name with two IPv4 addresses: the IPv4 sources'
+/// pairs spread over both, by their places among the IPv4 sources. By their places in the
+/// whole list every one of them would sit at an even place, all on the first address.
+#[test]
+fn sources_of_two_families_in_turn_spread_over_their_familys_addresses() {
+    let sources: Vec<Source> = ["127.1.0.1", "::2", "127.1.0.3", "::4"]
+        .iter()
+        .map(|a| Source::Local(a.parse().unwrap()))
+        .collect();
+    let engines: Vec<SocketAddr> = ["127.0.0.1:10000", "127.0.0.2:10000", "[::1]:10000"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let addrs = bundle_relay::egress::resolve::HostAddrs::fixed("ny", engines.clone());
+    let (mut d, now) = relay(sources, |spec| spec.regions[0].addrs = addrs);
+    let mut v4 = Vec::new();
+    while let Some(order) = d.poll_connect(now) {
+        if order.remote.is_ipv4() {
+            v4.push(order.remote);
+        } else {
+            assert_eq!(order.remote, engines[2]);
+        }
+    }
+    v4.sort();
+    assert_eq!(v4, engines[..2], "one IPv4 source on each IPv4 address");
+}
+
+/// What failed on this host, not at the engine's address, keeps the pair on its address:
+/// every address would fail alike. A source address not on the host, descriptors run out,
+/// and a close of the relay's own with no error (a reload retiring the source mid-setup).
+#[test]
+fn a_failure_of_this_hosts_own_keeps_the_pair_on_its_address() {
+    let engines: Vec<SocketAddr> = ["127.0.0.1:10000", "127.0.0.2:10000"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    for errno in [
+        libc::EADDRNOTAVAIL,
+        libc::EMFILE,
+        libc::ENOBUFS,
+        libc::EPERM,
+    ] {
+        let addrs = bundle_relay::egress::resolve::HostAddrs::fixed("ny", engines.clone());
+        let (mut d, now) = relay(vec![Source::Local("127.1.0.1".parse().unwrap())], |spec| {
+            spec.regions[0].addrs = addrs
+        });
+        let order = d.poll_connect(now).expect("a connect is due");
+        assert_eq!(order.remote, engines[0]);
+        d.connect_failed(order.pair, now, errno);
+        let later = Instant(now.0 + 20 * MS);
+        let order = d.poll_connect(later).expect("a reconnect is due");
+        assert_eq!(order.remote, engines[0], "errno {errno}");
+    }
+
+    // A reload takes the source out while its pair sets up, and lists it again.
+    let mut region = RegionSpec::plain("ny", engines[0]);
+    region.addrs = bundle_relay::egress::resolve::HostAddrs::fixed("ny", engines.clone());
+    let spec = Spec::local(vec![region], vec!["127.1.0.1".parse().unwrap()]);
+    let now = Instant(MS);
+    let (mut d, _) = crate::dispatcher_support::unconnected(&spec, 0, now);
+    let order = d.poll_connect(now).expect("the pair connects at start");
+    assert_eq!(order.remote, engines[0]);
+    let mut none = Tuning::of_spec(&spec);
+    none.sources.clear();
+    d.retune(&none, now);
+    d.connected(order.pair, now);
+    crate::dispatcher_support::flush(&mut d, now);
+    d.received(order.pair, &crate::h2_support::engine_hello(), now);
+    assert_eq!(
+        d.poll_close(),
+        Some(order.pair),
+        "retired, it closes once set up"
+    );
+    d.socket_released(order.pair, now, 0);
+    let later = Instant(now.0 + 60_000 * MS);
+    d.retune(&Tuning::of_spec(&spec), later);
+    let order = d.poll_connect(later).expect("listed again, it connects");
+    assert_eq!(order.remote, engines[0], "our own close moved it");
 }
 
 /// One proxy gateway, a username per source: the gateway refusing one user's password, and
