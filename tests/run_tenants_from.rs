@@ -473,17 +473,28 @@ fn taking_tenants_from_out_ends_its_documents_refusal_in_the_status_the_reload_s
     );
     let text = std::fs::read_to_string(&path).unwrap();
     let cut = text.find("[tenants_from]").unwrap();
-    std::fs::write(&path, &text[..cut]).unwrap();
+    // Whole at once, as an editor saves it: the file watcher never reads half of it.
+    let next = dir.join("relay.toml.next");
+    std::fs::write(&next, &text[..cut]).unwrap();
+    std::fs::rename(&next, &path).unwrap();
     hup(&child);
     wait_for(
         &rx,
         "config reloaded: generation 2",
         Duration::from_secs(RELOAD_WAIT_S),
     );
+    // The manager is told after the log says it: read until that message came.
     let mut said = Vec::new();
     let mut b = [0u8; 4096];
-    while let Ok(n) = sock.recv(&mut b) {
-        said.push(String::from_utf8_lossy(&b[..n]).into_owned());
+    let deadline = Instant::now() + Duration::from_secs(RELOAD_WAIT_S);
+    while Instant::now() < deadline
+        && !said
+            .iter()
+            .any(|m: &String| m.contains("config reloaded: generation 2"))
+    {
+        if let Ok(n) = sock.recv(&mut b) {
+            said.push(String::from_utf8_lossy(&b[..n]).into_owned());
+        }
     }
     stop(child);
     let _ = std::fs::remove_dir_all(&dir);

@@ -397,7 +397,7 @@ impl Serving {
                 return End::Failed(why);
             }
             if Signal::Quit.take() {
-                upgrade.taken_over();
+                upgrade.taken_over(Signal::Upgrade.take(), false);
                 return self.taken_over();
             }
             if Signal::Upgrade.take() {
@@ -450,7 +450,7 @@ impl Serving {
         // A stop and the successor's SIGQUIT in one tick: it listens and is the main process
         // already, so this one drains as taken over.
         if Signal::Quit.take() {
-            upgrade.taken_over();
+            upgrade.taken_over(false, true);
             return self.taken_over();
         }
         // Stopped while a successor was still coming up: the operator wants no relay, so it

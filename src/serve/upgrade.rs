@@ -142,16 +142,18 @@ impl Upgrade {
         }
     }
 
-    /// The successor took over (its SIGQUIT): where SIGUSR2 came again meanwhile, it is
-    /// passed on, so the process serving from now on starts the binary on disk now. Sent only
-    /// now, since the successor installs its handlers before it takes over, and SIGUSR2's
-    /// default would end it; one still becoming ready keeps it until it is
-    /// ([`Upgrade::ask`]).
-    pub fn taken_over(&mut self) {
+    /// The successor took over (its SIGQUIT): where SIGUSR2 came again meanwhile, or comes
+    /// now (`asked_now`: in the same tick as the SIGQUIT), it is passed on, so the process
+    /// serving from now on starts the binary on disk now. Sent only now, since the successor
+    /// installs its handlers before it takes over, and SIGUSR2's default would end it; one
+    /// still becoming ready keeps it until it is ([`Upgrade::ask`]). Not in a stop
+    /// (`stopping`): the unit is going, the successor with it.
+    pub fn taken_over(&mut self, asked_now: bool, stopping: bool) {
         let Some(c) = self.successor.take() else {
             return;
         };
-        if std::mem::take(&mut self.again) {
+        let again = std::mem::take(&mut self.again) | std::mem::take(&mut self.asked) | asked_now;
+        if again && !stopping {
             println!(
                 "upgrade: asked again meanwhile: passing SIGUSR2 on to pid {}",
                 c.id()
@@ -235,6 +237,58 @@ mod tests {
             target
         );
         assert_eq!(exe_to_start(None, target.clone()), target);
+    }
+
+    /// An upgrade whose successor is `sleep 10` (SIGUSR2 ends it, so what it got shows in how
+    /// it ended), asked again (`again`) or not.
+    fn taking_over(again: bool) -> Upgrade {
+        let successor = Command::new("sleep").arg("10").spawn().unwrap();
+        Upgrade {
+            exe: None,
+            args: Vec::new(),
+            successor: Some(successor),
+            ledger: None,
+            asked: false,
+            again,
+        }
+    }
+
+    /// The signal that ended `u`'s successor, which `taken_over` let go of (`pid`).
+    fn ended_by(pid: u32) -> Option<i32> {
+        // SAFETY: waits on our own child, which `taken_over` did not reap.
+        let mut status = 0;
+        let got = unsafe { libc::waitpid(pid as i32, &mut status, 0) };
+        assert_eq!(got, pid as i32);
+        libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status))
+    }
+
+    /// | SIGUSR2 again while it took over | SIGUSR2 in the tick of its SIGQUIT | stopping | passed on |
+    #[test]
+    fn an_upgrade_asked_while_the_successor_came_up_or_as_it_took_over_is_passed_on_unless_stopping()
+     {
+        let rows = [
+            (false, false, false, false),
+            (true, false, false, true),
+            (false, true, false, true),
+            (true, true, true, false),
+            (true, false, true, false),
+        ];
+        for (again, asked_now, stopping, passed) in rows {
+            let mut u = taking_over(again);
+            let pid = u.successor.as_ref().unwrap().id();
+            u.taken_over(asked_now, stopping);
+            assert!(
+                u.successor.is_none(),
+                "it is no longer this relay's successor"
+            );
+            if !passed {
+                // SAFETY: our own child, not yet reaped.
+                unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+            }
+            let sig = ended_by(pid);
+            let want = if passed { libc::SIGUSR2 } else { libc::SIGTERM };
+            assert_eq!(sig, Some(want), "{again} {asked_now} {stopping}");
+        }
     }
 
     #[test]
