@@ -11,8 +11,9 @@
 //!
 //! Rotation, by size: once the current file has reached [`HlogConfig::rotate_bytes`] after an
 //! interval, the next interval opens a new file `{prefix}.{start unix secs}.{seq:05}.hlog`;
-//! only the newest [`HlogConfig::keep_files`] files this writer made are kept, older ones are
-//! deleted. Files of earlier runs are never touched.
+//! only the newest [`HlogConfig::keep_files`] files of that name in the folder are kept, older
+//! ones are deleted, earlier runs' included: every restart and upgrade starts a run, and the
+//! folder must not grow by a run's worth each time. Other files are never touched.
 //!
 //! The writer runs on the admin side (never the request path); it allocates freely.
 
@@ -110,6 +111,7 @@ impl HlogWriter {
             ));
         }
         fs::create_dir_all(&cfg.dir)?;
+        let files = earlier_runs(&cfg.dir, &cfg.prefix)?;
         let ids = metrics.hist_ids();
         let tags: Vec<String> = ids.iter().map(|&id| metrics.hist_tag(id)).collect();
         let previous = ids.iter().map(|&id| metrics.histogram(id)).collect();
@@ -123,7 +125,7 @@ impl HlogWriter {
             previous,
             file: None,
             seq: 0,
-            files: VecDeque::new(),
+            files,
             serializer: V2DeflateSerializer::new(),
         })
     }
@@ -186,7 +188,7 @@ impl HlogWriter {
         Ok(())
     }
 
-    /// Files written so far that are still kept, oldest first.
+    /// The files kept, oldest first: earlier runs' still kept, then this writer's.
     pub fn files(&self) -> impl Iterator<Item = &Path> {
         self.files.iter().map(PathBuf::as_path)
     }
@@ -258,6 +260,29 @@ impl HlogWriter {
         })?;
         Ok(HlogThread { stop_tx, join })
     }
+}
+
+/// The files of earlier runs in `dir` named as this writer names its own
+/// (`{prefix}.{start unix secs}.{seq}.hlog`), oldest first, so rotation counts them too.
+fn earlier_runs(dir: &Path, prefix: &str) -> io::Result<VecDeque<PathBuf>> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let path = entry?.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let numbers = name
+            .strip_prefix(prefix)
+            .and_then(|r| r.strip_prefix('.'))
+            .and_then(|r| r.strip_suffix(".hlog"))
+            .and_then(|r| r.split_once('.'))
+            .and_then(|(secs, seq)| Some((secs.parse::<u64>().ok()?, seq.parse::<u64>().ok()?)));
+        if let Some(order) = numbers {
+            found.push((order, path));
+        }
+    }
+    found.sort();
+    Ok(found.into_iter().map(|(_, p)| p).collect())
 }
 
 /// The thread of [`HlogWriter::spawn`].

@@ -221,6 +221,51 @@ fn a_full_disk_loses_its_intervals_only_and_the_log_goes_on_in_a_new_file_once_i
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Every restart and upgrade starts a run of files: the newest `keep_files` of the folder's
+/// are kept across runs, not per run, so the folder does not grow by a run's worth at each.
+/// Files named otherwise are left alone.
+#[test]
+fn files_kept_count_earlier_runs_so_restarts_do_not_grow_the_folder() {
+    let dir = tempdir("hlog-runs");
+    let earlier: Vec<PathBuf> = (0..6)
+        .map(|seq| dir.join(format!("bundle-relay.1700000000.{seq:05}.hlog")))
+        .chain((0..3).map(|seq| dir.join(format!("bundle-relay.1750000000.{seq:05}.hlog"))))
+        .collect();
+    for p in &earlier {
+        std::fs::write(p, "#[Histogram log format version 1.3]\n").unwrap();
+    }
+    let other = [
+        dir.join("notes.txt"),
+        dir.join("other.1700000000.00000.hlog"),
+    ];
+    for p in &other {
+        std::fs::write(p, "keep me").unwrap();
+    }
+    let m = Arc::new(Metrics::new(&regions(), 1));
+    let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let mut cfg = HlogConfig::new(&dir, Duration::from_secs(1));
+    cfg.keep_files = 4;
+    let mut w = HlogWriter::new(Arc::clone(&m), cfg, t0).unwrap();
+    assert!(w.tick(t0 + Duration::from_secs(1)).unwrap());
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "bundle-relay.1750000000.00000.hlog",
+            "bundle-relay.1750000000.00001.hlog",
+            "bundle-relay.1750000000.00002.hlog",
+            "bundle-relay.1800000000.00000.hlog",
+            "notes.txt",
+            "other.1700000000.00000.hlog",
+        ]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn files_rotate_by_size_and_only_the_newest_are_kept() {
     let dir = tempdir("hlog-rotate");
