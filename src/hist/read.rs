@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use hdrhistogram::serialization::{DeserializeError, Deserializer};
 
 use super::args::HistArgs;
 
@@ -424,7 +424,15 @@ fn decode(deserializer: &mut Deserializer, encoded: &str) -> Result<Histogram<u6
         .map_err(|e| format!("its histogram is not base64 ({e}): cut short?"))?;
     deserializer
         .deserialize(&mut &raw[..])
-        .map_err(|e| format!("its histogram does not decode ({e:?}): cut short?"))
+        .map_err(|e| match e {
+            // The first four bytes name the encoding, and they are there: the line is whole.
+            DeserializeError::InvalidCookie | DeserializeError::UnsupportedFeature => format!(
+                "its histogram is in an encoding other than HdrHistogram's V2 integer one ({e:?}: \
+             an older HdrHistogram's log, or a DoubleHistogram's), which this reader does not \
+             read; HdrHistogram's Java HistogramLogProcessor does"
+            ),
+            e => format!("its histogram does not decode ({e:?}): cut short?"),
+        })
 }
 
 /// The warnings for the lines of `path` that were skipped.

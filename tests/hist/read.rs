@@ -125,6 +125,36 @@ fn an_input_with_no_readable_interval_is_an_error_naming_the_file_and_why() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A log whose histograms are in an encoding this reader does not decode (an older
+/// HdrHistogram's V0 or V1 cookie, a DoubleHistogram's) is named as that, with the way out, not
+/// as a log cut short: the file is whole.
+#[test]
+fn a_log_in_an_older_encoding_is_named_as_such_not_as_cut_short() {
+    use base64::Engine as _;
+    let dir = tempdir("hist-read-v1");
+    let text = log_text(&dir, 1);
+    let header: String = text
+        .lines()
+        .filter(|l| l.starts_with(['#', '"']))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    // V1's compressed cookie, then what would follow it.
+    let mut v1 = vec![0x1c, 0x84, 0x93, 0x02];
+    v1.extend_from_slice(&[0; 40]);
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&v1);
+    let p = dir.join("jhiccup-2014.hlog");
+    std::fs::write(&p, format!("{header}0.000,1.000,0.010,{encoded}\n")).unwrap();
+    let err = hist::read(&args(vec![p])).err().unwrap();
+    assert!(
+        err.contains("jhiccup-2014.hlog")
+            && err.contains("an encoding other than HdrHistogram's V2")
+            && err.contains("HistogramLogProcessor")
+            && !err.contains("cut short"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_gzipped_log_is_named_as_gzip_to_decompress_first() {
     use std::io::Write as _;
