@@ -46,10 +46,14 @@ pub struct HistArgs {
     /// Only histograms with this tag (e.g. relay_overhead, upstream_round_trip.frankfurt).
     #[arg(long)]
     pub tag: Option<String>,
-    /// Unit of the printed values (the logs hold nanoseconds; the plots label each tick in
-    /// the unit that suits it).
+    /// Unit of the printed values (the plots label each tick in the unit that suits it).
     #[arg(long, value_enum, default_value = "us")]
     pub unit: Unit,
+    /// Unit of the values in the logs: nanoseconds in the relay's and bench-load's; other
+    /// tools' logs may hold microseconds or milliseconds (what HistogramLogProcessor's
+    /// `-outputValueUnitRatio` is told).
+    #[arg(long, value_enum, default_value = "ns")]
+    pub log_unit: Unit,
     /// Also draw the percentile distributions into this PNG file: a panel per kind of measure
     /// (relay overhead, delivery, limiter wait, upstream round trip by region), log scales.
     #[arg(long)]

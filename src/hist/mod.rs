@@ -76,6 +76,7 @@ pub fn fuzz_log(data: &[u8]) {
         to: None,
         tag: None,
         unit: Unit::Us,
+        log_unit: Unit::Ns,
         plot: None,
         plot_over_time: None,
     };

@@ -28,7 +28,7 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use hdrhistogram::serialization::{DeserializeError, Deserializer};
 
-use super::args::HistArgs;
+use super::args::{HistArgs, Unit};
 
 /// Seconds in a year: the Java reader's threshold between delta and absolute timestamps.
 const YEAR_S: f64 = 365.25 * 24.0 * 3600.0;
@@ -259,7 +259,9 @@ pub(super) fn parse(
             }
             // Only selected histograms are decoded: a day of logs read for one tag or one hour
             // decodes that.
-            let h: Histogram<u64> = match decode(&mut deserializer, ilh.encoded_histogram()) {
+            let decoded = decode(&mut deserializer, ilh.encoded_histogram())
+                .and_then(|h| in_ns(h, args.log_unit));
+            let h: Histogram<u64> = match decoded {
                 Ok(h) => h,
                 Err(why) => {
                     skipped.push((line_no, why));
@@ -433,6 +435,29 @@ fn decode(deserializer: &mut Deserializer, encoded: &str) -> Result<Histogram<u6
             ),
             e => format!("its histogram does not decode ({e:?}): cut short?"),
         })
+}
+
+/// `h`, whose values are in `unit`, with its values in nanoseconds, as everything after
+/// reading holds them: each recorded value's bucket again at `unit`'s nanoseconds times it.
+fn in_ns(h: Histogram<u64>, unit: Unit) -> Result<Histogram<u64>, String> {
+    let per = unit.ns() as u64;
+    if per == 1 || h.is_empty() {
+        return Ok(h);
+    }
+    let high = h
+        .high()
+        .checked_mul(per)
+        .ok_or_else(|| format!("its values reach past what {} in ns holds", unit.label()))?;
+    let mut out = Histogram::new_with_bounds(1, high.max(2), h.sigfig())
+        .map_err(|e| format!("its histogram at {} in ns: {e:?}", unit.label()))?;
+    for v in h.iter_recorded() {
+        out.record_n(
+            v.value_iterated_to().saturating_mul(per),
+            v.count_at_value(),
+        )
+        .map_err(|e| format!("a value at {} in ns: {e:?}", unit.label()))?;
+    }
+    Ok(out)
 }
 
 /// The warnings for the lines of `path` that were skipped.

@@ -155,6 +155,31 @@ fn a_log_in_an_older_encoding_is_named_as_such_not_as_cut_short() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Another tool's log recorded in microseconds: `--log-unit us` reads its values as such, so
+/// a 10 µs value prints as 10 µs, not as 10 ns.
+#[test]
+fn a_log_in_microseconds_reads_at_its_unit_with_log_unit() {
+    let dir = tempdir("hist-read-us");
+    let p = dir.join("wrk2.hlog");
+    hist_support::one_interval_log(&p, &[10, 20, 30_000]);
+    let mut a = args(vec![p]);
+    let as_ns = hist::read(&a).unwrap();
+    assert_eq!(
+        as_ns.groups[0].merged.max(),
+        30_015,
+        "read as ns: 1,000 times too small"
+    );
+    a.log_unit = hist::Unit::Us;
+    let loaded = hist::read(&a).unwrap();
+    let h = &loaded.groups[0].merged;
+    assert_eq!(h.len(), 3);
+    for (q, want) in [(0.0, 10_000), (0.5, 20_000), (1.0, 30_000_000)] {
+        let got = h.value_at_quantile(q);
+        assert!(h.equivalent(got, want), "p{q}: {got} for {want}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_gzipped_log_is_named_as_gzip_to_decompress_first() {
     use std::io::Write as _;

@@ -54,6 +54,7 @@ pub fn args(files: Vec<PathBuf>) -> HistArgs {
         to: None,
         tag: None,
         unit: Unit::Us,
+        log_unit: Unit::Ns,
         plot: None,
         plot_over_time: None,
     }
