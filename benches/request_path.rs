@@ -34,9 +34,9 @@
 //!
 //! | scenario (rustc 1.95.0, valgrind 3.19.0) | instructions per bundle | code lines |
 //! |---|---:|---:|
-//! | 1 transaction, base64 | 37,836 | 1,385 |
-//! | 5 transactions, base64 | 101,465 | 1,417 |
-//! | 5 transactions, base58 | 154,356 | 1,427 |
+//! | 1 transaction, base64 | 37,863 | 1,371 |
+//! | 5 transactions, base64 | 101,476 | 1,402 |
+//! | 5 transactions, base58 | 154,383 | 1,414 |
 
 #[path = "../tests/h2_support/mod.rs"]
 mod h2_support;
