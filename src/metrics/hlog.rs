@@ -242,19 +242,26 @@ impl HlogWriter {
 
     /// Runs the writer on its own thread, writing an interval whenever one is due, until
     /// [`HlogThread::stop`], which writes the last (partial) interval.
+    ///
+    /// Time passes by the monotonic clock from the writer's start on: the wall clock may be
+    /// set while it runs (a host whose time is set after a relay started at boot), and
+    /// followed, a step back would write no interval for its length and a step forward one
+    /// interval spanning it. The files' `StartTime` is the wall clock at the start.
     pub fn spawn(mut self) -> io::Result<HlogThread> {
         let (stop_tx, stop_rx) = mpsc::channel::<()>();
+        let (wall, started) = (self.interval_start, std::time::Instant::now());
+        let now = move || wall + started.elapsed();
         let join = thread::Builder::new().name("hlog".into()).spawn(move || {
             loop {
-                let wait = secs_since(self.next_due(), SystemTime::now());
+                let wait = secs_since(self.next_due(), now());
                 match stop_rx.recv_timeout(wait) {
                     Err(mpsc::RecvTimeoutError::Timeout) => {
-                        if let Err(e) = self.tick(SystemTime::now()) {
-                            // The next tick retries; a full disk must not stop the relay.
+                        if let Err(e) = self.tick(now()) {
+                            // That interval is lost; a full disk must not stop the relay.
                             eprintln!("hlog: {e}");
                         }
                     }
-                    _ => return self.write_interval(SystemTime::now()),
+                    _ => return self.write_interval(now()),
                 }
             }
         })?;

@@ -318,6 +318,59 @@ fn files_rotate_by_size_and_only_the_newest_are_kept() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The wall clock steps after the writer's thread starts (a host whose time is set after the
+/// relay started at boot, or set back): the intervals keep their length, timed by the monotonic
+/// clock. Stepped back, no interval would be written for the step's length; stepped forward,
+/// one interval would span the step. The thread here starts an hour ahead of the wall clock,
+/// and an hour behind it.
+#[test]
+fn the_writer_thread_keeps_its_interval_when_the_wall_clock_steps() {
+    for (name, start) in [
+        ("back", SystemTime::now() + Duration::from_secs(3_600)),
+        ("forward", SystemTime::now() - Duration::from_secs(3_600)),
+    ] {
+        let dir = tempdir(&format!("hlog-step-{name}"));
+        let m = Arc::new(Metrics::new(&regions(), 1));
+        let tm = m.thread(0);
+        let w = HlogWriter::new(
+            Arc::clone(&m),
+            HlogConfig::new(&dir, Duration::from_millis(100)),
+            start,
+        )
+        .unwrap();
+        let h = w.spawn().unwrap();
+        for i in 0..40u64 {
+            tm.record_limiter_wait_ns(1_000 + i);
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        h.stop().unwrap();
+        let path = std::fs::read_dir(&dir)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let (_, _, intervals) = read_log(&path);
+        let waits: Vec<&Interval> = intervals
+            .iter()
+            .filter(|i| i.tag == "limiter_wait")
+            .collect();
+        assert!(
+            waits.len() >= 2,
+            "{name}: {} intervals in 0.4 s",
+            waits.len()
+        );
+        for i in &waits {
+            assert!(
+                i.duration_s < 1.0,
+                "{name}: an interval of {} s",
+                i.duration_s
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
 #[test]
 fn writer_thread_logs_until_stopped_and_writes_the_last_interval() {
     let dir = tempdir("hlog-thread");
