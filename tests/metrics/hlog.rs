@@ -318,6 +318,34 @@ fn files_rotate_by_size_and_only_the_newest_are_kept() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Runs `w` on its thread while `n` limiter waits are recorded on `tm`, `pause` apart, then
+/// stops it; the `limiter_wait` intervals of the one file it wrote into `dir`.
+fn thread_limiter_waits(
+    w: HlogWriter,
+    tm: &bundle_relay::metrics::ThreadMetrics,
+    n: u64,
+    pause: Duration,
+    dir: &std::path::Path,
+) -> Vec<Interval> {
+    let h = w.spawn().unwrap();
+    for i in 0..n {
+        tm.record_limiter_wait_ns(1_000 + i);
+        std::thread::sleep(pause);
+    }
+    h.stop().unwrap();
+    let path = std::fs::read_dir(dir)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let (_, _, intervals) = read_log(&path);
+    intervals
+        .into_iter()
+        .filter(|i| i.tag == "limiter_wait")
+        .collect()
+}
+
 /// The wall clock steps after the writer's thread starts (a host whose time is set after the
 /// relay started at boot, or set back): the intervals keep their length, timed by the monotonic
 /// clock. Stepped back, no interval would be written for the step's length; stepped forward,
@@ -338,23 +366,7 @@ fn the_writer_thread_keeps_its_interval_when_the_wall_clock_steps() {
             start,
         )
         .unwrap();
-        let h = w.spawn().unwrap();
-        for i in 0..40u64 {
-            tm.record_limiter_wait_ns(1_000 + i);
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        h.stop().unwrap();
-        let path = std::fs::read_dir(&dir)
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap()
-            .path();
-        let (_, _, intervals) = read_log(&path);
-        let waits: Vec<&Interval> = intervals
-            .iter()
-            .filter(|i| i.tag == "limiter_wait")
-            .collect();
+        let waits = thread_limiter_waits(w, &tm, 40, Duration::from_millis(10), &dir);
         assert!(
             waits.len() >= 2,
             "{name}: {} intervals in 0.4 s",
@@ -382,23 +394,7 @@ fn writer_thread_logs_until_stopped_and_writes_the_last_interval() {
         SystemTime::now(),
     )
     .unwrap();
-    let h = w.spawn().unwrap();
-    for i in 0..50u64 {
-        tm.record_limiter_wait_ns(1_000 + i);
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    h.stop().unwrap();
-    let path = std::fs::read_dir(&dir)
-        .unwrap()
-        .next()
-        .unwrap()
-        .unwrap()
-        .path();
-    let (_, _, intervals) = read_log(&path);
-    let waits: Vec<&Interval> = intervals
-        .iter()
-        .filter(|i| i.tag == "limiter_wait")
-        .collect();
+    let waits = thread_limiter_waits(w, &tm, 50, Duration::from_millis(2), &dir);
     assert!(waits.len() >= 2, "{} intervals", waits.len());
     assert_eq!(waits.iter().map(|i| i.hist.len()).sum::<u64>(), 50);
     std::fs::remove_dir_all(&dir).unwrap();
