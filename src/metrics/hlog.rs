@@ -112,6 +112,19 @@ impl HlogWriter {
         }
         fs::create_dir_all(&cfg.dir)?;
         let files = earlier_runs(&cfg.dir, &cfg.prefix)?;
+        // A run started in the same second as an earlier one (a restart loop) numbers its
+        // files on from that one's, rather than truncate them.
+        let start_secs = now
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or(Duration::ZERO)
+            .as_secs();
+        let seq = files
+            .iter()
+            .filter_map(|p| order_of(p, &cfg.prefix))
+            .filter(|&(secs, _)| secs == start_secs)
+            .map(|(_, seq)| seq + 1)
+            .max()
+            .unwrap_or(0);
         let ids = metrics.hist_ids();
         let tags: Vec<String> = ids.iter().map(|&id| metrics.hist_tag(id)).collect();
         let previous = ids.iter().map(|&id| metrics.histogram(id)).collect();
@@ -124,7 +137,7 @@ impl HlogWriter {
             tags,
             previous,
             file: None,
-            seq: 0,
+            seq,
             files,
             serializer: V2DeflateSerializer::new(),
         })
@@ -211,23 +224,14 @@ impl HlogWriter {
             inner: BufWriter::new(File::create(&path)?),
             bytes: 0,
         };
-        // Kept from here, so rotation removes it in time even if its headers fail.
+        // A file whose headers did not make it (a full disk) is no log: removed, and not
+        // counted among those kept, or a spell of failures would rotate the real ones away.
+        if let Err(e) = self.write_headers(&mut f) {
+            drop(f.inner.into_parts());
+            let _ = fs::remove_file(&path);
+            return Err(e);
+        }
         self.files.push_back(path);
-        writeln!(f, "#[Histogram log format version 1.3]")?;
-        IntervalLogWriterBuilder::new()
-            .add_comment(
-                "bundle-relay histograms: values in ns; tags relay_overhead, delivery_latency, \
-                 limiter_wait, upstream_round_trip.<region>; max column in ns",
-            )
-            .with_start_time(self.start)
-            .with_base_time(self.start)
-            .begin_log_with(&mut f, &mut self.serializer)?;
-        writeln!(
-            f,
-            "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\""
-        )?;
-        // On disk before any interval: a failed interval cuts the file back to what is.
-        f.flush()?;
         while self.files.len() > self.cfg.keep_files.max(1) {
             let old = self.files.pop_front().expect("len > 1");
             match fs::remove_file(&old) {
@@ -238,6 +242,25 @@ impl HlogWriter {
         }
         self.file = Some(f);
         Ok(())
+    }
+
+    /// A new file's headers, on disk before any interval: a failed interval cuts the file
+    /// back to what is there.
+    fn write_headers(&mut self, f: &mut CountingFile) -> io::Result<()> {
+        writeln!(f, "#[Histogram log format version 1.3]")?;
+        IntervalLogWriterBuilder::new()
+            .add_comment(
+                "bundle-relay histograms: values in ns; tags relay_overhead, delivery_latency, \
+                 limiter_wait, upstream_round_trip.<region>; max column in ns",
+            )
+            .with_start_time(self.start)
+            .with_base_time(self.start)
+            .begin_log_with(&mut *f, &mut self.serializer)?;
+        writeln!(
+            f,
+            "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\""
+        )?;
+        f.flush()
     }
 
     /// Runs the writer on its own thread, writing an interval whenever one is due, until
@@ -275,21 +298,24 @@ fn earlier_runs(dir: &Path, prefix: &str) -> io::Result<VecDeque<PathBuf>> {
     let mut found = Vec::new();
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-            continue;
-        };
-        let numbers = name
-            .strip_prefix(prefix)
-            .and_then(|r| r.strip_prefix('.'))
-            .and_then(|r| r.strip_suffix(".hlog"))
-            .and_then(|r| r.split_once('.'))
-            .and_then(|(secs, seq)| Some((secs.parse::<u64>().ok()?, seq.parse::<u64>().ok()?)));
-        if let Some(order) = numbers {
+        if let Some(order) = order_of(&path, prefix) {
             found.push((order, path));
         }
     }
     found.sort();
     Ok(found.into_iter().map(|(_, p)| p).collect())
+}
+
+/// The start second and sequence number a file of this writer's naming carries.
+fn order_of(path: &Path, prefix: &str) -> Option<(u64, u64)> {
+    let (secs, seq) = path
+        .file_name()?
+        .to_str()?
+        .strip_prefix(prefix)?
+        .strip_prefix('.')?
+        .strip_suffix(".hlog")?
+        .split_once('.')?;
+    Some((secs.parse().ok()?, seq.parse().ok()?))
 }
 
 /// The thread of [`HlogWriter::spawn`].

@@ -187,14 +187,14 @@ fn a_full_disk_loses_its_intervals_only_and_the_log_goes_on_in_a_new_file_once_i
     let m = Arc::new(Metrics::new(&regions(), 1));
     let tm = m.thread(0);
     let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    let full = dir.join("bundle-relay.1800000000.00000.hlog");
-    std::os::unix::fs::symlink("/dev/full", &full).unwrap();
     let mut w = HlogWriter::new(
         Arc::clone(&m),
         HlogConfig::new(&dir, Duration::from_secs(1)),
         t0,
     )
     .unwrap();
+    let full = dir.join("bundle-relay.1800000000.00000.hlog");
+    std::os::unix::fs::symlink("/dev/full", &full).unwrap();
     tm.record_overhead_ns(1_000);
     let err = w.tick(t0 + Duration::from_secs(1)).unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
@@ -203,7 +203,10 @@ fn a_full_disk_loses_its_intervals_only_and_the_log_goes_on_in_a_new_file_once_i
         t0 + Duration::from_secs(2),
         "the failed interval is due again at once: the writer's thread would spin"
     );
-    std::fs::remove_file(&full).unwrap();
+    assert!(
+        std::fs::symlink_metadata(&full).is_err(),
+        "a file whose headers failed is no log: removed"
+    );
     tm.record_overhead_ns(2_000);
     assert!(w.tick(t0 + Duration::from_secs(2)).unwrap());
     tm.record_overhead_ns(1_500);
@@ -221,9 +224,119 @@ fn a_full_disk_loses_its_intervals_only_and_the_log_goes_on_in_a_new_file_once_i
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A full disk for several intervals in a row, each new file failing its headers: no failed
+/// file counts among those kept, so the spell does not rotate the real logs away.
+#[test]
+fn a_spell_of_failed_files_does_not_rotate_the_kept_logs_away() {
+    let dir = tempdir("hlog-spell");
+    let m = Arc::new(Metrics::new(&regions(), 1));
+    let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let mut cfg = HlogConfig::new(&dir, Duration::from_secs(1));
+    cfg.keep_files = 2;
+    cfg.rotate_bytes = 1;
+    let name = |seq: u64| dir.join(format!("bundle-relay.1800000000.{seq:05}.hlog"));
+    let mut w = HlogWriter::new(Arc::clone(&m), cfg, t0).unwrap();
+    for seq in 2..7 {
+        std::os::unix::fs::symlink("/dev/full", name(seq)).unwrap();
+    }
+    for s in 1..=8u64 {
+        let wrote = w.tick(t0 + Duration::from_secs(s));
+        assert_eq!(
+            wrote.is_ok(),
+            !(3..=7).contains(&s),
+            "interval {s}: {wrote:?}"
+        );
+    }
+    let kept: Vec<PathBuf> = w.files().map(PathBuf::from).collect();
+    assert_eq!(kept, [name(1), name(7)]);
+    for p in &kept {
+        assert!(
+            !read_log(p).2.is_empty(),
+            "{} holds its interval",
+            p.display()
+        );
+    }
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        [
+            "bundle-relay.1800000000.00001.hlog",
+            "bundle-relay.1800000000.00007.hlog"
+        ]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The file size limit (`RLIMIT_FSIZE`) reached in the middle of an interval, in a process of
+/// its own (this test run again, alone): the file is cut back to its last whole interval, so
+/// every reader reads it to its end.
+#[test]
+fn a_write_failing_mid_interval_leaves_the_file_at_its_last_whole_interval() {
+    const CHILD: &str = "HLOG_FSIZE_CHILD";
+    if let Ok(dir) = std::env::var(CHILD) {
+        // The child: one whole interval, then a limit a few bytes past it.
+        let m = Arc::new(Metrics::new(&regions(), 1));
+        let mut rng = StdRng::seed_from_u64(7);
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let mut w = HlogWriter::new(
+            Arc::clone(&m),
+            HlogConfig::new(&dir, Duration::from_secs(1)),
+            t0,
+        )
+        .unwrap();
+        record_some(&m, &mut rng, 100);
+        assert!(w.tick(t0 + Duration::from_secs(1)).unwrap());
+        let path = w.files().next().unwrap().to_path_buf();
+        let whole = std::fs::metadata(&path).unwrap().len();
+        // SAFETY: this process is the test run alone; past the limit a write fails with EFBIG
+        // rather than ending the process by SIGXFSZ.
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let limit = libc::rlimit {
+                rlim_cur: whole + 40,
+                rlim_max: libc::RLIM_INFINITY,
+            };
+            assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+        }
+        record_some(&m, &mut rng, 100);
+        let err = w.tick(t0 + Duration::from_secs(2)).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EFBIG), "{err}");
+        return;
+    }
+    let dir = tempdir("hlog-fsize");
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "hlog::a_write_failing_mid_interval_leaves_the_file_at_its_last_whole_interval",
+            "--test-threads=1",
+        ])
+        .env(CHILD, &dir)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "the child: {status}");
+    let path = dir.join("bundle-relay.1800000000.00000.hlog");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.ends_with('\n'), "a line cut short at the end");
+    let (_, _, intervals) = read_log(&path);
+    let histograms = Metrics::new(&regions(), 1).hist_ids().len();
+    assert_eq!(
+        intervals.len(),
+        histograms,
+        "the first interval's histograms, whole"
+    );
+    assert!(intervals.iter().all(|i| i.start_s == 0.0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Every restart and upgrade starts a run of files: the newest `keep_files` of the folder's
 /// are kept across runs, not per run, so the folder does not grow by a run's worth at each.
-/// Files named otherwise are left alone.
+/// A run started in the same second as the last numbers its files on from that one's instead
+/// of overwriting them. Files named otherwise are left alone.
 #[test]
 fn files_kept_count_earlier_runs_so_restarts_do_not_grow_the_folder() {
     let dir = tempdir("hlog-runs");
@@ -241,6 +354,9 @@ fn files_kept_count_earlier_runs_so_restarts_do_not_grow_the_folder() {
     for p in &other {
         std::fs::write(p, "keep me").unwrap();
     }
+    // A run started in the same second as this one, just before it (a restart loop).
+    let same_second = dir.join("bundle-relay.1800000000.00000.hlog");
+    std::fs::write(&same_second, "#[Histogram log format version 1.3]\n").unwrap();
     let m = Arc::new(Metrics::new(&regions(), 1));
     let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let mut cfg = HlogConfig::new(&dir, Duration::from_secs(1));
@@ -255,10 +371,10 @@ fn files_kept_count_earlier_runs_so_restarts_do_not_grow_the_folder() {
     assert_eq!(
         left,
         [
-            "bundle-relay.1750000000.00000.hlog",
             "bundle-relay.1750000000.00001.hlog",
             "bundle-relay.1750000000.00002.hlog",
             "bundle-relay.1800000000.00000.hlog",
+            "bundle-relay.1800000000.00001.hlog",
             "notes.txt",
             "other.1700000000.00000.hlog",
         ]
