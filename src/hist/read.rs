@@ -438,24 +438,26 @@ fn decode(deserializer: &mut Deserializer, encoded: &str) -> Result<Histogram<u6
 }
 
 /// `h`, whose values are in `unit`, with its values in nanoseconds, as everything after
-/// reading holds them: each recorded value's bucket again at `unit`'s nanoseconds times it.
+/// reading holds them: each recorded value's bucket again at `unit`'s nanoseconds times it,
+/// into a histogram that grows to what it records (the log's own bounds may be far past its
+/// values: Java's default is `Long.MAX_VALUE`).
 fn in_ns(h: Histogram<u64>, unit: Unit) -> Result<Histogram<u64>, String> {
     let per = unit.ns() as u64;
     if per == 1 || h.is_empty() {
         return Ok(h);
     }
-    let high = h
-        .high()
-        .checked_mul(per)
-        .ok_or_else(|| format!("its values reach past what {} in ns holds", unit.label()))?;
-    let mut out = Histogram::new_with_bounds(1, high.max(2), h.sigfig())
+    let mut out = Histogram::new(h.sigfig())
         .map_err(|e| format!("its histogram at {} in ns: {e:?}", unit.label()))?;
     for v in h.iter_recorded() {
-        out.record_n(
-            v.value_iterated_to().saturating_mul(per),
-            v.count_at_value(),
-        )
-        .map_err(|e| format!("a value at {} in ns: {e:?}", unit.label()))?;
+        let ns = v.value_iterated_to().checked_mul(per).ok_or_else(|| {
+            format!(
+                "a value of {} {} is past what nanoseconds hold",
+                v.value_iterated_to(),
+                unit.label()
+            )
+        })?;
+        out.record_n(ns, v.count_at_value())
+            .map_err(|e| format!("a value at {} in ns: {e:?}", unit.label()))?;
     }
     Ok(out)
 }

@@ -4,6 +4,7 @@
 use crate::hist_support;
 
 use std::path::Path;
+use std::time::Duration;
 
 use bundle_relay::hist;
 use hist_support::{args, one_interval_log, tempdir};
@@ -177,6 +178,29 @@ fn a_log_in_microseconds_reads_at_its_unit_with_log_unit() {
         let got = h.value_at_quantile(q);
         assert!(h.equivalent(got, want), "p{q}: {got} for {want}");
     }
+
+    // A log whose histograms were made with Java's default bound, `Long.MAX_VALUE`: its small
+    // values read, whatever the bound times 1,000 would be.
+    let p = dir.join("java.hlog");
+    {
+        use hdrhistogram::serialization::V2DeflateSerializer;
+        use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
+        let mut f = std::fs::File::create(&p).unwrap();
+        let mut ser = V2DeflateSerializer::new();
+        let mut w = IntervalLogWriterBuilder::new()
+            .begin_log_with(&mut f, &mut ser)
+            .unwrap();
+        let mut h = hdrhistogram::Histogram::<u64>::new_with_bounds(1, i64::MAX as u64, 3).unwrap();
+        h.record(10).unwrap();
+        w.write_histogram(&h, Duration::ZERO, Duration::from_secs(1), None)
+            .unwrap();
+    }
+    let mut a = args(vec![p]);
+    a.log_unit = hist::Unit::Us;
+    let loaded = hist::read(&a).unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let h = &loaded.groups[0].merged;
+    assert!(h.equivalent(h.max(), 10_000), "{}", h.max());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
