@@ -92,8 +92,8 @@ pub struct Links {
     /// Each pair's earliest deadline (filed by `Upstream`, which knows what they all are).
     timers: PairTimers,
     sources: Box<[Source]>,
-    /// Each source's place among the sources of its kind ([`places_by_kind`]): where its
-    /// pairs start among a region name's addresses.
+    /// Each source's place among the pool's sources of its kind
+    /// ([`super::ThreadSpec::places`]): where its pairs start among a region name's addresses.
     places: Box<[u32]>,
     /// Egress group names, "shared" first (the limiter has a lane per region and group).
     group_names: Box<[String]>,
@@ -189,7 +189,7 @@ impl Links {
             pairs: Pairs::new(pair_count, spec.handshakes_max, spec.connect_eagerly, now),
             timers: PairTimers::new(pair_count, rate, now),
             sources: spec.sources.clone().into_boxed_slice(),
-            places: places_by_kind(&spec.sources),
+            places: spec.places.clone().into_boxed_slice(),
             group_names: spec.group_names.clone().into_boxed_slice(),
             source_retired: vec![false; spec.sources.len()].into_boxed_slice(),
             group_listed: if spec.groups.is_empty() {
@@ -1379,27 +1379,6 @@ impl std::fmt::Display for Versioned {
     }
 }
 
-/// Each source's place among the sources of its kind: local IPv4, local IPv6, SOCKS5 proxy.
-/// A kind's sources are given only the addresses of a name they can reach (a local source
-/// those of its family, a proxy any), so their places, not their places in the whole list,
-/// spread them over those addresses: in a list alternating IPv4 and IPv6 sources, every
-/// IPv4 one would otherwise sit at an even place, and all of them on one of two addresses.
-fn places_by_kind(sources: &[Source]) -> Box<[u32]> {
-    let mut next = [0u32; 3];
-    sources
-        .iter()
-        .map(|s| {
-            let kind = match s {
-                Source::Local(ip) if ip.is_ipv4() => 0,
-                Source::Local(_) => 1,
-                Source::Socks5 { .. } => 2,
-            };
-            next[kind] += 1;
-            next[kind] - 1
-        })
-        .collect()
-}
-
 /// Whether a failed connect's `errno` is the engine address's (a refusal, no answer, no
 /// route to it) rather than this host's (a source address not on it, descriptors or buffers
 /// run out, a local firewall's EPERM): only the former moves the pair to the name's next
@@ -1414,5 +1393,10 @@ fn the_address_failed(errno: i32) -> bool {
             | libc::EHOSTDOWN
             | libc::ECONNRESET
             | libc::ECONNABORTED
+            // ICMP from the path: IPv6 administratively prohibited or rejected by policy
+            // (a local firewall says EPERM), IPv4 host isolated, protocol unreachable.
+            | libc::EACCES
+            | libc::ENONET
+            | libc::ENOPROTOOPT
     )
 }

@@ -355,6 +355,10 @@ impl Spec {
                 slots.len(),
             ),
             sources: own.iter().map(|&i| self.sources[i].clone()).collect(),
+            places: {
+                let all = places_by_kind(&self.sources);
+                own.iter().map(|&i| all[i]).collect()
+            },
             groups,
             group_names,
             arena_slots: (slots.len() as u32).max(1),
@@ -407,6 +411,9 @@ pub struct ThreadSpec {
     pub records: usize,
     /// Its sources, grouped by egress group (group 0's first).
     pub sources: Vec<Source>,
+    /// Each of `sources`' place among the pool's sources of its kind (local IPv4, local IPv6,
+    /// SOCKS5 proxy), over every thread ([`places_by_kind`]).
+    pub places: Vec<u32>,
     /// How many of `sources` each egress group has, in order (empty: one group, all shared).
     pub groups: Vec<u32>,
     /// Each group's name, "shared" first.
@@ -433,4 +440,26 @@ pub struct ThreadSpec {
     pub ledger: Option<Arc<crate::limiter::ledger::Ledger>>,
     pub tenants: Arc<crate::config::TenantTable>,
     pub tenant_stats: Arc<crate::metrics::tenants::TenantStats>,
+}
+
+/// Each source's place among the pool's sources of its kind: local IPv4, local IPv6, SOCKS5
+/// proxy. A kind's sources are given only the addresses of a name they can reach (a local
+/// source those of its family, a proxy any), so their places among their kind, over the whole
+/// pool, spread them over those addresses: in a list alternating IPv4 and IPv6 sources every
+/// IPv4 one would otherwise sit at an even place, and counted per thread each thread's first
+/// source would sit at place 0, all on one address.
+fn places_by_kind(sources: &[Source]) -> Vec<u32> {
+    let mut next = [0u32; 3];
+    sources
+        .iter()
+        .map(|s| {
+            let kind = match s {
+                Source::Local(ip) if ip.is_ipv4() => 0,
+                Source::Local(_) => 1,
+                Source::Socks5 { .. } => 2,
+            };
+            next[kind] += 1;
+            next[kind] - 1
+        })
+        .collect()
 }

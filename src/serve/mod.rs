@@ -397,7 +397,7 @@ impl Serving {
                 return End::Failed(why);
             }
             if Signal::Quit.take() {
-                upgrade.taken_over(Signal::Upgrade.take(), false);
+                upgrade.taken_over(Signal::Upgrade.take(), Signal::Stop.asked());
                 return self.taken_over();
             }
             if Signal::Upgrade.take() {

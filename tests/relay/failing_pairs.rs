@@ -574,9 +574,39 @@ fn sources_of_two_families_in_turn_spread_over_their_familys_addresses() {
     assert_eq!(v4, engines[..2], "one IPv4 source on each IPv4 address");
 }
 
+/// Three threads of one source each, a name with two addresses: the sources' places count
+/// over the whole pool, so the threads' pairs go two to one over the addresses, not all three
+/// to the first (each the first source of its own thread).
+#[test]
+fn the_sources_of_every_thread_spread_over_a_names_addresses_together() {
+    let engines: Vec<SocketAddr> = ["127.0.0.1:10000", "127.0.0.2:10000"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let mut region = RegionSpec::plain("ny", engines[0]);
+    region.addrs = bundle_relay::egress::resolve::HostAddrs::fixed("ny", engines.clone());
+    let sources = ["127.1.0.1", "127.1.0.2", "127.1.0.3"]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+    let mut spec = Spec::local(vec![region], sources);
+    spec.threads = 3;
+    let now = Instant(MS);
+    let mut went = Vec::new();
+    for t in 0..3 {
+        let (mut d, _) = crate::dispatcher_support::unconnected(&spec, t, now);
+        while let Some(order) = d.poll_connect(now) {
+            went.push(order.remote);
+        }
+    }
+    went.sort();
+    assert_eq!(went, [engines[0], engines[0], engines[1]]);
+}
+
 /// What failed on this host, not at the engine's address, keeps the pair on its address:
 /// every address would fail alike. A source address not on the host, descriptors run out,
 /// and a close of the relay's own with no error (a reload retiring the source mid-setup).
+/// What the path said of the address moves it.
 #[test]
 fn a_failure_of_this_hosts_own_keeps_the_pair_on_its_address() {
     let engines: Vec<SocketAddr> = ["127.0.0.1:10000", "127.0.0.2:10000"]
@@ -599,6 +629,28 @@ fn a_failure_of_this_hosts_own_keeps_the_pair_on_its_address() {
         let later = Instant(now.0 + 20 * MS);
         let order = d.poll_connect(later).expect("a reconnect is due");
         assert_eq!(order.remote, engines[0], "errno {errno}");
+    }
+
+    // What the path says of the engine's address moves it: a refusal, no answer, no route,
+    // and the ICMP refusals connect reports as EACCES, ENONET or ENOPROTOOPT.
+    for errno in [
+        libc::ECONNREFUSED,
+        libc::ETIMEDOUT,
+        libc::EHOSTUNREACH,
+        libc::ENETUNREACH,
+        libc::EACCES,
+        libc::ENONET,
+        libc::ENOPROTOOPT,
+    ] {
+        let addrs = bundle_relay::egress::resolve::HostAddrs::fixed("ny", engines.clone());
+        let (mut d, now) = relay(vec![Source::Local("127.1.0.1".parse().unwrap())], |spec| {
+            spec.regions[0].addrs = addrs
+        });
+        let order = d.poll_connect(now).expect("a connect is due");
+        d.connect_failed(order.pair, now, errno);
+        let later = Instant(now.0 + 20 * MS);
+        let order = d.poll_connect(later).expect("a reconnect is due");
+        assert_eq!(order.remote, engines[1], "errno {errno}");
     }
 
     // A reload takes the source out while its pair sets up, and lists it again.
