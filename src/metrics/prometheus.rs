@@ -286,7 +286,7 @@ fn render(m: &Metrics, out: &mut String) {
         m,
         "bundle_relay_cooldowns_active",
         "gauge",
-        "Pairs cooling now, by region.",
+        "Pairs waiting out a cooldown the engine asked for (not those deferred for another relay's send), by region.",
         |r| regions[r].cooldowns_active,
     );
 
