@@ -3,7 +3,7 @@
 //! files rotate by size and only the newest are kept.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -58,6 +58,31 @@ fn read_log(path: &std::path::Path) -> (Option<f64>, Option<f64>, Vec<Interval>)
         }
     }
     (st, bt, out)
+}
+
+/// A one-thread registry and its writer into `dir`, an interval every `interval` from `start`,
+/// its config as `tweak` leaves it.
+fn writer(
+    dir: &Path,
+    interval: Duration,
+    start: SystemTime,
+    tweak: impl FnOnce(&mut HlogConfig),
+) -> (Arc<Metrics>, HlogWriter) {
+    let m = Arc::new(Metrics::new(&regions(), 1));
+    let mut cfg = HlogConfig::new(dir, interval);
+    tweak(&mut cfg);
+    let w = HlogWriter::new(Arc::clone(&m), cfg, start).unwrap();
+    (m, w)
+}
+
+/// The names of the files in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
 }
 
 fn regions() -> Vec<String> {
@@ -184,15 +209,9 @@ fn each_interval_holds_only_what_was_recorded_during_it() {
 #[test]
 fn a_full_disk_loses_its_intervals_only_and_the_log_goes_on_in_a_new_file_once_it_has_room() {
     let dir = tempdir("hlog-full");
-    let m = Arc::new(Metrics::new(&regions(), 1));
-    let tm = m.thread(0);
     let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    let mut w = HlogWriter::new(
-        Arc::clone(&m),
-        HlogConfig::new(&dir, Duration::from_secs(1)),
-        t0,
-    )
-    .unwrap();
+    let (m, mut w) = writer(&dir, Duration::from_secs(1), t0, |_| {});
+    let tm = m.thread(0);
     let full = dir.join("bundle-relay.1800000000.00000.hlog");
     std::os::unix::fs::symlink("/dev/full", &full).unwrap();
     tm.record_overhead_ns(1_000);
@@ -229,13 +248,12 @@ fn a_full_disk_loses_its_intervals_only_and_the_log_goes_on_in_a_new_file_once_i
 #[test]
 fn a_spell_of_failed_files_does_not_rotate_the_kept_logs_away() {
     let dir = tempdir("hlog-spell");
-    let m = Arc::new(Metrics::new(&regions(), 1));
     let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    let mut cfg = HlogConfig::new(&dir, Duration::from_secs(1));
-    cfg.keep_files = 2;
-    cfg.rotate_bytes = 1;
     let name = |seq: u64| dir.join(format!("bundle-relay.1800000000.{seq:05}.hlog"));
-    let mut w = HlogWriter::new(Arc::clone(&m), cfg, t0).unwrap();
+    let (_m, mut w) = writer(&dir, Duration::from_secs(1), t0, |cfg| {
+        cfg.keep_files = 2;
+        cfg.rotate_bytes = 1;
+    });
     for seq in 2..7 {
         std::os::unix::fs::symlink("/dev/full", name(seq)).unwrap();
     }
@@ -256,13 +274,8 @@ fn a_spell_of_failed_files_does_not_rotate_the_kept_logs_away() {
             p.display()
         );
     }
-    let mut left: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    left.sort();
     assert_eq!(
-        left,
+        names_in(&dir),
         [
             "bundle-relay.1800000000.00001.hlog",
             "bundle-relay.1800000000.00007.hlog"
@@ -279,15 +292,9 @@ fn a_write_failing_mid_interval_leaves_the_file_at_its_last_whole_interval() {
     const CHILD: &str = "HLOG_FSIZE_CHILD";
     if let Ok(dir) = std::env::var(CHILD) {
         // The child: one whole interval, then a limit a few bytes past it.
-        let m = Arc::new(Metrics::new(&regions(), 1));
         let mut rng = StdRng::seed_from_u64(7);
         let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-        let mut w = HlogWriter::new(
-            Arc::clone(&m),
-            HlogConfig::new(&dir, Duration::from_secs(1)),
-            t0,
-        )
-        .unwrap();
+        let (m, mut w) = writer(Path::new(&dir), Duration::from_secs(1), t0, |_| {});
         record_some(&m, &mut rng, 100);
         assert!(w.tick(t0 + Duration::from_secs(1)).unwrap());
         let path = w.files().next().unwrap().to_path_buf();
@@ -357,19 +364,11 @@ fn files_kept_count_earlier_runs_so_restarts_do_not_grow_the_folder() {
     // A run started in the same second as this one, just before it (a restart loop).
     let same_second = dir.join("bundle-relay.1800000000.00000.hlog");
     std::fs::write(&same_second, "#[Histogram log format version 1.3]\n").unwrap();
-    let m = Arc::new(Metrics::new(&regions(), 1));
     let t0 = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    let mut cfg = HlogConfig::new(&dir, Duration::from_secs(1));
-    cfg.keep_files = 4;
-    let mut w = HlogWriter::new(Arc::clone(&m), cfg, t0).unwrap();
+    let (_m, mut w) = writer(&dir, Duration::from_secs(1), t0, |cfg| cfg.keep_files = 4);
     assert!(w.tick(t0 + Duration::from_secs(1)).unwrap());
-    let mut left: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    left.sort();
     assert_eq!(
-        left,
+        names_in(&dir),
         [
             "bundle-relay.1750000000.00001.hlog",
             "bundle-relay.1750000000.00002.hlog",
@@ -474,14 +473,8 @@ fn the_writer_thread_keeps_its_interval_when_the_wall_clock_steps() {
         ("forward", SystemTime::now() - Duration::from_secs(3_600)),
     ] {
         let dir = tempdir(&format!("hlog-step-{name}"));
-        let m = Arc::new(Metrics::new(&regions(), 1));
+        let (m, w) = writer(&dir, Duration::from_millis(100), start, |_| {});
         let tm = m.thread(0);
-        let w = HlogWriter::new(
-            Arc::clone(&m),
-            HlogConfig::new(&dir, Duration::from_millis(100)),
-            start,
-        )
-        .unwrap();
         let waits = thread_limiter_waits(w, &tm, 40, Duration::from_millis(10), &dir);
         assert!(
             waits.len() >= 2,
@@ -502,14 +495,8 @@ fn the_writer_thread_keeps_its_interval_when_the_wall_clock_steps() {
 #[test]
 fn writer_thread_logs_until_stopped_and_writes_the_last_interval() {
     let dir = tempdir("hlog-thread");
-    let m = Arc::new(Metrics::new(&regions(), 1));
+    let (m, w) = writer(&dir, Duration::from_millis(20), SystemTime::now(), |_| {});
     let tm = m.thread(0);
-    let w = HlogWriter::new(
-        Arc::clone(&m),
-        HlogConfig::new(&dir, Duration::from_millis(20)),
-        SystemTime::now(),
-    )
-    .unwrap();
     let waits = thread_limiter_waits(w, &tm, 50, Duration::from_millis(2), &dir);
     assert!(waits.len() >= 2, "{} intervals", waits.len());
     assert_eq!(waits.iter().map(|i| i.hist.len()).sum::<u64>(), 50);
